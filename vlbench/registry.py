@@ -1,0 +1,157 @@
+"""One small generic registry for models, datasets, perturbations and metrics.
+
+* names are kebab-case slugs; registering a name twice is an error;
+* entries may be lazy ``"module:attr"`` strings, so nothing heavy is imported until used;
+* third-party packages add entries through the entry-point groups ``vlbench.<kind>``;
+  plug-ins are discovered lazily, a plug-in that fails to load is reported (``vlbench ls``)
+  and only fails a run that selects it, built-ins win name clashes, and
+  ``VLBENCH_DISABLE_PLUGIN_AUTOLOAD=1`` turns discovery off;
+* unknown names get a "did you mean" answer.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import UnknownNameError, VlbenchError
+
+_SLUG = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$")
+PLUGIN_ENV = "VLBENCH_DISABLE_PLUGIN_AUTOLOAD"
+
+
+@dataclass
+class Entry:
+    name: str
+    target: Any  # object or "module:attr"
+    description: str = ""
+    source: str = "builtin"  # "builtin" or "plugin:<distribution> <version>"
+    meta: dict = field(default_factory=dict)
+    _loaded: Any = None
+
+    def load(self) -> Any:
+        if self._loaded is None:
+            if isinstance(self.target, str):
+                self._loaded = resolve(self.target)
+            else:
+                self._loaded = self.target
+        return self._loaded
+
+
+def resolve(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    obj = importlib.import_module(module)
+    for part in filter(None, attr.split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
+def close_matches(name: str, choices, n: int = 3) -> list[str]:
+    choices = list(choices)
+    out = difflib.get_close_matches(name, choices, n=n, cutoff=0.5)
+    if not out:  # prefix / substring matches help with e.g. "flickr" -> flickr30k
+        out = [c for c in choices if name and (c.startswith(name) or name in c)][:n]
+    return out
+
+
+class Registry:
+    def __init__(self, kind: str):
+        self.kind = kind  # e.g. "models"; entry-point group is vlbench.<kind>
+        self._entries: dict[str, Entry] = {}
+        self._plugins_loaded = False
+        self.plugin_errors: dict[str, str] = {}
+
+    # -- registration -------------------------------------------------------------
+    def register(self, name: str, target: Any = None, *, description: str = "", source: str = "builtin",
+                 **meta) -> Callable | None:
+        """Register ``target`` under ``name``; usable as a decorator when target is None."""
+        if target is None:
+            def deco(obj):
+                self.register(name, obj, description=description, source=source, **meta)
+                return obj
+            return deco
+        if not _SLUG.match(name):
+            raise VlbenchError(f"invalid {self.kind} name {name!r}",
+                               "use a lowercase kebab-case slug such as 'my-model'")
+        if name in self._entries:
+            raise VlbenchError(f"{self.kind} name {name!r} is registered twice "
+                               f"({self._entries[name].source} and {source})",
+                               "rename one of them")
+        self._entries[name] = Entry(name, target, description, source, dict(meta))
+        return None
+
+    # -- plug-ins -----------------------------------------------------------------
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        if os.environ.get(PLUGIN_ENV, "").strip() not in ("", "0"):
+            return
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=f"vlbench.{self.kind}"):
+            dist = getattr(ep, "dist", None)
+            source = "plugin:" + (f"{dist.name} {dist.version}" if dist is not None else ep.value)
+            if ep.name in self._entries:
+                # built-ins (and earlier plug-ins) win name clashes; say so.
+                self.plugin_errors[ep.name] = (f"{source} also defines {self.kind} {ep.name!r}; "
+                                               f"the {self._entries[ep.name].source} entry wins")
+                continue
+            if not _SLUG.match(ep.name):
+                self.plugin_errors[ep.name] = f"{source}: invalid name {ep.name!r} (use a kebab-case slug)"
+                continue
+            self._entries[ep.name] = Entry(ep.name, ep.value, "", source)
+
+    # -- lookup -------------------------------------------------------------------
+    def names(self) -> list[str]:
+        self._load_plugins()
+        return sorted(self._entries)
+
+    def entries(self) -> list[Entry]:
+        self._load_plugins()
+        return [self._entries[n] for n in sorted(self._entries)]
+
+    def entry(self, name: str) -> Entry:
+        self._load_plugins()
+        if name not in self._entries:
+            matches = close_matches(name, self._entries)
+            hint = (f"did you mean {', '.join(repr(m) for m in matches)}?" if matches else
+                    f"run 'vlbench ls' to see the {self.kind}")
+            raise UnknownNameError(f"unknown {self.kind[:-1] if self.kind.endswith('s') else self.kind} "
+                                   f"{name!r}", hint)
+        return self._entries[name]
+
+    def get(self, name: str) -> Any:
+        entry = self.entry(name)
+        try:
+            return entry.load()
+        except VlbenchError:
+            raise
+        except Exception as exc:  # a broken plug-in fails only the run that selects it
+            raise VlbenchError(f"{self.kind} {name!r} ({entry.source}) failed to load: "
+                               f"{type(exc).__name__}: {exc}",
+                               "reinstall or fix the package that provides it") from exc
+
+    def __contains__(self, name: str) -> bool:
+        self._load_plugins()
+        return name in self._entries
+
+
+models = Registry("models")
+datasets = Registry("datasets")
+perturbations = Registry("perturbations")
+metrics = Registry("metrics")
+
+
+def plugin_versions() -> dict[str, str]:
+    """Distribution and version of every plug-in entry known so far (recorded in results)."""
+    out = {}
+    for reg in (models, datasets, perturbations, metrics):
+        for e in reg.entries():
+            if e.source.startswith("plugin:"):
+                out[f"{reg.kind}/{e.name}"] = e.source[len("plugin:"):]
+    return out
