@@ -1,0 +1,128 @@
+"""End-to-end runs: tiny models of all five families, the CLI, results.json contents."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, read_counts
+
+FAMILIES = ["clip", "align", "altclip", "groupvit", "openclip"]
+METRICS = {("recall", 1), ("recall", 5), ("recall", 10), ("rsum", None), ("medr", None), ("meanr", None),
+           ("r_precision", None), ("map_at_r", None), ("dcg_cm", 10), ("ndcg_cm", 10)}
+
+
+def _check_results(res: dict, n_images: int, n_captions: int):
+    assert res["schema_version"] == 1
+    assert res["dataset"]["n_images"] == n_images and res["dataset"]["n_captions"] == n_captions
+    assert len(res["dataset"]["hash"]) == 64 and len(res["model"]["hash"]) == 64
+    for d in ("i2t", "t2i"):
+        got = {(r["metric"], r["k"]) for r in res["results"] if r["direction"] == d and r["condition"] == "clean"}
+        assert got == METRICS, (d, METRICS ^ got)
+    vals = {(r["direction"], r["metric"], r["k"]): r["value"] for r in res["results"]}
+    for d, n_cand in (("i2t", n_captions), ("t2i", n_images)):
+        for k in (1, 5, 10):
+            assert 0 <= vals[(d, "recall", k)] <= 100
+        assert vals[(d, "recall", 1)] <= vals[(d, "recall", 5)] <= vals[(d, "recall", 10)]
+        assert 1 <= vals[(d, "medr", None)] <= n_cand
+        assert vals[(d, "rsum", None)] == pytest.approx(sum(vals[(d, "recall", k)] for k in (1, 5, 10)))
+        assert -1 <= vals[(d, "ndcg_cm", 10)] <= 1 + 1e-9  # cosine relevances may be negative (not clipped)
+    assert vals[("both", "rsum", None)] == pytest.approx(vals[("i2t", "rsum", None)] + vals[("t2i", "rsum", None)])
+    for r in res["results"]:
+        assert math.isfinite(r["value"])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_end_to_end(family, tiny_models, manifest, tmp_path):
+    from vlbench.benchmark.runner import run
+
+    folder = tiny_models(family)
+    res = run(model=f"{family}:{folder}", dataset=f"custom:{manifest}", out=str(tmp_path / "run"), quiet=True,
+              num_workers=0, n_boot=50)
+    _check_results(res.results, 12, 60)
+    assert res.results["encoding"]["images_encoded"] == 12
+    ident = res.results["model"]["identity"]
+    assert ident["precision"] == "fp32"
+    assert ident["local"]["content_sha256"]  # local checkpoints are hashed by content
+    assert (res.out_dir / "per_query.csv.gz").is_file()
+
+
+def test_cli_run_writes_results(tiny_models, manifest, tmp_path):
+    folder = tiny_models("clip")
+    out = tmp_path / "cli-run"
+    proc = subprocess.run([sys.executable, "-m", "vlbench", "run", "--model", f"clip:{folder}",
+                           "--dataset", f"custom:{manifest}", "--out", str(out), "--num-workers", "0"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads((out / "results.json").read_text())
+    _check_results(res, 12, 60)
+    assert "R@1" in proc.stdout and "t2i" in proc.stdout
+    # strict JSON: no NaN/Infinity tokens
+    json.loads((out / "results.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
+    # a second run into the same folder is refused: runs are never overwritten
+    proc2 = subprocess.run([sys.executable, "-m", "vlbench", "run", "--model", f"clip:{folder}",
+                            "--dataset", f"custom:{manifest}", "--out", str(out), "--num-workers", "0"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc2.returncode == 2 and "already holds a finished run" in proc2.stderr
+
+
+def test_per_query_values_reproduce_aggregates(counting_plugin, manifest, tmp_path):
+    import pandas as pd
+
+    from vlbench.benchmark.runner import run
+
+    res = run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "r"), quiet=True, num_workers=0)
+    pq = pd.read_csv(res.out_dir / "per_query.csv.gz")
+    vals = {(r["direction"], r["metric"], r["k"]): r["value"] for r in res.results["results"]}
+    for d in ("i2t", "t2i"):
+        sub = pq[(pq.direction == d) & (pq.condition == "clean")]
+        assert len(sub) == (12 if d == "i2t" else 60)
+        assert sub["recall@5"].mean() == pytest.approx(vals[(d, "recall", 5)])
+        assert sub["best_rank"].median() == pytest.approx(vals[(d, "medr", None)])
+        assert sub["map_at_r"].mean() == pytest.approx(vals[(d, "map_at_r", None)], abs=1e-4)
+
+
+def test_images_and_texts_encoded_once_and_cached(counting_plugin, manifest, tmp_path, monkeypatch):
+    from vlbench.benchmark.runner import run
+
+    count = tmp_path / "counts.jsonl"
+    monkeypatch.setenv("VLBENCH_COUNT_FILE", str(count))
+    run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "a"), quiet=True, num_workers=0)
+    first = read_counts(count)
+    assert first["images"] == 12
+    assert first["texts"] == 60  # 60 distinct captions in the excerpt
+    run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "b"), quiet=True, num_workers=0)
+    assert read_counts(count) == first  # the second identical run encodes nothing
+    run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "c"), quiet=True, num_workers=0,
+        restart=True)
+    assert read_counts(count)["images"] == 24  # --restart re-encodes
+
+
+def test_duplicate_captions_encoded_once(counting_plugin, tmp_path, monkeypatch):
+    from conftest import write_images
+    from vlbench.benchmark.runner import run
+
+    names = write_images(tmp_path / "d", 3)
+    man = tmp_path / "d" / "m.jsonl"
+    man.write_text("\n".join(json.dumps({"image": n, "captions": ["a dog", "a dog", f"photo {i}"]})
+                             for i, n in enumerate(names)))
+    count = tmp_path / "counts.jsonl"
+    monkeypatch.setenv("VLBENCH_COUNT_FILE", str(count))
+    res = run(model="counting", dataset=f"custom:{man}", out=str(tmp_path / "o"), quiet=True, num_workers=0)
+    assert read_counts(count)["texts"] == 4  # "a dog" once + 3 distinct
+    assert res.results["encoding"]["texts_distinct"] == 4
+
+
+def test_results_are_deterministic(counting_plugin, manifest, tmp_path):
+    from vlbench.benchmark.runner import run
+
+    a = run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "a"), quiet=True, num_workers=0)
+    b = run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "b"), quiet=True, num_workers=0,
+            no_cache=True)
+    assert a.results["results"] == b.results["results"]
+    assert a.results["results_hash"] == b.results["results_hash"]

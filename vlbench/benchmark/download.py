@@ -1,0 +1,136 @@
+"""Downloads of the built-in datasets (only when online; every file is checksum-verified).
+
+Captions come from the same pinned public sources as the normalized files vlbench expects, and are
+converted the same way; the result must match the pinned sha256 of the normalized file, so a
+changed upstream file is detected rather than silently evaluated:
+
+* Flickr30k: multi30k/dataset (Karpathy test image list + the five raw English caption files);
+* MS-COCO: the ALBEF/BLIP-style Karpathy test annotation (data-ming-and-application/CVLR-RD);
+* FG captions: cwj1412/MSCOCO-Flikcr30K_FG at a pinned commit, reordered to the original image order.
+
+Images come from the Hugging Face datasets nlphuji/flickr_1k_test_image_text_retrieval and
+nlphuji/mscoco_2014_5k_test_image_text_retrieval (zip archives, verified where a digest is pinned).
+"""
+
+from __future__ import annotations
+
+import gzip
+import html
+import io
+import json
+import os
+import shutil
+import tempfile
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from .._io import atomic_write_bytes, sha256_bytes, sha256_file
+from .._paths import default_data_dir, offline
+from ..errors import DataError
+
+MULTI30K = "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task2"
+CVLR = ("https://raw.githubusercontent.com/data-ming-and-application/CVLR-RD/"
+        "b87a3706d6365134711c50f35e494f801c0c25a3/data/coco_test.json")
+FG = "https://raw.githubusercontent.com/cwj1412/MSCOCO-Flikcr30K_FG/6d98d41a40b5e3e95739b40452d1c5b16f542b16"
+
+
+def _get(url: str, timeout: float = 60.0) -> bytes:
+    if offline():
+        raise DataError(f"cannot download {url}: offline mode is on", "unset VLBENCH_OFFLINE/HF_HUB_OFFLINE")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 (fixed https URLs)
+            return r.read()
+    except Exception as exc:
+        raise DataError(f"could not download {url}: {exc}", "check the network, or fetch the file by hand") from None
+
+
+def _jsonl(rows) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+
+
+def _flickr_original() -> bytes:
+    names = [x.strip() for x in _get(f"{MULTI30K}/image_splits/test_2016_images.txt").decode().splitlines() if x.strip()]
+    caps = []
+    for j in range(1, 6):
+        raw = gzip.decompress(_get(f"{MULTI30K}/raw/test_2016.{j}.en.gz")).decode("utf-8").splitlines()
+        caps.append([html.unescape(x.strip()) for x in raw])
+    return _jsonl({"image": n, "captions": [caps[j][i] for j in range(5)]} for i, n in enumerate(names))
+
+
+def _coco_original() -> bytes:
+    data = json.loads(_get(CVLR))
+    return _jsonl({"image": os.path.basename(e["image"]), "captions": [c.strip() for c in e["caption"][:5]]}
+                  for e in data)
+
+
+def _fg(ann: str, original: Path) -> bytes:
+    data = json.loads(_get(f"{FG}/Annotations/{ann}"))
+    order = [json.loads(line)["image"] for line in original.read_text().splitlines() if line.strip()]
+    return _jsonl({"image": n, "captions": data[n[:-4] if n.endswith(".jpg") else n]} for n in order)
+
+
+def fetch_captions(name: str, data_dir: Path) -> Path:
+    from .datasets import BUILTIN
+
+    spec = BUILTIN[name]
+    target = Path(data_dir) / spec["captions"]
+    if target.is_file() and sha256_file(target) == spec["sha256"]:
+        return target
+    if name in ("flickr30k",):
+        blob = _flickr_original()
+    elif name in ("coco", "coco-1k"):
+        blob = _coco_original()
+    elif name == "flickr30k-fg":
+        blob = _fg("Flickr30K_FG_ann.json", fetch_captions("flickr30k", data_dir))
+    elif name == "coco-fg":
+        blob = _fg("MSCOCO_FG_ann.json", fetch_captions("coco", data_dir))
+    else:  # pragma: no cover
+        raise DataError(f"no download recipe for {name!r}", "")
+    digest = sha256_bytes(blob)
+    if digest != spec["sha256"]:
+        raise DataError(f"the downloaded captions of {name!r} have sha256 {digest[:16]}..., expected "
+                        f"{spec['sha256'][:16]}...", "the upstream file changed; report it to vlbench")
+    atomic_write_bytes(target, blob)
+    return target
+
+
+def fetch_images(name: str, ds, data_dir: Path) -> None:
+    from .datasets import BUILTIN, IMAGE_SOURCES
+
+    spec = BUILTIN[name]
+    root = Path(data_dir) / "images" / spec["images"]
+    missing = [n for n in ds.images if not (root / n).is_file()]
+    if not missing:
+        return
+    src = IMAGE_SOURCES[spec["images"]]
+    print(f"downloading {src['url']} ({len(missing)} images missing) ...", flush=True)
+    with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
+        zpath = Path(tmp) / "images.zip"
+        with urllib.request.urlopen(src["url"], timeout=120) as r, open(zpath, "wb") as fh:  # noqa: S310
+            shutil.copyfileobj(r, fh, 1 << 20)
+        digest = sha256_file(zpath)
+        if src["sha256"] and digest != src["sha256"]:
+            raise DataError(f"{src['url']} has sha256 {digest}, expected {src['sha256']}",
+                            "the archive changed or is corrupt: retry, or download it by hand")
+        wanted = set(ds.images)
+        root.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(zpath) as z:
+            for info in z.infolist():
+                base = os.path.basename(info.filename)
+                if base in wanted and not info.is_dir():
+                    atomic_write_bytes(root / base, z.read(info))  # flat, by base name: no path escapes
+        (root / ".source.json").write_text(json.dumps({"url": src["url"], "sha256": digest}))
+
+
+def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:
+    from .datasets import load_dataset
+
+    data_dir = Path(data_dir) if data_dir else default_data_dir()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = fetch_captions(name, data_dir)
+    print(f"{name}: captions {path}")
+    if not captions_only:
+        ds = load_dataset(name, data_dir=data_dir, require_images=False)
+        fetch_images(name, ds, data_dir)
+        print(f"{name}: images in {Path(data_dir) / 'images'}")

@@ -1,0 +1,378 @@
+"""Model adapters: a narrow protocol that every model (built-in or plug-in) follows.
+
+An adapter turns a PIL image into a model input (``preprocess``, run in DataLoader workers),
+encodes a batch of those inputs (``encode_images``), encodes a list of caption strings
+(``encode_texts``, truncating by tokens with the model's own tokenizer), and describes itself
+(``identity``). The runner owns batching, device placement, precision, L2 normalization and caching,
+so all adapters behave the same.
+
+Built-ins: ``clip``, ``align``, ``altclip``, ``groupvit`` (Hugging Face transformers) and
+``openclip`` (open_clip). Syntax: ``NAME[:CHECKPOINT]``; CHECKPOINT is a hub id, a local folder, or
+for open_clip ``ARCH/PRETRAINED_TAG`` (``openclip:ViT-B-32/laion2b_s34b_b79k``), ``hf-hub:org/repo``
+or a local folder with ``open_clip_config.json``.
+
+Plug-ins register a factory in the entry-point group ``vlbench.models``; the factory is called as
+``factory(checkpoint_or_None, device=..., precision=..., trust_remote_code=...)`` and returns a
+:class:`ModelAdapter`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from .._paths import offline
+from ..errors import ModelError, VlbenchError
+from ..registry import models as MODELS
+
+EMBED_CODE_VERSION = "1"  # bump when the encoding code changes what a vector is
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+class ModelAdapter:
+    """Base class and protocol of a model adapter."""
+
+    name: str = "model"
+
+    def identity(self) -> dict:
+        """JSON-able description of everything that changes a vector (checkpoint, revision,
+        preprocessing, precision, embedding size, ...)."""
+        raise NotImplementedError
+
+    def preprocess(self, image):  # PIL.Image (RGB) -> model input; runs in worker processes
+        return image
+
+    def collate(self, items: Sequence[Any]):
+        import torch
+
+        if items and isinstance(items[0], torch.Tensor):
+            return torch.stack(list(items))
+        return list(items)
+
+    def encode_images(self, batch):  # -> (n, d) tensor or array
+        raise NotImplementedError
+
+    def encode_texts(self, texts: list[str]):  # -> (n, d) tensor or array
+        raise NotImplementedError
+
+    def text_keys(self, texts: list[str]) -> list[str]:
+        """What the model really sees of each text (after truncation): used to de-duplicate and as
+        cache key. Default: the text itself."""
+        return list(texts)
+
+    def text_lengths(self, texts: list[str]) -> list[int]:
+        """Lengths used to batch texts of similar length together (less padding)."""
+        return [len(t) for t in texts]
+
+    def model_hash(self) -> str:
+        ident = dict(self.identity())
+        ident["embed_code_version"] = EMBED_CODE_VERSION
+        return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+def pick_device(device: str | None = None) -> str:
+    import torch
+
+    if device and device != "auto":
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise VlbenchError(f"--device {device} was asked for but CUDA is not available",
+                               "use --device cpu, or install a CUDA build of torch on a GPU machine")
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def torch_dtype(precision: str):
+    import torch
+
+    if precision not in PRECISIONS:
+        raise VlbenchError(f"unknown precision {precision!r}", f"use one of {', '.join(PRECISIONS)}")
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+
+
+def _dir_fingerprint(path: Path) -> dict:
+    """Content hash of a local checkpoint folder's files (weights included)."""
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    for p in files:
+        h.update(str(p.relative_to(path)).encode())
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return {"local_path": str(path.resolve()), "content_sha256": h.hexdigest()}
+
+
+def _as_features(out):
+    """transformers 4.x returns a tensor from get_*_features, 5.x an output with pooler_output."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out
+    for attr in ("pooler_output", "text_embeds", "image_embeds"):
+        val = getattr(out, attr, None)
+        if isinstance(val, torch.Tensor):
+            return val
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    raise ModelError(f"the model returned {type(out).__name__}, not an embedding tensor",
+                     "report this with the model name and transformers version")
+
+
+def _load_error(kind: str, checkpoint: str, exc: Exception) -> ModelError:
+    local = Path(checkpoint).expanduser()
+    if local.exists():
+        return ModelError(f"could not load {kind} from local folder {checkpoint!r}: {type(exc).__name__}: {exc}",
+                          "check that the folder holds a complete save_pretrained() export "
+                          "(config, weights, tokenizer and image-processor files)")
+    how = (f"run once with network access (or 'hf download {checkpoint}') to fill the Hugging Face cache, "
+           f"or pass a local folder: --model NAME:/path/to/{checkpoint.split('/')[-1]}")
+    if offline():
+        return ModelError(f"{kind} checkpoint {checkpoint!r} is not in the local Hugging Face cache and "
+                          f"offline mode is on", how)
+    return ModelError(f"could not load {kind} checkpoint {checkpoint!r}: {type(exc).__name__}: {str(exc)[:300]}",
+                      how)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hugging Face transformers dual encoders
+
+HF_FAMILIES = {
+    "clip": ("CLIPModel", "openai/clip-vit-base-patch32", "OpenAI CLIP (transformers)"),
+    "align": ("AlignModel", "kakaobrain/align-base", "ALIGN (transformers)"),
+    "altclip": ("AltCLIPModel", "BAAI/AltCLIP", "AltCLIP (transformers)"),
+    "groupvit": ("GroupViTModel", "nvidia/groupvit-gcc-yfcc", "GroupViT (transformers)"),
+}
+
+
+class HFDualEncoder(ModelAdapter):
+    def __init__(self, family: str, checkpoint: str | None = None, *, device: str = "cpu", precision: str = "fp32",
+                 revision: str | None = None, trust_remote_code: bool = False):
+        import transformers
+
+        cls_name, default_ckpt, _ = HF_FAMILIES[family]
+        self.name = family
+        self.checkpoint = checkpoint or default_ckpt
+        self.precision = precision
+        self.device = device
+        source = str(Path(self.checkpoint).expanduser()) if Path(self.checkpoint).expanduser().exists() \
+            else self.checkpoint
+        kw = dict(revision=revision, trust_remote_code=trust_remote_code)
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, **kw)
+            self.image_processor = transformers.AutoImageProcessor.from_pretrained(source, **kw)
+            self.model = getattr(transformers, cls_name).from_pretrained(source, **kw)
+        except VlbenchError:
+            raise
+        except Exception as exc:
+            raise _load_error(family, self.checkpoint, exc) from exc
+        if len(self.tokenizer) < 10:  # offline CLIPTokenizer trap: an almost empty vocabulary
+            raise ModelError(f"the tokenizer of {self.checkpoint!r} loaded with only {len(self.tokenizer)} tokens",
+                             "the tokenizer files are missing: re-download the checkpoint")
+        self.model.eval().to(device=device, dtype=torch_dtype(precision))
+        cfg = self.model.config
+        text_cfg = getattr(cfg, "text_config", None)
+        limits = [getattr(text_cfg, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
+        limits = [x for x in limits if isinstance(x, int) and 0 < x < 100_000]
+        self.max_length = min(limits) if limits else 77
+        if family == "altclip":  # XLM-R positions start after the padding index
+            pad = getattr(text_cfg, "pad_token_id", 1) or 1
+            self.max_length = min(self.max_length, getattr(text_cfg, "max_position_embeddings", 514) - pad - 1)
+        self._local = _dir_fingerprint(Path(source)) if Path(source).exists() else None
+        self.revision = revision or getattr(cfg, "_commit_hash", None)
+
+    def identity(self) -> dict:
+        ip = self.image_processor
+        pre = {k: getattr(ip, k, None) for k in ("size", "crop_size", "do_center_crop", "do_resize", "resample",
+                                                   "image_mean", "image_std", "do_normalize", "rescale_factor")}
+        return {
+            "adapter": f"vlbench.hf.{self.name}",
+            "model_class": type(self.model).__name__,
+            "checkpoint": self.checkpoint,
+            "revision": self.revision,
+            "local": self._local,
+            "preprocessing": json.loads(json.dumps(pre, default=str)),
+            "tokenizer": type(self.tokenizer).__name__,
+            "max_text_tokens": self.max_length,
+            "precision": self.precision,
+            "embed_dim": int(getattr(self.model.config, "projection_dim", 0) or 0),
+        }
+
+    def preprocess(self, image):
+        return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+    def _tokenize(self, texts):
+        return self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+                              return_tensors="pt")
+
+    def text_keys(self, texts):
+        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+        return [" ".join(map(str, x)) for x in ids]
+
+    def text_lengths(self, texts):
+        return [len(x) for x in self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]]
+
+    def encode_images(self, batch):
+        import torch
+
+        with torch.inference_mode():
+            pix = batch.to(self.device, dtype=torch_dtype(self.precision))
+            return _as_features(self.model.get_image_features(pixel_values=pix))
+
+    def encode_texts(self, texts):
+        import torch
+
+        tok = self._tokenize(texts)
+        tok = {k: v.to(self.device) for k, v in tok.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        with torch.inference_mode():
+            return _as_features(self.model.get_text_features(**tok))
+
+
+def _hf_factory(family):
+    def factory(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
+        return HFDualEncoder(family, checkpoint, device=device, precision=precision, revision=revision,
+                             trust_remote_code=trust_remote_code)
+    factory.__name__ = f"load_{family}"
+    return factory
+
+
+load_clip = _hf_factory("clip")
+load_align = _hf_factory("align")
+load_altclip = _hf_factory("altclip")
+load_groupvit = _hf_factory("groupvit")
+
+
+# ---------------------------------------------------------------------------------------------
+# open_clip
+
+OPENCLIP_DEFAULT = "ViT-B-32/laion2b_s34b_b79k"
+
+
+class OpenCLIPAdapter(ModelAdapter):
+    name = "openclip"
+
+    def __init__(self, checkpoint: str | None = None, *, device="cpu", precision="fp32", **_):
+        import open_clip
+
+        self.checkpoint = checkpoint or OPENCLIP_DEFAULT
+        self.precision = precision
+        self.device = device
+        ck = self.checkpoint
+        local = Path(ck).expanduser()
+        self._local = None
+        try:
+            if local.is_dir():
+                model_name, pretrained = f"local-dir:{local.resolve()}", None
+                self._local = _dir_fingerprint(local)
+            elif ck.startswith("hf-hub:"):
+                model_name, pretrained = ck, None
+            else:
+                arch, _, tag = ck.partition("/")
+                if arch not in open_clip.list_models():
+                    from ..registry import close_matches
+                    m = close_matches(arch, open_clip.list_models())
+                    raise ModelError(f"unknown open_clip architecture {arch!r}",
+                                     f"did you mean {', '.join(m)}?" if m else "see open_clip.list_models()")
+                model_name = arch
+                pretrained = None if tag in ("", "random", "none") else tag
+                if pretrained and Path(pretrained).expanduser().is_file():
+                    self._local = _dir_fingerprint(Path(pretrained).expanduser().parent)
+                if tag == "":
+                    raise ModelError(f"open_clip checkpoint {ck!r} names no pretrained weights",
+                                     f"use ARCH/TAG, e.g. {OPENCLIP_DEFAULT} (or ARCH/random for random weights)")
+            self.model, _, self._transform = open_clip.create_model_and_transforms(model_name, pretrained=pretrained)
+            self.tokenizer = open_clip.get_tokenizer(model_name)
+        except VlbenchError:
+            raise
+        except Exception as exc:
+            raise _load_error("openclip", ck, exc) from exc
+        self.random_weights = not pretrained and self._local is None and not ck.startswith("hf-hub:")
+        self.model.eval().to(device=device, dtype=torch_dtype(precision))
+        self.context_length = getattr(self.tokenizer, "context_length", 77)
+
+    def identity(self) -> dict:
+        pp = getattr(getattr(self.model, "visual", None), "preprocess_cfg", None) or {}
+        return {
+            "adapter": "vlbench.openclip",
+            "checkpoint": self.checkpoint,
+            "local": self._local,
+            "random_weights": self.random_weights,
+            "preprocessing": json.loads(json.dumps(pp, default=str)) or repr(self._transform),
+            "context_length": self.context_length,
+            "precision": self.precision,
+            "embed_dim": int(getattr(self.model, "embed_dim", 0) or self.model.text_projection.shape[-1]
+                             if hasattr(self.model, "text_projection") else 0),
+        }
+
+    def preprocess(self, image):
+        return self._transform(image)
+
+    def text_keys(self, texts):
+        tok = self.tokenizer(list(texts))
+        return [" ".join(map(str, row[row != 0].tolist())) for row in tok]
+
+    def encode_images(self, batch):
+        import torch
+
+        with torch.inference_mode():
+            return self.model.encode_image(batch.to(self.device, dtype=torch_dtype(self.precision)))
+
+    def encode_texts(self, texts):
+        import torch
+
+        with torch.inference_mode():
+            return self.model.encode_text(self.tokenizer(list(texts)).to(self.device))
+
+
+def load_openclip(checkpoint=None, *, device="cpu", precision="fp32", **kw):
+    return OpenCLIPAdapter(checkpoint, device=device, precision=precision)
+
+
+for _fam, (_cls, _default, _desc) in HF_FAMILIES.items():
+    MODELS.register(_fam, f"vlbench.benchmark.models:load_{_fam}", description=f"{_desc}; default {_default}")
+MODELS.register("openclip", "vlbench.benchmark.models:load_openclip",
+                description=f"any open_clip model, ARCH/TAG; default {OPENCLIP_DEFAULT}")
+
+
+def parse_model_spec(spec: str) -> tuple[str, str | None]:
+    name, sep, ckpt = spec.partition(":")
+    return name.strip(), (ckpt.strip() or None) if sep else None
+
+
+def load_model(spec: str, *, device: str | None = None, precision: str = "fp32", trust_remote_code: bool = False,
+               revision: str | None = None) -> ModelAdapter:
+    """Load ``NAME[:CHECKPOINT]`` through the registry (built-ins and plug-ins alike)."""
+    name, ckpt = parse_model_spec(spec)
+    factory = MODELS.get(name)  # unknown name -> close matches
+    device = pick_device(device)
+    torch_dtype(precision)
+    if precision == "fp16" and device == "cpu":
+        raise VlbenchError("fp16 is not supported on the CPU by many kernels",
+                           "use --precision fp32 or bf16 on the CPU (fp16 on CUDA)")
+    kwargs = dict(device=device, precision=precision, trust_remote_code=trust_remote_code)
+    if revision:
+        kwargs["revision"] = revision
+    try:
+        adapter = factory(ckpt, **kwargs)
+    except VlbenchError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"model {spec!r} failed to load: {type(exc).__name__}: {exc}",
+                         "check the checkpoint name or path; run 'vlbench ls' for the model names") from exc
+    if not isinstance(adapter, ModelAdapter):
+        missing = [m for m in ("identity", "encode_images", "encode_texts") if not hasattr(adapter, m)]
+        if missing:
+            raise ModelError(f"model plug-in {name!r} returned an object without {', '.join(missing)}",
+                             "subclass vlbench.benchmark.models.ModelAdapter")
+    adapter.spec = spec
+    adapter.device = getattr(adapter, "device", device)
+    return adapter

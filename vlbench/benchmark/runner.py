@@ -1,0 +1,348 @@
+"""The runner: the one place that orchestrates a benchmark run.
+
+dataset -> (perturbations) -> encoder -> similarity -> metrics -> result records -> run folder.
+
+Work is never done twice: images are encoded once for all conditions, each distinct model input
+(caption text after truncation) once over all conditions, and everything encoded goes to the
+embedding cache as it is finished, so a second run (or a run restarted after a crash) re-encodes
+nothing it already has.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import platform
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from .._io import atomic_write_text, sha256_json, write_json
+from ..errors import VlbenchError
+from . import metrics as M
+from .datasets import Dataset, load_dataset
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class RunConfig:
+    model: str
+    dataset: str
+    perturb: str | None = None
+    out: str | None = None
+    data_dir: str | None = None
+    gallery: str = "test"
+    extra_positives: str | None = None
+    device: str | None = None
+    precision: str = "fp32"
+    batch_size: int = 64
+    text_batch_size: int | None = None
+    num_workers: int | None = None
+    seed: int = 0
+    k: tuple = M.DEFAULT_K
+    p: int = M.DEFAULT_P
+    relevance: str = "self"
+    cache_dir: str | None = None
+    no_cache: bool = False
+    restart: bool = False
+    quiet: bool = False
+    trust_remote_code: bool = False
+    revision: str | None = None
+    n_boot: int = 1000
+    mia_score: str = "rsum"
+    perturb_params: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    results: dict  # the results.json content
+    evaluations: dict  # condition -> list[Evaluation] (one per fold)
+
+    def table(self) -> str:
+        return format_table(self.results)
+
+
+def _log(cfg: RunConfig, msg: str) -> None:
+    if not cfg.quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-")[:60] or "x"
+
+
+def library_versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "platform": platform.platform(), "vlbench": __version__}
+    for dist in ("torch", "torchvision", "transformers", "open_clip_torch", "numpy", "pillow", "spacy", "nltk",
+                 "nlpaug", "pandas"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = None
+    from ..registry import plugin_versions
+
+    out["plugins"] = plugin_versions()
+    return out
+
+
+def _prepare_out(cfg: RunConfig, run_id: str) -> Path:
+    out = Path(cfg.out) if cfg.out else Path("runs") / run_id
+    if (out / "results.json").exists():
+        raise VlbenchError(f"{out} already holds a finished run (results.json)",
+                           "runs are never overwritten: pass another --out folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _evaluate_folds(ds: Dataset, img_emb, txt_emb, cfg: RunConfig, relevance) -> list[M.Evaluation]:
+    if ds.folds is None:
+        return [M.evaluate(M.EmbeddingSource(img_emb, txt_emb), ds.caption_to_image,
+                           extra_positives=ds.extra_positives, k=cfg.k, p=cfg.p,
+                           relevance=relevance(img_emb, txt_emb) if relevance else None)]
+    out = []
+    for fold in ds.folds:
+        sub = ds.subset(fold)
+        caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
+        ie, te = img_emb[fold], txt_emb[caps]
+        out.append(M.evaluate(M.EmbeddingSource(ie, te), sub.caption_to_image, k=cfg.k, p=cfg.p,
+                              relevance=relevance(ie, te) if relevance else None))
+    return out
+
+
+def _mean_records(evals: list[M.Evaluation]) -> list[dict]:
+    """Metric records; with folds, the mean over folds (as papers report COCO 1k)."""
+    recs = [e.records() for e in evals]
+    out = []
+    for i, r in enumerate(recs[0]):
+        vals = [rr[i]["value"] for rr in recs]
+        out.append(dict(r, value=float(np.mean(vals))))
+    return out
+
+
+def _per_query_rsum(evals: list[M.Evaluation], direction: str) -> np.ndarray:
+    return np.concatenate([e.per_query(direction)["rsum"] for e in evals])
+
+
+def _paired_bootstrap(clean: list[M.Evaluation], pert: list[M.Evaluation], n_boot: int, seed: int) -> list[dict]:
+    """CI of the RSUM change from per-query values, resampling queries (paired: same queries)."""
+    rng = np.random.default_rng(seed)
+    diffs = {d: _per_query_rsum(pert, d) - _per_query_rsum(clean, d) for d in M.DIRECTIONS}
+    boots = {d: np.empty(n_boot) for d in M.DIRECTIONS}
+    for d, v in diffs.items():
+        n = len(v)
+        for b in range(n_boot):
+            boots[d][b] = v[rng.integers(0, n, n)].mean() if n else math.nan
+    out = []
+    for d in ("i2t", "t2i", "both"):
+        point = sum(diffs[x].mean() for x in M.DIRECTIONS) if d == "both" else diffs[d].mean()
+        dist = boots["i2t"] + boots["t2i"] if d == "both" else boots[d]
+        out.append({"direction": d, "metric": "rsum", "delta": float(point),
+                    "ci_low": float(np.quantile(dist, 0.025)), "ci_high": float(np.quantile(dist, 0.975)),
+                    "n_boot": n_boot, "alpha": 0.05, "seed": seed})
+    return out
+
+
+def _query_scores(evals: list[M.Evaluation], how: str) -> np.ndarray:
+    """Per t2i caption query: the score whose change groups queries in the model-input analysis."""
+    if how == "rsum":
+        return _per_query_rsum(evals, "t2i")
+    if how == "rank":
+        return -np.concatenate([e.t2i.best_rank for e in evals]).astype(np.float64)
+    raise VlbenchError(f"unknown --mia-score {how!r}", "use rsum or rank")
+
+
+def model_input_analysis(clean_scores: np.ndarray, pert_scores: dict[str, np.ndarray]) -> dict:
+    """Chapter 5.5.4 / Table 5.4, reading documented in docs/metrics.md:
+    for each perturbation, t2i caption queries fall into decreased / increased / unchanged by the
+    change of their per-query score against clean; for each group, the Jaccard similarity of the
+    query sets of every pair of perturbations, averaged over the pairs (pairs where both sets are
+    empty are skipped)."""
+    groups = {}
+    for name, s in pert_scores.items():
+        d = s - clean_scores
+        groups[name] = {"decreased": set(np.flatnonzero(d < 0).tolist()),
+                        "increased": set(np.flatnonzero(d > 0).tolist()),
+                        "unchanged": set(np.flatnonzero(d == 0).tolist())}
+    names = sorted(groups)
+    out = {"groups": {n: {g: len(v) for g, v in groups[n].items()} for n in names}, "jaccard": {}, "pairs": 0}
+    for g in ("decreased", "increased", "unchanged"):
+        vals = []
+        for a in range(len(names)):
+            for b in range(a + 1, len(names)):
+                A, B = groups[names[a]][g], groups[names[b]][g]
+                union = len(A | B)
+                if union:
+                    vals.append(len(A & B) / union)
+        out["jaccard"][g] = float(np.mean(vals)) if vals else None
+        out["pairs"] = len(names) * (len(names) - 1) // 2
+    return out
+
+
+def _write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
+    import pandas as pd
+
+    frames = []
+    for cond, evals in evals_by_cond.items():
+        for fold, e in enumerate(evals):
+            fold_ds = ds if ds.folds is None else ds.subset(ds.folds[fold])
+            for d in M.DIRECTIONS:
+                cols = e.per_query(d)
+                q = cols.pop("query")
+                ids = [fold_ds.images[i] for i in q] if d == "i2t" else [fold_ds.caption_ids[j] for j in q]
+                df = pd.DataFrame({"condition": cond, "fold": fold, "direction": d, "query_index": q,
+                                   "query_id": ids, **cols})
+                frames.append(df)
+    df = pd.concat(frames, ignore_index=True)
+    name = "per_query.csv.gz"
+    tmp = out / f".{name}.tmp"
+    df.to_csv(tmp, index=False, float_format="%.6g", compression={"method": "gzip", "mtime": 0})
+    tmp.replace(out / name)
+    return name
+
+
+def run(config: RunConfig | None = None, **kwargs) -> RunResult:
+    """Run a benchmark. ``run(model="clip", dataset="flickr30k", perturb="all", out="runs/x")``."""
+    cfg = config or RunConfig(**kwargs)
+    t0 = time.time()
+    from .models import load_model
+    from .cache import EmbeddingCache
+    from .encode import EncodeStats, encode_images, encode_texts
+
+    # 1. data (and perturbations) first: cheap, and bad input fails before a model is loaded
+    ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=cfg.gallery, require_images=True,
+                      extra_positives=cfg.extra_positives)
+    if ds.issues:
+        _log(cfg, f"warning: {len(ds.issues)} caption(s) of {ds.name} are empty or unusable "
+                  f"(first: {ds.issues[0]['caption_id']}: {ds.issues[0]['problem']}); they stay in the "
+                  f"evaluation as given and are listed in results.json")
+    perturbed = {}
+    if cfg.perturb:
+        from .. import perturbations as P
+
+        names = P.resolve(cfg.perturb)
+        _log(cfg, f"perturbing {ds.n_captions} captions: {', '.join(names)}")
+        perturbed = P.perturb_captions(ds.captions, ds.caption_ids, names, seed=cfg.seed,
+                                       params=cfg.perturb_params or None, progress=not cfg.quiet)
+
+    # 2. model
+    adapter = load_model(cfg.model, device=cfg.device, precision=cfg.precision,
+                         trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
+    model_hash = adapter.model_hash()
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run_id = f"{stamp}-{_slug(cfg.model.split(':')[0])}-{_slug(ds.name)}-{model_hash[:6]}"
+    out = _prepare_out(cfg, run_id)
+    cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart)
+    stats = EncodeStats()
+
+    # 3. encode: images once, each distinct text once over all conditions
+    paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
+    _log(cfg, f"encoding {len(paths)} images with {cfg.model} on {adapter.device} ({cfg.precision})")
+    img_emb = encode_images(adapter, paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, cache=cache,
+                            stats=stats, progress=not cfg.quiet)
+    all_texts = list(ds.captions)
+    offsets = {"clean": 0}
+    for name, ps in perturbed.items():
+        offsets[name] = len(all_texts)
+        all_texts.extend(ps.texts)
+    _log(cfg, f"encoding {len(all_texts)} captions ({len(perturbed) + 1} condition(s))")
+    txt_emb_all = encode_texts(adapter, all_texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256),
+                               cache=cache, stats=stats, progress=not cfg.quiet)
+    if img_emb.shape[1] != txt_emb_all.shape[1]:
+        raise VlbenchError(f"model {cfg.model!r} gives image embeddings of size {img_emb.shape[1]} but text "
+                           f"embeddings of size {txt_emb_all.shape[1]}",
+                           "a dual encoder must map both modalities into one space (check the projection layers)")
+
+    # 4. metrics per condition
+    relevance = None
+    if cfg.relevance != "self":
+        raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
+    evals = {}
+    n = ds.n_captions
+    for cond, off in offsets.items():
+        evals[cond] = _evaluate_folds(ds, img_emb, txt_emb_all[off:off + n], cfg, relevance)
+
+    # 5. records
+    records = []
+    for cond, ev in evals.items():
+        for r in _mean_records(ev):
+            records.append({"condition": cond, **r})
+    clean_vals = {(r["direction"], r["metric"], r["k"]): r["value"] for r in records if r["condition"] == "clean"}
+    deltas, boots, conditions = [], [], {"clean": {"perturbation": None}}
+    for cond in perturbed:
+        ps = perturbed[cond]
+        conditions[cond] = {"perturbation": cond, **ps.describe()}
+        for r in records:
+            if r["condition"] != cond:
+                continue
+            base = clean_vals[(r["direction"], r["metric"], r["k"])]
+            deltas.append({"condition": cond, "direction": r["direction"], "metric": r["metric"], "k": r["k"],
+                           "abs": r["value"] - base, "rel": (r["value"] - base) / base if base else None})
+        for b in _paired_bootstrap(evals["clean"], evals[cond], cfg.n_boot, cfg.seed):
+            boots.append({"condition": cond, **b})
+    mia = None
+    if len(perturbed) >= 2:
+        clean_s = _query_scores(evals["clean"], cfg.mia_score)
+        mia = model_input_analysis(clean_s, {c: _query_scores(evals[c], cfg.mia_score) for c in perturbed})
+        mia["score"] = cfg.mia_score
+
+    per_query_file = _write_per_query(out, ds, evals)
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "metric_version": M.METRIC_VERSION,
+        "vlbench_version": __version__,
+        "run_id": run_id,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "wall_time_s": round(time.time() - t0, 3),
+        "model": {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
+                  "identity": adapter.identity()},
+        "dataset": ds.describe(),
+        "conditions": conditions,
+        "settings": {"k": list(cfg.k), "p": cfg.p, "relevance": cfg.relevance, "seed": cfg.seed,
+                     "precision": cfg.precision, "device": str(adapter.device), "batch_size": cfg.batch_size,
+                     "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",
+                     "folds": "mean over folds" if ds.folds is not None else None},
+        "results": records,
+        "deltas": deltas,
+        "bootstrap": boots,
+        "model_input_analysis": mia,
+        "encoding": stats.as_dict() | ({"cache": cache.stats, "cache_dir": str(cache.root)} if cache else {}),
+        "caption_issues": ds.issues[:1000],
+        "per_query": per_query_file,
+        "environment": library_versions(),
+    }
+    results["results_hash"] = sha256_json(records)
+    write_json(out / "results.json", results)
+    atomic_write_text(out / "table.md", format_table(results) + "\n")
+    _log(cfg, f"wrote {out / 'results.json'}")
+    return RunResult(out, results, evals)
+
+
+def format_table(results: dict) -> str:
+    """A readable Markdown table: one row per condition and direction."""
+    recs = results["results"]
+    p = results["settings"]["p"]
+    conds = list(results["conditions"])
+    head = ["condition", "dir", "R@1", "R@5", "R@10", "RSUM", "MedR", "MeanR", "R-P", "mAP@R", f"DCG@{p}", f"nDCG@{p}"]
+    rows = []
+    for c in conds:
+        for d in M.DIRECTIONS:
+            get = {(r["metric"], r["k"]): r["value"] for r in recs if r["condition"] == c and r["direction"] == d}
+            rows.append([c, d] + [f"{get.get(('recall', k), float('nan')):.2f}" for k in (1, 5, 10)] +
+                        [f"{get[('rsum', None)]:.2f}", f"{get[('medr', None)]:g}", f"{get[('meanr', None)]:.2f}",
+                         f"{get[('r_precision', None)]:.2f}", f"{get[('map_at_r', None)]:.2f}",
+                         f"{get[('dcg_cm', p)]:.3f}", f"{get[('ndcg_cm', p)]:.3f}"])
+        tot = [r["value"] for r in recs if r["condition"] == c and r["direction"] == "both" and r["metric"] == "rsum"]
+        rows.append([c, "both", "", "", "", f"{tot[0]:.2f}", "", "", "", "", "", ""])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    line = lambda r: "| " + " | ".join(str(x).rjust(w) for x, w in zip(r, widths)) + " |"
+    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
+    return "\n".join(out)

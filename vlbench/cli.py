@@ -1,0 +1,203 @@
+"""The ``vlbench`` command line: a thin layer over the Python API.
+
+``vlbench --help`` and ``vlbench ls`` import neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .errors import VlbenchError
+
+
+def _k_list(s: str) -> tuple:
+    try:
+        return tuple(int(x) for x in s.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k takes comma-separated integers, got {s!r}") from None
+
+
+def _add_run(sub):
+    p = sub.add_parser("run", help="evaluate a model on a dataset (optionally under perturbations)",
+                       description="Encode every image once and every distinct caption once, compute all retrieval "
+                                   "metrics in both directions, and write results.json + per-query values.")
+    p.add_argument("--model", required=True, help="NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, "
+                                                  "openclip:ViT-B-32/laion2b_s34b_b79k")
+    p.add_argument("--dataset", required=True, help="flickr30k, flickr30k-fg, coco, coco-fg, coco-1k or "
+                                                    "custom:<manifest.jsonl>")
+    p.add_argument("--perturb", default=None, help="'all', a family (typos, lexical, distraction, word-order) or "
+                                                   "comma-separated perturbation names")
+    p.add_argument("--out", default=None, help="run folder (default runs/<run id>); never overwritten")
+    p.add_argument("--data-dir", default=None, help="folder with caption files and images/ (default: $VLBENCH_DATA_DIR "
+                                                    "or ~/.cache/vlbench/data)")
+    p.add_argument("--gallery", default="test", choices=["test", "fg-pool"],
+                   help="candidate images for t2i: the test set, or the FG release's enlarged pool")
+    p.add_argument("--extra-positives", default=None, choices=["cxc", "eccv"],
+                   help="extended positives for coco (CxC or ECCV Caption)")
+    p.add_argument("--device", default=None, help="cuda, cuda:1, mps or cpu (default: best available)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
+    p.add_argument("--batch-size", type=int, default=64, help="image batch size (texts use max(this, 256))")
+    p.add_argument("--num-workers", type=int, default=None, help="image decoding worker processes")
+    p.add_argument("--seed", type=int, default=0, help="perturbation and bootstrap seed")
+    p.add_argument("--k", type=_k_list, default=(1, 5, 10), help="Recall@k cut-offs (default 1,5,10)")
+    p.add_argument("--dcg-p", type=int, default=10, help="DCG_CM rank cut-off p (default 10)")
+    p.add_argument("--cache-dir", default=None, help="embedding cache folder (default ~/.cache/vlbench)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the embedding cache")
+    p.add_argument("--restart", action="store_true", help="ignore cached embeddings from earlier runs and re-encode")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="allow checkpoints that run their own code (transformers trust_remote_code)")
+    p.add_argument("--revision", default=None, help="hub revision (branch, tag or commit) of the checkpoint")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for RSUM-change CIs")
+    p.add_argument("--mia-score", default="rsum", choices=["rsum", "rank"],
+                   help="per-query score grouping the model-input analysis")
+    p.add_argument("--quiet", action="store_true", help="no progress bars or table")
+    p.add_argument("--json", action="store_true", help="print the results records as JSON")
+
+
+def _cmd_run(args) -> int:
+    from .benchmark.runner import RunConfig, run
+
+    cfg = RunConfig(model=args.model, dataset=args.dataset, perturb=args.perturb, out=args.out,
+                    data_dir=args.data_dir, gallery=args.gallery, extra_positives=args.extra_positives,
+                    device=args.device, precision=args.precision, batch_size=args.batch_size,
+                    num_workers=args.num_workers, seed=args.seed, k=args.k, p=args.dcg_p,
+                    cache_dir=args.cache_dir, no_cache=args.no_cache, restart=args.restart, quiet=args.quiet,
+                    trust_remote_code=args.trust_remote_code, revision=args.revision, n_boot=args.bootstrap,
+                    mia_score=args.mia_score)
+    res = run(cfg)
+    if args.json:
+        print(json.dumps(res.results["results"], indent=1))
+    elif not args.quiet:
+        print(res.table())
+        print(f"\nresults: {res.out_dir / 'results.json'}")
+    return 0
+
+
+def _cmd_ls(args) -> int:
+    from . import registry
+    from .benchmark import datasets as _d, models as _m  # noqa: F401  (register built-ins; no torch)
+
+    try:
+        from . import perturbations as _p  # noqa: F401
+    except Exception as exc:  # pragma: no cover
+        print(f"(perturbations unavailable: {exc})")
+    metrics = ["recall@k", "rsum", "medr", "meanr", "r_precision", "map_at_r", "dcg_cm@p", "ndcg_cm@p"]
+    sections = [("models", registry.models), ("datasets", registry.datasets),
+                ("perturbations", registry.perturbations)]
+    want = args.what
+    for title, reg in sections:
+        if want and want != title:
+            continue
+        print(f"{title}:")
+        for e in reg.entries():
+            src = "" if e.source == "builtin" else f"  [{e.source}]"
+            fam = e.meta.get("family")
+            desc = e.description or ""
+            print(f"  {e.name:<34} {('(' + fam + ') ') if fam else ''}{desc}{src}")
+        for name, err in reg.plugin_errors.items():
+            print(f"  ! {name}: {err}")
+    if not want or want == "metrics":
+        print("metrics (both directions i2t/t2i):")
+        for m in metrics:
+            print(f"  {m}")
+    return 0
+
+
+def _cmd_cache(args) -> int:
+    from .benchmark.cache import clear_cache, list_cache
+
+    if args.action == "ls":
+        rows = list_cache(args.cache_dir)
+        if not rows:
+            print("the embedding cache is empty")
+        for r in rows:
+            print(f"{r['model_hash']}  {r['modality']:<6} {r['vectors']:>8} vectors  {r['shards']:>5} shards  "
+                  f"{r['bytes'] / 1e6:8.1f} MB  {r['modified']}")
+    else:
+        n = clear_cache(args.cache_dir, args.model_hash)
+        print(f"removed {n} model folder(s) from the embedding cache")
+    return 0
+
+
+def _cmd_download(args) -> int:
+    from .benchmark import download
+
+    for name in args.datasets:
+        download.download_dataset(name, args.data_dir, captions_only=args.captions_only)
+    return 0
+
+
+def _cmd_setup_lang(args) -> int:
+    from . import lang
+
+    print(f"spaCy model: {lang.spacy_model_name()}")
+    print(f"WordNet: {lang.ensure_wordnet()}")
+    return 0
+
+
+def _lazy_sub(sub, name, module, help_text):
+    """Sub-commands implemented in their own part of the package (configure/main)."""
+    import importlib
+
+    p = sub.add_parser(name, help=help_text)
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:  # the part is not built yet / broken: say so when used
+        p.set_defaults(_func=lambda a, exc=exc: (_ for _ in ()).throw(
+            VlbenchError(f"'vlbench {name}' is unavailable: {exc}", "reinstall vlbench")))
+        return p
+    mod.configure(p)
+    p.set_defaults(_func=mod.main)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="vlbench", description="Evaluation and robustness benchmark for "
+                                                                 "image-text retrieval with dual encoders.")
+    parser.add_argument("--version", action="version", version=f"vlbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+    ls = sub.add_parser("ls", help="list models, datasets, perturbations and metrics (plug-ins included)")
+    ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "metrics"])
+    _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
+    _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets (Table 5.1)")
+    _lazy_sub(sub, "leaderboard", "vlbench.leaderboards.cli", "build and publish leaderboards from run folders")
+    c = sub.add_parser("cache", help="inspect or clear the embedding cache")
+    c.add_argument("action", choices=["ls", "clear"])
+    c.add_argument("--cache-dir", default=None)
+    c.add_argument("--model-hash", default=None, help="clear only this model's vectors")
+    d = sub.add_parser("download", help="download built-in datasets (captions and images) while online")
+    d.add_argument("datasets", nargs="+")
+    d.add_argument("--data-dir", default=None)
+    d.add_argument("--captions-only", action="store_true")
+    sub.add_parser("setup-language-data", help="check/install the spaCy model and WordNet")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    funcs = {"run": _cmd_run, "ls": _cmd_ls, "cache": _cmd_cache, "download": _cmd_download,
+             "setup-language-data": _cmd_setup_lang}
+    if args.command is None:
+        parser.print_help()
+        return 2
+    func = funcs.get(args.command) or getattr(args, "_func")
+    try:
+        return int(func(args) or 0)
+    except VlbenchError as exc:
+        print(f"vlbench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("vlbench: interrupted; finished batches are in the embedding cache, run the same command to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
