@@ -1,0 +1,106 @@
+"""Built-in datasets from the real caption files, custom manifests, hashes, folds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from vlbench.benchmark.datasets import load_dataset
+from vlbench.errors import DataError, UnknownNameError
+
+
+@pytest.mark.parametrize("name,n_images", [("flickr30k", 1000), ("flickr30k-fg", 1000), ("coco", 5000),
+                                           ("coco-fg", 5000)])
+def test_builtin_captions(shared_captions, name, n_images):
+    ds = load_dataset(name, data_dir=shared_captions, require_images=False, download=False)
+    assert ds.n_images == n_images and ds.n_captions == 5 * n_images
+    assert np.array_equal(ds.caption_to_image, np.repeat(np.arange(n_images), 5))
+    assert ds.caption_ids[:2] == [f"{ds.images[0]}#0", f"{ds.images[0]}#1"]
+    assert len(ds.content_hash()) == 64
+
+
+def test_fg_shares_images_but_not_captions(shared_captions):
+    a = load_dataset("flickr30k", data_dir=shared_captions, require_images=False, download=False)
+    b = load_dataset("flickr30k-fg", data_dir=shared_captions, require_images=False, download=False)
+    assert a.images == b.images
+    assert a.captions != b.captions and a.content_hash() != b.content_hash()
+
+
+def test_coco_1k_folds(shared_captions):
+    ds = load_dataset("coco-1k", data_dir=shared_captions, require_images=False, download=False)
+    assert len(ds.folds) == 5 and all(len(f) == 1000 for f in ds.folds)
+    assert np.array_equal(np.concatenate(ds.folds), np.arange(5000))
+    sub = ds.subset(ds.folds[1])
+    assert sub.n_images == 1000 and sub.n_captions == 5000
+    assert sub.images[0] == ds.images[1000] and sub.captions[0] == ds.captions[5000]
+    assert np.array_equal(sub.caption_to_image, np.repeat(np.arange(1000), 5))
+
+
+def test_checksum_mismatch_is_refused(shared_captions, tmp_path):
+    bad = tmp_path / "flickr30k_test.jsonl"
+    lines = (shared_captions / "flickr30k_test.jsonl").read_text().splitlines()
+    lines[3] = lines[3].replace("a", "A", 1)
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match="sha256"):
+        load_dataset("flickr30k", data_dir=tmp_path, require_images=False, download=False)
+
+
+def test_missing_caption_file_offline_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLBENCH_OFFLINE", "1")
+    with pytest.raises(DataError) as err:
+        load_dataset("coco-fg", data_dir=tmp_path, require_images=False)
+    assert "coco5k_fg_test.jsonl" in str(err.value) and "vlbench download coco-fg" in str(err.value)
+
+
+def test_missing_images_offline_names_files_and_source(shared_captions, tmp_path, monkeypatch):
+    monkeypatch.setenv("VLBENCH_OFFLINE", "1")
+    shutil.copy(shared_captions / "flickr30k_test.jsonl", tmp_path)
+    with pytest.raises(DataError) as err:
+        load_dataset("flickr30k", data_dir=tmp_path)
+    msg = str(err.value)
+    assert "1000 image file(s)" in msg and "1007129816.jpg" in msg
+    assert "nlphuji/flickr_1k_test_image_text_retrieval" in msg
+
+
+def test_unknown_dataset_has_close_matches():
+    with pytest.raises(UnknownNameError) as err:
+        load_dataset("flikr30k-fg", require_images=False)
+    assert "flickr30k-fg" in str(err.value)
+
+
+def test_custom_manifest_ragged_and_hash(tmp_path):
+    (tmp_path / "a.png").write_bytes(b"x")
+    (tmp_path / "b.png").write_bytes(b"x")
+    man = tmp_path / "m.jsonl"
+    man.write_text(json.dumps({"image": "a.png", "captions": ["one", "two", "three"]}) + "\n\n" +
+                   json.dumps({"image": "b.png", "captions": ["four"]}) + "\n")
+    ds = load_dataset(f"custom:{man}")
+    assert ds.n_images == 2 and ds.captions == ["one", "two", "three", "four"]
+    assert ds.caption_to_image.tolist() == [0, 0, 0, 1]
+    h = ds.content_hash()
+    man.write_text(man.read_text().replace("four", "five"))
+    assert load_dataset(f"custom:{man}").content_hash() != h
+
+
+def test_malformed_manifest_line_is_named(tmp_path):
+    man = tmp_path / "m.jsonl"
+    man.write_text('{"image": "a.png", "captions": ["x"]}\n{"image": "b.png", "captions": [\n')
+    with pytest.raises(DataError, match="line 2 is not valid JSON"):
+        load_dataset(f"custom:{man}", require_images=False)
+
+
+def test_manifest_path_escape_is_refused(tmp_path):
+    man = tmp_path / "m.jsonl"
+    man.write_text('{"image": "../../etc/passwd", "captions": ["x"]}\n')
+    with pytest.raises(DataError, match="line 1: image path '../../etc/passwd' points outside"):
+        load_dataset(f"custom:{man}", require_images=False)
+
+
+def test_missing_image_is_named(tmp_path):
+    man = tmp_path / "m.jsonl"
+    man.write_text('{"image": "nope.jpg", "captions": ["x"]}\n')
+    with pytest.raises(DataError, match="nope.jpg"):
+        load_dataset(f"custom:{man}")

@@ -1,0 +1,151 @@
+"""Model loading: identity, hashing, errors, truncation by tokens, plug-ins."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from vlbench.benchmark.models import load_model
+from vlbench.errors import ModelError, UnknownNameError, VlbenchError
+
+
+def test_unknown_model_name_has_close_matches():
+    with pytest.raises(UnknownNameError) as err:
+        load_model("clipp")
+    assert "'clip'" in str(err.value)
+
+
+def test_uncached_hub_id_offline_fails_fast_with_instructions(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t = time.time()
+    with pytest.raises(ModelError) as err:
+        load_model("clip:openai/clip-vit-base-patch32", device="cpu")
+    assert time.time() - t < 20
+    msg = str(err.value)
+    assert "openai/clip-vit-base-patch32" in msg and "not in the local Hugging Face cache" in msg
+    assert "hf download" in msg or "local folder" in msg
+
+
+def test_unknown_openclip_arch_has_close_matches():
+    with pytest.raises(ModelError, match="ViT-B-32"):
+        load_model("openclip:ViT-B-33/openai", device="cpu")
+
+
+def test_checkpoint_and_precision_change_the_model_hash(tiny_models):
+    a = load_model(f"clip:{tiny_models('clip', 0)}", device="cpu")
+    b = load_model(f"clip:{tiny_models('clip', 1)}", device="cpu")
+    c = load_model(f"clip:{tiny_models('clip', 0)}", device="cpu", precision="bf16")
+    assert len({a.model_hash(), b.model_hash(), c.model_hash()}) == 3
+    assert a.model_hash() == load_model(f"clip:{tiny_models('clip', 0)}", device="cpu").model_hash()
+
+
+def test_fp16_on_cpu_is_refused_with_a_fix():
+    with pytest.raises(VlbenchError, match="bf16"):
+        load_model("clip", device="cpu", precision="fp16")
+
+
+@pytest.mark.parametrize("family", ["clip", "align", "altclip", "groupvit", "openclip"])
+def test_long_captions_are_truncated_by_tokens(tiny_models, family):
+    m = load_model(f"{family}:{tiny_models(family)}", device="cpu")
+    long = "a dog runs across the green field " * 100
+    longer = long + "and a cat"
+    emb = m.encode_texts([long, longer])
+    # same first N tokens -> same model input -> same vector; the key records the truncated input
+    assert m.text_keys([long]) == m.text_keys([longer])
+    assert np.allclose(np.asarray(emb[0].detach()), np.asarray(emb[1].detach()), atol=1e-5)
+
+
+def test_plugin_installed_for_real_is_discovered(tmp_path, manifest):
+    """pip-installs the example plug-in package into a folder and runs vlbench from a subprocess."""
+    target = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--target", str(target), str(ROOT / "tests" / "plugin_pkg")],
+                         capture_output=True, text=True, timeout=300)
+    if pip.returncode != 0:
+        pytest.skip(f"could not pip-install the plug-in package here: {pip.stderr[-300:]}")
+    env = dict(os.environ, PYTHONPATH=f"{target}{os.pathsep}{ROOT}")
+    ls = subprocess.run([sys.executable, "-m", "vlbench", "ls", "models"], capture_output=True, text=True, env=env,
+                        cwd=tmp_path, timeout=120)
+    assert ls.returncode == 0, ls.stderr
+    assert "counting" in ls.stdout and "vlbench-counting-plugin 0.3.0" in ls.stdout
+    out = tmp_path / "run"
+    run = subprocess.run([sys.executable, "-m", "vlbench", "run", "--model", "counting:dim=16", "--dataset",
+                          f"custom:{manifest}", "--out", str(out), "--quiet", "--num-workers", "0"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    import json
+
+    res = json.loads((out / "results.json").read_text())
+    assert res["environment"]["plugins"]["models/counting"] == "vlbench-counting-plugin 0.3.0"
+    # autoloading can be switched off
+    off = subprocess.run([sys.executable, "-m", "vlbench", "ls", "models"], capture_output=True, text=True,
+                         env=dict(env, VLBENCH_DISABLE_PLUGIN_AUTOLOAD="1"), cwd=tmp_path, timeout=120)
+    assert "counting" not in off.stdout
+
+
+def test_broken_plugin_fails_only_when_selected(monkeypatch):
+    from vlbench import registry
+
+    reg = registry.Registry("models")
+    reg.register("good", lambda *a, **k: None)
+    reg._plugins_loaded = True
+    reg._entries["broken"] = registry.Entry("broken", "no_such_module_xyz:load", source="plugin:broken 1.0")
+    assert reg.names() == ["broken", "good"]
+    with pytest.raises(VlbenchError, match="plugin:broken 1.0.*failed to load"):
+        reg.get("broken")
+    assert reg.get("good") is not None
+
+
+def test_plugin_entry_points_monkeypatched(monkeypatch):
+    """Discovery through importlib.metadata.entry_points, with built-ins winning clashes."""
+    import importlib.metadata as md
+
+    from vlbench import registry
+
+    class EP:
+        def __init__(self, name, value):
+            self.name, self.value, self.dist = name, value, None
+
+    def fake(group=None):
+        return [EP("clip", "evil:load"), EP("my-model", "pkg:load")] if group == "vlbench.models" else []
+
+    monkeypatch.setattr(md, "entry_points", fake)
+    reg = registry.Registry("models")
+    reg.register("clip", "vlbench.benchmark.models:load_clip")
+    assert "my-model" in reg.names()
+    assert reg.entry("clip").source == "builtin"
+    assert "clip" in reg.plugin_errors
+
+
+def test_model_that_fails_to_load(counting_plugin):
+    with pytest.raises(ModelError, match="broken on purpose"):
+        load_model("counting:fail")
+
+
+@pytest.mark.weights
+def test_reference_numbers_with_real_weights():
+    """protocols_and_metrics.md section 7: CLIP ViT-B/32 (OpenAI) zero-shot on Flickr30k 1k and COCO 5k."""
+    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.benchmark.runner import run
+
+    try:
+        load_model("clip:openai/clip-vit-base-patch32", device="cpu")
+        load_dataset("flickr30k")
+        load_dataset("coco")
+    except (VlbenchError, Exception) as exc:
+        pytest.skip(f"real weights and images are not available here: {str(exc).splitlines()[0][:200]}")
+    expected = {"flickr30k": {("t2i", 1): 58.78, ("t2i", 5): 83.56, ("t2i", 10): 90.02, ("i2t", 1): 78.90,
+                              ("i2t", 5): 94.90, ("i2t", 10): 98.20},
+                "coco": {("t2i", 1): 30.44, ("t2i", 5): 55.94, ("t2i", 10): 66.87, ("i2t", 1): 50.12,
+                         ("i2t", 5): 75.00, ("i2t", 10): 83.52}}
+    for ds, exp in expected.items():
+        res = run(model="clip:openai/clip-vit-base-patch32", dataset=ds, quiet=True)
+        vals = {(r["direction"], r["k"]): r["value"] for r in res.results["results"] if r["metric"] == "recall"}
+        for key, v in exp.items():
+            assert vals[key] == pytest.approx(v, abs=0.6), (ds, key)
