@@ -31,7 +31,7 @@ import numpy as np
 METRIC_VERSION = "1.0"  # bump on any change of semantics
 DEFAULT_K = (1, 5, 10)
 DEFAULT_P = 10
-BLOCK_BYTES = 64 << 20
+BLOCK_BYTES = 32 << 20
 DIRECTIONS = ("i2t", "t2i")
 
 
@@ -133,9 +133,12 @@ class ArraySource(SimilaritySource):
         self.n_images, self.n_captions = sim.shape
 
     def rows(self, direction, queries):
+        # keep the caller's precision (float64 input is ranked in float64, float32 in float32)
         if direction == "i2t":
-            return np.ascontiguousarray(self.sim[queries], dtype=np.float32)
-        return np.ascontiguousarray(self.sim[:, queries].T, dtype=np.float32)
+            return np.ascontiguousarray(self.sim[queries])
+        if len(queries) and queries[-1] - queries[0] + 1 == len(queries):  # a contiguous range: slice, no gather
+            return np.ascontiguousarray(self.sim[:, queries[0]:queries[-1] + 1].T)
+        return np.ascontiguousarray(self.sim[:, queries].T)
 
 
 class EmbeddingSource(SimilaritySource):
@@ -237,7 +240,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
         b1 = min(n_q, b0 + block_rows)
         qs = np.arange(b0, b1)
         blk = source.rows(direction, queries[b0:b1])
-        if blk.dtype != np.float32:
+        if blk.dtype not in (np.float32, np.float64):
             blk = blk.astype(np.float32)
         if not np.isfinite(blk).all():
             bad = int(queries[b0 + np.flatnonzero(~np.isfinite(blk).all(axis=1))[0]])
@@ -256,7 +259,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
         prow = np.repeat(np.arange(b1 - b0), R)
         pcol = pos.idx[pstart:pend]
         pscore = blk[prow, pcol]
-        best_score = np.full(b1 - b0, -np.inf, dtype=np.float32)
+        best_score = np.full(b1 - b0, -np.inf, dtype=blk.dtype)
         np.maximum.at(best_score, prow, pscore)
         is_best = pscore == best_score[prow]
         best_col = np.full(b1 - b0, n_cand, dtype=np.int64)
@@ -293,6 +296,9 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
             nonpos = -np.sort(-nonpos, axis=1)[:, :pp]
         else:
             rblk = relevance.rows(direction, queries[b0:b1]).astype(np.float64)
+            if not np.isfinite(rblk).all():
+                bad = int(queries[b0 + np.flatnonzero(~np.isfinite(rblk).all(axis=1))[0]])
+                raise ValueError(f"relevance has NaN or infinite values ({direction} query {bad})")
             rel_top = np.take_along_axis(rblk, top_ix[:, :pp], axis=1)
             rblk[prow, pcol] = -np.inf
             if rblk.shape[1] > pp:

@@ -1,0 +1,200 @@
+"""Slow, deliberately naive reference implementations of vlbench's retrieval metrics.
+
+Written from the definitions (vlbench docs / shared spec section 2), NOT from
+vlbench/benchmark/metrics.py. Everything here is plain Python loops over Python floats
+(float64) with a full sort per query, so it is easy to check by eye:
+
+* ranking: similarity descending, ties broken by candidate index ascending
+  (``sorted(range(n), key=lambda c: (-score[c], c))``); ranks are 1-based;
+* i2t queries: image rows with at least one positive caption (original or extra);
+  candidates: all captions; positives: the image's captions plus extra positives;
+* t2i queries: every caption; candidates: all image rows; positives: its image plus extras;
+* Recall@k: hit rate of the best-ranked positive, in percent;
+* MedR: ``np.median`` of best ranks (plain median, can end in .5); MeanR: mean;
+* R-precision: #positives in the top R / R (R = number of distinct positives), percent;
+* mAP@R: (1/R) * sum_{i<=R} P@i * rel(i), percent;
+* DCG_CM@p: sum_{i<=p} rel_i / log2(i+1), rel_i = 1 for a positive else the relevance value
+  (default: the similarity); nDCG = DCG / IDCG (IDCG: all candidates sorted by relevance
+  value, top p), 0 when IDCG <= 0.
+
+Also: independent re-implementations of ECCV Caption's R-Precision and mAP@R in the style of
+the eccv_caption package (numpy cumsum over the top R), used as a second opinion.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+DIRECTIONS = ("i2t", "t2i")
+
+
+def to_float64_matrix(x):
+    """Any array-like (numpy, torch incl. float16) -> nested Python floats via float64."""
+    try:
+        import torch
+
+        if isinstance(x, torch.Tensor):
+            x = x.detach().cpu().to(torch.float64).numpy()
+    except ImportError:  # pragma: no cover
+        pass
+    a = np.asarray(x, dtype=np.float64)
+    return [[float(v) for v in row] for row in a]
+
+
+def _extra_for(extra_positives, direction, n_queries_total):
+    """Normalise extra positives of one direction to a dict {query index: set(candidates)}."""
+    if not extra_positives:
+        return {}
+    e = extra_positives.get(direction)
+    if e is None:
+        return {}
+    if isinstance(e, dict):
+        return {int(q): {int(c) for c in cands} for q, cands in e.items()}
+    # full list: one entry per query index
+    assert len(e) == n_queries_total
+    return {q: {int(c) for c in cands} for q, cands in enumerate(e)}
+
+
+def positives(caption_to_image, n_images, extra_positives=None):
+    """Return (i2t, t2i): dicts query index -> set of positive candidate indices.
+
+    i2t only contains images with at least one positive (the others are distractors)."""
+    n_captions = len(caption_to_image)
+    i2t = {i: set() for i in range(n_images)}
+    for j, i in enumerate(caption_to_image):
+        i2t[int(i)].add(j)
+    for i, cands in _extra_for(extra_positives, "i2t", n_images).items():
+        i2t[i] |= cands
+    i2t = {i: s for i, s in i2t.items() if s}
+    t2i = {j: {int(caption_to_image[j])} for j in range(n_captions)}
+    for j, cands in _extra_for(extra_positives, "t2i", n_captions).items():
+        t2i[j] |= cands
+    return i2t, t2i
+
+
+def ranking(scores):
+    """Candidate indices in rank order: score descending, then index ascending."""
+    return sorted(range(len(scores)), key=lambda c: (-scores[c], c))
+
+
+def query_metrics(scores, pos, rel, ks, p):
+    """Per-query metric values. scores/rel: lists over candidates; pos: set of candidates."""
+    order = ranking(scores)
+    rank_of = {c: r + 1 for r, c in enumerate(order)}
+    best = min(rank_of[c] for c in pos)
+    out = {"rank": best}
+    for k in ks:
+        out[f"recall@{k}"] = 100.0 if best <= k else 0.0
+    R = len(pos)
+    top_r = order[:R]
+    out["r_precision"] = 100.0 * sum(1 for c in top_r if c in pos) / R
+    ap = 0.0
+    hits = 0
+    for i, c in enumerate(top_r, start=1):
+        if c in pos:
+            hits += 1
+            ap += hits / i  # precision@i * rel(i), rel(i) = 1
+    out["map_at_r"] = 100.0 * ap / R
+    gains = [1.0 if c in pos else rel[c] for c in range(len(scores))]
+    dcg = 0.0
+    for i, c in enumerate(order[:p], start=1):
+        dcg += gains[c] / math.log2(i + 1)
+    ideal = sorted(gains, reverse=True)
+    idcg = 0.0
+    for i, g in enumerate(ideal[:p], start=1):
+        idcg += g / math.log2(i + 1)
+    out["dcg"] = dcg
+    out["ndcg"] = dcg / idcg if idcg > 0 else 0.0
+    return out
+
+
+def per_query(similarity, caption_to_image, *, extra_positives=None, k=(1, 5, 10), p=10, relevance=None):
+    """{direction: list of (query index, per-query dict)} in query-index order."""
+    S = to_float64_matrix(similarity)
+    Rel = S if relevance is None else to_float64_matrix(relevance)
+    n_images = len(S)
+    n_captions = len(S[0])
+    assert len(caption_to_image) == n_captions
+    ks = sorted({int(x) for x in k})
+    i2t, t2i = positives(caption_to_image, n_images, extra_positives)
+    res = {"i2t": [], "t2i": []}
+    for i in sorted(i2t):
+        res["i2t"].append((i, query_metrics(S[i], i2t[i], Rel[i], ks, p)))
+    for j in sorted(t2i):
+        col = [S[i][j] for i in range(n_images)]
+        rcol = [Rel[i][j] for i in range(n_images)]
+        res["t2i"].append((j, query_metrics(col, t2i[j], rcol, ks, p)))
+    return res
+
+
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def oracle_score(similarity, caption_to_image, *, extra_positives=None, k=(1, 5, 10), p=10, relevance=None):
+    """Aggregate dict with the same keys as vlbench.score."""
+    ks = sorted({int(x) for x in k})
+    pq = per_query(similarity, caption_to_image, extra_positives=extra_positives, k=ks, p=p,
+                   relevance=relevance)
+    out = {}
+    total = 0.0
+    for d in DIRECTIONS:
+        qs = [m for _, m in pq[d]]
+        dsum = 0.0
+        for kk in ks:
+            v = _mean([m[f"recall@{kk}"] for m in qs])
+            out[f"{d}_recall@{kk}"] = v
+            dsum += v
+        out[f"{d}_rsum"] = dsum
+        total += dsum
+        ranks = [m["rank"] for m in qs]
+        out[f"{d}_medr"] = float(np.median(ranks))
+        out[f"{d}_meanr"] = _mean(ranks)
+        out[f"{d}_r_precision"] = _mean([m["r_precision"] for m in qs])
+        out[f"{d}_map_at_r"] = _mean([m["map_at_r"] for m in qs])
+        out[f"{d}_dcg_cm@{p}"] = _mean([m["dcg"] for m in qs])
+        out[f"{d}_ndcg_cm@{p}"] = _mean([m["ndcg"] for m in qs])
+    out["rsum"] = total
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Second opinion: ECCV Caption style (Chun et al. 2022, eccv_caption package): take the
+# predicted ids of the top R, make a 0/1 label vector, precision via cumsum.
+# Ranking here uses numpy's stable argsort on the negated score (stable => index tie-break).
+# ---------------------------------------------------------------------------------------------
+
+def eccv_rank_ids(scores):
+    s = np.asarray(scores, dtype=np.float64)
+    return np.argsort(-s, kind="stable")
+
+
+def eccv_r_precision(pred_ids, gt_ids):
+    R = len(gt_ids)
+    return len(set(pred_ids[:R].tolist()) & set(gt_ids)) / R
+
+
+def eccv_map_at_r(pred_ids, gt_ids):
+    R = len(gt_ids)
+    gt = set(gt_ids)
+    labels = np.array([1.0 if x in gt else 0.0 for x in pred_ids[:R].tolist()])
+    precisions = np.cumsum(labels) / np.arange(1, R + 1)
+    return float(np.sum(precisions * labels) / R)
+
+
+def eccv_scores(similarity, caption_to_image, extra_positives=None):
+    """{'i2t_map_at_r', 'i2t_r_precision', 't2i_map_at_r', 't2i_r_precision'} in percent."""
+    S = np.asarray(to_float64_matrix(similarity))
+    i2t, t2i = positives(caption_to_image, S.shape[0], extra_positives)
+    out = {}
+    for d, gts, mat in (("i2t", i2t, S), ("t2i", t2i, S.T)):
+        maps, rps = [], []
+        for q, gt in sorted(gts.items()):
+            ids = eccv_rank_ids(mat[q])
+            maps.append(eccv_map_at_r(ids, sorted(gt)))
+            rps.append(eccv_r_precision(ids, sorted(gt)))
+        out[f"{d}_map_at_r"] = 100.0 * float(np.mean(maps))
+        out[f"{d}_r_precision"] = 100.0 * float(np.mean(rps))
+    return out
