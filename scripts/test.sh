@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets vlbench up (scripts/setup.sh) and runs the whole test suite. This is what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+# Optional: a headless browser for the leaderboard HTML test (skips with a reason if none can be installed).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  timeout 600 apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 \
+    || echo "test.sh: chromium could not be installed; the HTML rendering test will skip"
+fi
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
