@@ -68,6 +68,8 @@ def _cmd_run(args) -> int:
                     trust_remote_code=args.trust_remote_code, revision=args.revision, n_boot=args.bootstrap,
                     mia_score=args.mia_score)
     res = run(cfg)
+    if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
+        return 0
     if args.json:
         print(json.dumps(res.results["results"], indent=1))
     elif not args.quiet:

@@ -5,14 +5,19 @@
   batched by token length, so padding is small.
 * Each finished batch is written to the embedding cache at once: a killed run loses at most the
   batch in flight, and the next run with the same arguments picks up the rest.
-* A batch that runs out of memory is retried with half the batch size, down to 1 (recorded).
-* Vectors are L2-normalized in float32 here, for every adapter alike.
+* A batch that runs out of memory is split in halves, down to single items; later batches use the
+  reduced size. Every reduction is recorded.
+* Vectors are L2-normalized here (in float64, stored as float32), for every adapter alike.
+* Distributed (torchrun): all ranks plan the same global batches from the same cache state; rank r
+  encodes batches r, r + world, ...; so every batch is the batch a single process would encode and
+  the gathered vectors are identical to a single-process run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,11 +39,27 @@ class EncodeStats:
     texts_cached: int = 0
     image_seconds: float = 0.0
     text_seconds: float = 0.0
-    forward_seconds: float = 0.0
+    image_forward_seconds: float = 0.0
+    text_forward_seconds: float = 0.0
     oom_retries: list = field(default_factory=list)
 
     def as_dict(self):
         return dict(self.__dict__)
+
+
+@dataclass
+class Shard:
+    """This process's part of a distributed encoding (rank, world size, a barrier)."""
+
+    rank: int = 0
+    world: int = 1
+    barrier: Callable[[], None] = lambda: None
+
+    def mine(self, batch_index: int) -> bool:
+        return batch_index % self.world == self.rank
+
+
+SINGLE = Shard()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -56,19 +77,21 @@ def load_image(path: str | os.PathLike):
     if path.stat().st_size == 0:
         raise DataError(f"image file {str(path)!r} is empty (0 bytes)", "re-download or replace the file")
     try:
-        with Image.open(path) as im:
-            im.load()
-            im = ImageOps.exif_transpose(im)
-            if im.mode in ("I;16", "I;16B", "I;16L", "I"):
-                arr = np.asarray(im, dtype=np.float64)
-                hi = 65535.0 if im.mode.startswith("I;16") or arr.max() > 255 else 255.0
-                im = Image.fromarray(np.clip(arr / hi * 255.0 + 0.5, 0, 255).astype(np.uint8), "L")
-            if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
-                im = im.convert("RGBA")
-                bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
-                im = Image.alpha_composite(bg, im)
-            return im.convert("RGB")
-    except Image.DecompressionBombError as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                im.load()
+                im = ImageOps.exif_transpose(im)
+                if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+                    arr = np.asarray(im, dtype=np.float64)
+                    hi = 65535.0 if im.mode.startswith("I;16") or arr.max() > 255 else 255.0
+                    im = Image.fromarray(np.clip(arr / hi * 255.0 + 0.5, 0, 255).astype(np.uint8), "L")
+                if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
+                    im = im.convert("RGBA")
+                    bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
+                    im = Image.alpha_composite(bg, im)
+                return im.convert("RGB")
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise DataError(f"image file {str(path)!r} is too large to decode safely ({exc})",
                         "downscale it, or raise PIL.Image.MAX_IMAGE_PIXELS if you trust the file") from None
     except UnidentifiedImageError:
@@ -103,8 +126,7 @@ class _ImageSet:
 
 
 def _is_oom(exc: BaseException) -> bool:
-    name = type(exc).__name__
-    return "OutOfMemory" in name or "out of memory" in str(exc).lower()
+    return "OutOfMemory" in type(exc).__name__ or "out of memory" in str(exc).lower()
 
 
 def _normalize(x) -> np.ndarray:
@@ -118,173 +140,158 @@ def _normalize(x) -> np.ndarray:
         bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
         raise ModelError(f"the model returned NaN or infinite embeddings (item {bad} of a batch)",
                          "check the checkpoint and precision (fp16 overflow?); try --precision fp32")
-    x64 = x.astype(np.float64)  # float64: tiny-magnitude vectors must not underflow to a zero norm
+    x64 = x.astype(np.float64)  # tiny-magnitude vectors must not underflow to a zero norm
     norms = np.linalg.norm(x64, axis=1, keepdims=True)
     if (norms == 0).any():
-        raise ModelError("the model returned an all-zero embedding, which has no direction",
-                         "check the checkpoint")
+        raise ModelError("the model returned an all-zero embedding, which has no direction", "check the checkpoint")
     return (x64 / norms).astype(np.float32)
 
 
-def _run_batches(items, encode: Callable, batch_size: int, stats: EncodeStats, what: str, on_batch: Callable):
-    """Encode ``items`` in batches, halving the batch size on out-of-memory errors."""
-    import time
+class _Encoder:
+    """Runs ``encode`` on a batch, splitting it on out-of-memory errors (down to single items)."""
 
-    i, bs = 0, batch_size
-    while i < len(items):
-        chunk = items[i:i + bs]
-        t0 = time.perf_counter()
-        try:
-            out = encode(chunk)
-        except Exception as exc:
-            if _is_oom(exc) and bs > 1:
-                new = max(1, bs // 2)
-                stats.oom_retries.append({"what": what, "from": bs, "to": new})
-                warnings.warn(f"out of memory encoding {what} with batch size {bs}; retrying with {new}")
-                try:
-                    import torch
+    def __init__(self, encode, slicer, what: str, stats: EncodeStats, timer: str):
+        self.encode, self.slicer, self.what, self.stats, self.timer = encode, slicer, what, stats, timer
+        self.limit: int | None = None
 
-                    if torch.cuda.is_available():
-                        torch.cuda.empty_cache()
-                except Exception:
-                    pass
-                bs = new
+    def __call__(self, batch, n: int) -> np.ndarray:
+        size = min(n, self.limit or n)
+        outs, start = [], 0
+        while start < n:
+            part = self.slicer(batch, start, min(n, start + size)) if (start, size) != (0, n) else batch
+            t0 = time.perf_counter()
+            try:
+                out = self.encode(part)
+            except Exception as exc:
+                if not _is_oom(exc) or size == 1:
+                    raise
+                new = max(1, size // 2)
+                self.stats.oom_retries.append({"what": self.what, "from": size, "to": new})
+                warnings.warn(f"out of memory encoding {self.what} with batch size {size}; retrying with {new}")
+                _free_gpu()
+                size = self.limit = new
                 continue
-            raise
-        stats.forward_seconds += time.perf_counter() - t0
-        on_batch(i, chunk, _normalize(out))
-        i += len(chunk)
+            setattr(self.stats, self.timer, getattr(self.stats, self.timer) + time.perf_counter() - t0)
+            outs.append(_normalize(out))
+            start += len(outs[-1])
+        return np.concatenate(outs) if len(outs) > 1 else outs[0]
+
+
+def _free_gpu():
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:
+        pass
+
+
+def _slice(batch, a, b):
+    return batch[a:b]
 
 
 def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: int | None = None,
-                  cache: EmbeddingCache | None = None, stats: EncodeStats | None = None,
-                  progress: bool = True) -> np.ndarray:
-    import time
-
+                  cache: EmbeddingCache | None = None, stats: EncodeStats | None = None, progress: bool = True,
+                  shard: Shard = SINGLE) -> dict[int, np.ndarray]:
+    """Encode images; returns {index: vector} for the images this process holds (all, unless sharded)."""
     from tqdm.auto import tqdm
 
     stats = stats if stats is not None else EncodeStats()
     t_start = time.perf_counter()
     keys = [item_key(file_key(p)) for p in paths]
-    out: list[np.ndarray | None] = [None] * len(paths)
-    todo = list(range(len(paths)))
+    vec_of: dict[str, np.ndarray] = {}
+    uniq = list(dict.fromkeys(keys))  # the same file content twice is encoded once
+    todo = uniq
     if cache is not None:
-        found, vecs = cache.lookup("image", keys)
+        found, vecs = cache.lookup("image", uniq)
         if vecs is not None:
-            for v, idx in zip(vecs, np.flatnonzero(found)):
-                out[idx] = v
-        todo = [int(i) for i in np.flatnonzero(~found)]
-        stats.images_cached += len(paths) - len(todo)
-    # the same file content twice in a gallery is encoded once
-    first: dict[str, int] = {}
-    uniq = []
-    for i in todo:
-        if keys[i] not in first:
-            first[keys[i]] = i
-            uniq.append(i)
-    if uniq:
+            vec_of.update(zip([k for k, f in zip(uniq, found) if f], vecs))
+        todo = [k for k, f in zip(uniq, found) if not f]
+        stats.images_cached += len(uniq) - len(todo)
+    shard.barrier()  # every rank planned from the same cache state before anything is written
+    first_path = {}
+    for k, p in zip(keys, paths):
+        first_path.setdefault(k, p)
+    batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]
+    mine = [b for i, b in enumerate(batches) if shard.mine(i)]
+    if mine:
         import torch
 
         workers = num_workers if num_workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
-        bar = tqdm(total=len(uniq), desc="images", unit="img", disable=not progress, leave=False)
-        ds = _ImageSet([paths[i] for i in uniq], adapter.preprocess)
-        bs = batch_size
-        pos = 0
-        while pos < len(uniq):
-            sub = torch.utils.data.Subset(ds, range(pos, len(uniq)))
-            loader = torch.utils.data.DataLoader(sub, batch_size=bs, num_workers=workers, collate_fn=adapter.collate,
-                                                 persistent_workers=False)
-            restart = False
-            for batch in loader:
-                n = len(batch)
-                idxs = uniq[pos:pos + n]
-
-                def store(_i, _chunk, vecs, idxs=idxs):
-                    for j, v in zip(idxs, vecs):
-                        out[j] = v
-                    if cache is not None:
-                        cache.add("image", [keys[j] for j in idxs], vecs)
-
-                t0 = time.perf_counter()
-                try:
-                    vecs = adapter.encode_images(batch)
-                except Exception as exc:
-                    if _is_oom(exc) and bs > 1:
-                        stats.oom_retries.append({"what": "images", "from": bs, "to": max(1, bs // 2)})
-                        warnings.warn(f"out of memory encoding images with batch size {bs}; retrying with {bs // 2}")
-                        bs = max(1, bs // 2)
-                        restart = True
-                        break
-                    raise
-                stats.forward_seconds += time.perf_counter() - t0
-                store(0, None, _normalize(vecs))
-                stats.images_encoded += n
-                pos += n
-                bar.update(n)
-            if not restart and pos < len(uniq):
-                break
+        flat = [k for b in mine for k in b]
+        ds = _ImageSet([first_path[k] for k in flat], adapter.preprocess)
+        sampler, pos = [], 0
+        for b in mine:
+            sampler.append(list(range(pos, pos + len(b))))
+            pos += len(b)
+        loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
+                                             collate_fn=adapter.collate)
+        enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
+        bar = tqdm(total=len(flat), desc="images", unit="img", disable=not progress, leave=False)
+        for b_keys, batch in zip(mine, loader):
+            vecs = enc(batch, len(b_keys))
+            vec_of.update(zip(b_keys, vecs))
+            if cache is not None:
+                cache.add("image", b_keys, vecs)
+            stats.images_encoded += len(b_keys)
+            bar.update(len(b_keys))
         bar.close()
-        for i in todo:
-            if out[i] is None:
-                out[i] = out[first[keys[i]]]
     stats.image_seconds += time.perf_counter() - t_start
-    _check_dims(out, "image")
-    return np.stack(out) if out else np.zeros((0, 0), np.float32)
-
-
-def _check_dims(vectors, what):
-    dims = {len(v) for v in vectors if v is not None}
-    if len(dims) > 1:
-        raise ModelError(f"the model returned {what} embeddings of different sizes {sorted(dims)}",
-                         "the adapter must return a fixed embedding size")
+    return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of}
 
 
 def encode_texts(adapter, texts: list[str], *, batch_size: int = 256, cache: EmbeddingCache | None = None,
-                 stats: EncodeStats | None = None, progress: bool = True) -> np.ndarray:
-    """Encode texts; identical model inputs are encoded once. Returns (len(texts), d)."""
-    import time
-
+                 stats: EncodeStats | None = None, progress: bool = True,
+                 shard: Shard = SINGLE) -> dict[int, np.ndarray]:
+    """Encode texts; identical model inputs are encoded once. Returns {index: vector} held here."""
     from tqdm.auto import tqdm
 
     stats = stats if stats is not None else EncodeStats()
     t_start = time.perf_counter()
     stats.texts_total += len(texts)
-    model_keys = adapter.text_keys(texts)
-    keys = [item_key("txt:" + k) for k in model_keys]
+    keys = [item_key("txt:" + k) for k in adapter.text_keys(texts)]
     first: dict[str, int] = {}
-    uniq: list[int] = []
     for i, k in enumerate(keys):
-        if k not in first:
-            first[k] = i
-            uniq.append(i)
+        first.setdefault(k, i)
+    uniq = list(first)
     stats.texts_distinct += len(uniq)
     vec_of: dict[str, np.ndarray] = {}
     todo = uniq
     if cache is not None:
-        found, vecs = cache.lookup("text", [keys[i] for i in uniq])
+        found, vecs = cache.lookup("text", uniq)
         if vecs is not None:
-            for v, i in zip(vecs, np.asarray(uniq)[found]):
-                vec_of[keys[i]] = v
-        todo = [i for i, f in zip(uniq, found) if not f]
+            vec_of.update(zip([k for k, f in zip(uniq, found) if f], vecs))
+        todo = [k for k, f in zip(uniq, found) if not f]
         stats.texts_cached += len(uniq) - len(todo)
+    shard.barrier()
     if todo:
-        lengths = adapter.text_lengths([texts[i] for i in todo])
-        order = [todo[j] for j in np.argsort(np.asarray(lengths), kind="stable")[::-1]]  # longest first
-        bar = tqdm(total=len(order), desc="texts", unit="txt", disable=not progress, leave=False)
-
-        def store(start, chunk, vecs):
-            ks = [keys[i] for i in chunk]
-            for k, v in zip(ks, vecs):
-                vec_of[k] = v
+        lengths = np.asarray(adapter.text_lengths([texts[first[k]] for k in todo]))
+        order = [todo[j] for j in np.argsort(-lengths, kind="stable")]  # longest first: OOM shows up early
+        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        mine = [b for i, b in enumerate(batches) if shard.mine(i)]
+        enc = _Encoder(adapter.encode_texts, _slice, "texts", stats, "text_forward_seconds")
+        bar = tqdm(total=sum(map(len, mine)), desc="texts", unit="txt", disable=not progress, leave=False)
+        for b_keys in mine:
+            vecs = enc([texts[first[k]] for k in b_keys], len(b_keys))
+            vec_of.update(zip(b_keys, vecs))
             if cache is not None:
-                cache.add("text", ks, vecs)
-            stats.texts_encoded += len(chunk)
-            bar.update(len(chunk))
-
-        _run_batches(order, lambda chunk: adapter.encode_texts([texts[i] for i in chunk]), batch_size, stats,
-                     "texts", store)
+                cache.add("text", b_keys, vecs)
+            stats.texts_encoded += len(b_keys)
+            bar.update(len(b_keys))
         bar.close()
     stats.text_seconds += time.perf_counter() - t_start
-    out = [vec_of[k] for k in keys]
-    _check_dims(out, "text")
-    return np.stack(out) if out else np.zeros((0, 0), np.float32)
+    return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of}
+
+
+def stack(vectors: dict[int, np.ndarray], n: int, what: str) -> np.ndarray:
+    """The (n, d) matrix from {index: vector}; every index must be present."""
+    missing = [i for i in range(n) if i not in vectors]
+    if missing:
+        raise ModelError(f"{len(missing)} {what} embedding(s) are missing after encoding (first: {missing[0]})",
+                         "this is a bug in vlbench; please report it")
+    dims = {len(v) for v in vectors.values()}
+    if len(dims) > 1:
+        raise ModelError(f"the model returned {what} embeddings of different sizes {sorted(dims)}",
+                         "the adapter must return a fixed embedding size")
+    return np.stack([vectors[i] for i in range(n)]) if n else np.zeros((0, 0), np.float32)

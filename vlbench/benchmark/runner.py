@@ -209,14 +209,72 @@ def _write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
     return name
 
 
-def run(config: RunConfig | None = None, **kwargs) -> RunResult:
-    """Run a benchmark. ``run(model="clip", dataset="flickr30k", perturb="all", out="runs/x")``."""
+def _distributed(cfg: RunConfig):
+    """(Shard, dist module or None, whether we initialized it) for torchrun launches."""
+    import os
+
+    from .encode import SINGLE, Shard
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return SINGLE, None, False
+    import torch
+    import torch.distributed as dist
+
+    use_cuda = torch.cuda.is_available() and (cfg.device in (None, "auto") or str(cfg.device).startswith("cuda"))
+    if use_cuda:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        cfg.device = f"cuda:{local}"
+    inited = False
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+        inited = True
+    return Shard(dist.get_rank(), dist.get_world_size(), dist.barrier), dist, inited
+
+
+def _gather(dist, shard, local: dict, n: int, what: str):
+    from .encode import stack
+
+    if dist is None:
+        return stack(local, n, what)
+    parts = [None] * shard.world if shard.rank == 0 else None
+    dist.gather_object(local, parts, dst=0)
+    if shard.rank != 0:
+        return None
+    merged = {}
+    for part in parts:
+        merged.update(part)
+    return stack(merged, n, what)
+
+
+def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
+    """Run a benchmark. ``run(model="clip", dataset="flickr30k", perturb="all", out="runs/x")``.
+
+    Under torchrun every rank encodes its share of the batches; rank 0 gathers, scores and writes
+    (and returns the RunResult; other ranks return None).
+    """
     cfg = config or RunConfig(**kwargs)
     t0 = time.time()
-    from .models import load_model
+    if cfg.out and (Path(cfg.out) / "results.json").exists():
+        raise VlbenchError(f"{cfg.out} already holds a finished run (results.json)",
+                           "runs are never overwritten: pass another --out folder")
+    shard, dist, inited = _distributed(cfg)
+    try:
+        return _run(cfg, t0, shard, dist)
+    finally:
+        if inited:
+            dist.destroy_process_group()
+
+
+def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
     from .cache import EmbeddingCache
     from .encode import EncodeStats, encode_images, encode_texts
+    from .models import load_model
 
+    lead = shard.rank == 0
+    if not lead:
+        cfg.quiet = True
     # 1. data (and perturbations) first: cheap, and bad input fails before a model is loaded
     ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=cfg.gallery, require_images=True,
                       extra_positives=cfg.extra_positives)
@@ -239,23 +297,28 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult:
     model_hash = adapter.model_hash()
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run_id = f"{stamp}-{_slug(cfg.model.split(':')[0])}-{_slug(ds.name)}-{model_hash[:6]}"
-    out = _prepare_out(cfg, run_id)
+    out = _prepare_out(cfg, run_id) if lead else None
     cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart)
     stats = EncodeStats()
 
     # 3. encode: images once, each distinct text once over all conditions
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
-    _log(cfg, f"encoding {len(paths)} images with {cfg.model} on {adapter.device} ({cfg.precision})")
-    img_emb = encode_images(adapter, paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, cache=cache,
-                            stats=stats, progress=not cfg.quiet)
+    _log(cfg, f"encoding {len(paths)} images with {cfg.model} on {adapter.device} ({cfg.precision})"
+              + (f", {shard.world} processes" if shard.world > 1 else ""))
+    img_local = encode_images(adapter, paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, cache=cache,
+                              stats=stats, progress=not cfg.quiet, shard=shard)
     all_texts = list(ds.captions)
     offsets = {"clean": 0}
     for name, ps in perturbed.items():
         offsets[name] = len(all_texts)
         all_texts.extend(ps.texts)
     _log(cfg, f"encoding {len(all_texts)} captions ({len(perturbed) + 1} condition(s))")
-    txt_emb_all = encode_texts(adapter, all_texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256),
-                               cache=cache, stats=stats, progress=not cfg.quiet)
+    txt_local = encode_texts(adapter, all_texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256),
+                             cache=cache, stats=stats, progress=not cfg.quiet, shard=shard)
+    img_emb = _gather(dist, shard, img_local, len(paths), "image")
+    txt_emb_all = _gather(dist, shard, txt_local, len(all_texts), "text")
+    if not lead:
+        return None
     if img_emb.shape[1] != txt_emb_all.shape[1]:
         raise VlbenchError(f"model {cfg.model!r} gives image embeddings of size {img_emb.shape[1]} but text "
                            f"embeddings of size {txt_emb_all.shape[1]}",
@@ -314,7 +377,8 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult:
         "deltas": deltas,
         "bootstrap": boots,
         "model_input_analysis": mia,
-        "encoding": stats.as_dict() | ({"cache": cache.stats, "cache_dir": str(cache.root)} if cache else {}),
+        "encoding": stats.as_dict() | {"processes": shard.world} |
+                    ({"cache": cache.stats, "cache_dir": str(cache.root)} if cache else {}),
         "caption_issues": ds.issues[:1000],
         "per_query": per_query_file,
         "environment": library_versions(),

@@ -1,0 +1,137 @@
+"""``vlbench granularity``: Table 5.1 for one or more datasets (captions only; no image is needed).
+
+Prints the table (one row per feature, one column per dataset) and writes to ``--out``:
+
+* ``granularity.csv`` / ``granularity.md``: the table (CSV first column ``feature``);
+* ``granularity_diff.csv`` / ``granularity_diff.md``: fine-grained minus original for each requested
+  pair (coco/coco-fg, flickr30k/flickr30k-fg), with seeded bootstrap confidence intervals;
+* ``granularity_captions.csv``: the per-caption values and counts;
+* ``granularity_excluded.csv``: captions left out (empty, no letters, non-Latin script) and why;
+* ``granularity_summary.json``: options, caption counts, model versions, timings.
+
+The module imports nothing heavy: argument parsing stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DEFAULT_OUT = "runs/granularity"
+
+
+def _pair(s: str) -> tuple[str, str]:
+    for sep in (":", ","):
+        if sep in s and not s.startswith("custom:"):
+            a, _, b = s.partition(sep)
+            if a and b:
+                return a, b
+    raise argparse.ArgumentTypeError(f"--pair takes ORIGINAL,FINE_GRAINED (e.g. coco,coco-fg), got {s!r}")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Granularity statistics of caption sets (thesis Table 5.1): adjectives, complement "
+                          "phrases, articles and quantifiers per noun, WordNet concept depth, caption length, "
+                          "words per caption and concept diversity, averaged over captions; for coco/coco-fg "
+                          "and flickr30k/flickr30k-fg, the difference with bootstrap confidence intervals. "
+                          "Feature readings: docs/granularity.md.")
+    g = parser.add_argument_group("input and output")
+    g.add_argument("--dataset", "--datasets", dest="datasets", nargs="+", required=True, metavar="NAME",
+                   help="coco, coco-fg, flickr30k, flickr30k-fg, coco-1k or custom:<manifest.jsonl>")
+    g.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    g.add_argument("--data-dir", default=None, help="folder with the caption files (default: $VLBENCH_DATA_DIR "
+                                                    "or ~/.cache/vlbench/data)")
+    g.add_argument("--pair", dest="pairs", action="append", type=_pair, default=None, metavar="ORIG,FG",
+                   help="compare these two requested datasets (repeatable; default: coco,coco-fg and "
+                        "flickr30k,flickr30k-fg when both are requested)")
+    g.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for the difference CIs "
+                                                               "(0: none; default 1000)")
+    g.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    g.add_argument("--ci", type=float, default=0.95, help="confidence level (default 0.95)")
+    g.add_argument("--limit", type=int, default=None, help="only the first N captions of each dataset (quick look)")
+    g.add_argument("--batch-size", type=int, default=1000, help="spaCy batch size (default 1000)")
+    g.add_argument("--n-process", type=int, default=1, help="spaCy worker processes (default 1; see docs)")
+    g.add_argument("--digits", type=int, default=3, help="decimals in the printed/Markdown tables")
+    g.add_argument("--quiet", action="store_true", help="print only the table")
+
+    f = parser.add_argument_group("feature readings (defaults: docs/granularity.md)")
+    f.add_argument("--np-unit", choices=["noun", "caption"], default="noun",
+                   help="adjectives, CPs, articles, quantifiers per identified noun (default) or per caption")
+    f.add_argument("--normalize", choices=["none", "fg"], default="none",
+                   help="analyse captions as released (default) or in the FG release's form "
+                        "(lowercase, no punctuation) so originals and FG versions are formatted alike")
+    f.add_argument("--noun-pos", default="NOUN,PROPN", help="parts of speech of nouns (default NOUN,PROPN)")
+    f.add_argument("--compounds-as-nouns", action="store_true",
+                   help="count compound modifiers ('motor' in 'motor bike') as nouns of their own")
+    f.add_argument("--participles", action="store_true",
+                   help="count attributive participles ('a crocheted hat') as adjectives")
+    f.add_argument("--predicative", action="store_true",
+                   help="count predicative adjectives ('the dog is brown') as adjectives of the subject")
+    f.add_argument("--cp-relations", default="prep,acl,relcl",
+                   help="dependency relations from a noun that make a complement phrase (default prep,acl,relcl)")
+    f.add_argument("--no-phrasal-quantifiers", dest="phrasal_quantifiers", action="store_false",
+                   help="treat 'a lot of', 'a couple of', ... as nouns, not quantifiers")
+    f.add_argument("--depth-synsets", choices=["max", "min", "mean", "first"], default="max",
+                   help="a word's depth: max (default), min or mean over its synsets, or its first synset")
+    f.add_argument("--depth-measure", choices=["min_depth", "max_depth"], default="min_depth",
+                   help="per-synset depth (default min_depth: shortest hypernym path to the root)")
+    f.add_argument("--depth-pos", default="NOUN", help="words with a depth: NOUN (default) or NOUN,VERB")
+    f.add_argument("--no-multiword", dest="multiword", action="store_false",
+                   help="do not look noun compounds up as WordNet multiwords ('fire_hydrant')")
+    f.add_argument("--length-unit", choices=["chars", "chars_nospace", "words"], default="chars",
+                   help="caption length in characters (default), characters without spaces, or words")
+    f.add_argument("--word-unit", choices=["token", "whitespace"], default="token",
+                   help="a word is a spaCy token with a letter or digit (default) or a whitespace-separated chunk")
+    f.add_argument("--diversity", choices=["synonyms", "first_sense", "lemmas", "synonym_pool"], default="synonyms",
+                   help="concept diversity numerator: distinct concepts with WordNet synonyms merged (default), "
+                        "distinct first senses, distinct lemmas, or the size of the WordNet synonym pool")
+
+
+FEATURE_ARGS = ("np_unit", "normalize", "noun_pos", "compounds_as_nouns", "participles", "predicative",
+                "cp_relations", "phrasal_quantifiers", "depth_synsets", "depth_measure", "depth_pos",
+                "multiword", "length_unit", "word_unit", "diversity")
+
+
+def main(args) -> int:
+    from ..errors import VlbenchError
+    from .table import granularity_report
+
+    if args.bootstrap < 0:
+        raise VlbenchError("--bootstrap must be >= 0")
+    if args.limit is not None and args.limit < 1:
+        raise VlbenchError("--limit must be >= 1")
+    if args.batch_size < 1 or args.n_process < 1:
+        raise VlbenchError("--batch-size and --n-process must be >= 1")
+    say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    opts = {k: getattr(args, k) for k in FEATURE_ARGS}
+    rep = granularity_report(args.datasets, data_dir=args.data_dir,
+                             pairs="auto" if args.pairs is None else args.pairs, n_boot=args.bootstrap,
+                             seed=args.seed, ci=args.ci, batch_size=args.batch_size, n_process=args.n_process,
+                             limit=args.limit, progress=say, **opts)
+    files = rep.write(args.out)
+    print(rep.table_markdown(digits=args.digits))
+    if rep.differences is not None and not rep.differences.empty:
+        print()
+        print(rep.differences_markdown(digits=args.digits))
+    if not args.quiet:
+        print()
+        print(rep.exclusions_text(limit=5))
+        print(f"\n{rep.meta['seconds']['total']:.1f} s; written: {', '.join(str(p) for p in files)}")
+    return 0
+
+
+def _standalone(argv=None) -> int:  # python -m vlbench.granularity.cli ...
+    from ..errors import VlbenchError
+
+    parser = argparse.ArgumentParser(prog="vlbench granularity")
+    configure(parser)
+    args = parser.parse_args(argv)
+    try:
+        return main(args)
+    except VlbenchError as exc:
+        print(f"vlbench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_standalone())

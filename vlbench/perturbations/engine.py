@@ -1,0 +1,154 @@
+"""Apply perturbations to captions: instantiate, parse once, run, collect :class:`PerturbedSet`s."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+from ..errors import VlbenchError
+from ..registry import perturbations as REGISTRY
+from .base import CaptionRNG, PerturbedSet, Token, usable_text
+
+_REQUIRED = ("name", "family", "version", "params", "needs_parse", "apply")
+
+
+def instantiate(name: str, params: dict | None = None):
+    """The perturbation object registered under ``name``, built with ``params``."""
+    entry = REGISTRY.entry(name)
+    target = REGISTRY.get(name)
+    is_factory = isinstance(target, type) or (callable(target) and not hasattr(target, "apply"))
+    try:
+        obj = target(**(params or {})) if is_factory else target
+    except VlbenchError:
+        raise
+    except TypeError as exc:
+        raise VlbenchError(f"perturbation {name!r} ({entry.source}) rejected its parameters {params or {}}: {exc}",
+                           "check the parameter names in docs/perturbations.md or the plug-in's documentation") \
+            from exc
+    if obj is target and params:
+        raise VlbenchError(f"perturbation {name!r} ({entry.source}) is a fixed object and takes no parameters",
+                           "register a class or factory to accept parameters")
+    missing = [a for a in _REQUIRED if not hasattr(obj, a)]
+    if missing:
+        raise VlbenchError(f"perturbation {name!r} ({entry.source}) lacks {', '.join(missing)}",
+                           "a perturbation needs name, family, version, params, needs_parse and "
+                           "apply(text, *, rng, tokens=None) (see docs/perturbations.md)")
+    if obj.name != name:
+        raise VlbenchError(f"perturbation registered as {name!r} calls itself {obj.name!r}",
+                           "make the entry-point name and the object's name agree")
+    return obj
+
+
+def _parse_pipeline():
+    from ..lang import nlp
+
+    pipe = nlp()
+    # only tags are used: skip the parser (about 40 % of the time) and anything else not needed
+    disable = [p for p in pipe.pipe_names if p in ("parser", "ner", "lemmatizer", "senter", "textcat")]
+    return pipe, disable
+
+
+def parse(texts: Sequence[str], *, batch_size: int = 512, progress: bool = False) -> dict[str, tuple[Token, ...]]:
+    """Tag each distinct text once with spaCy; returns text -> tokens."""
+    unique = list(dict.fromkeys(t for t in texts if t))
+    if not unique:
+        return {}
+    pipe, disable = _parse_pipeline()
+    docs = pipe.pipe(unique, batch_size=batch_size, disable=disable)
+    if progress:
+        docs = _progress(docs, total=len(unique), desc="tagging captions")
+    out = {}
+    for text, doc in zip(unique, docs):
+        out[text] = tuple(Token(t.text, t.idx, t.tag_, t.pos_, t.whitespace_) for t in doc)
+    return out
+
+
+def _progress(it, total: int, desc: str):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        return it
+    return tqdm(it, total=total, desc=desc, file=sys.stderr, leave=False)
+
+
+def resources(kinds: Sequence[str]) -> dict[str, str]:
+    """Versions of the language resources a perturbation's output depends on."""
+    out = {}
+    if "spacy" in kinds:
+        import spacy
+
+        from ..lang import nlp
+
+        meta = nlp().meta
+        out["spacy"] = f"{meta.get('lang', 'en')}_{meta.get('name', '?')} {meta.get('version', '?')} " \
+                       f"(spaCy {spacy.__version__})"
+    if "wordnet" in kinds:
+        import nltk
+
+        from ..lang import wordnet
+
+        out["wordnet"] = f"WordNet {wordnet().get_version()} (NLTK {nltk.__version__})"
+    return out
+
+
+def perturb_captions(captions: list[str], caption_ids: list[str], names: list[str], *, seed: int = 0,
+                     params: dict[str, dict] | None = None, progress: bool = False,
+                     batch_size: int = 512) -> dict[str, PerturbedSet]:
+    captions = list(captions)
+    caption_ids = [str(c) for c in caption_ids]
+    if len(captions) != len(caption_ids):
+        raise VlbenchError(f"{len(captions)} captions but {len(caption_ids)} caption ids",
+                           "pass one id per caption")
+    if len(set(caption_ids)) != len(caption_ids):
+        dup = next(c for i, c in enumerate(caption_ids) if c in caption_ids[:i])
+        raise VlbenchError(f"caption id {dup!r} occurs more than once",
+                           "caption ids seed the perturbations and must be unique")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise VlbenchError(f"seed {seed!r} is not an integer", "pass an integer seed")
+    params = dict(params or {})
+    names = list(dict.fromkeys(names))
+    stray = [k for k in params if k not in names]
+    if stray:
+        raise VlbenchError(f"parameters given for {', '.join(stray)}, which {'is' if len(stray) == 1 else 'are'} "
+                           f"not selected", f"select {', '.join(stray)} or drop those parameters")
+    objs = [instantiate(n, params.get(n)) for n in names]
+
+    usable = [usable_text(c) for c in captions]
+    parsed: dict[str, tuple[Token, ...]] = {}
+    if any(o.needs_parse for o in objs):
+        parsed = parse([c for c, u in zip(captions, usable) if u], batch_size=batch_size, progress=progress)
+
+    out: dict[str, PerturbedSet] = {}
+    for obj in objs:
+        texts, applicable = [], []
+        n_empty = n_rejected = 0
+        it: Any = zip(captions, caption_ids, usable)
+        if progress:
+            it = _progress(it, total=len(captions), desc=obj.name)
+        for text, cid, ok in it:
+            if not ok:
+                texts.append(text if isinstance(text, str) else "")
+                applicable.append(False)
+                n_empty += 1
+                continue
+            rng = CaptionRNG.for_caption(seed, obj.name, cid)
+            new = obj.apply(text, rng=rng, tokens=parsed.get(text) if obj.needs_parse else None)
+            if new is None or new == text:
+                texts.append(text)
+                applicable.append(False)
+            elif not isinstance(new, str) or not new.strip():
+                texts.append(text)
+                applicable.append(False)
+                n_rejected += 1
+            else:
+                texts.append(new)
+                applicable.append(True)
+        entry = REGISTRY.entry(obj.name)
+        ps = PerturbedSet(name=obj.name, family=obj.family, version=str(obj.version), params=dict(obj.params),
+                          seed=seed, caption_ids=list(caption_ids), texts=texts, applicable=applicable,
+                          source=entry.source, n_empty_input=n_empty, n_rejected=n_rejected)
+        kinds = getattr(obj, "resources", ())
+        if kinds:
+            ps.resources = resources(kinds)
+        out[obj.name] = ps
+    return out

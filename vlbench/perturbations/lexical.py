@@ -1,0 +1,244 @@
+"""Lexical variation: replace nouns / adjectives with WordNet synonyms (NLTK WordNet 3.0, spaCy tags).
+
+Eligible tokens: spaCy ``tag_`` NN/NNS/NNP/NNPS (nouns) or JJ/JJR/JJS (adjectives), alphabetic, at least
+two letters, and the only content token of their word unit (so ``man`` in ``man's`` is eligible, the
+parts of ``t-shirt`` or ``black-and-white`` are not: replacing half a compound makes nonsense).
+
+Candidates of a token w (lower-cased) with WordNet part of speech p (``n``, or ``a`` incl. satellites):
+for each synset of ``wn.synsets(w, p)`` in WordNet's sense order, for each lemma in synset order, the
+lemma (underscores -> spaces) when it is a different word (compared lower-case, ignoring ``_``, ``-`` and
+spaces) from w and from w's base forms (``morphy``). With ``inflect=True`` (default) the replacement
+keeps the token's grammatical form: a synset counts only if it contains w itself as a lemma, or, for a
+plural noun (NNS/NNPS) whose synset holds its singular, the candidate is put in the plural (capitalized
+names are not pluralized and skipped; a plural WordNet cannot map back to the lemma is skipped);
+comparatives/superlatives (JJR/JJS) that are not lemmas themselves get no candidates. With
+``inflect=False`` every synset counts and the bare lemma is inserted (closer to the authors' code).
+
+Choice rule ``choice="first"`` (default, the authors' k = 1 rule): the first k eligible tokens in the
+caption that have a candidate, each replaced by its first candidate. ``choice="random"``: k tokens drawn
+uniformly among those with candidates, each replaced by a uniformly drawn candidate (per-caption RNG).
+
+The replacement keeps the token's capitalization: first letter upper-cased for a capitalized token,
+whole replacement upper-cased for an all-caps token. With ``fix_article=True`` (default) an indefinite
+article directly before the replaced token is switched between "a" and "an" to fit the replacement
+("A picture" -> "An image"; vowel-letter rule with the usual exceptions, see :func:`wants_an`), keeping
+the article's case. Nothing else in the caption changes.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..errors import VlbenchError
+from .base import (ADJ_TAGS, NOUN_TAGS, BasePerturbation, check_bool, check_choice, check_int, content_tokens,
+                   unit_tokens, word_units)
+
+PLURAL_TAGS = frozenset({"NNS", "NNPS"})
+
+# plurals the suffix rules get wrong and that are common in image captions
+IRREGULAR_PLURALS = {
+    "man": "men", "woman": "women", "child": "children", "person": "people", "foot": "feet", "tooth": "teeth",
+    "goose": "geese", "mouse": "mice", "louse": "lice", "ox": "oxen", "die": "dice",
+    # same form in the plural
+    "sheep": "sheep", "deer": "deer", "fish": "fish", "aircraft": "aircraft", "spacecraft": "spacecraft",
+    "series": "series", "species": "species", "moose": "moose", "bison": "bison", "swine": "swine",
+}
+
+
+def _norm(s: str) -> str:
+    return s.lower().replace("_", "").replace("-", "").replace(" ", "")
+
+
+def _wn():
+    from ..lang import wordnet
+
+    return wordnet()
+
+
+@lru_cache(maxsize=None)
+def _exc_plurals() -> dict[str, frozenset]:
+    """singular -> plurals listed in WordNet's noun exception file (noun.exc)."""
+    rev: dict[str, set] = {}
+    for plural, singulars in _wn()._exception_map["n"].items():
+        for s in singulars:
+            rev.setdefault(s, set()).add(plural)
+    return {k: frozenset(v) for k, v in rev.items()}
+
+
+def _morphy_all(form: str, pos: str) -> list[str]:
+    wn = _wn()
+    try:
+        return list(wn._morphy(form, pos))
+    except (AttributeError, TypeError):  # older/newer NLTK: public single-result morphy
+        base = wn.morphy(form, pos)
+        return [base] if base else []
+
+
+def pluralize_word(s: str) -> str:
+    """English plural of one lower-case noun: a small irregular table, then suffix rules, using
+    WordNet's exception list to spell -f/-fe -> -ves and -o -> -oes where WordNet knows that form."""
+    if s in IRREGULAR_PLURALS:
+        return IRREGULAR_PLURALS[s]
+    exc = _exc_plurals().get(s, frozenset())
+    if s.endswith("woman"):
+        return s[:-5] + "women"
+    if s.endswith("man") and len(s) > 3 and _wn().synsets(s[:-3]):  # fireman -> firemen; not human
+        return s[:-3] + "men"
+    if s.endswith("fe") and s[:-2] + "ves" in exc:
+        return s[:-2] + "ves"
+    if s.endswith("f") and s[:-1] + "ves" in exc:
+        return s[:-1] + "ves"
+    if s.endswith("o") and s + "es" in exc:
+        return s + "es"
+    if s.endswith(("s", "x", "z", "ch", "sh")):
+        return s + "es"
+    if s.endswith("y") and len(s) > 1 and s[-2] not in "aeiou":
+        return s[:-1] + "ies"
+    return s + "s"
+
+
+def pluralize_phrase(lemma: str) -> str | None:
+    """Plural of a WordNet noun lemma (words separated by spaces; the last word is inflected), or None
+    when WordNet's own morphology does not map the plural back to the lemma."""
+    words = lemma.split(" ")
+    if not words[-1].isalpha():
+        return None
+    plural = " ".join(words[:-1] + [pluralize_word(words[-1].lower())])
+    key = plural.replace(" ", "_").lower()
+    if lemma.replace(" ", "_").lower() not in [m.lower() for m in _morphy_all(key, "n")]:
+        return None
+    return plural
+
+
+@lru_cache(maxsize=200_000)
+def synonym_candidates(word: str, wn_pos: str, plural: bool, inflect: bool) -> tuple[str, ...]:
+    """Ordered synonym candidates of ``word`` (see the module docstring)."""
+    wn = _wn()
+    w = word.lower()
+    bases = {_norm(w)} | {_norm(b) for b in _morphy_all(w, wn_pos)}
+    out: list[str] = []
+    seen: set[str] = set()
+    for syn in wn.synsets(w, pos=wn_pos):
+        names = syn.lemma_names()
+        exact = any(n.lower() == w for n in names)
+        if exact or not inflect:
+            make_plural = False
+        elif wn_pos == "n" and plural:
+            make_plural = True
+        else:
+            continue
+        for n in names:
+            if _norm(n) in bases:
+                continue
+            cand = n.replace("_", " ")
+            if make_plural:
+                if any(c.isupper() for c in cand):
+                    continue
+                cand = pluralize_phrase(cand)
+                if cand is None:
+                    continue
+            if _norm(cand) in bases or cand in seen:
+                continue
+            seen.add(cand)
+            out.append(cand)
+    return tuple(out)
+
+
+_AN_EXCEPTIONS = ("hour", "honest", "honor", "honour", "heir")
+_A_EXCEPTIONS = ("uni", "use", "usu", "uti", "ute", "ura", "uro", "eu", "one", "once", "ewe")
+
+
+def wants_an(word: str) -> bool:
+    """Whether an indefinite article before ``word`` is "an" (spelling heuristic)."""
+    w = word.lower()
+    if w.startswith(_AN_EXCEPTIONS):
+        return True
+    if w.startswith(_A_EXCEPTIONS):
+        return False
+    return w[:1] in ("a", "e", "i", "o", "u")
+
+
+def match_case(template: str, new: str) -> str:
+    if len(template) > 1 and template.isupper():
+        return new.upper()
+    if template[:1].isupper():
+        return new[:1].upper() + new[1:]
+    return new
+
+
+class _Synonym(BasePerturbation):
+    family = "lexical"
+    version = "1.0"
+    needs_parse = True
+    resources = ("spacy", "wordnet")
+    defaults = {"k": 1, "choice": "first", "inflect": True, "fix_article": True}
+    tags: frozenset = frozenset()
+    wn_pos = "n"
+
+    def validate(self):
+        check_int(self.name, "k", self.params["k"], 1)
+        check_choice(self.name, "choice", self.params["choice"], ("first", "random"))
+        check_bool(self.name, "inflect", self.params["inflect"])
+        check_bool(self.name, "fix_article", self.params["fix_article"])
+
+    def eligible(self, text, tokens):
+        """[(token, candidates)] in caption order, for tokens that have at least one candidate."""
+        out = []
+        units = word_units(text)
+        for unit, toks in zip(units, unit_tokens(units, tokens)):
+            content = content_tokens(toks)
+            if len(content) != 1:
+                continue
+            tok = content[0]
+            if (tok.tag not in self.tags or not tok.text.isalpha() or len(tok.text) < 2
+                    or tok.idx < unit.start or tok.end > unit.end):
+                continue
+            cands = synonym_candidates(tok.text, self.wn_pos, tok.tag in PLURAL_TAGS, self.params["inflect"])
+            if cands:
+                out.append((tok, cands))
+        return out
+
+    def apply(self, text, *, rng, tokens=None):
+        if tokens is None:
+            raise VlbenchError(f"perturbation {self.name!r} needs part-of-speech tags", "pass the parsed tokens")
+        eligible = self.eligible(text, tokens)
+        if not eligible:
+            return None
+        k = min(self.params["k"], len(eligible))
+        if self.params["choice"] == "first":
+            chosen = [(tok, cands[0]) for tok, cands in eligible[:k]]
+        else:
+            picks = rng.sample(range(len(eligible)), k)
+            chosen = [(eligible[i][0], rng.choice(eligible[i][1])) for i in picks]
+        prev = {t.idx: tokens[i - 1] for i, t in enumerate(tokens) if i > 0}
+        out = text
+        for tok, cand in sorted(chosen, key=lambda tc: tc[0].idx, reverse=True):
+            new = match_case(tok.text, cand)
+            out = out[:tok.idx] + new + out[tok.end:]
+            art = prev.get(tok.idx)
+            if (self.params["fix_article"] and art is not None and art.text.lower() in ("a", "an")
+                    and art.end + len(art.ws) == tok.idx and art.ws.strip() == ""):
+                want = "an" if wants_an(new) else "a"
+                if want != art.text.lower():
+                    if art.text.isupper() and len(art.text) > 1:
+                        want = want.upper()
+                    elif art.text[0].isupper():
+                        want = want.capitalize()
+                    out = out[:art.idx] + want + out[art.end:]
+        return out
+
+
+class SynonymNoun(_Synonym):
+    """Replace k nouns (NN*) with a WordNet synonym (``plane`` -> ``airplane``)."""
+
+    name = "synonym-noun"
+    tags = NOUN_TAGS
+    wn_pos = "n"
+
+
+class SynonymAdjective(_Synonym):
+    """Replace k adjectives (JJ*) with a WordNet synonym (``amphibious`` -> ``amphibian``)."""
+
+    name = "synonym-adjective"
+    tags = ADJ_TAGS
+    wn_pos = "a"  # NLTK includes adjective satellites (s) for pos='a'
