@@ -110,3 +110,21 @@ def read_counts(path: Path) -> dict:
             rec = json.loads(line)
             out[rec["kind"]] += rec["n"]
     return out
+
+
+@pytest.fixture(scope="session")
+def plugin_env(tmp_path_factory):
+    """Environment for subprocesses in which the example plug-in package is pip-installed for real."""
+    import subprocess
+
+    target = tmp_path_factory.mktemp("plugin-site")
+    build = tmp_path_factory.mktemp("plugin-src")
+    import shutil
+
+    shutil.copytree(TESTS / "plugin_pkg", build / "pkg")  # build outside the repo: no build/ dirs in tests/
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--target", str(target), str(build / "pkg")],
+                         capture_output=True, text=True, timeout=300)
+    if pip.returncode != 0:
+        pytest.skip(f"could not pip-install the plug-in package here: {pip.stderr[-300:]}")
+    return dict(os.environ, PYTHONPATH=f"{target}{os.pathsep}{ROOT}", OMP_NUM_THREADS="1")
