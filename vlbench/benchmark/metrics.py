@@ -142,20 +142,34 @@ class ArraySource(SimilaritySource):
 
 
 class EmbeddingSource(SimilaritySource):
-    """Dot products of (normalized) embeddings, computed per block; never the full matrix."""
+    """Dot products of (normalized) embeddings, computed per block; never the full matrix.
 
-    def __init__(self, image_emb, text_emb):
+    With ``device`` set (e.g. "cuda"), the block products run there and only the block comes back.
+    """
+
+    def __init__(self, image_emb, text_emb, device: str | None = None):
         self.img = _to_numpy(image_emb)
         self.txt = _to_numpy(text_emb)
         if self.img.shape[1] != self.txt.shape[1]:
             raise ValueError(f"image embeddings have size {self.img.shape[1]} but text embeddings "
                              f"{self.txt.shape[1]}")
         self.n_images, self.n_captions = len(self.img), len(self.txt)
+        self.device = device if device and device != "cpu" else None
+        if self.device:
+            import torch
+
+            self._t = {"img": torch.from_numpy(self.img).to(self.device),
+                       "txt": torch.from_numpy(self.txt).to(self.device)}
 
     def rows(self, direction, queries):
-        if direction == "i2t":
-            return self.img[queries] @ self.txt.T
-        return self.txt[queries] @ self.img.T
+        q, c = ("img", "txt") if direction == "i2t" else ("txt", "img")
+        if self.device:
+            import torch
+
+            idx = torch.from_numpy(np.asarray(queries)).to(self.device)
+            return (self._t[q][idx] @ self._t[c].T).cpu().numpy()
+        mats = {"img": self.img, "txt": self.txt}
+        return mats[q][queries] @ mats[c].T
 
 
 def _to_numpy(x) -> np.ndarray:

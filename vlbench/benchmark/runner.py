@@ -103,9 +103,9 @@ def _prepare_out(cfg: RunConfig, run_id: str) -> Path:
     return out
 
 
-def _evaluate_folds(ds: Dataset, img_emb, txt_emb, cfg: RunConfig, relevance) -> list[M.Evaluation]:
+def _evaluate_folds(ds: Dataset, img_emb, txt_emb, cfg: RunConfig, relevance, device=None) -> list[M.Evaluation]:
     if ds.folds is None:
-        return [M.evaluate(M.EmbeddingSource(img_emb, txt_emb), ds.caption_to_image,
+        return [M.evaluate(M.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
                            extra_positives=ds.extra_positives, k=cfg.k, p=cfg.p,
                            relevance=relevance(img_emb, txt_emb) if relevance else None)]
     out = []
@@ -113,7 +113,7 @@ def _evaluate_folds(ds: Dataset, img_emb, txt_emb, cfg: RunConfig, relevance) ->
         sub = ds.subset(fold)
         caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
         ie, te = img_emb[fold], txt_emb[caps]
-        out.append(M.evaluate(M.EmbeddingSource(ie, te), sub.caption_to_image, k=cfg.k, p=cfg.p,
+        out.append(M.evaluate(M.EmbeddingSource(ie, te, device=device), sub.caption_to_image, k=cfg.k, p=cfg.p,
                               relevance=relevance(ie, te) if relevance else None))
     return out
 
@@ -331,7 +331,8 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
     evals = {}
     n = ds.n_captions
     for cond, off in offsets.items():
-        evals[cond] = _evaluate_folds(ds, img_emb, txt_emb_all[off:off + n], cfg, relevance)
+        evals[cond] = _evaluate_folds(ds, img_emb, txt_emb_all[off:off + n], cfg, relevance,
+                                      device=str(adapter.device) if str(adapter.device).startswith("cuda") else None)
 
     # 5. records
     records = []

@@ -21,11 +21,12 @@ DEFAULT_OUT = "runs/granularity"
 
 
 def _pair(s: str) -> tuple[str, str]:
-    for sep in (":", ","):
-        if sep in s and not s.startswith("custom:"):
-            a, _, b = s.partition(sep)
-            if a and b:
-                return a, b
+    a, sep, b = s.partition(",")
+    if not sep and ":" in s and "custom:" not in s:  # coco:coco-fg
+        a, sep, b = s.partition(":")
+    a, b = a.strip(), b.strip()
+    if sep and a and b:
+        return a, b
     raise argparse.ArgumentTypeError(f"--pair takes ORIGINAL,FINE_GRAINED (e.g. coco,coco-fg), got {s!r}")
 
 

@@ -1,0 +1,97 @@
+"""The embedding cache: keys, atomicity, CLI, and the memory bound of block-wise metrics."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from vlbench.benchmark.cache import EmbeddingCache, clear_cache, list_cache
+
+
+def test_roundtrip_and_model_isolation(tmp_path):
+    a = EmbeddingCache(tmp_path, "a" * 64)
+    vecs = np.arange(6, dtype=np.float32).reshape(3, 2)
+    a.add("text", ["k1", "k2", "k3"], vecs)
+    found, got = EmbeddingCache(tmp_path, "a" * 64).lookup("text", ["k2", "zz", "k3"])
+    assert found.tolist() == [True, False, True] and np.array_equal(got, vecs[[1, 2]])
+    found, _ = EmbeddingCache(tmp_path, "b" * 64).lookup("text", ["k1"])  # another model sees nothing
+    assert not found.any()
+    found, _ = EmbeddingCache(tmp_path, "a" * 64).lookup("image", ["k1"])  # another modality neither
+    assert not found.any()
+
+
+def test_truncated_or_foreign_shard_is_never_read(tmp_path):
+    c = EmbeddingCache(tmp_path, "a" * 64)
+    c.add("text", ["k1"], np.ones((1, 4), np.float32))
+    shard = next((tmp_path / "embeddings").rglob("*.npz"))
+    data = shard.read_bytes()
+    (shard.parent / "broken.npz").write_bytes(data[: len(data) // 2])  # what a non-atomic writer could leave
+    (shard.parent / ".x.npz.123.tmp").write_bytes(data[:10])  # a killed atomic write leaves only a temp name
+    fresh = EmbeddingCache(tmp_path, "a" * 64)
+    found, got = fresh.lookup("text", ["k1"])
+    assert found.all() and np.array_equal(got, np.ones((1, 4), np.float32))
+    assert fresh.stats["bad_shards"] == 1
+
+
+def test_killed_write_leaves_no_entry(tmp_path, monkeypatch):
+    import os
+
+    c = EmbeddingCache(tmp_path, "a" * 64)
+
+    def boom(src, dst):
+        raise KeyboardInterrupt  # the process dies between writing the temp file and the rename
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        c.add("image", ["k"], np.ones((1, 3), np.float32))
+    monkeypatch.undo()
+    assert not list(tmp_path.rglob("*.npz")) and not list(tmp_path.rglob("*.tmp"))
+    found, _ = EmbeddingCache(tmp_path, "a" * 64).lookup("image", ["k"])
+    assert not found.any()
+
+
+def test_precision_and_checkpoint_change_the_cache_folder(tiny_models, counting_plugin, manifest, tmp_path):
+    from vlbench.benchmark.runner import run
+
+    cache = tmp_path / "c"
+    for spec, prec in ((f"clip:{tiny_models('clip', 0)}", "fp32"), (f"clip:{tiny_models('clip', 0)}", "bf16"),
+                       (f"clip:{tiny_models('clip', 1)}", "fp32")):
+        run(model=spec, dataset=f"custom:{manifest}", precision=prec, cache_dir=str(cache),
+            out=str(tmp_path / f"r{len(list(tmp_path.iterdir()))}"), quiet=True, num_workers=0, n_boot=10)
+    assert len({r["model_hash"] for r in list_cache(cache)}) == 3
+
+
+def test_cache_cli_ls_and_clear(counting_plugin, manifest, tmp_path):
+    from vlbench.benchmark.runner import run
+
+    cache = tmp_path / "c"
+    run(model="counting", dataset=f"custom:{manifest}", cache_dir=str(cache), out=str(tmp_path / "r"), quiet=True,
+        num_workers=0)
+    ls = subprocess.run([sys.executable, "-m", "vlbench", "cache", "ls", "--cache-dir", str(cache)],
+                        capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert ls.returncode == 0 and "image" in ls.stdout and "12 vectors" in ls.stdout and "60 vectors" in ls.stdout
+    assert clear_cache(cache) == 1 and list_cache(cache) == []
+
+
+def test_block_metrics_memory_is_bounded():
+    """From embeddings, the metric code holds O(block) memory, not the n_images x n_captions matrix."""
+    from vlbench.benchmark.metrics import EmbeddingSource, evaluate
+
+    rng = np.random.default_rng(0)
+    n_img, per, d = 3000, 5, 32
+    img = rng.standard_normal((n_img, d)).astype(np.float32)
+    txt = np.repeat(img, per, axis=0) + rng.standard_normal((n_img * per, d)).astype(np.float32)
+    full = n_img * n_img * per * 4  # 180 MB if materialized
+    block = 2 << 20
+    tracemalloc.start()
+    evaluate(EmbeddingSource(img, txt), np.repeat(np.arange(n_img), per), block_bytes=block)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # a block plus its same-size temporaries, plus O(n) per-query arrays
+    assert peak < 8 * block + 200 * n_img * per, (peak, full)
+    assert peak < full / 10

@@ -1,0 +1,269 @@
+"""``build_leaderboard``: runs -> tables (CSV, Markdown), one HTML page, PNG plots, a build manifest.
+
+All files are produced in memory first, then written atomically; the manifest (written last) lists
+every file with its SHA-256, so a later build into the same folder removes files it no longer makes
+and ``publish`` can check that the built files were not changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .. import __version__
+from .._io import atomic_write_bytes, sha256_bytes
+from ..errors import VlbenchError
+from . import render
+from .store import Loaded, Run, Selection, load_runs, select
+from .tables import Labels, Table, build_tables, make_labels
+
+MANIFEST = "build_manifest.json"
+MANIFEST_KIND = "vlbench-leaderboard-build"
+#: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
+PAGE_TABLES = ("table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "provenance")
+
+
+class LeaderboardWarning(UserWarning):
+    """A results file was skipped, or runs were superseded / mixed."""
+
+
+@dataclass
+class Built:
+    files: dict[str, bytes]  # relative path -> content (manifest included)
+    manifest: dict
+    tables: dict[str, Table]
+    loaded: Loaded
+    selection: Selection
+    labels: Labels
+    figures: list[tuple[str, str, bytes]]
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    files: list[str]
+    manifest: dict
+    tables: dict[str, Table]
+
+    @property
+    def skipped(self) -> list[dict]:
+        return self.manifest["skipped"]
+
+
+def _default_warn(msg: str) -> None:
+    warnings.warn(msg, LeaderboardWarning, stacklevel=3)
+
+
+def _perturbation_notes(runs: list[Run]) -> list[str]:
+    """Perturbations of one name whose version, parameters or seed differ between runs."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for r in runs:
+        for c in r.conditions():
+            if c == "clean":
+                continue
+            m = r.condition_meta(c)
+            sig = json.dumps({"version": m.get("version"), "params": m.get("params"), "seed": m.get("seed")},
+                             sort_keys=True)
+            seen.setdefault(c, {}).setdefault(sig, []).append(r.run_id)
+    out = []
+    for c in sorted(seen):
+        if len(seen[c]) > 1:
+            desc = "; ".join(f"{sig} in {', '.join(sorted(ids))}" for sig, ids in sorted(seen[c].items()))
+            out.append(f"perturbation {c!r} differs between runs (version/params/seed): {desc}")
+    return out
+
+
+def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
+    used = sorted(k[3] for k, v in selection.values.items() if v is run)
+    if any(v is run for v in selection.mia.values()):
+        used.append("model_input_analysis")
+    return {"run_id": run.run_id, "path": run.path, "model": labels.model[run.model_hash],
+            "model_spec": run.model_spec, "model_hash": run.model_hash, "dataset": run.dataset_name,
+            "dataset_label": labels.dataset[(run.dataset_name, run.dataset_hash)], "dataset_hash": run.dataset_hash,
+            "metric_version": run.metric_version, "vlbench_version": run.vlbench_version,
+            "schema_version": run.original_schema, "created": run.created, "results_hash": run.results_hash,
+            "used": used, "flags": labels.run_flags(run)}
+
+
+def make(paths, *, allow_mixed: bool = False, plots: bool = True,
+         warn: Callable[[str], None] | None = None) -> Built:
+    """Everything a build writes, in memory."""
+    warn = warn or _default_warn
+    loaded = load_runs(paths, warn=warn)
+    if not loaded.runs:
+        why = "; ".join(f"{s['path']}: {s['reason']}" for s in loaded.skipped)
+        raise VlbenchError(f"no readable results among the inputs ({why})",
+                           "pass run folders written by 'vlbench run'")
+    selection = select(loaded.runs)
+    labels = make_labels(loaded.runs, selection, allow_mixed)
+    tables = {t.name: t for t in build_tables(selection, labels)}
+    used = selection.used_runs()
+    notes = [
+        "Table 5.3 (table_5_3) shows text-to-image RSUM (t2i R@1 + R@5 + R@10), as in the chapter; "
+        "table_5_3_total shows the total RSUM (i2t + t2i).",
+        "Duplicate runs (same model hash, dataset and dataset hash, condition): the newest run (by its "
+        "'created' time, then run id) provides the values; the others are listed as superseded in "
+        f"{MANIFEST}.",
+    ]
+    pert_notes = _perturbation_notes(used)
+    for n in pert_notes:
+        warn(n)
+    notes += pert_notes
+    for s in selection.superseded:
+        what = "entirely" if s["fully"] else "for " + ", ".join(c["condition"] for c in s["conditions"])
+        by = sorted({c["by"] for c in s["conditions"]})
+        notes.append(f"run {s['run_id']} is superseded {what} by newer run(s) {', '.join(by)}")
+    for s in loaded.skipped:
+        notes.append(f"skipped unreadable results file {s['path']}: {s['reason']}")
+    if labels.mixed:
+        notes.append("--allow-mixed: incomparable runs are shown side by side; their rows carry a 'mixed' flag "
+                     "and datasets with several content hashes are labelled 'name [hash8]'.")
+        warn("building with --allow-mixed: " + "; ".join(
+            f"{m.get('dataset', 'metric version')}: {len(m['variants'])} variants" for m in labels.mixed))
+
+    files: dict[str, bytes] = {}
+    for t in tables.values():
+        files[f"{t.name}.csv"] = render.to_csv(t).encode("utf-8")
+        if t.name != "values":
+            files[f"{t.name}.md"] = (f"# {render.md_escape(t.title)}\n\n{render.md_escape(t.description)}\n\n" +
+                                     render.to_markdown(t, heading=None)).encode("utf-8")
+    figures: list[tuple[str, str, bytes]] = []
+    if plots:
+        from . import plots as P
+
+        by_label = {lab: h for h, lab in labels.model.items()}
+        figures = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
+                   P.clean_vs_fg_plots(tables["table_5_2"], by_label))
+        for name, _cap, png in figures:
+            files[f"plots/{name}"] = png
+    intro = [f"Built by vlbench {__version__} from {len(used)} run(s); {len(selection.superseded)} superseded, "
+             f"{len(loaded.skipped)} skipped. Every value comes from a results.json named in the provenance table."]
+    page = [tables[n] for n in PAGE_TABLES]
+    md = ["# vlbench leaderboard", ""] + [render.md_escape(x) for x in intro] + [""]
+    for t in page:
+        md.append(render.to_markdown(t))
+    md += ["## Notes", ""] + [f"- {render.md_escape(n)}" for n in notes] + [""]
+    if figures:
+        md += ["## Plots", ""] + [f"![{render.md_escape(cap)}](plots/{name})" for name, cap, _ in figures] + [""]
+    files["leaderboard.md"] = "\n".join(md).encode("utf-8")
+    files["index.html"] = render.to_html("vlbench leaderboard", intro, page, [(c, b) for _, c, b in figures],
+                                         notes).encode("utf-8")
+
+    manifest = {
+        "kind": MANIFEST_KIND,
+        "format_version": 1,
+        "vlbench_version": __version__,
+        "allow_mixed": bool(allow_mixed),
+        "rules": {
+            "duplicates": "newest run per (model hash, dataset name, dataset hash, condition) wins; "
+                          "ties broken by run id, results hash, path",
+            "table_5_3_rsum": "t2i (table_5_3), total = i2t + t2i (table_5_3_total)",
+            "mixed": "refused unless allow_mixed: several dataset hashes for one dataset name, or several "
+                     "metric versions",
+        },
+        "runs": [_run_entry(r, labels, selection) for r in used],
+        "superseded": selection.superseded,
+        "skipped": loaded.skipped,
+        "mixed": labels.mixed,
+        "notes": notes,
+        "tables": {t.name: {"title": t.title, "description": t.description, "file": f"{t.name}.csv",
+                            "columns": [c.key for c in t.columns], "rows": len(t.rows), "runs": t.runs}
+                   for t in tables.values()},
+        "plots": [{"file": f"plots/{name}", "caption": cap} for name, cap, _ in figures],
+        "files": {k: sha256_bytes(v) for k, v in sorted(files.items())},
+    }
+    files[MANIFEST] = (json.dumps(manifest, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    return Built(files, manifest, tables, loaded, selection, labels, figures)
+
+
+def _safe_rel(rel: str) -> bool:
+    p = Path(rel)
+    return bool(rel) and not p.is_absolute() and ".." not in p.parts
+
+
+def write_tree(out: Path, files: dict[str, bytes], manifest_name: str, kind: str) -> list[str]:
+    """Write ``files`` under ``out`` atomically (manifest last); remove files of an earlier write of the
+    same kind that are not written again. Refuses a non-empty folder that holds no such earlier write."""
+    out = Path(out)
+    old: dict = {}
+    if out.exists():
+        if not out.is_dir():
+            raise VlbenchError(f"--out {out} exists and is not a folder", "choose a new or empty folder")
+        prev = out / manifest_name
+        if prev.is_file():
+            try:
+                old = json.loads(prev.read_text("utf-8"))
+            except (OSError, ValueError):
+                old = {}
+            if not isinstance(old, dict) or old.get("kind") != kind:
+                raise VlbenchError(f"{prev} is not a {kind} manifest", "choose a new or empty --out folder")
+        elif any(out.iterdir()):
+            raise VlbenchError(f"--out {out} is not empty and holds no earlier leaderboard ({manifest_name})",
+                               "choose a new or empty folder; leaderboard folders are rewritten as a whole")
+    names = sorted(k for k in files if k != manifest_name)
+    for rel in names:
+        atomic_write_bytes(out / rel, files[rel])
+    atomic_write_bytes(out / manifest_name, files[manifest_name])
+    for rel in sorted(set(old.get("files") or {}) - set(files)):
+        if _safe_rel(rel) and (out / rel).is_file():
+            (out / rel).unlink()
+            parent = (out / rel).parent
+            if parent != out and parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+    return names + [manifest_name]
+
+
+def build_leaderboard(paths, out, allow_mixed: bool = False, *, plots: bool = True,
+                      warn: Callable[[str], None] | None = None) -> BuildResult:
+    """Build the leaderboard of the runs under ``paths`` into the folder ``out``.
+
+    ``paths``: run folders, results.json files or folders holding run folders (searched recursively).
+    Unreadable results files are skipped with a warning (``warn``; default: a LeaderboardWarning) and
+    listed in the manifest's ``skipped``. Raises VlbenchError for incomparable runs unless
+    ``allow_mixed``.
+    """
+    built = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn)
+    written = write_tree(Path(out), built.files, MANIFEST, MANIFEST_KIND)
+    return BuildResult(Path(out), written, built.manifest, built.tables)
+
+
+def stderr_warn(msg: str) -> None:
+    print(f"vlbench: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def read_build(build_dir) -> tuple[dict, dict[str, bytes]]:
+    """The manifest and files of a finished build, checked against the manifest's hashes."""
+    d = Path(build_dir)
+    mpath = d / MANIFEST
+    if not mpath.is_file():
+        raise VlbenchError(f"{d} holds no {MANIFEST}", "pass a folder written by 'vlbench leaderboard build'")
+    try:
+        manifest = json.loads(mpath.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise VlbenchError(f"{mpath} cannot be read: {exc}", "rebuild the leaderboard") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != MANIFEST_KIND:
+        raise VlbenchError(f"{mpath} is not a leaderboard build manifest", "rebuild the leaderboard")
+    files = {}
+    for rel, digest in sorted((manifest.get("files") or {}).items()):
+        p = d / rel
+        if not _safe_rel(rel) or not p.is_file():
+            raise VlbenchError(f"{p} is listed in {MANIFEST} but missing", "rebuild the leaderboard")
+        data = p.read_bytes()
+        if sha256_bytes(data) != digest:
+            raise VlbenchError(f"{p} changed after the build (its hash differs from {MANIFEST})",
+                               "rebuild the leaderboard instead of editing built files")
+        files[rel] = data
+    files[MANIFEST] = mpath.read_bytes()
+    return manifest, files
+
+
+def common_root(paths: list[str]) -> str:
+    try:
+        return os.path.commonpath(paths) if paths else ""
+    except ValueError:
+        return ""

@@ -1,0 +1,116 @@
+"""PNG plots (matplotlib's Agg canvas, no pyplot state, imported only when plots are made).
+
+* ``rsum_change--MODEL--DATASET.png``: RSUM change per perturbation for one model and dataset, i2t and
+  t2i side by side, with the run's paired-bootstrap 95% interval;
+* ``clean_vs_fg--MODEL.png``: clean Recall@1/5/10 per direction on each dataset next to its
+  fine-grained version (``X`` and ``X-fg``), when both were run for that model.
+
+Each plot is returned as PNG bytes; the caller writes them atomically.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+from .tables import Table, fg_base
+
+
+def slug(text: str, n: int = 40) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:n] or "x"
+
+
+def _figure(w: float, h: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _rows(table: Table) -> list[dict]:
+    keys = [c.key for c in table.columns]
+    return [dict(zip(keys, r)) for r in table.rows]
+
+
+def rsum_change_plots(changes: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes]]:
+    """(file name, caption, png) per (model, dataset) with at least one perturbation."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in _rows(changes):
+        groups.setdefault((r["model"], r["dataset"]), []).append(r)
+    out = []
+    for (model, dataset), rows in sorted(groups.items()):
+        conds = list(dict.fromkeys(r["condition"] for r in rows))
+        fig = _figure(max(5.0, 1.0 + 0.55 * len(conds)), 3.6)
+        ax = fig.add_subplot(111)
+        width = 0.4
+        for j, (d, color) in enumerate((("i2t", "#4C72B0"), ("t2i", "#DD8452"))):
+            xs, ys, lo, hi = [], [], [], []
+            for i, c in enumerate(conds):
+                r = next((x for x in rows if x["condition"] == c and x["direction"] == d), None)
+                if r is None or r["delta"] is None:
+                    continue
+                xs.append(i + (j - 0.5) * width)
+                ys.append(r["delta"])
+                ok = r["ci_low"] is not None and r["ci_high"] is not None
+                lo.append(max(0.0, r["delta"] - r["ci_low"]) if ok else 0.0)
+                hi.append(max(0.0, r["ci_high"] - r["delta"]) if ok else 0.0)
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=color, label=f"{d} RSUM")
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(conds)))
+        ax.set_xticklabels(conds, rotation=35, ha="right", fontsize=8)
+        ax.set_ylabel("RSUM change vs clean")
+        ax.set_title(f"{model} on {dataset}"[:90], fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        mh = model_hash.get(model, "")[:8]
+        name = f"rsum_change--{slug(model)}-{mh}--{slug(dataset)}.png"
+        out.append((name, f"RSUM change per perturbation: {model} on {dataset} (bars: 95% bootstrap interval)",
+                    _png(fig)))
+    return out
+
+
+def clean_vs_fg_plots(t52: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes]]:
+    rows = _rows(t52)
+    by_model: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by_model.setdefault(r["model"], {})[r["dataset"]] = r
+    metrics = [f"{d}_recall@{k}" for d in ("i2t", "t2i") for k in (1, 5, 10)]
+    out = []
+    for model, dsets in sorted(by_model.items()):
+        pairs = []
+        for fg in sorted(dsets):
+            name = fg.split(" [")[0]  # a mixed dataset label is "name [hash8]"
+            base = fg_base(name)
+            if base is None:
+                continue
+            for cand in sorted(dsets):
+                if cand.split(" [")[0] == base:
+                    pairs.append((cand, fg))
+        if not pairs:
+            continue
+        fig = _figure(7.0, 2.8 * len(pairs) + 0.4)
+        for i, (base, fg) in enumerate(pairs):
+            ax = fig.add_subplot(len(pairs), 1, i + 1)
+            xs = range(len(metrics))
+            for j, (ds, color) in enumerate(((base, "#8c8c8c"), (fg, "#55A868"))):
+                ys = [dsets[ds].get(m) for m in metrics]
+                ax.bar([x + (j - 0.5) * 0.4 for x in xs], [y if y is not None else 0.0 for y in ys], 0.4,
+                       color=color, label=ds[:50])
+            ax.set_xticks(list(xs))
+            ax.set_xticklabels([m.replace("_recall@", " R@") for m in metrics], fontsize=8)
+            ax.set_ylabel("Recall (%)")
+            ax.legend(fontsize=7)
+            ax.set_title(f"{model}: clean vs fine-grained captions"[:90], fontsize=9)
+        fig.tight_layout()
+        mh = model_hash.get(model, "")[:8]
+        out.append((f"clean_vs_fg--{slug(model)}-{mh}.png", f"Clean vs fine-grained (FG) datasets: {model}",
+                    _png(fig)))
+    return out

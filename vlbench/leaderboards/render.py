@@ -1,0 +1,227 @@
+"""Writing tables as CSV, Markdown and one self-contained HTML page.
+
+* CSV: fixed column order, numbers in one fixed format (6 decimals, no exponent, no ``-0``), empty
+  cell for a missing value, ``\\n`` line ends; text cells that a spreadsheet would run as a formula
+  (starting with ``= + - @`` or a tab / carriage return) get a leading ``'``. Numbers are never touched.
+* Markdown: numbers rounded for reading (2 decimals, 4 for Jaccard), text escaped (``| * _`` etc.
+  and HTML's ``< > &``) so that user-chosen names cannot break the table or inject markup.
+* HTML: every cell and attribute escaped; sorting by an inline script (no network access); a
+  Content-Security-Policy allows only that exact script (by hash) and inline images.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import html
+import io
+import math
+
+from .tables import Table
+
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+CSV_FLOAT = "{:.6f}"
+
+
+def neutralize(text: str) -> str:
+    """Defuse spreadsheet formula injection in a text cell (OWASP: prefix a single quote)."""
+    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def csv_cell(v, kind: str) -> str:
+    if v is None:
+        return ""
+    if kind == "num":
+        if not _finite(v):
+            return ""
+        s = CSV_FLOAT.format(float(v))
+        return s[1:] if s.startswith("-") and float(s) == 0 else s
+    if kind == "int" and _finite(v):
+        return str(int(v))
+    return neutralize(str(v))
+
+
+def to_csv(table: Table) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+    w.writerow([neutralize(c.key) for c in table.columns])
+    for row in table.rows:
+        w.writerow([csv_cell(v, c.kind) for v, c in zip(row, table.columns)])
+    return buf.getvalue()
+
+
+def display(v, kind: str, digits: int) -> str:
+    """A cell as shown to people (Markdown, HTML)."""
+    if v is None or (kind in ("num", "int") and not _finite(v)):
+        return ""
+    if kind == "num":
+        s = f"{float(v):.{digits}f}"
+        return s[1:] if s.startswith("-") and float(s) == 0 else s
+    if kind == "int":
+        return str(int(v))
+    return str(v)
+
+
+_MD_SPECIAL = "\\`*_[]|~#"
+
+
+def md_escape(text: str) -> str:
+    text = " ".join(str(text).split())  # no line breaks inside a table row
+    text = "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in text)
+    return html.escape(text, quote=False)
+
+
+def to_markdown(table: Table, heading: str | None = "##") -> str:
+    out = []
+    if heading:
+        out += [f"{heading} {md_escape(table.title)}", "", md_escape(table.description), ""]
+    if not table.rows:
+        return "\n".join(out + ["(no rows)", ""])
+    out.append("| " + " | ".join(md_escape(c.title) for c in table.columns) + " |")
+    out.append("|" + "|".join("---:" if c.kind != "text" else "---" for c in table.columns) + "|")
+    for row in table.rows:
+        cells = [display(v, c.kind, c.digits) for v, c in zip(row, table.columns)]
+        out.append("| " + " | ".join(md_escape(x) if c.kind == "text" else x
+                                     for x, c in zip(cells, table.columns)) + " |")
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# HTML
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1400px;
+padding:0 1em;color:#1b1b1b}
+h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em}
+table{border-collapse:collapse;margin:.5em 0 1em;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #ccc;padding:.25em .5em;white-space:nowrap}
+th{background:#f2f2f2;cursor:pointer;user-select:none;position:sticky;top:0}
+th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
+td.num{text-align:right}tbody tr:nth-child(even){background:#fafafa}
+.wrap{overflow-x:auto}.note{color:#555}figure{display:inline-block;margin:.5em}
+figure img{max-width:640px;border:1px solid #ddd}code{font-size:90%}
+"""
+
+# Sorting: click a header (numbers: descending first), or give the URL a hash such as
+# #sort=table_5_2:t2i_rsum:desc (several joined by &). After the script ran, the <html> element
+# carries data-js="ready" and each sorted table data-sorted-by="KEY:DIR".
+_JS = """
+(function () {
+  "use strict";
+  function cellValue(td, type) {
+    var v = td.getAttribute("data-v");
+    if (v === null) { v = td.textContent; }
+    if (type === "num" || type === "int") { return v === "" ? null : parseFloat(v); }
+    return v;
+  }
+  function sortTable(table, key, dir) {
+    var ths = table.tHead.rows[0].cells, idx = -1, type = "text", i;
+    for (i = 0; i < ths.length; i++) {
+      if (ths[i].getAttribute("data-key") === key) { idx = i; type = ths[i].getAttribute("data-type"); }
+    }
+    if (idx < 0) { return false; }
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows).map(function (r, n) {
+      return {row: r, n: n, v: cellValue(r.cells[idx], type)};
+    });
+    rows.sort(function (a, b) {
+      if (a.v === null || b.v === null) { return (a.v === null) - (b.v === null) || a.n - b.n; }
+      var c = type === "text" ? (a.v < b.v ? -1 : (a.v > b.v ? 1 : 0)) : a.v - b.v;
+      return (dir === "desc" ? -c : c) || a.n - b.n;
+    });
+    rows.forEach(function (x) { body.appendChild(x.row); });
+    for (i = 0; i < ths.length; i++) {
+      ths[i].setAttribute("aria-sort", i === idx ? (dir === "asc" ? "ascending" : "descending") : "none");
+    }
+    table.setAttribute("data-sorted-by", key + ":" + dir);
+    return true;
+  }
+  function fromHash() {
+    var parts = (window.location.hash || "").replace(/^#/, "").split("&");
+    parts.forEach(function (p) {
+      if (p.indexOf("sort=") !== 0) { return; }
+      var s = decodeURIComponent(p.slice(5)), a = s.indexOf(":"), b = s.lastIndexOf(":");
+      if (a < 0 || b <= a) { return; }
+      var table = document.querySelector('table[data-table="' + s.slice(0, a).replace(/[^A-Za-z0-9_]/g, "") + '"]');
+      var dir = s.slice(b + 1) === "asc" ? "asc" : "desc";
+      if (table) { sortTable(table, s.slice(a + 1, b), dir); }
+    });
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("table.lb"), function (table) {
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
+      function go() {
+        var key = th.getAttribute("data-key"), cur = table.getAttribute("data-sorted-by") || "";
+        var first = th.getAttribute("data-type") === "text" ? "asc" : "desc";
+        var dir = cur === key + ":" + first ? (first === "asc" ? "desc" : "asc") : first;
+        sortTable(table, key, dir);
+      }
+      th.addEventListener("click", go);
+      th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); go(); } });
+    });
+  });
+  fromHash();
+  window.addEventListener("hashchange", fromHash);
+  document.documentElement.setAttribute("data-js", "ready");
+}());
+"""
+
+
+def _esc(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def html_table(table: Table) -> str:
+    head = "".join(f'<th data-key="{_esc(c.key)}" data-type="{c.kind}" tabindex="0" aria-sort="none" '
+                   f'title="{_esc(c.key)}">{_esc(c.title)}</th>' for c in table.columns)
+    body = []
+    for row in table.rows:
+        cells = []
+        for v, c in zip(row, table.columns):
+            shown = display(v, c.kind, c.digits)
+            if c.kind == "text":
+                cells.append(f"<td>{_esc(shown)}</td>")
+            else:
+                raw = csv_cell(v, c.kind)
+                cells.append(f'<td class="num" data-v="{_esc(raw)}">{_esc(shown)}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f'<div class="wrap"><table class="lb" data-table="{_esc(table.name)}" id="t-{_esc(table.name)}">'
+            f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody></table></div>")
+
+
+def to_html(title: str, intro: list[str], tables: list[Table], figures: list[tuple[str, bytes]],
+            notes: list[str]) -> str:
+    """One self-contained page: tables (sortable), figures inlined as data: URIs, notes."""
+    script_hash = base64.b64encode(hashlib.sha256(_JS.encode("utf-8")).digest()).decode()
+    csp = (f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'; "
+           "base-uri 'none'; form-action 'none'")
+    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f'<meta http-equiv="Content-Security-Policy" content="{_esc(csp)}">',
+             f"<title>{_esc(title)}</title>", f"<style>{_CSS}</style>", "</head>", "<body>",
+             f"<h1>{_esc(title)}</h1>"]
+    parts += [f'<p class="note">{_esc(p)}</p>' for p in intro]
+    parts.append("<nav><ul>" + "".join(f'<li><a href="#{_esc(t.name)}">{_esc(t.title)}</a></li>' for t in tables) +
+                 ('<li><a href="#plots">Plots</a></li>' if figures else "") +
+                 ('<li><a href="#notes">Notes</a></li>' if notes else "") + "</ul></nav>")
+    for t in tables:
+        parts.append(f'<section id="{_esc(t.name)}"><h2>{_esc(t.title)}</h2><p class="note">{_esc(t.description)}'
+                     f"</p>")
+        parts.append(html_table(t) if t.rows else "<p>(no rows)</p>")
+        parts.append("</section>")
+    if figures:
+        parts.append('<section id="plots"><h2>Plots</h2>')
+        for cap, png in figures:
+            data = base64.b64encode(png).decode("ascii")
+            parts.append(f'<figure><img alt="{_esc(cap)}" src="data:image/png;base64,{data}">'
+                         f"<figcaption>{_esc(cap)}</figcaption></figure>")
+        parts.append("</section>")
+    if notes:
+        parts.append('<section id="notes"><h2>Notes</h2><ul>' + "".join(f"<li>{_esc(n)}</li>" for n in notes) +
+                     "</ul></section>")
+    parts += [f"<script>{_JS}</script>", "</body>", "</html>", ""]
+    return "\n".join(parts)
