@@ -126,3 +126,62 @@ def test_results_are_deterministic(counting_plugin, manifest, tmp_path):
             no_cache=True)
     assert a.results["results"] == b.results["results"]
     assert a.results["results_hash"] == b.results["results_hash"]
+
+
+def test_perturb_all_runs_14_conditions_and_encodes_each_image_once(counting_plugin, manifest, tmp_path,
+                                                                      monkeypatch):
+    from vlbench.benchmark.runner import run
+
+    count = tmp_path / "counts.jsonl"
+    monkeypatch.setenv("VLBENCH_COUNT_FILE", str(count))
+    res = run(model="counting", dataset=f"custom:{manifest}", perturb="all", out=str(tmp_path / "p"), quiet=True,
+              num_workers=0, n_boot=100)
+    r = res.results
+    conds = {rec["condition"] for rec in r["results"]}
+    assert len(conds) == 14 and "clean" in conds and "shuffle-trigrams" in conds
+    for c in conds:
+        for d in ("i2t", "t2i"):
+            assert {(x["metric"], x["k"]) for x in r["results"] if x["condition"] == c and x["direction"] == d} \
+                == METRICS
+    counts = read_counts(count)
+    assert counts["images"] == 12  # images encoded exactly once for all 14 conditions
+    # a caption a perturbation left unchanged is not encoded again: texts encoded == distinct texts
+    assert counts["texts"] == r["encoding"]["texts_distinct"] < 14 * 60
+    # provenance of every perturbation
+    for c, meta in r["conditions"].items():
+        if c == "clean":
+            continue
+        assert meta["version"] and "params" in meta and meta["seed"] == 0 and len(meta["captions_hash"]) == 64
+        assert 0 <= meta["not_applicable_rate"] <= 1
+    # deltas and paired bootstrap CIs of the RSUM change, both directions and total
+    b = [x for x in r["bootstrap"] if x["condition"] == "shuffle-all-words"]
+    assert {x["direction"] for x in b} == {"i2t", "t2i", "both"}
+    for x in b:
+        assert x["ci_low"] <= x["delta"] <= x["ci_high"]
+    d = {(x["direction"], x["metric"], x["k"]): x for x in r["deltas"] if x["condition"] == "distraction-true"}
+    vals = {(x["condition"], x["direction"], x["metric"], x["k"]): x["value"] for x in r["results"]}
+    assert d[("t2i", "recall", 1)]["abs"] == pytest.approx(vals[("distraction-true", "t2i", "recall", 1)] -
+                                                         vals[("clean", "t2i", "recall", 1)])
+    mia = r["model_input_analysis"]
+    assert set(mia["jaccard"]) == {"decreased", "increased", "unchanged"} and mia["pairs"] == 13 * 12 // 2
+    # a warm rerun reuses perturbations and embeddings: nothing encoded
+    res2 = run(model="counting", dataset=f"custom:{manifest}", perturb="all", out=str(tmp_path / "p2"), quiet=True,
+               num_workers=0, n_boot=100)
+    assert read_counts(count) == counts
+    assert res2.results["results"] == r["results"]
+
+
+def test_model_input_analysis_by_hand():
+    from vlbench.benchmark.runner import model_input_analysis
+
+    clean = np.array([100., 200., 300., 0.])
+    out = model_input_analysis(clean, {"a": np.array([0., 200., 300., 100.]),   # dec {0}, inc {3}, same {1,2}
+                                       "b": np.array([0., 100., 300., 0.]),     # dec {0,1}, inc {}, same {2,3}
+                                       "c": np.array([100., 300., 300., 0.])})  # dec {}, inc {1}, same {0,2,3}
+    # decreased: a-b 1/2, a-c skip? no: |{0} u {}| = 1 -> 0/1 = 0, b-c: 0/2 = 0 -> mean(0.5, 0, 0)
+    assert out["jaccard"]["decreased"] == pytest.approx((0.5 + 0 + 0) / 3)
+    # increased: a-b {3} vs {} -> 0, a-c {3} vs {1} -> 0, b-c {} vs {1} -> 0
+    assert out["jaccard"]["increased"] == 0
+    # unchanged: a-b {1,2} {2,3} -> 1/3; a-c {1,2} {0,2,3} -> 1/4; b-c {2,3} {0,2,3} -> 2/3
+    assert out["jaccard"]["unchanged"] == pytest.approx((1 / 3 + 1 / 4 + 2 / 3) / 3)
+    assert out["groups"]["a"] == {"decreased": 1, "increased": 1, "unchanged": 2}

@@ -101,14 +101,39 @@ def torch_dtype(precision: str):
 
 
 def _dir_fingerprint(path: Path) -> dict:
-    """Content hash of a local checkpoint folder's files (weights included)."""
+    """Content hash of a local checkpoint folder's files (weights included).
+
+    Hashing multi-GB weights on every run would cost seconds, so digests are remembered per file
+    (path, size, mtime) in the cache folder; a changed file is hashed again.
+    """
+    from .._io import atomic_write_text
+    from .._paths import cache_root
+
+    memo_path = cache_root() / "file-digests.json"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    changed = False
     h = hashlib.sha256()
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     for p in files:
-        h.update(str(p.relative_to(path)).encode())
-        with open(p, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
+        st = p.stat()
+        key = f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+        digest = memo.get(key)
+        if digest is None:
+            fh_hash = hashlib.sha256()
+            with open(p, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    fh_hash.update(block)
+            digest = memo[key] = fh_hash.hexdigest()
+            changed = True
+        h.update(f"{p.relative_to(path)}\0{digest}\0".encode())
+    if changed:
+        try:
+            atomic_write_text(memo_path, json.dumps(memo))
+        except OSError:
+            pass
     return {"local_path": str(path.resolve()), "content_sha256": h.hexdigest()}
 
 

@@ -11,6 +11,7 @@ nothing it already has.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import platform
 import re
@@ -209,6 +210,47 @@ def _write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
     return name
 
 
+def _perturb_cached(cfg: RunConfig, ds: Dataset, names: list[str]) -> dict:
+    """Perturbed captions, remembered in the cache folder: keyed by the dataset's content hash, the
+    perturbations' names, versions and parameters, the seed and the versions of the language tools,
+    so a warm run skips spaCy entirely (and a changed tagger or WordNet recomputes)."""
+    import dataclasses
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .. import perturbations as P
+    from ..lang import SPACY_MODELS
+    from .cache import default_cache_dir
+
+    def v(dist):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return None
+
+    from ..perturbations.engine import instantiate
+
+    objs = {n: instantiate(n, (cfg.perturb_params or {}).get(n)) for n in names}
+    key = sha256_json({"dataset": ds.content_hash(), "seed": cfg.seed, "vlbench": __version__,
+                       "perturbations": {n: [str(o.version), o.params] for n, o in objs.items()},
+                       "tools": {d: v(d) for d in ("spacy", "nltk", "nlpaug", *[m.replace("_", "-") for m in
+                                                                                 SPACY_MODELS])}})
+    path = Path(cfg.cache_dir or default_cache_dir()) / "perturbations" / f"{key[:32]}.json"
+    if not cfg.no_cache and not cfg.restart and path.is_file():
+        try:
+            data = json.loads(path.read_text())
+            out = {n: P.PerturbedSet(**data[n]) for n in names}
+            _log(cfg, f"perturbed captions from the cache ({len(names)} perturbation(s))")
+            return out
+        except (ValueError, KeyError, TypeError):
+            pass  # unreadable: recompute (and overwrite atomically)
+    _log(cfg, f"perturbing {ds.n_captions} captions: {', '.join(names)}")
+    out = P.perturb_captions(ds.captions, ds.caption_ids, names, seed=cfg.seed,
+                             params=cfg.perturb_params or None, progress=not cfg.quiet)
+    if not cfg.no_cache:
+        atomic_write_text(path, json.dumps({n: dataclasses.asdict(ps) for n, ps in out.items()}))
+    return out
+
+
 def _distributed(cfg: RunConfig):
     """(Shard, dist module or None, whether we initialized it) for torchrun launches."""
     import os
@@ -287,9 +329,7 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
         from .. import perturbations as P
 
         names = P.resolve(cfg.perturb)
-        _log(cfg, f"perturbing {ds.n_captions} captions: {', '.join(names)}")
-        perturbed = P.perturb_captions(ds.captions, ds.caption_ids, names, seed=cfg.seed,
-                                       params=cfg.perturb_params or None, progress=not cfg.quiet)
+        perturbed = _perturb_cached(cfg, ds, names)
 
     # 2. model
     adapter = load_model(cfg.model, device=cfg.device, precision=cfg.precision,
