@@ -195,7 +195,7 @@ class HFDualEncoder(ModelAdapter):
         try:
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, **kw)
             self.image_processor = transformers.AutoImageProcessor.from_pretrained(source, **kw)
-            self.model = getattr(transformers, cls_name).from_pretrained(source, **kw)
+            self.config = transformers.AutoConfig.from_pretrained(source, **kw)
         except VlbenchError:
             raise
         except Exception as exc:
@@ -203,8 +203,10 @@ class HFDualEncoder(ModelAdapter):
         if len(self.tokenizer) < 10:  # offline CLIPTokenizer trap: an almost empty vocabulary
             raise ModelError(f"the tokenizer of {self.checkpoint!r} loaded with only {len(self.tokenizer)} tokens",
                              "the tokenizer files are missing: re-download the checkpoint")
-        self.model.eval().to(device=device, dtype=torch_dtype(precision))
-        cfg = self.model.config
+        # the weights load on first use: a fully cached (warm) run never needs them
+        self._model = None
+        self._load_args = (cls_name, source, kw)
+        cfg = self.config
         text_cfg = getattr(cfg, "text_config", None)
         limits = [getattr(text_cfg, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
         limits = [x for x in limits if isinstance(x, int) and 0 < x < 100_000]
@@ -215,13 +217,26 @@ class HFDualEncoder(ModelAdapter):
         self._local = _dir_fingerprint(Path(source)) if Path(source).exists() else None
         self.revision = revision or getattr(cfg, "_commit_hash", None)
 
+    @property
+    def model(self):
+        if self._model is None:
+            import transformers
+
+            cls_name, source, kw = self._load_args
+            try:
+                model = getattr(transformers, cls_name).from_pretrained(source, **kw)
+            except Exception as exc:
+                raise _load_error(self.name, self.checkpoint, exc) from exc
+            self._model = model.eval().to(device=self.device, dtype=torch_dtype(self.precision))
+        return self._model
+
     def identity(self) -> dict:
         ip = self.image_processor
         pre = {k: getattr(ip, k, None) for k in ("size", "crop_size", "do_center_crop", "do_resize", "resample",
                                                    "image_mean", "image_std", "do_normalize", "rescale_factor")}
         return {
             "adapter": f"vlbench.hf.{self.name}",
-            "model_class": type(self.model).__name__,
+            "model_class": self._load_args[0],
             "checkpoint": self.checkpoint,
             "revision": self.revision,
             "local": self._local,
@@ -229,7 +244,7 @@ class HFDualEncoder(ModelAdapter):
             "tokenizer": type(self.tokenizer).__name__,
             "max_text_tokens": self.max_length,
             "precision": self.precision,
-            "embed_dim": int(getattr(self.model.config, "projection_dim", 0) or 0),
+            "embed_dim": int(getattr(self.config, "projection_dim", 0) or 0),
         }
 
     def preprocess(self, image):
