@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Any
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder + rename.
 
@@ -20,6 +24,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the usual permissions
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -71,4 +76,5 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 
 def sha256_json(obj: Any) -> str:
-    return sha256_bytes(json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode())
+    """Hash of the strict-JSON form (non-finite floats as null), so it matches what is written."""
+    return sha256_bytes(json.dumps(_clean(obj), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode())

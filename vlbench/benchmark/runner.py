@@ -338,8 +338,11 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
     adapter = load_model(cfg.model, device=cfg.device, precision=cfg.precision,
                          trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
     model_hash = adapter.model_hash()
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    run_id = f"{stamp}-{_slug(cfg.model.split(':')[0])}-{_slug(ds.name)}-{model_hash[:6]}"
+    import secrets
+
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    run_id = (f"{stamp}-{_slug(cfg.model.split(':')[0])}-{_slug(ds.name)}-{model_hash[:6]}"
+              f"{ds.content_hash()[:6]}-{secrets.token_hex(3)}")
     out = _prepare_out(cfg, run_id) if lead else None
     cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart)
     stats = EncodeStats()
@@ -407,7 +410,7 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
         "metric_version": M.METRIC_VERSION,
         "vlbench_version": __version__,
         "run_id": run_id,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
         "wall_time_s": round(time.time() - t0, 3),
         "model": {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
                   "identity": adapter.identity()},

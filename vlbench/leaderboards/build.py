@@ -19,7 +19,7 @@ from .. import __version__
 from .._io import atomic_write_bytes, sha256_bytes
 from ..errors import VlbenchError
 from . import render
-from .store import Loaded, Run, Selection, load_runs, select
+from .store import Loaded, Run, Selection, condition_key, load_runs, select
 from .tables import Labels, Table, build_tables, make_labels
 
 MANIFEST = "build_manifest.json"
@@ -69,7 +69,7 @@ def _perturbation_notes(runs: list[Run]) -> list[str]:
             m = r.condition_meta(c)
             sig = json.dumps({"version": m.get("version"), "params": m.get("params"), "seed": m.get("seed")},
                              sort_keys=True)
-            seen.setdefault(c, {}).setdefault(sig, []).append(r.run_id)
+            seen.setdefault(c, {}).setdefault(sig, []).append(r.ref)
     out = []
     for c in sorted(seen):
         if len(seen[c]) > 1:
@@ -79,10 +79,10 @@ def _perturbation_notes(runs: list[Run]) -> list[str]:
 
 
 def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
-    used = sorted(k[3] for k, v in selection.values.items() if v is run)
+    used = sorted((k[3] for k, v in selection.values.items() if v is run), key=condition_key)
     if any(v is run for v in selection.mia.values()):
         used.append("model_input_analysis")
-    return {"run_id": run.run_id, "path": run.path, "model": labels.model[run.model_hash],
+    return {"run_id": run.ref, "path": run.path, "model": labels.model[run.model_hash],
             "model_spec": run.model_spec, "model_hash": run.model_hash, "dataset": run.dataset_name,
             "dataset_label": labels.dataset[(run.dataset_name, run.dataset_hash)], "dataset_hash": run.dataset_hash,
             "metric_version": run.metric_version, "vlbench_version": run.vlbench_version,
@@ -161,7 +161,7 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
         "allow_mixed": bool(allow_mixed),
         "rules": {
             "duplicates": "newest run per (model hash, dataset name, dataset hash, condition) wins; "
-                          "ties broken by run id, results hash, path",
+                          "ties broken by run id, results hash, file SHA-256, path",
             "table_5_3_rsum": "t2i (table_5_3), total = i2t + t2i (table_5_3_total)",
             "mixed": "refused unless allow_mixed: several dataset hashes for one dataset name, or several "
                      "metric versions",
@@ -206,9 +206,10 @@ def write_tree(out: Path, files: dict[str, bytes], manifest_name: str, kind: str
             raise VlbenchError(f"--out {out} is not empty and holds no earlier leaderboard ({manifest_name})",
                                "choose a new or empty folder; leaderboard folders are rewritten as a whole")
     names = sorted(k for k in files if k != manifest_name)
-    for rel in names:
+    mode = _file_mode()
+    for rel in names + [manifest_name]:
         atomic_write_bytes(out / rel, files[rel])
-    atomic_write_bytes(out / manifest_name, files[manifest_name])
+        os.chmod(out / rel, mode)  # the temporary file behind the atomic write is private (0600)
     for rel in sorted(set(old.get("files") or {}) - set(files)):
         if _safe_rel(rel) and (out / rel).is_file():
             (out / rel).unlink()
@@ -216,6 +217,12 @@ def write_tree(out: Path, files: dict[str, bytes], manifest_name: str, kind: str
             if parent != out and parent.is_dir() and not any(parent.iterdir()):
                 parent.rmdir()
     return names + [manifest_name]
+
+
+def _file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def build_leaderboard(paths, out, allow_mixed: bool = False, *, plots: bool = True,
@@ -261,9 +268,3 @@ def read_build(build_dir) -> tuple[dict, dict[str, bytes]]:
     files[MANIFEST] = mpath.read_bytes()
     return manifest, files
 
-
-def common_root(paths: list[str]) -> str:
-    try:
-        return os.path.commonpath(paths) if paths else ""
-    except ValueError:
-        return ""

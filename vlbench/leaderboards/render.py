@@ -55,8 +55,10 @@ def to_csv(table: Table) -> str:
     return buf.getvalue()
 
 
-def display(v, kind: str, digits: int) -> str:
+def display(v, kind: str, digits: int, short: int = 0) -> str:
     """A cell as shown to people (Markdown, HTML)."""
+    if short and isinstance(v, str) and len(v) > short:
+        return v[:short] + "\u2026"
     if v is None or (kind in ("num", "int") and not _finite(v)):
         return ""
     if kind == "num":
@@ -85,7 +87,7 @@ def to_markdown(table: Table, heading: str | None = "##") -> str:
     out.append("| " + " | ".join(md_escape(c.title) for c in table.columns) + " |")
     out.append("|" + "|".join("---:" if c.kind != "text" else "---" for c in table.columns) + "|")
     for row in table.rows:
-        cells = [display(v, c.kind, c.digits) for v, c in zip(row, table.columns)]
+        cells = [display(v, c.kind, c.digits, c.short) for v, c in zip(row, table.columns)]
         out.append("| " + " | ".join(md_escape(x) if c.kind == "text" else x
                                      for x, c in zip(cells, table.columns)) + " |")
     return "\n".join(out) + "\n"
@@ -161,7 +163,9 @@ _JS = """
         sortTable(table, key, dir);
       }
       th.addEventListener("click", go);
-      th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); go(); } });
+      th.addEventListener("keydown", function (e) {
+        if (e.key === "Enter" || e.key === " ") { e.preventDefault(); go(); }
+      });
     });
   });
   fromHash();
@@ -182,9 +186,10 @@ def html_table(table: Table) -> str:
     for row in table.rows:
         cells = []
         for v, c in zip(row, table.columns):
-            shown = display(v, c.kind, c.digits)
+            shown = display(v, c.kind, c.digits, c.short)
             if c.kind == "text":
-                cells.append(f"<td>{_esc(shown)}</td>")
+                full = "" if v is None or shown == str(v) else f' title="{_esc(v)}" data-v="{_esc(v)}"'
+                cells.append(f"<td{full}>{_esc(shown)}</td>")
             else:
                 raw = csv_cell(v, c.kind)
                 cells.append(f'<td class="num" data-v="{_esc(raw)}">{_esc(shown)}</td>')

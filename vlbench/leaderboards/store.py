@@ -178,11 +178,18 @@ def validate_v1(doc: dict, path: str) -> dict:
 # ----------------------------------------------------------------------------------------------
 # runs
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Run:
     path: str
-    doc: dict = field(repr=False, compare=False)
+    doc: dict = field(repr=False)
     original_schema: str = "1"
+    file_sha256: str = ""
+    #: how tables name the run: its run_id, or ``run_id~<file sha256[:8]>`` when several loaded runs
+    #: share one run_id (the runner's ids have one-second resolution)
+    ref: str = ""
+
+    def __post_init__(self):
+        self.ref = self.ref or self.doc["run_id"]
 
     @property
     def run_id(self) -> str:
@@ -222,7 +229,7 @@ class Run:
 
     def newness(self) -> tuple:
         """Sort key: larger = newer. Total and independent of the input order."""
-        return (parse_created(self.created).isoformat(), self.run_id, self.results_hash, self.path)
+        return (parse_created(self.created).isoformat(), self.run_id, self.results_hash, self.file_sha256, self.path)
 
     def conditions(self) -> list[str]:
         return sorted({r["condition"] for r in self.doc["results"]}, key=condition_key)
@@ -259,7 +266,7 @@ def read_run(path: str | os.PathLike) -> Run:
         raise UnreadableResults(p, "not a JSON object: not a vlbench results file")
     original = str(doc.get("schema_version"))
     doc = upgrade(doc, p)
-    return Run(p, validate_v1(doc, p), original)
+    return Run(p, validate_v1(doc, p), original, hashlib.sha256(raw).hexdigest())
 
 
 def discover(paths) -> list[str]:
@@ -305,6 +312,13 @@ def load_runs(paths, warn: Callable[[str], None] | None = None) -> Loaded:
             skipped.append({"path": exc.path, "reason": exc.reason})
             if warn:
                 warn(f"skipped {exc.path}: {exc.reason}")
+    by_id: dict[str, list[Run]] = {}
+    for r in runs:
+        by_id.setdefault(r.run_id, []).append(r)
+    for same in by_id.values():
+        if len(same) > 1:
+            for r in same:
+                r.ref = f"{r.run_id}~{r.file_sha256[:8]}"
     return Loaded(runs, skipped)
 
 
@@ -324,7 +338,7 @@ class Selection:
 
     def used_runs(self) -> list[Run]:
         seen = {id(r): r for r in list(self.values.values()) + list(self.mia.values())}
-        return sorted(seen.values(), key=lambda r: (r.run_id, r.path))
+        return sorted(seen.values(), key=lambda r: (r.ref, r.path))
 
 
 def _same_values(a: Run, b: Run, condition: str) -> bool:
@@ -349,19 +363,19 @@ def select(runs: list[Run]) -> Selection:
         values[key] = group[0]
         for old in group[1:]:
             lost.setdefault(old.path, (old, []))[1].append(
-                {"condition": key[3], "by": group[0].run_id, "same_values": _same_values(old, group[0], key[3])})
+                {"condition": key[3], "by": group[0].ref, "same_values": _same_values(old, group[0], key[3])})
     mia = {}
     for key in sorted(mia_cands):
         group = sorted(mia_cands[key], key=Run.newness, reverse=True)
         mia[key] = group[0]
         for old in group[1:]:
             lost.setdefault(old.path, (old, []))[1].append(
-                {"condition": "model_input_analysis", "by": group[0].run_id,
+                {"condition": "model_input_analysis", "by": group[0].ref,
                  "same_values": old.doc["model_input_analysis"] == group[0].doc["model_input_analysis"]})
     superseded = []
     for path in sorted(lost):
         old, items = lost[path]
         used = any(v is old for v in values.values()) or any(v is old for v in mia.values())
-        superseded.append({"run_id": old.run_id, "path": path, "created": old.created, "fully": not used,
+        superseded.append({"run_id": old.ref, "path": path, "created": old.created, "fully": not used,
                            "conditions": sorted(items, key=lambda x: condition_key(x["condition"]))})
     return Selection(values, mia, superseded)

@@ -25,6 +25,7 @@ class Column:
     kind: str = "text"  # text | num | int
     digits: int = 2  # decimals in Markdown / HTML (CSV always uses the fixed 6-decimal format)
     label: str | None = None  # Markdown / HTML header (default: key)
+    short: int = 0  # show only the first N characters in Markdown / HTML (hashes); CSV keeps all
 
     @property
     def title(self) -> str:
@@ -84,8 +85,10 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool) -> Lab
         by_label.setdefault(r.model_spec, []).append(h)
     model = {}
     for lab, hashes in by_label.items():
+        precisions = {h: str(newest[h].doc["settings"].get("precision") or "") for h in hashes}
+        by_precision = len(set(precisions.values())) == len(hashes)  # e.g. the same spec in fp32 and fp16
         for h in hashes:
-            model[h] = lab if len(hashes) == 1 else f"{lab} [{_short(h)}]"
+            model[h] = lab if len(hashes) == 1 else f"{lab} [{precisions[h] if by_precision else _short(h)}]"
 
     hashes: dict[str, dict[str, list[Run]]] = {}
     versions: dict[str, list[Run]] = {}
@@ -96,13 +99,13 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool) -> Lab
     for name in sorted(hashes):
         if len(hashes[name]) > 1:
             mixed.append({"what": "dataset_hash", "dataset": name,
-                          "variants": {h: sorted(x.run_id for x in rs) for h, rs in sorted(hashes[name].items())}})
+                          "variants": {h: sorted(x.ref for x in rs) for h, rs in sorted(hashes[name].items())}})
             for h, rs in hashes[name].items():
                 for x in rs:
                     flags.setdefault(x.path, []).append(f"mixed: dataset hash {_short(h)}")
     if len(versions) > 1:
         mixed.append({"what": "metric_version",
-                      "variants": {v: sorted(x.run_id for x in rs) for v, rs in sorted(versions.items())}})
+                      "variants": {v: sorted(x.ref for x in rs) for v, rs in sorted(versions.items())}})
         for v, rs in versions.items():
             for x in rs:
                 flags.setdefault(x.path, []).append(f"mixed: metric version {v}")
@@ -129,7 +132,7 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool) -> Lab
 
 
 def _name_runs(runs: list[Run]) -> str:
-    return ", ".join(f"{r.run_id} ({r.path})" for r in sorted(runs, key=lambda r: (r.run_id, r.path)))
+    return ", ".join(f"{r.ref} ({r.path})" for r in sorted(runs, key=lambda r: (r.ref, r.path)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,7 +193,7 @@ def table_5_2(ctx: _Ctx) -> Table:
         cols += [Column(f"{d}_recall@{k}", "num", 2, f"{d} R@{k}") for k in (1, 5, 10)]
         cols += [Column(f"{d}_dcg_cm", "num", 2, f"{d} DCG")]
     cols += [Column("i2t_rsum", "num", 2, "RSUM i2t"), Column("t2i_rsum", "num", 2, "RSUM t2i"),
-             Column("dcg_p", "int"), Column("run_id"), Column("model_hash"), Column("dataset_hash"),
+             Column("dcg_p", "int"), Column("run_id"), Column("model_hash", short=12), Column("dataset_hash", short=12),
              Column("flags")]
     rows, runs = [], set()
     for key in ctx.keys():
@@ -202,10 +205,10 @@ def table_5_2(ctx: _Ctx) -> Table:
         row = [ctx.dataset(dn, dh), ctx.model(mh)]
         for d in ("i2t", "t2i"):
             row += [v.get((d, "recall", k)) for k in (1, 5, 10)] + [v.get((d, "dcg_cm", p))]
-        row += [v.get(("i2t", "rsum", None)), v.get(("t2i", "rsum", None)), p, run.run_id, mh, dh,
+        row += [v.get(("i2t", "rsum", None)), v.get(("t2i", "rsum", None)), p, run.ref, mh, dh,
                 ctx.lab.run_flags(run)]
         rows.append(row)
-        runs.add(run.run_id)
+        runs.add(run.ref)
     return Table("table_5_2", "Table 5.2: clean retrieval performance",
                  "One row per model and dataset, clean captions: Recall@1/5/10 and DCG_CM@p (p in column "
                  "dcg_p) per direction, and RSUM (R@1 + R@5 + R@10) per direction.", cols, rows, sorted(runs))
@@ -232,13 +235,14 @@ def table_5_3(ctx: _Ctx, direction: str = "t2i") -> Table:
                 cells.append(_values(run, cond).get((direction, "rsum", None)) if run else None)
                 if run:
                     used.append(run)
-                    runs.add(run.run_id)
+                    runs.add(run.ref)
             rows.append([ctx.model(mh), cond, _first_family(ctx, conds[cond], cond), direction] + cells +
                         [ctx.lab.run_flags(*used)])
     which = "text-to-image RSUM (t2i R@1 + R@5 + R@10), as in the chapter" if direction == "t2i" else \
-        "total RSUM (i2t + t2i, six recalls)" if direction == "both" else f"{direction} RSUM"
+        "total RSUM (i2t + t2i: six recalls)" if direction == "both" else f"{direction} RSUM"
     name = "table_5_3" if direction == "t2i" else f"table_5_3_{'total' if direction == 'both' else direction}"
-    return Table(name, f"Table 5.3: {which} per perturbation",
+    short = "t2i" if direction == "t2i" else "total" if direction == "both" else direction
+    return Table(name, f"Table 5.3: RSUM per perturbation ({short})",
                  f"Rows: model x condition (clean = no perturbation); columns: datasets. Cells: {which} "
                  f"(column rsum names the direction: 'both' = total).", cols, rows, sorted(runs))
 
@@ -279,8 +283,8 @@ def rsum_changes(ctx: _Ctx) -> Table:
                 rows.append([ctx.dataset(dn, dh), ctx.model(mh), cond, ctx.family(run, cond), d,
                              clean if clean is not None else (val - delta if delta is not None else None),
                              val, delta, dl.get("rel"), b.get("ci_low"), b.get("ci_high"), b.get("n_boot"),
-                             run.run_id, ctx.lab.run_flags(run)])
-                runs.add(run.run_id)
+                             run.ref, ctx.lab.run_flags(run)])
+                runs.add(run.ref)
     rows.sort(key=lambda r: (r[0], r[1], condition_key(r[2]), DIR_ORDER[r[4]]))
     return Table("rsum_changes", "RSUM change under each perturbation",
                  "RSUM under the perturbation minus clean RSUM of the same run, relative change, and the "
@@ -300,9 +304,9 @@ def table_5_4(ctx: _Ctx) -> Table:
         perts = sorted((mia.get("groups") or {}).keys())
         jac = mia.get("jaccard") or {}
         rows.append([ctx.dataset(dn, dh), ctx.model(mh)] + [_num(jac.get(g)) for g in MIA_GROUPS] +
-                    [mia.get("pairs"), len(perts), " ".join(perts), mia.get("score"), run.run_id,
+                    [mia.get("pairs"), len(perts), " ".join(perts), mia.get("score"), run.ref,
                      ctx.lab.run_flags(run)])
-        runs.add(run.run_id)
+        runs.add(run.ref)
     return Table("table_5_4", "Table 5.4: model-input analysis (Jaccard similarity per group)",
                  "For each run with two or more perturbations: t2i caption queries are grouped by whether "
                  "their per-query score decreased, increased or stayed unchanged under each perturbation; "
@@ -328,7 +332,7 @@ def value_rows(runs_by_key: dict[tuple, Run], labels: Labels) -> list[list]:
         fam = "" if cond == "clean" else str(meta.get("family") or "")
         for r in run.records(cond):
             rows.append([labels.dataset[(dn, dh)], labels.model[mh], cond, fam, r["direction"], r["metric"],
-                         r["k"], r["value"], run.run_id, run.model_spec, mh, dn, dh, run.metric_version,
+                         r["k"], r["value"], run.ref, run.model_spec, mh, dn, dh, run.metric_version,
                          run.vlbench_version, run.original_schema, run.created,
                          None if cond == "clean" else meta.get("version"),
                          None if cond == "clean" else meta.get("seed"),
@@ -340,7 +344,8 @@ def value_rows(runs_by_key: dict[tuple, Run], labels: Labels) -> list[list]:
 
 def values_table(selection: Selection, labels: Labels) -> Table:
     kinds = {"k": "int", "value": "num", "perturbation_seed": "int"}
-    cols = [Column(c, kinds.get(c, "text"), 4 if c == "value" else 2) for c in VALUE_COLUMNS]
+    cols = [Column(c, kinds.get(c, "text"), 4 if c == "value" else 2, short=12 if c.endswith("hash") else 0)
+            for c in VALUE_COLUMNS]
     rows = value_rows(selection.values, labels)
     return Table("values", "Every value", "Tidy long format: one row per value (model, dataset, condition, "
                  "direction, metric, k) with the run it comes from and its provenance.", cols, rows,
@@ -348,9 +353,10 @@ def values_table(selection: Selection, labels: Labels) -> Table:
 
 
 def provenance_table(selection: Selection, labels: Labels) -> Table:
-    cols = [Column("run_id"), Column("model"), Column("model_spec"), Column("model_hash"), Column("dataset"),
-            Column("dataset_hash"), Column("conditions"), Column("metric_version"), Column("vlbench_version"),
-            Column("schema_version"), Column("created"), Column("results_hash"), Column("flags")]
+    cols = [Column("run_id"), Column("model"), Column("model_spec"), Column("model_hash", short=12),
+            Column("dataset"), Column("dataset_hash", short=12), Column("conditions"), Column("metric_version"),
+            Column("vlbench_version"),
+            Column("schema_version"), Column("created"), Column("results_hash", short=12), Column("flags")]
     used: dict[str, list[str]] = {}
     for (mh, dn, dh, cond), run in selection.values.items():
         used.setdefault(run.path, []).append(cond)
@@ -361,7 +367,7 @@ def provenance_table(selection: Selection, labels: Labels) -> Table:
         conds = sorted(used[run.path], key=condition_key)
         if any(r is run for r in selection.mia.values()):
             conds.append("model_input_analysis")
-        rows.append([run.run_id, labels.model[run.model_hash], run.model_spec, run.model_hash,
+        rows.append([run.ref, labels.model[run.model_hash], run.model_spec, run.model_hash,
                      labels.dataset[(run.dataset_name, run.dataset_hash)], run.dataset_hash, " ".join(conds),
                      run.metric_version, run.vlbench_version, run.original_schema, run.created, run.results_hash,
                      labels.run_flags(run)])

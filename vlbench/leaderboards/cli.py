@@ -1,0 +1,63 @@
+"""``vlbench leaderboard build|publish``. Imports nothing heavy until a command runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import VlbenchError
+
+_RESULTS_HELP = ("run folders, results.json files, or folders that contain run folders (searched recursively)")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Build leaderboards (Tables 5.2, 5.3, 5.4 of the chapter as CSV and Markdown, one "
+                          "static HTML page, PNG plots) from run folders, and lay them out for publishing.")
+    sub = parser.add_subparsers(dest="lb_command", metavar="ACTION")
+    b = sub.add_parser("build", help="build tables, page and plots from run results",
+                       description="Build CSV/Markdown tables, index.html and PNG plots from results.json files. "
+                                   "Unreadable results files are skipped with a warning and listed in "
+                                   "build_manifest.json. Duplicate runs: the newest per model, dataset and "
+                                   "condition wins.")
+    b.add_argument("results", nargs="+", metavar="RESULTS", help=_RESULTS_HELP)
+    b.add_argument("--out", required=True, help="output folder (new, empty, or an earlier build: rewritten)")
+    b.add_argument("--allow-mixed", action="store_true",
+                   help="put runs side by side even when a dataset's content hash or the metric version differ "
+                        "(their rows are flagged 'mixed')")
+    b.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p = sub.add_parser("publish", help="lay out a built leaderboard (or RESULTS) as a folder to commit/upload",
+                       description="Write one folder per table with a README.md giving the provenance of every "
+                                   "row, plus index.html, plots and manifests.")
+    p.add_argument("results", nargs="*", metavar="RESULTS", help=_RESULTS_HELP + " (instead of --from)")
+    p.add_argument("--from", dest="build_dir", metavar="BUILD", default=None,
+                   help="a folder written by 'vlbench leaderboard build'")
+    p.add_argument("--out", required=True, help="output folder (new, empty, or an earlier publish: rewritten)")
+    p.add_argument("--allow-mixed", action="store_true", help="as for build (with RESULTS)")
+    p.add_argument("--no-plots", action="store_true", help="as for build (with RESULTS)")
+    parser.set_defaults(_lb_parser=parser)
+
+
+def main(args) -> int:
+    from .build import build_leaderboard, stderr_warn
+
+    cmd = getattr(args, "lb_command", None)
+    if cmd == "build":
+        res = build_leaderboard(args.results, args.out, allow_mixed=args.allow_mixed, plots=not args.no_plots,
+                                warn=stderr_warn)
+        m = res.manifest
+        print(f"leaderboard: {len(m['runs'])} run(s) used, {len(m['superseded'])} superseded, "
+              f"{len(m['skipped'])} skipped; wrote {len(res.files)} files to {res.out}")
+        return 0
+    if cmd == "publish":
+        from .publish import publish_leaderboard
+
+        if args.build_dir and args.results:
+            raise VlbenchError("give either --from BUILD or RESULTS, not both",
+                               "vlbench leaderboard publish --from BUILD --out DIR")
+        if not args.build_dir and not args.results:
+            raise VlbenchError("nothing to publish", "pass --from BUILD (a built leaderboard) or RESULTS folders")
+        files = publish_leaderboard(args.out, build_dir=args.build_dir, paths=args.results or None,
+                                    allow_mixed=args.allow_mixed, plots=not args.no_plots, warn=stderr_warn)
+        print(f"published {len(files)} files to {args.out}")
+        return 0
+    args._lb_parser.print_help()
+    return 2

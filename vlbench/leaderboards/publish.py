@@ -1,0 +1,140 @@
+"""``publish_leaderboard``: lay a built leaderboard out as a folder ready to commit or upload.
+
+Layout (one folder per table, provenance everywhere)::
+
+    README.md            overview, the rules used, provenance of every run (= of every row)
+    index.html           the self-contained sortable page
+    leaderboard.md       all tables in one Markdown file
+    provenance.csv       one row per run used
+    build_manifest.json  the build's manifest (local paths shortened to run-folder/results.json)
+    table_5_2/           table_5_2.csv, table_5_2.md, README.md (columns + provenance of its rows)
+    table_5_3/  table_5_3_total/  table_5_4/  rsum_changes/  values/
+    plots/*.png
+    publish_manifest.json  every published file and its SHA-256
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from .. import __version__
+from .._io import sha256_bytes
+from ..errors import VlbenchError
+from .build import MANIFEST, make, read_build, write_tree
+from .render import md_escape
+
+PUBLISH_MANIFEST = "publish_manifest.json"
+PUBLISH_KIND = "vlbench-leaderboard-publish"
+TABLE_FOLDERS = ("table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "values")
+
+
+def _short_path(p: str) -> str:
+    parts = Path(p).parts
+    return "/".join(parts[-2:]) if len(parts) >= 2 else p
+
+
+def _public_manifest(manifest: dict) -> dict:
+    m = json.loads(json.dumps(manifest))
+    for key in ("runs", "superseded", "skipped"):
+        for e in m.get(key) or []:
+            if "path" in e:
+                e["path"] = _short_path(e["path"])
+    m["notes"] = [n for n in m.get("notes", []) if not n.startswith("skipped unreadable")] + \
+        [f"skipped unreadable results file {e['path']}: {e['reason']}" for e in m.get("skipped") or []]
+    return m
+
+
+def _md_row(cells) -> str:
+    return "| " + " | ".join(md_escape("" if c is None else c) for c in cells) + " |"
+
+
+_PROV_HEAD = ["run id", "model spec", "model hash", "dataset", "dataset hash", "metric version", "vlbench version",
+              "created", "provides"]
+
+
+def _prov_rows(runs: list[dict]) -> list[str]:
+    out = [_md_row(_PROV_HEAD), "|" + "|".join("---" for _ in _PROV_HEAD) + "|"]
+    for r in runs:
+        out.append(_md_row([r["run_id"], r["model_spec"], r["model_hash"], r["dataset_label"], r["dataset_hash"],
+                            r["metric_version"], r["vlbench_version"], r["created"], " ".join(r["used"])]))
+    return out
+
+
+def _root_readme(m: dict, folders: list[str]) -> str:
+    lines = ["# vlbench leaderboard", "",
+             f"Built with vlbench {md_escape(m.get('vlbench_version'))} from {len(m['runs'])} run(s). "
+             "Open `index.html` for sortable tables and plots (it works offline, from the file system). "
+             "Every table is derived from the runs below; nothing was edited by hand (each file's SHA-256 is "
+             f"in `{PUBLISH_MANIFEST}`).", "", "## Tables", ""]
+    for f in folders:
+        t = m["tables"][f]
+        lines.append(f"- [{md_escape(f)}/]({f}/README.md): {md_escape(t['title'])} (rows: {t['rows']})")
+    if m.get("plots"):
+        lines.append(f"- `plots/`: {len(m['plots'])} PNG plot(s)")
+    lines += ["", "## Rules", ""] + [f"- {md_escape(k)}: {md_escape(v)}" for k, v in sorted(m["rules"].items())]
+    if m.get("allow_mixed"):
+        lines.append("- built with --allow-mixed: rows of incomparable runs are flagged 'mixed'")
+    lines += ["", "## Provenance of every row", "",
+              "Each row of each table comes from one of these runs (the `run_id` column of the tables, "
+              "and of `values/values.csv`, names it).", ""] + _prov_rows(m["runs"])
+    if m.get("superseded"):
+        lines += ["", "## Superseded runs (not shown)", "",
+                  "Older runs of the same model, dataset and condition; the newest run wins.", ""]
+        for s in m["superseded"]:
+            conds = ", ".join(f"{c['condition']} (by {c['by']}{'' if c['same_values'] else ', values differ'})"
+                              for c in s["conditions"])
+            lines.append(f"- {md_escape(s['run_id'])}: {md_escape(conds)}")
+    if m.get("skipped"):
+        lines += ["", "## Skipped results files", ""]
+        lines += [f"- {md_escape(s['path'])}: {md_escape(s['reason'])}" for s in m["skipped"]]
+    return "\n".join(lines) + "\n"
+
+
+def _table_readme(name: str, m: dict) -> str:
+    t = m["tables"][name]
+    runs = [r for r in m["runs"] if r["run_id"] in set(t["runs"])]
+    lines = [f"# {md_escape(t['title'])}", "", md_escape(t["description"]), "",
+             f"Files: {md_escape(name)}.csv (fixed column order, 6-decimal numbers, sorted rows)" +
+             ("" if name == "values" else f", {md_escape(name)}.md") + f". Rows: {t['rows']}.", "",
+             "Columns, in order: " + ", ".join(md_escape(c) for c in t["columns"]) + ".", "",
+             "## Provenance of the rows", ""] + _prov_rows(runs)
+    return "\n".join(lines) + "\n"
+
+
+def layout(manifest: dict, built: dict[str, bytes]) -> dict[str, bytes]:
+    """Published relative path -> content."""
+    files: dict[str, bytes] = {}
+    for name in TABLE_FOLDERS:
+        if name not in manifest["tables"]:
+            continue
+        for ext in ("csv", "md"):
+            if f"{name}.{ext}" in built:
+                files[f"{name}/{name}.{ext}"] = built[f"{name}.{ext}"]
+        files[f"{name}/README.md"] = _table_readme(name, manifest).encode("utf-8")
+    for rel, data in built.items():
+        if rel.startswith("plots/") or rel in ("index.html", "leaderboard.md", "provenance.csv"):
+            files[rel] = data
+    public = _public_manifest(manifest)
+    files[MANIFEST] = (json.dumps(public, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    folders = [n for n in TABLE_FOLDERS if n in manifest["tables"]]
+    files["README.md"] = _root_readme(public, folders).encode("utf-8")
+    files[PUBLISH_MANIFEST] = (json.dumps({"kind": PUBLISH_KIND, "vlbench_version": __version__,
+                                           "files": {k: sha256_bytes(v) for k, v in sorted(files.items())}},
+                                          indent=1) + "\n").encode("utf-8")
+    return files
+
+
+def publish_leaderboard(out, *, build_dir=None, paths=None, allow_mixed: bool = False, plots: bool = True,
+                        warn: Callable[[str], None] | None = None) -> list[str]:
+    """Publish from a finished build (``build_dir``) or straight from results (``paths``)."""
+    if (build_dir is None) == (not paths):
+        raise VlbenchError("publish needs either a built leaderboard (--from DIR) or RESULTS, not both",
+                           "vlbench leaderboard publish --from BUILD --out DIR, or publish RESULTS... --out DIR")
+    if build_dir is not None:
+        manifest, built = read_build(build_dir)
+    else:
+        b = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn)
+        manifest, built = b.manifest, b.files
+    return write_tree(Path(out), layout(manifest, built), PUBLISH_MANIFEST, PUBLISH_KIND)
