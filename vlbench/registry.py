@@ -58,9 +58,14 @@ def close_matches(name: str, choices, n: int = 3) -> list[str]:
     return out
 
 
+BUILTIN_MODULES = {"models": "vlbench.benchmark.models", "datasets": "vlbench.benchmark.datasets",
+                   "perturbations": "vlbench.perturbations"}
+
+
 class Registry:
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, builtin_module: str | None = None):
         self.kind = kind  # e.g. "models"; entry-point group is vlbench.<kind>
+        self.builtin_module = builtin_module
         self._entries: dict[str, Entry] = {}
         self._plugins_loaded = False
         self.plugin_errors: dict[str, str] = {}
@@ -89,6 +94,8 @@ class Registry:
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
+        if self.builtin_module:  # built-ins register first, so they win name clashes whatever the import order
+            importlib.import_module(self.builtin_module)
         if os.environ.get(PLUGIN_ENV, "").strip() not in ("", "0"):
             return
         from importlib.metadata import entry_points
@@ -141,9 +148,9 @@ class Registry:
         return name in self._entries
 
 
-models = Registry("models")
-datasets = Registry("datasets")
-perturbations = Registry("perturbations")
+models = Registry("models", BUILTIN_MODULES["models"])
+datasets = Registry("datasets", BUILTIN_MODULES["datasets"])
+perturbations = Registry("perturbations", BUILTIN_MODULES["perturbations"])
 metrics = Registry("metrics")
 
 

@@ -26,8 +26,10 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 import unicodedata
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple, Sequence
 
 from ..errors import VlbenchError
@@ -118,7 +120,7 @@ class Token(NamedTuple):
     text: str
     idx: int  # character offset in the caption
     tag: str  # fine-grained Penn Treebank tag (spaCy ``tag_``)
-    pos: str  # coarse universal tag (spaCy ``pos_``)
+    pos: str  # coarse universal tag of the Penn tag (the model's tag map; spaCy ``pos_`` minus token exceptions)
     ws: str  # trailing whitespace
 
     @property
@@ -133,6 +135,7 @@ CLITICS = frozenset({"'s", "'", "’s", "’", "n't", "n’t", "'re", "’re", "
                      "'m", "’m"})
 
 
+@lru_cache(maxsize=None)
 def is_punct_char(ch: str) -> bool:
     return unicodedata.category(ch).startswith("P")
 
@@ -148,7 +151,11 @@ class Unit(NamedTuple):
     text: str
 
 
-def word_units(text: str) -> list[Unit]:
+_CHUNK = re.compile(r"\S+")
+
+
+@lru_cache(maxsize=65536)
+def word_units(text: str) -> tuple[Unit, ...]:
     """The word units of ``text``, left to right.
 
     A chunk is a maximal run of non-whitespace characters. Its leading and trailing punctuation
@@ -156,25 +163,16 @@ def word_units(text: str) -> list[Unit]:
     ``"Bridge."`` -> ``Bridge``, ``"(red)"`` -> ``red``, ``"man's"`` / ``"t-shirt"`` stay whole,
     and a chunk of punctuation only (``"-"``, ``"..."``) is no unit.
     """
-    units: list[Unit] = []
-    n = len(text)
-    i = 0
-    while i < n:
-        if text[i].isspace():
-            i += 1
-            continue
-        j = i
-        while j < n and not text[j].isspace():
-            j += 1
-        a, b = i, j
+    units = []
+    for m in _CHUNK.finditer(text):
+        a, b = m.span()
         while a < b and is_punct_char(text[a]):
             a += 1
         while b > a and is_punct_char(text[b - 1]):
             b -= 1
         if a < b:
             units.append(Unit(a, b, text[a:b]))
-        i = j
-    return units
+    return tuple(units)
 
 
 def render_units(text: str, units: Sequence[Unit], new_texts: Sequence[str]) -> str:
@@ -192,21 +190,28 @@ def unit_tokens(units: Sequence[Unit], tokens: Sequence[Token]) -> list[list[Tok
     """For each unit, the tokens that overlap it (tokens never cross whitespace)."""
     out: list[list[Token]] = [[] for _ in units]
     k = 0
+    nu = len(units)
     for tok in tokens:
         if not tok.text.strip():
             continue
-        while k < len(units) and units[k].end <= tok.idx:
+        end = tok.idx + len(tok.text)
+        while k < nu and units[k].end <= tok.idx:
             k += 1
         j = k
-        while j < len(units) and units[j].start < tok.end:
+        while j < nu and units[j].start < end:
             out[j].append(tok)
             j += 1
     return out
 
 
+def is_content(tok: Token) -> bool:
+    """Not a punctuation token and not a clitic (possessive 's, n't, 're, ...)."""
+    return tok.tag != "POS" and tok.text.lower() not in CLITICS and not is_punct_text(tok.text)
+
+
 def content_tokens(toks: Sequence[Token]) -> list[Token]:
-    """A unit's tokens without punctuation tokens and clitics (possessive 's, n't, 're, ...)."""
-    return [t for t in toks if not is_punct_text(t.text) and t.tag != "POS" and t.text.lower() not in CLITICS]
+    """A unit's tokens without punctuation tokens and clitics."""
+    return [t for t in toks if is_content(t)]
 
 
 def unit_tag(toks: Sequence[Token]) -> str:
@@ -217,6 +222,26 @@ def unit_tag(toks: Sequence[Token]) -> str:
     if content:
         return content[-1].tag
     return toks[-1].tag if toks else ""
+
+
+class UnitInfo(NamedTuple):
+    unit: Unit
+    tokens: tuple  # tokens overlapping the unit
+    content: tuple  # the same without punctuation and clitics
+    tag: str  # unit_tag()
+
+
+@lru_cache(maxsize=65536)
+def analyze_units(text: str, tokens: tuple) -> tuple[UnitInfo, ...]:
+    """Word units of ``text`` with their tokens, content tokens and tag (cached: the shuffles and the
+    synonym perturbations of one caption share it)."""
+    units = word_units(text)
+    out = []
+    for u, toks in zip(units, unit_tokens(units, tokens)):
+        content = tuple(t for t in toks if is_content(t))
+        tag = content[-1].tag if content else (toks[-1].tag if toks else "")
+        out.append(UnitInfo(u, tuple(toks), content, tag))
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------------

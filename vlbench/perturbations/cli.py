@@ -61,7 +61,8 @@ def parse_params(items: list[str]) -> dict[str, dict]:
     return out
 
 
-def _summary(sets: dict, drift: dict | None, out=sys.stdout) -> None:
+def _summary(sets: dict, drift: dict | None, out=None) -> None:
+    out = out or sys.stdout
     head = f"{'perturbation':34s} {'family':12s} {'version':>7s} {'applied':>8s} {'n/a':>7s} {'n/a rate':>9s}"
     if drift:
         head += f" {'drift':>7s}"

@@ -45,7 +45,18 @@ def load_encoder(device: str = "cpu"):
     path = model_dir()
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(path), device=device)
+    try:  # no "Loading weights" bar on stderr (restored afterwards)
+        from transformers.utils import logging as hf_logging
+
+        was_on = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+    except Exception:  # pragma: no cover - transformers without these helpers
+        hf_logging, was_on = None, False
+    try:
+        return SentenceTransformer(str(path), device=device)
+    finally:
+        if hf_logging is not None and was_on:
+            hf_logging.enable_progress_bar()
 
 
 def encode(texts: Sequence[str], *, device: str = "cpu", batch_size: int = 128):

@@ -30,8 +30,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..errors import VlbenchError
-from .base import (ADJ_TAGS, NOUN_TAGS, BasePerturbation, check_bool, check_choice, check_int, content_tokens,
-                   unit_tokens, word_units)
+from .base import ADJ_TAGS, NOUN_TAGS, BasePerturbation, analyze_units, check_bool, check_choice, check_int
 
 PLURAL_TAGS = frozenset({"NNS", "NNPS"})
 
@@ -184,12 +183,10 @@ class _Synonym(BasePerturbation):
     def eligible(self, text, tokens):
         """[(token, candidates)] in caption order, for tokens that have at least one candidate."""
         out = []
-        units = word_units(text)
-        for unit, toks in zip(units, unit_tokens(units, tokens)):
-            content = content_tokens(toks)
-            if len(content) != 1:
+        for info in analyze_units(text, tuple(tokens)):
+            if len(info.content) != 1:
                 continue
-            tok = content[0]
+            tok, unit = info.content[0], info.unit
             if (tok.tag not in self.tags or not tok.text.isalpha() or len(tok.text) < 2
                     or tok.idx < unit.start or tok.end > unit.end):
                 continue

@@ -18,8 +18,7 @@ change the caption, and an applicable shuffle always changes it.
 
 from __future__ import annotations
 
-from .base import (ADJ_TAGS, NOUN_TAGS, BasePerturbation, check_choice, render_units, unit_tag, unit_tokens,
-                   word_units)
+from .base import ADJ_TAGS, NOUN_TAGS, BasePerturbation, analyze_units, check_choice, render_units, word_units
 
 _MAX_DRAWS = 10_000  # P(identity) <= 1/2 per draw when applicable: never reached in practice
 
@@ -57,7 +56,7 @@ class _Shuffle(BasePerturbation):
         words = [u.text for u in units]
         tags = None
         if self.needs_parse:
-            tags = [unit_tag(t) for t in unit_tokens(units, tokens or ())]
+            tags = [info.tag for info in analyze_units(text, tuple(tokens or ()))]
         new = self.shuffle(words, tags, rng)
         return None if new is None else render_units(text, units, new)
 
