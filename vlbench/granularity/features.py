@@ -41,10 +41,9 @@ QUANTIFIER_WORDS = frozenset({
 #: nouns that quantify the noun of their "of" phrase: "a lot of people", "a couple of dogs"
 QUANTITY_NOUNS = frozenset({"lot", "lots", "couple", "number", "plenty", "dozen", "dozens", "hundreds",
                             "thousands", "millions", "handful"})
-#: "a" + one of these is the start of a quantifier ("a few", "a dozen"), not an article
+#: "a" + one of these is the start of a quantifier ("a few", "a dozen"), not an article (so is the "a"
+#: of a recognised phrasal quantifier: "a lot of", "a couple of")
 _A_QUANT_NEXT = frozenset({"few", "dozen", "hundred", "thousand", "million"})
-#: ... and, with phrasal quantifiers on, "a" + a quantity noun ("a lot of", "a couple of")
-_A_QUANT_NEXT_PHRASAL = _A_QUANT_NEXT | QUANTITY_NOUNS
 #: nouns of lexicalised complex prepositions: "in front of", "on top of", "in back of"
 COMPLEX_PREP_NOUNS = frozenset({"front", "top", "back"})
 _COMPLEX_PREP_HEADS = frozenset({"in", "on", "at"})
@@ -300,7 +299,6 @@ def analyse_doc(doc, opts: FeatureOptions, text: str | None = None) -> dict:
         h = proxy.get(head.i, head.i)
         return h if h in noun_ids else None
 
-    a_quant_next = _A_QUANT_NEXT_PHRASAL if opts.phrasal_quantifiers else _A_QUANT_NEXT
     n_adj = n_cp = n_art = n_quant = 0
     n_quant += sum(credit[i] for i in noun_ids)
     for t in toks:
@@ -329,7 +327,7 @@ def analyse_doc(doc, opts: FeatureOptions, text: str | None = None) -> dict:
         # articles ------------------------------------------------------------------------------
         if dep == "det" and lw in ARTICLES and t.head.i in noun_ids:
             nxt = lower[t.i + 1] if t.i + 1 < len(toks) else ""
-            if not (lw in ("a", "an") and nxt in a_quant_next):
+            if not (lw in ("a", "an") and (nxt in _A_QUANT_NEXT or t.i + 1 in proxy)):
                 n_art += 1
         # quantifiers ------------------------------------------------------------------------
         if t.head.i in noun_ids:

@@ -35,7 +35,7 @@ def _load(spec, data_dir):
         return spec
     if not isinstance(spec, str) or not spec.strip():
         raise VlbenchError(f"dataset name {spec!r} is not valid", "give a dataset name or custom:<manifest.jsonl>")
-    return load_dataset(spec, data_dir=data_dir, require_images=False, download=False)
+    return load_dataset(spec, data_dir=data_dir, require_images=False)  # captions may be fetched, images never
 
 
 def _images_of(ds) -> np.ndarray:
@@ -366,8 +366,7 @@ def granularity_table(datasets: Sequence, *, data_dir=None, **feature_options):
               if k in feature_options}
     rep = granularity_report(datasets, data_dir=data_dir, pairs=[], n_boot=0, **run_kw, **feature_options)
     table = rep.table
-    table.attrs["captions"] = {k: {kk: vv for kk, vv in v.items() if kk != "excluded"} | {
-        "excluded": v["excluded"]} for k, v in rep.captions.items()}
+    table.attrs["captions"] = rep.captions
     table.attrs["options"] = rep.options
     return table
 
