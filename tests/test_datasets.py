@@ -104,3 +104,30 @@ def test_missing_image_is_named(tmp_path):
     man.write_text('{"image": "nope.jpg", "captions": ["x"]}\n')
     with pytest.raises(DataError, match="nope.jpg"):
         load_dataset(f"custom:{man}")
+
+
+@pytest.mark.parametrize("kind", ["eccv", "cxc"])
+def test_extended_positives_map_coco_ids(shared_captions, kind):
+    ds = load_dataset("coco", data_dir=shared_captions, require_images=False, download=False,
+                      extra_positives=kind)
+    ep = ds.extra_positives
+    assert ds.extra_positives_name == kind and ep["i2t"] and ep["t2i"]
+    if kind == "eccv":
+        assert len(ep["t2i"]) == 1332 and len(ep["i2t"]) == 1261
+        assert ds.source["extra_positives"]["dropped_ids"] >= 2  # two caption ids outside the 25k test set
+    ids = [json.loads(x) for x in (shared_captions / "coco5k_test_ids.jsonl").read_text().splitlines()]
+    # spot-check one mapping by hand through the raw files
+    raw = json.loads((shared_captions / "eccv_caption" / f"{kind}_caption_to_image.json").read_text())
+    cap_id, img_ids = next(iter(raw.items()))
+    where = {cid: (i, j) for i, r in enumerate(ids) for j, cid in enumerate(r["caption_ids"])}
+    i, j = where[int(cap_id)]
+    img_index = {r["image_id"]: n for n, r in enumerate(ids)}
+    assert sorted(ep["t2i"][5 * i + j]) == sorted(img_index[x] for x in img_ids if x in img_index)
+    assert ds.content_hash() != load_dataset("coco", data_dir=shared_captions, require_images=False,
+                                             download=False).content_hash()
+
+
+def test_extended_positives_only_for_coco(shared_captions):
+    with pytest.raises(DataError, match="use it with --dataset coco"):
+        load_dataset("flickr30k", data_dir=shared_captions, require_images=False, download=False,
+                     extra_positives="eccv")

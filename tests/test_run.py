@@ -185,3 +185,14 @@ def test_model_input_analysis_by_hand():
     # unchanged: a-b {1,2} {2,3} -> 1/3; a-c {1,2} {0,2,3} -> 1/4; b-c {2,3} {0,2,3} -> 2/3
     assert out["jaccard"]["unchanged"] == pytest.approx((1 / 3 + 1 / 4 + 2 / 3) / 3)
     assert out["groups"]["a"] == {"decreased": 1, "increased": 1, "unchanged": 2}
+
+
+def test_graded_relevance_in_a_run(counting_plugin, manifest, tmp_path):
+    from vlbench.benchmark.runner import run
+
+    res = run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "g"), quiet=True, num_workers=0,
+              graded=("rouge-l",))
+    vals = {(r["direction"], r["metric"], r["k"]): r["value"] for r in res.results["results"]}
+    assert 0 < vals[("t2i", "ndcg_rouge_l", 10)] <= 1
+    assert ("i2t", "ndcg_rouge_l", 10) not in vals
+    assert res.results["settings"]["graded_relevance"]["rouge_l"]

@@ -30,6 +30,8 @@ def _add_run(sub):
                                                     "custom:<manifest.jsonl>")
     p.add_argument("--perturb", default=None, help="'all', a family (typos, lexical, distraction, word-order) or "
                                                    "comma-separated perturbation names")
+    p.add_argument("--param", metavar="NAME.KEY=VALUE", action="append", default=[],
+                   help="perturbation parameter, e.g. synonym-noun.choice=random (repeatable)")
     p.add_argument("--out", default=None, help="run folder (default runs/<run id>); never overwritten")
     p.add_argument("--data-dir", default=None, help="folder with caption files and images/ (default: $VLBENCH_DATA_DIR "
                                                     "or ~/.cache/vlbench/data)")
@@ -51,6 +53,9 @@ def _add_run(sub):
                    help="allow checkpoints that run their own code (transformers trust_remote_code)")
     p.add_argument("--revision", default=None, help="hub revision (branch, tag or commit) of the checkpoint")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for RSUM-change CIs")
+    p.add_argument("--graded-relevance", default="", metavar="KINDS",
+                   help="also report t2i nDCG with graded caption-caption labels: rouge-l and/or minilm "
+                        "(comma-separated; see docs/graded_relevance.md for the cost)")
     p.add_argument("--mia-score", default="rsum", choices=["rsum", "rank"],
                    help="per-query score grouping the model-input analysis")
     p.add_argument("--quiet", action="store_true", help="no progress bars or table")
@@ -60,13 +65,19 @@ def _add_run(sub):
 def _cmd_run(args) -> int:
     from .benchmark.runner import RunConfig, run
 
-    cfg = RunConfig(model=args.model, dataset=args.dataset, perturb=args.perturb, out=args.out,
+    params = {}
+    if args.param:
+        from .perturbations.cli import parse_params
+
+        params = parse_params(args.param)
+    cfg = RunConfig(perturb_params=params, model=args.model, dataset=args.dataset, perturb=args.perturb, out=args.out,
                     data_dir=args.data_dir, gallery=args.gallery, extra_positives=args.extra_positives,
                     device=args.device, precision=args.precision, batch_size=args.batch_size,
                     num_workers=args.num_workers, seed=args.seed, k=args.k, p=args.dcg_p,
                     cache_dir=args.cache_dir, no_cache=args.no_cache, restart=args.restart, quiet=args.quiet,
                     trust_remote_code=args.trust_remote_code, revision=args.revision, n_boot=args.bootstrap,
-                    mia_score=args.mia_score)
+                    mia_score=args.mia_score,
+                    graded=tuple(x.strip() for x in args.graded_relevance.split(",") if x.strip()))
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
         return 0

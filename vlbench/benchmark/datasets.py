@@ -75,7 +75,9 @@ class Dataset:
             "folds": None if self.folds is None else [[int(x) for x in f] for f in self.folds],
             "extra_positives": self.extra_positives_name,
             "extra_positives_data": None if self.extra_positives is None else
-            {k: [[int(x) for x in row] for row in v] for k, v in self.extra_positives.items()},
+            {k: sorted([int(q), sorted(int(x) for x in row)] for q, row in
+                       (v.items() if isinstance(v, dict) else enumerate(v)))
+             for k, v in self.extra_positives.items()},
         })
 
     def describe(self) -> dict:

@@ -197,7 +197,7 @@ class DirectionResult:
     dcg: np.ndarray
     ndcg: np.ndarray
     n_positives: np.ndarray
-    top_ids: np.ndarray | None = None  # (n_queries, K) the ranking's head, for diagnostics
+    graded: dict = field(default_factory=dict)  # name -> per-query nDCG with graded relevance labels
 
     def recall(self, k: int) -> np.ndarray:
         return (self.best_rank <= k).astype(np.float64)
@@ -234,7 +234,7 @@ def _discounts(p: int) -> np.ndarray:
 
 def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, pos: Positives, *,
                kmax: int, p: int, relevance: SimilaritySource | None, block_bytes: int,
-               progress: Callable[[int], None] | None = None) -> DirectionResult:
+               progress: Callable[[int], None] | None = None, graded: dict | None = None) -> DirectionResult:
     n_q = len(queries)
     n_cand = pos.n_candidates
     counts = pos.counts
@@ -249,6 +249,8 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     dcg = np.zeros(n_q)
     ndcg = np.zeros(n_q)
     block_rows = max(1, min(n_q, block_bytes // max(1, 4 * n_cand)))
+    graded = {name: src for name, src in (graded or {}).items() if direction in getattr(src, "directions", DIRECTIONS)}
+    graded_out = {name: np.zeros(n_q) for name in graded}
 
     for b0 in range(0, n_q, block_rows):
         b1 = min(n_q, b0 + block_rows)
@@ -329,10 +331,17 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
         idcg = ideal @ disc[:pp]
         with np.errstate(divide="ignore", invalid="ignore"):
             ndcg[b0:b1] = np.where(idcg > 0, dcg[b0:b1] / idcg, 0.0)
+        for name, src in graded.items():  # graded labels (Messina et al.): gain 2^rel - 1, no override
+            gblk = np.exp2(np.asarray(src.rows(direction, queries[b0:b1]), dtype=np.float64)) - 1.0
+            g_dcg = np.take_along_axis(gblk, top_ix[:, :pp], axis=1) @ disc[:pp]
+            top_g = -np.partition(-gblk, pp - 1, axis=1)[:, :pp] if gblk.shape[1] > pp else gblk
+            g_idcg = -np.sort(-top_g, axis=1)[:, :pp] @ disc[:pp]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                graded_out[name][b0:b1] = np.where(g_idcg > 0, g_dcg / g_idcg, 0.0)
         if progress:
             progress(b1 - b0)
 
-    return DirectionResult(direction, queries, best_rank, r_prec, map_r, dcg, ndcg, counts.copy())
+    return DirectionResult(direction, queries, best_rank, r_prec, map_r, dcg, ndcg, counts.copy(), graded_out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,6 +375,8 @@ class Evaluation:
             out.append(dict(direction=d, metric="map_at_r", k=None, value=100.0 * float(r.map_at_r.mean())))
             out.append(dict(direction=d, metric="dcg_cm", k=self.p, value=float(r.dcg.mean())))
             out.append(dict(direction=d, metric="ndcg_cm", k=self.p, value=float(r.ndcg.mean())))
+            for name, vals in sorted(r.graded.items()):
+                out.append(dict(direction=d, metric=f"ndcg_{name}", k=self.p, value=float(vals.mean())))
         total = sum(rec["value"] for rec in out if rec["metric"] == "rsum")
         out.append(dict(direction="both", metric="rsum", k=None, value=total))
         for rec in self.extra.get("records", []):
@@ -385,6 +396,8 @@ class Evaluation:
         cols["map_at_r"] = 100.0 * r.map_at_r
         cols[f"dcg_cm@{self.p}"] = r.dcg
         cols[f"ndcg_cm@{self.p}"] = r.ndcg
+        for name, vals in sorted(r.graded.items()):
+            cols[f"ndcg_{name}@{self.p}"] = vals
         return cols
 
 
@@ -402,7 +415,14 @@ def flat_keys(records: list[dict]) -> dict:
 
 def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None, k=DEFAULT_K, p: int = DEFAULT_P,
              relevance: SimilaritySource | None = None, block_bytes: int = BLOCK_BYTES,
-             progress: Callable[[int], None] | None = None) -> Evaluation:
+             progress: Callable[[int], None] | None = None, graded: dict | None = None) -> Evaluation:
+    """Metrics of both directions from a similarity source.
+
+    relevance: the DCG_CM relevance of non-positives (default: the similarity itself); a source
+        whose ``directions`` attribute excludes a direction is used only for the others.
+    graded: {name: relevance source} of graded labels (vlbench.benchmark.graded: ROUGE-L, MiniLM);
+        each adds a per-query nDCG with gains 2^rel - 1 as metric ``ndcg_<name>`` (t2i).
+    """
     k = tuple(sorted({int(x) for x in k}))
     if not k or k[0] < 1:
         raise ValueError(f"k must be positive integers, got {k}")
@@ -414,9 +434,12 @@ def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None
                          f"{source.n_captions} caption columns")
     if relevance is not None and (relevance.n_images, relevance.n_captions) != (source.n_images, source.n_captions):
         raise ValueError("relevance must have the same shape as the similarity matrix")
-    kw = dict(kmax=max(k), p=p, relevance=relevance, block_bytes=block_bytes, progress=progress)
-    i2t = _direction(source, "i2t", query_images, i2t_pos, **kw)
-    t2i = _direction(source, "t2i", np.arange(source.n_captions), t2i_pos, **kw)
+    def rel_for(d):
+        return relevance if relevance is not None and d in getattr(relevance, "directions", DIRECTIONS) else None
+
+    kw = dict(kmax=max(k), p=p, block_bytes=block_bytes, progress=progress, graded=graded)
+    i2t = _direction(source, "i2t", query_images, i2t_pos, relevance=rel_for("i2t"), **kw)
+    t2i = _direction(source, "t2i", np.arange(source.n_captions), t2i_pos, relevance=rel_for("t2i"), **kw)
     return Evaluation(i2t, t2i, k, p)
 
 

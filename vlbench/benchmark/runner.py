@@ -57,6 +57,7 @@ class RunConfig:
     revision: str | None = None
     n_boot: int = 1000
     mia_score: str = "rsum"
+    graded: tuple = ()  # graded-relevance nDCG labels: "rouge-l", "minilm"
     perturb_params: dict = field(default_factory=dict)
 
 
@@ -104,18 +105,28 @@ def _prepare_out(cfg: RunConfig, run_id: str) -> Path:
     return out
 
 
-def _evaluate_folds(ds: Dataset, img_emb, txt_emb, cfg: RunConfig, relevance, device=None) -> list[M.Evaluation]:
+def _graded_sources(ds: Dataset, cfg: RunConfig) -> list[dict]:
+    """Graded relevance labels per fold, from the clean captions (a perturbed query keeps its intent)."""
+    if not cfg.graded:
+        return [{}] * (1 if ds.folds is None else len(ds.folds))
+    from .graded import graded_relevance
+
+    parts = [ds] if ds.folds is None else [ds.subset(f) for f in ds.folds]
+    return [{kind.replace("-", "_"): graded_relevance(kind, d.captions, d.caption_to_image, len(d.gallery_images))
+             for kind in cfg.graded} for d in parts]
+
+
+def _evaluate_folds(ds: Dataset, img_emb, txt_emb, cfg: RunConfig, graded: list[dict],
+                    device=None) -> list[M.Evaluation]:
     if ds.folds is None:
         return [M.evaluate(M.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
-                           extra_positives=ds.extra_positives, k=cfg.k, p=cfg.p,
-                           relevance=relevance(img_emb, txt_emb) if relevance else None)]
+                           extra_positives=ds.extra_positives, k=cfg.k, p=cfg.p, graded=graded[0])]
     out = []
-    for fold in ds.folds:
+    for fold, g in zip(ds.folds, graded):
         sub = ds.subset(fold)
         caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
-        ie, te = img_emb[fold], txt_emb[caps]
-        out.append(M.evaluate(M.EmbeddingSource(ie, te, device=device), sub.caption_to_image, k=cfg.k, p=cfg.p,
-                              relevance=relevance(ie, te) if relevance else None))
+        out.append(M.evaluate(M.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device), sub.caption_to_image,
+                              k=cfg.k, p=cfg.p, graded=g))
     return out
 
 
@@ -371,13 +382,13 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
                            "a dual encoder must map both modalities into one space (check the projection layers)")
 
     # 4. metrics per condition
-    relevance = None
     if cfg.relevance != "self":
         raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
+    graded = _graded_sources(ds, cfg)
     evals = {}
     n = ds.n_captions
     for cond, off in offsets.items():
-        evals[cond] = _evaluate_folds(ds, img_emb, txt_emb_all[off:off + n], cfg, relevance,
+        evals[cond] = _evaluate_folds(ds, img_emb, txt_emb_all[off:off + n], cfg, graded,
                                       device=str(adapter.device) if str(adapter.device).startswith("cuda") else None)
 
     # 5. records
@@ -417,6 +428,7 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
         "dataset": ds.describe(),
         "conditions": conditions,
         "settings": {"k": list(cfg.k), "p": cfg.p, "relevance": cfg.relevance, "seed": cfg.seed,
+                     "graded_relevance": {name: src.describe() for name, src in graded[0].items()},
                      "precision": cfg.precision, "device": str(adapter.device), "batch_size": cfg.batch_size,
                      "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",
                      "folds": "mean over folds" if ds.folds is not None else None},
