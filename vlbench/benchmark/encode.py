@@ -187,6 +187,16 @@ def _free_gpu():
         pass
 
 
+def _from_cache(cache: EmbeddingCache | None, modality: str, keys: list[str], vec_of: dict) -> list[str]:
+    """Fill ``vec_of`` with the cached vectors of ``keys``; returns the keys still to encode."""
+    if cache is None:
+        return list(keys)
+    found, vecs = cache.lookup(modality, keys)
+    if vecs is not None:
+        vec_of.update(zip([k for k, f in zip(keys, found) if f], vecs))
+    return [k for k, f in zip(keys, found) if not f]
+
+
 def _slice(batch, a, b):
     return batch[a:b]
 
@@ -202,13 +212,8 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
     keys = [item_key(file_key(p)) for p in paths]
     vec_of: dict[str, np.ndarray] = {}
     uniq = list(dict.fromkeys(keys))  # the same file content twice is encoded once
-    todo = uniq
-    if cache is not None:
-        found, vecs = cache.lookup("image", uniq)
-        if vecs is not None:
-            vec_of.update(zip([k for k, f in zip(uniq, found) if f], vecs))
-        todo = [k for k, f in zip(uniq, found) if not f]
-        stats.images_cached += len(uniq) - len(todo)
+    todo = _from_cache(cache, "image", uniq, vec_of)
+    stats.images_cached += len(uniq) - len(todo)
     shard.barrier()  # every rank planned from the same cache state before anything is written
     first_path = {}
     for k, p in zip(keys, paths):
@@ -257,13 +262,8 @@ def encode_texts(adapter, texts: list[str], *, batch_size: int = 256, cache: Emb
     uniq = list(first)
     stats.texts_distinct += len(uniq)
     vec_of: dict[str, np.ndarray] = {}
-    todo = uniq
-    if cache is not None:
-        found, vecs = cache.lookup("text", uniq)
-        if vecs is not None:
-            vec_of.update(zip([k for k, f in zip(uniq, found) if f], vecs))
-        todo = [k for k, f in zip(uniq, found) if not f]
-        stats.texts_cached += len(uniq) - len(todo)
+    todo = _from_cache(cache, "text", uniq, vec_of)
+    stats.texts_cached += len(uniq) - len(todo)
     shard.barrier()
     if todo:
         lengths = np.asarray(adapter.text_lengths([texts[first[k]] for k in todo]))

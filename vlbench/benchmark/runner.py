@@ -326,7 +326,6 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
 def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
     from .cache import EmbeddingCache
     from .encode import EncodeStats, encode_images, encode_texts
-    from .models import load_model
 
     lead = shard.rank == 0
     if not lead:
@@ -346,8 +345,12 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
         perturbed = _perturb_cached(cfg, ds, names)
 
     # 2. model
-    adapter = load_model(cfg.model, device=cfg.device, precision=cfg.precision,
-                         trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
+    from .cache import default_cache_dir
+    from .lazy import LazyModel
+
+    adapter = LazyModel(cfg.model, None if cfg.no_cache else Path(cfg.cache_dir or default_cache_dir()),
+                        device=cfg.device, precision=cfg.precision, trust_remote_code=cfg.trust_remote_code,
+                        revision=cfg.revision)
     model_hash = adapter.model_hash()
     import secrets
 
@@ -360,7 +363,7 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
 
     # 3. encode: images once, each distinct text once over all conditions
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
-    _log(cfg, f"encoding {len(paths)} images with {cfg.model} on {adapter.device} ({cfg.precision})"
+    _log(cfg, f"encoding {len(paths)} images with {cfg.model} ({cfg.precision})"
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     img_local = encode_images(adapter, paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, cache=cache,
                               stats=stats, progress=not cfg.quiet, shard=shard)
@@ -436,7 +439,7 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
         "deltas": deltas,
         "bootstrap": boots,
         "model_input_analysis": mia,
-        "encoding": stats.as_dict() | {"processes": shard.world} |
+        "encoding": stats.as_dict() | {"processes": shard.world, "model_loaded": adapter.loaded} |
                     ({"cache": cache.stats, "cache_dir": str(cache.root)} if cache else {}),
         "caption_issues": ds.issues[:1000],
         "per_query": per_query_file,
