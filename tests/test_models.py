@@ -143,3 +143,18 @@ def test_reference_numbers_with_real_weights():
         vals = {(r["direction"], r["k"]): r["value"] for r in res.results["results"] if r["metric"] == "recall"}
         for key, v in exp.items():
             assert vals[key] == pytest.approx(v, abs=0.6), (ds, key)
+
+
+def test_help_and_ls_do_not_import_torch():
+    code = ("import sys, io, contextlib\n"
+            "from vlbench.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['ls'])\n"
+            "    try:\n"
+            "        main(['--help'])\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'spacy', 'open_clip', 'nltk') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
