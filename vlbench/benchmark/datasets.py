@@ -115,6 +115,8 @@ def safe_join(root: Path, rel: str) -> Path:
     """``root / rel``, refusing absolute paths and paths that escape ``root`` (``../../etc``)."""
     if not isinstance(rel, str) or not rel.strip():
         raise DataError(f"empty image path {rel!r}", "give each image a file name")
+    if "\0" in rel:
+        raise DataError(f"image path {rel!r} contains a NUL character", "fix the file name in the manifest")
     p = Path(rel)
     if p.is_absolute() or rel.startswith(("/", "\\")) or ":" in p.parts[0][1:2]:
         raise DataError(f"image path {rel!r} is absolute",
@@ -339,7 +341,7 @@ def _load_builtin(name: str, *, data_dir=None, gallery: str = "test", require_im
 def _fg_pool_distractors(name, spec, data_dir: Path, ds: Dataset) -> list[str]:
     """The extra COCO unlabeled2017 images of the FG release's enlarged pool (file names)."""
     pool_dir = data_dir / "fg_pool"
-    stem = f"{spec['fg_pool']}_img_filenames"
+    stem = f"{spec['fg_pool']}_FG_img_filenames"  # as in the release's Images/ folder
     names = None
     for cand in (pool_dir / f"{stem}.txt", pool_dir / f"{stem}.npy"):
         if cand.is_file():
@@ -360,7 +362,16 @@ def _fg_pool_distractors(name, spec, data_dir: Path, ds: Dataset) -> list[str]:
             f"and the COCO unlabeled2017 images it names into {data_dir / 'images' / 'coco-unlabeled2017'}")
     test = set(ds.images)
     ds.distractor_root = data_dir / "images" / "coco-unlabeled2017"
-    return [b for b in (os.path.basename(x) for x in names) if b not in test]
+    extra = list(dict.fromkeys(b for b in (os.path.basename(x) for x in names) if b not in test))
+    total = len(ds.images) + len(extra)
+    ds.source["fg_pool"] = {"list": cand.name, "distractors": len(extra), "gallery_size": total,
+                            "expected_gallery_size": spec["pool_size"]}
+    if total != spec["pool_size"]:
+        import warnings
+
+        warnings.warn(f"the FG pool of {name!r} has {total} images, the release describes {spec['pool_size']}; "
+                      f"check {cand}")
+    return extra
 
 
 def _make_builtin(name):

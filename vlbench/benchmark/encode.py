@@ -172,7 +172,12 @@ class _Encoder:
                 size = self.limit = new
                 continue
             setattr(self.stats, self.timer, getattr(self.stats, self.timer) + time.perf_counter() - t0)
-            outs.append(_normalize(out))
+            vecs = _normalize(out)
+            expected = min(n, start + size) - start
+            if len(vecs) != expected:
+                raise ModelError(f"the model returned {len(vecs)} {self.what} embeddings for a batch of {expected}",
+                                 "the adapter must return exactly one vector per input")
+            outs.append(vecs)
             start += len(outs[-1])
         return np.concatenate(outs) if len(outs) > 1 else outs[0]
 
@@ -223,6 +228,7 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
     if mine:
         import torch
 
+        getattr(adapter, "real", None)  # load a lazy model here, once, not in every DataLoader worker
         workers = num_workers if num_workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
         flat = [k for b in mine for k in b]
         ds = _ImageSet([first_path[k] for k in flat], adapter.preprocess)

@@ -63,7 +63,7 @@ def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision:
 
 
 class LazyModel(ModelAdapter):
-    def __init__(self, spec: str, cache_root: Path | None, **load_kwargs):
+    def __init__(self, spec: str, cache_root: Path | None, *, reuse: bool = True, **load_kwargs):
         self.spec = spec
         self.name = parse_model_spec(spec)[0]
         self._kw = load_kwargs
@@ -71,7 +71,7 @@ class LazyModel(ModelAdapter):
         self._root = Path(cache_root) if cache_root else None
         self._resolved = None
         self._fp = None
-        if self._root is not None:
+        if self._root is not None and reuse:
             self._fp = fingerprint(spec, precision=load_kwargs.get("precision", "fp32"),
                                    trust_remote_code=load_kwargs.get("trust_remote_code", False),
                                    revision=load_kwargs.get("revision"))
@@ -93,9 +93,17 @@ class LazyModel(ModelAdapter):
             self._real = load_model(self.spec, **self._kw)
             if self._root is not None and self._fp:
                 rec = {"identity": self._real.identity(), "model_hash": self._real.model_hash(), "spec": self.spec}
-                if self._resolved is None or self._resolved.get("model_hash") != rec["model_hash"]:
+                stale = self._resolved is not None and self._resolved.get("model_hash") != rec["model_hash"]
+                if self._resolved is None or stale:
                     atomic_write_text(self._root / "models" / f"{self._fp[:32]}.json",
                                       json.dumps(rec, sort_keys=True, default=str))
+                if stale:  # e.g. a library upgrade changed the preprocessing: never mix the two
+                    from ..errors import ModelError
+
+                    raise ModelError(f"model {self.spec!r} now has another identity than the one remembered from "
+                                     f"an earlier run (hash {self._resolved['model_hash'][:12]} -> "
+                                     f"{rec['model_hash'][:12]})", "run the same command again: it will use the "
+                                     "new identity and encode under it")
                 self._resolved = json.loads(json.dumps(rec, default=str))
         return self._real
 
@@ -115,8 +123,9 @@ class LazyModel(ModelAdapter):
             return ["d:" + hashlib.sha256(k.encode("utf-8", "surrogatepass")).hexdigest()
                     for k in self.real.text_keys(texts)]
         h = hashlib.sha256()
-        for t in texts:
-            h.update(t.encode("utf-8", "surrogatepass") + b"\0")
+        for t in texts:  # length-prefixed: no two different lists give the same byte stream
+            b = t.encode("utf-8", "surrogatepass")
+            h.update(len(b).to_bytes(8, "little") + b)
         path = self._root / "text-keys" / self.model_hash()[:16] / f"{h.hexdigest()[:32]}.npy"
         if path.is_file():
             try:

@@ -28,7 +28,7 @@ from .._paths import offline
 from ..errors import ModelError, VlbenchError
 from ..registry import models as MODELS
 
-EMBED_CODE_VERSION = "1"  # bump when the encoding code changes what a vector is
+EMBED_CODE_VERSION = "2"  # bump when the encoding code changes what a vector is
 PRECISIONS = ("fp32", "fp16", "bf16")
 
 
@@ -215,7 +215,9 @@ class HFDualEncoder(ModelAdapter):
             pad = getattr(text_cfg, "pad_token_id", 1) or 1
             self.max_length = min(self.max_length, getattr(text_cfg, "max_position_embeddings", 514) - pad - 1)
         self._local = _dir_fingerprint(Path(source)) if Path(source).exists() else None
-        self.revision = revision or getattr(cfg, "_commit_hash", None)
+        # the resolved commit, not a moving branch name: new weights on "main" get a new hash
+        self.requested_revision = revision
+        self.revision = getattr(cfg, "_commit_hash", None) or revision
 
     @property
     def model(self):
@@ -239,6 +241,7 @@ class HFDualEncoder(ModelAdapter):
             "model_class": self._load_args[0],
             "checkpoint": self.checkpoint,
             "revision": self.revision,
+            "requested_revision": self.requested_revision,
             "local": self._local,
             "preprocessing": json.loads(json.dumps(pre, default=str)),
             "tokenizer": type(self.tokenizer).__name__,
@@ -357,8 +360,18 @@ class OpenCLIPAdapter(ModelAdapter):
         return self._transform(image)
 
     def text_keys(self, texts):
-        tok = self.tokenizer(list(texts))
-        return [" ".join(map(str, row[row != 0].tolist())) for row in tok]
+        # rows are padded with 0 after the end-of-text token; 0 is also a real token ("!"), so cut at
+        # the end-of-text token instead of dropping zeros
+        eot = getattr(self.tokenizer, "eot_token_id", None)
+        out = []
+        for row in self.tokenizer(list(texts)).tolist():
+            if eot is not None and eot in row:
+                row = row[:row.index(eot) + 1]
+            else:
+                while row and row[-1] == 0:
+                    row.pop()
+            out.append(" ".join(map(str, row)))
+        return out
 
     def encode_images(self, batch):
         import torch

