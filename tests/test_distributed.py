@@ -30,3 +30,20 @@ def test_torchrun_two_processes_identical_to_one(tiny_models, manifest, tmp_path
     assert b["encoding"]["processes"] == 2
     assert a["results"] == b["results"]  # identical numbers, not merely close
     assert a["results_hash"] == b["results_hash"]
+
+
+@pytest.mark.slow
+def test_a_rank_that_fails_does_not_hang_the_others(tiny_models, manifest, tmp_path):
+    """A corrupt image that only rank 1 decodes: both ranks stop with the file named, no hang."""
+    (manifest.parent / "images" / "img005.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    folder = tiny_models("clip")
+    env = dict(os.environ, OMP_NUM_THREADS="1", VLBENCH_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                           "--master-port", "29519", "-m", "vlbench", "run", "--model", f"clip:{folder}",
+                           "--dataset", f"custom:{manifest}", "--num-workers", "0", "--batch-size", "4", "--quiet",
+                           "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert proc.returncode != 0
+    assert "img005.png" in proc.stderr
+    assert "rank 1 failed while encoding" in proc.stderr  # rank 0's message names the failing rank
+    assert not (tmp_path / "o" / "results.json").exists()

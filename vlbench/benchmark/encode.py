@@ -49,14 +49,19 @@ class EncodeStats:
 
 @dataclass
 class Shard:
-    """This process's part of a distributed encoding (rank, world size, a barrier)."""
+    """This process's part of a distributed encoding: rank, world size, and ``agree`` (every rank
+    gets rank 0's value: a broadcast)."""
 
     rank: int = 0
     world: int = 1
-    barrier: Callable[[], None] = lambda: None
+    agree: Callable = lambda obj: obj
 
     def mine(self, batch_index: int) -> bool:
         return batch_index % self.world == self.rank
+
+    def keep(self, key: str, encoded_here: set) -> bool:
+        """What this rank sends to rank 0: rank 0 keeps everything, others only what they encoded."""
+        return self.rank == 0 or key in encoded_here
 
 
 SINGLE = Shard()
@@ -219,7 +224,8 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
     uniq = list(dict.fromkeys(keys))  # the same file content twice is encoded once
     todo = _from_cache(cache, "image", uniq, vec_of)
     stats.images_cached += len(uniq) - len(todo)
-    shard.barrier()  # every rank planned from the same cache state before anything is written
+    todo = shard.agree(todo)  # every rank follows rank 0's plan (caches may differ between machines)
+    encoded: set = set()
     first_path = {}
     for k, p in zip(keys, paths):
         first_path.setdefault(k, p)
@@ -243,13 +249,14 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
         for b_keys, batch in zip(mine, loader):
             vecs = enc(batch, len(b_keys))
             vec_of.update(zip(b_keys, vecs))
+            encoded.update(b_keys)
             if cache is not None:
                 cache.add("image", b_keys, vecs)
             stats.images_encoded += len(b_keys)
             bar.update(len(b_keys))
         bar.close()
     stats.image_seconds += time.perf_counter() - t_start
-    return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of}
+    return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of and shard.keep(k, encoded)}
 
 
 def encode_texts(adapter, texts: list[str], *, batch_size: int = 256, cache: EmbeddingCache | None = None,
@@ -270,7 +277,8 @@ def encode_texts(adapter, texts: list[str], *, batch_size: int = 256, cache: Emb
     vec_of: dict[str, np.ndarray] = {}
     todo = _from_cache(cache, "text", uniq, vec_of)
     stats.texts_cached += len(uniq) - len(todo)
-    shard.barrier()
+    todo = shard.agree(todo)
+    encoded: set = set()
     if todo:
         lengths = np.asarray(adapter.text_lengths([texts[first[k]] for k in todo]))
         order = [todo[j] for j in np.argsort(-lengths, kind="stable")]  # longest first: OOM shows up early
@@ -281,13 +289,14 @@ def encode_texts(adapter, texts: list[str], *, batch_size: int = 256, cache: Emb
         for b_keys in mine:
             vecs = enc([texts[first[k]] for k in b_keys], len(b_keys))
             vec_of.update(zip(b_keys, vecs))
+            encoded.update(b_keys)
             if cache is not None:
                 cache.add("text", b_keys, vecs)
             stats.texts_encoded += len(b_keys)
             bar.update(len(b_keys))
         bar.close()
     stats.text_seconds += time.perf_counter() - t_start
-    return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of}
+    return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of and shard.keep(k, encoded)}
 
 
 def stack(vectors: dict[int, np.ndarray], n: int, what: str) -> np.ndarray:

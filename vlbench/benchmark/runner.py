@@ -311,7 +311,34 @@ def _distributed(cfg: RunConfig):
     if not dist.is_initialized():
         dist.init_process_group("nccl" if use_cuda else "gloo")
         inited = True
-    return Shard(dist.get_rank(), dist.get_world_size(), dist.barrier), dist, inited
+    def agree(obj):
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    return Shard(dist.get_rank(), dist.get_world_size(), agree), dist, inited
+
+
+def _phase(dist, shard, work):
+    """Run one encoding phase; under torchrun, every rank learns whether another rank failed before
+    the next collective operation, so a rank that fails (a bad image only it decodes, an OOM) never
+    leaves the others waiting."""
+    if dist is None:
+        return work()
+    failure, out = None, None
+    try:
+        out = work()
+    except Exception as exc:
+        failure = exc
+    statuses = [None] * shard.world
+    dist.all_gather_object(statuses, None if failure is None else f"{type(failure).__name__}: {failure}")
+    if failure is not None:
+        raise failure
+    bad = [(r, s) for r, s in enumerate(statuses) if s is not None]
+    if bad:
+        raise VlbenchError(f"rank {bad[0][0]} failed while encoding: {bad[0][1]}",
+                           "fix the problem it names and run the same command again (finished batches are cached)")
+    return out
 
 
 def _gather(dist, shard, local: dict, n: int, what: str):
@@ -391,16 +418,18 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
     _log(cfg, f"encoding {len(paths)} images with {cfg.model} ({cfg.precision})"
               + (f", {shard.world} processes" if shard.world > 1 else ""))
-    img_local = encode_images(adapter, paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, cache=cache,
-                              stats=stats, progress=not cfg.quiet, shard=shard)
     all_texts = list(ds.captions)
     offsets = {"clean": 0}
     for name, ps in perturbed.items():
         offsets[name] = len(all_texts)
         all_texts.extend(ps.texts)
+    img_local = _phase(dist, shard, lambda: encode_images(
+        adapter, paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, cache=cache, stats=stats,
+        progress=not cfg.quiet, shard=shard))
     _log(cfg, f"encoding {len(all_texts)} captions ({len(perturbed) + 1} condition(s))")
-    txt_local = encode_texts(adapter, all_texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256),
-                             cache=cache, stats=stats, progress=not cfg.quiet, shard=shard)
+    txt_local = _phase(dist, shard, lambda: encode_texts(
+        adapter, all_texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256), cache=cache, stats=stats,
+        progress=not cfg.quiet, shard=shard))
     img_emb = _gather(dist, shard, img_local, len(paths), "image")
     txt_emb_all = _gather(dist, shard, txt_local, len(all_texts), "text")
     if not lead:
