@@ -523,7 +523,23 @@ def format_table(results: dict) -> str:
                          f"{get[('dcg_cm', p)]:.3f}", f"{get[('ndcg_cm', p)]:.3f}"])
         tot = [r["value"] for r in recs if r["condition"] == c and r["direction"] == "both" and r["metric"] == "rsum"]
         rows.append([c, "both", "", "", "", f"{tot[0]:.2f}", "", "", "", "", "", ""])
+    out = _md(head, rows)
+    boots = results.get("bootstrap") or []
+    if boots:
+        head2 = ["perturbation", "not applicable", "RSUM change [95% CI]", "t2i RSUM change [95% CI]",
+                 "i2t RSUM change [95% CI]"]
+        rows2 = []
+        for c in conds[1:]:
+            b = {x["direction"]: x for x in boots if x["condition"] == c}
+            fmt = lambda x: f"{x['delta']:+.2f} [{x['ci_low']:+.2f}, {x['ci_high']:+.2f}]"
+            rate = results["conditions"][c].get("not_applicable_rate")
+            rows2.append([c, "" if rate is None else f"{100 * rate:.1f}%", fmt(b["both"]), fmt(b["t2i"]),
+                          fmt(b["i2t"])])
+        out += "\n\n" + _md(head2, rows2)
+    return out
+
+
+def _md(head, rows) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     line = lambda r: "| " + " | ".join(str(x).rjust(w) for x, w in zip(r, widths)) + " |"
-    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows]
-    return "\n".join(out)
+    return "\n".join([line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows])
