@@ -207,6 +207,19 @@ def _from_cache(cache: EmbeddingCache | None, modality: str, keys: list[str], ve
     return [k for k, f in zip(keys, found) if not f]
 
 
+def _encode_batches(pairs, enc: _Encoder, modality: str, cache, vec_of: dict, encoded: set, stats: EncodeStats,
+                    bar) -> None:
+    """Encode (keys, model inputs) batches; each finished batch goes to the cache at once."""
+    for b_keys, batch in pairs:
+        vecs = enc(batch, len(b_keys))
+        vec_of.update(zip(b_keys, vecs))
+        encoded.update(b_keys)
+        if cache is not None:
+            cache.add(modality, b_keys, vecs)
+        setattr(stats, f"{modality}s_encoded", getattr(stats, f"{modality}s_encoded") + len(b_keys))
+        bar.update(len(b_keys))
+
+
 def _slice(batch, a, b):
     return batch[a:b]
 
@@ -245,16 +258,8 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
         loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
                                              collate_fn=adapter.collate)
         enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
-        bar = tqdm(total=len(flat), desc="images", unit="img", disable=not progress, leave=False)
-        for b_keys, batch in zip(mine, loader):
-            vecs = enc(batch, len(b_keys))
-            vec_of.update(zip(b_keys, vecs))
-            encoded.update(b_keys)
-            if cache is not None:
-                cache.add("image", b_keys, vecs)
-            stats.images_encoded += len(b_keys)
-            bar.update(len(b_keys))
-        bar.close()
+        with tqdm(total=len(flat), desc="images", unit="img", disable=not progress, leave=False) as bar:
+            _encode_batches(zip(mine, loader), enc, "image", cache, vec_of, encoded, stats, bar)
     stats.image_seconds += time.perf_counter() - t_start
     return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of and shard.keep(k, encoded)}
 
@@ -285,16 +290,9 @@ def encode_texts(adapter, texts: list[str], *, batch_size: int = 256, cache: Emb
         batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
         mine = [b for i, b in enumerate(batches) if shard.mine(i)]
         enc = _Encoder(adapter.encode_texts, _slice, "texts", stats, "text_forward_seconds")
-        bar = tqdm(total=sum(map(len, mine)), desc="texts", unit="txt", disable=not progress, leave=False)
-        for b_keys in mine:
-            vecs = enc([texts[first[k]] for k in b_keys], len(b_keys))
-            vec_of.update(zip(b_keys, vecs))
-            encoded.update(b_keys)
-            if cache is not None:
-                cache.add("text", b_keys, vecs)
-            stats.texts_encoded += len(b_keys)
-            bar.update(len(b_keys))
-        bar.close()
+        with tqdm(total=sum(map(len, mine)), desc="texts", unit="txt", disable=not progress, leave=False) as bar:
+            _encode_batches(((b, [texts[first[k]] for k in b]) for b in mine), enc, "text", cache, vec_of,
+                            encoded, stats, bar)
     stats.text_seconds += time.perf_counter() - t_start
     return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of and shard.keep(k, encoded)}
 
