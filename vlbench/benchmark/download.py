@@ -77,16 +77,23 @@ def fetch_captions(name: str, data_dir: Path) -> Path:
     target = Path(data_dir) / spec["captions"]
     if target.is_file() and sha256_file(target) == spec["sha256"]:
         return target
-    if name in ("flickr30k",):
-        blob = _flickr_original()
-    elif name in ("coco", "coco-1k"):
-        blob = _coco_original()
-    elif name == "flickr30k-fg":
-        blob = _fg("Flickr30K_FG_ann.json", fetch_captions("flickr30k", data_dir))
-    elif name == "coco-fg":
-        blob = _fg("MSCOCO_FG_ann.json", fetch_captions("coco", data_dir))
-    else:  # pragma: no cover
-        raise DataError(f"no download recipe for {name!r}", "")
+    try:
+        if name in ("flickr30k",):
+            blob = _flickr_original()
+        elif name in ("coco", "coco-1k"):
+            blob = _coco_original()
+        elif name == "flickr30k-fg":
+            blob = _fg("Flickr30K_FG_ann.json", fetch_captions("flickr30k", data_dir))
+        elif name == "coco-fg":
+            blob = _fg("MSCOCO_FG_ann.json", fetch_captions("coco", data_dir))
+        else:  # pragma: no cover
+            raise DataError(f"no download recipe for {name!r}", "")
+    except DataError as exc:
+        raise DataError(f"the captions of {name!r} are not in {data_dir} and could not be downloaded "
+                        f"({exc.message})",
+                        f"put {spec['captions']} (sha256 {spec['sha256'][:16]}...) into {data_dir} or pass "
+                        f"--data-dir with the folder that holds it; online, 'vlbench download {name}' fetches it") \
+            from None
     digest = sha256_bytes(blob)
     if digest != spec["sha256"]:
         raise DataError(f"the downloaded captions of {name!r} have sha256 {digest[:16]}..., expected "
