@@ -468,16 +468,3 @@ def score(similarity, caption_to_image, *, extra_positives=None, k=DEFAULT_K, p:
     src = ArraySource(similarity)
     rel = None if relevance is None else ArraySource(relevance)
     return evaluate(src, caption_to_image, extra_positives=extra_positives, k=k, p=p, relevance=rel).as_dict()
-
-
-def bootstrap_ci(values: np.ndarray, *, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0,
-                 statistic=np.mean) -> tuple[float, float]:
-    """Percentile bootstrap CI of a statistic of per-query values (paired: pass differences)."""
-    values = np.asarray(values, dtype=np.float64)
-    if len(values) == 0:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    stats = np.empty(n_boot)
-    for b in range(n_boot):
-        stats[b] = statistic(values[rng.integers(0, len(values), len(values))])
-    return float(np.quantile(stats, alpha / 2)), float(np.quantile(stats, 1 - alpha / 2))
