@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gzip
 import html
-import io
 import json
 import os
 import shutil

@@ -22,7 +22,6 @@ exists at a time; the block size is chosen so a block holds at most ``block_byte
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
