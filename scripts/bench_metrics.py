@@ -20,20 +20,21 @@ import sys
 import time
 
 
-def _hwm_mb() -> float:
+def _status_mb(field: str) -> float:
+    """A memory figure of this process from /proc/self/status (VmRSS now, VmHWM peak), in MB."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmHWM"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def _hwm_mb() -> float:
+    return _status_mb("VmHWM")
 
 
 def _rss_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    return _status_mb("VmRSS")
 
 
 def _embeddings(n_images, n_captions_per, dim, n_gallery=None, seed=0):

@@ -35,6 +35,18 @@ def _find(data_dir: Path, name: str) -> Path:
                     f"download it from {ECCV_REPO} into {data_dir / 'eccv_caption'}")
 
 
+def _map_ids(path: Path, query_index: dict, target_index: dict) -> tuple[dict, int]:
+    """{query COCO id: [target COCO ids]} -> {query index: [target indices]}, and the ids dropped."""
+    out, dropped = {}, 0
+    for q_id, t_ids in json.loads(path.read_text()).items():
+        q = query_index.get(int(q_id))
+        targets = [target_index[int(x)] for x in t_ids if int(x) in target_index]
+        dropped += len(t_ids) - len(targets) + (q is None)
+        if q is not None and targets:
+            out[q] = targets
+    return out, dropped
+
+
 def load_extra_positives(ds, kind: str, data_dir) -> None:
     if kind not in KINDS:
         raise DataError(f"unknown extended positives {kind!r}", f"use one of {', '.join(KINDS)}")
@@ -44,6 +56,7 @@ def load_extra_positives(ds, kind: str, data_dir) -> None:
     data_dir = Path(data_dir)
     ids_file = _find(data_dir, "coco5k_test_ids.jsonl")
     image_index, caption_index = {}, {}
+    position = {cid: n for n, cid in enumerate(ds.caption_ids)}  # "<image>#<j>" -> caption index
     for n, line in enumerate(ids_file.read_text().splitlines(), start=1):
         if not line.strip():
             continue
@@ -55,22 +68,12 @@ def load_extra_positives(ds, kind: str, data_dir) -> None:
                             "use the coco5k_test_ids.jsonl that matches the Karpathy 5k test order")
         image_index[int(row["image_id"])] = i
         for j, cid in enumerate(row["caption_ids"]):
-            caption_index[int(cid)] = 5 * i + j
+            if f"{row['image']}#{j}" in position:
+                caption_index[int(cid)] = position[f"{row['image']}#{j}"]
     files = {d: _find(data_dir, f"{kind}_{d}.json") for d in ("caption_to_image", "image_to_caption")}
-    t2i, i2t = {}, {}
-    dropped = 0
-    for cap, imgs in json.loads(files["caption_to_image"].read_text()).items():
-        q = caption_index.get(int(cap))
-        targets = [image_index[int(x)] for x in imgs if int(x) in image_index]
-        dropped += len(imgs) - len(targets) + (q is None)
-        if q is not None and targets:
-            t2i[q] = targets
-    for img, caps in json.loads(files["image_to_caption"].read_text()).items():
-        q = image_index.get(int(img))
-        targets = [caption_index[int(x)] for x in caps if int(x) in caption_index]
-        dropped += len(caps) - len(targets) + (q is None)
-        if q is not None and targets:
-            i2t[q] = targets
+    t2i, dropped_t2i = _map_ids(files["caption_to_image"], caption_index, image_index)
+    i2t, dropped_i2t = _map_ids(files["image_to_caption"], image_index, caption_index)
+    dropped = dropped_t2i + dropped_i2t
     ds.extra_positives = {"i2t": i2t, "t2i": t2i}
     ds.extra_positives_name = kind
     ds.source["extra_positives"] = {

@@ -169,9 +169,7 @@ def _query_scores(evals: list[M.Evaluation], how: str) -> np.ndarray:
     """Per t2i caption query: the score whose change groups queries in the model-input analysis."""
     if how == "rsum":
         return _per_query_rsum(evals, "t2i")
-    if how == "rank":
-        return -np.concatenate([e.t2i.best_rank for e in evals]).astype(np.float64)
-    raise VlbenchError(f"unknown --mia-score {how!r}", "use rsum or rank")
+    return -np.concatenate([e.t2i.best_rank for e in evals]).astype(np.float64)  # "rank" (checked in _validate)
 
 
 def model_input_analysis(clean_scores: np.ndarray, pert_scores: dict[str, np.ndarray]) -> dict:
