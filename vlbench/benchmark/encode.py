@@ -70,6 +70,22 @@ SINGLE = Shard()
 # ---------------------------------------------------------------------------------------------
 # images
 
+#: longest side / shortest side above which an image is refused. Preprocessing resizes the shortest side
+#: to the model's input size, so memory grows with this ratio: a 6 KB PNG of 2,000,000 x 1 pixels would
+#: become a 448,000,000 x 224 image (about 20 GB). Override with VLBENCH_MAX_IMAGE_ASPECT.
+MAX_ASPECT = 32.0
+
+
+def _check_shape(path: Path, size: tuple[int, int]) -> None:
+    w, h = size
+    limit = float(os.environ.get("VLBENCH_MAX_IMAGE_ASPECT", MAX_ASPECT))
+    if min(w, h) < 1 or max(w, h) / min(w, h) > limit:
+        raise DataError(f"image file {str(path)!r} is {w} x {h} pixels: its aspect ratio exceeds {limit:g}:1, and "
+                        f"resizing its short side to the model's input size would need "
+                        f"{max(w, h) / max(min(w, h), 1) * 224 * 224 * 3 / 2**30:.1f} GB or more",
+                        "crop or pad it to a normal aspect ratio, or set VLBENCH_MAX_IMAGE_ASPECT if you trust it")
+
+
 def load_image(path: str | os.PathLike):
     """Open an image as RGB with the documented rules (docs/robustness.md):
     EXIF orientation applied; CMYK/grayscale/palette converted; 16-bit scaled to 8-bit;
@@ -85,6 +101,7 @@ def load_image(path: str | os.PathLike):
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(path) as im:
+                _check_shape(path, im.size)  # before decoding: the header gives the size
                 im.load()
                 im = ImageOps.exif_transpose(im)
                 if im.mode in ("I;16", "I;16B", "I;16L", "I"):

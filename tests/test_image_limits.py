@@ -1,0 +1,72 @@
+"""Image memory is bounded by the decoded *and* the resized size (docs/robustness.md).
+
+A tiny PNG can declare an extreme aspect ratio: 20,000,000 x 1 pixels is 60 MB decoded, but resizing
+its short side to 224 pixels would need about 3.7 TB. vlbench refuses it from the header, before decoding."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from conftest import ROOT, excerpt_rows, write_images
+from vlbench.benchmark.encode import load_image
+from vlbench.errors import DataError
+
+
+def _strip_png(path, width, height=1):
+    Image.new("L", (width, height), 128).save(path, optimize=True)
+    return path
+
+
+def test_extreme_aspect_ratio_is_refused_before_decoding(tmp_path):
+    p = _strip_png(tmp_path / "strip.png", 2_000_000)
+    assert p.stat().st_size < 100_000  # a small file ...
+    with pytest.raises(DataError, match=r"strip\.png.*2000000 x 1 pixels.*aspect ratio") as err:
+        load_image(p)
+    assert "VLBENCH_MAX_IMAGE_ASPECT" in err.value.hint
+
+
+def test_normal_panorama_still_loads(tmp_path):
+    p = _strip_png(tmp_path / "pano.png", 300, 30)  # 10:1 is well inside the limit
+    assert load_image(p).size == (300, 30)
+
+
+def test_aspect_limit_can_be_raised_explicitly(tmp_path, monkeypatch):
+    p = _strip_png(tmp_path / "wide.png", 400, 4)
+    with pytest.raises(DataError):
+        load_image(p)
+    monkeypatch.setenv("VLBENCH_MAX_IMAGE_ASPECT", "200")
+    assert load_image(p).size == (400, 4)
+
+
+@pytest.mark.slow
+def test_run_with_a_20_megapixel_strip_stays_under_1gb(tiny_models, tmp_path):
+    rows = excerpt_rows(3)
+    folder = tmp_path / "d"
+    names = write_images(folder, len(rows))
+    _strip_png(folder / "strip.png", 20_000_000)
+    names.append("strip.png")
+    rows.append(rows[0])
+    man = folder / "m.jsonl"
+    man.write_text("\n".join(json.dumps({"image": n, "captions": r["captions"]}) for n, r in zip(names, rows)))
+    code = (
+        "import resource, subprocess, sys\n"
+        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+        "print(p.returncode, peak, repr(p.stderr[-2000:]))\n")
+    env = dict(os.environ, VLBENCH_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-c", code, sys.executable, "-m", "vlbench", "run", "--model",
+           f"clip:{tiny_models('clip')}", "--dataset", f"custom:{man}", "--out", str(tmp_path / "o"),
+           "--num-workers", "0", "--quiet"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300).stdout
+    rc, peak_kb, stderr = out.split(" ", 2)
+    assert int(rc) == 2, stderr
+    assert "strip.png" in stderr and "aspect ratio" in stderr
+    assert "Traceback" not in stderr
+    assert int(peak_kb) < 1024 * 1024, f"peak RSS {int(peak_kb) / 1024:.0f} MB"
