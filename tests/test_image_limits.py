@@ -70,3 +70,19 @@ def test_run_with_a_20_megapixel_strip_stays_under_1gb(tiny_models, tmp_path):
     assert "strip.png" in stderr and "aspect ratio" in stderr
     assert "Traceback" not in stderr
     assert int(peak_kb) < 1024 * 1024, f"peak RSS {int(peak_kb) / 1024:.0f} MB"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_corrupt_image_error_has_no_worker_traceback(counting_plugin, manifest, tmp_path, workers):
+    """A bad image met in a DataLoader worker gives the clean message, not torch's wrapped traceback."""
+    from vlbench.benchmark.runner import run
+
+    bad = manifest.parent / "images" / "img005.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n garbage")
+    with pytest.raises(DataError) as err:
+        run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "o"), quiet=True,
+            num_workers=workers)
+    text = str(err.value)
+    assert "img005.png" in text and "fix:" in text
+    assert "Traceback" not in text and "worker" not in text
+    assert len(text.splitlines()) <= 3

@@ -135,6 +135,14 @@ def file_key(path: str | os.PathLike) -> str:
     return "img:" + h.hexdigest()
 
 
+@dataclass(frozen=True)
+class _Failed:
+    """A bad image, carried out of a DataLoader worker as data: raising there would make torch wrap the
+    clean message in the worker's whole traceback."""
+    message: str
+    hint: str | None
+
+
 class _ImageSet:
     def __init__(self, paths, preprocess):
         self.paths = paths
@@ -144,7 +152,28 @@ class _ImageSet:
         return len(self.paths)
 
     def __getitem__(self, i):
-        return self.preprocess(load_image(self.paths[i]))
+        try:
+            return self.preprocess(load_image(self.paths[i]))
+        except DataError as exc:
+            return _Failed(exc.message, exc.hint)
+
+
+class _Collate:
+    """The adapter's collate, passing the first bad image of a batch through instead (picklable)."""
+
+    def __init__(self, collate):
+        self.collate = collate
+
+    def __call__(self, items):
+        bad = next((x for x in items if isinstance(x, _Failed)), None)
+        return bad if bad is not None else self.collate(items)
+
+
+def _raise_failed(pairs):
+    for keys, batch in pairs:
+        if isinstance(batch, _Failed):
+            raise DataError(batch.message, batch.hint)
+        yield keys, batch
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -273,10 +302,10 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
             sampler.append(list(range(pos, pos + len(b))))
             pos += len(b)
         loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
-                                             collate_fn=adapter.collate)
+                                             collate_fn=_Collate(adapter.collate))
         enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
         with tqdm(total=len(flat), desc="images", unit="img", disable=not progress, leave=False) as bar:
-            _encode_batches(zip(mine, loader), enc, "image", cache, vec_of, encoded, stats, bar)
+            _encode_batches(_raise_failed(zip(mine, loader)), enc, "image", cache, vec_of, encoded, stats, bar)
     stats.image_seconds += time.perf_counter() - t_start
     return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of and shard.keep(k, encoded)}
 
