@@ -138,10 +138,12 @@ class Registry:
             return entry.load()
         except VlbenchError:
             raise
-        except Exception as exc:  # a broken plug-in fails only the run that selects it
-            raise VlbenchError(f"{self.kind} {name!r} ({entry.source}) failed to load: "
-                               f"{type(exc).__name__}: {exc}",
-                               "reinstall or fix the package that provides it") from exc
+        except (Exception, SystemExit) as exc:  # a broken plug-in fails only the run that selects it;
+            # SystemExit too: a plug-in whose import calls sys.exit(0) must not end a run "successfully"
+            what = f"called sys.exit({exc.code!r}) while importing" if isinstance(exc, SystemExit) else \
+                f"failed to load: {type(exc).__name__}: {exc}"
+            raise VlbenchError(f"{self.kind} {name!r} ({entry.source}) {what}",
+                               "reinstall or fix the package that provides it") from None
 
     def __contains__(self, name: str) -> bool:
         self._load_plugins()

@@ -111,8 +111,27 @@ class Dataset:
 # ----------------------------------------------------------------------------------------------
 # safety and validation
 
+#: Extra folders that images of a data folder may link into (os.pathsep-separated). Researchers keep
+#: images in a shared store and link them into a data folder; an untrusted manifest still cannot read
+#: anything outside the data folder and these roots.
+IMAGE_ROOTS_ENV = "VLBENCH_IMAGE_ROOTS"
+
+
+def _trusted_roots() -> list[Path]:
+    return [Path(os.path.realpath(os.path.expanduser(r))) for r in
+            os.environ.get(IMAGE_ROOTS_ENV, "").split(os.pathsep) if r.strip()]
+
+
+def normalize_image_path(rel: str) -> str:
+    """One spelling per file: ``images/./a.png`` and ``images//a.png`` are ``images/a.png``."""
+    import posixpath
+
+    return posixpath.normpath(rel.replace("\\", "/")) if rel else rel
+
+
 def safe_join(root: Path, rel: str) -> Path:
-    """``root / rel``, refusing absolute paths and paths that escape ``root`` (``../../etc``)."""
+    """``root / rel``, refusing absolute paths and paths that escape ``root`` (``../../etc``), unless a
+    link inside ``root`` leads into a folder named in $VLBENCH_IMAGE_ROOTS."""
     if not isinstance(rel, str) or not rel.strip():
         raise DataError(f"empty image path {rel!r}", "give each image a file name")
     if "\0" in rel:
@@ -123,10 +142,26 @@ def safe_join(root: Path, rel: str) -> Path:
                         "image paths must be relative to the manifest's folder")
     root_r = Path(os.path.realpath(root))
     full = Path(os.path.realpath(root_r / p))
-    if full != root_r and root_r not in full.parents:
-        raise DataError(f"image path {rel!r} points outside the data folder {root_r}",
-                        "keep images inside the manifest's folder (no '..' components or links out)")
+    inside = lambda r: full == r or r in full.parents  # noqa: E731
+    if not inside(root_r):
+        lexical = Path(os.path.normpath(root_r / p))
+        if ".." in p.parts or not (lexical == root_r or root_r in lexical.parents) or \
+                not any(inside(r) for r in _trusted_roots()):
+            raise DataError(f"image path {rel!r} points outside the data folder {root_r}",
+                            "keep images inside the manifest's folder (no '..' components); to link images from "
+                            f"a shared store, name the store in ${IMAGE_ROOTS_ENV} (e.g. export "
+                            f"{IMAGE_ROOTS_ENV}=/data/images)")
     return root_r / p
+
+
+def _bad_caption(cap, j: int) -> str | None:
+    """Why a manifest caption is not usable text at all (an error, unlike an empty caption)."""
+    if not isinstance(cap, str):
+        return f"caption {j} is {'null' if cap is None else type(cap).__name__} ({json.dumps(cap)[:40]}), not a string"
+    bad = next((ch for ch in cap if 0xD800 <= ord(ch) <= 0xDFFF), None)
+    if bad is not None:
+        return f"caption {j} contains an unpaired UTF-16 surrogate (U+{ord(bad):04X}), which is not text"
+    return None
 
 
 def caption_problem(text) -> str | None:
@@ -196,7 +231,12 @@ def read_manifest(path: str | os.PathLike) -> tuple[list[dict], list[int]]:
                                 "give every image at least one caption")
             if not isinstance(obj["image"], str):
                 raise DataError(f"{path}: line {n}: 'image' must be a string path", "fix the line")
-            rows.append({"image": obj["image"], "captions": caps})
+            for j, cap in enumerate(caps):
+                problem = _bad_caption(cap, j)
+                if problem:
+                    raise DataError(f"{path}: line {n}: {problem}",
+                                    "every caption must be a JSON string of text; fix or remove it")
+            rows.append({"image": normalize_image_path(obj["image"]), "captions": caps})
             lines.append(n)
     if not rows:
         raise DataError(f"manifest {str(path)!r} has no entries", "add one JSON object per image")
