@@ -73,3 +73,36 @@ def test_named_store_does_not_open_dotdot_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("VLBENCH_IMAGE_ROOTS", str(store))
     with pytest.raises(DataError, match="points outside the data folder"):
         load_custom(str(man))
+
+
+def test_download_of_an_unknown_name_is_a_clear_error():
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    proc = subprocess.run([sys.executable, "-m", "vlbench", "download", "flickr30"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "not a built-in dataset" in proc.stderr and "did you mean 'flickr30k'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_image_download_with_the_network_down_is_a_clear_error(tmp_path, monkeypatch):
+    import urllib.error
+    import urllib.request
+
+    from vlbench.benchmark import download
+    from vlbench.benchmark.datasets import Dataset
+
+    def down(*a, **k):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    for var in ("VLBENCH_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(urllib.request, "urlopen", down)
+    ds = Dataset(name="flickr30k", images=["1.jpg"], captions=["a"], caption_to_image=__import__("numpy").zeros(1, int),
+                 caption_ids=["1.jpg#0"])
+    with pytest.raises(DataError, match="could not download the images of 'flickr30k'") as err:
+        download.fetch_images("flickr30k", ds, tmp_path)
+    assert "unzip its images into" in err.value.hint

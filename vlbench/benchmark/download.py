@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .._io import atomic_write_bytes, sha256_bytes, sha256_file
 from .._paths import default_data_dir, offline
-from ..errors import DataError
+from ..errors import DataError, UnknownNameError
 
 MULTI30K = "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task2"
 CVLR = ("https://raw.githubusercontent.com/data-ming-and-application/CVLR-RD/"
@@ -113,8 +113,16 @@ def fetch_images(name: str, ds, data_dir: Path) -> None:
     print(f"downloading {src['url']} ({len(missing)} images missing) ...", flush=True)
     with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
         zpath = Path(tmp) / "images.zip"
-        with urllib.request.urlopen(src["url"], timeout=120) as r, open(zpath, "wb") as fh:  # noqa: S310
-            shutil.copyfileobj(r, fh, 1 << 20)
+        if offline():
+            raise DataError(f"{len(missing)} image(s) of {name!r} are missing and offline mode is on",
+                            f"download {src['url']} and unzip its images into {root}")
+        try:
+            with urllib.request.urlopen(src["url"], timeout=120) as r, open(zpath, "wb") as fh:  # noqa: S310
+                shutil.copyfileobj(r, fh, 1 << 20)
+        except OSError as exc:  # URLError, timeouts, resets, a full disk
+            raise DataError(f"could not download the images of {name!r} from {src['url']}: {exc}",
+                            f"check the network (or set VLBENCH_OFFLINE=1), or download the archive by hand "
+                            f"and unzip its images into {root}") from None
         digest = sha256_file(zpath)
         if src["sha256"] and digest != src["sha256"]:
             raise DataError(f"{src['url']} has sha256 {digest}, expected {src['sha256']}",
@@ -132,6 +140,15 @@ def fetch_images(name: str, ds, data_dir: Path) -> None:
 def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:
     from .datasets import load_dataset
 
+    from ..registry import close_matches
+    from .datasets import BUILTIN
+
+    if name not in BUILTIN:
+        matches = close_matches(name, BUILTIN)
+        raise UnknownNameError(f"vlbench cannot download dataset {name!r}: it is not a built-in dataset",
+                               (f"did you mean {', '.join(repr(m) for m in matches)}? " if matches else "") +
+                               f"the built-ins are {', '.join(BUILTIN)}; a custom dataset is a local manifest "
+                               f"(custom:<manifest.jsonl>) and needs no download")
     data_dir = Path(data_dir) if data_dir else default_data_dir()
     data_dir.mkdir(parents=True, exist_ok=True)
     path = fetch_captions(name, data_dir)
