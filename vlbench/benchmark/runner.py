@@ -362,6 +362,9 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     cfg = config or RunConfig(**kwargs)
     t0 = time.time()
     _validate(cfg)
+    from .preflight import preflight
+
+    preflight(cfg)  # everything the run needs, listed at once, in seconds
     if cfg.out and (Path(cfg.out) / "results.json").exists():
         raise VlbenchError(f"{cfg.out} already holds a finished run (results.json)",
                            "runs are never overwritten: pass another --out folder")
