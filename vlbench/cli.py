@@ -191,6 +191,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _filesystem_error(exc: OSError) -> str | None:
+    """A clear message for a full, read-only or forbidden disk met while writing; None for other errors."""
+    import errno
+
+    what = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+            errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+            errno.EPERM: "operation not permitted"}.get(exc.errno)
+    if what is None:
+        return None
+    where = f" while writing {exc.filename!r}" if exc.filename else ""
+    return (f"{what}{where} ({exc.strerror})\n  fix: free space or pick another folder (--out, --cache-dir); "
+            f"nothing finished is lost: completed results and cached batches stay, so rerunning the same command "
+            f"resumes")
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -204,6 +219,12 @@ def main(argv=None) -> int:
         return int(func(args) or 0)
     except VlbenchError as exc:
         print(f"vlbench: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        fs = _filesystem_error(exc)
+        if fs is None:
+            raise
+        print(f"vlbench: error: {fs}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("vlbench: interrupted; finished batches are in the embedding cache, run the same command to resume",

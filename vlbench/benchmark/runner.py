@@ -262,6 +262,25 @@ def _perturb_cached(cfg: RunConfig, ds: Dataset, names: list[str]) -> dict:
     return out
 
 
+def _check_folder(opt: str, value) -> None:
+    """A folder option must name a folder (or nothing yet) that this user can write into."""
+    import os
+
+    if not value:
+        return
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise VlbenchError(f"{opt} {value!r} is a file, not a folder", f"give {opt} a folder path")
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise VlbenchError(f"{opt} {value!r} lies under {str(probe)!r}, which is a file", f"give {opt} a folder path")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise VlbenchError(f"{opt} {value!r} is not writable ({str(probe)!r} is read-only for this user)",
+                           f"give {opt} a folder you can write to")
+
+
 def _validate(cfg: RunConfig) -> None:
     """Check every option before any work, so a typo never costs an encoding pass."""
     if not cfg.k or any(int(k) < 1 for k in cfg.k):
@@ -272,6 +291,15 @@ def _validate(cfg: RunConfig) -> None:
         raise VlbenchError(f"--bootstrap must be >= 1, got {cfg.n_boot}", "e.g. --bootstrap 1000")
     if cfg.batch_size < 1:
         raise VlbenchError(f"--batch-size must be >= 1, got {cfg.batch_size}", "e.g. --batch-size 64")
+    if cfg.text_batch_size is not None and cfg.text_batch_size < 1:
+        raise VlbenchError(f"text_batch_size must be >= 1, got {cfg.text_batch_size}", "e.g. 256")
+    if cfg.num_workers is not None and cfg.num_workers < 0:
+        raise VlbenchError(f"--num-workers must be >= 0, got {cfg.num_workers}",
+                           "0 decodes images in the main process; e.g. --num-workers 4")
+    if not 0 <= cfg.seed < 2**63:
+        raise VlbenchError(f"--seed must be a non-negative integer below 2**63, got {cfg.seed}", "e.g. --seed 0")
+    for opt, value in (("--out", cfg.out), ("--cache-dir", None if cfg.no_cache else cfg.cache_dir)):
+        _check_folder(opt, value)
     if cfg.relevance != "self":
         raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
     if cfg.mia_score not in ("rsum", "rank"):

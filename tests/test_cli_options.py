@@ -1,0 +1,65 @@
+"""Bad option values and bad folders are clear errors (exit 2) before any work (issue #12)."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from vlbench import cli
+
+
+@pytest.fixture
+def run_args(counting_plugin, manifest, tmp_path):
+    return ["run", "--model", "counting", "--dataset", f"custom:{manifest}", "--quiet", "--num-workers", "0"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--seed", "-1"], "--seed must be a non-negative integer"),
+    (["--num-workers", "-1"], "--num-workers must be >= 0"),
+    (["--batch-size", "-3"], "--batch-size must be >= 1"),
+    (["--batch-size", "0"], "--batch-size must be >= 1"),
+])
+def test_negative_numbers_are_refused(run_args, tmp_path, capsys, extra, message):
+    assert cli.main(run_args + extra + ["--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "fix:" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("opt", ["--out", "--cache-dir"])
+def test_folder_option_that_is_a_file(run_args, tmp_path, capsys, opt):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    args = run_args + [opt, str(f)] + (["--out", str(tmp_path / "o")] if opt != "--out" else [])
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{opt} '{f}' is a file, not a folder" in err
+    assert f.read_text() == "x"
+
+
+def test_folder_option_under_a_file(run_args, tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert cli.main(run_args + ["--out", str(f / "sub")]) == 2
+    assert "which is a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("code, text", [(errno.ENOSPC, "the disk is full"), (errno.EROFS, "read-only"),
+                                        (errno.EACCES, "permission denied")])
+def test_disk_full_while_writing_is_a_clear_error(run_args, tmp_path, capsys, monkeypatch, code, text):
+    from vlbench.benchmark import runner
+
+    def full(*a, **k):
+        raise OSError(code, "simulated", str(tmp_path / "o" / "per_query.csv.gz"))
+
+    monkeypatch.setattr(runner, "_write_per_query", full)
+    assert cli.main(run_args + ["--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert text in err and "per_query.csv.gz" in err and "resumes" in err
+
+
+def test_other_os_errors_are_not_disguised(monkeypatch):
+    monkeypatch.setattr(cli, "_cmd_ls", lambda args: (_ for _ in ()).throw(OSError(errno.EIO, "io")))
+    with pytest.raises(OSError):
+        cli.main(["ls"])
