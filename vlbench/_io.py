@@ -15,10 +15,12 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, replace: bool = True) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder + rename.
 
-    A reader never sees a half-written file: either the old content or the new one.
+    A reader never sees a half-written file: either the old content or the new one. With
+    ``replace=False`` an existing ``path`` is never replaced (the new file is hard-linked into place,
+    which fails atomically if the name exists): FileExistsError.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,7 +31,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+            os.unlink(tmp)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -38,8 +44,46 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | os.PathLike, text: str, *, replace: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), replace=replace)
+
+
+class FolderLock:
+    """An exclusive claim on a folder for this process's lifetime (``fcntl.flock`` on a lock file).
+
+    The kernel drops the claim when the process ends, however it ends (SIGKILL included), so a crashed
+    run never blocks the rerun that resumes it; a second live process fails at once with BlockingIOError.
+    """
+
+    NAME = ".vlbench.lock"
+
+    def __init__(self, folder: str | os.PathLike):
+        self.path = Path(folder) / self.NAME
+        self.fd: int | None = None
+
+    def acquire(self) -> "FolderLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no flock; runs still never replace results.json
+            self.fd = fd
+            return self
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 200).decode("utf-8", "replace").strip()
+            os.close(fd)
+            raise BlockingIOError(holder or "another process") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}".encode())
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
 
 
 def _clean(obj: Any) -> Any:
@@ -59,8 +103,8 @@ def dumps_strict(obj: Any, **kw) -> str:
     return json.dumps(_clean(obj), allow_nan=False, ensure_ascii=False, **kw)
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write_text(path, dumps_strict(obj, indent=2, sort_keys=False) + "\n")
+def write_json(path: str | os.PathLike, obj: Any, *, replace: bool = True) -> None:
+    atomic_write_text(path, dumps_strict(obj, indent=2, sort_keys=False) + "\n", replace=replace)
 
 
 def sha256_bytes(data: bytes) -> str:

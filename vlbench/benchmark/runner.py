@@ -393,15 +393,38 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     from .preflight import preflight
 
     preflight(cfg)  # everything the run needs, listed at once, in seconds
-    if cfg.out and (Path(cfg.out) / "results.json").exists():
-        raise VlbenchError(f"{cfg.out} already holds a finished run (results.json)",
-                           "runs are never overwritten: pass another --out folder")
-    shard, dist, inited = _distributed(cfg)
+    lock = _claim_out(cfg.out)
     try:
-        return _run(cfg, t0, shard, dist)
+        shard, dist, inited = _distributed(cfg)
+        try:
+            return _run(cfg, t0, shard, dist)
+        finally:
+            if inited:
+                dist.destroy_process_group()
     finally:
-        if inited:
-            dist.destroy_process_group()
+        if lock is not None:
+            lock.release()
+
+
+def _claim_out(out) -> "FolderLock | None":
+    """Claim --out for this run (rank 0 of a torchrun launch): a second live run with the same --out is
+    refused at once, and a folder holding a finished run is never reused."""
+    import os
+
+    from .._io import FolderLock
+
+    if not out or int(os.environ.get("RANK", "0")) != 0:
+        return None
+    try:
+        lock = FolderLock(out).acquire()
+    except BlockingIOError as exc:
+        raise VlbenchError(f"another vlbench run ({exc}) is writing to {out}",
+                           "wait for it to finish, or pass another --out folder") from None
+    if (Path(out) / "results.json").exists():
+        lock.release()
+        raise VlbenchError(f"{out} already holds a finished run (results.json)",
+                           "runs are never overwritten: pass another --out folder")
+    return lock
 
 
 def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
@@ -529,7 +552,11 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
         "environment": library_versions(),
     }
     results["results_hash"] = sha256_json(records)
-    write_json(out / "results.json", results)
+    try:
+        write_json(out / "results.json", results, replace=False)
+    except FileExistsError:
+        raise VlbenchError(f"{out} received a finished run from another process while this one ran",
+                           "runs are never overwritten: pass another --out folder") from None
     atomic_write_text(out / "table.md", format_table(results) + "\n")
     _log(cfg, f"wrote {out / 'results.json'}")
     return RunResult(out, results, evals)
