@@ -186,6 +186,19 @@ def _safe_rel(rel: str) -> bool:
     return bool(rel) and not p.is_absolute() and ".." not in p.parts
 
 
+def _refuse_links(out: Path, rel: str) -> None:
+    """No folder between ``out`` and ``out/rel`` may be a symbolic link: writing or deleting through one
+    would touch files outside ``out``. (A link in place of a *file* is harmless: the atomic rename
+    replaces the link itself, and unlinking removes only the link.)"""
+    here = out
+    for part in Path(rel).parts[:-1]:
+        here = here / part
+        if here.is_symlink():
+            raise VlbenchError(f"{here} is a symbolic link (to {os.readlink(here)}); writing the leaderboard "
+                               f"through it would change files outside {out}",
+                               f"remove the link, or choose a new or empty --out folder")
+
+
 def write_tree(out: Path, files: dict[str, bytes], manifest_name: str, kind: str) -> list[str]:
     """Write ``files`` under ``out`` atomically (manifest last); remove files of an earlier write of the
     same kind that are not written again. Refuses a non-empty folder that holds no such earlier write."""
@@ -206,6 +219,8 @@ def write_tree(out: Path, files: dict[str, bytes], manifest_name: str, kind: str
             raise VlbenchError(f"--out {out} is not empty and holds no earlier leaderboard ({manifest_name})",
                                "choose a new or empty folder; leaderboard folders are rewritten as a whole")
     names = sorted(k for k in files if k != manifest_name)
+    for rel in names + sorted(old.get("files") or {}):
+        _refuse_links(out, rel)
     mode = _file_mode()
     for rel in names + [manifest_name]:
         atomic_write_bytes(out / rel, files[rel])

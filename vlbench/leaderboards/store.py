@@ -246,13 +246,42 @@ def condition_key(c: str) -> tuple:
     return (c != "clean", c)
 
 
+#: results.json files larger than this are refused unread (a real one is well under 10 MB)
+MAX_RESULTS_BYTES = 256 * 2**20
+
+
+def _read_regular(p: str) -> bytes:
+    """The bytes of a regular file of bounded size. A FIFO (would block), a device (/dev/zero would never
+    end), a folder or an oversized file is refused by name without reading it."""
+    import stat
+
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
+    except OSError as exc:
+        raise UnreadableResults(p, f"cannot be read ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else "a device" if
+                    stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+                    else "not a regular file")
+            raise UnreadableResults(p, f"is {kind}, not a results file" +
+                                    (f" (a link to {os.path.realpath(p)})" if os.path.islink(p) else ""))
+        if st.st_size > MAX_RESULTS_BYTES:
+            raise UnreadableResults(p, f"is {st.st_size / 2**20:.0f} MB, larger than any results file "
+                                       f"({MAX_RESULTS_BYTES // 2**20} MB at most)")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(MAX_RESULTS_BYTES + 1)
+    except OSError as exc:
+        raise UnreadableResults(p, f"cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
 def read_run(path: str | os.PathLike) -> Run:
     """Read, upgrade and validate one results.json. Raises UnreadableResults or SchemaTooNew."""
     p = str(path)
-    try:
-        raw = Path(p).read_bytes()
-    except OSError as exc:
-        raise UnreadableResults(p, f"cannot be read ({exc.strerror or exc})") from None
+    raw = _read_regular(p)
     if not raw.strip():
         raise UnreadableResults(p, "the file is empty")
     try:
@@ -277,7 +306,7 @@ def discover(paths) -> list[str]:
     found: set[str] = set()
     for given in paths:
         p = Path(given)
-        if p.is_file():
+        if p.is_file() or (p.exists() and not p.is_dir()):  # FIFOs, devices: read_run refuses them by name
             found.add(os.path.abspath(p))
         elif p.is_dir():
             n = 0
