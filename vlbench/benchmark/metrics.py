@@ -422,13 +422,17 @@ def flat_keys(records: list[dict]) -> dict:
 def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None, k=DEFAULT_K, p: int = DEFAULT_P,
              relevance: SimilaritySource | None = None, block_bytes: int = BLOCK_BYTES,
              progress: Callable[[int], None] | None = None, graded: dict | None = None) -> Evaluation:
-    """Metrics of both directions from a similarity source.
+    """Metrics of both directions from a similarity source, or a plain (n_images, n_captions) array.
 
     relevance: the DCG_CM relevance of non-positives (default: the similarity itself); a source
         whose ``directions`` attribute excludes a direction is used only for the others.
     graded: {name: relevance source} of graded labels (vlbench.benchmark.graded: ROUGE-L, MiniLM);
         each adds a per-query nDCG with gains 2^rel - 1 as metric ``ndcg_<name>`` (t2i).
     """
+    if not isinstance(source, SimilaritySource):  # a plain (n_images, n_captions) array: numpy, torch, lists
+        source = ArraySource(source)
+    if relevance is not None and not isinstance(relevance, SimilaritySource):
+        relevance = ArraySource(relevance)
     k = tuple(sorted({int(x) for x in k}))
     if not k or k[0] < 1:
         raise ValueError(f"k must be positive integers, got {k}")
