@@ -119,18 +119,31 @@ def _cmd_ls(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from .benchmark.cache import clear_cache, list_cache
+    from .benchmark.cache import (clear_cache, clear_perturbation_cache, default_cache_dir, list_cache,
+                                  list_perturbation_cache)
 
+    root = args.cache_dir or default_cache_dir()
     if args.action == "ls":
-        rows = list_cache(args.cache_dir)
+        rows = list_cache(root)
+        print(f"embedding cache at {root}")
         if not rows:
-            print("the embedding cache is empty")
-        for r in rows:
-            print(f"{r['model_hash']}  {r['modality']:<6} {r['vectors']:>8} vectors  {r['shards']:>5} shards  "
-                  f"{r['bytes'] / 1e6:8.1f} MB  {r['modified']}")
-    else:
-        n = clear_cache(args.cache_dir, args.model_hash)
-        print(f"removed {n} model folder(s) from the embedding cache")
+            print("  (no embeddings)")
+        else:
+            print(f"  {'model hash':<16}  {'model':<40} {'modality':<8} {'vectors':>8} {'shards':>6} "
+                  f"{'MB':>8}  modified")
+            for r in rows:
+                print(f"  {r['model_hash']:<16}  {r['model'][:40]:<40} {r['modality']:<8} {r['vectors']:>8} "
+                      f"{r['shards']:>6} {r['bytes'] / 1e6:>8.1f}  {r['modified']}")
+        pc = list_perturbation_cache(root)
+        print(f"perturbed captions: {pc['files']} file(s), {pc['bytes'] / 1e6:.1f} MB"
+              + (f", newest {pc['modified']}" if pc["files"] else ""))
+        return 0
+    if args.perturbations:
+        print(f"removed {clear_perturbation_cache(root)} perturbed-caption file(s)")
+        if args.model_hash is None:
+            return 0
+    n = clear_cache(root, args.model_hash)
+    print(f"removed {n} model folder(s) from the embedding cache")
     return 0
 
 
@@ -182,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cache", help="inspect or clear the embedding cache")
     c.add_argument("action", choices=["ls", "clear"])
     c.add_argument("--cache-dir", default=None)
-    c.add_argument("--model-hash", default=None, help="clear only this model's vectors")
+    c.add_argument("--model-hash", default=None,
+                   help="clear only this model's vectors (its hash, or an unambiguous prefix of >= 8 characters)")
+    c.add_argument("--perturbations", action="store_true", help="clear the cached perturbed captions")
     d = sub.add_parser("download", help="download built-in datasets (captions and images) while online")
     d.add_argument("datasets", nargs="+")
     d.add_argument("--data-dir", default=None)

@@ -101,13 +101,53 @@ class EmbeddingCache:
             index[k] = (path, i)
 
 
+MODEL_FILE = "model.json"
+
+
+def remember_model(cache: "EmbeddingCache", spec: str, identity: dict) -> None:
+    """Write which model a cache folder belongs to (for 'vlbench cache ls'); once per folder."""
+    import json
+
+    path = cache.dir / MODEL_FILE
+    if cache.write and not path.is_file():
+        atomic_write_bytes(path, json.dumps({"spec": spec, "model_hash": cache.model_hash,
+                                             "checkpoint": (identity or {}).get("checkpoint")},
+                                            default=str).encode())
+
+
+def _model_name(model_dir: Path) -> str:
+    import json
+
+    try:
+        return str(json.loads((model_dir / MODEL_FILE).read_text())["spec"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "?"
+
+
+def list_perturbation_cache(root=None) -> dict:
+    root = Path(root) if root else default_cache_dir()
+    files = sorted((root / "perturbations").glob("*.json"))
+    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files),
+            "modified": time.strftime("%Y-%m-%d %H:%M", time.localtime(max(f.stat().st_mtime for f in files)))
+            if files else ""}
+
+
+def clear_perturbation_cache(root=None) -> int:
+    root = Path(root) if root else default_cache_dir()
+    files = list((root / "perturbations").glob("*.json"))
+    for f in files:
+        f.unlink(missing_ok=True)
+    return len(files)
+
+
 def list_cache(root=None) -> list[dict]:
     root = Path(root) if root else default_cache_dir()
     out = []
     base = root / "embeddings"
     if not base.is_dir():
         return out
-    for model_dir in sorted(base.iterdir()):
+    for model_dir in sorted(p for p in base.iterdir() if p.is_dir()):
+        name = _model_name(model_dir)
         for mod_dir in sorted(p for p in model_dir.iterdir() if p.is_dir()):
             shards = list(mod_dir.glob("*.npz"))
             size = sum(s.stat().st_size for s in shards)
@@ -119,21 +159,36 @@ def list_cache(root=None) -> list[dict]:
                 except Exception:
                     pass
             newest = max((s.stat().st_mtime for s in shards), default=0)
-            out.append({"model_hash": model_dir.name, "modality": mod_dir.name, "shards": len(shards),
+            out.append({"model_hash": model_dir.name, "model": name, "modality": mod_dir.name, "shards": len(shards),
                         "vectors": n, "bytes": size,
                         "modified": time.strftime("%Y-%m-%d %H:%M", time.localtime(newest)) if newest else ""})
     return out
 
 
+#: a --model-hash prefix shorter than this could name several models by accident
+MIN_HASH_PREFIX = 8
+
+
 def clear_cache(root=None, model_hash: str | None = None) -> int:
+    """Remove every model's vectors, or one model's: ``model_hash`` is its hash or an unambiguous prefix of
+    at least MIN_HASH_PREFIX characters (as 'vlbench cache ls' prints it)."""
+    from ..errors import VlbenchError
+
     root = Path(root) if root else default_cache_dir()
     base = root / "embeddings"
-    if not base.is_dir():
-        return 0
-    n = 0
-    for model_dir in list(base.iterdir()):
-        if model_hash and not model_dir.name.startswith(model_hash[:16]):
-            continue
+    dirs = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    if model_hash is not None:
+        want = model_hash.strip().lower()
+        if len(want) < MIN_HASH_PREFIX:
+            raise VlbenchError(f"--model-hash {model_hash!r} is too short to name one model safely",
+                               f"give at least {MIN_HASH_PREFIX} characters of the hash 'vlbench cache ls' prints")
+        dirs = [d for d in dirs if d.name.startswith(want[:16]) or want.startswith(d.name)]
+        if not dirs:
+            raise VlbenchError(f"no model with hash {model_hash!r} in the cache at {root}",
+                               "run 'vlbench cache ls' to see the cached models")
+        if len(dirs) > 1:
+            raise VlbenchError(f"--model-hash {model_hash!r} matches {len(dirs)} models: "
+                               f"{', '.join(d.name for d in dirs)}", "give more characters of the hash")
+    for model_dir in dirs:
         shutil.rmtree(model_dir, ignore_errors=True)
-        n += 1
-    return n
+    return len(dirs)

@@ -103,7 +103,9 @@ def _dir_fingerprint(path: Path) -> dict:
     """Content hash of a local checkpoint folder's files (weights included).
 
     Hashing multi-GB weights on every run would cost seconds, so digests are remembered per file
-    (path, size, mtime) in the cache folder; a changed file is hashed again.
+    (path, size, mtime, inode, ctime) in the cache folder; a changed file is hashed again. The inode
+    and ctime matter: weights replaced by a same-size file with the same mtime (``cp -p``, ``touch -r``)
+    get a new inode (replaced) or a new ctime (overwritten in place), and ctime cannot be set by a user.
     """
     from .._io import atomic_write_text
     from .._paths import cache_root
@@ -118,7 +120,7 @@ def _dir_fingerprint(path: Path) -> dict:
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     for p in files:
         st = p.stat()
-        key = f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+        key = f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{st.st_ctime_ns}"
         digest = memo.get(key)
         if digest is None:
             fh_hash = hashlib.sha256()

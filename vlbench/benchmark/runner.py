@@ -463,6 +463,10 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
               f"{ds.content_hash()[:6]}-{secrets.token_hex(3)}")
     out = _prepare_out(cfg, run_id) if lead else None
     cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart)
+    if cache is not None and lead:
+        from .cache import remember_model
+
+        remember_model(cache, cfg.model, adapter.identity())
     stats = EncodeStats()
 
     # 3. encode: images once, each distinct text once over all conditions
