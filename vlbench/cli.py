@@ -115,6 +115,9 @@ def _cmd_ls(args) -> int:
         print("metrics (both directions i2t/t2i):")
         for m in metrics:
             print(f"  {m}")
+        for e in registry.metrics.entries():  # discovered through the entry-point group, not computed (yet)
+            print(f"  ! {e.name}: [{e.source}] metric plug-ins are not computed by this version of vlbench; "
+                  f"it is not used in any run")
     return 0
 
 

@@ -159,7 +159,8 @@ metrics = Registry("metrics")
 def plugin_versions() -> dict[str, str]:
     """Distribution and version of every plug-in entry known so far (recorded in results)."""
     out = {}
-    for reg in (models, datasets, perturbations, metrics):
+    # metric plug-ins are discovered but not computed yet (see 'vlbench ls metrics'): never recorded as in use
+    for reg in (models, datasets, perturbations):
         for e in reg.entries():
             if e.source.startswith("plugin:"):
                 out[f"{reg.kind}/{e.name}"] = e.source[len("plugin:"):]
