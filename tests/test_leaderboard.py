@@ -466,6 +466,7 @@ def test_formula_injection_and_markup_are_neutralized(board, tmp_path):
     for i, name in enumerate(names):
         def edit(d, name=name, i=i):
             d["model"]["spec"] = name
+            d["model"]["label"] = name  # --model-name: user-controlled text too
             d["model"]["hash"] = f"{i:064d}"
             d["run_id"] = f"evil-{i}"
         dirs.append(_copy_run(board["runs"][(MODELS[0], "flickr-mini")], tmp_path / f"r{i}", edit))

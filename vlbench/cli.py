@@ -32,6 +32,10 @@ def _add_run(sub):
     p.add_argument("--param", metavar="NAME.KEY=VALUE", action="append", default=[],
                    help="perturbation parameter, e.g. synonym-noun.choice=random (repeatable)")
     p.add_argument("--out", default=None, help="run folder (default runs/<run id>); never overwritten")
+    p.add_argument("--dataset-name", default=None,
+                   help="name of the dataset in results and leaderboards (default: its own, custom:<file name>); "
+                        "name two different custom datasets differently to put them on one leaderboard")
+    p.add_argument("--model-name", default=None, help="label of the model in leaderboards (default: the --model spec)")
     p.add_argument("--data-dir", default=None, help="folder with caption files and images/ (default: $VLBENCH_DATA_DIR "
                                                     "or ~/.cache/vlbench/data)")
     p.add_argument("--gallery", default="test", choices=["test", "fg-pool"],
@@ -75,7 +79,7 @@ def _cmd_run(args) -> int:
                     num_workers=args.num_workers, seed=args.seed, k=args.k, p=args.dcg_p,
                     cache_dir=args.cache_dir, no_cache=args.no_cache, restart=args.restart, quiet=args.quiet,
                     trust_remote_code=args.trust_remote_code, revision=args.revision, n_boot=args.bootstrap,
-                    mia_score=args.mia_score,
+                    mia_score=args.mia_score, dataset_name=args.dataset_name, model_name=args.model_name,
                     graded=tuple(x.strip() for x in args.graded_relevance.split(",") if x.strip()))
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports

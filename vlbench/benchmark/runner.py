@@ -58,6 +58,8 @@ class RunConfig:
     mia_score: str = "rsum"
     graded: tuple = ()  # graded-relevance nDCG labels: "rouge-l", "minilm"
     perturb_params: dict = field(default_factory=dict)
+    dataset_name: str | None = None  # the name results and leaderboards use (default: the dataset's own)
+    model_name: str | None = None  # the label leaderboards show (default: the model spec)
 
 
 @dataclass
@@ -302,6 +304,10 @@ def _validate(cfg: RunConfig) -> None:
         _check_folder(opt, value)
     if cfg.relevance != "self":
         raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
+    for opt, value in (("--dataset-name", cfg.dataset_name), ("--model-name", cfg.model_name)):
+        if value is not None and (not value.strip() or not value.isprintable() or len(value) > 200):
+            raise VlbenchError(f"{opt} {value!r} is not a usable name",
+                               "give a short printable name, e.g. --dataset-name my-flickr-subset")
     if cfg.mia_score not in ("rsum", "rank"):
         raise VlbenchError(f"unknown --mia-score {cfg.mia_score!r}", "use rsum or rank")
     for kind in cfg.graded:
@@ -437,6 +443,8 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
     # 1. data (and perturbations) first: cheap, and bad input fails before a model is loaded
     ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=cfg.gallery, require_images=True,
                       extra_positives=cfg.extra_positives)
+    if cfg.dataset_name:
+        ds.name = cfg.dataset_name.strip()
     if ds.issues:
         _log(cfg, f"warning: {len(ds.issues)} caption(s) of {ds.name} are empty or unusable "
                   f"(first: {ds.issues[0]['caption_id']}: {ds.issues[0]['problem']}); they stay in the "
@@ -537,6 +545,7 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
         "wall_time_s": round(time.time() - t0, 3),
         "model": {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
+                  "label": (cfg.model_name or cfg.model).strip(),
                   "identity": adapter.identity()},
         "dataset": ds.describe(),
         "conditions": conditions,

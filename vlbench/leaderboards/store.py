@@ -204,6 +204,12 @@ class Run:
         return self.doc["model"]["spec"]
 
     @property
+    def model_label(self) -> str:
+        """The name a leaderboard shows: --model-name, else the spec (files before it: the spec)."""
+        label = self.doc["model"].get("label")
+        return label if isinstance(label, str) and label.strip() else self.model_spec
+
+    @property
     def model_hash(self) -> str:
         return self.doc["model"]["hash"]
 

@@ -82,7 +82,7 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool) -> Lab
             newest[r.model_hash] = r
     by_label: dict[str, list[str]] = {}
     for h, r in newest.items():
-        by_label.setdefault(r.model_spec, []).append(h)
+        by_label.setdefault(r.model_label, []).append(h)
     model = {}
     for lab, hashes in by_label.items():
         precisions = {h: str(newest[h].doc["settings"].get("precision") or "") for h in hashes}
@@ -122,8 +122,9 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool) -> Lab
                 for v, ids in m["variants"].items():
                     lines.append(f"    metric version {v}: " + _name_runs(versions[v]))
         raise VlbenchError("refusing to put incomparable results side by side:\n  " + "\n  ".join(lines),
-                           "build these runs into separate leaderboards, re-run the old ones, or pass "
-                           "--allow-mixed to show them side by side, marked")
+                           "if these are different datasets (e.g. two manifests that share a file name), give each "
+                           "its own name: vlbench run --dataset-name NAME; otherwise build these runs into separate "
+                           "leaderboards, re-run the old ones, or pass --allow-mixed to show them side by side, marked")
     dataset = {}
     for name, hs in hashes.items():
         for h in hs:
