@@ -63,3 +63,22 @@ def test_other_os_errors_are_not_disguised(monkeypatch):
     monkeypatch.setattr(cli, "_cmd_ls", lambda args: (_ for _ in ()).throw(OSError(errno.EIO, "io")))
     with pytest.raises(OSError):
         cli.main(["ls"])
+
+
+def test_quiet_run_prints_nothing_not_even_weight_loading_bars(tiny_models, manifest, tmp_path):
+    """--quiet silences the libraries' bars too (transformers shows one while loading weights)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_DISABLE_PROGRESS_BARS",
+                                                            "TRANSFORMERS_NO_ADVISORY_WARNINGS")}
+    env["VLBENCH_CACHE_DIR"] = str(tmp_path / "cache")
+    proc = subprocess.run([sys.executable, "-m", "vlbench", "run", "--model", f"clip:{tiny_models('clip')}",
+                           "--dataset", f"custom:{manifest}", "--out", str(tmp_path / "o"), "--quiet",
+                           "--num-workers", "0"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert "Loading" not in proc.stderr and "%|" not in proc.stderr, proc.stderr

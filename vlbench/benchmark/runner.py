@@ -396,6 +396,8 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     cfg = config or RunConfig(**kwargs)
     t0 = time.time()
     _validate(cfg)
+    if cfg.quiet:
+        _silence_library_progress()
     from .preflight import preflight
 
     preflight(cfg)  # everything the run needs, listed at once, in seconds
@@ -410,6 +412,20 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     finally:
         if lock is not None:
             lock.release()
+
+
+def _silence_library_progress() -> None:
+    """--quiet: no progress bars from the hub client or transformers (weight loading) either. Both read
+    HF_HUB_DISABLE_PROGRESS_BARS when imported; an already imported transformers is told directly."""
+    import os
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
 
 
 def _claim_out(out) -> "FolderLock | None":

@@ -20,6 +20,16 @@ import sys
 DEFAULT_OUT = "runs/granularity"
 
 
+def _digits(s: str) -> int:
+    try:
+        n = int(s)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 12:
+        raise argparse.ArgumentTypeError(f"--digits takes a whole number from 0 to 12, got {s!r}")
+    return n
+
+
 def _pair(s: str) -> tuple[str, str]:
     a, sep, b = s.partition(",")
     if not sep and ":" in s and "custom:" not in s:  # coco:coco-fg
@@ -52,7 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--limit", type=int, default=None, help="only the first N captions of each dataset (quick look)")
     g.add_argument("--batch-size", type=int, default=1000, help="spaCy batch size (default 1000)")
     g.add_argument("--n-process", type=int, default=1, help="spaCy worker processes (default 1; see docs)")
-    g.add_argument("--digits", type=int, default=3, help="decimals in the printed/Markdown tables")
+    g.add_argument("--digits", type=_digits, default=3, help="decimals in the printed/Markdown tables (0-12)")
     g.add_argument("--quiet", action="store_true", help="print only the table")
 
     f = parser.add_argument_group("feature readings (defaults: docs/granularity.md)")
