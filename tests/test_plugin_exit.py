@@ -39,3 +39,31 @@ def test_metric_plugins_are_not_claimed_while_not_computed(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "! my-metric: [plugin:my-metrics 1.0] metric plug-ins are not computed" in out
     assert "metrics/my-metric" not in registry.plugin_versions()
+
+
+def test_ls_marks_broken_plugins_and_lists_custom_datasets(monkeypatch, capsys, tmp_path):
+    import importlib.metadata as md
+
+    from vlbench import cli
+
+    (tmp_path / "raising_plugin.py").write_text("raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class EP:
+        def __init__(self, name, value):
+            self.name, self.value, self.dist = name, value, None
+
+    eps = [EP("gone-model", "no_such_module_xyz:load"), EP("raising-model", "raising_plugin:load")]
+    monkeypatch.setattr(md, "entry_points", lambda group=None: eps if group == "vlbench.models" else [])
+    fresh = registry.Registry("models", registry.BUILTIN_MODULES["models"])
+    monkeypatch.setattr(registry, "models", fresh)
+    assert cli.main(["ls", "models"]) == 0
+    out = capsys.readouterr().out
+    gone = next(line for line in out.splitlines() if "gone-model" in line)
+    assert gone.startswith("!") and "BROKEN: module 'no_such_module_xyz' is not installed" in gone
+    assert "BROKEN" not in next(line for line in out.splitlines() if "raising-model" in line)  # not imported
+    assert cli.main(["ls", "models", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "BROKEN: RuntimeError: boom" in next(line for line in out.splitlines() if "raising-model" in line)
+    assert cli.main(["ls", "datasets"]) == 0
+    assert "custom:<manifest.jsonl>" in capsys.readouterr().out

@@ -92,6 +92,29 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _plugin_problem(entry, check: bool) -> str | None:
+    """Why a plug-in entry cannot load, or None. Without --check only whether its module exists (no
+    import: 'vlbench ls' stays fast and imports no torch); with --check it is imported."""
+    import importlib.util
+
+    if not isinstance(entry.target, str):
+        return None
+    module = entry.target.partition(":")[0]
+    if not check:
+        try:
+            top = importlib.util.find_spec(module.split(".")[0])
+        except (ImportError, ValueError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None if top is not None else f"module {module!r} is not installed"
+    from . import registry
+
+    try:
+        registry.resolve(entry.target)
+    except (Exception, SystemExit) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def _cmd_ls(args) -> int:
     from . import registry
     from .benchmark import datasets as _d, models as _m  # noqa: F401  (register built-ins; no torch)
@@ -112,7 +135,13 @@ def _cmd_ls(args) -> int:
             src = "" if e.source == "builtin" else f"  [{e.source}]"
             fam = e.meta.get("family")
             desc = e.description or ""
-            print(f"  {e.name:<34} {('(' + fam + ') ') if fam else ''}{desc}{src}")
+            broken = _plugin_problem(e, args.check) if e.source != "builtin" else None
+            mark = "!" if broken else " "
+            print(f"{mark} {e.name:<34} {('(' + fam + ') ') if fam else ''}{desc}{src}"
+                  + (f"  BROKEN: {broken}" if broken else ""))
+        if title == "datasets":
+            print(f"  {'custom:<manifest.jsonl>':<34} your own test set: one JSON line per image, "
+                  '{"image": "<path relative to the manifest>", "captions": [...]}')
         for name, err in reg.plugin_errors.items():
             print(f"  ! {name}: {err}")
     if not want or want == "metrics":
@@ -196,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     ls = sub.add_parser("ls", help="list models, datasets, perturbations and metrics (plug-ins included)")
     ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "metrics"])
+    ls.add_argument("--check", action="store_true", help="import every plug-in to find broken ones (slower)")
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets (Table 5.1)")
     _lazy_sub(sub, "leaderboard", "vlbench.leaderboards.cli", "build and publish leaderboards from run folders")
@@ -242,6 +272,11 @@ def main(argv=None) -> int:
     except VlbenchError as exc:
         print(f"vlbench: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into e.g. 'head', which stopped reading: not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as exc:
         fs = _filesystem_error(exc)
         if fs is None:
