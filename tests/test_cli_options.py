@@ -82,3 +82,18 @@ def test_quiet_run_prints_nothing_not_even_weight_loading_bars(tiny_models, mani
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     assert "Loading" not in proc.stderr and "%|" not in proc.stderr, proc.stderr
+
+
+def test_cuda_requested_without_cuda_on_a_warm_cache(tiny_models, manifest, tmp_path, capsys):
+    """A warm run loads no model, so the missing device used to surface only when scoring, as a traceback,
+    leaving an empty run folder behind."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    model = f"clip:{tiny_models('clip')}"
+    common = ["run", "--model", model, "--dataset", f"custom:{manifest}", "--quiet", "--num-workers", "0"]
+    assert cli.main(common + ["--out", str(tmp_path / "warm")]) == 0
+    assert cli.main(common + ["--out", str(tmp_path / "o"), "--device", "cuda"]) == 2
+    assert "--device cuda was asked for but CUDA is not available" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -81,7 +81,15 @@ class FolderLock:
         return self
 
     def release(self) -> None:
+        """Drop the claim; a folder that holds nothing but the lock file (a run refused or failed before
+        writing anything) is removed, so no empty run folder is left behind."""
         if self.fd is not None:
+            try:
+                if [p.name for p in self.path.parent.iterdir()] == [self.NAME]:
+                    self.path.unlink()
+                    self.path.parent.rmdir()
+            except OSError:
+                pass
             os.close(self.fd)  # closing drops the flock
             self.fd = None
 

@@ -302,6 +302,10 @@ def _validate(cfg: RunConfig) -> None:
         raise VlbenchError(f"--seed must be a non-negative integer below 2**63, got {cfg.seed}", "e.g. --seed 0")
     for opt, value in (("--out", cfg.out), ("--cache-dir", None if cfg.no_cache else cfg.cache_dir)):
         _check_folder(opt, value)
+    if cfg.device and cfg.device != "auto" and cfg.device != "cpu":
+        from .models import pick_device  # imports torch: only for an explicit accelerator
+
+        pick_device(cfg.device)  # a warm run would otherwise meet the missing device only when scoring
     if cfg.relevance != "self":
         raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
     for opt, value in (("--dataset-name", cfg.dataset_name), ("--model-name", cfg.model_name)):
