@@ -70,6 +70,20 @@ def test_exemplar_choice_is_deterministic_per_seed_image_position(bank):
     assert bank.source == "sklearn-digits"
 
 
+def test_offline_digit_source_falls_back_and_is_recorded(monkeypatch, tmp_path):
+    def offline(root, download):
+        raise OSError("no network")
+
+    monkeypatch.setattr(sc, "_mnist_bank", offline)
+    bank = sc.load_digit_bank("auto", cache_dir=tmp_path)
+    assert bank.source == "sklearn-digits"
+    assert sorted(bank.images) == list(range(10)) and sum(len(v) for v in bank.images.values()) == 1797
+    with pytest.raises(VlbenchError, match="MNIST could not be loaded"):
+        sc.load_digit_bank("mnist", cache_dir=tmp_path)
+    with pytest.raises(VlbenchError, match="unknown digit source"):
+        sc.load_digit_bank("emnist")
+
+
 def test_caption_appends_space_separated_digits():
     assert sc.caption("A dog runs.", 42) == "A dog runs. 0 0 0 0 4 2"
     assert sc.caption("x ", 999999) == "x 9 9 9 9 9 9"

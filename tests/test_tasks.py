@@ -66,14 +66,16 @@ def _synthetic_image(key: str) -> Image.Image:
 def _independent_accuracy(adapter, items):
     """One item at a time, no de-duplication: cosine of the image with each candidate; a hit needs the
     right caption strictly above all others."""
-    hits, chosen = [], []
+    hits, chosen, pairs = [], [], {}
     for it in items:
         v = adapter.encode_images(np.stack([adapter.preprocess(_synthetic_image(it.image))]))[0]
         t = adapter.encode_texts(list(it.candidates))
         cos = t @ v / (np.linalg.norm(t, axis=1) * np.linalg.norm(v))
         hits.append(all(cos[it.correct] > c for k, c in enumerate(cos) if k != it.correct))
         chosen.append(int(np.argmax(cos)))
-    return 100.0 * np.mean(hits), chosen
+        for k in range(1, len(cos)):
+            pairs.setdefault(it.kinds[k], []).append(cos[0] > cos[k])
+    return 100.0 * np.mean(hits), chosen, pairs
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +114,12 @@ def test_order_accuracy_equals_independent_computation(flickr_small):
     # each distinct image and text encoded once
     assert sum(ad.images_seen) == len({it.image for it in items}) == 30
     assert len(ad.texts_seen) == len(set(ad.texts_seen)) == len({t for it in items for t in it.candidates})
-    acc, chosen = _independent_accuracy(CountingAdapter(), items)
+    acc, chosen, pairs = _independent_accuracy(CountingAdapter(), items)
     assert res.accuracy == pytest.approx(acc, abs=1e-9)
     assert [r.chosen for r in res.records] == chosen
+    assert set(res.by_kind) == set(pairs) == set(tasks.ORDER_PERTURBATIONS)
+    for kind, wins in pairs.items():
+        assert res.by_kind[kind] == {"win_rate": pytest.approx(100 * np.mean(wins)), "n": len(wins)}
     assert [r.item_id for r in res.records] == [it.item_id for it in items]
     assert res.ci_low <= res.accuracy <= res.ci_high and res.n_items == len(items)
     assert res.chance == pytest.approx(100 * np.mean([1 / len(it.candidates) for it in items]))

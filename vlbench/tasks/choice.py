@@ -43,10 +43,13 @@ class ChoiceResult:
     chance: float  # expected accuracy of a random pick, percent
     records: list[ChoiceRecord] = field(default_factory=list)
     ci_seed: int = 0
+    # per negative kind: percent of its pairs where the right caption scores strictly higher, and the count
+    by_kind: dict[str, dict] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"accuracy": self.accuracy, "ci_low": self.ci_low, "ci_high": self.ci_high,
-                "n_items": self.n_items, "chance": self.chance, "ci_seed": self.ci_seed, "n_boot": N_BOOT}
+                "n_items": self.n_items, "chance": self.chance, "ci_seed": self.ci_seed, "n_boot": N_BOOT,
+                "by_kind": self.by_kind}
 
 
 def distinct_images(items: Sequence[ChoiceItem]) -> list[str]:
@@ -105,7 +108,17 @@ def _result(items, score_rows, seed: int) -> ChoiceResult:
     ok = np.array([r.correct for r in records], dtype=np.float64)
     lo, hi = bootstrap_ci(ok, seed)
     chance = float(np.mean([100.0 / len(it.candidates) for it in items]))
-    return ChoiceResult(float(ok.mean() * 100.0), lo, hi, len(items), chance, records, seed)
+    return ChoiceResult(float(ok.mean() * 100.0), lo, hi, len(items), chance, records, seed, _by_kind(items, records))
+
+
+def _by_kind(items, records) -> dict[str, dict]:
+    """Pairwise wins of the right caption against each kind of negative (items without kinds: none)."""
+    wins: dict[str, list[bool]] = {}
+    for it, rec in zip(items, records):
+        for k, kind in enumerate(it.kinds):
+            if k != it.correct:
+                wins.setdefault(kind, []).append(rec.scores[it.correct] > rec.scores[k])
+    return {kind: {"win_rate": 100.0 * float(np.mean(w)), "n": len(w)} for kind, w in sorted(wins.items())}
 
 
 def _check_items(items: Sequence[ChoiceItem]) -> None:
