@@ -179,3 +179,35 @@ def test_digit_reading_model_rises_when_matched_and_falls_when_mismatched(bank):
     expected = score(content + 1e4 * parity, c2i)
     assert r1("bits=1") == (expected["i2t_recall@1"], expected["t2i_recall@1"])
     assert r1("bits=1") != clean
+
+
+def test_run_probe_with_an_adapter_matches_the_hand_computation(bank):
+    from vlbench.shortcuts.probe import run_probe
+
+    n, per = 10, 2
+    rng = np.random.default_rng(3)
+    colours = [(int(20 * i + 5), 60, 90) for i in range(n)]
+    c2i = np.repeat(np.arange(n), per)
+    captions = [f"text {j} of {i}" for j, i in enumerate(c2i)]
+    u = rng.normal(size=(n, 16))
+    model = DigitReader({c: u[i] for i, c in enumerate(colours)},
+                        {t: u[i] + 1.5 * rng.normal(size=16) for t, i in zip(captions, c2i)})
+    model.preprocess = lambda im: im
+    loaders = [lambda c=c: Image.new("RGB", (120, 90), c) for c in colours]
+    for probe in (None, "matched", "mismatched", "image-only"):
+        res = run_probe(model, loaders, captions, c2i, probe, bank=bank, seed=2, batch_size=3)
+        # by hand: build the inputs, embed all at once, cosine, score
+        plan = None if probe is None else sc.probe_plan(n, c2i, probe, seed=2)
+        imgs = [Image.new("RGB", (120, 90), c) for c in colours]
+        if plan is not None:
+            imgs = [im if k is None else sc.render(im, k, bank=bank, seed=2, image_id=str(i))
+                    for i, (im, k) in enumerate(zip(imgs, plan.image_numbers))]
+        caps = captions if plan is None else sc.apply_plan_to_captions(captions, plan)
+        a, b = model.encode_images(imgs), model.encode_texts(caps)
+        a, b = a / np.linalg.norm(a, axis=1, keepdims=True), b / np.linalg.norm(b, axis=1, keepdims=True)
+        want = score(a @ b.T, c2i)
+        assert res.metrics["i2t_recall@1"] == pytest.approx(want["i2t_recall@1"])
+        assert res.metrics["t2i_recall@1"] == pytest.approx(want["t2i_recall@1"])
+        assert res.probe == (probe or "clean") and res.digit_source == "sklearn-digits"
+        assert len(res.evaluation.per_query("t2i")["best_rank"]) == len(captions)
+    assert run_probe(model, loaders, captions, c2i, "matched", bank=bank).metrics["t2i_recall@1"] == 100.0
