@@ -120,9 +120,14 @@ def test_page_renders_with_values_and_script(page, plain):
     index, dirs = page
     t = plain
     assert t.root.get("data-js") == "ready"  # the inline script ran under the page's CSP
-    assert set(t.tables) == {"table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "provenance"}
+    assert list(t.tables)[0] == "ranking"
+    assert set(t.tables) == {"ranking", "table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes",
+                             "provenance"}
     # a cell shows the run's value
-    run_ids = [c[1] for c in _column(t, "table_5_2", "run_id")]
+    # run ids are shown cut to 14 characters (the full id in the cell's title and in the provenance table)
+    id_cells = _column(t, "table_5_2", "run_id")
+    run_ids = [a.get("title", text) for a, text in id_cells]
+    assert all(text == a["title"][:14] + "\u2026" for a, text in id_cells)
     rsums = _column(t, "table_5_2", "t2i_rsum")
     for d in dirs:
         res = json.loads((d / "results.json").read_text())
@@ -156,9 +161,10 @@ def test_sorting_from_the_url_hash(page, plain, tmp_path, direction):
 
 
 def test_text_column_with_colons_sorts(page, tmp_path):
-    """A column key holding ':' (dataset names such as custom:mini.jsonl) can be named in the hash."""
+    """A column key holding ':' (model labels such as counting:dim=16, Table 5.3's columns on the page)
+    can be named in the hash."""
     index, _ = page
-    t = _render(index, "#sort=" + quote("table_5_3:custom:mini.jsonl:asc", safe=""), tmp_path)
-    assert t.attrs["table_5_3"].get("data-sorted-by") == "custom:mini.jsonl:asc"
-    vals = [float(a["data-v"]) for a, _ in _column(t, "table_5_3", "custom:mini.jsonl")]
-    assert vals == sorted(vals)
+    t = _render(index, "#sort=" + quote("table_5_3:counting:dim=16:asc", safe=""), tmp_path)
+    assert t.attrs["table_5_3"].get("data-sorted-by") == "counting:dim=16:asc"
+    vals = [float(a["data-v"]) for a, _ in _column(t, "table_5_3", "counting:dim=16")]
+    assert vals == sorted(vals) and len(vals) == 3  # clean + 2 perturbations on one dataset

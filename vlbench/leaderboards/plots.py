@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import re
 
+from .render import family_rank
 from .tables import Table, fg_base
 
 
@@ -40,6 +41,29 @@ def _rows(table: Table) -> list[dict]:
     return [dict(zip(keys, r)) for r in table.rows]
 
 
+def _by_family(rows: list[dict]) -> tuple[list[str], list[str]]:
+    """Conditions grouped by perturbation family (the built-in family order, then others by name), each
+    family's conditions in the table's order; returns the conditions and their families."""
+    fam: dict[str, str] = {}
+    for r in rows:
+        fam.setdefault(r["condition"], r.get("family") or "")
+    first = {c: i for i, c in enumerate(fam)}
+    conds = sorted(fam, key=lambda c: (family_rank(fam[c]), first[c]))
+    return conds, [fam[c] for c in conds]
+
+
+def _family_bands(ax, fams: list[str]) -> None:
+    """Dotted lines between families and the family name above its group."""
+    start = 0
+    for i in range(1, len(fams) + 1):
+        if i == len(fams) or fams[i] != fams[start]:
+            if i < len(fams):
+                ax.axvline(i - 0.5, color="#999999", linewidth=0.8, linestyle=":")
+            ax.text((start + i - 1) / 2, 1.0, fams[start], transform=ax.get_xaxis_transform(), ha="center",
+                    va="bottom", fontsize=8, color="#444444")
+            start = i
+
+
 def rsum_change_plots(changes: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes]]:
     """(file name, caption, png) per (model, dataset) with at least one perturbation."""
     groups: dict[tuple, list[dict]] = {}
@@ -47,7 +71,7 @@ def rsum_change_plots(changes: Table, model_hash: dict[str, str]) -> list[tuple[
         groups.setdefault((r["model"], r["dataset"]), []).append(r)
     out = []
     for (model, dataset), rows in sorted(groups.items()):
-        conds = list(dict.fromkeys(r["condition"] for r in rows))
+        conds, fams = _by_family(rows)
         fig = _figure(max(5.0, 1.0 + 0.55 * len(conds)), 3.6)
         ax = fig.add_subplot(111)
         width = 0.4
@@ -64,10 +88,11 @@ def rsum_change_plots(changes: Table, model_hash: dict[str, str]) -> list[tuple[
                 hi.append(max(0.0, r["ci_high"] - r["delta"]) if ok else 0.0)
             ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=color, label=f"{d} RSUM")
         ax.axhline(0, color="black", linewidth=0.8)
+        _family_bands(ax, fams)
         ax.set_xticks(range(len(conds)))
         ax.set_xticklabels(conds, rotation=35, ha="right", fontsize=8)
         ax.set_ylabel("RSUM change vs clean")
-        ax.set_title(f"{model} on {dataset}"[:90], fontsize=9)
+        ax.set_title(f"{model} on {dataset}"[:90], fontsize=9, pad=14)
         ax.legend(fontsize=8)
         fig.tight_layout()
         mh = model_hash.get(model, "")[:8]

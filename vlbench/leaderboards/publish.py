@@ -16,6 +16,7 @@ Layout (one folder per table, provenance everywhere)::
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -126,15 +127,36 @@ def layout(manifest: dict, built: dict[str, bytes]) -> dict[str, bytes]:
     return files
 
 
+def refuse_links(out) -> None:
+    """Refuse an ``--out`` folder holding a symbolic link anywhere below it (to a file or a folder).
+
+    Publishing rewrites and removes files under ``out``; through a link it would write or delete files
+    outside ``out``. Links are not followed, not replaced and not removed: the user decides. ``out``
+    itself may be a link (the user named it)."""
+    out = Path(out)
+    if not out.is_dir():
+        return
+    for top, dirs, files in os.walk(out, followlinks=False):
+        for name in sorted(dirs + files):
+            path = Path(top) / name
+            if path.is_symlink():
+                raise VlbenchError(
+                    f"--out {out} holds a symbolic link, {path} -> {os.readlink(path)}; publishing would write "
+                    "or delete files outside --out through it",
+                    f"remove the link (rm {path}) or publish into a new folder")
+
+
 def publish_leaderboard(out, *, build_dir=None, paths=None, allow_mixed: bool = False, plots: bool = True,
                         warn: Callable[[str], None] | None = None) -> list[str]:
     """Publish from a finished build (``build_dir``) or straight from results (``paths``)."""
     if (build_dir is None) == (not paths):
         raise VlbenchError("publish needs either a built leaderboard (--from DIR) or RESULTS, not both",
                            "vlbench leaderboard publish --from BUILD --out DIR, or publish RESULTS... --out DIR")
+    refuse_links(out)  # before the (slow) build, and again right before writing
     if build_dir is not None:
         manifest, built = read_build(build_dir)
     else:
         b = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn)
         manifest, built = b.manifest, b.files
+    refuse_links(out)
     return write_tree(Path(out), layout(manifest, built), PUBLISH_MANIFEST, PUBLISH_KIND)

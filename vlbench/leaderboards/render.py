@@ -18,7 +18,7 @@ import html
 import io
 import math
 
-from .tables import Table
+from .tables import Column, Table
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 CSV_FLOAT = "{:.6f}"
@@ -97,21 +97,29 @@ def to_markdown(table: Table, heading: str | None = "##") -> str:
 # HTML
 
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1400px;
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1em auto;max-width:1360px;
 padding:0 1em;color:#1b1b1b}
-h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em}
-table{border-collapse:collapse;margin:.5em 0 1em;font-variant-numeric:tabular-nums}
-th,td{border:1px solid #ccc;padding:.25em .5em;white-space:nowrap}
-th{background:#f2f2f2;cursor:pointer;user-select:none;position:sticky;top:0}
+h1{font-size:1.5em;margin:.3em 0}h2{font-size:1.2em;margin:1.4em 0 .2em}
+table{border-collapse:collapse;margin:.3em 0 .8em;font-variant-numeric:tabular-nums;font-size:13px}
+th,td{border:1px solid #ccc;padding:.15em .4em;white-space:nowrap}
+td.wide{white-space:normal;overflow-wrap:anywhere;min-width:8em;max-width:18em}
+th{background:#f2f2f2;cursor:pointer;user-select:none;position:sticky;top:0;white-space:normal;
+overflow-wrap:anywhere;max-width:10em;vertical-align:bottom;font-weight:600}
 th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
 td.num{text-align:right}tbody tr:nth-child(even){background:#fafafa}
-.wrap{overflow-x:auto}.note{color:#555}figure{display:inline-block;margin:.5em}
-figure img{max-width:640px;border:1px solid #ddd}code{font-size:90%}
+table[data-table=ranking] td:first-child{font-weight:bold}
+.wrap{overflow-x:auto;max-width:100%}.note{color:#555;margin:.2em 0}
+nav ul{margin:.2em 0;padding:0;list-style:none}nav li{display:inline;margin-right:1.2em}
+#plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:.5em}
+#plots h2{grid-column:1/-1}figure{margin:0}figure img{width:100%;border:1px solid #ddd}
+figcaption{font-size:12px;color:#555}code{font-size:90%}
 """
 
 # Sorting: click a header (numbers: descending first), or give the URL a hash such as
 # #sort=table_5_2:t2i_rsum:desc (several joined by &). After the script ran, the <html> element
-# carries data-js="ready" and each sorted table data-sorted-by="KEY:DIR".
+# carries data-js="ready", data-scroll-width (the laid-out width) and data-overflowing-tables (how many
+# tables scroll sideways in their box), and each sorted table
+# data-sorted-by="KEY:DIR".
 _JS = """
 (function () {
   "use strict";
@@ -171,6 +179,12 @@ _JS = """
   fromHash();
   window.addEventListener("hashchange", fromHash);
   document.documentElement.setAttribute("data-js", "ready");
+  // for layout checks (tests): the page's full width once laid out
+  var over = Array.prototype.filter.call(document.querySelectorAll(".wrap"), function (w) {
+    return w.scrollWidth > w.clientWidth + 1;
+  });
+  document.documentElement.setAttribute("data-scroll-width", String(document.documentElement.scrollWidth));
+  document.documentElement.setAttribute("data-overflowing-tables", String(over.length));
 }());
 """
 
@@ -179,7 +193,20 @@ def _esc(x) -> str:
     return html.escape(str(x), quote=True)
 
 
+# HTML-only shortening: ids and hashes are cut (full value in the cell's title and data-v, and in the
+# provenance table / CSV files); free-text columns may wrap.
+_HTML_SHORT = {"run_id": 14, "model_hash": 8, "dataset_hash": 8, "results_hash": 8}
+_HTML_WRAP = ("flags", "perturbations", "conditions", "model_spec", "score", "model", "dataset", "worst")
+
+
+def _html_column(c: Column) -> Column:
+    short = _HTML_SHORT.get(c.key, 8 if c.key.endswith("_hash") else c.short)
+    return Column(c.key, c.kind, c.digits, c.label, short)
+
+
 def html_table(table: Table) -> str:
+    cols = [_html_column(c) for c in table.columns]
+    table = Table(table.name, table.title, table.description, cols, table.rows, table.runs)
     head = "".join(f'<th data-key="{_esc(c.key)}" data-type="{c.kind}" tabindex="0" aria-sort="none" '
                    f'title="{_esc(c.key)}">{_esc(c.title)}</th>' for c in table.columns)
     body = []
@@ -189,7 +216,8 @@ def html_table(table: Table) -> str:
             shown = display(v, c.kind, c.digits, c.short)
             if c.kind == "text":
                 full = "" if v is None or shown == str(v) else f' title="{_esc(v)}" data-v="{_esc(v)}"'
-                cells.append(f"<td{full}>{_esc(shown)}</td>")
+                wide = ' class="wide"' if c.key in _HTML_WRAP else ""
+                cells.append(f"<td{wide}{full}>{_esc(shown)}</td>")
             else:
                 raw = csv_cell(v, c.kind)
                 cells.append(f'<td class="num" data-v="{_esc(raw)}">{_esc(shown)}</td>')
@@ -198,9 +226,110 @@ def html_table(table: Table) -> str:
             f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody></table></div>")
 
 
+# Page-only views (the CSV files stay tidy): a ranking of the models first, Table 5.3 with a column per model.
+
+def family_rank(family: str) -> tuple[int, str]:
+    """Sort key of a perturbation family: the built-in families in their order (typos, lexical,
+    distraction, word-order), then any other family by name."""
+    from ..perturbations import FAMILIES  # names only; imports no model code
+
+    order = list(FAMILIES)
+    return (order.index(family), "") if family in order else (len(order), family or "")
+
+
+def _dicts(t: Table) -> list[dict]:
+    keys = [c.key for c in t.columns]
+    return [dict(zip(keys, r)) for r in t.rows]
+
+
+def _mean(xs: list) -> float | None:
+    xs = [x for x in xs if _finite(x)]
+    return sum(xs) / len(xs) if xs else None
+
+
+def ranking_table(t52: Table, changes: Table | None) -> Table:
+    """One row per model: clean total RSUM (i2t + t2i) per dataset, their mean (the rank), and the mean
+    change of total RSUM over every perturbation x dataset with both directions, and the worst one."""
+    clean: dict[str, dict[str, float]] = {}
+    datasets: list[str] = []
+    for r in _dicts(t52):
+        datasets += [r["dataset"]] if r["dataset"] not in datasets else []
+        if _finite(r.get("i2t_rsum")) and _finite(r.get("t2i_rsum")):
+            clean.setdefault(r["model"], {})[r["dataset"]] = r["i2t_rsum"] + r["t2i_rsum"]
+        else:
+            clean.setdefault(r["model"], {})
+    total: dict[tuple, dict[str, float]] = {}
+    for r in _dicts(changes) if changes is not None else []:
+        if _finite(r.get("delta")):
+            total.setdefault((r["model"], r["dataset"], r["condition"]), {})[r["direction"]] = r["delta"]
+    drops: dict[str, list[tuple[float, str]]] = {}
+    for (m, d, c), by_dir in total.items():
+        if {"i2t", "t2i"} <= set(by_dir):
+            drops.setdefault(m, []).append((by_dir["i2t"] + by_dir["t2i"], f"{c} ({d})"))
+    rows = []
+    for m, by_ds in clean.items():
+        worst = min(drops.get(m, []), default=None)
+        missing = [d for d in datasets if d not in by_ds]
+        rows.append([None, m] + [by_ds.get(d) for d in datasets] +
+                    [_mean(list(by_ds.values())), _mean([x for x, _ in drops.get(m, [])]),
+                     worst[1] if worst else None, ("no clean RSUM on " + ", ".join(missing)) if missing else ""])
+    rows.sort(key=lambda r: (r[len(datasets) + 2] is None, -(r[len(datasets) + 2] or 0.0), r[1]))
+    for i, r in enumerate(rows):
+        r[0] = i + 1
+    cols = ([Column("rank", "int"), Column("model")] +
+            [Column(f"clean_rsum:{d}", "num", 1, f"clean RSUM {d}") for d in datasets] +
+            [Column("mean_clean_rsum", "num", 1, "mean clean RSUM"),
+             Column("mean_rsum_change", "num", 1, "mean RSUM change"),
+             Column("worst", label="largest drop"), Column("flags")])
+    return Table("ranking", "Ranking of the models",
+                 "Rank by mean clean RSUM (i2t + t2i, six recalls, 0-600) over the datasets each model was run on. "
+                 "Mean RSUM change: the mean change of that total over every perturbation and dataset (negative = "
+                 "less robust); largest drop names the worst one.", cols, rows, list(t52.runs))
+
+
+def pivot_5_3(t: Table, model_order: list[str]) -> Table:
+    """Rows dataset x condition, a column per model (the CSV keeps rows model x condition)."""
+    base = {"model", "condition", "family", "rsum", "flags"}
+    dsets = [c.key for c in t.columns if c.key not in base]
+    cells: dict[tuple, dict[str, float]] = {}
+    flags: dict[tuple, set] = {}
+    seen = set()
+    for r in _dicts(t):
+        seen.add(r["model"])
+        for d in dsets:
+            key = (d, r["family"], r["condition"])
+            cells.setdefault(key, {})[r["model"]] = r[d]
+            if r.get("flags"):
+                flags.setdefault(key, set()).add(f"{r['model']}: {r['flags']}")
+    models = [m for m in model_order if m in seen] + sorted(seen - set(model_order))
+    first = {k: i for i, k in enumerate(cells)}
+    keys = sorted(cells, key=lambda k: (dsets.index(k[0]), k[2] != "clean", family_rank(k[1]), first[k]))
+    rows = [[d, fam, cond] + [cells[(d, fam, cond)].get(m) for m in models] +
+            ["; ".join(sorted(flags.get((d, fam, cond), ())))] for (d, fam, cond) in keys]
+    cols = ([Column("dataset"), Column("family"), Column("condition")] +
+            [Column(m, "num", 2) for m in models] + [Column("flags")])
+    desc = t.description.replace("Rows: model x condition (clean = no perturbation); columns: datasets.",
+                                 "Rows: dataset x condition (clean = no perturbation); columns: models.")
+    return Table(t.name, t.title, desc, cols, rows, t.runs)
+
+
+def page_tables(tables: list[Table]) -> list[Table]:
+    """The page's tables: the ranking first (when Table 5.2 is there), Table 5.3 pivoted."""
+    by = {t.name: t for t in tables}
+    if "table_5_2" not in by:
+        return tables
+    rank = ranking_table(by["table_5_2"], by.get("rsum_changes"))
+    order = [r[1] for r in rank.rows]
+    out = [rank]
+    for t in tables:
+        out.append(pivot_5_3(t, order) if t.name in ("table_5_3", "table_5_3_total") else t)
+    return out
+
+
 def to_html(title: str, intro: list[str], tables: list[Table], figures: list[tuple[str, bytes]],
             notes: list[str]) -> str:
-    """One self-contained page: tables (sortable), figures inlined as data: URIs, notes."""
+    """One self-contained page: the model ranking, tables (sortable), figures inlined as data: URIs, notes."""
+    tables = page_tables(tables)
     script_hash = base64.b64encode(hashlib.sha256(_JS.encode("utf-8")).digest()).decode()
     csp = (f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'; "
            "base-uri 'none'; form-action 'none'")
