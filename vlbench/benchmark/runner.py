@@ -565,7 +565,7 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
         "wall_time_s": round(time.time() - t0, 3),
         "model": {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
-                  "label": (cfg.model_name or cfg.model).strip(),
+                  **({"label": cfg.model_name.strip()} if cfg.model_name else {}),
                   "identity": adapter.identity()},
         "dataset": ds.describe(),
         "conditions": conditions,
