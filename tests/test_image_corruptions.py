@@ -172,3 +172,25 @@ def test_light_import():
             "bad = [m for m in ('torch', 'scipy', 'skimage', 'cv2', 'numpy') if m in sys.modules];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_plugin_function_interface():
+    """A plug-in entry (as an entry point would provide) is called with (uint8 array, severity, Generator)."""
+    from vlbench.imageperturb import image_perturbations
+    seen = {}
+
+    def invert(x, severity, rng):
+        seen["args"] = (x.dtype, x.shape, severity, type(rng).__name__)
+        return 255 - x
+
+    image_perturbations.register("test_invert", invert, source="plugin:demo 1.0")
+    try:
+        x = _image()
+        out = np.asarray(corrupt(Image.fromarray(x), "test_invert", 2, 0, "p"))
+        assert np.array_equal(out, 255 - x)
+        assert seen["args"] == (np.uint8, (40, 48, 3), 2, "Generator")
+        assert cache_key("test_invert", 2, 0) == "img:test_invert:2:seed0:plugin:demo 1.0"
+        assert parse_spec("test-invert:2") == [ImageCondition("test_invert", 2)]
+        assert family_of("test_invert") == "plugin"
+    finally:
+        del image_perturbations._entries["test_invert"]
