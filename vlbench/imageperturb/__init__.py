@@ -1,0 +1,26 @@
+"""Image perturbations: the 15 ImageNet-C corruptions (Hendrycks & Dietterich 2019) at severities 1-5.
+
+Light to import (no numpy/scipy/skimage/torch): names, families, the ``--perturb-images`` spec parser,
+cache keys and the registry load here; :func:`corrupt` and :class:`CorruptedLoader` import the heavy
+reference implementation on first use.
+"""
+
+from __future__ import annotations
+
+from .spec import (FAMILIES, IMPLEMENTATION_VERSION, NAMES, SEVERITIES, ImageCondition, cache_key,
+                   family_of, parse_spec)
+from .registry import image_perturbations
+
+__all__ = ["FAMILIES", "IMPLEMENTATION_VERSION", "NAMES", "SEVERITIES", "ImageCondition", "cache_key",
+           "family_of", "parse_spec", "image_perturbations", "corrupt", "CorruptedLoader",
+           "mean_corruption_error"]
+
+
+def __getattr__(name):  # lazy: keeps `vlbench ls` free of numpy/scipy/skimage
+    if name in ("corrupt", "CorruptedLoader", "derive_seed"):
+        from . import apply
+        return getattr(apply, name)
+    if name in ("mean_corruption_error", "corruption_errors"):
+        from . import mce
+        return getattr(mce, name)
+    raise AttributeError(name)

@@ -1,0 +1,19 @@
+"""Registry of image perturbations; plug-ins use the entry-point group ``vlbench.image_perturbations``.
+
+A plug-in entry resolves to a function ``f(rgb_uint8_array, severity, rng) -> array`` (H x W x 3), where
+``rng`` is a ``numpy.random.Generator`` seeded per (seed, name, severity, image id).
+Names are snake_case, as in ImageNet-C (the spec parser also accepts kebab-case).
+"""
+
+from __future__ import annotations
+
+from ..registry import Registry
+from .spec import FAMILIES
+
+image_perturbations = Registry("image_perturbations")
+
+for _family, _names in FAMILIES.items():
+    for _name in _names:
+        image_perturbations.register(_name, f"vlbench.imageperturb.backend:{_name}",
+                                     description=f"ImageNet-C {_name.replace('_', ' ')} ({_family})",
+                                     family=_family)

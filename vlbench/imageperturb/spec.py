@@ -1,0 +1,91 @@
+"""Names, families and the ``--perturb-images`` spec parser (``gaussian_noise:3,motion_blur:1-5,all:3``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import VlbenchError
+from ..registry import close_matches
+
+# Bump when any corruption's output changes (part of every corrupted-image cache key).
+IMPLEMENTATION_VERSION = "imagenet-c/1"
+SEVERITIES = (1, 2, 3, 4, 5)
+FAMILIES = {
+    "noise": ("gaussian_noise", "shot_noise", "impulse_noise"),
+    "blur": ("defocus_blur", "glass_blur", "motion_blur", "zoom_blur"),
+    "weather": ("snow", "frost", "fog", "brightness"),
+    "digital": ("contrast", "elastic_transform", "pixelate", "jpeg_compression"),
+}
+NAMES = tuple(n for names in FAMILIES.values() for n in names)
+
+
+@dataclass(frozen=True, order=True)
+class ImageCondition:
+    name: str
+    severity: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}:{self.severity}"
+
+
+def family_of(name: str) -> str:
+    for family, names in FAMILIES.items():
+        if name in names:
+            return family
+    from .registry import image_perturbations
+    return image_perturbations.entry(name).meta.get("family", "plugin")
+
+
+def cache_key(name: str, severity: int, seed: int) -> str:
+    """Cache-key component of a corrupted image set: (name, severity, seed, implementation version)."""
+    from .registry import image_perturbations
+    entry = image_perturbations.entry(name)
+    version = IMPLEMENTATION_VERSION if entry.source == "builtin" else entry.source
+    return f"img:{name}:{int(severity)}:seed{int(seed)}:{version}"
+
+
+def _severities(text: str, item: str) -> list[int]:
+    lo, dash, hi = text.partition("-")
+    try:
+        values = list(range(int(lo), int(hi) + 1)) if dash else [int(lo)]
+    except ValueError:
+        raise VlbenchError(f"--perturb-images item {item!r}: severity {text!r} is not a number or range",
+                           "write a severity 1-5 or a range such as 1-5") from None
+    if not values or any(v not in SEVERITIES for v in values):
+        raise VlbenchError(f"--perturb-images item {item!r}: severity {text!r} is outside 1-5",
+                           "use severities 1 to 5, e.g. 'gaussian_noise:3' or 'motion_blur:1-5'")
+    return values
+
+
+def parse_spec(spec: str) -> list[ImageCondition]:
+    """Parse ``name:sev[,name:lo-hi][,family:sev][,all:sev]`` into sorted unique conditions.
+
+    A name without ``:severity`` means all five severities. ``all`` expands to the 15 built-ins,
+    a family name (noise, blur, weather, digital) to its members; plug-in names are accepted too.
+    """
+    from .registry import image_perturbations
+    out: set[ImageCondition] = set()
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        name, colon, sev = item.partition(":")
+        name = name.strip().replace("-", "_")
+        severities = _severities(sev.strip(), item) if colon else list(SEVERITIES)
+        if name == "all":
+            names = NAMES
+        elif name in FAMILIES:
+            names = FAMILIES[name]
+        elif name in image_perturbations:
+            names = (name,)
+        else:
+            choices = list(image_perturbations.names()) + list(FAMILIES) + ["all"]
+            matches = close_matches(name, choices)
+            hint = (f"did you mean {', '.join(repr(m) for m in matches)}?" if matches
+                    else "run 'vlbench ls' to see the image perturbations")
+            raise VlbenchError(f"--perturb-images: unknown image perturbation {name!r} in {item!r}", hint)
+        out.update(ImageCondition(n, s) for n in names for s in severities)
+    if not out:
+        raise VlbenchError(f"--perturb-images {spec!r} names no corruption",
+                           "write e.g. 'gaussian_noise:3,motion_blur:1-5,all:3'")
+    return sorted(out)
