@@ -96,6 +96,6 @@ def test_symlinked_subfolder_in_out_is_refused_and_outside_untouched(one_run, tm
     capsys.readouterr()
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "is a symbolic link" in err and str(victim) in err
+    assert ("is a symbolic link" in err or "holds a symbolic link" in err) and str(victim) in err
     assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
     assert keep.read_text() == "do not touch"
