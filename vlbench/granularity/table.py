@@ -38,13 +38,11 @@ def _load(spec, data_dir):
     return load_dataset(spec, data_dir=data_dir, require_images=False)  # captions may be fetched, images never
 
 
-def _images_of(ds) -> list[str]:
-    """The image id (file name as listed) of each caption: datasets are paired by image, never by position."""
+def _images_of(ds) -> np.ndarray:
     c2i = getattr(ds, "caption_to_image", None)
-    images = getattr(ds, "images", None)
-    if c2i is None or len(c2i) != len(ds.captions) or images is None:
-        return [f"caption-{j}" for j in range(len(ds.captions))]  # no image known: each caption its own unit
-    return [str(images[int(i)]) for i in c2i]
+    if c2i is None or len(c2i) != len(ds.captions):
+        return np.arange(len(ds.captions))
+    return np.asarray(c2i, dtype=np.int64)
 
 
 def per_caption_frame(datasets: Sequence, *, data_dir=None, options: FeatureOptions | None = None,
@@ -52,7 +50,7 @@ def per_caption_frame(datasets: Sequence, *, data_dir=None, options: FeatureOpti
                       progress: Callable[[str], None] | None = None, **feature_options):
     """Per-caption features of several datasets in one frame (each distinct caption parsed once).
 
-    Columns: ``dataset``, ``caption_id``, ``image`` (the id of the caption's image, as listed), ``text``,
+    Columns: ``dataset``, ``caption_id``, ``image`` (index of the caption's image), ``text``,
     ``status``, ``reason``, the eight features and the raw counts.
     """
     import pandas as pd
@@ -78,7 +76,7 @@ def per_caption_frame(datasets: Sequence, *, data_dir=None, options: FeatureOpti
         imgs = _images_of(ds)
         n = len(caps) if limit is None else min(limit, len(caps))
         all_texts.extend(caps[:n])
-        meta.extend((name, ids[j], imgs[j]) for j in range(n))
+        meta.extend((name, ids[j], int(imgs[j])) for j in range(n))
     if progress:
         progress(f"analysing {len(all_texts):,} captions of {len(loaded)} dataset(s) "
                  f"({len(set(t for t in all_texts if isinstance(t, str))):,} distinct texts)")
@@ -167,9 +165,7 @@ def bootstrap_differences(per_caption, pairs: Sequence[tuple[str, str]], *, n_bo
             np.add.at(cnts, inv, valid.astype(float))
             stats[name] = (uniq, sums, cnts)
         (ub, sb, cb), (uf, sf, cf) = stats[base], stats[fine]
-        # paired only when both describe exactly the same images (by id, whatever the order: np.unique sorts)
         paired = len(ub) == len(uf) and bool(np.all(ub == uf))
-        shared_images = len(np.intersect1d(ub, uf))
         point_b = sb.sum(0) / np.where(cb.sum(0) > 0, cb.sum(0), np.nan)
         point_f = sf.sum(0) / np.where(cf.sum(0) > 0, cf.sum(0), np.nan)
         diffs, rels = [], []
@@ -197,11 +193,11 @@ def bootstrap_differences(per_caption, pairs: Sequence[tuple[str, str]], *, n_bo
                 "relative_change_pct": 100.0 * diff / point_b[k] if point_b[k] else math.nan,
                 "rel_ci_low": float(np.quantile(rk, alpha)) if len(rk) else math.nan,
                 "rel_ci_high": float(np.quantile(rk, 1 - alpha)) if len(rk) else math.nan,
-                "paired": paired, "shared_images": shared_images, "n_boot": n_boot, "ci": ci, "seed": seed,
+                "paired": paired, "n_boot": n_boot, "ci": ci, "seed": seed,
             })
     return pd.DataFrame(rows, columns=["feature", "pair", "original", "fine_grained", "original_mean",
                                        "fine_grained_mean", "difference", "ci_low", "ci_high",
-                                       "relative_change_pct", "rel_ci_low", "rel_ci_high", "paired", "shared_images",
+                                       "relative_change_pct", "rel_ci_low", "rel_ci_high", "paired",
                                        "n_boot", "ci", "seed"])
 
 
@@ -294,13 +290,10 @@ def differences_markdown(diff, digits: int = 3) -> str:
             cells.append(f"{_fmt(r.relative_change_pct, 1)} [{_fmt(r.rel_ci_low, 1)}, {_fmt(r.rel_ci_high, 1)}]")
         body.append("| " + FEATURE_LABELS.get(feat, feat) + " | " + " | ".join(cells) + " |")
     n_boot = int(diff["n_boot"].iloc[0])
-    how = []
-    for p in pairs:
-        r = diff[diff["pair"] == p].iloc[0]
-        how.append(f"{p}: paired by image id (the same {int(r.shared_images):,} images)" if r.paired else
-                   f"{p}: not the same images ({int(r.shared_images):,} in common), resampled independently")
+    paired = bool(diff["paired"].all())
     note = (f"\n\nDifference = fine-grained mean - original mean; {n_boot} bootstrap samples of images "
-            f"({'; '.join(how)}), seed {int(diff['seed'].iloc[0])}, percentile intervals.")
+            f"({'paired: same images for both' if paired else 'resampled independently where images differ'}), "
+            f"seed {int(diff['seed'].iloc[0])}, percentile intervals.")
     return "\n".join([head, sep, *body]) + note
 
 
