@@ -17,6 +17,7 @@ import numpy as np
 from .._io import atomic_write_text, dumps_strict
 from ..errors import VlbenchError
 from .features import (COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions, analyse_texts, resolve_options)
+from .pairing import image_sums
 
 #: (original, fine-grained) pairs compared automatically when both are requested
 FG_PAIRS = (("coco", "coco-fg"), ("flickr30k", "flickr30k-fg"))
@@ -137,69 +138,13 @@ def default_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
     return [(a, b) for a, b in FG_PAIRS if a in names and b in names]
 
 
-def _pair_images(base: str, fine: str, img_b: list, img_f: list, pairing: str):
-    """Image keys of both datasets and whether they are paired (the same set of images).
-
-    Images are matched by their manifest path; when the paths differ only in their folders (one
-    manifest says ``images/x.jpg``, the other ``x.jpg``) and the file names are unique, by file name.
-    ``pairing="image"`` refuses two datasets whose image sets differ; ``"independent"`` resamples
-    them independently (and says so).
-    """
-    if pairing not in ("image", "independent"):
-        raise VlbenchError(f"pairing {pairing!r} is not valid", "use 'image' or 'independent'")
-    sb, sf = set(img_b), set(img_f)
-    if sb != sf:
-        base_b = {k: posixpath.basename(k) for k in sb}
-        base_f = {k: posixpath.basename(k) for k in sf}
-        if (len(set(base_b.values())) == len(sb) and len(set(base_f.values())) == len(sf)
-                and set(base_b.values()) == set(base_f.values())):
-            img_b, img_f = [base_b[k] for k in img_b], [base_f[k] for k in img_f]
-            sb = sf = set(img_b)
-    if sb == sf:
-        return {base: img_b, fine: img_f}, True
-    if pairing == "independent":
-        return {base: img_b, fine: img_f}, False
-    only_b, only_f = sorted(sb - sf), sorted(sf - sb)
-    example = (only_b or only_f)[0]
-    raise VlbenchError(
-        f"{fine!r} and {base!r} do not describe the same images: {len(sb & sf):,} shared, {len(only_b):,} "
-        f"only in {base!r}, {len(only_f):,} only in {fine!r} (e.g. {example!r})",
-        f"pair a dataset with its fine-grained version of the same images (matched by the manifests' "
-        f"image paths, in any order; with --limit, both must cover the same images); to compare "
-        f"unrelated datasets, pass --unpaired (Python: pairing='independent') to resample them independently")
-
-
-def _image_sums(per_caption, base: str, fine: str, pairing: str):
-    """Per dataset of the pair: (image keys, per-image feature sums, per-image value counts), over
-    analysed captions; images are keyed as ``_pair_images`` matches them (all captions count for the
-    match, so an image whose captions were all excluded in one set does not break the pairing)."""
-    subs = {name: per_caption[per_caption["dataset"] == name] for name in (base, fine)}
-    for name, sub in subs.items():
-        if not (sub["status"] == "ok").any():
-            raise VlbenchError(f"dataset {name!r} has no analysable caption", "check its captions")
-    keys, paired = _pair_images(base, fine, subs[base]["image"].astype(str).tolist(),
-                                subs[fine]["image"].astype(str).tolist(), pairing)
-    stats = {}
-    for name, sub in subs.items():
-        uniq, inv = np.unique(np.asarray(keys[name], dtype=object), return_inverse=True)
-        ok = (sub["status"] == "ok").to_numpy()
-        vals = sub[list(FEATURES)].to_numpy(dtype=float)[ok]
-        valid = ~np.isnan(vals)
-        sums = np.zeros((len(uniq), len(FEATURES)))
-        cnts = np.zeros((len(uniq), len(FEATURES)))
-        np.add.at(sums, inv[ok], np.where(valid, vals, 0.0))
-        np.add.at(cnts, inv[ok], valid.astype(float))
-        stats[name] = (uniq, sums, cnts)
-    return stats, paired
-
-
 def bootstrap_differences(per_caption, pairs: Sequence[tuple[str, str]], *, n_boot: int = 1000, seed: int = 0,
                           ci: float = 0.95, pairing: str = "image"):
     """For each (original, fine-grained) pair and feature: mean(FG) - mean(original), with a percentile
     bootstrap confidence interval, plus the relative change in percent.
 
     Resampling unit: the image. Images are matched by their manifest path, in any order (see
-    ``_pair_images``); the FG sets re-caption the originals' images, so the same resampled images are
+    ``pairing.pair_images``); the FG sets re-caption the originals' images, so the same resampled images are
     used for both (paired bootstrap) and the interval reflects image sampling only. Two datasets whose
     image sets differ are refused, unless ``pairing="independent"``: then each is resampled on its own. A dataset
     mean is a ratio estimator: sum of the resampled captions' values / their number (NaN skipped).
@@ -214,7 +159,7 @@ def bootstrap_differences(per_caption, pairs: Sequence[tuple[str, str]], *, n_bo
     alpha = (1 - ci) / 2
     for p_idx, (base, fine) in enumerate(pairs):
         rng = np.random.default_rng([seed, p_idx])
-        stats, paired = _image_sums(per_caption, base, fine, pairing)
+        stats, paired = image_sums(per_caption, base, fine, pairing)
         (ub, sb, cb), (uf, sf, cf) = stats[base], stats[fine]
         point_b = sb.sum(0) / np.where(cb.sum(0) > 0, cb.sum(0), np.nan)
         point_f = sf.sum(0) / np.where(cf.sum(0) > 0, cf.sum(0), np.nan)
