@@ -60,6 +60,10 @@ def test_profiles_are_named_option_sets():
     assert profile_options("paper", np_unit="noun", participles=None)["np_unit"] == "noun"  # override
     with pytest.raises(VlbenchError, match="unknown granularity profile"):
         profile_options("table-5.1")
+    parser = argparse.ArgumentParser()
+    gcli.configure(parser)
+    choices = next(a.choices for a in parser._actions if a.dest == "profile")
+    assert sorted(choices) == sorted(PROFILES)                            # the CLI offers every profile
 
 
 def test_paper_and_per_noun_readings_by_hand(language):

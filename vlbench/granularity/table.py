@@ -220,10 +220,11 @@ class GranularityReport:
 
     def exclusions_text(self, limit: int = 10) -> str:
         lines = []
+        no_noun = ("NP ratios undefined, left out of those means" if self.options.get("np_unit") == "noun"
+                   else "NP counts 0, included in the means")
         for name, rep in self.captions.items():
             line = (f"{name}: {rep['n_analysed']:,} of {rep['n_captions']:,} captions analysed, "
-                    f"{rep['n_excluded']} excluded, {rep['n_without_noun']} without a noun "
-                    f"(NP ratios undefined, left out of those means)")
+                    f"{rep['n_excluded']} excluded, {rep['n_without_noun']} without a noun ({no_noun})")
             lines.append(line)
             for e in rep["excluded"][:limit]:
                 lines.append(f"  excluded {e['caption_id']}: {e['reason']}: {e['text']!r}")
