@@ -271,7 +271,7 @@ def test_end_to_end_hand_analysed_captions(parser_ready, wordnet_ready):
         "a dog in front of a fence",                  # 8
         "Some people and many birds.",                # 9
     ]
-    df = caption_features(caps)
+    df = caption_features(caps, profile="per-noun")  # the ratios per noun (the default profile, paper, counts per caption)
     r = df.to_dict("records")
     key = lambda i: (r[i]["n_nouns"], r[i]["n_adjectives"], r[i]["n_complement_phrases"],  # noqa: E731
                      r[i]["n_articles"], r[i]["n_quantifiers"])

@@ -19,6 +19,7 @@ pd = pytest.importorskip("pandas")
 
 from vlbench.granularity import FEATURES, caption_features, granularity_report, granularity_table  # noqa: E402
 from vlbench.granularity import cli as gcli  # noqa: E402
+from vlbench.errors import VlbenchError  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures"
 COCO_X = FIX / "granularity_coco_excerpt.jsonl"
@@ -56,7 +57,8 @@ def test_table_means_by_hand(tmp_path, language):
         {"image": "1.jpg", "captions": ["A small brown dog with a red collar.", "Two dogs and several cats."]},
         {"image": "2.jpg", "captions": ["An apple and the orange.", "Running quickly."]},
     ])
-    t = granularity_table([spec])
+    # the per-noun profile (the default is "paper", per caption: checked below)
+    t = granularity_table([spec], profile="per-noun")
     assert list(t.index) == ROWS and t.index.name == "feature" and list(t.columns) == ["custom:m.jsonl"]
     col = t["custom:m.jsonl"]
     # per caption (see test_granularity_features): nouns 2, 2, 2, 0
@@ -71,8 +73,17 @@ def test_table_means_by_hand(tmp_path, language):
     assert col["words_per_caption"] == pytest.approx(20 / 4)
     assert col["caption_length"] == pytest.approx(102 / 4)
     # per-caption counts instead of ratios: adjectives 3, 0, 0, 0 -> 3/4 (the no-noun caption counts 0)
-    t2 = granularity_table([spec], np_unit="caption")
+    t2 = granularity_table([spec], profile="per-noun", np_unit="caption")
     assert t2.loc["adjectives", "custom:m.jsonl"] == pytest.approx(3 / 4)
+    # the default (paper) profile reads per caption: CPs 1, 0, 0, 0; articles 2, 0, 2, 0; quantifiers
+    # 0, 2, 0, 0 (no participle or predicative adjective here, so adjectives stay 3/4)
+    t3 = granularity_table([spec])
+    col3 = t3["custom:m.jsonl"]
+    assert (col3["adjectives"], col3["complement_phrases"], col3["articles"], col3["quantifiers"]) == \
+        pytest.approx((3 / 4, 1 / 4, 4 / 4, 2 / 4))
+    assert granularity_table([spec], profile="paper").equals(t3)
+    with pytest.raises(VlbenchError, match="unknown granularity profile 'pape'"):
+        granularity_table([spec], profile="pape")
     assert t.attrs["captions"]["custom:m.jsonl"]["n_without_noun"] == 1
 
 

@@ -42,7 +42,7 @@ def _pair(s: str) -> tuple[str, str]:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Granularity statistics of caption sets (thesis Table 5.1): adjectives, complement "
-                          "phrases, articles and quantifiers per noun, WordNet concept depth, caption length, "
+                          "phrases, articles and quantifiers (per caption or per noun: --profile), WordNet concept depth, caption length, "
                           "words per caption and concept diversity, averaged over captions; for coco/coco-fg "
                           "and flickr30k/flickr30k-fg, the difference with bootstrap confidence intervals. "
                           "Feature readings: docs/granularity.md.")
@@ -64,36 +64,46 @@ def configure(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--n-process", type=int, default=1, help="spaCy worker processes (default 1; see docs)")
     g.add_argument("--digits", type=_digits, default=3, help="decimals in the printed/Markdown tables (0-12)")
     g.add_argument("--quiet", action="store_true", help="print only the table")
+    g.add_argument("--unpaired", action="store_true",
+                   help="compare pairs whose image sets differ, resampling each independently (default: a "
+                        "pair must describe the same images, matched by image path in any order)")
 
-    f = parser.add_argument_group("feature readings (defaults: docs/granularity.md)")
-    f.add_argument("--np-unit", choices=["noun", "caption"], default="noun",
-                   help="adjectives, CPs, articles, quantifiers per identified noun (default) or per caption")
-    f.add_argument("--normalize", choices=["none", "fg"], default="none",
+    f = parser.add_argument_group("feature readings (a profile sets them all; the options below override "
+                                  "single readings; docs/granularity.md)")
+    f.add_argument("--profile", choices=["paper", "per-noun"], default=None,
+                   help="paper (default): the chapter's reading of Table 5.1, NP features per caption, "
+                        "participles and predicative adjectives counted; per-noun: NP features per "
+                        "identified noun, attributive adjectives only")
+    f.add_argument("--np-unit", choices=["noun", "caption"], default=None,
+                   help="adjectives, CPs, articles, quantifiers per identified noun (per-noun profile) or per "
+                        "caption (paper profile)")
+    f.add_argument("--normalize", choices=["none", "fg"], default=None,
                    help="analyse captions as released (default) or in the FG release's form "
                         "(lowercase, no punctuation) so originals and FG versions are formatted alike")
-    f.add_argument("--noun-pos", default="NOUN,PROPN", help="parts of speech of nouns (default NOUN,PROPN)")
-    f.add_argument("--compounds-as-nouns", action="store_true",
+    f.add_argument("--noun-pos", default=None, help="parts of speech of nouns (default NOUN,PROPN)")
+    f.add_argument("--compounds-as-nouns", action="store_true", default=None,
                    help="count compound modifiers ('motor' in 'motor bike') as nouns of their own")
-    f.add_argument("--participles", action="store_true",
-                   help="count attributive participles ('a crocheted hat') as adjectives")
-    f.add_argument("--predicative", action="store_true",
-                   help="count predicative adjectives ('the dog is brown') as adjectives of the subject")
-    f.add_argument("--cp-relations", default="prep,acl,relcl",
+    f.add_argument("--participles", action="store_true", default=None,
+                   help="count attributive participles ('a crocheted hat') as adjectives (paper profile)")
+    f.add_argument("--predicative", action="store_true", default=None,
+                   help="count predicative adjectives ('the dog is brown') as adjectives of the subject "
+                        "(paper profile)")
+    f.add_argument("--cp-relations", default=None,
                    help="dependency relations from a noun that make a complement phrase (default prep,acl,relcl)")
-    f.add_argument("--no-phrasal-quantifiers", dest="phrasal_quantifiers", action="store_false",
+    f.add_argument("--no-phrasal-quantifiers", dest="phrasal_quantifiers", action="store_false", default=None,
                    help="treat 'a lot of', 'a couple of', ... as nouns, not quantifiers")
-    f.add_argument("--depth-synsets", choices=["max", "min", "mean", "first"], default="max",
+    f.add_argument("--depth-synsets", choices=["max", "min", "mean", "first"], default=None,
                    help="a word's depth: max (default), min or mean over its synsets, or its first synset")
-    f.add_argument("--depth-measure", choices=["min_depth", "max_depth"], default="min_depth",
+    f.add_argument("--depth-measure", choices=["min_depth", "max_depth"], default=None,
                    help="per-synset depth (default min_depth: shortest hypernym path to the root)")
-    f.add_argument("--depth-pos", default="NOUN", help="words with a depth: NOUN (default) or NOUN,VERB")
-    f.add_argument("--no-multiword", dest="multiword", action="store_false",
+    f.add_argument("--depth-pos", default=None, help="words with a depth: NOUN (default) or NOUN,VERB")
+    f.add_argument("--no-multiword", dest="multiword", action="store_false", default=None,
                    help="do not look noun compounds up as WordNet multiwords ('fire_hydrant')")
-    f.add_argument("--length-unit", choices=["chars", "chars_nospace", "words"], default="chars",
+    f.add_argument("--length-unit", choices=["chars", "chars_nospace", "words"], default=None,
                    help="caption length in characters (default), characters without spaces, or words")
-    f.add_argument("--word-unit", choices=["token", "whitespace"], default="token",
+    f.add_argument("--word-unit", choices=["token", "whitespace"], default=None,
                    help="a word is a spaCy token with a letter or digit (default) or a whitespace-separated chunk")
-    f.add_argument("--diversity", choices=["synonyms", "first_sense", "lemmas", "synonym_pool"], default="synonyms",
+    f.add_argument("--diversity", choices=["synonyms", "first_sense", "lemmas", "synonym_pool"], default=None,
                    help="concept diversity numerator: distinct concepts with WordNet synonyms merged (default), "
                         "distinct first senses, distinct lemmas, or the size of the WordNet synonym pool")
 
@@ -114,11 +124,12 @@ def main(args) -> int:
     if args.batch_size < 1 or args.n_process < 1:
         raise VlbenchError("--batch-size and --n-process must be >= 1")
     say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    opts = {k: getattr(args, k) for k in FEATURE_ARGS}
+    opts = {k: getattr(args, k) for k in FEATURE_ARGS if getattr(args, k) is not None}
     rep = granularity_report(args.datasets, data_dir=args.data_dir,
                              pairs="auto" if args.pairs is None else args.pairs, n_boot=args.bootstrap,
                              seed=args.seed, ci=args.ci, batch_size=args.batch_size, n_process=args.n_process,
-                             limit=args.limit, progress=say, **opts)
+                             limit=args.limit, progress=say, profile=args.profile,
+                             pairing="independent" if args.unpaired else "image", **opts)
     files = rep.write(args.out)
     print(rep.table_markdown(digits=args.digits))
     if rep.differences is not None and not rep.differences.empty:

@@ -144,10 +144,34 @@ class FeatureOptions:
         return self.normalize
 
 
-def resolve_options(options: FeatureOptions | None = None, **kwargs) -> FeatureOptions:
-    if options is not None and kwargs:
-        raise VlbenchError("pass either a FeatureOptions object or keyword options, not both")
-    return options if options is not None else FeatureOptions.from_kwargs(**kwargs)
+#: named sets of readings (docs/granularity.md, "Profiles"). "per-noun": the NP features as ratios per
+#: identified noun, as section 5.3.1 defines them. "paper": the chapter's results paragraph and its two
+#: published percentages read Table 5.1 per caption ("adjectives per caption"), so the NP features are
+#: counts per caption; every other reading is the same in both.
+PROFILES = {
+    "per-noun": {},
+    "paper": {"np_unit": "caption", "participles": True, "predicative": True},
+}
+DEFAULT_PROFILE = "paper"
+
+
+def profile_options(profile: str | None = None, **overrides) -> dict:
+    """The keyword options of a named profile, with ``overrides`` (not None) on top."""
+    name = DEFAULT_PROFILE if profile is None else profile
+    if name not in PROFILES:
+        raise VlbenchError(f"unknown granularity profile {name!r}", f"use one of: {', '.join(PROFILES)}")
+    out = dict(PROFILES[name])
+    out.update({k: v for k, v in overrides.items() if v is not None})
+    return out
+
+
+def resolve_options(options: FeatureOptions | None = None, profile: str | None = None,
+                    **kwargs) -> FeatureOptions:
+    """Options from a FeatureOptions object, or from a profile (default ``DEFAULT_PROFILE``) with
+    keyword options on top."""
+    if options is not None and (kwargs or profile is not None):
+        raise VlbenchError("pass either a FeatureOptions object or a profile / keyword options, not both")
+    return options if options is not None else FeatureOptions.from_kwargs(**profile_options(profile, **kwargs))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -497,17 +521,18 @@ def analyse_texts(texts: Iterable, opts: FeatureOptions, *, batch_size: int = 10
 
 
 def caption_features(texts: Iterable, *, batch_size: int = 1000, n_process: int = 1,
-                     options: FeatureOptions | None = None, **feature_options):
+                     options: FeatureOptions | None = None, profile: str | None = None, **feature_options):
     """Per-caption granularity features as a pandas DataFrame (one row per input text, same order).
 
     Columns: ``text`` (as analysed), ``status`` ("ok" / "excluded"), ``reason``, the eight
     ``FEATURES`` (NaN where undefined: excluded captions; NP ratios of captions without nouns;
     depth of captions without a noun in WordNet), and the raw counts (``n_nouns``, ``n_adjectives``,
-    ...). ``feature_options`` are the fields of ``FeatureOptions``.
+    ...). ``profile``: a named set of readings (``PROFILES``); ``feature_options``: fields of
+    ``FeatureOptions`` on top of it.
     """
     import pandas as pd
 
-    opts = resolve_options(options, **feature_options)
+    opts = resolve_options(options, profile, **feature_options)
     if isinstance(texts, str):
         texts = [texts]
     records = analyse_texts(texts, opts, batch_size=batch_size, n_process=n_process)

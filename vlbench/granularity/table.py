@@ -6,6 +6,7 @@ FG-minus-original differences with paired bootstrap confidence intervals, and th
 from __future__ import annotations
 
 import math
+import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,8 @@ import numpy as np
 
 from .._io import atomic_write_text, dumps_strict
 from ..errors import VlbenchError
-from .features import (COUNT_COLUMNS, FEATURES, FeatureOptions, analyse_texts, resolve_options)
+from .features import (COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions, analyse_texts, resolve_options)
+from .pairing import image_sums
 
 #: (original, fine-grained) pairs compared automatically when both are requested
 FG_PAIRS = (("coco", "coco-fg"), ("flickr30k", "flickr30k-fg"))
@@ -38,24 +40,30 @@ def _load(spec, data_dir):
     return load_dataset(spec, data_dir=data_dir, require_images=False)  # captions may be fetched, images never
 
 
-def _images_of(ds) -> np.ndarray:
+def _images_of(ds) -> list[str]:
+    """Each caption's image key: the manifest's image path (normalised: ``a/./b.jpg`` = ``a/b.jpg``),
+    so two datasets are paired by image, whatever the order of their manifests. A dataset without an
+    image assignment gets one key per caption ("#<index>")."""
     c2i = getattr(ds, "caption_to_image", None)
-    if c2i is None or len(c2i) != len(ds.captions):
-        return np.arange(len(ds.captions))
-    return np.asarray(c2i, dtype=np.int64)
+    images = list(getattr(ds, "images", None) or [])
+    if c2i is None or len(c2i) != len(ds.captions) or not images:
+        return [f"#{j}" for j in range(len(ds.captions))]
+    keys = [posixpath.normpath(str(name).replace("\\", "/")) for name in images]
+    return [keys[int(i)] for i in c2i]
 
 
 def per_caption_frame(datasets: Sequence, *, data_dir=None, options: FeatureOptions | None = None,
                       batch_size: int = 1000, n_process: int = 1, limit: int | None = None,
-                      progress: Callable[[str], None] | None = None, **feature_options):
+                      progress: Callable[[str], None] | None = None, profile: str | None = None,
+                      **feature_options):
     """Per-caption features of several datasets in one frame (each distinct caption parsed once).
 
-    Columns: ``dataset``, ``caption_id``, ``image`` (index of the caption's image), ``text``,
+    Columns: ``dataset``, ``caption_id``, ``image`` (the caption's image: its manifest path), ``text``,
     ``status``, ``reason``, the eight features and the raw counts.
     """
     import pandas as pd
 
-    opts = resolve_options(options, **feature_options)
+    opts = resolve_options(options, profile, **feature_options)
     loaded = []
     for spec in datasets:
         ds = _load(spec, data_dir)
@@ -76,7 +84,7 @@ def per_caption_frame(datasets: Sequence, *, data_dir=None, options: FeatureOpti
         imgs = _images_of(ds)
         n = len(caps) if limit is None else min(limit, len(caps))
         all_texts.extend(caps[:n])
-        meta.extend((name, ids[j], int(imgs[j])) for j in range(n))
+        meta.extend((name, ids[j], imgs[j]) for j in range(n))
     if progress:
         progress(f"analysing {len(all_texts):,} captions of {len(loaded)} dataset(s) "
                  f"({len(set(t for t in all_texts if isinstance(t, str))):,} distinct texts)")
@@ -131,13 +139,14 @@ def default_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def bootstrap_differences(per_caption, pairs: Sequence[tuple[str, str]], *, n_boot: int = 1000, seed: int = 0,
-                          ci: float = 0.95):
+                          ci: float = 0.95, pairing: str = "image"):
     """For each (original, fine-grained) pair and feature: mean(FG) - mean(original), with a percentile
     bootstrap confidence interval, plus the relative change in percent.
 
-    Resampling unit: the image. When both datasets have the same images (the FG sets re-caption the
-    originals' images), the same resampled images are used for both (paired bootstrap), so the
-    interval reflects image sampling only; otherwise images are resampled independently. A dataset
+    Resampling unit: the image. Images are matched by their manifest path, in any order (see
+    ``pairing.pair_images``); the FG sets re-caption the originals' images, so the same resampled images are
+    used for both (paired bootstrap) and the interval reflects image sampling only. Two datasets whose
+    image sets differ are refused, unless ``pairing="independent"``: then each is resampled on its own. A dataset
     mean is a ratio estimator: sum of the resampled captions' values / their number (NaN skipped).
     """
     import pandas as pd
@@ -150,22 +159,8 @@ def bootstrap_differences(per_caption, pairs: Sequence[tuple[str, str]], *, n_bo
     alpha = (1 - ci) / 2
     for p_idx, (base, fine) in enumerate(pairs):
         rng = np.random.default_rng([seed, p_idx])
-        stats = {}
-        for name in (base, fine):
-            sub = per_caption[(per_caption["dataset"] == name) & (per_caption["status"] == "ok")]
-            if sub.empty:
-                raise VlbenchError(f"dataset {name!r} has no analysable caption", "check its captions")
-            img = sub["image"].to_numpy()
-            uniq, inv = np.unique(img, return_inverse=True)
-            vals = sub[list(FEATURES)].to_numpy(dtype=float)
-            valid = ~np.isnan(vals)
-            sums = np.zeros((len(uniq), len(FEATURES)))
-            cnts = np.zeros((len(uniq), len(FEATURES)))
-            np.add.at(sums, inv, np.where(valid, vals, 0.0))
-            np.add.at(cnts, inv, valid.astype(float))
-            stats[name] = (uniq, sums, cnts)
+        stats, paired = image_sums(per_caption, base, fine, pairing)
         (ub, sb, cb), (uf, sf, cf) = stats[base], stats[fine]
-        paired = len(ub) == len(uf) and bool(np.all(ub == uf))
         point_b = sb.sum(0) / np.where(cb.sum(0) > 0, cb.sum(0), np.nan)
         point_f = sf.sum(0) / np.where(cf.sum(0) > 0, cf.sum(0), np.nan)
         diffs, rels = [], []
@@ -225,10 +220,11 @@ class GranularityReport:
 
     def exclusions_text(self, limit: int = 10) -> str:
         lines = []
+        no_noun = ("NP ratios undefined, left out of those means" if self.options.get("np_unit") == "noun"
+                   else "NP counts 0, included in the means")
         for name, rep in self.captions.items():
             line = (f"{name}: {rep['n_analysed']:,} of {rep['n_captions']:,} captions analysed, "
-                    f"{rep['n_excluded']} excluded, {rep['n_without_noun']} without a noun "
-                    f"(NP ratios undefined, left out of those means)")
+                    f"{rep['n_excluded']} excluded, {rep['n_without_noun']} without a noun ({no_noun})")
             lines.append(line)
             for e in rep["excluded"][:limit]:
                 lines.append(f"  excluded {e['caption_id']}: {e['reason']}: {e['text']!r}")
@@ -292,7 +288,7 @@ def differences_markdown(diff, digits: int = 3) -> str:
     n_boot = int(diff["n_boot"].iloc[0])
     paired = bool(diff["paired"].all())
     note = (f"\n\nDifference = fine-grained mean - original mean; {n_boot} bootstrap samples of images "
-            f"({'paired: same images for both' if paired else 'resampled independently where images differ'}), "
+            f"({'paired: the same images in both, matched by image path' if paired else 'NOT paired: the image sets differ, each resampled independently (--unpaired)'}), "
             f"seed {int(diff['seed'].iloc[0])}, percentile intervals.")
     return "\n".join([head, sep, *body]) + note
 
@@ -300,15 +296,17 @@ def differences_markdown(diff, digits: int = 3) -> str:
 def granularity_report(datasets: Sequence, *, data_dir=None, pairs="auto", n_boot: int = 1000, seed: int = 0,
                        ci: float = 0.95, batch_size: int = 1000, n_process: int = 1, limit: int | None = None,
                        progress: Callable[[str], None] | None = None, options: FeatureOptions | None = None,
-                       **feature_options) -> GranularityReport:
+                       profile: str | None = None, pairing: str = "image", **feature_options) -> GranularityReport:
     """Everything ``vlbench granularity`` prints and writes.
 
     ``pairs``: "auto" (coco/coco-fg and flickr30k/flickr30k-fg when both are requested), or a list of
-    (original, fine-grained) dataset names; ``n_boot=0`` skips the bootstrap.
+    (original, fine-grained) dataset names; ``n_boot=0`` skips the bootstrap. ``profile``: a named set of
+    readings (``PROFILES``; default ``DEFAULT_PROFILE``), ``feature_options`` on top. ``pairing``: "image"
+    (a pair must describe the same images, matched by image path) or "independent".
     """
     if not datasets:
         raise VlbenchError("no dataset given", "name at least one dataset, e.g. --dataset coco coco-fg")
-    opts = resolve_options(options, **feature_options)
+    opts = resolve_options(options, profile, **feature_options)
     t0 = time.perf_counter()
     per_caption = per_caption_frame(datasets, data_dir=data_dir, options=opts, batch_size=batch_size,
                                     n_process=n_process, limit=limit, progress=progress)
@@ -322,11 +320,13 @@ def granularity_report(datasets: Sequence, *, data_dir=None, pairs="auto", n_boo
         if len(p) != 2 or any(x not in names for x in p):
             raise VlbenchError(f"pair {p!r} names a dataset that was not requested",
                                f"requested datasets: {', '.join(names)}")
-    diff = bootstrap_differences(per_caption, pairs, n_boot=n_boot, seed=seed, ci=ci) if pairs else None
+    diff = (bootstrap_differences(per_caption, pairs, n_boot=n_boot, seed=seed, ci=ci, pairing=pairing)
+            if pairs else None)
     meta = {
         "datasets": names,
         "pairs": [list(p) for p in pairs],
-        "bootstrap": {"n_boot": n_boot, "seed": seed, "ci": ci, "unit": "image"},
+        "bootstrap": {"n_boot": n_boot, "seed": seed, "ci": ci, "unit": "image", "pairing": pairing},
+        "profile": None if options is not None else (profile or DEFAULT_PROFILE),
         "spacy_model": _spacy_model_info(),
         "wordnet_version": _wordnet_version(),
         "seconds": {"features": round(t_feat, 2), "total": round(time.perf_counter() - t0, 2)},
@@ -358,12 +358,13 @@ def granularity_table(datasets: Sequence, *, data_dir=None, **feature_options):
     """Table 5.1 as a pandas DataFrame: index ``feature`` (the eight ``FEATURES``), one column per
     dataset (its name, or ``custom:<file>``), values = dataset means of the per-caption features.
 
-    ``feature_options`` are the fields of ``FeatureOptions`` (see docs/granularity.md), plus
+    ``profile`` names a set of readings (``"paper"``, the default, or ``"per-noun"``; see
+    docs/granularity.md); ``feature_options`` are fields of ``FeatureOptions`` set on top of it, plus
     ``batch_size``, ``n_process`` and ``limit`` (first N captions of each dataset). Caption counts and
     exclusions are in ``table.attrs["captions"]``.
     """
-    run_kw = {k: feature_options.pop(k) for k in ("batch_size", "n_process", "limit", "progress", "options")
-              if k in feature_options}
+    run_kw = {k: feature_options.pop(k) for k in ("batch_size", "n_process", "limit", "progress", "options",
+                                                  "profile") if k in feature_options}
     rep = granularity_report(datasets, data_dir=data_dir, pairs=[], n_boot=0, **run_kw, **feature_options)
     table = rep.table
     table.attrs["captions"] = rep.captions
@@ -373,6 +374,6 @@ def granularity_table(datasets: Sequence, *, data_dir=None, **feature_options):
 
 def dataset_features(dataset, *, data_dir=None, **feature_options):
     """Per-caption features of one dataset (name, ``custom:<manifest>`` or a loaded Dataset)."""
-    run_kw = {k: feature_options.pop(k) for k in ("batch_size", "n_process", "limit", "options")
+    run_kw = {k: feature_options.pop(k) for k in ("batch_size", "n_process", "limit", "options", "profile")
               if k in feature_options}
     return per_caption_frame([dataset], data_dir=data_dir, **run_kw, **feature_options)
