@@ -12,8 +12,24 @@ from .base import CaptionRNG, PerturbedSet, Token, usable_text
 _REQUIRED = ("name", "family", "version", "params", "needs_parse", "apply")
 
 
-def instantiate(name: str, params: dict | None = None):
-    """The perturbation object registered under ``name``, built with ``params``."""
+def instantiate(name: str, params: dict | None = None, variant: str | None = None):
+    """The perturbation object registered under ``name``, built with ``params``.
+
+    ``variant="hendriksen2024"`` (or ``params={"variant": "hendriksen2024"}``) gives the authors-compatible
+    variant of a built-in perturbation (vlbench/perturbations/compat.py); ``None`` / ``"standard"`` the
+    registered one.
+    """
+    params = dict(params or {})
+    variant = params.pop("variant", variant)
+    if variant not in (None, "standard"):
+        from . import compat
+        if variant != compat.VARIANT:
+            raise VlbenchError(f"perturbation {name!r}: unknown variant {variant!r}",
+                               f"use variant=standard or variant={compat.VARIANT}")
+        if params:
+            raise VlbenchError(f"perturbation {name!r}: the {variant} variant takes no parameters, got {params}",
+                               "drop the other parameters; the variant fixes them as the authors did")
+        return compat.CompatPerturbation(name)
     entry = REGISTRY.entry(name)
     target = REGISTRY.get(name)
     is_factory = isinstance(target, type) or (callable(target) and not hasattr(target, "apply"))
