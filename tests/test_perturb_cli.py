@@ -111,7 +111,9 @@ def test_text_mode_prints_one_json_object_per_perturbation(capsys):
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [x["perturbation"] for x in lines] == P.resolve("all")
     for x in lines:
-        assert x["caption_id"] == "text#0" and x["original"] == CHAPTER and x["applicable"] is True
+        # synonym-adjective 2.0 has no common same-sense synonym for "amphibious" (see test_perturbations)
+        assert x["caption_id"] == "text#0" and x["original"] == CHAPTER
+        assert x["applicable"] is (x["perturbation"] != "synonym-adjective")
         assert set(ROW_KEYS) <= set(x)
     by = {x["perturbation"]: x["perturbed"] for x in lines}
     assert by["distraction-true"] == "An amphibious plane is floating in front of the London Bridge and true is true."
@@ -145,7 +147,7 @@ def test_dataset_with_empty_captions_reports_them(tmp_path, capsys):
 
 def test_params_on_the_command_line(capsys):
     assert run(["--text", CHAPTER, "--json", "--perturb", "synonym-noun,char-swap", "--param", "synonym-noun.k=2",
-                "--param", "char-swap.edits=2"]) == 0
+                "--param", "synonym-noun.choice=first", "--param", "char-swap.edits=2"]) == 0
     lines = {x["perturbation"]: x for x in map(json.loads, capsys.readouterr().out.splitlines())}
     assert lines["synonym-noun"]["perturbed"] == "An amphibious airplane is floating in front end of the London Bridge."
     diff = [a != b for a, b in zip(CHAPTER.split(" "), lines["char-swap"]["perturbed"].split(" "))]

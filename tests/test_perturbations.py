@@ -351,7 +351,8 @@ GOLDEN_SEED0 = {  # caption id "fig#0", seed 0; a change here needs a version bu
     "extra-char": "An amphibious plane is floating in fwront of the London Bridge.",
     "nearby-char": "An amphibious plane is floatigg in front of the London Bridge.",
     "synonym-noun": "An amphibious airplane is floating in front of the London Bridge.",
-    "synonym-adjective": "An amphibian plane is floating in front of the London Bridge.",
+    # v2.0: "amphibian" is a derivation of "amphibious" (same first four letters), so not applicable
+    "synonym-adjective": "An amphibious plane is floating in front of the London Bridge.",
     "distraction-true": "An amphibious plane is floating in front of the London Bridge and true is true.",
     "distraction-false": "An amphibious plane is floating in front of the London Bridge and false is false.",
     "shuffle-nouns-adjectives": "An amphibious Bridge is floating in front of the London plane.",
@@ -372,7 +373,7 @@ def chapter_runs():
 def test_chapter_example_golden(chapter_runs):
     ids, sets = chapter_runs
     assert {n: ps.texts[0] for n, ps in sets.items()} == GOLDEN_SEED0
-    assert all(all(ps.applicable) for ps in sets.values())
+    assert all(all(ps.applicable) for n, ps in sets.items() if n != "synonym-adjective")
 
 
 def test_chapter_example_definitions(chapter_runs, wn):
@@ -401,9 +402,12 @@ def test_chapter_example_definitions(chapter_runs, wn):
         assert [w[k] for k in range(len(w)) if k not in noun_pos] == [words[k] for k in range(len(w)) if k not in noun_pos]
         w = units(t["shuffle-all-but-nouns-adjectives"])
         assert [w[k] for k in (1, *noun_pos)] == [words[k] for k in (1, *noun_pos)]
-    # the deterministic first-synonym rule, as in the chapter (k = 1)
+    # the deterministic common-synonym rule (k = 1); the adjective has no same-sense common synonym
     check_synonym(CHAPTER, sets["synonym-noun"].texts[0], toks, NOUNS, "n", wn)
-    check_synonym(CHAPTER, sets["synonym-adjective"].texts[0], toks, ADJS, "a", wn)
+    assert not any(sets["synonym-adjective"].applicable)
+    first = P.perturb_captions([CHAPTER], ["x"], ["synonym-adjective"],
+                               params={"synonym-adjective": {"choice": "first"}})["synonym-adjective"]
+    check_synonym(CHAPTER, first.texts[0], toks, ADJS, "a", wn)  # the chapter's (version 1.0) rule
     assert len(set(sets["synonym-noun"].texts)) == 1  # "first" rule: independent of the caption id
     # the shuffles really are random per caption id
     assert len(set(sets["shuffle-all-words"].texts)) > 30
@@ -433,7 +437,8 @@ def test_synonym_choice_random_and_k(wn):
         check_synonym(CHAPTER, t, toks, NOUNS, "n", wn)
     again = P.perturb_captions([CHAPTER] * 30, ids, ["synonym-noun"], params={"synonym-noun": {"choice": "random"}})
     assert again["synonym-noun"].texts == ps.texts
-    k2 = P.perturb_captions([CHAPTER], ["x"], ["synonym-noun"], params={"synonym-noun": {"k": 2}})["synonym-noun"]
+    k2 = P.perturb_captions([CHAPTER], ["x"], ["synonym-noun"],
+                            params={"synonym-noun": {"k": 2, "choice": "first"}})["synonym-noun"]
     assert k2.texts[0] == "An amphibious airplane is floating in front end of the London Bridge."
 
 
@@ -443,12 +448,13 @@ def test_synonym_choice_random_and_k(wn):
     ("A woman's purse on a table.", "An adult female's purse on a table."),  # possessive host word
 ])
 def test_synonym_noun_form_and_article(caption, expected):
-    assert P.perturb_captions([caption], ["c"], ["synonym-noun"])["synonym-noun"].texts[0] == expected
+    first = {"synonym-noun": {"choice": "first"}}  # the version-1.0 rule, still reachable
+    assert P.perturb_captions([caption], ["c"], ["synonym-noun"], params=first)["synonym-noun"].texts[0] == expected
 
 
 def test_synonym_inflect_false_inserts_bare_lemma():
     out = P.perturb_captions(["Two dogs are running."], ["c"], ["synonym-noun"],
-                             params={"synonym-noun": {"inflect": False}})["synonym-noun"].texts[0]
+                             params={"synonym-noun": {"inflect": False, "choice": "first"}})["synonym-noun"].texts[0]
     assert out == "Two domestic dog are running."
 
 
@@ -626,9 +632,10 @@ def test_rates_are_plausible(corpus):
     for name in P.FAMILIES["typos"] + P.FAMILIES["distraction"] + ["shuffle-all-words", "shuffle-within-trigrams",
                                                                    "shuffle-trigrams"]:
         assert sets[name].not_applicable_rate < 0.01, name
-    assert sets["synonym-noun"].not_applicable_rate < 0.03
+    # v2.0 common rule: only the most frequent sense and SemCor-attested lemmas, so it applies less often
+    assert 0.2 < sets["synonym-noun"].not_applicable_rate < 0.7, sets["synonym-noun"].not_applicable_rate
     assert sets["shuffle-all-but-nouns-adjectives"].not_applicable_rate < 0.02
-    assert 0.2 < sets["synonym-adjective"].not_applicable_rate < 0.8
+    assert 0.5 < sets["synonym-adjective"].not_applicable_rate < 0.95, sets["synonym-adjective"].not_applicable_rate
     for ps in sets.values():
         assert len(ps.texts) == len(corpus["captions"]) and all(t.strip() for t in ps.texts)
 
@@ -713,7 +720,8 @@ def test_synonym_is_a_wordnet_synonym_of_the_right_pos(corpus, wn, name, tagset,
             continue
         check_synonym(orig, pert, corpus["tokens"][orig], tagset, wn_pos, wn)
         n_checked += 1
-    assert n_checked > 0.2 * len(corpus["captions"])
+    # the common rule (v2.0) applies to fewer captions: on this excerpt 58 of 300 for adjectives
+    assert n_checked > 0.15 * len(corpus["captions"])
 
 
 def test_order_and_batch_independence(corpus):
@@ -738,3 +746,52 @@ def test_different_seed_gives_different_results(corpus):
     same = P.perturb_captions(corpus["captions"][:50], corpus["ids"][:50], names, seed=0)
     for name in names:
         assert same[name].texts == corpus["sets"][name].texts[:50]
+
+
+# ----------------------------------------------------------------------------------------------
+# issue #10: the meaning-changing replacements of the version-1.0 rule no longer happen by default
+
+ISSUE10_NOUN = [  # (caption, replacement that must not appear) from the issue's COCO audit
+    ("A horse standing in the grass.", "Grass"), ("A brown horse in a field.", "Equus"),
+    ("A glass of water on a table.", "H2O"), ("A bride and groom cut a cake.", "Bridget"),
+    ("Footprints in the sand at the beach.", "George"), ("A cook prepares food in a kitchen.", "James"),
+    ("A jet plane on the runway.", "plane plane"), ("BASEBALL GAME GOING ON", "GAME GAME"),
+    ("A fire hydrant on the street.", "firing"), ("A boy eats a hot dog.", "raging"),
+    ("A close up of a cat.", "near up"), ("Two men walking down a road.", "work force"),
+    ("more than the usual cars", "than than"), ("A  woman with an umbrella.", "adult female"),
+]
+ISSUE10_ADJ = [
+    ("A black cat on a bed.", "bleak"), ("Other people watch a game.", "early"),
+    ("Several people on a beach.", "respective"), ("A tall man in a suit.", "grandiloquent"),
+    ("An old man on a bench.", "older"), ("A black and white photo of a dog.", "bleak"),
+]
+
+
+@pytest.mark.parametrize("name, cases", [("synonym-noun", ISSUE10_NOUN), ("synonym-adjective", ISSUE10_ADJ)])
+def test_issue10_replacements_gone_by_default(name, cases):
+    caps = [c for c, _ in cases]
+    out = P.perturb_captions(caps, [f"c{i}" for i in range(len(caps))], [name])[name]
+    for (cap, bad), new in zip(cases, out.texts):
+        assert bad not in new, (cap, new)
+        words = new.lower().split()
+        assert all(a != b for a, b in zip(words, words[1:])), new  # no adjacent repeat
+        # a replaced lower-case word never becomes capitalised; capitalised words stay where they were
+        assert [w[0].isupper() for w in new.split()] == [w[0].isupper() for w in cap.split()][:len(new.split())] \
+            or len(new.split()) != len(cap.split()), new
+
+
+def test_common_rule_keeps_number_article_and_fixed_expressions():
+    caps = ["A picture of a dog.", "Two cars on a road.", "A hot dog and a fire hydrant.", "A  picture of a cat."]
+    out = P.perturb_captions(caps, ["a", "b", "c", "d"], ["synonym-noun"])["synonym-noun"]
+    # picture's most frequent sense (picture.n.01) lists "image" with the higher SemCor count; the article
+    # is fixed whatever the spacing; car -> automobile keeps the plural; hot dog / fire hydrant untouched
+    assert out.texts == ["An image of a dog.", "Two automobiles on a road.", "A hot dog and a fire hydrant.",
+                         "An  image of a cat."]
+    assert out.applicable == [True, True, False, True]
+
+
+def test_first_rule_still_reachable_and_old_output_reproducible():
+    first = {"synonym-noun": {"choice": "first"}}
+    out = P.perturb_captions(["A horse standing in the grass."], ["c"], ["synonym-noun"], params=first)
+    # the version-1.0 output quoted in the issue ("Equus caballus" for horse, first noun with a synonym)
+    assert out["synonym-noun"].texts[0] == "An Equus caballus standing in the grass."

@@ -14,7 +14,18 @@ names are not pluralized and skipped; a plural WordNet cannot map back to the le
 comparatives/superlatives (JJR/JJS) that are not lemmas themselves get no candidates. With
 ``inflect=False`` every synset counts and the bare lemma is inserted (closer to the authors' code).
 
-Choice rule ``choice="first"`` (default, the authors' k = 1 rule): the first k eligible tokens in the
+Choice rule ``choice="common"`` (default since version 2.0, meaning-preserving): only the most frequent
+sense of the word for its tagged part of speech (the first WordNet synset that lists the word itself, or
+for a plural noun its singular; WordNet orders senses by SemCor frequency), and of that sense only lemmas
+attested in SemCor (``Lemma.count() >= 1``), ranked by that count so that common words win; never a
+lemma with an upper-case letter (proper names such as "Gunter Grass", "H2O") or a multi-word lemma, never
+a lemma that is only an inflection or derivation of the word (sharing its first four letters: old ->
+older), never a replacement equal to a neighbouring word (no "plane plane"), and never a token inside a
+fixed multi-word expression (:data:`FIXED_EXPRESSIONS`: hot dog, fire hydrant, close up, black and
+white, ...). Plural nouns get the plural of the candidate (see ``inflect``); comparatives/superlatives
+are left alone. The first k eligible tokens are replaced, each by its top-ranked candidate.
+
+Choice rule ``choice="first"`` (version 1.0 default, the authors' k = 1 rule): the first k eligible tokens in the
 caption that have a candidate, each replaced by its first candidate. ``choice="random"``: k tokens drawn
 uniformly among those with candidates, each replaced by a uniformly drawn candidate (per-caption RNG).
 
@@ -42,6 +53,18 @@ IRREGULAR_PLURALS = {
     "sheep": "sheep", "deer": "deer", "fish": "fish", "aircraft": "aircraft", "spacecraft": "spacecraft",
     "series": "series", "species": "species", "moose": "moose", "bison": "bison", "swine": "swine",
 }
+
+
+# fixed expressions whose words must not be replaced one at a time (lower-case, single spaces)
+FIXED_EXPRESSIONS = (
+    "hot dog", "hot dogs", "fire hydrant", "fire hydrants", "close up", "close-up", "black and white",
+    "teddy bear", "teddy bears", "living room", "cell phone", "cell phones", "stop sign", "stop signs",
+    "traffic light", "traffic lights", "parking meter", "parking lot", "tennis racket", "tennis court",
+    "baseball bat", "baseball game", "hot air balloon", "fire truck", "fire engine", "double decker",
+    "ice cream", "french fries", "home plate", "big ben", "more than", "a lot", "lots of", "each other",
+    "other side", "first base", "second base", "third base", "high chair", "cutting board", "stuffed animal",
+    "police officer", "bus stop", "train station", "train tracks", "side walk", "air port", "frisbee golf",
+)
 
 
 def _norm(s: str) -> str:
@@ -143,6 +166,48 @@ def synonym_candidates(word: str, wn_pos: str, plural: bool, inflect: bool) -> t
     return tuple(out)
 
 
+@lru_cache(maxsize=200_000)
+def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
+    """Candidates of the ``common`` rule (module docstring): most frequent sense, SemCor-attested
+    lower-case single-word lemmas ranked by SemCor count, no inflection/derivation of the word."""
+    wn = _wn()
+    w = word.lower()
+    # a plural noun is looked up by its singular only ("men" alone is also a lemma of the sense "work force")
+    forms = ([b for b in _morphy_all(w, wn_pos) if b != w] or [w]) if plural else [w]
+    sense = next((syn for syn in wn.synsets(w, pos=wn_pos)
+                  if any(n.lower() in forms for n in syn.lemma_names())), None)
+    if sense is None:
+        return ()
+    bases = {_norm(f) for f in forms} | {_norm(b) for b in _morphy_all(w, wn_pos)}
+    ranked = []
+    for lem in sense.lemmas():
+        name = lem.name()
+        if (not name.isalpha() or not name.islower() or _norm(name) in bases or lem.count() < 1
+                or any(name[:4] == b[:4] for b in bases)):
+            continue
+        cand = name
+        if plural and name.lower() != w:
+            cand = pluralize_phrase(name)
+            if cand is None:
+                continue
+        ranked.append((-lem.count(), cand))
+    return tuple(c for _, c in sorted(ranked))
+
+
+def in_fixed_expression(text: str, start: int, end: int) -> bool:
+    """Whether the span text[start:end] lies inside one of :data:`FIXED_EXPRESSIONS` (case- and
+    spacing-insensitive, whole words)."""
+    import re
+
+    low = text.lower()
+    for expr in FIXED_EXPRESSIONS:
+        pat = r"(?<![a-z])" + r"\s+".join(re.escape(p) for p in expr.split(" ")) + r"(?![a-z])"
+        for m in re.finditer(pat, low):
+            if m.start() <= start and end <= m.end():
+                return True
+    return False
+
+
 _AN_EXCEPTIONS = ("hour", "honest", "honor", "honour", "heir")
 _A_EXCEPTIONS = ("uni", "use", "usu", "uti", "ute", "ura", "uro", "eu", "one", "once", "ewe")
 
@@ -167,16 +232,16 @@ def match_case(template: str, new: str) -> str:
 
 class _Synonym(BasePerturbation):
     family = "lexical"
-    version = "1.0"
+    version = "2.0"
     needs_parse = True
     resources = ("spacy", "wordnet")
-    defaults = {"k": 1, "choice": "first", "inflect": True, "fix_article": True}
+    defaults = {"k": 1, "choice": "common", "inflect": True, "fix_article": True}
     tags: frozenset = frozenset()
     wn_pos = "n"
 
     def validate(self):
         check_int(self.name, "k", self.params["k"], 1)
-        check_choice(self.name, "choice", self.params["choice"], ("first", "random"))
+        check_choice(self.name, "choice", self.params["choice"], ("common", "first", "random"))
         check_bool(self.name, "inflect", self.params["inflect"])
         check_bool(self.name, "fix_article", self.params["fix_article"])
 
@@ -190,10 +255,23 @@ class _Synonym(BasePerturbation):
             if (tok.tag not in self.tags or not tok.text.isalpha() or len(tok.text) < 2
                     or tok.idx < unit.start or tok.end > unit.end):
                 continue
-            cands = synonym_candidates(tok.text, self.wn_pos, tok.tag in PLURAL_TAGS, self.params["inflect"])
+            plural = tok.tag in PLURAL_TAGS
+            if self.params["choice"] == "common":
+                cands = self._common(text, tokens, tok, plural)
+            else:
+                cands = synonym_candidates(tok.text, self.wn_pos, plural, self.params["inflect"])
             if cands:
                 out.append((tok, cands))
         return out
+
+    def _common(self, text, tokens, tok, plural):
+        """``common``-rule candidates of one token in its caption: no fixed expression, no candidate equal
+        to the word before or after (no new adjacent repeat)."""
+        if tok.tag in ("JJR", "JJS", "RBR", "RBS") or in_fixed_expression(text, tok.idx, tok.end):
+            return ()
+        i = next(j for j, t in enumerate(tokens) if t.idx == tok.idx)
+        near = {tokens[j].text.lower() for j in (i - 1, i + 1) if 0 <= j < len(tokens)}
+        return tuple(c for c in common_candidates(tok.text, self.wn_pos, plural) if c.lower() not in near)
 
     def apply(self, text, *, rng, tokens=None):
         if tokens is None:
@@ -202,19 +280,28 @@ class _Synonym(BasePerturbation):
         if not eligible:
             return None
         k = min(self.params["k"], len(eligible))
-        if self.params["choice"] == "first":
+        if self.params["choice"] in ("first", "common"):
             chosen = [(tok, cands[0]) for tok, cands in eligible[:k]]
         else:
             picks = rng.sample(range(len(eligible)), k)
             chosen = [(eligible[i][0], rng.choice(eligible[i][1])) for i in picks]
-        prev = {t.idx: tokens[i - 1] for i, t in enumerate(tokens) if i > 0}
+        # the article before a token: in 1.0 the directly preceding token; with ``common`` the preceding
+        # non-space token (spaCy makes extra spaces a token of their own: "A  woman")
+        skip_space = self.params["choice"] == "common"
+        prev = {}
+        for i, t in enumerate(tokens):
+            j = i - 1
+            while skip_space and j >= 0 and not tokens[j].text.strip():
+                j -= 1
+            if j >= 0:
+                prev[t.idx] = tokens[j]
         out = text
         for tok, cand in sorted(chosen, key=lambda tc: tc[0].idx, reverse=True):
             new = match_case(tok.text, cand)
             out = out[:tok.idx] + new + out[tok.end:]
             art = prev.get(tok.idx)
             if (self.params["fix_article"] and art is not None and art.text.lower() in ("a", "an")
-                    and art.end + len(art.ws) == tok.idx and art.ws.strip() == ""):
+                    and text[art.end:tok.idx].strip() == ""):
                 want = "an" if wants_an(new) else "a"
                 if want != art.text.lower():
                     if art.text.isupper() and len(art.text) > 1:
