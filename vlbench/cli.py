@@ -119,18 +119,23 @@ def _cmd_ls(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from .benchmark.cache import clear_cache, list_cache
+    from .benchmark.cache import clear_cache, list_cache, list_perturbation_cache
 
     if args.action == "ls":
-        rows = list_cache(args.cache_dir)
+        rows, prows = list_cache(args.cache_dir), list_perturbation_cache(args.cache_dir)
         if not rows:
             print("the embedding cache is empty")
+        else:
+            print(f"{'model hash':<16}  {'model':<24} {'modality':<8} {'vectors':>8} {'shards':>6} {'MB':>8}  modified")
         for r in rows:
-            print(f"{r['model_hash']}  {r['modality']:<6} {r['vectors']:>8} vectors  {r['shards']:>5} shards  "
-                  f"{r['bytes'] / 1e6:8.1f} MB  {r['modified']}")
+            print(f"{r['model_hash']:<16}  {r['model'] or '?':<24} {r['modality']:<8} {r['vectors']:>8} "
+                  f"{r['shards']:>6} {r['bytes'] / 1e6:8.1f}  {r['modified']}  ({r['vectors']} vectors)")
+        print(f"perturbed captions: {len(prows)} cached set(s)")
+        for r in prows:
+            print(f"  {r['key']}  {', '.join(r['perturbations']):<40} {r['bytes'] / 1e6:8.1f} MB  {r['modified']}")
     else:
         n = clear_cache(args.cache_dir, args.model_hash)
-        print(f"removed {n} model folder(s) from the embedding cache")
+        print(f"removed {n} cache entr{'y' if n == 1 else 'ies'} (model folders and perturbed-caption files)")
     return 0
 
 
