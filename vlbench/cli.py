@@ -96,7 +96,6 @@ def _cmd_ls(args) -> int:
         from . import perturbations as _p  # noqa: F401
     except Exception as exc:  # pragma: no cover
         print(f"(perturbations unavailable: {exc})")
-    metrics = ["recall@k", "rsum", "medr", "meanr", "r_precision", "map_at_r", "dcg_cm@p", "ndcg_cm@p"]
     sections = [("models", registry.models), ("datasets", registry.datasets),
                 ("perturbations", registry.perturbations)]
     want = args.what
@@ -112,9 +111,16 @@ def _cmd_ls(args) -> int:
         for name, err in reg.plugin_errors.items():
             print(f"  ! {name}: {err}")
     if not want or want == "metrics":
-        print("metrics (both directions i2t/t2i):")
-        for m in metrics:
-            print(f"  {m}")
+        from .benchmark.metric_specs import describe
+
+        print("metrics (name, unit, range, better, directions):")
+        for m in describe():
+            src = "" if m["source"] == "builtin" else f"  [{m['source']}]"
+            if "error" in m:
+                print(f"  ! {m['name']}: {m['error']}{src}")
+                continue
+            name = m["name"] + {"k": "@k", "p": "@p"}.get(m["param"], "")
+            print(f"  {name:<14} {m['unit']:<5} {m['better']:<6} {'/'.join(m['directions']):<8} {m['range']}{src}")
     return 0
 
 
