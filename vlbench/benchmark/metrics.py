@@ -238,6 +238,18 @@ def _discounts(p: int) -> np.ndarray:
     return 1.0 / np.log2(np.arange(2, p + 2, dtype=np.float64))
 
 
+def graded_ndcg_rows(gain: np.ndarray, top_ix: np.ndarray, disc: np.ndarray) -> np.ndarray:
+    """nDCG of each row with purely graded gains: ``gain`` (rows x candidates) the gain of every
+    candidate, ``top_ix`` the model's top-p candidates in ranked order, ``disc`` the p discounts.
+    The ideal DCG sorts the gains themselves; a row whose ideal DCG is <= 0 gets 0."""
+    pp = top_ix.shape[1]
+    dcg = np.take_along_axis(gain, top_ix, axis=1) @ disc
+    top_g = -np.partition(-gain, pp - 1, axis=1)[:, :pp] if gain.shape[1] > pp else gain
+    idcg = -np.sort(-top_g, axis=1)[:, :pp] @ disc
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(idcg > 0, dcg / idcg, 0.0)
+
+
 def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, pos: Positives, *,
                kmax: int, p: int, relevance: SimilaritySource | None, block_bytes: int,
                progress: Callable[[int], None] | None = None, graded: dict | None = None) -> DirectionResult:
@@ -339,11 +351,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
             ndcg[b0:b1] = np.where(idcg > 0, dcg[b0:b1] / idcg, 0.0)
         for name, src in graded.items():  # graded labels (Messina et al.): gain 2^rel - 1, no override
             gblk = np.exp2(np.asarray(src.rows(direction, queries[b0:b1]), dtype=np.float64)) - 1.0
-            g_dcg = np.take_along_axis(gblk, top_ix[:, :pp], axis=1) @ disc[:pp]
-            top_g = -np.partition(-gblk, pp - 1, axis=1)[:, :pp] if gblk.shape[1] > pp else gblk
-            g_idcg = -np.sort(-top_g, axis=1)[:, :pp] @ disc[:pp]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                graded_out[name][b0:b1] = np.where(g_idcg > 0, g_dcg / g_idcg, 0.0)
+            graded_out[name][b0:b1] = graded_ndcg_rows(gblk, top_ix[:, :pp], disc[:pp])
         if progress:
             progress(b1 - b0)
 
