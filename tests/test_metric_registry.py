@@ -83,3 +83,19 @@ def test_plugin_package_metric_installed_for_real(plugin_env, tmp_path, manifest
     assert "reciprocal-rank" in text
     res = json.loads(text)
     assert res["environment"]["plugins"]["metrics/reciprocal-rank"] == "vlbench-counting-plugin 0.3.0"
+
+
+def test_extending_doc_metric_example_is_the_tested_plugin():
+    """docs/extending.md's metric example is the file the plug-in package ships (and the tests run)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    example = (root / "docs/examples/metric_plugin.py").read_text()
+    assert example == (root / "tests/plugin_pkg/vlbench_counting_plugin/metrics.py").read_text()
+    doc = (root / "docs/extending.md").read_text()
+    block = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    assert block.strip() in example
+    ns: dict = {}
+    exec(compile(example, "metric_plugin.py", "exec"), ns)  # runs: builds the Metric
+    ev = M.evaluate(M.ArraySource(S), C2I)
+    np.testing.assert_allclose(ns["RECIPROCAL_RANK"].per_query(ev.t2i, ev), [1, .5, .5, 1])
