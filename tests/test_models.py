@@ -199,3 +199,21 @@ def test_same_size_same_mtime_weights_get_a_new_fingerprint(tmp_path, monkeypatc
     os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns))  # ... and the old mtime
     assert os.stat(w).st_size == st.st_size and os.stat(w).st_mtime_ns == st.st_mtime_ns
     assert _dir_fingerprint(ck) != first
+
+
+def test_model_identity_is_typed_frozen_and_hash_compatible(tiny_models):
+    import dataclasses
+    import hashlib
+    import json
+
+    from vlbench.benchmark.models import EMBED_CODE_VERSION
+
+    m = load_model(f"clip:{tiny_models('clip', 0)}", device="cpu")
+    ident = m.model_identity()
+    assert ident.precision == "fp32" and ident.embed_dim == 16 and ident.to_dict() == m.identity()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ident.precision = "bf16"
+    # the hash of the dict form as before the typed identity: cached vectors stay valid
+    old = hashlib.sha256(json.dumps(dict(m.identity(), embed_code_version=EMBED_CODE_VERSION), sort_keys=True,
+                                    default=str).encode()).hexdigest()
+    assert m.model_hash() == old and hash(ident) == hash(m.model_identity())

@@ -66,10 +66,14 @@ class ModelAdapter:
         """Lengths used to batch texts of similar length together (less padding)."""
         return [len(t) for t in texts]
 
+    def model_identity(self):
+        """The typed, frozen form of ``identity()`` (vlbench.benchmark.identity.ModelIdentity)."""
+        from .identity import ModelIdentity
+
+        return ModelIdentity.from_dict(self.identity())
+
     def model_hash(self) -> str:
-        ident = dict(self.identity())
-        ident["embed_code_version"] = EMBED_CODE_VERSION
-        return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+        return self.model_identity().hash(EMBED_CODE_VERSION)
 
 
 # ---------------------------------------------------------------------------------------------
