@@ -150,3 +150,46 @@ def test_block_metrics_memory_is_bounded():
     # a block plus its same-size temporaries, plus O(n) per-query arrays
     assert peak < 8 * block + 200 * n_img * per, (peak, full)
     assert peak < full / 10
+
+
+def _fake_model(root, model_hash, label=None):
+    c = EmbeddingCache(root, model_hash, label=label)
+    c.add("text", ["k1", "k2"], np.ones((2, 4), dtype=np.float32))
+    return c
+
+
+def test_clear_needs_an_exact_hash_or_an_unambiguous_prefix(tmp_path):
+    """issue #12: `cache clear --model-hash 2` removed every model whose hash starts with 2."""
+    from vlbench.errors import VlbenchError
+
+    a, b, c = "2" * 8 + "a" * 56, "2" * 8 + "b" * 56, "3" * 64
+    for h in (a, b, c):
+        _fake_model(tmp_path, h)
+    with pytest.raises(VlbenchError, match="too short"):
+        clear_cache(tmp_path, "2")
+    with pytest.raises(VlbenchError, match="matches 2 models"):
+        clear_cache(tmp_path, "22222222")
+    assert len(list_cache(tmp_path)) == 3  # nothing removed by a refused clear
+    assert clear_cache(tmp_path, "22222222a") == 1  # 9 characters, one model
+    assert sorted(r["model_hash"] for r in list_cache(tmp_path)) == [b[:16], c[:16]]
+    assert clear_cache(tmp_path, c) == 1  # the full 64-character hash
+    assert [r["model_hash"] for r in list_cache(tmp_path)] == [b[:16]]
+
+
+def test_cache_ls_shows_a_header_model_names_and_perturbations(tmp_path):
+    from vlbench.benchmark.cache import list_perturbation_cache
+
+    _fake_model(tmp_path, "4" * 64, label="clip:openai/clip-vit-base-patch32")
+    (tmp_path / "perturbations").mkdir()
+    (tmp_path / "perturbations" / "abc.json").write_text('{"typos": {}, "shuffle_words": {}}')
+    assert list_cache(tmp_path)[0]["model"] == "clip:openai/clip-vit-base-patch32"
+    assert [r["perturbations"] for r in list_perturbation_cache(tmp_path)] == [["shuffle_words", "typos"]]
+    ls = subprocess.run([sys.executable, "-m", "vlbench", "cache", "ls", "--cache-dir", str(tmp_path)],
+                        capture_output=True, text=True, cwd=ROOT, timeout=60)
+    lines = ls.stdout.splitlines()
+    assert ls.returncode == 0, ls.stderr
+    assert lines[0].split()[:3] == ["model", "hash", "model"]
+    assert "clip:openai/clip-vit-base-patch32" in lines[1] and "4444444444444444" in lines[1]
+    assert "perturbed captions: 1 cached set(s)" in ls.stdout and "shuffle_words, typos" in ls.stdout
+    assert clear_cache(tmp_path) == 2  # one model folder + one perturbation file
+    assert list_cache(tmp_path) == [] and list_perturbation_cache(tmp_path) == []

@@ -166,3 +166,54 @@ def test_openclip_keys_keep_token_zero(tiny_models):
     a, b = m.text_keys(['he said "stop!".', 'he said "stop".'])
     assert a != b
     assert len(set(m.text_keys(['a dog !"!', 'a dog "!']))) == 2
+
+
+def test_openclip_custom_text_tower_embed_dim(tiny_models):
+    """issue #13: the identity gave embed_dim 0 for CustomTextCLIP (operator precedence bug); both
+    open_clip model classes of the tiny fixtures have a 16-d joint space (embed_dim=16 in their config)."""
+    import open_clip
+
+    custom = load_model(f"openclip:{tiny_models('openclip_custom_text', 0)}", device="cpu")
+    plain = load_model(f"openclip:{tiny_models('openclip', 0)}", device="cpu")
+    assert isinstance(custom.model, open_clip.CustomTextCLIP)
+    assert not isinstance(plain.model, open_clip.CustomTextCLIP)
+    assert custom.identity()["embed_dim"] == 16
+    assert plain.identity()["embed_dim"] == 16
+    assert custom.encode_texts(["a dog"]).shape[-1] == 16
+
+
+def test_same_size_same_mtime_weights_get_a_new_fingerprint(tmp_path, monkeypatch):
+    """issue #12: replacing weights by a same-size file with the old mtime must change the hash."""
+    from vlbench.benchmark.models import _dir_fingerprint
+
+    monkeypatch.setenv("VLBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    w = ck / "weights.bin"
+    w.write_bytes(b"A" * 4096)
+    st = os.stat(w)
+    first = _dir_fingerprint(ck)
+    assert first == _dir_fingerprint(ck)  # memo hit, same answer
+    time.sleep(0.01)
+    w.write_bytes(b"B" * 4096)  # same size ...
+    os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns))  # ... and the old mtime
+    assert os.stat(w).st_size == st.st_size and os.stat(w).st_mtime_ns == st.st_mtime_ns
+    assert _dir_fingerprint(ck) != first
+
+
+def test_model_identity_is_typed_frozen_and_hash_compatible(tiny_models):
+    import dataclasses
+    import hashlib
+    import json
+
+    from vlbench.benchmark.models import EMBED_CODE_VERSION
+
+    m = load_model(f"clip:{tiny_models('clip', 0)}", device="cpu")
+    ident = m.model_identity()
+    assert ident.precision == "fp32" and ident.embed_dim == 16 and ident.to_dict() == m.identity()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ident.precision = "bf16"
+    # the hash of the dict form as before the typed identity: cached vectors stay valid
+    old = hashlib.sha256(json.dumps(dict(m.identity(), embed_code_version=EMBED_CODE_VERSION), sort_keys=True,
+                                    default=str).encode()).hexdigest()
+    assert m.model_hash() == old and hash(ident) == hash(m.model_identity())

@@ -150,7 +150,8 @@ def save_altclip(folder: Path, seed: int = 0) -> Path:
     return folder
 
 
-def save_openclip(folder: Path, seed: int = 0) -> Path:
+def save_openclip(folder: Path, seed: int = 0, custom_text: bool = False) -> Path:
+    """custom_text: build open_clip's CustomTextCLIP (text tower under ``model.text``)."""
     import open_clip
     import torch
 
@@ -160,13 +161,14 @@ def save_openclip(folder: Path, seed: int = 0) -> Path:
                  "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 4, "layers": 2}}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "open_clip_config.json").write_text(json.dumps({
-        "model_cfg": model_cfg,
+        "model_cfg": dict(model_cfg, custom_text=True) if custom_text else model_cfg,
         "preprocess_cfg": {"mean": [0.48145466, 0.4578275, 0.40821073], "std": [0.26862954, 0.26130258, 0.27577711],
                            "interpolation": "bicubic", "resize_mode": "shortest"}}))
-    model = open_clip.CLIP(**model_cfg)
+    model = (open_clip.CustomTextCLIP if custom_text else open_clip.CLIP)(**model_cfg)
     torch.save(model.state_dict(), folder / "open_clip_pytorch_model.bin")
     return folder
 
 
 SAVERS = {"clip": save_clip, "align": save_align, "altclip": save_altclip, "groupvit": save_groupvit,
-          "openclip": save_openclip}
+          "openclip": save_openclip,
+          "openclip_custom_text": lambda folder, seed=0: save_openclip(folder, seed, custom_text=True)}

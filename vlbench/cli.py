@@ -123,7 +123,6 @@ def _cmd_ls(args) -> int:
         from . import perturbations as _p  # noqa: F401
     except Exception as exc:  # pragma: no cover
         print(f"(perturbations unavailable: {exc})")
-    metrics = ["recall@k", "rsum", "medr", "meanr", "r_precision", "map_at_r", "dcg_cm@p", "ndcg_cm@p"]
     sections = [("models", registry.models), ("datasets", registry.datasets),
                 ("perturbations", registry.perturbations)]
     want = args.what
@@ -145,41 +144,37 @@ def _cmd_ls(args) -> int:
         for name, err in reg.plugin_errors.items():
             print(f"  ! {name}: {err}")
     if not want or want == "metrics":
-        print("metrics (both directions i2t/t2i):")
-        for m in metrics:
-            print(f"  {m}")
-        for e in registry.metrics.entries():  # discovered through the entry-point group, not computed (yet)
-            print(f"  ! {e.name}: [{e.source}] metric plug-ins are not computed by this version of vlbench; "
-                  f"it is not used in any run")
+        from .benchmark.metric_specs import describe
+
+        print("metrics (name, unit, range, better, directions):")
+        for m in describe():
+            src = "" if m["source"] == "builtin" else f"  [{m['source']}]"
+            if "error" in m:
+                print(f"  ! {m['name']}: {m['error']}{src}")
+                continue
+            name = m["name"] + {"k": "@k", "p": "@p"}.get(m["param"], "")
+            print(f"  {name:<14} {m['unit']:<5} {m['better']:<6} {'/'.join(m['directions']):<8} {m['range']}{src}")
     return 0
 
 
 def _cmd_cache(args) -> int:
-    from .benchmark.cache import (clear_cache, clear_perturbation_cache, default_cache_dir, list_cache,
-                                  list_perturbation_cache)
+    from .benchmark.cache import clear_cache, list_cache, list_perturbation_cache
 
-    root = args.cache_dir or default_cache_dir()
     if args.action == "ls":
-        rows = list_cache(root)
-        print(f"embedding cache at {root}")
+        rows, prows = list_cache(args.cache_dir), list_perturbation_cache(args.cache_dir)
         if not rows:
-            print("  (no embeddings)")
+            print("the embedding cache is empty")
         else:
-            print(f"  {'model hash':<16}  {'model':<40} {'modality':<8} {'vectors':>8} {'shards':>6} "
-                  f"{'MB':>8}  modified")
-            for r in rows:
-                print(f"  {r['model_hash']:<16}  {r['model'][:40]:<40} {r['modality']:<8} {r['vectors']:>8} "
-                      f"{r['shards']:>6} {r['bytes'] / 1e6:>8.1f}  {r['modified']}")
-        pc = list_perturbation_cache(root)
-        print(f"perturbed captions: {pc['files']} file(s), {pc['bytes'] / 1e6:.1f} MB"
-              + (f", newest {pc['modified']}" if pc["files"] else ""))
-        return 0
-    if args.perturbations:
-        print(f"removed {clear_perturbation_cache(root)} perturbed-caption file(s)")
-        if args.model_hash is None:
-            return 0
-    n = clear_cache(root, args.model_hash)
-    print(f"removed {n} model folder(s) from the embedding cache")
+            print(f"{'model hash':<16}  {'model':<24} {'modality':<8} {'vectors':>8} {'shards':>6} {'MB':>8}  modified")
+        for r in rows:
+            print(f"{r['model_hash']:<16}  {r['model'] or '?':<24} {r['modality']:<8} {r['vectors']:>8} "
+                  f"{r['shards']:>6} {r['bytes'] / 1e6:8.1f}  {r['modified']}  ({r['vectors']} vectors)")
+        print(f"perturbed captions: {len(prows)} cached set(s)")
+        for r in prows:
+            print(f"  {r['key']}  {', '.join(r['perturbations']):<40} {r['bytes'] / 1e6:8.1f} MB  {r['modified']}")
+    else:
+        n = clear_cache(args.cache_dir, args.model_hash)
+        print(f"removed {n} cache entr{'y' if n == 1 else 'ies'} (model folders and perturbed-caption files)")
     return 0
 
 
@@ -234,7 +229,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--cache-dir", default=None)
     c.add_argument("--model-hash", default=None,
                    help="clear only this model's vectors (its hash, or an unambiguous prefix of >= 8 characters)")
-    c.add_argument("--perturbations", action="store_true", help="clear the cached perturbed captions")
     d = sub.add_parser("download", help="download built-in datasets (captions and images) while online")
     d.add_argument("datasets", nargs="+")
     d.add_argument("--data-dir", default=None)

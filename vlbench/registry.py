@@ -59,7 +59,7 @@ def close_matches(name: str, choices, n: int = 3) -> list[str]:
 
 
 BUILTIN_MODULES = {"models": "vlbench.benchmark.models", "datasets": "vlbench.benchmark.datasets",
-                   "perturbations": "vlbench.perturbations"}
+                   "perturbations": "vlbench.perturbations", "metrics": "vlbench.benchmark.metric_specs"}
 
 
 class Registry:
@@ -153,15 +153,18 @@ class Registry:
 models = Registry("models", BUILTIN_MODULES["models"])
 datasets = Registry("datasets", BUILTIN_MODULES["datasets"])
 perturbations = Registry("perturbations", BUILTIN_MODULES["perturbations"])
-metrics = Registry("metrics")
+metrics = Registry("metrics", BUILTIN_MODULES["metrics"])
 
 
 def plugin_versions() -> dict[str, str]:
-    """Distribution and version of every plug-in entry known so far (recorded in results)."""
+    """Distribution and version of every plug-in entry known so far (recorded in results); a metric
+    plug-in counts only once it was actually computed (a broken one is not "in use")."""
     out = {}
     # metric plug-ins are discovered but not computed yet (see 'vlbench ls metrics'): never recorded as in use
     for reg in (models, datasets, perturbations):
         for e in reg.entries():
+            if reg is metrics and not e.meta.get("computed"):
+                continue
             if e.source.startswith("plugin:"):
                 out[f"{reg.kind}/{e.name}"] = e.source[len("plugin:"):]
     return out

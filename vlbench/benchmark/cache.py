@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import time
@@ -23,8 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write_bytes
+from .._io import atomic_write_bytes, atomic_write_text, sha256_json
 from .._paths import cache_root
+from ..errors import VlbenchError
+
+MIN_HASH_PREFIX = 8  # `cache clear --model-hash` needs an exact hash or an unambiguous prefix this long
 
 
 def default_cache_dir() -> Path:
@@ -36,9 +40,12 @@ def item_key(text_or_bytes_key: str) -> str:
 
 
 class EmbeddingCache:
-    def __init__(self, root: str | os.PathLike | None, model_hash: str, *, read: bool = True, write: bool = True):
+    def __init__(self, root: str | os.PathLike | None, model_hash: str, *, read: bool = True, write: bool = True,
+                 label: str | None = None):
+        """label: the model's name as the user gave it, shown by ``vlbench cache ls``."""
         self.root = Path(root) if root else default_cache_dir()
         self.model_hash = model_hash
+        self.label = label
         self.read = read
         self.write = write
         self.dir = self.root / "embeddings" / model_hash[:16]
@@ -95,49 +102,12 @@ class EmbeddingCache:
         buf = io.BytesIO()
         np.savez(buf, keys=karr, vectors=vectors, model=np.array(self.model_hash))
         atomic_write_bytes(path, buf.getvalue())
+        if self.label and not (self.dir / "model.json").is_file():
+            atomic_write_text(self.dir / "model.json", json.dumps({"model_hash": self.model_hash, "label": self.label}))
         self.stats["shards_written"] += 1
         index = self._index.setdefault(modality, {})
         for i, k in enumerate(keys):
             index[k] = (path, i)
-
-
-MODEL_FILE = "model.json"
-
-
-def remember_model(cache: "EmbeddingCache", spec: str, identity: dict) -> None:
-    """Write which model a cache folder belongs to (for 'vlbench cache ls'); once per folder."""
-    import json
-
-    path = cache.dir / MODEL_FILE
-    if cache.write and not path.is_file():
-        atomic_write_bytes(path, json.dumps({"spec": spec, "model_hash": cache.model_hash,
-                                             "checkpoint": (identity or {}).get("checkpoint")},
-                                            default=str).encode())
-
-
-def _model_name(model_dir: Path) -> str:
-    import json
-
-    try:
-        return str(json.loads((model_dir / MODEL_FILE).read_text())["spec"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "?"
-
-
-def list_perturbation_cache(root=None) -> dict:
-    root = Path(root) if root else default_cache_dir()
-    files = sorted((root / "perturbations").glob("*.json"))
-    return {"files": len(files), "bytes": sum(f.stat().st_size for f in files),
-            "modified": time.strftime("%Y-%m-%d %H:%M", time.localtime(max(f.stat().st_mtime for f in files)))
-            if files else ""}
-
-
-def clear_perturbation_cache(root=None) -> int:
-    root = Path(root) if root else default_cache_dir()
-    files = list((root / "perturbations").glob("*.json"))
-    for f in files:
-        f.unlink(missing_ok=True)
-    return len(files)
 
 
 def list_cache(root=None) -> list[dict]:
@@ -146,8 +116,7 @@ def list_cache(root=None) -> list[dict]:
     base = root / "embeddings"
     if not base.is_dir():
         return out
-    for model_dir in sorted(p for p in base.iterdir() if p.is_dir()):
-        name = _model_name(model_dir)
+    for model_dir in sorted(base.iterdir()):
         for mod_dir in sorted(p for p in model_dir.iterdir() if p.is_dir()):
             shards = list(mod_dir.glob("*.npz"))
             size = sum(s.stat().st_size for s in shards)
@@ -159,36 +128,118 @@ def list_cache(root=None) -> list[dict]:
                 except Exception:
                     pass
             newest = max((s.stat().st_mtime for s in shards), default=0)
-            out.append({"model_hash": model_dir.name, "model": name, "modality": mod_dir.name, "shards": len(shards),
+            out.append({"model_hash": model_dir.name, "model": _model_label(model_dir), "modality": mod_dir.name, "shards": len(shards),
                         "vectors": n, "bytes": size,
                         "modified": time.strftime("%Y-%m-%d %H:%M", time.localtime(newest)) if newest else ""})
     return out
 
 
-#: a --model-hash prefix shorter than this could name several models by accident
-MIN_HASH_PREFIX = 8
+def _model_label(model_dir: Path) -> str:
+    try:
+        return str(json.loads((model_dir / "model.json").read_text()).get("label") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
-def clear_cache(root=None, model_hash: str | None = None) -> int:
-    """Remove every model's vectors, or one model's: ``model_hash`` is its hash or an unambiguous prefix of
-    at least MIN_HASH_PREFIX characters (as 'vlbench cache ls' prints it)."""
-    from ..errors import VlbenchError
+def _matching_model_dirs(base: Path, model_hash: str) -> list[Path]:
+    """The model folders a user-given hash names: an exact hash, or a prefix of >= 8 characters
+    that names exactly one model (folders are named by the first 16 characters)."""
+    dirs = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    want = model_hash.strip().lower()
+    exact = [p for p in dirs if p.name == want[:16] and len(want) >= 16]
+    if exact:
+        return exact
+    if len(want) < MIN_HASH_PREFIX:
+        raise VlbenchError(f"--model-hash {model_hash!r} is too short to name one model safely",
+                           f"give at least {MIN_HASH_PREFIX} characters of the hash that `vlbench cache ls` shows")
+    found = [p for p in dirs if p.name.startswith(want)]
+    if len(found) > 1:
+        raise VlbenchError(f"--model-hash {model_hash!r} matches {len(found)} models: "
+                           f"{', '.join(p.name for p in found)}", "give more characters of the hash")
+    return found
 
+
+def clear_cache(root=None, model_hash: str | None = None, *, perturbations: bool | None = None) -> int:
+    """Remove cached embeddings (all, or one model's) and perturbed captions; returns the number of
+    model folders plus perturbation files removed. perturbations: None clears them only when no
+    model_hash is given (a whole-cache clear); True / False force it."""
     root = Path(root) if root else default_cache_dir()
     base = root / "embeddings"
-    dirs = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
-    if model_hash is not None:
-        want = model_hash.strip().lower()
-        if len(want) < MIN_HASH_PREFIX:
-            raise VlbenchError(f"--model-hash {model_hash!r} is too short to name one model safely",
-                               f"give at least {MIN_HASH_PREFIX} characters of the hash 'vlbench cache ls' prints")
-        dirs = [d for d in dirs if d.name.startswith(want[:16]) or want.startswith(d.name)]
-        if not dirs:
-            raise VlbenchError(f"no model with hash {model_hash!r} in the cache at {root}",
-                               "run 'vlbench cache ls' to see the cached models")
-        if len(dirs) > 1:
-            raise VlbenchError(f"--model-hash {model_hash!r} matches {len(dirs)} models: "
-                               f"{', '.join(d.name for d in dirs)}", "give more characters of the hash")
+    n = 0
+    dirs = _matching_model_dirs(base, model_hash) if model_hash else \
+        (sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else [])
     for model_dir in dirs:
         shutil.rmtree(model_dir, ignore_errors=True)
-    return len(dirs)
+        n += 1
+    if perturbations or (perturbations is None and not model_hash):
+        for f in sorted((root / "perturbations").glob("*.json")):
+            f.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
+def list_perturbation_cache(root=None) -> list[dict]:
+    """One row per cached perturbed-caption file: key, perturbation names, bytes, modified."""
+    root = Path(root) if root else default_cache_dir()
+    out = []
+    for f in sorted((root / "perturbations").glob("*.json")):
+        try:
+            names = sorted(json.loads(f.read_text()))
+        except (OSError, ValueError, TypeError):
+            names = ["(unreadable)"]
+        st = f.stat()
+        out.append({"key": f.stem, "perturbations": names, "bytes": st.st_size,
+                    "modified": time.strftime("%Y-%m-%d %H:%M", time.localtime(st.st_mtime))})
+    return out
+
+
+def _tool_versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..lang import SPACY_MODELS
+
+    out = {}
+    for dist in ("spacy", "nltk", "nlpaug", *[m.replace("_", "-") for m in SPACY_MODELS]):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def perturbed_captions(dataset, names: list[str], *, params: dict | None, seed: int, cache_dir=None,
+                       read: bool = True, write: bool = True, progress: bool = True, log=None) -> dict:
+    """Perturbed captions {name: PerturbedSet}, remembered under ``<cache>/perturbations/``.
+
+    The key covers the dataset's content hash, the perturbations' names, versions and parameters,
+    the seed, the vlbench version and the language tools' versions, so a warm run skips spaCy and a
+    changed tagger or WordNet recomputes. An unreadable file is recomputed and overwritten atomically.
+    log: optional callable(str) for one-line progress notes.
+    """
+    import dataclasses
+
+    from .. import __version__
+    from .. import perturbations as P
+    from ..perturbations.engine import instantiate
+
+    objs = {n: instantiate(n, (params or {}).get(n)) for n in names}
+    key = sha256_json({"dataset": dataset.content_hash(), "seed": seed, "vlbench": __version__,
+                       "perturbations": {n: [str(o.version), o.params] for n, o in objs.items()},
+                       "tools": _tool_versions()})
+    path = Path(cache_dir or default_cache_dir()) / "perturbations" / f"{key[:32]}.json"
+    if read and path.is_file():
+        try:
+            data = json.loads(path.read_text())
+            out = {n: P.PerturbedSet(**data[n]) for n in names}
+            if log:
+                log(f"perturbed captions from the cache ({len(names)} perturbation(s))")
+            return out
+        except (ValueError, KeyError, TypeError):
+            pass
+    if log:
+        log(f"perturbing {dataset.n_captions} captions: {', '.join(names)}")
+    out = P.perturb_captions(dataset.captions, dataset.caption_ids, names, seed=seed, params=params or None,
+                             progress=progress)
+    if write:
+        atomic_write_text(path, json.dumps({n: dataclasses.asdict(ps) for n, ps in out.items()}))
+    return out

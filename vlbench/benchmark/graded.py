@@ -53,7 +53,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .metrics import SimilaritySource, _discounts, _sorted_topk
+from .metrics import SimilaritySource, _discounts, _sorted_topk, graded_ndcg_rows
 
 __all__ = ["tokenize", "lcs_lengths", "rouge_l", "RougeLRelevance", "MiniLMRelevance", "PrecomputedRelevance",
            "graded_relevance", "graded_ndcg", "GRADED_VERSION"]
@@ -584,13 +584,5 @@ def graded_ndcg(similarity_source: SimilaritySource, relevance_source: Similarit
                 bad = int(qs[np.flatnonzero(~np.isfinite(x).all(axis=1))[0]])
                 raise ValueError(f"{name} has NaN or infinite values (t2i query {bad})")
         top, _ = _sorted_topk(np.ascontiguousarray(sim), pp)
-        dcg = g(np.take_along_axis(rel, top, axis=1)) @ disc
-        if rel.shape[1] > pp:
-            best = -np.partition(-rel, pp - 1, axis=1)[:, :pp]
-        else:
-            best = rel
-        best = -np.sort(-best, axis=1)
-        idcg = g(best) @ disc
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[qs] = np.where(idcg > 0, dcg / idcg, 0.0)
+        out[qs] = graded_ndcg_rows(g(rel), top, disc)  # the same code as evaluate(graded=...)
     return out

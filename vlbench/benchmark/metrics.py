@@ -238,6 +238,18 @@ def _discounts(p: int) -> np.ndarray:
     return 1.0 / np.log2(np.arange(2, p + 2, dtype=np.float64))
 
 
+def graded_ndcg_rows(gain: np.ndarray, top_ix: np.ndarray, disc: np.ndarray) -> np.ndarray:
+    """nDCG of each row with purely graded gains: ``gain`` (rows x candidates) the gain of every
+    candidate, ``top_ix`` the model's top-p candidates in ranked order, ``disc`` the p discounts.
+    The ideal DCG sorts the gains themselves; a row whose ideal DCG is <= 0 gets 0."""
+    pp = top_ix.shape[1]
+    dcg = np.take_along_axis(gain, top_ix, axis=1) @ disc
+    top_g = -np.partition(-gain, pp - 1, axis=1)[:, :pp] if gain.shape[1] > pp else gain
+    idcg = -np.sort(-top_g, axis=1)[:, :pp] @ disc
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(idcg > 0, dcg / idcg, 0.0)
+
+
 def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, pos: Positives, *,
                kmax: int, p: int, relevance: SimilaritySource | None, block_bytes: int,
                progress: Callable[[int], None] | None = None, graded: dict | None = None) -> DirectionResult:
@@ -339,11 +351,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
             ndcg[b0:b1] = np.where(idcg > 0, dcg[b0:b1] / idcg, 0.0)
         for name, src in graded.items():  # graded labels (Messina et al.): gain 2^rel - 1, no override
             gblk = np.exp2(np.asarray(src.rows(direction, queries[b0:b1]), dtype=np.float64)) - 1.0
-            g_dcg = np.take_along_axis(gblk, top_ix[:, :pp], axis=1) @ disc[:pp]
-            top_g = -np.partition(-gblk, pp - 1, axis=1)[:, :pp] if gblk.shape[1] > pp else gblk
-            g_idcg = -np.sort(-top_g, axis=1)[:, :pp] @ disc[:pp]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                graded_out[name][b0:b1] = np.where(g_idcg > 0, g_dcg / g_idcg, 0.0)
+            graded_out[name][b0:b1] = graded_ndcg_rows(gblk, top_ix[:, :pp], disc[:pp])
         if progress:
             progress(b1 - b0)
 
@@ -362,32 +370,38 @@ class Evaluation:
     k: tuple = DEFAULT_K
     p: int = DEFAULT_P
     extra: dict = field(default_factory=dict)
+    _plugin_cols: dict = field(default_factory=dict, repr=False)  # direction -> plug-in per-query values
 
     def direction(self, d: str) -> DirectionResult:
         return self.i2t if d == "i2t" else self.t2i
 
     def records(self) -> list[dict]:
-        """Structured metric records: {direction, metric, k, value}."""
+        """Structured metric records {direction, metric, k, value}: the registered metrics
+        (vlbench.benchmark.metric_specs) in registration order per direction, the graded nDCGs,
+        the metric plug-ins, then the total RSUM and any extra records."""
+        from .metric_specs import BUILTINS
+
         out = []
         for d in DIRECTIONS:
             r = self.direction(d)
-            for k in self.k:
-                out.append(dict(direction=d, metric="recall", k=k, value=100.0 * float(r.recall(k).mean())))
-            out.append(dict(direction=d, metric="rsum", k=None,
-                            value=sum(100.0 * float(r.recall(k).mean()) for k in self.k)))
-            out.append(dict(direction=d, metric="medr", k=None, value=float(np.median(r.best_rank))))
-            out.append(dict(direction=d, metric="meanr", k=None, value=float(r.best_rank.mean())))
-            out.append(dict(direction=d, metric="r_precision", k=None, value=100.0 * float(r.r_precision.mean())))
-            out.append(dict(direction=d, metric="map_at_r", k=None, value=100.0 * float(r.map_at_r.mean())))
-            out.append(dict(direction=d, metric="dcg_cm", k=self.p, value=float(r.dcg.mean())))
-            out.append(dict(direction=d, metric="ndcg_cm", k=self.p, value=float(r.ndcg.mean())))
+            for m in BUILTINS:
+                out.extend(dict(direction=d, metric=m.name, k=k, value=v) for k, v in m.values(r, self))
             for name, vals in sorted(r.graded.items()):
                 out.append(dict(direction=d, metric=f"ndcg_{name}", k=self.p, value=float(vals.mean())))
+            for name, vals in self._plugins(d).items():
+                out.append(dict(direction=d, metric=name, k=None, value=float(vals.mean())))
         total = sum(rec["value"] for rec in out if rec["metric"] == "rsum")
         out.append(dict(direction="both", metric="rsum", k=None, value=total))
         for rec in self.extra.get("records", []):
             out.append(rec)
         return out
+
+    def _plugins(self, d: str) -> dict:
+        from .metric_specs import plugin_columns
+
+        if d not in self._plugin_cols:
+            self._plugin_cols[d] = plugin_columns(self.direction(d), self)
+        return self._plugin_cols[d]
 
     def as_dict(self) -> dict:
         return flat_keys(self.records())
@@ -404,6 +418,7 @@ class Evaluation:
         cols[f"ndcg_cm@{self.p}"] = r.ndcg
         for name, vals in sorted(r.graded.items()):
             cols[f"ndcg_{name}@{self.p}"] = vals
+        cols.update(self._plugins(d))
         return cols
 
 

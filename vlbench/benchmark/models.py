@@ -66,10 +66,14 @@ class ModelAdapter:
         """Lengths used to batch texts of similar length together (less padding)."""
         return [len(t) for t in texts]
 
+    def model_identity(self):
+        """The typed, frozen form of ``identity()`` (vlbench.benchmark.identity.ModelIdentity)."""
+        from .identity import ModelIdentity
+
+        return ModelIdentity.from_dict(self.identity())
+
     def model_hash(self) -> str:
-        ident = dict(self.identity())
-        ident["embed_code_version"] = EMBED_CODE_VERSION
-        return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+        return self.model_identity().hash(EMBED_CODE_VERSION)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,13 +103,28 @@ def torch_dtype(precision: str):
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
 
 
+def openclip_embed_dim(model) -> int:
+    """Joint embedding size of an open_clip model: CLIP keeps ``text_projection`` on the model, a
+    CustomTextCLIP (custom or Hugging Face text tower) keeps it inside ``model.text``; the image
+    tower's ``output_dim`` is the same number for both."""
+    for value in (getattr(model, "embed_dim", None), getattr(getattr(model, "visual", None), "output_dim", None)):
+        if isinstance(value, int) and value > 0:
+            return value
+    proj = getattr(model, "text_projection", None)
+    if proj is None:
+        proj = getattr(getattr(model, "text", None), "text_projection", None)
+    shape = getattr(proj, "shape", None) or (getattr(proj, "out_features", None),)
+    return int(shape[-1] or 0)
+
+
 def _dir_fingerprint(path: Path) -> dict:
     """Content hash of a local checkpoint folder's files (weights included).
 
     Hashing multi-GB weights on every run would cost seconds, so digests are remembered per file
-    (path, size, mtime, inode, ctime) in the cache folder; a changed file is hashed again. The inode
-    and ctime matter: weights replaced by a same-size file with the same mtime (``cp -p``, ``touch -r``)
-    get a new inode (replaced) or a new ctime (overwritten in place), and ctime cannot be set by a user.
+    (path, inode, size, mtime and ctime) in the cache folder; a changed file is hashed again. ctime
+    and the inode are in the key because size + mtime alone let a same-size replacement whose mtime
+    was restored (``cp -p``, ``touch -d``, an unpacked archive) reuse the old digest and so the old
+    cached vectors (issue #12); ctime cannot be set back by a user and a rename gives a new inode.
     """
     from .._io import atomic_write_text
     from .._paths import cache_root
@@ -120,7 +139,7 @@ def _dir_fingerprint(path: Path) -> dict:
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     for p in files:
         st = p.stat()
-        key = f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{st.st_ctime_ns}"
+        key = f"{p.resolve()}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
         digest = memo.get(key)
         if digest is None:
             fh_hash = hashlib.sha256()
@@ -353,8 +372,7 @@ class OpenCLIPAdapter(ModelAdapter):
             "preprocessing": json.loads(json.dumps(pp, default=str)) or repr(self._transform),
             "context_length": self.context_length,
             "precision": self.precision,
-            "embed_dim": int(getattr(self.model, "embed_dim", 0) or self.model.text_projection.shape[-1]
-                             if hasattr(self.model, "text_projection") else 0),
+            "embed_dim": openclip_embed_dim(self.model),
         }
 
     def preprocess(self, image):

@@ -11,7 +11,6 @@ nothing it already has.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import platform
 import re
 import sys
@@ -221,47 +220,6 @@ def _write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
     df.to_csv(tmp, index=False, float_format="%.6g", compression={"method": "gzip", "mtime": 0})
     tmp.replace(out / name)
     return name
-
-
-def _perturb_cached(cfg: RunConfig, ds: Dataset, names: list[str]) -> dict:
-    """Perturbed captions, remembered in the cache folder: keyed by the dataset's content hash, the
-    perturbations' names, versions and parameters, the seed and the versions of the language tools,
-    so a warm run skips spaCy entirely (and a changed tagger or WordNet recomputes)."""
-    import dataclasses
-    from importlib.metadata import PackageNotFoundError, version
-
-    from .. import perturbations as P
-    from ..lang import SPACY_MODELS
-    from .cache import default_cache_dir
-
-    def v(dist):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            return None
-
-    from ..perturbations.engine import instantiate
-
-    objs = {n: instantiate(n, (cfg.perturb_params or {}).get(n)) for n in names}
-    key = sha256_json({"dataset": ds.content_hash(), "seed": cfg.seed, "vlbench": __version__,
-                       "perturbations": {n: [str(o.version), o.params] for n, o in objs.items()},
-                       "tools": {d: v(d) for d in ("spacy", "nltk", "nlpaug", *[m.replace("_", "-") for m in
-                                                                                 SPACY_MODELS])}})
-    path = Path(cfg.cache_dir or default_cache_dir()) / "perturbations" / f"{key[:32]}.json"
-    if not cfg.no_cache and not cfg.restart and path.is_file():
-        try:
-            data = json.loads(path.read_text())
-            out = {n: P.PerturbedSet(**data[n]) for n in names}
-            _log(cfg, f"perturbed captions from the cache ({len(names)} perturbation(s))")
-            return out
-        except (ValueError, KeyError, TypeError):
-            pass  # unreadable: recompute (and overwrite atomically)
-    _log(cfg, f"perturbing {ds.n_captions} captions: {', '.join(names)}")
-    out = P.perturb_captions(ds.captions, ds.caption_ids, names, seed=cfg.seed,
-                             params=cfg.perturb_params or None, progress=not cfg.quiet)
-    if not cfg.no_cache:
-        atomic_write_text(path, json.dumps({n: dataclasses.asdict(ps) for n, ps in out.items()}))
-    return out
 
 
 def _check_folder(opt: str, value) -> None:
@@ -474,7 +432,11 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
         from .. import perturbations as P
 
         names = P.resolve(cfg.perturb)
-        perturbed = _perturb_cached(cfg, ds, names)
+        from .cache import perturbed_captions
+
+        perturbed = perturbed_captions(ds, names, params=cfg.perturb_params, seed=cfg.seed, cache_dir=cfg.cache_dir,
+                                       read=not cfg.no_cache and not cfg.restart, write=not cfg.no_cache,
+                                       progress=not cfg.quiet, log=lambda m: _log(cfg, m))
 
     # 2. model
     from .cache import default_cache_dir
@@ -490,11 +452,8 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
     run_id = (f"{stamp}-{_slug(cfg.model.split(':')[0])}-{_slug(ds.name)}-{model_hash[:6]}"
               f"{ds.content_hash()[:6]}-{secrets.token_hex(3)}")
     out = _prepare_out(cfg, run_id) if lead else None
-    cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart)
-    if cache is not None and lead:
-        from .cache import remember_model
-
-        remember_model(cache, cfg.model, adapter.identity())
+    cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart,
+                                                     label=cfg.model)
     stats = EncodeStats()
 
     # 3. encode: images once, each distinct text once over all conditions

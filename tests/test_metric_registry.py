@@ -1,0 +1,101 @@
+"""The metric registry: built-ins and plug-ins listed and computed through the same path."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vlbench import registry
+from vlbench.benchmark import metrics as M
+from vlbench.benchmark.metric_specs import BUILTINS, Metric, describe
+
+# 2 images x 4 captions; caption j belongs to image c2i[j]. Worked by hand:
+# t2i best ranks: caption0 col [.9,.3] -> image0 rank 1; caption1 [.2,.7] -> image0 rank 2;
+# caption2 [.8,.6] -> image1 rank 2; caption3 [.1,.5] -> image1 rank 1.  MRR t2i = (1+.5+.5+1)/4 = .75
+# i2t: image0 row [.9,.2,.8,.1], positives {0,1}: best is caption0 rank 1 -> 1
+#      image1 row [.3,.7,.6,.5], positives {2,3}: caption2 (.6) rank 2 -> .5.  MRR i2t = .75
+S = np.array([[.9, .2, .8, .1], [.3, .7, .6, .5]], dtype=np.float32)
+C2I = [0, 0, 1, 1]
+
+
+@pytest.fixture
+def fresh_metrics(monkeypatch):
+    """A metrics registry that discovers the monkeypatched entry points (built-ins included)."""
+    reg = registry.Registry("metrics")
+    for m in BUILTINS:
+        reg.register(m.name, m, description=m.description)
+    monkeypatch.setattr(registry, "metrics", reg)
+    return reg
+
+
+def _entry_points(mapping):
+    class EP:
+        def __init__(self, name, value):
+            self.name, self.value, self.dist = name, value, None
+
+    def fake(group=None):
+        return [EP(n, v) for n, v in mapping.items()] if group == "vlbench.metrics" else []
+    return fake
+
+
+MRR = Metric("mrr", "ratio", "(0, 1]", True, "mean reciprocal rank", per_query=lambda r, ev: 1.0 / r.best_rank)
+
+
+def test_builtins_declare_metadata():
+    rows = {r["name"]: r for r in describe()}
+    assert {"recall", "rsum", "medr", "meanr", "r_precision", "map_at_r", "dcg_cm", "ndcg_cm"} <= set(rows)
+    assert rows["recall"]["unit"] == "%" and rows["recall"]["range"] == "[0, 100]"
+    assert rows["medr"]["better"] == "lower" and rows["recall"]["better"] == "higher"
+    assert "ideal DCG <= 0" in rows["ndcg_cm"]["range"]
+
+
+def test_monkeypatched_plugin_is_listed_and_computed(fresh_metrics, monkeypatch):
+    monkeypatch.setitem(sys.modules, "fake_metric_mod", type(sys)("fake_metric_mod"))
+    sys.modules["fake_metric_mod"].MRR = MRR
+    monkeypatch.setattr(md, "entry_points", _entry_points({"mrr": "fake_metric_mod:MRR",
+                                                           "broken": "no_such_module_xyz:M"}))
+    assert [r["name"] for r in describe() if r["source"] != "builtin"] == ["broken", "mrr"]
+    with pytest.warns(UserWarning, match="'broken'.*skipped"):
+        ev = M.evaluate(M.ArraySource(S), C2I)
+        recs = {(r["direction"], r["metric"]): r["value"] for r in ev.records()}
+    assert recs[("t2i", "mrr")] == pytest.approx(0.75) and recs[("i2t", "mrr")] == pytest.approx(0.75)
+    np.testing.assert_allclose(ev.per_query("t2i")["mrr"], [1, .5, .5, 1])
+    used = registry.plugin_versions()
+    assert "metrics/mrr" in used and "metrics/broken" not in used  # broken: never computed, not "in use"
+
+
+def test_plugin_package_metric_installed_for_real(plugin_env, tmp_path, manifest):
+    ls = subprocess.run([sys.executable, "-m", "vlbench", "ls", "metrics"], capture_output=True, text=True,
+                        env=plugin_env, cwd=tmp_path, timeout=120)
+    assert ls.returncode == 0, ls.stderr
+    assert "reciprocal-rank" in ls.stdout and "vlbench-counting-plugin 0.3.0" in ls.stdout
+    out = tmp_path / "run"
+    run = subprocess.run([sys.executable, "-m", "vlbench", "run", "--model", "counting:dim=16", "--dataset",
+                          f"custom:{manifest}", "--out", str(out), "--quiet", "--num-workers", "0"],
+                         capture_output=True, text=True, env=plugin_env, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    text = (out / "results.json").read_text()
+    assert "reciprocal-rank" in text
+    res = json.loads(text)
+    assert res["environment"]["plugins"]["metrics/reciprocal-rank"] == "vlbench-counting-plugin 0.3.0"
+
+
+def test_extending_doc_metric_example_is_the_tested_plugin():
+    """docs/extending.md's metric example is the file the plug-in package ships (and the tests run)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    example = (root / "docs/examples/metric_plugin.py").read_text()
+    assert example == (root / "tests/plugin_pkg/vlbench_counting_plugin/metrics.py").read_text()
+    doc = (root / "docs/extending.md").read_text()
+    block = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    assert block.strip() in example
+    ns: dict = {}
+    exec(compile(example, "metric_plugin.py", "exec"), ns)  # runs: builds the Metric
+    ev = M.evaluate(M.ArraySource(S), C2I)
+    np.testing.assert_allclose(ns["RECIPROCAL_RANK"].per_query(ev.t2i, ev), [1, .5, .5, 1])
