@@ -75,62 +75,9 @@ def test_cache_cli_ls_and_clear(counting_plugin, manifest, tmp_path):
     ls = subprocess.run([sys.executable, "-m", "vlbench", "cache", "ls", "--cache-dir", str(cache)],
                         capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert ls.returncode == 0
-    lines = ls.stdout.splitlines()
-    assert lines[0] == f"embedding cache at {cache}"
-    assert lines[1].split() == ["model", "hash", "model", "modality", "vectors", "shards", "MB", "modified"]
-    rows = {ln.split()[2]: ln.split() for ln in lines[2:4]}  # model name, then modality
+    rows = {ln.split()[2]: ln.split() for ln in ls.stdout.splitlines()[1:3]}  # hash, model, modality, vectors
     assert rows["image"][1] == "counting" and rows["image"][3] == "12" and rows["text"][3] == "60"
-    assert lines[4].startswith("perturbed captions: 0 file(s)")
     assert clear_cache(cache) == 1 and list_cache(cache) == []
-
-
-def test_cache_clear_needs_an_unambiguous_hash(tmp_path):
-    from vlbench.errors import VlbenchError
-
-    for name in ("2aaaaaaaaaaaaaaa", "2aaaaaaabbbbbbbb", "3ccccccccccccccc"):
-        (tmp_path / "embeddings" / name / "image").mkdir(parents=True)
-    with pytest.raises(VlbenchError, match="too short"):
-        clear_cache(tmp_path, "2")
-    with pytest.raises(VlbenchError, match="matches 2 models"):
-        clear_cache(tmp_path, "2aaaaaaa")
-    with pytest.raises(VlbenchError, match="no model with hash"):
-        clear_cache(tmp_path, "4ddddddddd")
-    assert clear_cache(tmp_path, "2aaaaaaab") == 1
-    assert sorted(p.name for p in (tmp_path / "embeddings").iterdir()) == ["2aaaaaaaaaaaaaaa", "3ccccccccccccccc"]
-    assert clear_cache(tmp_path, "3ccccccccccccccc" + "f" * 48) == 1  # a full 64-character hash
-
-
-def test_perturbation_cache_is_listed_and_cleared(tmp_path):
-    from vlbench.benchmark.cache import clear_perturbation_cache, list_perturbation_cache
-
-    (tmp_path / "perturbations").mkdir()
-    (tmp_path / "perturbations" / "a.json").write_text("{}")
-    assert list_perturbation_cache(tmp_path)["files"] == 1
-    assert clear_perturbation_cache(tmp_path) == 1 and list_perturbation_cache(tmp_path)["files"] == 0
-
-
-def test_replaced_weights_with_same_size_and_mtime_are_hashed_again(tmp_path):
-    import os
-
-    from vlbench.benchmark.models import _dir_fingerprint
-
-    ck = tmp_path / "ckpt"
-    ck.mkdir()
-    w = ck / "model.safetensors"
-    w.write_bytes(b"A" * 4096)
-    st = w.stat()
-    first = _dir_fingerprint(ck)["content_sha256"]
-    new = tmp_path / "new.bin"
-    new.write_bytes(b"B" * 4096)  # same size
-    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))  # same mtime
-    os.replace(new, w)
-    assert w.stat().st_size == st.st_size and w.stat().st_mtime_ns == st.st_mtime_ns
-    second = _dir_fingerprint(ck)["content_sha256"]
-    assert second != first
-    with open(w, "r+b") as fh:  # overwritten in place, mtime restored: same inode, new ctime
-        fh.write(b"C" * 4096)
-    os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert _dir_fingerprint(ck)["content_sha256"] not in (first, second)
 
 
 def test_block_metrics_memory_is_bounded():

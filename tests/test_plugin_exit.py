@@ -19,28 +19,6 @@ def test_plugin_calling_sys_exit_on_import_is_an_error(tmp_path, monkeypatch):
     assert "reinstall or fix" in err.value.hint
 
 
-def test_metric_plugins_are_not_claimed_while_not_computed(monkeypatch, capsys):
-    """A plug-in in the advertised group vlbench.metrics is listed as not used, and results.json's
-    environment.plugins never records it as in use."""
-    import importlib.metadata as md
-
-    from vlbench import cli
-
-    class Dist:
-        name, version = "my-metrics", "1.0"
-
-    class EP:
-        name, value, dist = "my-metric", "my_metrics:metric", Dist()
-
-    monkeypatch.setattr(md, "entry_points", lambda group=None: [EP()] if group == "vlbench.metrics" else [])
-    fresh = registry.Registry("metrics")
-    monkeypatch.setattr(registry, "metrics", fresh)
-    assert cli.main(["ls", "metrics"]) == 0
-    out = capsys.readouterr().out
-    assert "! my-metric: [plugin:my-metrics 1.0] metric plug-ins are not computed" in out
-    assert "metrics/my-metric" not in registry.plugin_versions()
-
-
 def test_ls_marks_broken_plugins_and_lists_custom_datasets(monkeypatch, capsys, tmp_path):
     import importlib.metadata as md
 

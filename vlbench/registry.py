@@ -160,8 +160,7 @@ def plugin_versions() -> dict[str, str]:
     """Distribution and version of every plug-in entry known so far (recorded in results); a metric
     plug-in counts only once it was actually computed (a broken one is not "in use")."""
     out = {}
-    # metric plug-ins are discovered but not computed yet (see 'vlbench ls metrics'): never recorded as in use
-    for reg in (models, datasets, perturbations):
+    for reg in (models, datasets, perturbations, metrics):
         for e in reg.entries():
             if reg is metrics and not e.meta.get("computed"):
                 continue
