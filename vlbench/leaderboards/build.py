@@ -186,6 +186,22 @@ def _safe_rel(rel: str) -> bool:
     return bool(rel) and not p.is_absolute() and ".." not in p.parts
 
 
+def _leaves(out: Path, rel: str) -> bool:
+    """True when ``out/rel`` passes through a symlink below ``out`` (so it may lie outside ``out``)."""
+    p = out
+    for part in Path(rel).parts:
+        p = p / part
+        if p.is_symlink():
+            return True
+    return False
+
+
+def _inside(out: Path, rel: str) -> None:
+    if not _safe_rel(rel) or _leaves(out, rel):
+        raise VlbenchError(f"{out / rel} is, or lies under, a symbolic link inside --out {out}: writing there could "
+                           "change files outside the output folder", "remove the link or choose a new --out folder")
+
+
 def write_tree(out: Path, files: dict[str, bytes], manifest_name: str, kind: str) -> list[str]:
     """Write ``files`` under ``out`` atomically (manifest last); remove files of an earlier write of the
     same kind that are not written again. Refuses a non-empty folder that holds no such earlier write."""
@@ -206,12 +222,14 @@ def write_tree(out: Path, files: dict[str, bytes], manifest_name: str, kind: str
             raise VlbenchError(f"--out {out} is not empty and holds no earlier leaderboard ({manifest_name})",
                                "choose a new or empty folder; leaderboard folders are rewritten as a whole")
     names = sorted(k for k in files if k != manifest_name)
+    for rel in names + [manifest_name]:
+        _inside(out, rel)
     mode = _file_mode()
     for rel in names + [manifest_name]:
         atomic_write_bytes(out / rel, files[rel])
         os.chmod(out / rel, mode)  # the temporary file behind the atomic write is private (0600)
     for rel in sorted(set(old.get("files") or {}) - set(files)):
-        if _safe_rel(rel) and (out / rel).is_file():
+        if _safe_rel(rel) and not _leaves(out, rel) and (out / rel).is_file():
             (out / rel).unlink()
             parent = (out / rel).parent
             if parent != out and parent.is_dir() and not any(parent.iterdir()):

@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .._io import read_regular_file
 from ..errors import VlbenchError
 
 RESULTS_FILE = "results.json"
 CURRENT_SCHEMA = 1
+MAX_RESULTS_BYTES = 64 << 20  # a results.json of a full sweep is a few MB; larger is not one of ours
 DIRECTIONS = ("i2t", "t2i", "both")
 
 
@@ -250,7 +252,7 @@ def read_run(path: str | os.PathLike) -> Run:
     """Read, upgrade and validate one results.json. Raises UnreadableResults or SchemaTooNew."""
     p = str(path)
     try:
-        raw = Path(p).read_bytes()
+        raw = read_regular_file(p, MAX_RESULTS_BYTES)
     except OSError as exc:
         raise UnreadableResults(p, f"cannot be read ({exc.strerror or exc})") from None
     if not raw.strip():
@@ -277,7 +279,7 @@ def discover(paths) -> list[str]:
     found: set[str] = set()
     for given in paths:
         p = Path(given)
-        if p.is_file():
+        if p.exists() and not p.is_dir():  # a FIFO or device too: read_run refuses it by name, unread
             found.add(os.path.abspath(p))
         elif p.is_dir():
             n = 0
