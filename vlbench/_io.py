@@ -38,6 +38,23 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def write_new_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` only if no file of that name exists, atomically: a private temporary file
+    is hard-linked to the final name (link never replaces), so of two writers exactly one wins and a
+    finished file is never overwritten. FileExistsError for the other."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, path)
+    finally:
+        os.unlink(tmp)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 

