@@ -1,29 +1,49 @@
 """vlbench: evaluation and robustness benchmark for image-text retrieval.
 
-Importing vlbench is cheap: torch, transformers and spaCy are imported only when used.
+Importing vlbench is cheap: every name below is imported on first use (torch, transformers and spaCy
+only when something that needs them runs), so ``vlbench --help`` and ``vlbench ls`` stay fast.
+
+>>> import vlbench
+>>> vlbench.score(similarity, caption_to_image)          # doctest: +SKIP  (a NumPy (images, captions) array)
+>>> vlbench.run(model="clip", dataset="flickr30k", perturb="all", out="runs/x")   # doctest: +SKIP
+>>> vlbench.granularity.granularity_table(["coco", "coco-fg"])                   # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import importlib
+
 __version__ = "0.1.0"
 
-__all__ = ["score", "evaluate", "run", "load_dataset", "load_results", "__version__"]
+# public name -> module that defines it
+_EXPORTS = {
+    "score": "benchmark.metrics", "evaluate": "benchmark.metrics", "Evaluation": "benchmark.metrics",
+    "SimilaritySource": "benchmark.metrics", "ArraySource": "benchmark.metrics",
+    "EmbeddingSource": "benchmark.metrics",
+    "run": "benchmark.runner", "RunConfig": "benchmark.runner", "RunResult": "benchmark.runner",
+    "load_dataset": "benchmark.datasets", "Dataset": "benchmark.datasets",
+    "ModelAdapter": "benchmark.models",
+    "BasePerturbation": "perturbations.base", "PerturbedSet": "perturbations.base",
+    "perturb_captions": "perturbations",
+    "load_results": "leaderboards", "build_leaderboard": "leaderboards",
+    "granularity_table": "granularity", "caption_features": "granularity",
+    "VlbenchError": "errors",
+}
+_SUBPACKAGES = ("benchmark", "granularity", "leaderboards", "perturbations", "registry", "config", "errors")
+
+__all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 
 
-def __getattr__(name):  # lazy public API
-    if name == "score":
-        from .benchmark.metrics import score
-        return score
-    if name == "evaluate":
-        from .benchmark.metrics import evaluate
-        return evaluate
-    if name == "load_dataset":
-        from .benchmark.datasets import load_dataset
-        return load_dataset
-    if name == "run":
-        from .benchmark.runner import run
-        return run
-    if name == "load_results":
-        from .leaderboards import load_results
-        return load_results
-    raise AttributeError(f"module 'vlbench' has no attribute {name!r}")
+def __getattr__(name):  # lazy public API (PEP 562)
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif name in _SUBPACKAGES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'vlbench' has no attribute {name!r}")
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
