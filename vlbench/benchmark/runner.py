@@ -14,7 +14,6 @@ import dataclasses
 import datetime as _dt
 import json
 import os
-import platform
 import re
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from .._env import dist_version, library_versions
 from .._io import atomic_write_text, dumps_strict, sha256_json, write_new_bytes
 from ..errors import VlbenchError
 from . import metrics as M
@@ -79,22 +79,6 @@ def _log(cfg: RunConfig, msg: str) -> None:
 
 def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-")[:60] or "x"
-
-
-def library_versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version(), "platform": platform.platform(), "vlbench": __version__}
-    for dist in ("torch", "torchvision", "transformers", "open_clip_torch", "numpy", "pillow", "spacy", "nltk",
-                 "nlpaug", "pandas"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = None
-    from ..registry import plugin_versions
-
-    out["plugins"] = plugin_versions()
-    return out
 
 
 LOCK_FILE = ".vlbench-run.lock"
@@ -258,25 +242,16 @@ def _perturb_cached(cfg: RunConfig, ds: Dataset, names: list[str]) -> dict:
     """Perturbed captions, remembered in the cache folder: keyed by the dataset's content hash, the
     perturbations' names, versions and parameters, the seed and the versions of the language tools,
     so a warm run skips spaCy entirely (and a changed tagger or WordNet recomputes)."""
-    import dataclasses
-    from importlib.metadata import PackageNotFoundError, version
-
     from .. import perturbations as P
     from ..lang import SPACY_MODELS
     from .cache import default_cache_dir
-
-    def v(dist):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            return None
 
     from ..perturbations.engine import instantiate
 
     objs = {n: instantiate(n, (cfg.perturb_params or {}).get(n)) for n in names}
     key = sha256_json({"dataset": ds.content_hash(), "seed": cfg.seed, "vlbench": __version__,
                        "perturbations": {n: [str(o.version), o.params] for n, o in objs.items()},
-                       "tools": {d: v(d) for d in ("spacy", "nltk", "nlpaug", *[m.replace("_", "-") for m in
+                       "tools": {d: dist_version(d) for d in ("spacy", "nltk", "nlpaug", *[m.replace("_", "-") for m in
                                                                                  SPACY_MODELS])}})
     path = Path(cfg.cache_dir or default_cache_dir()) / "perturbations" / f"{key[:32]}.json"
     if not cfg.no_cache and not cfg.restart and path.is_file():
