@@ -469,9 +469,7 @@ def _run(cfg: RunConfig, t0: float, shard, dist, locks: list) -> RunResult | Non
                            f"embeddings of size {txt_emb_all.shape[1]}",
                            "a dual encoder must map both modalities into one space (check the projection layers)")
 
-    # 4. metrics per condition
-    if cfg.relevance != "self":
-        raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
+    # 4. metrics per condition (options were checked once, by _validate, before any work)
     graded = _graded_sources(ds, cfg)
     evals = {}
     n = ds.n_captions
