@@ -83,3 +83,19 @@ def test_two_processes_same_out_exactly_one_finishes(manifest, tmp_path):
     doc = json.loads((out / "results.json").read_text())
     assert doc["model"]["spec"] == MODEL and not (out / ".vlbench-run.lock").exists()
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_lock_of_a_killed_run_is_taken_over_and_a_live_one_is_not(tmp_path):
+    from vlbench.benchmark.runner import LOCK_FILE, claim_out, release_out
+    from vlbench.errors import VlbenchError
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / LOCK_FILE).write_text(dead.stdout.strip() + "\n")  # a run that was SIGKILLed left this
+    lock = claim_out(out)
+    assert lock.read_text().strip() == str(os.getpid())
+    with pytest.raises(VlbenchError, match=f"in use by another vlbench run \\(pid {os.getpid()}"):
+        claim_out(out)  # live (this process): refused
+    release_out(lock)
+    assert sorted(p.name for p in out.iterdir()) == []

@@ -86,25 +86,63 @@ LOCK_FILE = ".vlbench-run.lock"
 
 def claim_out(out: Path) -> Path:
     """Claim run folder ``out`` for this process: a lock file created with O_CREAT|O_EXCL holds our pid, so
-    of two runs given the same --out exactly one goes on. Returns the lock path (removed by release_out)."""
+    of two runs given the same --out exactly one goes on. The lock of a run that was killed (its pid is no
+    longer alive) is taken over, so the same command resumes. Returns the lock path (see release_out)."""
     _refuse_finished(out)
+    lock = out / LOCK_FILE
     try:
         out.mkdir(parents=True, exist_ok=True)
-        fd = os.open(out / LOCK_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        try:
-            pid = (out / LOCK_FILE).read_text().strip()
-        except OSError:
-            pid = "?"
-        raise VlbenchError(f"--out {out} is in use by another vlbench run (pid {pid}, lock file {out / LOCK_FILE})",
-                           "pass another --out folder; if no such run is alive, delete the lock file") from None
+        for attempt in (0, 1):
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                break
+            except FileExistsError:
+                pid = _lock_pid(lock)
+                if attempt or pid is None or _alive(pid) or not _break_stale(lock, pid):
+                    raise VlbenchError(f"--out {out} is in use by another vlbench run (pid {pid}, lock file {lock})",
+                                       "pass another --out folder; if no such run is alive, delete the lock file")
     except OSError as exc:
         raise VlbenchError(f"--out {out} cannot be used: {exc.strerror or exc}",
                            "pass a writable folder for --out") from None
     with os.fdopen(fd, "w") as fh:
         fh.write(f"{os.getpid()}\n")
     _refuse_finished(out)  # a run that finished between the first check and our claim
-    return out / LOCK_FILE
+    return lock
+
+
+def _lock_pid(lock: Path) -> int | None:
+    try:
+        return int(lock.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _break_stale(lock: Path, pid: int) -> bool:
+    """Move a dead run's lock aside (rename: one taker wins); put it back if it turned out to be live."""
+    aside = lock.with_name(f"{lock.name}.stale-{os.getpid()}")
+    try:
+        os.rename(lock, aside)
+    except FileNotFoundError:
+        return True  # another process moved it first: try to create ours
+    if _lock_pid(aside) != pid:  # a live run's fresh lock was moved by mistake: restore it, never replace
+        try:
+            os.link(aside, lock)
+        except FileExistsError:
+            pass
+        aside.unlink()
+        return False
+    aside.unlink()
+    return True
 
 
 def release_out(lock: Path | None) -> None:
