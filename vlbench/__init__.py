@@ -1,39 +1,48 @@
 """vlbench: evaluation and robustness benchmark for image-text retrieval.
 
-Importing vlbench is cheap: torch, transformers and spaCy are imported only when used.
+Importing vlbench is cheap: every name below is imported on first use (torch, transformers and spaCy
+only when something that needs them runs), so ``vlbench --help`` and ``vlbench ls`` stay fast.
+
+>>> import vlbench
+>>> vlbench.score(similarity, caption_to_image)          # doctest: +SKIP  (a NumPy (images, captions) array)
+>>> vlbench.run(model="clip", dataset="flickr30k", perturb="all", out="runs/x")   # doctest: +SKIP
+>>> vlbench.granularity.granularity_table(["coco", "coco-fg"])                   # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import importlib
+
 __version__ = "0.1.0"
 
-__all__ = ["score", "evaluate", "run", "RunConfig", "load_dataset", "load_results", "ModelAdapter", "Dataset",
-           "granularity_table", "benchmark", "perturbations", "granularity", "leaderboards", "__version__"]
-
-#: public name -> "module:attribute", imported on first use (importing vlbench stays cheap)
-_LAZY = {
-    "score": "vlbench.benchmark.metrics:score",
-    "evaluate": "vlbench.benchmark.metrics:evaluate",
-    "load_dataset": "vlbench.benchmark.datasets:load_dataset",
-    "Dataset": "vlbench.benchmark.datasets:Dataset",
-    "run": "vlbench.benchmark.runner:run",
-    "RunConfig": "vlbench.benchmark.runner:RunConfig",
-    "ModelAdapter": "vlbench.benchmark.models:ModelAdapter",
-    "load_results": "vlbench.leaderboards:load_results",
-    "granularity_table": "vlbench.granularity:granularity_table",
+# public name -> module that defines it
+_EXPORTS = {
+    "score": "benchmark.metrics", "evaluate": "benchmark.metrics", "Evaluation": "benchmark.metrics",
+    "SimilaritySource": "benchmark.metrics", "ArraySource": "benchmark.metrics",
+    "EmbeddingSource": "benchmark.metrics",
+    "run": "benchmark.runner", "RunConfig": "benchmark.runner", "RunResult": "benchmark.runner",
+    "load_dataset": "benchmark.datasets", "Dataset": "benchmark.datasets",
+    "ModelAdapter": "benchmark.models",
+    "BasePerturbation": "perturbations.base", "PerturbedSet": "perturbations.base",
+    "perturb_captions": "perturbations",
+    "load_results": "leaderboards", "build_leaderboard": "leaderboards",
+    "granularity_table": "granularity", "caption_features": "granularity",
+    "VlbenchError": "errors",
 }
-_SUBPACKAGES = ("benchmark", "perturbations", "granularity", "leaderboards")
+_SUBPACKAGES = ("benchmark", "granularity", "leaderboards", "perturbations", "registry", "config", "errors")
+
+__all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 
 
-def __getattr__(name):  # lazy public API: vlbench.score, vlbench.granularity.granularity_table, ...
-    import importlib
-
-    if name in _SUBPACKAGES:
-        return importlib.import_module(f"vlbench.{name}")
-    if name in _LAZY:
-        module, _, attr = _LAZY[name].partition(":")
-        return getattr(importlib.import_module(module), attr)
-    raise AttributeError(f"module 'vlbench' has no attribute {name!r}")
+def __getattr__(name):  # lazy public API (PEP 562)
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif name in _SUBPACKAGES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'vlbench' has no attribute {name!r}")
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
 
 def __dir__():

@@ -115,6 +115,33 @@ def write_json(path: str | os.PathLike, obj: Any, *, replace: bool = True) -> No
     atomic_write_text(path, dumps_strict(obj, indent=2, sort_keys=False) + "\n", replace=replace)
 
 
+def read_regular_file(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """Bytes of ``path`` if it is a regular file of at most ``max_bytes``; otherwise OSError naming why.
+
+    The type and size are checked before reading (a FIFO would block, /dev/zero never ends), and again
+    on the opened descriptor (O_NONBLOCK: a file swapped for a FIFO in between does not block either)."""
+    st = os.stat(path)  # follows symlinks: a link to /dev/zero is judged by what it points to
+    _check_regular(path, st, max_bytes)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        _check_regular(path, os.fstat(fd), max_bytes)
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(f"{path} grew past {max_bytes} bytes while being read")
+    return data
+
+
+def _check_regular(path, st: os.stat_result, max_bytes: int) -> None:
+    import stat as _stat
+
+    if _stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"{path} is a folder, not a file")
+    if not _stat.S_ISREG(st.st_mode):
+        raise OSError(f"{path} is not a regular file (a FIFO, device or socket); refusing to read it")
+    if st.st_size > max_bytes:
+        raise OSError(f"{path} is {st.st_size} bytes, over the {max_bytes}-byte limit for this kind of file")
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

@@ -23,6 +23,9 @@ def _add_run(sub):
     p = sub.add_parser("run", help="evaluate a model on a dataset (optionally under perturbations)",
                        description="Encode every image once and every distinct caption once, compute all retrieval "
                                    "metrics in both directions, and write results.json + per-query values.")
+    p.add_argument("--config", metavar="FILE.toml", default=None,
+                   help="read options from a TOML file whose keys are these long option names (batch-size = 32); "
+                        "options given here override the file")
     p.add_argument("--model", required=True, help="NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, "
                                                   "openclip:ViT-B-32/laion2b_s34b_b79k")
     p.add_argument("--dataset", required=True, help="flickr30k, flickr30k-fg, coco, coco-fg, coco-1k or "
@@ -254,6 +257,14 @@ def _filesystem_error(exc: OSError) -> str | None:
 
 def main(argv=None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        from .config import expand_config
+
+        argv = expand_config(argv, parser)
+    except VlbenchError as exc:
+        print(f"vlbench: error: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     funcs = {"run": _cmd_run, "ls": _cmd_ls, "cache": _cmd_cache, "download": _cmd_download,
              "setup-language-data": _cmd_setup_lang}

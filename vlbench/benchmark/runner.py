@@ -10,8 +10,8 @@ nothing it already has.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
-import platform
 import re
 import sys
 import time
@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from .._env import library_versions
 from .._io import atomic_write_text, sha256_json, write_json
 from ..errors import VlbenchError
 from . import metrics as M
@@ -78,22 +79,6 @@ def _log(cfg: RunConfig, msg: str) -> None:
 
 def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-")[:60] or "x"
-
-
-def library_versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version(), "platform": platform.platform(), "vlbench": __version__}
-    for dist in ("torch", "torchvision", "transformers", "open_clip_torch", "numpy", "pillow", "spacy", "nltk",
-                 "nlpaug", "pandas"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = None
-    from ..registry import plugin_versions
-
-    out["plugins"] = plugin_versions()
-    return out
 
 
 def _prepare_out(cfg: RunConfig, run_id: str) -> Path:
@@ -355,7 +340,7 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     Under torchrun every rank encodes its share of the batches; rank 0 gathers, scores and writes
     (and returns the RunResult; other ranks return None).
     """
-    cfg = config or RunConfig(**kwargs)
+    cfg = dataclasses.replace(config) if config else RunConfig(**kwargs)  # our copy: the caller's stays as given
     t0 = time.time()
     _validate(cfg)
     if cfg.quiet:
@@ -411,7 +396,7 @@ def _claim_out(out) -> "FolderLock | None":
     return lock
 
 
-def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
+def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:  # noqa: C901 - split pending (#13)
     from .cache import EmbeddingCache
     from .encode import EncodeStats, encode_images, encode_texts
 
@@ -481,9 +466,7 @@ def _run(cfg: RunConfig, t0: float, shard, dist) -> RunResult | None:
                            f"embeddings of size {txt_emb_all.shape[1]}",
                            "a dual encoder must map both modalities into one space (check the projection layers)")
 
-    # 4. metrics per condition
-    if cfg.relevance != "self":
-        raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
+    # 4. metrics per condition (options were checked once, by _validate, before any work)
     graded = _graded_sources(ds, cfg)
     evals = {}
     n = ds.n_captions

@@ -196,7 +196,7 @@ def _refuse_links(out: Path, rel: str) -> None:
         if here.is_symlink():
             raise VlbenchError(f"{here} is a symbolic link (to {os.readlink(here)}); writing the leaderboard "
                                f"through it would change files outside {out}",
-                               f"remove the link, or choose a new or empty --out folder")
+                               "remove the link, or choose a new or empty --out folder")
 
 
 def write_tree(out: Path, files: dict[str, bytes], manifest_name: str, kind: str) -> list[str]:

@@ -253,7 +253,7 @@ def condition_key(c: str) -> tuple:
 
 
 #: results.json files larger than this are refused unread (a real one is well under 10 MB)
-MAX_RESULTS_BYTES = 256 * 2**20
+MAX_RESULTS_BYTES = 64 * 2**20  # a results.json of a full sweep is a few MB
 
 
 def _read_regular(p: str) -> bytes:

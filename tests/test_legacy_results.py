@@ -1,0 +1,42 @@
+"""results.json files written before the results/runner redesign (tests/fixtures/legacy_v1, made by the
+make_fixtures.py beside them) still load and rebuild the same leaderboard: every table (CSV and
+Markdown) byte for byte. The presentation files are allowed to change with the page's design (the
+ranking and the family-grouped plots came after the fixtures): index.html and the plots are compared by
+name, and the build manifest byte for byte except for those files' hashes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from conftest import TESTS
+
+LEGACY = TESTS / "fixtures" / "legacy_v1"
+
+
+def _files(folder: Path) -> dict[str, Path]:
+    return {str(p.relative_to(folder)): p for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_legacy_results_rebuild_the_same_leaderboard_bytes(tmp_path):
+    from vlbench.leaderboards import build_leaderboard
+
+    runs = tmp_path / "runs"
+    shutil.copytree(LEGACY / "runs", runs)
+    out = tmp_path / "lb"
+    build_leaderboard(sorted(p for p in runs.iterdir() if p.is_dir()), out)
+    manifest = out / "build_manifest.json"
+    manifest.write_text(manifest.read_text().replace(str(tmp_path) + "/", ""))
+    got, want = _files(out), _files(LEGACY / "leaderboard")
+    assert sorted(got) == sorted(want)
+    data = [name for name in want if name.endswith((".csv", ".md"))]
+    assert len(data) >= 14  # tables (csv + md), values, provenance, leaderboard.md
+    for name in data:
+        assert got[name].read_bytes() == want[name].read_bytes(), name
+    import json
+
+    presentation = lambda f: f == "index.html" or f.endswith(".png")  # noqa: E731
+    g, w = json.loads(manifest.read_text()), json.loads(want["build_manifest.json"].read_text())
+    for doc in (g, w):
+        doc["files"] = {f: h for f, h in doc["files"].items() if not presentation(f)}
+    assert g == w
