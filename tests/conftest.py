@@ -128,3 +128,15 @@ def plugin_env(tmp_path_factory):
     if pip.returncode != 0:
         pytest.skip(f"could not pip-install the plug-in package here: {pip.stderr[-300:]}")
     return dict(os.environ, PYTHONPATH=f"{target}{os.pathsep}{ROOT}", OMP_NUM_THREADS="1")
+
+
+@pytest.fixture(scope="session")
+def language():
+    """spaCy's English model and WordNet, or a skip naming what is missing."""
+    from vlbench import lang
+
+    try:
+        lang.nlp()
+        lang.wordnet()
+    except Exception as exc:  # pragma: no cover
+        pytest.skip(f"spaCy model or WordNet missing: {exc}")

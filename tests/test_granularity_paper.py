@@ -27,17 +27,6 @@ COCO_X = FIX / "granularity_coco_excerpt.jsonl"
 COCO_FG_X = FIX / "granularity_coco_fg_excerpt.jsonl"
 
 
-@pytest.fixture(scope="module")
-def language():
-    from vlbench import lang
-
-    try:
-        lang.nlp()
-        lang.wordnet()
-    except Exception as exc:  # pragma: no cover
-        pytest.skip(f"spaCy model or WordNet missing: {exc}")
-
-
 def rows_of(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 

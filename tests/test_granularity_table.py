@@ -30,17 +30,6 @@ ROWS = ["adjectives", "complement_phrases", "articles", "quantifiers", "concept_
         "words_per_caption", "concept_diversity"]
 
 
-@pytest.fixture(scope="module")
-def language():
-    from vlbench import lang
-
-    try:
-        lang.nlp()
-        lang.wordnet()
-    except Exception as exc:  # pragma: no cover
-        pytest.skip(f"spaCy model or WordNet missing: {exc}")
-
-
 def write_manifest(path: Path, rows: list[dict]) -> str:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return f"custom:{path}"
