@@ -232,3 +232,10 @@ def test_loader_at_input_size():
     assert pickle.loads(pickle.dumps(at)).input_size == 64
     with pytest.raises(VlbenchError, match="input_size"):
         CorruptedLoader("zoom_blur", 2, input_size=8)
+
+
+def test_model_input_size_from_preprocessing():
+    from vlbench.imageperturb import model_input_size
+    assert model_input_size(lambda im: np.zeros((3, 224, 224))) == 224
+    assert model_input_size(lambda im: np.zeros((3, 256, 320))) is None  # not square: corrupt the original
+    assert model_input_size(lambda im: im) is None  # a PIL image has no C x H x W shape

@@ -69,6 +69,14 @@ def fit_to_input(image: Image.Image, size: int) -> Image.Image:
     return image.crop((left, top, left + size, top + size))
 
 
+def model_input_size(preprocess) -> int | None:
+    """The square input resolution a model's image preprocessing produces (e.g. 224), found by preprocessing
+    a blank 320 x 256 image; None when the output is not a square C x H x W array (corrupt the original then)."""
+    out = preprocess(Image.new("RGB", (320, 256), (128, 128, 128)))
+    shape = tuple(getattr(out, "shape", ()))
+    return int(shape[1]) if len(shape) == 3 and shape[1] == shape[2] and shape[1] >= MIN_SIDE else None
+
+
 class CorruptedLoader:
     """Picklable transform for DataLoader workers: ``CorruptedLoader(name, severity, seed)(img, image_id)``.
 
