@@ -320,13 +320,18 @@ IMAGE_SOURCES = {
         sha256=None),  # not pinned upstream: the digest is recorded in the dataset's provenance
 }
 
+from .multilingual import MULTILINGUAL  # noqa: E402  (the Multi30K sets: flickr30k-de, flickr30k-multi30k-*)
+
+BUILTIN.update(MULTILINGUAL)
+
 for _name, _spec in BUILTIN.items():
     DATASETS.register(_name, f"vlbench.benchmark.datasets:_builtin_{_name.replace('-', '_')}",
                       description=_spec["description"])
 
 
 def _find_caption_file(fname: str, data_dir: Path) -> Path | None:
-    for cand in (data_dir / fname, data_dir / "captions" / fname):
+    base = Path(fname).name  # multi30k/x.jsonl may also sit flat in the data folder
+    for cand in (data_dir / fname, data_dir / "captions" / fname, data_dir / base, data_dir / "captions" / base):
         if cand.is_file():
             return cand
     return None
@@ -355,6 +360,7 @@ def _load_builtin(name: str, *, data_dir=None, gallery: str = "test", require_im
     image_root = data_dir / "images" / spec["images"]
     url = IMAGE_SOURCES[spec["images"]]["url"]
     source = {"caption_file": cap_file.name, "caption_sha256": digest,
+              **({"language": spec["language"]} if spec.get("language") else {}),
               "image_hint": f"run 'vlbench download {name}' while online, or download {url} and unzip its "
                             f"images into {image_root}"}
     ds = _build(name, rows, image_root, source, lines)

@@ -85,6 +85,10 @@ def fetch_captions(name: str, data_dir: Path) -> Path:
             blob = _fg("Flickr30K_FG_ann.json", fetch_captions("flickr30k", data_dir))
         elif name == "coco-fg":
             blob = _fg("MSCOCO_FG_ann.json", fetch_captions("coco", data_dir))
+        elif "recipe" in spec:  # the Multi30K sets (vlbench.benchmark.multilingual)
+            from .multilingual import build_captions
+
+            blob = build_captions(name, _get)
         else:  # pragma: no cover
             raise DataError(f"no download recipe for {name!r}", "")
     except DataError as exc:
