@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .._io import atomic_write_text, dumps_strict
+from .._markdown import md_table
 from ..errors import VlbenchError
 from .features import (COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions, analyse_texts, resolve_options)
 from .pairing import image_sums
@@ -265,18 +266,14 @@ def _fmt(x, digits):
 
 
 def markdown_table(table, digits: int = 3) -> str:
-    head = "| Feature | " + " | ".join(map(str, table.columns)) + " |"
-    sep = "|---|" + "---:|" * len(table.columns)
-    body = ["| " + FEATURE_LABELS.get(f, f) + " | " + " | ".join(_fmt(v, digits) for v in table.loc[f]) + " |"
-            for f in table.index]
-    return "\n".join([head, sep, *body])
+    rows = [[FEATURE_LABELS.get(f, f)] + [_fmt(v, digits) for v in table.loc[f]] for f in table.index]
+    return md_table(["Feature", *table.columns], rows, "l" + "r" * len(table.columns))
 
 
 def differences_markdown(diff, digits: int = 3) -> str:
     pairs = list(dict.fromkeys(diff["pair"]))
     ci = float(diff["ci"].iloc[0])
-    head = "| Feature | " + " | ".join(f"{p}: difference [{ci:.0%} CI] | change %" for p in pairs) + " |"
-    sep = "|---|" + "---:|---:|" * len(pairs)
+    head = ["Feature"] + [h for p in pairs for h in (f"{p}: difference [{ci:.0%} CI]", "change %")]
     body = []
     for feat in dict.fromkeys(diff["feature"]):
         cells = []
@@ -284,13 +281,13 @@ def differences_markdown(diff, digits: int = 3) -> str:
             r = diff[(diff["pair"] == p) & (diff["feature"] == feat)].iloc[0]
             cells.append(f"{_fmt(r.difference, digits)} [{_fmt(r.ci_low, digits)}, {_fmt(r.ci_high, digits)}]")
             cells.append(f"{_fmt(r.relative_change_pct, 1)} [{_fmt(r.rel_ci_low, 1)}, {_fmt(r.rel_ci_high, 1)}]")
-        body.append("| " + FEATURE_LABELS.get(feat, feat) + " | " + " | ".join(cells) + " |")
+        body.append([FEATURE_LABELS.get(feat, feat)] + cells)
     n_boot = int(diff["n_boot"].iloc[0])
     paired = bool(diff["paired"].all())
     note = (f"\n\nDifference = fine-grained mean - original mean; {n_boot} bootstrap samples of images "
             f"({'paired: the same images in both, matched by image path' if paired else 'NOT paired: the image sets differ, each resampled independently (--unpaired)'}), "
             f"seed {int(diff['seed'].iloc[0])}, percentile intervals.")
-    return "\n".join([head, sep, *body]) + note
+    return md_table(head, body, "l" + "r" * (len(head) - 1)) + note
 
 
 def granularity_report(datasets: Sequence, *, data_dir=None, pairs="auto", n_boot: int = 1000, seed: int = 0,

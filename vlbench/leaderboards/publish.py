@@ -24,7 +24,7 @@ from .. import __version__
 from .._io import sha256_bytes
 from ..errors import VlbenchError
 from .build import MANIFEST, make, read_build, write_tree
-from .render import md_escape
+from .._markdown import md_escape, md_table
 
 PUBLISH_MANIFEST = "publish_manifest.json"
 PUBLISH_KIND = "vlbench-leaderboard-publish"
@@ -47,20 +47,15 @@ def _public_manifest(manifest: dict) -> dict:
     return m
 
 
-def _md_row(cells) -> str:
-    return "| " + " | ".join(md_escape("" if c is None else c) for c in cells) + " |"
-
-
 _PROV_HEAD = ["run id", "model spec", "model hash", "dataset", "dataset hash", "metric version", "vlbench version",
               "created", "provides"]
 
 
 def _prov_rows(runs: list[dict]) -> list[str]:
-    out = [_md_row(_PROV_HEAD), "|" + "|".join("---" for _ in _PROV_HEAD) + "|"]
-    for r in runs:
-        out.append(_md_row([r["run_id"], r["model_spec"], r["model_hash"], r["dataset_label"], r["dataset_hash"],
-                            r["metric_version"], r["vlbench_version"], r["created"], " ".join(r["used"])]))
-    return out
+    esc = lambda cells: [md_escape("" if c is None else c) for c in cells]
+    rows = [esc([r["run_id"], r["model_spec"], r["model_hash"], r["dataset_label"], r["dataset_hash"],
+                 r["metric_version"], r["vlbench_version"], r["created"], " ".join(r["used"])]) for r in runs]
+    return md_table(esc(_PROV_HEAD), rows).split("\n")
 
 
 def _root_readme(m: dict, folders: list[str]) -> str:

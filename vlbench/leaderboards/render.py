@@ -18,6 +18,7 @@ import html
 import io
 import math
 
+from .._markdown import md_escape, md_table
 from .tables import Column, Table
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -69,27 +70,18 @@ def display(v, kind: str, digits: int, short: int = 0) -> str:
     return str(v)
 
 
-_MD_SPECIAL = "\\`*_[]|~#"
-
-
-def md_escape(text: str) -> str:
-    text = " ".join(str(text).split())  # no line breaks inside a table row
-    text = "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in text)
-    return html.escape(text, quote=False)
-
-
 def to_markdown(table: Table, heading: str | None = "##") -> str:
     out = []
     if heading:
         out += [f"{heading} {md_escape(table.title)}", "", md_escape(table.description), ""]
     if not table.rows:
         return "\n".join(out + ["(no rows)", ""])
-    out.append("| " + " | ".join(md_escape(c.title) for c in table.columns) + " |")
-    out.append("|" + "|".join("---:" if c.kind != "text" else "---" for c in table.columns) + "|")
-    for row in table.rows:
-        cells = [display(v, c.kind, c.digits, c.short) for v, c in zip(row, table.columns)]
-        out.append("| " + " | ".join(md_escape(x) if c.kind == "text" else x
-                                     for x, c in zip(cells, table.columns)) + " |")
+    cols = table.columns
+    rows = [[md_escape(x) if c.kind == "text" else x
+             for x, c in zip([display(v, c.kind, c.digits, c.short) for v, c in zip(row, cols)], cols)]
+            for row in table.rows]
+    out.append(md_table([md_escape(c.title) for c in cols], rows,
+                        "".join("l" if c.kind == "text" else "r" for c in cols)))
     return "\n".join(out) + "\n"
 
 
