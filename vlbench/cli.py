@@ -38,6 +38,16 @@ def _add_run(sub):
                                                       "(default $VLBENCH_COCO_VAL2017 or <cache>/coco/val2017)")
     p.add_argument("--perturb", default=None, help="'all', a family (typos, lexical, distraction, word-order) or "
                                                    "comma-separated perturbation names")
+    p.add_argument("--perturb-images", default=None, metavar="SPEC",
+                   help="ImageNet-C corruptions as conditions: names or families with severities, e.g. "
+                        "gaussian_noise:3,motion_blur:1-5,all:3 (vlbench ls image-perturbations)")
+    p.add_argument("--mce-reference", default=None, metavar="RUN",
+                   help="run folder of a reference model's --perturb-images run: mCE relative to it (ImageNet-C)")
+    p.add_argument("--shortcuts", default=None, metavar="PROBES",
+                   help="synthetic-shortcut probes as conditions: matched, mismatched, caption-only, image-only, "
+                        "bits=N (comma-separated; docs/shortcuts.md)")
+    p.add_argument("--digits", default="auto", choices=["auto", "mnist", "sklearn-digits"],
+                   help="digit images of the shortcut probes (auto: MNIST when available, else scikit-learn's)")
     p.add_argument("--param", metavar="NAME.KEY=VALUE", action="append", default=[],
                    help="perturbation parameter, e.g. synonym-noun.choice=random (repeatable)")
     p.add_argument("--out", default=None, help="run folder (default runs/<run id>); never overwritten")
@@ -95,7 +105,9 @@ def _cmd_run(args) -> int:
                     cache_dir=args.cache_dir, no_cache=args.no_cache, restart=args.restart, quiet=args.quiet,
                     trust_remote_code=args.trust_remote_code, revision=args.revision, n_boot=args.bootstrap,
                     mia_score=args.mia_score, dataset_name=args.dataset_name, model_name=args.model_name,
-                    graded=tuple(x.strip() for x in args.graded_relevance.split(",") if x.strip()))
+                    graded=tuple(x.strip() for x in args.graded_relevance.split(",") if x.strip()),
+                    perturb_images=args.perturb_images, mce_reference=args.mce_reference, shortcuts=args.shortcuts,
+                    digits=args.digits)
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
         return 0

@@ -33,7 +33,7 @@ def run_task_from_args(args) -> int:
         if getattr(args, opt, default) != default:
             raise VlbenchError(f"--{opt.replace('_', '-')} applies to retrieval runs, not to --task {args.task}",
                                "leave it out (a choice task scores each item's candidates against its image)")
-    for opt in ("perturb_images", "shortcuts"):
+    for opt in ("perturb_images", "shortcuts", "mce_reference"):
         if getattr(args, opt, None):
             raise VlbenchError(f"--{opt.replace('_', '-')} applies to retrieval runs, not to --task {args.task}",
                                "leave it out")

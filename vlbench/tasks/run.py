@@ -168,7 +168,7 @@ class TaskRunResult:
 
 
 def _check(cfg: TaskConfig) -> None:
-    from ..benchmark.runner import _check_folder
+    from ..benchmark.run_config import _check_folder
 
     if cfg.batch_size < 1:
         raise VlbenchError(f"--batch-size must be >= 1, got {cfg.batch_size}", "e.g. --batch-size 64")
@@ -203,7 +203,8 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     from ..benchmark.cache import EmbeddingCache, default_cache_dir
     from ..benchmark.encode import EncodeStats
     from ..benchmark.lazy import LazyModel
-    from ..benchmark.runner import _claim_out, _prepare_out, _slug
+    from ..benchmark.distributed import claim_out as _claim_out
+    from ..benchmark.runner import _prepare_out, _slug
 
     cfg = dataclasses.replace(config) if config else TaskConfig(**kwargs)
     t0 = time.time()
@@ -291,7 +292,7 @@ def _write_per_item(out: Path, evals: dict) -> str:
 
 
 def format_task_table(results: dict) -> str:
-    from ..benchmark.runner import _md
+    from .._markdown import md_table
 
     rows = []
     for cond in results["conditions"]:
@@ -299,4 +300,4 @@ def format_task_table(results: dict) -> str:
         acc = get["accuracy"]
         rows.append([cond, acc["n"], f"{acc['value']:.2f}", f"[{acc['ci_low']:.2f}, {acc['ci_high']:.2f}]",
                      f"{get['chance']['value']:.2f}"])
-    return _md(["set", "items", "accuracy %", "95% CI", "chance %"], rows)
+    return md_table(["set", "items", "accuracy %", "95% CI", "chance %"], rows, pad=True)
