@@ -47,14 +47,15 @@ def test_all_corruptions_and_a_caption_perturbation_in_one_run(tiny_models, mani
     from vlbench.benchmark.datasets import load_dataset
     from vlbench.benchmark.encode import file_key, load_image
     from vlbench.benchmark.models import load_model
-    from vlbench.imageperturb import corrupt
+    from vlbench.imageperturb import corrupt, fit_to_input
 
     import torch
 
     ds, model = load_dataset(f"custom:{manifest}"), load_model(spec, device="cpu")
     txt = np.asarray(model.encode_texts(ds.captions).float())
+    assert meta["corrupted_at"] == 32  # the tiny model's input size: ImageNet-C geometry
     for name in ("gaussian_noise", "contrast", "zoom_blur"):
-        ims = [corrupt(load_image(ds.image_path(i)), name, 3, 0, file_key(ds.image_path(i)))
+        ims = [corrupt(fit_to_input(load_image(ds.image_path(i)), 32), name, 3, 0, file_key(ds.image_path(i)))
                for i in range(ds.n_images)]
         img = np.asarray(model.encode_images(torch.stack([model.preprocess(im) for im in ims])).float())
         got = {r["direction"]: r["value"] for r in doc["results"]

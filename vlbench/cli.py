@@ -43,6 +43,9 @@ def _add_run(sub):
                         "gaussian_noise:3,motion_blur:1-5,all:3 (vlbench ls image-perturbations)")
     p.add_argument("--mce-reference", default=None, metavar="RUN",
                    help="run folder of a reference model's --perturb-images run: mCE relative to it (ImageNet-C)")
+    p.add_argument("--corrupt-at", default="input", choices=["input", "original"],
+                   help="corrupt images at the model's input geometry (shorter side to its input size, centre crop: "
+                        "the ImageNet-C definition; default) or at their original size")
     p.add_argument("--shortcuts", default=None, metavar="PROBES",
                    help="synthetic-shortcut probes as conditions: matched, mismatched, caption-only, image-only, "
                         "bits=N (comma-separated; docs/shortcuts.md)")
@@ -107,7 +110,7 @@ def _cmd_run(args) -> int:
                     mia_score=args.mia_score, dataset_name=args.dataset_name, model_name=args.model_name,
                     graded=tuple(x.strip() for x in args.graded_relevance.split(",") if x.strip()),
                     perturb_images=args.perturb_images, mce_reference=args.mce_reference, shortcuts=args.shortcuts,
-                    digits=args.digits)
+                    digits=args.digits, corrupt_at=args.corrupt_at)
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
         return 0

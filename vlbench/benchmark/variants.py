@@ -80,6 +80,10 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
     stats = stats if stats is not None else EncodeStats()
     t_start = time.perf_counter()
     contents = contents or [file_key(p) for p in paths]
+    for v in variants:  # e.g. the corruption geometry follows the model's input size
+        bind = getattr(v.image, "bind", None)
+        if bind is not None:
+            bind(adapter)
     keys: dict[str, list[str]] = {}
     first_job: dict[str, tuple] = {}
     for v in variants:
@@ -122,7 +126,7 @@ def plan_variants(cfg, ds) -> list[Variant]:
     """The image-side conditions a run's options ask for: ``--perturb-images``, ``--shortcuts``."""
     from ..imageperturb.conditions import image_variants
 
-    out = image_variants(cfg.perturb_images, cfg.seed)
+    out = image_variants(cfg.perturb_images, cfg.seed, cfg.corrupt_at)
     if cfg.shortcuts:
         from ..shortcuts.conditions import shortcut_variants
 

@@ -15,12 +15,28 @@ PREFIX = "img:"
 
 class CorruptionTransform:
     """The ImageTransform of one (corruption, severity, seed); the image id is the file's content hash,
-    so the corrupted pixels depend only on (seed, corruption, severity, image content)."""
+    so the corrupted pixels depend only on (seed, corruption, severity, image content, geometry).
 
-    def __init__(self, name: str, severity: int, seed: int):
+    ``at="input"`` (default): corrupt at the model's input geometry (shorter side to the input size, centre
+    crop, as ImageNet-C does), found from the model's preprocessing when the run binds the transform;
+    ``at="original"``: corrupt the decoded image at its own size."""
+
+    def __init__(self, name: str, severity: int, seed: int, at: str = "input", meta: dict | None = None):
         from .apply import CorruptedLoader
 
+        if at not in ("input", "original"):
+            raise VlbenchError(f"unknown corruption geometry {at!r}", "use --corrupt-at input or original")
+        self.name, self.severity, self.seed, self.at = name, int(severity), int(seed), at
+        self.meta = meta if meta is not None else {}
         self.loader = CorruptedLoader(name, severity, seed)
+
+    def bind(self, adapter) -> None:
+        """Fix the geometry from the model's preprocessing (called once per run, before cache keys)."""
+        from .apply import CorruptedLoader, model_input_size
+
+        size = model_input_size(adapter.preprocess) if self.at == "input" else None
+        self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size)
+        self.meta.update(corrupted_at=size or "original size", cache_key=self.loader.cache_key)
 
     def key(self, index: int, content: str) -> str:
         return self.loader.cache_key
@@ -29,7 +45,7 @@ class CorruptionTransform:
         return self.loader(image, content)
 
 
-def image_variants(spec: str | None, seed: int) -> list:
+def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
     """The Variants of a ``--perturb-images`` spec (``gaussian_noise:3,motion_blur:1-5,all:3``)."""
     from ..benchmark.variants import Variant
 
@@ -37,13 +53,14 @@ def image_variants(spec: str | None, seed: int) -> list:
         return []
     out = []
     for c in parse_spec(spec):
-        t = CorruptionTransform(c.name, c.severity, seed)
         fam = family_of(c.name)
-        out.append(Variant(PREFIX + c.label, {
-            "perturbation": PREFIX + c.label, "kind": "image", "corruption": c.name, "severity": c.severity,
-            "family": f"image-{fam}", "corruption_family": fam, "seed": seed, "cache_key": t.loader.cache_key,
-            "implementation": IMPLEMENTATION_VERSION, "not_applicable_rate": 0.0,
-            "applied_to": "i2t: the query images; t2i: the gallery images; captions clean"}, image=t))
+        meta = {"perturbation": PREFIX + c.label, "kind": "image", "corruption": c.name, "severity": c.severity,
+                "family": f"image-{fam}", "corruption_family": fam, "seed": seed,
+                "implementation": IMPLEMENTATION_VERSION, "not_applicable_rate": 0.0,
+                "applied_to": "i2t: the query images; t2i: the gallery images; captions clean"}
+        t = CorruptionTransform(c.name, c.severity, seed, at, meta)
+        meta["cache_key"] = t.loader.cache_key
+        out.append(Variant(PREFIX + c.label, meta, image=t))
     return out
 
 
