@@ -25,7 +25,9 @@ from .tables import Labels, Table, build_tables, make_labels
 MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
-PAGE_TABLES = ("table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "provenance")
+PAGE_TABLES = ("table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "image_corruptions",
+               "choice_tasks", "provenance")
+OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks")  # on the page only when some run has them
 
 
 class LeaderboardWarning(UserWarning):
@@ -137,13 +139,16 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
         from . import plots as P
 
         by_label = {lab: h for h, lab in labels.model.items()}
+        from .modalities import corruption_plots
+
         figures = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
-                   P.clean_vs_fg_plots(tables["table_5_2"], by_label))
+                   P.clean_vs_fg_plots(tables["table_5_2"], by_label) +
+                   corruption_plots(tables["image_corruptions"], by_label))
         for name, _cap, png in figures:
             files[f"plots/{name}"] = png
     intro = [f"Built by vlbench {__version__} from {len(used)} run(s); {len(selection.superseded)} superseded, "
              f"{len(loaded.skipped)} skipped. Every value comes from a results.json named in the provenance table."]
-    page = [tables[n] for n in PAGE_TABLES]
+    page = [tables[n] for n in PAGE_TABLES if tables[n].rows or n not in OPTIONAL_PAGE_TABLES]
     md = ["# vlbench leaderboard", ""] + [render.md_escape(x) for x in intro] + [""]
     for t in page:
         md.append(render.to_markdown(t))
