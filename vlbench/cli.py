@@ -28,10 +28,29 @@ def _add_run(sub):
                         "options given here override the file")
     p.add_argument("--model", required=True, help="NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, "
                                                   "openclip:ViT-B-32/laion2b_s34b_b79k")
-    p.add_argument("--dataset", required=True, help="flickr30k, flickr30k-fg, coco, coco-fg, coco-1k or "
-                                                    "custom:<manifest.jsonl>")
+    p.add_argument("--dataset", default=None, help="flickr30k, flickr30k-fg, coco, coco-fg, coco-1k, flickr30k-de, "
+                                                   "flickr30k-multi30k-{en,de,fr,cs} or custom:<manifest.jsonl> "
+                                                   "(vlbench ls datasets); with --task sugarcrepe: sugarcrepe[:SUBSETS]")
+    p.add_argument("--task", default=None, choices=["retrieval", "order", "sugarcrepe"],
+                   help="retrieval (default), or a compositional choice task: order (ARO word order, captions of "
+                        "--dataset) or sugarcrepe (see docs/tasks.md)")
+    p.add_argument("--images-dir", default=None, help="--task sugarcrepe: the COCO val2017 image folder "
+                                                      "(default $VLBENCH_COCO_VAL2017 or <cache>/coco/val2017)")
     p.add_argument("--perturb", default=None, help="'all', a family (typos, lexical, distraction, word-order) or "
                                                    "comma-separated perturbation names")
+    p.add_argument("--perturb-images", default=None, metavar="SPEC",
+                   help="ImageNet-C corruptions as conditions: names or families with severities, e.g. "
+                        "gaussian_noise:3,motion_blur:1-5,all:3 (vlbench ls image-perturbations)")
+    p.add_argument("--mce-reference", default=None, metavar="RUN",
+                   help="run folder of a reference model's --perturb-images run: mCE relative to it (ImageNet-C)")
+    p.add_argument("--corrupt-at", default="input", choices=["input", "original"],
+                   help="corrupt images at the model's input geometry (shorter side to its input size, centre crop: "
+                        "the ImageNet-C definition; default) or at their original size")
+    p.add_argument("--shortcuts", default=None, metavar="PROBES",
+                   help="synthetic-shortcut probes as conditions: matched, mismatched, caption-only, image-only, "
+                        "bits=N (comma-separated; docs/shortcuts.md)")
+    p.add_argument("--digits", default="auto", choices=["auto", "mnist", "sklearn-digits"],
+                   help="digit images of the shortcut probes (auto: MNIST when available, else scikit-learn's)")
     p.add_argument("--param", metavar="NAME.KEY=VALUE", action="append", default=[],
                    help="perturbation parameter, e.g. synonym-noun.choice=random (repeatable)")
     p.add_argument("--out", default=None, help="run folder (default runs/<run id>); never overwritten")
@@ -69,6 +88,12 @@ def _add_run(sub):
 
 
 def _cmd_run(args) -> int:
+    if args.task not in (None, "retrieval"):
+        from .tasks.cli import run_task_from_args
+
+        return run_task_from_args(args)
+    if not args.dataset:
+        raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
     from .benchmark.runner import RunConfig, run
 
     params = {}
@@ -83,7 +108,9 @@ def _cmd_run(args) -> int:
                     cache_dir=args.cache_dir, no_cache=args.no_cache, restart=args.restart, quiet=args.quiet,
                     trust_remote_code=args.trust_remote_code, revision=args.revision, n_boot=args.bootstrap,
                     mia_score=args.mia_score, dataset_name=args.dataset_name, model_name=args.model_name,
-                    graded=tuple(x.strip() for x in args.graded_relevance.split(",") if x.strip()))
+                    graded=tuple(x.strip() for x in args.graded_relevance.split(",") if x.strip()),
+                    perturb_images=args.perturb_images, mce_reference=args.mce_reference, shortcuts=args.shortcuts,
+                    digits=args.digits, corrupt_at=args.corrupt_at)
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
         return 0
@@ -126,8 +153,10 @@ def _cmd_ls(args) -> int:
         from . import perturbations as _p  # noqa: F401
     except Exception as exc:  # pragma: no cover
         print(f"(perturbations unavailable: {exc})")
+    from .imageperturb import image_perturbations
+
     sections = [("models", registry.models), ("datasets", registry.datasets),
-                ("perturbations", registry.perturbations)]
+                ("perturbations", registry.perturbations), ("image-perturbations", image_perturbations)]
     want = args.what
     for title, reg in sections:
         if want and want != title:
@@ -146,6 +175,10 @@ def _cmd_ls(args) -> int:
                   '{"image": "<path relative to the manifest>", "captions": [...]}')
         for name, err in reg.plugin_errors.items():
             print(f"  ! {name}: {err}")
+    if not want or want == "tasks":
+        from .tasks.cli import print_tasks
+
+        print_tasks()
     if not want or want == "metrics":
         from .benchmark.metric_specs import describe
 
@@ -222,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
     ls = sub.add_parser("ls", help="list models, datasets, perturbations and metrics (plug-ins included)")
-    ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "metrics"])
+    ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
+                                                "metrics"])
     ls.add_argument("--check", action="store_true", help="import every plug-in to find broken ones (slower)")
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets (Table 5.1)")
