@@ -194,3 +194,48 @@ def test_plugin_function_interface():
         assert family_of("test_invert") == "plugin"
     finally:
         del image_perturbations._entries["test_invert"]
+
+
+@pytest.mark.parametrize("shape", [(224, 224, 3), (120, 161, 3), (161, 120, 3), (32, 200, 3)])
+def test_fast_zoom_blur_equals_reference_at_photo_sizes(shape):
+    """The separable zoom_blur equals scipy.ndimage.zoom's (the reference) bit for bit, square or not."""
+    from vlbench.imageperturb.backend import run_reference
+    from vlbench.imageperturb.zoom import zoom_blur
+    x = _image(*shape[:2], seed=3)
+    for severity in range(1, 6):
+        fast = np.uint8(np.clip(np.asarray(zoom_blur(x, severity), dtype=np.float64), 0, 255))
+        assert np.array_equal(fast, run_reference("zoom_blur", x, severity, 0)), (shape, severity)
+
+
+def test_fit_to_input_is_clip_geometry():
+    """Shorter side to 224 (bicubic), centre crop: the pixels a CLIP-style preprocessor would keep."""
+    from vlbench.imageperturb import fit_to_input
+    img = Image.fromarray(_image(300, 500))
+    out = fit_to_input(img, 224)
+    assert out.size == (224, 224)
+    resized = img.resize((373, 224), Image.BICUBIC)  # 500 * 224 / 300 = 373.3 -> 373
+    left = int(round((373 - 224) / 2.0))
+    assert np.array_equal(np.asarray(out), np.asarray(resized.crop((left, 0, left + 224, 224))))
+    same = Image.fromarray(_image(224, 224))
+    assert np.array_equal(np.asarray(fit_to_input(same, 224)), np.asarray(same))  # already at input size
+
+
+def test_loader_at_input_size():
+    img = Image.fromarray(_image(300, 500))
+    at = CorruptedLoader("zoom_blur", 2, seed=5, input_size=64)
+    plain = CorruptedLoader("zoom_blur", 2, seed=5)
+    assert at.cache_key == plain.cache_key + ":at64"  # another geometry, another cache entry
+    from vlbench.imageperturb import fit_to_input
+    expected = corrupt(fit_to_input(img, 64), "zoom_blur", 2, 5, "a")
+    assert np.array_equal(np.asarray(at(img, "a")), np.asarray(expected))
+    assert at(img, "a").size == (64, 64) and plain(img, "a").size == (500, 300)
+    assert pickle.loads(pickle.dumps(at)).input_size == 64
+    with pytest.raises(VlbenchError, match="input_size"):
+        CorruptedLoader("zoom_blur", 2, input_size=8)
+
+
+def test_model_input_size_from_preprocessing():
+    from vlbench.imageperturb import model_input_size
+    assert model_input_size(lambda im: np.zeros((3, 224, 224))) == 224
+    assert model_input_size(lambda im: np.zeros((3, 256, 320))) is None  # not square: corrupt the original
+    assert model_input_size(lambda im: im) is None  # a PIL image has no C x H x W shape

@@ -22,10 +22,21 @@ def _add_run(sub):
     from .benchmark.run_options import add_run_options
 
     add_run_options(p)  # one option per RunConfig field (vlbench/benchmark/run_options.py)
+    p.add_argument("--task", default=None, choices=["retrieval", "order", "sugarcrepe"],
+                   help="retrieval (default), or a compositional choice task: order (ARO word order, captions of "
+                        "--dataset) or sugarcrepe (see docs/tasks.md)")
+    p.add_argument("--images-dir", default=None, help="--task sugarcrepe: the COCO val2017 image folder "
+                                                      "(default $VLBENCH_COCO_VAL2017 or <cache>/coco/val2017)")
     p.add_argument("--json", action="store_true", help="print the results records as JSON")
 
 
 def _cmd_run(args) -> int:
+    if args.task not in (None, "retrieval"):
+        from .tasks.cli import run_task_from_args
+
+        return run_task_from_args(args)
+    if not args.dataset:
+        raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
     from .benchmark.run_options import config_from_args
     from .benchmark.runner import run
 
@@ -72,8 +83,10 @@ def _cmd_ls(args) -> int:
         from . import perturbations as _p  # noqa: F401
     except Exception as exc:  # pragma: no cover
         print(f"(perturbations unavailable: {exc})")
+    from .imageperturb import image_perturbations
+
     sections = [("models", registry.models), ("datasets", registry.datasets),
-                ("perturbations", registry.perturbations)]
+                ("perturbations", registry.perturbations), ("image-perturbations", image_perturbations)]
     want = args.what
     for title, reg in sections:
         if want and want != title:
@@ -92,6 +105,10 @@ def _cmd_ls(args) -> int:
                   '{"image": "<path relative to the manifest>", "captions": [...]}')
         for name, err in reg.plugin_errors.items():
             print(f"  ! {name}: {err}")
+    if not want or want == "tasks":
+        from .tasks.cli import print_tasks
+
+        print_tasks()
     if not want or want == "metrics":
         from .benchmark.metric_specs import describe
 
@@ -168,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
     ls = sub.add_parser("ls", help="list models, datasets, perturbations and metrics (plug-ins included)")
-    ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "metrics"])
+    ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
+                                                "metrics"])
     ls.add_argument("--check", action="store_true", help="import every plug-in to find broken ones (slower)")
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets (Table 5.1)")

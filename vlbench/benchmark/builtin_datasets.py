@@ -23,7 +23,8 @@ from .datasets import Dataset, _build, check_images, read_manifest
 
 
 def _find_caption_file(fname: str, data_dir: Path) -> Path | None:
-    for cand in (data_dir / fname, data_dir / "captions" / fname):
+    base = Path(fname).name  # multi30k/x.jsonl may also sit flat in the data folder
+    for cand in (data_dir / fname, data_dir / "captions" / fname, data_dir / base, data_dir / "captions" / base):
         if cand.is_file():
             return cand
     return None
@@ -56,6 +57,7 @@ def load_builtin(spec: DatasetSpec, *, data_dir=None, gallery: str = "test", req
     image_root = data_dir / "images" / spec.images
     url = IMAGE_SOURCES[spec.images].url
     source = {"caption_file": cap_file.name, "caption_sha256": spec.sha256,
+              **({"language": spec.language} if spec.language else {}),
               "image_hint": f"run 'vlbench download {name}' while online, or download {url} and unzip its "
                             f"images into {image_root}"}
     ds = _build(name, rows, image_root, source, lines)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-MULTI30K = "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task2"
+MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
+MULTI30K_RAW = f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}/data"
+MULTI30K = f"{MULTI30K_RAW}/task2"
 CVLR = ("https://raw.githubusercontent.com/data-ming-and-application/CVLR-RD/"
         "b87a3706d6365134711c50f35e494f801c0c25a3/data/coco_test.json")
 FG_REPO = "cwj1412/MSCOCO-Flikcr30K_FG"
@@ -33,8 +35,8 @@ RECIPE_STEPS = ("multi30k", "karpathy_json", "fg_reorder")
 class Recipe:
     """How a caption file is made: ``step`` (one of :data:`RECIPE_STEPS`) with its arguments.
 
-    * ``multi30k``: ``images`` (URL of the image list) and ``captions`` (URL pattern of the five
-      gzipped caption files, ``{j}`` = 1..5): one line per image with its five captions;
+    * ``multi30k``: ``images`` (URL of the image list), ``captions`` (URL pattern of the gzipped caption
+      files, ``{j}`` = 1..``files``) and ``files`` (default 5): one line per image with its captions;
     * ``karpathy_json``: ``url`` of an ALBEF/BLIP-style annotation list (``image``, ``caption``);
     * ``fg_reorder``: ``url`` of an FG annotation (image stem -> captions) and ``order_of``, the dataset
       whose caption file gives the image order.
@@ -61,6 +63,7 @@ class DatasetSpec:
     folds: int | None = None  # evaluate in this many equal folds and report their mean
     fg_pool: str | None = None  # FG release prefix of the enlarged image pool (``--gallery fg-pool``)
     pool_size: int | None = None  # the enlarged gallery size the release describes
+    language: str | None = None  # ISO 639-1 code of the captions when not English (recorded in the provenance)
 
 
 IMAGE_SOURCES = {
@@ -96,6 +99,33 @@ SPECS = (
     DatasetSpec("coco-1k", "coco5k_test.jsonl", _COCO_SHA, "coco",
                 "MS-COCO 1k: the five 1k folds of the 5k test set, reported as their mean", _COCO, folds=5),
 )
+
+_LANGS = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
+_MULTI30K_SHA = {"en": "8473738b6f82e37fb7d1bae6e3a19c68f16a5b2c050280d442cb6713ded16e31",
+                 "de": "21f818960f450752b6f9f2464e4e23625ec2a6dc71f5a76ac6ddbce612d345b2",
+                 "fr": "88cabd6b2714502448b5df3332a08c9c117030b7004bd9d046efd2695d92dd5b",
+                 "cs": "f6682b9b34bcbc1fe8044e8df993cbd7df85f4240bb106649a1acd8f0efb3a56"}
+
+# Multi30K (Elliott et al. 2016, 2017; Barrault et al. 2018) for the Flickr30k 1k test images: task 2 has five
+# German descriptions per image written independently of the English ones; task 1 one caption per image, the
+# English one translated into German, French and Czech (the four sets ask the same queries).
+MULTILINGUAL = (
+    DatasetSpec("flickr30k-de", "multi30k/flickr30k_de_test.jsonl",
+                "3fb810bcce8cd292cef631741da62b08b1322dbb561428fbcf7de2e5525273b7", "flickr30k",
+                "Flickr30k 1k test with 5 independent German descriptions per image (Multi30K task 2)",
+                Recipe("multi30k", {"images": f"{MULTI30K}/image_splits/test_2016_images.txt",
+                                    "captions": MULTI30K + "/raw/test_2016.{j}.de.gz"}), language="de"),
+) + tuple(
+    DatasetSpec(f"flickr30k-multi30k-{lang}", f"multi30k/flickr30k_multi30k_{lang}_test.jsonl", sha, "flickr30k",
+                "Flickr30k 1k test, 1 caption per image: " + (
+                    "the English caption Multi30K translated" if lang == "en" else f"its {_LANGS[lang]} translation")
+                + " (Multi30K task 1)",
+                Recipe("multi30k", {"images": f"{MULTI30K_RAW}/task1/image_splits/test_2016_flickr.txt",
+                                    "captions": f"{MULTI30K_RAW}/task1/raw/test_2016_flickr.{lang}.gz", "files": 1}),
+                language=lang)
+    for lang, sha in _MULTI30K_SHA.items())
+
+SPECS = SPECS + MULTILINGUAL
 
 #: name -> spec
 BUILTIN: dict[str, DatasetSpec] = {s.name: s for s in SPECS}

@@ -44,13 +44,17 @@ def _jsonl(rows) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
 
 
-def _multi30k(data_dir: Path, images: str, captions: str) -> bytes:
-    names = [x.strip() for x in _get(images).decode().splitlines() if x.strip()]
+def _multi30k(data_dir: Path, images: str, captions: str, files: int = 5) -> bytes:
+    """Line i of caption file j is caption j of image i; whitespace stripped, HTML entities unescaped."""
+    names = [x.strip() for x in _get(images).decode("utf-8").splitlines() if x.strip()]
     caps = []
-    for j in range(1, 6):
+    for j in range(1, files + 1):
         raw = gzip.decompress(_get(captions.format(j=j))).decode("utf-8").splitlines()
         caps.append([html.unescape(x.strip()) for x in raw])
-    return _jsonl({"image": n, "captions": [caps[j][i] for j in range(5)]} for i, n in enumerate(names))
+    if any(len(c) != len(names) for c in caps):
+        raise DataError(f"the Multi30K files do not have one caption per image ({len(names)} images, "
+                        f"{[len(c) for c in caps]} lines)", "the upstream files changed: report it to vlbench")
+    return _jsonl({"image": n, "captions": [c[i] for c in caps]} for i, n in enumerate(names))
 
 
 def _karpathy_json(data_dir: Path, url: str) -> bytes:

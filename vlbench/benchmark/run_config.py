@@ -17,6 +17,8 @@ EXTRA_POSITIVES = ("cxc", "eccv")
 RELEVANCES = ("self",)
 MIA_SCORES = ("rsum", "rank")
 GRADED_KINDS = ("rouge-l", "minilm")
+CORRUPT_AT = ("input", "original")
+DIGIT_SOURCES = ("auto", "mnist", "sklearn-digits")
 
 
 @dataclass
@@ -49,6 +51,11 @@ class RunConfig:
     perturb_params: dict = field(default_factory=dict)
     dataset_name: str | None = None  # the name results and leaderboards use (default: the dataset's own)
     model_name: str | None = None  # the label leaderboards show (default: the model spec)
+    perturb_images: str | None = None  # image corruptions, e.g. "gaussian_noise:3,motion_blur:1-5,all:3"
+    mce_reference: str | None = None  # run folder of a reference model for mCE (ImageNet-C)
+    corrupt_at: str = "input"  # corrupt at the model's input geometry (ImageNet-C) or at the "original" size
+    shortcuts: str | None = None  # shortcut probes, e.g. "matched,mismatched,caption-only,image-only,bits=2"
+    digits: str = "auto"  # digit images of the shortcut probes: auto, mnist, sklearn-digits
 
 
 def _check_folder(opt: str, value) -> None:

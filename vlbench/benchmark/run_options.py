@@ -6,7 +6,10 @@ these argparse options) and the Python API (``RunConfig(**fields)``) therefore s
 the field's default is the option's default and the choice lists come from run_config.py.
 tests/test_cli_options.py checks that every field has exactly one option and the other way round.
 
-Flags that are not run settings (``--config``, ``--json``) are listed in :data:`CLI_ONLY`.
+Flags that are not run settings (``--config``, ``--json``, and ``--task``/``--images-dir``, which send
+the arguments to a choice task, vlbench/tasks/cli.py) are listed in :data:`CLI_ONLY`. ``--dataset`` is
+the one field the command line may leave out: a choice task names its own data; a retrieval run without
+it stops in ``vlbench run`` with exit status 2.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from . import run_config as C
 from .models import PRECISIONS
 
 #: options of ``vlbench run`` that are not RunConfig fields: how the CLI reads and prints, not what runs
-CLI_ONLY = ("--config", "--json")
+CLI_ONLY = ("--config", "--json", "--task", "--images-dir")
+#: fields without a default that the command line does not require (checked later, see above)
+_OPTIONAL_ON_CLI = ("dataset",)
 
 
 @dataclass(frozen=True)
@@ -45,9 +50,23 @@ def _names(s: str) -> tuple:
 
 RUN_OPTIONS = (
     Option("model", "--model", "NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, openclip:ViT-B-32/laion2b_s34b_b79k"),
-    Option("dataset", "--dataset", "flickr30k, flickr30k-fg, coco, coco-fg, coco-1k or custom:<manifest.jsonl>"),
+    Option("dataset", "--dataset", "flickr30k, flickr30k-fg, coco, coco-fg, coco-1k, flickr30k-de, "
+                                   "flickr30k-multi30k-{en,de,fr,cs} or custom:<manifest.jsonl> (vlbench ls datasets); "
+                                   "with --task sugarcrepe: sugarcrepe[:SUBSETS]"),
     Option("perturb", "--perturb", "'all', a family (typos, lexical, distraction, word-order) or comma-separated "
                                    "perturbation names"),
+    Option("perturb_images", "--perturb-images", "ImageNet-C corruptions as conditions: names or families with "
+                                                 "severities, e.g. gaussian_noise:3,motion_blur:1-5,all:3 "
+                                                 "(vlbench ls image-perturbations)", metavar="SPEC"),
+    Option("mce_reference", "--mce-reference", "run folder of a reference model's --perturb-images run: mCE relative "
+                                               "to it (ImageNet-C)", metavar="RUN"),
+    Option("corrupt_at", "--corrupt-at", "corrupt images at the model's input geometry (shorter side to its input "
+                                         "size, centre crop: the ImageNet-C definition; default) or at their "
+                                         "original size", choices=C.CORRUPT_AT),
+    Option("shortcuts", "--shortcuts", "synthetic-shortcut probes as conditions: matched, mismatched, caption-only, "
+                                       "image-only, bits=N (comma-separated; docs/shortcuts.md)", metavar="PROBES"),
+    Option("digits", "--digits", "digit images of the shortcut probes (auto: MNIST when available, else "
+                                 "scikit-learn's)", choices=C.DIGIT_SOURCES),
     Option("perturb_params", "--param", "perturbation parameter, e.g. synonym-noun.choice=random (repeatable)",
            kind="params", metavar="NAME.KEY=VALUE"),
     Option("out", "--out", "run folder (default runs/<run id>); never overwritten"),
@@ -106,7 +125,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(o.flag, action="append", default=[], metavar=o.metavar, **kw)
             continue
         if default is dataclasses.MISSING:
-            kw["required"] = True
+            kw["required"] = o.field not in _OPTIONAL_ON_CLI
+            kw["default"] = None
         else:
             kw["default"] = default
         kw["type"] = {"int": int, "ints": _ints, "names": _names}.get(o.kind, str)
@@ -115,6 +135,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         if o.metavar:
             kw["metavar"] = o.metavar
         parser.add_argument(o.flag, **kw)
+
+
+def flag_of(field: str) -> str:
+    """The command-line flag of a RunConfig field (for messages)."""
+    return next(o.flag for o in RUN_OPTIONS if o.field == field)
 
 
 def config_from_args(args: argparse.Namespace) -> C.RunConfig:

@@ -17,7 +17,7 @@ import datetime as _dt
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +143,7 @@ class Plan:
     ds: Dataset
     perturbed: dict  # perturbation name -> PerturbedSet (texts, describe())
     graded: list  # per fold: graded-relevance label sources, from the clean captions
+    variants: list = field(default_factory=list)  # image corruptions, shortcut probes (variants.Variant)
 
     def texts(self) -> tuple[list[str], dict]:
         """All model inputs in one list (clean first), and the offset of each condition in it."""
@@ -150,6 +151,9 @@ class Plan:
         for name, ps in self.perturbed.items():
             offsets[name] = len(texts)
             texts.extend(ps.texts)
+        for v in self.variants:  # a variant with clean captions reads them at offset 0
+            offsets[v.label] = 0 if v.texts is None else len(texts)
+            texts.extend(v.texts or [])
         return texts, offsets
 
 
@@ -171,7 +175,9 @@ def make_plan(cfg: RunConfig) -> Plan:
         perturbed = perturbed_captions(ds, P.resolve(cfg.perturb), params=cfg.perturb_params, seed=cfg.seed,
                                        cache_dir=cfg.cache_dir, read=not cfg.no_cache and not cfg.restart,
                                        write=not cfg.no_cache, progress=not cfg.quiet, log=lambda m: _log(cfg, m))
-    return Plan(ds, perturbed, _graded_sources(ds, cfg))
+    from .variants import plan_variants
+
+    return Plan(ds, perturbed, _graded_sources(ds, cfg), plan_variants(cfg, ds))
 
 
 @dataclass
@@ -188,6 +194,7 @@ class Encoded:
     stats: object  # EncodeStats
     cache: object  # EmbeddingCache or None
     world: int
+    variant_img: dict = field(default_factory=dict)  # variant label -> its gallery embeddings
 
 
 def _load_model(cfg: RunConfig):
@@ -238,14 +245,21 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
         raise VlbenchError(f"model {cfg.model!r} gives image embeddings of size {img_emb.shape[1]} but text "
                            f"embeddings of size {txt_emb.shape[1]}",
                            "a dual encoder must map both modalities into one space (check the projection layers)")
-    return Encoded(adapter, model_hash, run_id, out, img_emb, txt_emb, offsets, stats, cache, shard.world)
+    from .variants import encode_variant_images  # image conditions: rank 0 encodes them
+
+    variant_img = encode_variant_images(adapter, paths, plan.variants, batch_size=cfg.batch_size,
+                                        num_workers=cfg.num_workers, cache=cache, stats=stats,
+                                        progress=not cfg.quiet, clean=img_emb)
+    return Encoded(adapter, model_hash, run_id, out, img_emb, txt_emb, offsets, stats, cache, shard.world,
+                   variant_img)
 
 
 def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
     """Metrics per condition (condition -> one Evaluation per fold); options were checked by validate()."""
     ds, n = plan.ds, plan.ds.n_captions
     device = str(enc.adapter.device) if str(enc.adapter.device).startswith("cuda") else None
-    return {cond: _evaluate_folds(ds, enc.img_emb, enc.txt_emb[off:off + n], cfg, plan.graded, device=device)
+    return {cond: _evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], cfg,
+                                  plan.graded, device=device)
             for cond, off in enc.offsets.items()}
 
 
@@ -253,8 +267,10 @@ def _deltas(cfg: RunConfig, plan: Plan, evals: dict, values: list[MetricValue]) 
     """Per perturbation: the change of every metric against clean, and the bootstrap CIs of RSUM changes."""
     clean = {v.key: v.value for v in values if v.condition == "clean"}
     deltas, boots, conditions = [], [], {"clean": Condition("clean", {"perturbation": None})}
-    for cond, ps in plan.perturbed.items():
-        conditions[cond] = Condition(cond, {"perturbation": cond, **ps.describe()})
+    metas = {cond: {"perturbation": cond, **ps.describe()} for cond, ps in plan.perturbed.items()}
+    metas.update((v.label, v.meta) for v in plan.variants)  # image corruptions, shortcut probes
+    for cond, meta in metas.items():
+        conditions[cond] = Condition(cond, meta)
         for v in values:
             if v.condition == cond:
                 base = clean[v.key]
@@ -288,6 +304,8 @@ def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
 
 def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> RunResult:
     """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
+    from .variants import variant_summaries
+
     ds = plan.ds
     values = _metric_values(evals)
     deltas, boots, conditions = _deltas(cfg, plan, evals, values)
@@ -305,6 +323,8 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
                "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,
+               **variant_summaries(cfg, plan, [v.to_json() for v in values],
+                                   {c.name: c.meta for c in conditions.values()}),
                "results_hash": sha256_json([v.to_json() for v in values])})
     results = rec.to_json()
     _write_results(enc.out, results, rec)

@@ -12,12 +12,12 @@ from .spec import (FAMILIES, IMPLEMENTATION_VERSION, NAMES, SEVERITIES, ImageCon
 from .registry import image_perturbations
 
 __all__ = ["FAMILIES", "IMPLEMENTATION_VERSION", "NAMES", "SEVERITIES", "ImageCondition", "cache_key",
-           "family_of", "parse_spec", "image_perturbations", "corrupt", "CorruptedLoader",
+           "family_of", "parse_spec", "image_perturbations", "corrupt", "CorruptedLoader", "fit_to_input", "model_input_size",
            "mean_corruption_error"]
 
 
 def __getattr__(name):  # lazy: keeps `vlbench ls` free of numpy/scipy/skimage
-    if name in ("corrupt", "CorruptedLoader", "derive_seed"):
+    if name in ("corrupt", "CorruptedLoader", "derive_seed", "fit_to_input", "model_input_size"):
         from . import apply
         return getattr(apply, name)
     if name in ("mean_corruption_error", "corruption_errors"):

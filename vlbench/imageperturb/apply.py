@@ -56,20 +56,53 @@ def corrupt(image, name: str, severity: int, seed: int, image_id) -> Image.Image
     return result if result.size == size else result.resize(size, Image.BOX)
 
 
+def fit_to_input(image: Image.Image, size: int) -> Image.Image:
+    """ImageNet-C geometry: shorter side resized to ``size`` (bicubic), then the centre ``size`` x ``size`` crop,
+    which is also what CLIP-style preprocessing does before normalising (so the model sees the same pixels)."""
+    size = int(size)
+    w, h = image.size
+    scale = size / min(w, h)
+    nw, nh = max(size, round(w * scale)), max(size, round(h * scale))
+    if (nw, nh) != (w, h):
+        image = image.resize((nw, nh), Image.BICUBIC)
+    left, top = int(round((nw - size) / 2.0)), int(round((nh - size) / 2.0))
+    return image.crop((left, top, left + size, top + size))
+
+
+def model_input_size(preprocess) -> int | None:
+    """The square input resolution a model's image preprocessing produces (e.g. 224), found by preprocessing
+    a blank 320 x 256 image; None when the output is not a square C x H x W array (corrupt the original then)."""
+    out = preprocess(Image.new("RGB", (320, 256), (128, 128, 128)))
+    shape = tuple(getattr(out, "shape", ()))
+    return int(shape[1]) if len(shape) == 3 and shape[1] == shape[2] and shape[1] >= MIN_SIDE else None
+
+
 class CorruptedLoader:
     """Picklable transform for DataLoader workers: ``CorruptedLoader(name, severity, seed)(img, image_id)``.
+
+    ``input_size`` (e.g. 224): corrupt at the model's input geometry (:func:`fit_to_input` first), as ImageNet-C
+    does; its severities are calibrated in pixels of a 224 x 224 image. ``None`` corrupts the decoded original.
 
     Apply after decoding and before the model's preprocessing; the output depends only on the
     constructor arguments, the image and its id, so worker count and order do not matter.
     """
 
-    def __init__(self, name: str, severity: int, seed: int = 0):
+    def __init__(self, name: str, severity: int, seed: int = 0, input_size: int | None = None):
         from .spec import cache_key
         self.name, self.severity, self.seed = name, int(severity), int(seed)
+        self.input_size = None if input_size is None else int(input_size)
+        if self.input_size is not None and self.input_size < MIN_SIDE:
+            raise VlbenchError(f"input_size {input_size!r} is below {MIN_SIDE} pixels",
+                               "give the model's input resolution, e.g. 224, or None to corrupt the original image")
         self.cache_key = cache_key(name, self.severity, self.seed)  # also validates the name
+        if self.input_size is not None:
+            self.cache_key += f":at{self.input_size}"
 
     def __call__(self, image, image_id) -> Image.Image:
+        if self.input_size is not None:
+            image = fit_to_input(_to_rgb(image, image_id), self.input_size)
         return corrupt(image, self.name, self.severity, self.seed, image_id)
 
     def __repr__(self) -> str:
-        return f"CorruptedLoader({self.name!r}, {self.severity}, seed={self.seed})"
+        at = "" if self.input_size is None else f", input_size={self.input_size}"
+        return f"CorruptedLoader({self.name!r}, {self.severity}, seed={self.seed}{at})"

@@ -20,12 +20,15 @@ from .._io import atomic_write_bytes, sha256_bytes
 from ..errors import VlbenchError
 from . import render
 from .store import Loaded, Run, Selection, condition_key, load_runs, select
-from .tables import Labels, Table, build_tables, make_labels
+from .all_tables import build_tables
+from .tables import Labels, Table, make_labels
 
 MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
-PAGE_TABLES = ("table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "provenance")
+PAGE_TABLES = ("table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "image_corruptions",
+               "choice_tasks", "provenance")
+OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks")  # on the page only when some run has them
 
 
 class LeaderboardWarning(UserWarning):
@@ -129,7 +132,7 @@ def _table_files(tables: dict) -> dict[str, bytes]:
 
 def _page_files(intro: list[str], tables: dict, notes: list[str], figures: list) -> dict[str, bytes]:
     """leaderboard.md and index.html."""
-    page = [tables[n] for n in PAGE_TABLES]
+    page = [tables[n] for n in PAGE_TABLES if tables[n].rows or n not in OPTIONAL_PAGE_TABLES]
     md = ["# vlbench leaderboard", ""] + [render.md_escape(x) for x in intro] + [""]
     for t in page:
         md.append(render.to_markdown(t))
@@ -188,7 +191,8 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
 
         by_label = {lab: h for h, lab in labels.model.items()}
         figures = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
-                   P.clean_vs_fg_plots(tables["table_5_2"], by_label))
+                   P.clean_vs_fg_plots(tables["table_5_2"], by_label) +
+                   P.corruption_plots(tables["image_corruptions"], by_label))
         for name, _cap, png in figures:
             files[f"plots/{name}"] = png
     intro = [f"Built by vlbench {__version__} from {len(selection.used_runs())} run(s); "

@@ -137,7 +137,8 @@ def table_5_3(ctx: _Ctx, direction: str = "t2i") -> Table:
             if m != mh:
                 continue
             for cond, run in by_cond.items():
-                conds.setdefault(cond, {})[(dn, dh)] = run
+                if not cond.startswith("task:"):  # choice tasks have their own table (modalities.py)
+                    conds.setdefault(cond, {})[(dn, dh)] = run
         for cond in sorted(conds, key=lambda c: (c != "clean", _first_family(ctx, conds[c], c), c)):
             cells, used = [], []
             for d in dsets:
@@ -300,12 +301,6 @@ def provenance_table(selection: Selection, labels: Labels) -> Table:
     return Table("provenance", "Provenance of every row", "One row per run used: what it provides (conditions), "
                  "the exact model spec and hash, the dataset and its content hash, the metric and vlbench "
                  "versions and when it ran.", cols, rows, sorted({r[0] for r in rows}))
-
-
-def build_tables(selection: Selection, labels: Labels) -> list[Table]:
-    ctx = _Ctx(selection, labels)
-    return [table_5_2(ctx), table_5_3(ctx, "t2i"), table_5_3(ctx, "both"), table_5_4(ctx), rsum_changes(ctx),
-            values_table(selection, labels), provenance_table(selection, labels)]
 
 
 # ----------------------------------------------------------------------------------------------

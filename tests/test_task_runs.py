@@ -1,0 +1,149 @@
+"""`vlbench run --task order|sugarcrepe`: run folders, accuracies against an independent computation, warm runs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vlbench.cli import main
+from vlbench.tasks.run import run_task
+
+SHARED_DATA = Path("/work/shared/data")
+
+
+def _cos_rows(adapter, image_path, candidates):
+    """One item alone: its image and every candidate encoded on their own, cosine similarities."""
+    import torch
+
+    from vlbench.benchmark.encode import load_image
+
+    v = np.asarray(adapter.encode_images(torch.stack([adapter.preprocess(load_image(image_path))])).float())[0]
+    t = np.stack([np.asarray(adapter.encode_texts([c]).float())[0] for c in candidates])
+    return t @ v / (np.linalg.norm(t, axis=1) * np.linalg.norm(v))
+
+
+def _per_item(out: Path) -> list[dict]:
+    import csv
+
+    with gzip.open(out / "per_item.csv.gz", "rt") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _check_against_independent(res, adapter, items, image_path, cond):
+    """Accuracy, every chosen index and every score equal the one-item-at-a-time computation."""
+    hits, chosen = [], []
+    rows = {r["item_id"]: r for r in _per_item(res.out_dir) if r["condition"] == cond}
+    assert len(rows) == len(items)
+    for it in items:
+        cos = _cos_rows(adapter, image_path(it.image), it.candidates)
+        rec = rows[it.item_id]
+        assert json.loads(rec["scores"]) == pytest.approx(cos.tolist(), abs=1e-5)
+        margin = cos[it.correct] - np.delete(cos, it.correct).max()
+        assert abs(margin) > 1e-5  # no near-tie: the comparison below is not decided by rounding
+        hits.append(margin > 0)
+        chosen.append(int(np.argmax(cos)))
+        assert int(rec["chosen"]) == chosen[-1] and int(rec["correct"]) == int(hits[-1])
+    acc = {r["metric"]: r for r in res.results["results"] if r["condition"] == cond}["accuracy"]
+    assert acc["value"] == pytest.approx(100 * np.mean(hits), abs=1e-9)
+    assert acc["ci_low"] <= acc["value"] <= acc["ci_high"] and acc["n"] == len(items)
+
+
+def test_order_task_run_equals_independent_computation(tiny_models, manifest, tmp_path):
+    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.benchmark.models import load_model
+    from vlbench.tasks import order_items
+
+    spec = f"clip:{tiny_models('clip')}"
+    out = tmp_path / "order"
+    assert main(["run", "--task", "order", "--model", spec, "--dataset", f"custom:{manifest}", "--out", str(out),
+                 "--quiet", "--num-workers", "0"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["task"]["name"] == "order" and list(doc["conditions"]) == ["task:order"]
+    assert (out / "table.md").read_text().startswith("| ")
+    ds = load_dataset(f"custom:{manifest}")
+    items = order_items(ds, seed=0)
+    paths = {name: ds.image_path(i) for i, name in enumerate(ds.images)}
+    from types import SimpleNamespace
+
+    res = SimpleNamespace(out_dir=out, results=doc)
+    _check_against_independent(res, load_model(spec, device="cpu"), items, paths.__getitem__, "task:order")
+    # the leaderboard reads the run like any other
+    from vlbench.leaderboards.store import read_run
+
+    assert read_run(out / "results.json").conditions() == ["task:order"]
+
+
+@pytest.fixture
+def sugarcrepe_images(tmp_path):
+    if not (SHARED_DATA / "sugarcrepe" / "swap_obj.json").is_file():
+        pytest.skip(f"the SugarCrepe files are not at {SHARED_DATA / 'sugarcrepe'}")
+    from PIL import Image
+
+    folder = tmp_path / "val2017"
+    folder.mkdir()
+    names = set()
+    for s in ("swap_obj", "swap_att"):
+        names |= {v["filename"] for v in json.loads((SHARED_DATA / "sugarcrepe" / f"{s}.json").read_text()).values()}
+    for n in sorted(names):
+        rng = np.random.default_rng(int(n.split(".")[0]))
+        Image.fromarray(rng.integers(0, 256, (20, 24, 3), dtype=np.uint8)).save(folder / n, quality=95)
+    return folder
+
+
+def test_sugarcrepe_task_run_equals_independent_computation(tiny_models, sugarcrepe_images, tmp_path):
+    from vlbench.benchmark.models import load_model
+    from vlbench.tasks import sugarcrepe_items
+
+    spec = f"clip:{tiny_models('clip')}"
+    res = run_task(task="sugarcrepe", model=spec, dataset="sugarcrepe:swap_obj,swap_att", data_dir=str(SHARED_DATA),
+                   images_dir=str(sugarcrepe_images), out=str(tmp_path / "sc"), quiet=True, num_workers=0)
+    assert list(res.results["conditions"]) == ["task:sugarcrepe:swap_obj", "task:sugarcrepe:swap_att"]
+    assert res.results["dataset"]["n_items"] == 245 + 666
+    enc = res.results["encoding"]
+    assert enc["images_encoded"] == len({p.name for p in sugarcrepe_images.iterdir()})
+    adapter = load_model(spec, device="cpu")
+    items = sugarcrepe_items(SHARED_DATA / "sugarcrepe", "swap_obj", images_dir=sugarcrepe_images)
+    _check_against_independent(res, adapter, items, lambda k: sugarcrepe_images / k, "task:sugarcrepe:swap_obj")
+    chance = {r["condition"]: r["value"] for r in res.results["results"] if r["metric"] == "chance"}
+    assert chance == {"task:sugarcrepe:swap_obj": 50.0, "task:sugarcrepe:swap_att": 50.0}
+
+
+def test_sugarcrepe_missing_images_error_names_the_folder(tmp_path, capsys):
+    if not (SHARED_DATA / "sugarcrepe" / "swap_obj.json").is_file():
+        pytest.skip(f"the SugarCrepe files are not at {SHARED_DATA / 'sugarcrepe'}")
+    empty = tmp_path / "no-images"
+    empty.mkdir()
+    rc = main(["run", "--task", "sugarcrepe", "--model", "counting", "--dataset", "sugarcrepe:swap_obj",
+               "--data-dir", str(SHARED_DATA), "--images-dir", str(empty), "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(empty) in err and "val2017" in err and not (tmp_path / "x" / "results.json").exists()
+
+
+def test_warm_task_run_encodes_nothing(counting_plugin, manifest, tmp_path, monkeypatch):
+    from conftest import read_counts
+
+    counts = tmp_path / "counts.jsonl"
+    monkeypatch.setenv("VLBENCH_COUNT_FILE", str(counts))
+    kw = dict(task="order", model="counting", dataset=f"custom:{manifest}", quiet=True, num_workers=0,
+              cache_dir=str(tmp_path / "cache"))
+    cold = run_task(out=str(tmp_path / "a"), **kw)
+    first = read_counts(counts)
+    assert first["images"] == 12 and first["texts"] > 0
+    warm = run_task(out=str(tmp_path / "b"), **kw)
+    assert read_counts(counts) == first  # nothing encoded the second time
+    assert warm.results["results"] == cold.results["results"]
+
+
+def test_task_options_are_checked(manifest, tmp_path, capsys):
+    rc = main(["run", "--task", "order", "--model", "counting", "--dataset", f"custom:{manifest}",
+               "--perturb", "typos", "--out", str(tmp_path / "x")])
+    assert rc == 2 and "--perturb applies to retrieval runs" in capsys.readouterr().err
+    rc = main(["run", "--task", "sugarcrepe", "--model", "counting", "--dataset", "sugarcrepe:swap_objects"])
+    assert rc == 2 and "unknown SugarCrepe subset 'swap_objects'" in capsys.readouterr().err
+    rc = main(["run", "--model", "counting"])
+    assert rc == 2 and "needs --dataset" in capsys.readouterr().err

@@ -1,0 +1,106 @@
+"""Image corruptions as run conditions (``vlbench run --perturb-images``) and their summary (mCE).
+
+Condition ``img:<name>:<severity>``: the gallery images corrupted (both directions: i2t queries with
+corrupted images, t2i ranks a corrupted gallery), the captions clean. Each corrupted image is encoded once
+and cached under (corruption, severity, seed, implementation version, image content).
+"""
+
+from __future__ import annotations
+
+from ..errors import VlbenchError
+from .spec import IMPLEMENTATION_VERSION, family_of, parse_spec
+
+PREFIX = "img:"
+
+
+class CorruptionTransform:
+    """The ImageTransform of one (corruption, severity, seed); the image id is the file's content hash,
+    so the corrupted pixels depend only on (seed, corruption, severity, image content, geometry).
+
+    ``at="input"`` (default): corrupt at the model's input geometry (shorter side to the input size, centre
+    crop, as ImageNet-C does), found from the model's preprocessing when the run binds the transform;
+    ``at="original"``: corrupt the decoded image at its own size."""
+
+    def __init__(self, name: str, severity: int, seed: int, at: str = "input", meta: dict | None = None):
+        from .apply import CorruptedLoader
+
+        if at not in ("input", "original"):
+            raise VlbenchError(f"unknown corruption geometry {at!r}", "use --corrupt-at input or original")
+        self.name, self.severity, self.seed, self.at = name, int(severity), int(seed), at
+        self.meta = meta if meta is not None else {}
+        self.loader = CorruptedLoader(name, severity, seed)
+
+    def bind(self, adapter) -> None:
+        """Fix the geometry from the model's preprocessing (called once per run, before cache keys)."""
+        from .apply import CorruptedLoader, model_input_size
+
+        size = model_input_size(adapter.preprocess) if self.at == "input" else None
+        self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size)
+        self.meta.update(corrupted_at=size or "original size", cache_key=self.loader.cache_key)
+
+    def key(self, index: int, content: str) -> str:
+        return self.loader.cache_key
+
+    def __call__(self, image, index: int, content: str):
+        return self.loader(image, content)
+
+
+def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
+    """The Variants of a ``--perturb-images`` spec (``gaussian_noise:3,motion_blur:1-5,all:3``)."""
+    from ..benchmark.variant_types import Variant
+
+    if not spec:
+        return []
+    out = []
+    for c in parse_spec(spec):
+        fam = family_of(c.name)
+        meta = {"perturbation": PREFIX + c.label, "kind": "image", "corruption": c.name, "severity": c.severity,
+                "family": f"image-{fam}", "corruption_family": fam, "seed": seed,
+                "implementation": IMPLEMENTATION_VERSION, "not_applicable_rate": 0.0,
+                "applied_to": "i2t: the query images; t2i: the gallery images; captions clean"}
+        t = CorruptionTransform(c.name, c.severity, seed, at, meta)
+        meta["cache_key"] = t.loader.cache_key
+        out.append(Variant(PREFIX + c.label, meta, image=t))
+    return out
+
+
+def _r1_errors(records: list[dict], conditions: dict, direction: str) -> dict:
+    """{(corruption, severity): 100 - R@1} of one direction, from a run's records."""
+    r1 = {r["condition"]: r["value"] for r in records
+          if r["direction"] == direction and r["metric"] == "recall" and r["k"] == 1}
+    return {(m["corruption"], int(m["severity"])): 100.0 - r1[c] for c, m in conditions.items()
+            if isinstance(m, dict) and m.get("kind") == "image" and c in r1 and r1[c] is not None}
+
+
+def read_reference(path: str) -> dict:
+    """The results.json of a reference run (a run folder or the file)."""
+    from pathlib import Path
+
+    from ..leaderboards.store import UnreadableResults, read_run
+
+    p = Path(path).expanduser()
+    p = p / "results.json" if p.is_dir() else p
+    try:
+        return read_run(p).record.to_json()
+    except (UnreadableResults, OSError) as exc:
+        raise VlbenchError(f"--mce-reference {path!r} is not a readable vlbench run ({exc})",
+                           "name the run folder (or results.json) of the reference model's --perturb-images run") \
+            from None
+
+
+def corruption_summary(records: list[dict], conditions: dict, reference: dict | None = None) -> dict | None:
+    """mCE per direction (ImageNet-C, error = 100 - R@1), relative to ``reference`` (a results.json
+    document of another model on the same conditions) when given, else unnormalised (mean error)."""
+    from .mce import corruption_errors
+
+    if not any(isinstance(m, dict) and m.get("kind") == "image" for m in conditions.values()):
+        return None
+    out = {"error": "100 - R@1 (percent)", "reference": None, "directions": {}}
+    if reference is not None:
+        out["reference"] = {"run_id": reference.get("run_id"), "model": reference.get("model", {}).get("spec")}
+    for d in ("i2t", "t2i"):
+        errs = _r1_errors(records, conditions, d)
+        ref = _r1_errors(reference["results"], reference["conditions"], d) if reference else None
+        ce = corruption_errors(errs, ref)
+        out["directions"][d] = {"ce": ce, "mce": sum(ce.values()) / len(ce)}
+    return out

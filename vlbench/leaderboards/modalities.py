@@ -1,0 +1,82 @@
+"""Leaderboard tables and plots of the other modalities: image corruptions (RSUM per corruption and severity,
+mCE) and compositional choice tasks (accuracy with CI). Pure Python on Runs, like tables.py; the plot of RSUM
+against severity is in plots.py."""
+
+from __future__ import annotations
+
+from .tables import Column, Table, _Ctx, _values
+
+TASK_PREFIX = "task:"
+
+
+def is_task(cond: str) -> bool:
+    return cond.startswith(TASK_PREFIX)
+
+
+def _mce(run, direction: str):
+    ic = run.record.other.get("image_corruptions")
+    try:
+        return float(ic["directions"][direction]["mce"])
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def corruption_table(ctx: _Ctx) -> Table:
+    """One row per (dataset, model, corruption, severity): RSUM per direction, the total's change against
+    clean with its bootstrap CI, and the run's mCE (100 - R@1 based; relative when a reference was named)."""
+    cols = [Column("dataset"), Column("model"), Column("corruption"), Column("family"), Column("severity", "int"),
+            Column("rsum_i2t", "num", 2, "RSUM i2t"), Column("rsum_t2i", "num", 2, "RSUM t2i"),
+            Column("rsum", "num", 2, "RSUM"), Column("rsum_clean", "num", 2, "clean RSUM"),
+            Column("delta", "num", 2), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
+            Column("mce_i2t", "num", 4, "mCE i2t"), Column("mce_t2i", "num", 4, "mCE t2i"),
+            Column("mce_reference"), Column("run_id"), Column("flags")]
+    rows, runs = [], set()
+    for key in ctx.keys():
+        mh, dn, dh = key
+        for cond, run in ctx.pairs[key].items():
+            meta = run.condition_meta(cond)
+            if meta.get("kind") != "image":
+                continue
+            v, clean = _values(run, cond), _values(run, "clean")
+            boot = next((b.fields for b in run.record.intervals if b.condition == cond
+                         and b.get("direction") == "both" and b.get("metric") == "rsum"), {})
+            total, base = v.get(("both", "rsum", None)), clean.get(("both", "rsum", None))
+            ref = (run.record.other.get("image_corruptions") or {}).get("reference") or {}
+            rows.append([ctx.dataset(dn, dh), ctx.model(mh), meta.get("corruption"), meta.get("corruption_family"),
+                         meta.get("severity"), v.get(("i2t", "rsum", None)), v.get(("t2i", "rsum", None)), total,
+                         base, boot.get("delta", None if total is None or base is None else total - base),
+                         boot.get("ci_low"), boot.get("ci_high"), _mce(run, "i2t"), _mce(run, "t2i"),
+                         ref.get("run_id") or "", run.ref, ctx.lab.run_flags(run)])
+            runs.add(run.ref)
+    rows.sort(key=lambda r: (r[0], r[1], str(r[3]), str(r[2]), r[4] or 0))
+    return Table("image_corruptions", "Image corruptions: RSUM per corruption and severity",
+                 "ImageNet-C corruptions of the images (both directions: corrupted query images for i2t, a "
+                 "corrupted gallery for t2i; captions clean). delta = total RSUM minus clean, with the run's paired "
+                 "bootstrap 95% interval. mCE: mean over corruptions of the corruption error (100 - R@1), "
+                 "relative to the reference run when one was named (ImageNet-C), else unnormalised.",
+                 cols, rows, sorted(runs))
+
+
+def choice_table(ctx: _Ctx) -> Table:
+    """One row per (dataset, model, item set) of a choice-task run."""
+    cols = [Column("dataset"), Column("model"), Column("task"), Column("set"), Column("items", "int"),
+            Column("accuracy", "num", 2, "accuracy %"), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
+            Column("chance", "num", 2, "chance %"), Column("run_id"), Column("flags")]
+    rows, runs = [], set()
+    for key in ctx.keys():
+        mh, dn, dh = key
+        for cond, run in ctx.pairs[key].items():
+            if not is_task(cond):
+                continue
+            recs = {v.key.metric: v.to_json() for v in run.record.values if v.condition == cond}
+            acc = recs.get("accuracy", {})
+            task = str(run.condition_meta(cond).get("task") or cond.split(":")[1])
+            rows.append([ctx.dataset(dn, dh), ctx.model(mh), task, cond[len(TASK_PREFIX):], acc.get("n"),
+                         acc.get("value"), acc.get("ci_low"), acc.get("ci_high"),
+                         recs.get("chance", {}).get("value"), run.ref, ctx.lab.run_flags(run)])
+            runs.add(run.ref)
+    rows.sort(key=lambda r: (r[2], r[3], r[0], r[1]))
+    return Table("choice_tasks", "Compositional choice tasks: accuracy",
+                 "vlbench run --task order|sugarcrepe: percent of items where the right caption scores strictly "
+                 "above every other candidate (a tie is a miss), with a 95% percentile bootstrap interval over "
+                 "items, and the chance level.", cols, rows, sorted(runs))

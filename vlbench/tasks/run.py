@@ -1,0 +1,303 @@
+"""``vlbench run --task order|sugarcrepe``: a choice task through the same run folder conventions as a
+retrieval run (results.json + per-item records + table.md, the embedding cache, warm runs, --out claim).
+
+Results: one record per item set (condition ``task:order`` or ``task:sugarcrepe:<subset>``), direction
+``i2t`` (the image picks a caption), metric ``accuracy`` in percent with its 95% bootstrap CI, so the
+leaderboard reads them with the retrieval runs and keeps them apart (their own table).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from .._env import library_versions
+from .._io import atomic_write_text, sha256_file, sha256_json, write_json
+from ..errors import DataError, VlbenchError
+from .choice import N_BOOT, ChoiceItem, distinct_images, distinct_texts, evaluate_choice
+from .sources import SUGARCREPE_SUBSETS, coco_val2017_dir, order_items, sugarcrepe_items
+
+TASKS = {
+    "order": "ARO-style word order (COCO-Order / Flickr30k-Order): each caption against its word-order shuffles; "
+             "--dataset names the captions (flickr30k, coco, custom:...)",
+    "sugarcrepe": "SugarCrepe's seven hard-negative sets (Hsieh et al. 2023), 2-way, COCO val2017 images; "
+                  "--dataset sugarcrepe[:SUBSET,...]",
+}
+SUGARCREPE_COMMIT = "0047054b243992f0fad63d6f64f7544862daf846"
+SUGARCREPE_RAW = f"https://raw.githubusercontent.com/RAIVNLab/sugar-crepe/{SUGARCREPE_COMMIT}/data"
+
+
+@dataclass
+class TaskConfig:
+    task: str
+    model: str
+    dataset: str | None = None
+    out: str | None = None
+    data_dir: str | None = None
+    images_dir: str | None = None  # SugarCrepe: the COCO val2017 folder (default $VLBENCH_COCO_VAL2017)
+    device: str | None = None
+    precision: str = "fp32"
+    batch_size: int = 64
+    num_workers: int | None = None
+    seed: int = 0
+    cache_dir: str | None = None
+    no_cache: bool = False
+    restart: bool = False
+    quiet: bool = False
+    trust_remote_code: bool = False
+    revision: str | None = None
+    dataset_name: str | None = None
+    model_name: str | None = None
+
+
+@dataclass
+class ItemSets:
+    sets: dict  # condition -> list[ChoiceItem]
+    image_path: dict  # image key -> file path
+    dataset: dict  # the results' "dataset" entry
+    notes: dict
+
+
+def _log(cfg: TaskConfig, msg: str) -> None:
+    if not cfg.quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _order_sets(cfg: TaskConfig) -> ItemSets:
+    from ..benchmark.datasets import load_dataset
+
+    if not cfg.dataset:
+        raise VlbenchError("--task order needs --dataset", "e.g. --dataset flickr30k (Flickr30k-Order) or coco")
+    ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, require_images=True)
+    items = order_items(ds, seed=cfg.seed)
+    paths = {}
+    for i, name in enumerate(ds.images):
+        paths[name] = ds.image_path(i)
+    desc = ds.describe()
+    if cfg.dataset_name:
+        desc["name"] = cfg.dataset_name.strip()
+    n_cand = np.bincount([len(it.candidates) for it in items], minlength=6)[2:].tolist()
+    return ItemSets({"task:order": items}, paths, desc,
+                    {"task:order": {"items": len(items), "captions": ds.n_captions,
+                                    "items_by_candidates": dict(zip(["2", "3", "4", "5"], n_cand))}})
+
+
+def sugarcrepe_root(data_dir=None) -> Path:
+    """The folder with SugarCrepe's seven JSON files: <data-dir>/sugarcrepe (or <data-dir> itself);
+    online, missing files are downloaded there from the pinned commit."""
+    from .._paths import default_data_dir, offline
+
+    base = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    for cand in (base / "sugarcrepe", base):
+        if all((cand / f"{s}.json").is_file() for s in SUGARCREPE_SUBSETS):
+            return cand
+    target = base / "sugarcrepe"
+    if offline():
+        raise DataError(f"the SugarCrepe files ({', '.join(s + '.json' for s in SUGARCREPE_SUBSETS)}) are not in "
+                        f"{target}", f"copy the data/ folder of github.com/RAIVNLab/sugar-crepe (commit "
+                                     f"{SUGARCREPE_COMMIT[:10]}) to {target}, or pass --data-dir")
+    from .._io import atomic_write_bytes
+    from ..benchmark.download import _get
+
+    for s in SUGARCREPE_SUBSETS:
+        if not (target / f"{s}.json").is_file():
+            atomic_write_bytes(target / f"{s}.json", _get(f"{SUGARCREPE_RAW}/{s}.json"))
+    return target
+
+
+def parse_sugarcrepe_spec(spec: str | None) -> list[str]:
+    """``sugarcrepe`` (all seven) or ``sugarcrepe:swap_obj,swap_att``."""
+    name, _, rest = (spec or "sugarcrepe").partition(":")
+    if name != "sugarcrepe":
+        raise VlbenchError(f"--task sugarcrepe reads --dataset sugarcrepe[:SUBSET,...], not {spec!r}",
+                           f"e.g. --dataset sugarcrepe or --dataset sugarcrepe:{SUGARCREPE_SUBSETS[0]}")
+    subsets = [s.strip() for s in rest.split(",") if s.strip()] or list(SUGARCREPE_SUBSETS)
+    bad = [s for s in subsets if s not in SUGARCREPE_SUBSETS]
+    if bad:
+        raise VlbenchError(f"unknown SugarCrepe subset {bad[0]!r}", f"use some of {', '.join(SUGARCREPE_SUBSETS)}")
+    return list(dict.fromkeys(subsets))
+
+
+def _sugarcrepe_sets(cfg: TaskConfig) -> ItemSets:
+    subsets = parse_sugarcrepe_spec(cfg.dataset)
+    root = sugarcrepe_root(cfg.data_dir)
+    images = Path(cfg.images_dir).expanduser() if cfg.images_dir else coco_val2017_dir()
+    sets, notes = {}, {}
+    for s in subsets:
+        sets[f"task:sugarcrepe:{s}"] = sugarcrepe_items(root, s, images_dir=images)
+        notes[f"task:sugarcrepe:{s}"] = {"items": len(sets[f"task:sugarcrepe:{s}"])}
+    keys = dict.fromkeys(it.image for items in sets.values() for it in items)
+    files = {s: sha256_file(root / f"{s}.json") for s in subsets}
+    name = (cfg.dataset_name or "sugarcrepe").strip()
+    desc = {"name": name, "hash": sha256_json({"files": files}), "n_images": len(keys),
+            "n_items": sum(len(v) for v in sets.values()), "subsets": subsets,
+            "source": {"annotations": str(root), "sha256": files, "images": str(images),
+                       "repository": f"github.com/RAIVNLab/sugar-crepe@{SUGARCREPE_COMMIT}"}}
+    return ItemSets(sets, {k: images / k for k in keys}, desc, notes)
+
+
+def load_item_sets(cfg: TaskConfig) -> ItemSets:
+    if cfg.task == "order":
+        return _order_sets(cfg)
+    if cfg.task == "sugarcrepe":
+        return _sugarcrepe_sets(cfg)
+    from ..registry import close_matches
+
+    m = close_matches(cfg.task, TASKS)
+    raise VlbenchError(f"unknown task {cfg.task!r}", (f"did you mean {m[0]!r}? " if m else "") +
+                       f"the tasks are {', '.join(TASKS)} (vlbench ls tasks)")
+
+
+@dataclass
+class TaskRunResult:
+    out_dir: Path
+    results: dict
+    evaluations: dict  # condition -> ChoiceResult
+
+    def table(self) -> str:
+        return format_task_table(self.results)
+
+
+def _check(cfg: TaskConfig) -> None:
+    from ..benchmark.run_config import _check_folder
+
+    if cfg.batch_size < 1:
+        raise VlbenchError(f"--batch-size must be >= 1, got {cfg.batch_size}", "e.g. --batch-size 64")
+    if cfg.num_workers is not None and cfg.num_workers < 0:
+        raise VlbenchError(f"--num-workers must be >= 0, got {cfg.num_workers}", "e.g. --num-workers 4")
+    if not 0 <= cfg.seed < 2**63:
+        raise VlbenchError(f"--seed must be a non-negative integer below 2**63, got {cfg.seed}", "e.g. --seed 0")
+    for opt, value in (("--out", cfg.out), ("--cache-dir", None if cfg.no_cache else cfg.cache_dir)):
+        _check_folder(opt, value)
+
+
+def _encode(cfg: TaskConfig, sets: ItemSets, adapter, cache, stats):
+    """Each distinct image and each distinct model input once, over all item sets (cached)."""
+    from ..benchmark.encode import encode_images, encode_texts, stack
+
+    all_items = [it for items in sets.sets.values() for it in items]
+    keys, texts = distinct_images(all_items), distinct_texts(all_items)
+    _log(cfg, f"encoding {len(keys)} images and {len(texts)} candidate captions with {cfg.model}")
+    img = stack(encode_images(adapter, [sets.image_path[k] for k in keys], batch_size=cfg.batch_size,
+                              num_workers=cfg.num_workers, cache=cache, stats=stats, progress=not cfg.quiet),
+                len(keys), "image")
+    txt = stack(encode_texts(adapter, texts, batch_size=max(cfg.batch_size, 256), cache=cache, stats=stats,
+                             progress=not cfg.quiet), len(texts), "text")
+    if img.shape[1] != txt.shape[1]:
+        raise VlbenchError(f"model {cfg.model!r} gives image embeddings of size {img.shape[1]} but text embeddings "
+                           f"of size {txt.shape[1]}", "a dual encoder must map both modalities into one space")
+    return dict(zip(keys, img)), dict(zip(texts, txt))
+
+
+def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
+    """Run a choice task: ``run_task(task="order", model="clip", dataset="flickr30k", out="runs/x")``."""
+    from ..benchmark.cache import EmbeddingCache, default_cache_dir
+    from ..benchmark.encode import EncodeStats
+    from ..benchmark.lazy import LazyModel
+    from ..benchmark.distributed import claim_out as _claim_out
+    from ..benchmark.runner import _prepare_out, _slug
+
+    cfg = dataclasses.replace(config) if config else TaskConfig(**kwargs)
+    t0 = time.time()
+    _check(cfg)
+    lock = _claim_out(cfg.out)
+    try:
+        sets = load_item_sets(cfg)  # data first: bad input fails before a model is loaded
+        adapter = LazyModel(cfg.model, None if cfg.no_cache else Path(cfg.cache_dir or default_cache_dir()),
+                            reuse=not cfg.restart, device=cfg.device, precision=cfg.precision,
+                            trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
+        model_hash = adapter.model_hash()
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        run_id = (f"{stamp}-{_slug(cfg.model.split(':')[0])}-{cfg.task}-{_slug(sets.dataset['name'])}-"
+                  f"{model_hash[:6]}{sets.dataset['hash'][:6]}-{secrets.token_hex(3)}")
+        out = _prepare_out(cfg, run_id)
+        cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart,
+                                                         label=cfg.model)
+        stats = EncodeStats()
+        img, txt = _encode(cfg, sets, adapter, cache, stats)
+        evals = {cond: evaluate_choice(items, img, txt, seed=cfg.seed) for cond, items in sets.sets.items()}
+        results = _results(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out)
+        try:
+            write_json(out / "results.json", results, replace=False)
+        except FileExistsError:
+            raise VlbenchError(f"{out} received a finished run from another process while this one ran",
+                               "runs are never overwritten: pass another --out folder") from None
+        atomic_write_text(out / "table.md", format_task_table(results) + "\n")
+        _log(cfg, f"wrote {out / 'results.json'}")
+        return TaskRunResult(out, results, evals)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _results(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, stats, cache, out) -> dict:
+    from ..benchmark import metrics as M
+    from ..benchmark.runner import SCHEMA_VERSION
+
+    records = []
+    for cond, res in evals.items():
+        records.append({"condition": cond, "direction": "i2t", "metric": "accuracy", "k": None,
+                        "value": res.accuracy, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n_items})
+        records.append({"condition": cond, "direction": "i2t", "metric": "chance", "k": None, "value": res.chance})
+    conditions = {cond: {"task": cfg.task, "kind": "choice", **sets.notes.get(cond, {}),
+                         "by_kind": res.by_kind} for cond, res in evals.items()}
+    results = {
+        "schema_version": SCHEMA_VERSION, "metric_version": M.METRIC_VERSION, "vlbench_version": __version__,
+        "run_id": run_id, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
+        "wall_time_s": round(time.time() - t0, 3),
+        "task": {"name": cfg.task, "kind": "choice", "description": TASKS[cfg.task],
+                 "rule": "correct only when the right caption scores strictly above every other candidate "
+                         "(cosine similarity); a tie is a miss",
+                 "ci": {"method": "percentile bootstrap over items", "n_boot": N_BOOT, "alpha": 0.05,
+                        "seed": cfg.seed},
+                 "blind_baseline": None},
+        "model": {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
+                  **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": adapter.identity()},
+        "dataset": sets.dataset,
+        "conditions": conditions,
+        "settings": {"seed": cfg.seed, "precision": cfg.precision, "device": str(adapter.device),
+                     "batch_size": cfg.batch_size},
+        "results": records, "deltas": [], "bootstrap": [], "model_input_analysis": None,
+        "encoding": stats.as_dict() | {"model_loaded": adapter.loaded} |
+                    ({"cache": cache.stats, "cache_dir": str(cache.root)} if cache else {}),
+        "per_item": _write_per_item(out, evals),
+        "environment": library_versions(),
+    }
+    results["results_hash"] = sha256_json(records)
+    return results
+
+
+def _write_per_item(out: Path, evals: dict) -> str:
+    import pandas as pd
+
+    rows = []
+    for cond, res in evals.items():
+        for r in res.records:
+            rows.append({"condition": cond, "item_id": r.item_id, "image": r.image, "n_candidates": len(r.scores),
+                         "chosen": r.chosen, "correct": int(r.correct), "scores": json.dumps(r.scores)})
+    name = "per_item.csv.gz"
+    tmp = out / f".{name}.tmp"
+    pd.DataFrame(rows).to_csv(tmp, index=False, compression={"method": "gzip", "mtime": 0})
+    tmp.replace(out / name)
+    return name
+
+
+def format_task_table(results: dict) -> str:
+    from .._markdown import md_table
+
+    rows = []
+    for cond in results["conditions"]:
+        get = {r["metric"]: r for r in results["results"] if r["condition"] == cond}
+        acc = get["accuracy"]
+        rows.append([cond, acc["n"], f"{acc['value']:.2f}", f"[{acc['ci_low']:.2f}, {acc['ci_high']:.2f}]",
+                     f"{get['chance']['value']:.2f}"])
+    return md_table(["set", "items", "accuracy %", "95% CI", "chance %"], rows, pad=True)
