@@ -24,8 +24,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Callable, Iterable
 
 from ..errors import VlbenchError
-from .counts import (ARTICLES, COMPLEX_PREP_NOUNS, CONTENT_POS, QUANTIFIER_WORDS, QUANTITY_NOUNS,  # noqa: F401
-                     _has_alnum, _wn, analyse_doc, clear_caches, synonym_lemmas, synsets, word_depth)
+from .counts import _wn, analyse_doc
 
 FEATURES = ("adjectives", "complement_phrases", "articles", "quantifiers", "concept_depth",
             "caption_length", "words_per_caption", "concept_diversity")
