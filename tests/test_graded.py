@@ -125,7 +125,9 @@ def test_popcount_fallback_for_numpy_1(monkeypatch):
     v = np.array([0, 1, 2 ** 63, 2 ** 64 - 1, 0x00FF00FF00FF00FF, 12345678901234567], dtype=np.uint64)
     want = [bin(int(x)).count("1") for x in v]
     assert G._popcount64(v).tolist() == want
-    monkeypatch.setattr(G, "_HAS_BITWISE_COUNT", False)  # numpy < 2 has no np.bitwise_count
+    from vlbench.benchmark import rouge
+
+    monkeypatch.setattr(rouge, "_HAS_BITWISE_COUNT", False)  # numpy < 2 has no np.bitwise_count
     assert G._popcount64(v).tolist() == want
     out = np.zeros(len(v), dtype=np.uint8)
     G._popcount64(v, out=out)

@@ -195,7 +195,8 @@ def test_room_for_validity_columns_beside_each_drop(runs, tmp_path):
     from vlbench.leaderboards import render
     from vlbench.leaderboards.build import PAGE_TABLES
     from vlbench.leaderboards.store import load_runs, select
-    from vlbench.leaderboards.tables import Column, build_tables, make_labels
+    from vlbench.leaderboards.all_tables import build_tables
+    from vlbench.leaderboards.tables import Column, make_labels
 
     _, dirs = runs
     loaded = load_runs(dirs)

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from vlbench.benchmark import download as dl
-from vlbench.benchmark.datasets import BUILTIN, load_dataset
+from vlbench.benchmark.dataset_specs import BUILTIN, MULTILINGUAL
+from vlbench.benchmark.datasets import load_dataset
 from vlbench.benchmark.models import load_model
-from vlbench.benchmark.multilingual import MULTI30K_RAW, MULTILINGUAL, tokenizer_coverage
+from vlbench.benchmark.multilingual import tokenizer_coverage
 from vlbench.errors import DataError
 
 LANGS = ("en", "de", "fr", "cs")
@@ -47,23 +48,25 @@ def test_flickr30k_de_has_five_independent_descriptions(shared_captions):
 def _fake_multi30k(shared_captions, name):
     """The raw Multi30K files of ``name``, rebuilt from the normalized pack (HTML-escaped and gzipped as
     upstream), keyed by URL: the download recipe must turn them back into the pinned file."""
-    rows = [json.loads(x) for x in (shared_captions / MULTILINGUAL[name]["captions"]).read_text().splitlines()]
-    recipe = MULTILINGUAL[name]["recipe"]
-    files = {f"{MULTI30K_RAW}/{recipe['images']}": "".join(r["image"] + "\n" for r in rows).encode()}
-    for j, path in enumerate(recipe["captions"]):
+    spec = BUILTIN[name]
+    rows = [json.loads(x) for x in (shared_captions / spec.captions).read_text().splitlines()]
+    args = spec.recipe.args
+    assert spec.recipe.step == "multi30k"
+    files = {args["images"]: "".join(r["image"] + "\n" for r in rows).encode()}
+    for j in range(args.get("files", 5)):
         text = "".join(html.escape(r["captions"][j], quote=False) + " \n" for r in rows)
-        files[f"{MULTI30K_RAW}/{path}"] = gzip.compress(text.encode("utf-8"))
+        files[args["captions"].format(j=j + 1)] = gzip.compress(text.encode("utf-8"))
     return files
 
 
-@pytest.mark.parametrize("name", sorted(MULTILINGUAL))
+@pytest.mark.parametrize("name", sorted(s.name for s in MULTILINGUAL))
 def test_download_recipe_rebuilds_the_pinned_file(shared_captions, tmp_path, monkeypatch, name):
     files = _fake_multi30k(shared_captions, name)
     monkeypatch.delenv("VLBENCH_OFFLINE", raising=False)
     monkeypatch.setattr(dl, "_get", lambda url, timeout=60.0: files[url])
     path = dl.fetch_captions(name, tmp_path)
-    assert path == tmp_path / BUILTIN[name]["captions"]
-    assert path.read_bytes() == (shared_captions / MULTILINGUAL[name]["captions"]).read_bytes()
+    assert path == tmp_path / BUILTIN[name].captions
+    assert path.read_bytes() == (shared_captions / BUILTIN[name].captions).read_bytes()
     assert all("/a3d2e0d26b56f3846f66a952536ffed4e401d05a/" in u for u in files)
 
 

@@ -147,7 +147,7 @@ def _plugin_problem(entry, check: bool) -> str | None:
 
 def _cmd_ls(args) -> int:
     from . import registry
-    from .benchmark import datasets as _d, models as _m  # noqa: F401  (register built-ins; no torch)
+    from .benchmark import builtin_datasets as _d, models as _m  # noqa: F401  (register built-ins; no torch)
 
     try:
         from . import perturbations as _p  # noqa: F401
@@ -215,10 +215,10 @@ def _cmd_cache(args) -> int:
 
 
 def _cmd_download(args) -> int:
-    from .benchmark import download
+    from .benchmark.builtin_datasets import download_dataset
 
     for name in args.datasets:
-        download.download_dataset(name, args.data_dir, captions_only=args.captions_only)
+        download_dataset(name, args.data_dir, captions_only=args.captions_only)
     return 0
 
 

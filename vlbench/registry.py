@@ -58,7 +58,7 @@ def close_matches(name: str, choices, n: int = 3) -> list[str]:
     return out
 
 
-BUILTIN_MODULES = {"models": "vlbench.benchmark.models", "datasets": "vlbench.benchmark.datasets",
+BUILTIN_MODULES = {"models": "vlbench.benchmark.models", "datasets": "vlbench.benchmark.builtin_datasets",
                    "perturbations": "vlbench.perturbations", "metrics": "vlbench.benchmark.metric_specs"}
 
 

@@ -1,4 +1,7 @@
-"""Test sets: the built-in Flickr30k / MS-COCO (and FG) sets, and custom JSONL manifests.
+"""Test sets: the Dataset record, custom JSONL manifests, and loading any dataset by name.
+
+The built-in Flickr30k / MS-COCO (and FG) sets are records in dataset_specs.py, loaded by
+builtin_datasets.py through the dataset registry, like plug-ins.
 
 A dataset is a list of images, a list of captions, and ``caption_to_image[j]``: the index of
 caption j's image. Captions get stable ids ``"<image>#<j>"`` (j = position within its image),
@@ -19,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from .._io import sha256_file, sha256_json
-from .._paths import default_data_dir, offline
 from ..errors import DataError
 from ..registry import datasets as DATASETS
 
@@ -275,160 +277,6 @@ def load_custom(path: str, *, require_images: bool = True) -> Dataset:
     if require_images:
         check_images(ds)
     return ds
-
-
-# ----------------------------------------------------------------------------------------------
-# built-in datasets
-
-FG_REPO = "cwj1412/MSCOCO-Flikcr30K_FG"
-FG_COMMIT = "6d98d41a40b5e3e95739b40452d1c5b16f542b16"
-
-BUILTIN = {
-    "flickr30k": dict(
-        captions="flickr30k_test.jsonl",
-        sha256="2b6fe218e2c802e7c14d444505d2c543c48c016dbeae32638b564800fbb667ec",
-        images="flickr30k", description="Flickr30k 1k test (Karpathy split), 1,000 images x 5 captions"),
-    "flickr30k-fg": dict(
-        captions="flickr30k_fg_test.jsonl",
-        sha256="3a9ddca8666b85e24324997cf5dd965d7fa8efabf1d73b5c284e4b1a3de4e44b",
-        images="flickr30k", fg_pool="Flickr30K", pool_size=6867,
-        description="Flickr30k-FG (Chen, Yao & Jin, SIGIR 2023): same images, fine-grained captions"),
-    "coco": dict(
-        captions="coco5k_test.jsonl",
-        sha256="45e4d927e1b544438122c43012ae876bb651211987a7ddad16a62618b6c708cc",
-        images="coco", description="MS-COCO 5k test (Karpathy split), 5,000 images x 5 captions"),
-    "coco-fg": dict(
-        captions="coco5k_fg_test.jsonl",
-        sha256="59af2dfbc396456fae0809a6ea8e249371128eb56f1b73a5139ce08662bbfcb1",
-        images="coco", fg_pool="MSCOCO", pool_size=31244,
-        description="MS-COCO-FG (Chen, Yao & Jin, SIGIR 2023): same images, fine-grained captions"),
-    "coco-1k": dict(
-        captions="coco5k_test.jsonl",
-        sha256="45e4d927e1b544438122c43012ae876bb651211987a7ddad16a62618b6c708cc",
-        images="coco", folds=5,
-        description="MS-COCO 1k: the five 1k folds of the 5k test set, reported as their mean"),
-}
-
-IMAGE_SOURCES = {
-    "flickr30k": dict(
-        url="https://huggingface.co/datasets/nlphuji/flickr_1k_test_image_text_retrieval/resolve/main/"
-            "images_flickr_1k_test.zip",
-        sha256="b0fa9970cc1680a9334818b9da151a62024772b72b961e1454eb6e9866dd7cee"),
-    "coco": dict(
-        url="https://huggingface.co/datasets/nlphuji/mscoco_2014_5k_test_image_text_retrieval/resolve/main/"
-            "images_mscoco_2014_5k_test.zip",
-        sha256=None),  # not pinned upstream: the digest is recorded in the dataset's provenance
-}
-
-from .multilingual import MULTILINGUAL  # noqa: E402  (the Multi30K sets: flickr30k-de, flickr30k-multi30k-*)
-
-BUILTIN.update(MULTILINGUAL)
-
-for _name, _spec in BUILTIN.items():
-    DATASETS.register(_name, f"vlbench.benchmark.datasets:_builtin_{_name.replace('-', '_')}",
-                      description=_spec["description"])
-
-
-def _find_caption_file(fname: str, data_dir: Path) -> Path | None:
-    base = Path(fname).name  # multi30k/x.jsonl may also sit flat in the data folder
-    for cand in (data_dir / fname, data_dir / "captions" / fname, data_dir / base, data_dir / "captions" / base):
-        if cand.is_file():
-            return cand
-    return None
-
-
-def _load_builtin(name: str, *, data_dir=None, gallery: str = "test", require_images: bool = True,
-                  download: bool | None = None, extra_positives: str | None = None) -> Dataset:
-    spec = BUILTIN[name]
-    data_dir = Path(data_dir).expanduser() if data_dir else default_data_dir()
-    cap_file = _find_caption_file(spec["captions"], data_dir)
-    if cap_file is None:
-        want_download = (not offline()) if download is None else download
-        if want_download:
-            from . import download as dl
-            cap_file = dl.fetch_captions(name, data_dir)
-        else:
-            raise DataError(
-                f"caption file {spec['captions']!r} for {name!r} is not in {data_dir}",
-                f"run 'vlbench download {name}' while online, or copy {spec['captions']} into {data_dir} "
-                f"(or pass --data-dir pointing at the folder that holds it)")
-    digest = sha256_file(cap_file)
-    if digest != spec["sha256"]:
-        raise DataError(f"caption file {cap_file} has sha256 {digest[:16]}..., expected {spec['sha256'][:16]}...",
-                        f"the file is corrupt or a different version: delete it and run 'vlbench download {name}'")
-    rows, lines = read_manifest(cap_file)
-    image_root = data_dir / "images" / spec["images"]
-    url = IMAGE_SOURCES[spec["images"]]["url"]
-    source = {"caption_file": cap_file.name, "caption_sha256": digest,
-              **({"language": spec["language"]} if spec.get("language") else {}),
-              "image_hint": f"run 'vlbench download {name}' while online, or download {url} and unzip its "
-                            f"images into {image_root}"}
-    ds = _build(name, rows, image_root, source, lines)
-    if spec.get("folds"):
-        n = ds.n_images // spec["folds"]
-        ds.folds = [np.arange(f * n, (f + 1) * n) for f in range(spec["folds"])]
-    if gallery != "test":
-        if gallery != "fg-pool" or "fg_pool" not in spec:
-            raise DataError(f"unknown gallery {gallery!r} for {name!r}",
-                            "use --gallery test" + (", or fg-pool" if "fg_pool" in spec else ""))
-        ds.distractors = _fg_pool_distractors(name, spec, data_dir, ds)
-        ds.gallery = "fg-pool"
-    if extra_positives:
-        from .positives import load_extra_positives
-        load_extra_positives(ds, extra_positives, data_dir)
-    if require_images:
-        if download if download is not None else not offline():
-            from . import download as dl
-            dl.fetch_images(name, ds, data_dir)
-        check_images(ds)
-    return ds
-
-
-def _fg_pool_distractors(name, spec, data_dir: Path, ds: Dataset) -> list[str]:
-    """The extra COCO unlabeled2017 images of the FG release's enlarged pool (file names)."""
-    pool_dir = data_dir / "fg_pool"
-    stem = f"{spec['fg_pool']}_FG_img_filenames"  # as in the release's Images/ folder
-    names = None
-    for cand in (pool_dir / f"{stem}.txt", pool_dir / f"{stem}.npy"):
-        if cand.is_file():
-            if cand.suffix == ".txt":
-                names = [ln.strip() for ln in cand.read_text().splitlines() if ln.strip()]
-            else:
-                try:
-                    arr = np.load(cand, allow_pickle=False)  # never unpickle downloaded files
-                except ValueError:
-                    raise DataError(f"{cand} holds Python objects, which vlbench will not unpickle",
-                                    f"convert it to a text file {stem}.txt with one file name per line") from None
-                names = [str(x) for x in arr.tolist()]
-            break
-    if names is None:
-        raise DataError(
-            f"the FG enlarged image pool list for {name!r} is not in {pool_dir}",
-            f"download Images/{stem}.npy from github.com/{FG_REPO} (commit {FG_COMMIT[:10]}) into {pool_dir}, "
-            f"and the COCO unlabeled2017 images it names into {data_dir / 'images' / 'coco-unlabeled2017'}")
-    test = set(ds.images)
-    ds.distractor_root = data_dir / "images" / "coco-unlabeled2017"
-    extra = list(dict.fromkeys(b for b in (os.path.basename(x) for x in names) if b not in test))
-    total = len(ds.images) + len(extra)
-    ds.source["fg_pool"] = {"list": cand.name, "distractors": len(extra), "gallery_size": total,
-                            "expected_gallery_size": spec["pool_size"]}
-    if total != spec["pool_size"]:
-        import warnings
-
-        warnings.warn(f"the FG pool of {name!r} has {total} images, the release describes {spec['pool_size']}; "
-                      f"check {cand}")
-    return extra
-
-
-def _make_builtin(name):
-    def factory(**kw):
-        return _load_builtin(name, **kw)
-    factory.__name__ = f"_builtin_{name.replace('-', '_')}"
-    return factory
-
-
-for _name in BUILTIN:
-    globals()[f"_builtin_{_name.replace('-', '_')}"] = _make_builtin(_name)
 
 
 def load_dataset(spec: str, *, data_dir=None, gallery: str = "test", require_images: bool = True,

@@ -25,13 +25,9 @@ import zipfile
 from pathlib import Path
 
 from .._io import atomic_write_bytes, sha256_bytes, sha256_file
-from .._paths import default_data_dir, offline
-from ..errors import DataError, UnknownNameError
-
-MULTI30K = "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task2"
-CVLR = ("https://raw.githubusercontent.com/data-ming-and-application/CVLR-RD/"
-        "b87a3706d6365134711c50f35e494f801c0c25a3/data/coco_test.json")
-FG = "https://raw.githubusercontent.com/cwj1412/MSCOCO-Flikcr30K_FG/6d98d41a40b5e3e95739b40452d1c5b16f542b16"
+from .._paths import offline
+from ..errors import DataError
+from .dataset_specs import BUILTIN, IMAGE_SOURCES
 
 
 def _get(url: str, timeout: float = 60.0) -> bytes:
@@ -48,88 +44,82 @@ def _jsonl(rows) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
 
 
-def _flickr_original() -> bytes:
-    names = [x.strip() for x in _get(f"{MULTI30K}/image_splits/test_2016_images.txt").decode().splitlines() if x.strip()]
+def _multi30k(data_dir: Path, images: str, captions: str, files: int = 5) -> bytes:
+    """Line i of caption file j is caption j of image i; whitespace stripped, HTML entities unescaped."""
+    names = [x.strip() for x in _get(images).decode("utf-8").splitlines() if x.strip()]
     caps = []
-    for j in range(1, 6):
-        raw = gzip.decompress(_get(f"{MULTI30K}/raw/test_2016.{j}.en.gz")).decode("utf-8").splitlines()
+    for j in range(1, files + 1):
+        raw = gzip.decompress(_get(captions.format(j=j))).decode("utf-8").splitlines()
         caps.append([html.unescape(x.strip()) for x in raw])
-    return _jsonl({"image": n, "captions": [caps[j][i] for j in range(5)]} for i, n in enumerate(names))
+    if any(len(c) != len(names) for c in caps):
+        raise DataError(f"the Multi30K files do not have one caption per image ({len(names)} images, "
+                        f"{[len(c) for c in caps]} lines)", "the upstream files changed: report it to vlbench")
+    return _jsonl({"image": n, "captions": [c[i] for c in caps]} for i, n in enumerate(names))
 
 
-def _coco_original() -> bytes:
-    data = json.loads(_get(CVLR))
+def _karpathy_json(data_dir: Path, url: str) -> bytes:
+    data = json.loads(_get(url))
     return _jsonl({"image": os.path.basename(e["image"]), "captions": [c.strip() for c in e["caption"][:5]]}
                   for e in data)
 
 
-def _fg(ann: str, original: Path) -> bytes:
-    data = json.loads(_get(f"{FG}/Annotations/{ann}"))
+def _fg_reorder(data_dir: Path, url: str, order_of: str) -> bytes:
+    original = fetch_captions(order_of, data_dir)
+    data = json.loads(_get(url))
     order = [json.loads(line)["image"] for line in original.read_text().splitlines() if line.strip()]
     return _jsonl({"image": n, "captions": data[n[:-4] if n.endswith(".jpg") else n]} for n in order)
 
 
-def fetch_captions(name: str, data_dir: Path) -> Path:
-    from .datasets import BUILTIN
+#: recipe step (vlbench.benchmark.dataset_specs.RECIPE_STEPS) -> function(data_dir, **args) -> file bytes
+STEPS = {"multi30k": _multi30k, "karpathy_json": _karpathy_json, "fg_reorder": _fg_reorder}
 
+
+def fetch_captions(name: str, data_dir: Path) -> Path:
+    """The normalized caption file of built-in ``name`` in ``data_dir``, made by its recipe if missing."""
     spec = BUILTIN[name]
-    target = Path(data_dir) / spec["captions"]
-    if target.is_file() and sha256_file(target) == spec["sha256"]:
+    target = Path(data_dir) / spec.captions
+    if target.is_file() and sha256_file(target) == spec.sha256:
         return target
     try:
-        if name in ("flickr30k",):
-            blob = _flickr_original()
-        elif name in ("coco", "coco-1k"):
-            blob = _coco_original()
-        elif name == "flickr30k-fg":
-            blob = _fg("Flickr30K_FG_ann.json", fetch_captions("flickr30k", data_dir))
-        elif name == "coco-fg":
-            blob = _fg("MSCOCO_FG_ann.json", fetch_captions("coco", data_dir))
-        elif "recipe" in spec:  # the Multi30K sets (vlbench.benchmark.multilingual)
-            from .multilingual import build_captions
-
-            blob = build_captions(name, _get)
-        else:  # pragma: no cover
-            raise DataError(f"no download recipe for {name!r}", "")
+        blob = STEPS[spec.recipe.step](Path(data_dir), **spec.recipe.args)
     except DataError as exc:
         raise DataError(f"the captions of {name!r} are not in {data_dir} and could not be downloaded "
                         f"({exc.message})",
-                        f"put {spec['captions']} (sha256 {spec['sha256'][:16]}...) into {data_dir} or pass "
+                        f"put {spec.captions} (sha256 {spec.sha256[:16]}...) into {data_dir} or pass "
                         f"--data-dir with the folder that holds it; online, 'vlbench download {name}' fetches it") \
             from None
     digest = sha256_bytes(blob)
-    if digest != spec["sha256"]:
+    if digest != spec.sha256:
         raise DataError(f"the downloaded captions of {name!r} have sha256 {digest[:16]}..., expected "
-                        f"{spec['sha256'][:16]}...", "the upstream file changed; report it to vlbench")
+                        f"{spec.sha256[:16]}...", "the upstream file changed; report it to vlbench")
     atomic_write_bytes(target, blob)
     return target
 
 
 def fetch_images(name: str, ds, data_dir: Path) -> None:
-    from .datasets import BUILTIN, IMAGE_SOURCES
-
+    """Download and unpack the images of ``ds`` (a built-in dataset) that are missing under ``data_dir``."""
     spec = BUILTIN[name]
-    root = Path(data_dir) / "images" / spec["images"]
+    root = Path(data_dir) / "images" / spec.images
     missing = [n for n in ds.images if not (root / n).is_file()]
     if not missing:
         return
-    src = IMAGE_SOURCES[spec["images"]]
-    print(f"downloading {src['url']} ({len(missing)} images missing) ...", flush=True)
+    src = IMAGE_SOURCES[spec.images]
+    print(f"downloading {src.url} ({len(missing)} images missing) ...", flush=True)
     with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
         zpath = Path(tmp) / "images.zip"
         if offline():
             raise DataError(f"{len(missing)} image(s) of {name!r} are missing and offline mode is on",
-                            f"download {src['url']} and unzip its images into {root}")
+                            f"download {src.url} and unzip its images into {root}")
         try:
-            with urllib.request.urlopen(src["url"], timeout=120) as r, open(zpath, "wb") as fh:  # noqa: S310
+            with urllib.request.urlopen(src.url, timeout=120) as r, open(zpath, "wb") as fh:  # noqa: S310
                 shutil.copyfileobj(r, fh, 1 << 20)
         except OSError as exc:  # URLError, timeouts, resets, a full disk
-            raise DataError(f"could not download the images of {name!r} from {src['url']}: {exc}",
+            raise DataError(f"could not download the images of {name!r} from {src.url}: {exc}",
                             f"check the network (or set VLBENCH_OFFLINE=1), or download the archive by hand "
                             f"and unzip its images into {root}") from None
         digest = sha256_file(zpath)
-        if src["sha256"] and digest != src["sha256"]:
-            raise DataError(f"{src['url']} has sha256 {digest}, expected {src['sha256']}",
+        if src.sha256 and digest != src.sha256:
+            raise DataError(f"{src.url} has sha256 {digest}, expected {src['sha256']}",
                             "the archive changed or is corrupt: retry, or download it by hand")
         wanted = set(ds.images)
         root.mkdir(parents=True, exist_ok=True)
@@ -138,26 +128,4 @@ def fetch_images(name: str, ds, data_dir: Path) -> None:
                 base = os.path.basename(info.filename)
                 if base in wanted and not info.is_dir():
                     atomic_write_bytes(root / base, z.read(info))  # flat, by base name: no path escapes
-        (root / ".source.json").write_text(json.dumps({"url": src["url"], "sha256": digest}))
-
-
-def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:
-    from .datasets import load_dataset
-
-    from ..registry import close_matches
-    from .datasets import BUILTIN
-
-    if name not in BUILTIN:
-        matches = close_matches(name, BUILTIN)
-        raise UnknownNameError(f"vlbench cannot download dataset {name!r}: it is not a built-in dataset",
-                               (f"did you mean {', '.join(repr(m) for m in matches)}? " if matches else "") +
-                               f"the built-ins are {', '.join(BUILTIN)}; a custom dataset is a local manifest "
-                               f"(custom:<manifest.jsonl>) and needs no download")
-    data_dir = Path(data_dir) if data_dir else default_data_dir()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = fetch_captions(name, data_dir)
-    print(f"{name}: captions {path}")
-    if not captions_only:
-        ds = load_dataset(name, data_dir=data_dir, require_images=False)
-        fetch_images(name, ds, data_dir)
-        print(f"{name}: images in {Path(data_dir) / 'images'}")
+        (root / ".source.json").write_text(json.dumps({"url": src.url, "sha256": digest}))

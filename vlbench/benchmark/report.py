@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._markdown import md_table
+from ..results import MetricKey, RunRecord
 from . import metrics as M
 
 
@@ -30,32 +31,30 @@ def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
     return name
 
 
-def format_table(results: dict) -> str:
-    """A readable Markdown table: one row per condition and direction."""
-    recs = results["results"]
-    p = results["settings"]["p"]
-    conds = list(results["conditions"])
+def format_table(rec: RunRecord) -> str:
+    """A readable Markdown table of a run's record: one row per condition and direction."""
+    p = rec.settings["p"]
+    conds = list(rec.conditions)
     head = ["condition", "dir", "R@1", "R@5", "R@10", "RSUM", "MedR", "MeanR", "R-P", "mAP@R", f"DCG@{p}", f"nDCG@{p}"]
     rows = []
     for c in conds:
+        vals = rec.values_of(c)
         for d in M.DIRECTIONS:
-            get = {(r["metric"], r["k"]): r["value"] for r in recs if r["condition"] == c and r["direction"] == d}
-            rows.append([c, d] + [f"{get.get(('recall', k), float('nan')):.2f}" for k in (1, 5, 10)] +
-                        [f"{get[('rsum', None)]:.2f}", f"{get[('medr', None)]:g}", f"{get[('meanr', None)]:.2f}",
-                         f"{get[('r_precision', None)]:.2f}", f"{get[('map_at_r', None)]:.2f}",
-                         f"{get[('dcg_cm', p)]:.3f}", f"{get[('ndcg_cm', p)]:.3f}"])
-        tot = [r["value"] for r in recs if r["condition"] == c and r["direction"] == "both" and r["metric"] == "rsum"]
-        rows.append([c, "both", "", "", "", f"{tot[0]:.2f}", "", "", "", "", "", ""])
+            get = lambda metric, k=None: vals.get(MetricKey(d, metric, k), float("nan"))  # noqa: E731
+            rows.append([c, d] + [f"{get('recall', k):.2f}" for k in (1, 5, 10)] +
+                        [f"{get('rsum'):.2f}", f"{get('medr'):g}", f"{get('meanr'):.2f}",
+                         f"{get('r_precision'):.2f}", f"{get('map_at_r'):.2f}",
+                         f"{get('dcg_cm', p):.3f}", f"{get('ndcg_cm', p):.3f}"])
+        rows.append([c, "both", "", "", "", f"{vals[MetricKey('both', 'rsum')]:.2f}", "", "", "", "", "", ""])
     out = md_table(head, rows, pad=True)
-    boots = results.get("bootstrap") or []
-    if boots:
+    if rec.intervals:
         head2 = ["perturbation", "not applicable", "RSUM change [95% CI]", "t2i RSUM change [95% CI]",
                  "i2t RSUM change [95% CI]"]
         rows2 = []
         for c in conds[1:]:
-            b = {x["direction"]: x for x in boots if x["condition"] == c}
-            fmt = lambda x: f"{x['delta']:+.2f} [{x['ci_low']:+.2f}, {x['ci_high']:+.2f}]"
-            rate = results["conditions"][c].get("not_applicable_rate")
+            b = {x.get("direction"): x for x in rec.intervals if x.condition == c}
+            fmt = lambda x: f"{x.get('delta'):+.2f} [{x.get('ci_low'):+.2f}, {x.get('ci_high'):+.2f}]"  # noqa: E731
+            rate = rec.conditions[c].meta.get("not_applicable_rate")
             rows2.append([c, "" if rate is None else f"{100 * rate:.1f}%", fmt(b["both"]), fmt(b["t2i"]),
                           fmt(b["i2t"])])
         out += "\n\n" + md_table(head2, rows2, pad=True)

@@ -32,8 +32,8 @@ from .distributed import claim_out, distributed, gather, phase, silence_library_
 from .report import format_table, write_per_query
 from .run_config import RunConfig, validate
 from .stats import model_input_analysis, paired_bootstrap, query_scores
-
-SCHEMA_VERSION = 1
+from ..results import (SCHEMA_VERSION, Condition, DatasetInfo, Delta, Interval, MetricKey, MetricValue, ModelInfo,
+                       RunRecord)
 
 __all__ = ["RunConfig", "RunResult", "run", "format_table", "model_input_analysis", "SCHEMA_VERSION"]
 
@@ -41,11 +41,12 @@ __all__ = ["RunConfig", "RunResult", "run", "format_table", "model_input_analysi
 @dataclass
 class RunResult:
     out_dir: Path
-    results: dict  # the results.json content
+    results: dict  # the results.json content (record.to_json())
     evaluations: dict  # condition -> list[Evaluation] (one per fold)
+    record: RunRecord | None = None  # the typed record behind results
 
     def table(self) -> str:
-        return format_table(self.results)
+        return format_table(self.record or RunRecord.from_json(self.results))
 
 
 def _log(cfg: RunConfig, msg: str) -> None:
@@ -262,21 +263,19 @@ def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
             for cond, off in enc.offsets.items()}
 
 
-def _deltas(cfg: RunConfig, plan: Plan, evals: dict, records: list[dict]) -> tuple[list, list, dict]:
+def _deltas(cfg: RunConfig, plan: Plan, evals: dict, values: list[MetricValue]) -> tuple[list, list, dict]:
     """Per perturbation: the change of every metric against clean, and the bootstrap CIs of RSUM changes."""
-    clean_vals = {(r["direction"], r["metric"], r["k"]): r["value"] for r in records if r["condition"] == "clean"}
-    deltas, boots, conditions = [], [], {"clean": {"perturbation": None}}
+    clean = {v.key: v.value for v in values if v.condition == "clean"}
+    deltas, boots, conditions = [], [], {"clean": Condition("clean", {"perturbation": None})}
     metas = {cond: {"perturbation": cond, **ps.describe()} for cond, ps in plan.perturbed.items()}
-    metas.update((v.label, v.meta) for v in plan.variants)
+    metas.update((v.label, v.meta) for v in plan.variants)  # image corruptions, shortcut probes
     for cond, meta in metas.items():
-        conditions[cond] = meta
-        for r in records:
-            if r["condition"] != cond:
-                continue
-            base = clean_vals[(r["direction"], r["metric"], r["k"])]
-            deltas.append({"condition": cond, "direction": r["direction"], "metric": r["metric"], "k": r["k"],
-                           "abs": r["value"] - base, "rel": (r["value"] - base) / base if base else None})
-        boots += [{"condition": cond, **b} for b in paired_bootstrap(evals["clean"], evals[cond], cfg.n_boot, cfg.seed)]
+        conditions[cond] = Condition(cond, meta)
+        for v in values:
+            if v.condition == cond:
+                base = clean[v.key]
+                deltas.append(Delta(cond, v.key, v.value - base, (v.value - base) / base if base else None))
+        boots += [Interval(cond, b) for b in paired_bootstrap(evals["clean"], evals[cond], cfg.n_boot, cfg.seed)]
     return deltas, boots, conditions
 
 
@@ -289,52 +288,54 @@ def _mia(cfg: RunConfig, plan: Plan, evals: dict):
     return mia
 
 
+def _metric_values(evals: dict) -> list[MetricValue]:
+    return [MetricValue(cond, MetricKey(r["direction"], r["metric"], r["k"]), r["value"],
+                        {n: x for n, x in r.items() if n not in ("direction", "metric", "k", "value")})
+            for cond, ev in evals.items() for r in _mean_records(ev)]
+
+
+def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
+    return {"k": list(cfg.k), "p": cfg.p, "relevance": cfg.relevance, "seed": cfg.seed,
+            "graded_relevance": {name: src.describe() for name, src in plan.graded[0].items()},
+            "precision": cfg.precision, "device": str(enc.adapter.device), "batch_size": cfg.batch_size,
+            "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",
+            "folds": "mean over folds" if plan.ds.folds is not None else None}
+
+
 def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> RunResult:
-    """Records, deltas, statistics; results.json (never overwritten), per-query file and table.md."""
+    """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
     from .variants import variant_summaries
 
-    ds, graded = plan.ds, plan.graded
-    records = [{"condition": cond, **r} for cond, ev in evals.items() for r in _mean_records(ev)]
-    deltas, boots, conditions = _deltas(cfg, plan, evals, records)
+    ds = plan.ds
+    values = _metric_values(evals)
+    deltas, boots, conditions = _deltas(cfg, plan, evals, values)
     per_query_file = write_per_query(enc.out, ds, evals)
-    results = {
-        "schema_version": SCHEMA_VERSION,
-        "metric_version": M.METRIC_VERSION,
-        "vlbench_version": __version__,
-        "run_id": enc.run_id,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
-        "wall_time_s": round(time.time() - t0, 3),
-        "model": {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
-                  **({"label": cfg.model_name.strip()} if cfg.model_name else {}),
-                  "identity": enc.adapter.identity()},
-        "dataset": ds.describe(),
-        "conditions": conditions,
-        "settings": {"k": list(cfg.k), "p": cfg.p, "relevance": cfg.relevance, "seed": cfg.seed,
-                     "graded_relevance": {name: src.describe() for name, src in graded[0].items()},
-                     "precision": cfg.precision, "device": str(enc.adapter.device), "batch_size": cfg.batch_size,
-                     "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",
-                     "folds": "mean over folds" if ds.folds is not None else None},
-        "results": records,
-        "deltas": deltas,
-        "bootstrap": boots,
-        "model_input_analysis": _mia(cfg, plan, evals),
-        "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
-                    ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
-        **variant_summaries(cfg, plan, records, conditions),
-        "caption_issues": ds.issues[:1000],
-        "per_query": per_query_file,
-        "environment": library_versions(),
-    }
-    results["results_hash"] = sha256_json(records)
-    _write_results(enc.out, results)
+    model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
+             **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}
+    dataset = ds.describe()
+    rec = RunRecord(
+        run_id=enc.run_id, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
+        metric_version=M.METRIC_VERSION, vlbench_version=__version__,
+        model=ModelInfo(cfg.model, enc.model_hash, model), dataset=DatasetInfo(dataset["name"], dataset["hash"], dataset),
+        conditions=conditions, settings=_settings(cfg, plan, enc), values=values, deltas=deltas, intervals=boots,
+        model_input_analysis=_mia(cfg, plan, evals), environment=library_versions(),
+        other={"wall_time_s": round(time.time() - t0, 3),
+               "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
+                           ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
+               "caption_issues": ds.issues[:1000], "per_query": per_query_file,
+               **variant_summaries(cfg, plan, [v.to_json() for v in values],
+                                   {c.name: c.meta for c in conditions.values()}),
+               "results_hash": sha256_json([v.to_json() for v in values])})
+    results = rec.to_json()
+    _write_results(enc.out, results, rec)
     _log(cfg, f"wrote {enc.out / 'results.json'}")
-    return RunResult(enc.out, results, evals)
+    return RunResult(enc.out, results, evals, rec)
 
 
-def _write_results(out: Path, results: dict) -> None:
+def _write_results(out: Path, results: dict, rec: RunRecord) -> None:
     try:
         write_json(out / "results.json", results, replace=False)
     except FileExistsError:
         raise VlbenchError(f"{out} received a finished run from another process while this one ran",
                            "runs are never overwritten: pass another --out folder") from None
-    atomic_write_text(out / "table.md", format_table(results) + "\n")
+    atomic_write_text(out / "table.md", format_table(rec) + "\n")

@@ -13,32 +13,14 @@ image file's content hash, so a second run encodes nothing.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from ..errors import DataError
 from .cache import item_key
+from .variant_types import ImageTransform, Variant  # noqa: F401  (re-exported)
 from .encode import EncodeStats, _Collate, _Encoder, _encode_batches, _Failed, _from_cache, _raise_failed, _slice, \
     file_key, load_image
-
-
-class ImageTransform(Protocol):
-    """Picklable (it runs in DataLoader workers). ``index``: the image's position in the gallery;
-    ``content``: its file's content key (``img:<sha256>``)."""
-
-    def key(self, index: int, content: str) -> str | None: ...  # None: the image is left as it is
-
-    def __call__(self, image, index: int, content: str): ...
-
-
-@dataclass
-class Variant:
-    label: str  # the condition name in results, e.g. img:gaussian_noise:3, shortcut:matched
-    meta: dict  # its entry in results.json "conditions"
-    image: ImageTransform | None = None  # None: the clean images
-    texts: list[str] | None = None  # None: the clean captions
 
 
 class _VariantImages:

@@ -47,7 +47,7 @@ class CorruptionTransform:
 
 def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
     """The Variants of a ``--perturb-images`` spec (``gaussian_noise:3,motion_blur:1-5,all:3``)."""
-    from ..benchmark.variants import Variant
+    from ..benchmark.variant_types import Variant
 
     if not spec:
         return []
@@ -81,7 +81,7 @@ def read_reference(path: str) -> dict:
     p = Path(path).expanduser()
     p = p / "results.json" if p.is_dir() else p
     try:
-        return read_run(p).doc
+        return read_run(p).record.to_json()
     except (UnreadableResults, OSError) as exc:
         raise VlbenchError(f"--mce-reference {path!r} is not a readable vlbench run ({exc})",
                            "name the run folder (or results.json) of the reference model's --perturb-images run") \

@@ -8,7 +8,14 @@ Names are snake_case, as in ImageNet-C (the spec parser also accepts kebab-case)
 from __future__ import annotations
 
 from ..registry import Registry
-from .spec import FAMILIES
+
+FAMILIES = {
+    "noise": ("gaussian_noise", "shot_noise", "impulse_noise"),
+    "blur": ("defocus_blur", "glass_blur", "motion_blur", "zoom_blur"),
+    "weather": ("snow", "frost", "fog", "brightness"),
+    "digital": ("contrast", "elastic_transform", "pixelate", "jpeg_compression"),
+}
+NAMES = tuple(n for names in FAMILIES.values() for n in names)
 
 image_perturbations = Registry("image_perturbations")
 

@@ -6,17 +6,13 @@ from dataclasses import dataclass
 
 from ..errors import VlbenchError
 from ..registry import close_matches
+from .registry import FAMILIES, NAMES, image_perturbations
 
 # Bump when any corruption's output changes (part of every corrupted-image cache key).
 IMPLEMENTATION_VERSION = "imagenet-c/1"
 SEVERITIES = (1, 2, 3, 4, 5)
-FAMILIES = {
-    "noise": ("gaussian_noise", "shot_noise", "impulse_noise"),
-    "blur": ("defocus_blur", "glass_blur", "motion_blur", "zoom_blur"),
-    "weather": ("snow", "frost", "fog", "brightness"),
-    "digital": ("contrast", "elastic_transform", "pixelate", "jpeg_compression"),
-}
-NAMES = tuple(n for names in FAMILIES.values() for n in names)
+__all__ = ["FAMILIES", "NAMES", "SEVERITIES", "IMPLEMENTATION_VERSION", "ImageCondition", "family_of", "cache_key",
+           "parse_spec"]
 
 
 @dataclass(frozen=True, order=True)
@@ -33,13 +29,11 @@ def family_of(name: str) -> str:
     for family, names in FAMILIES.items():
         if name in names:
             return family
-    from .registry import image_perturbations
     return image_perturbations.entry(name).meta.get("family", "plugin")
 
 
 def cache_key(name: str, severity: int, seed: int) -> str:
     """Cache-key component of a corrupted image set: (name, severity, seed, implementation version)."""
-    from .registry import image_perturbations
     entry = image_perturbations.entry(name)
     version = IMPLEMENTATION_VERSION if entry.source == "builtin" else entry.source
     return f"img:{name}:{int(severity)}:seed{int(seed)}:{version}"
@@ -64,7 +58,6 @@ def parse_spec(spec: str) -> list[ImageCondition]:
     A name without ``:severity`` means all five severities. ``all`` expands to the 15 built-ins,
     a family name (noise, blur, weather, digital) to its members; plug-in names are accepted too.
     """
-    from .registry import image_perturbations
     out: set[ImageCondition] = set()
     for item in (s.strip() for s in spec.split(",")):
         if not item:

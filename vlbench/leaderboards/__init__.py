@@ -40,8 +40,7 @@ def load_results(paths, *, errors: str = "warn"):
     import pandas as pd
 
     from ..errors import VlbenchError
-    from .tables import DIR_ORDER, METRIC_ORDER, make_labels
-    from .store import condition_key
+    from .tables import long_order, long_rows, make_labels
 
     if errors not in ("warn", "ignore", "raise"):
         raise ValueError("errors must be 'warn', 'ignore' or 'raise'")
@@ -58,26 +57,11 @@ def load_results(paths, *, errors: str = "warn"):
     labels = make_labels(loaded.runs, selection, allow_mixed=True)
     rows = []
     for run in loaded.runs:
-        dn, dh = run.dataset_name, run.dataset_hash
-        dlabel = labels.dataset.get((dn, dh), dn)
-        for r in run.doc["results"]:
-            cond = r["condition"]
-            meta = {} if cond == "clean" else run.condition_meta(cond)
-            rows.append({
-                "model": labels.model[run.model_hash], "model_spec": run.model_spec, "model_hash": run.model_hash,
-                "dataset": dlabel, "dataset_name": dn, "dataset_hash": dh, "condition": cond,
-                "family": str(meta.get("family") or ""), "direction": r["direction"], "metric": r["metric"],
-                "k": r["k"], "value": r["value"],
-                "kept": selection.values.get((run.model_hash, dn, dh, cond)) is run,
-                "run_id": run.ref, "created": run.created, "metric_version": run.metric_version,
-                "vlbench_version": run.vlbench_version, "schema_version": run.original_schema,
-                "perturbation_version": meta.get("version"), "perturbation_seed": meta.get("seed"),
-                "captions_hash": meta.get("captions_hash"), "source": run.path})
-    rows.sort(key=lambda x: (x["dataset"], x["dataset_hash"], x["model"], x["model_hash"],
-                             condition_key(x["condition"]),
-                             DIR_ORDER.get(x["direction"], 9), METRIC_ORDER.get(x["metric"], 99), x["metric"],
-                             -1 if x["k"] is None else x["k"], not x["kept"], x["run_id"], x["source"]))
-    df = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+        for r in long_rows(run, labels):
+            r["kept"] = selection.values.get((run.model_hash, run.dataset_name, run.dataset_hash, r["condition"])) is run
+            rows.append(r)
+    rows.sort(key=lambda x: long_order(x) + (not x["kept"], x["run_id"], x["source"]))
+    df = pd.DataFrame([[r[c] for c in RESULT_COLUMNS] for r in rows], columns=RESULT_COLUMNS)
     df["k"] = df["k"].astype("Int64")
     df["perturbation_seed"] = pd.array([s if isinstance(s, int) and not isinstance(s, bool) else None
                                         for s in df["perturbation_seed"]], dtype="Int64")

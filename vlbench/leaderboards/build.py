@@ -20,7 +20,8 @@ from .._io import atomic_write_bytes, sha256_bytes
 from ..errors import VlbenchError
 from . import render
 from .store import Loaded, Run, Selection, condition_key, load_runs, select
-from .tables import Labels, Table, build_tables, make_labels
+from .all_tables import build_tables
+from .tables import Labels, Table, make_labels
 
 MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
@@ -139,11 +140,9 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
         from . import plots as P
 
         by_label = {lab: h for h, lab in labels.model.items()}
-        from .modalities import corruption_plots
-
         figures = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
                    P.clean_vs_fg_plots(tables["table_5_2"], by_label) +
-                   corruption_plots(tables["image_corruptions"], by_label))
+                   P.corruption_plots(tables["image_corruptions"], by_label))
         for name, _cap, png in figures:
             files[f"plots/{name}"] = png
     intro = [f"Built by vlbench {__version__} from {len(used)} run(s); {len(selection.superseded)} superseded, "

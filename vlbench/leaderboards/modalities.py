@@ -1,6 +1,6 @@
 """Leaderboard tables and plots of the other modalities: image corruptions (RSUM per corruption and severity,
-mCE) and compositional choice tasks (accuracy with CI). Pure Python on Runs, like tables.py; the plot
-function imports matplotlib only when called."""
+mCE) and compositional choice tasks (accuracy with CI). Pure Python on Runs, like tables.py; the plot of RSUM
+against severity is in plots.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def is_task(cond: str) -> bool:
 
 
 def _mce(run, direction: str):
-    ic = run.doc.get("image_corruptions")
+    ic = run.record.other.get("image_corruptions")
     try:
         return float(ic["directions"][direction]["mce"])
     except (TypeError, KeyError, ValueError):
@@ -38,10 +38,10 @@ def corruption_table(ctx: _Ctx) -> Table:
             if meta.get("kind") != "image":
                 continue
             v, clean = _values(run, cond), _values(run, "clean")
-            boot = next((b for b in run.doc["bootstrap"] if b.get("condition") == cond
+            boot = next((b.fields for b in run.record.intervals if b.condition == cond
                          and b.get("direction") == "both" and b.get("metric") == "rsum"), {})
             total, base = v.get(("both", "rsum", None)), clean.get(("both", "rsum", None))
-            ref = (run.doc.get("image_corruptions") or {}).get("reference") or {}
+            ref = (run.record.other.get("image_corruptions") or {}).get("reference") or {}
             rows.append([ctx.dataset(dn, dh), ctx.model(mh), meta.get("corruption"), meta.get("corruption_family"),
                          meta.get("severity"), v.get(("i2t", "rsum", None)), v.get(("t2i", "rsum", None)), total,
                          base, boot.get("delta", None if total is None or base is None else total - base),
@@ -69,7 +69,7 @@ def choice_table(ctx: _Ctx) -> Table:
         for cond, run in ctx.pairs[key].items():
             if not is_task(cond):
                 continue
-            recs = {r["metric"]: r for r in run.records(cond)}
+            recs = {v.key.metric: v.to_json() for v in run.record.values if v.condition == cond}
             acc = recs.get("accuracy", {})
             task = str(run.condition_meta(cond).get("task") or cond.split(":")[1])
             rows.append([ctx.dataset(dn, dh), ctx.model(mh), task, cond[len(TASK_PREFIX):], acc.get("n"),
@@ -83,36 +83,3 @@ def choice_table(ctx: _Ctx) -> Table:
                  "above every other candidate (a tie is a miss), with a 95% percentile bootstrap interval over "
                  "items, the chance level, and a blind text-only baseline (a caption bigram model picking the more "
                  "plausible text without the image; docs/tasks.md).", cols, rows, sorted(runs))
-
-
-def corruption_plots(table: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes]]:
-    """(file name, caption, png) per (dataset, corruption family): total RSUM against severity (0 = clean),
-    one line per model and corruption."""
-    from .plots import _figure, _png, _rows, slug
-
-    groups: dict[tuple, dict] = {}
-    for r in _rows(table):
-        line = groups.setdefault((r["dataset"], r["family"]), {}).setdefault((r["model"], r["corruption"]), {})
-        if r["rsum"] is not None:
-            line[r["severity"]] = r["rsum"]
-        if r["rsum_clean"] is not None:
-            line[0] = r["rsum_clean"]
-    out = []
-    for (dataset, family), lines in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
-        fig = _figure(6.0, 3.8)
-        ax = fig.add_subplot(111)
-        for (model, corruption), pts in sorted(lines.items()):
-            xs = sorted(pts)
-            ax.plot(xs, [pts[x] for x in xs], marker="o", label=f"{model[:30]}: {corruption}")
-        ax.set_xticks(range(6))
-        ax.set_xticklabels(["clean", "1", "2", "3", "4", "5"])
-        ax.set_xlabel("severity")
-        ax.set_ylabel("RSUM (i2t + t2i)")
-        ax.set_title(f"{family} corruptions on {dataset}"[:90], fontsize=9)
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        models = sorted({m for m, _ in lines})
-        mh = "-".join(model_hash.get(m, "")[:6] for m in models)[:40]
-        out.append((f"corruption_severity--{slug(str(family))}--{slug(dataset)}-{mh}.png",
-                    f"RSUM against severity, {family} corruptions, {dataset}", _png(fig)))
-    return out

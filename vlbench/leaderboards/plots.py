@@ -139,3 +139,34 @@ def clean_vs_fg_plots(t52: Table, model_hash: dict[str, str]) -> list[tuple[str,
         out.append((f"clean_vs_fg--{slug(model)}-{mh}.png", f"Clean vs fine-grained (FG) datasets: {model}",
                     _png(fig)))
     return out
+
+
+def corruption_plots(table: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes]]:
+    """(file name, caption, png) per (dataset, corruption family): total RSUM against severity (0 = clean),
+    one line per model and corruption."""
+    groups: dict[tuple, dict] = {}
+    for r in _rows(table):
+        line = groups.setdefault((r["dataset"], r["family"]), {}).setdefault((r["model"], r["corruption"]), {})
+        if r["rsum"] is not None:
+            line[r["severity"]] = r["rsum"]
+        if r["rsum_clean"] is not None:
+            line[0] = r["rsum_clean"]
+    out = []
+    for (dataset, family), lines in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        fig = _figure(6.0, 3.8)
+        ax = fig.add_subplot(111)
+        for (model, corruption), pts in sorted(lines.items()):
+            xs = sorted(pts)
+            ax.plot(xs, [pts[x] for x in xs], marker="o", label=f"{model[:30]}: {corruption}")
+        ax.set_xticks(range(6))
+        ax.set_xticklabels(["clean", "1", "2", "3", "4", "5"])
+        ax.set_xlabel("severity")
+        ax.set_ylabel("RSUM (i2t + t2i)")
+        ax.set_title(f"{family} corruptions on {dataset}"[:90], fontsize=9)
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        models = sorted({m for m, _ in lines})
+        mh = "-".join(model_hash.get(m, "")[:6] for m in models)[:40]
+        out.append((f"corruption_severity--{slug(str(family))}--{slug(dataset)}-{mh}.png",
+                    f"RSUM against severity, {family} corruptions, {dataset}", _png(fig)))
+    return out

@@ -6,8 +6,9 @@ Reading is done in three steps:
 
 1. :func:`discover` turns the user's RESULTS arguments (run folders, results.json files, folders
    holding run folders at any depth) into a sorted list of results.json paths;
-2. :func:`read_run` reads one file, upgrades it to the current schema (one small function per older
-   version in :data:`UPGRADES`) and validates it. A file that is not valid JSON, not a vlbench
+2. :func:`read_run` reads one file and turns it into a typed :class:`vlbench.results.RunRecord`
+   (which upgrades older schema versions, one small function per version in :data:`UPGRADES`, and
+   checks what readers rely on). A file that is not valid JSON, not a vlbench
    result, or fails validation raises :class:`UnreadableResults` and is *skipped* by the callers
    (reported by name); a file written by a newer vlbench (unknown major schema version) raises
    :class:`SchemaTooNew`, which is fatal: upgrade vlbench instead of building a partial board;
@@ -18,161 +19,22 @@ Reading is done in three steps:
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
-import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ..errors import VlbenchError
+from ..results import (SCHEMA_VERSION, UPGRADES, RunRecord, SchemaTooNew, UnreadableResults, parse_created,
+                       records_hash)
 
 RESULTS_FILE = "results.json"
-CURRENT_SCHEMA = 1
-DIRECTIONS = ("i2t", "t2i", "both")
-
-
-class UnreadableResults(Exception):
-    """A results file that cannot be used (corrupt, truncated, not a vlbench result). Callers skip it."""
-
-    def __init__(self, path: str, reason: str):
-        self.path = path
-        self.reason = reason
-        super().__init__(f"{path}: {reason}")
-
-
-class SchemaTooNew(VlbenchError):
-    """A results file written by a newer vlbench with an unknown major schema version."""
-
-
-# ----------------------------------------------------------------------------------------------
-# schema versions
-
-#: version n -> function turning a version-n document into a version n+1 document
-#: (v1 is the first released schema; when v2 comes, add 1: _v1_to_v2 here and validate v2 below)
-UPGRADES: dict[int, Callable[[dict], dict]] = {}
-
-
-def parse_schema_version(value) -> tuple[int, int]:
-    """``1`` -> (1, 0); ``"1.2"`` -> (1, 2). Raises ValueError for anything else."""
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, int):
-        return value, 0
-    if isinstance(value, str):
-        parts = value.strip().split(".")
-        if 1 <= len(parts) <= 3 and all(p.isdigit() for p in parts):
-            return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    raise ValueError(value)
-
-
-def upgrade(doc: dict, path: str) -> dict:
-    """Bring ``doc`` to the current schema. Newer minor versions of the current major are read as the
-    current version (minor versions only add fields); a newer major version raises SchemaTooNew."""
-    if "schema_version" not in doc:
-        raise UnreadableResults(path, "no schema_version: not a vlbench results file")
-    try:
-        major, _minor = parse_schema_version(doc["schema_version"])
-    except ValueError:
-        raise UnreadableResults(path, f"schema_version {doc['schema_version']!r} is not a version number") from None
-    if major > CURRENT_SCHEMA:
-        raise SchemaTooNew(f"{path} was written with results schema version {doc['schema_version']} but this "
-                           f"vlbench reads up to version {CURRENT_SCHEMA}",
-                           "upgrade vlbench (pip install -U vlbench), or leave this run out of the RESULTS")
-    v = major
-    while v < CURRENT_SCHEMA:
-        step = UPGRADES.get(v)
-        if step is None:
-            raise UnreadableResults(path, f"results schema version {v} is not supported (no upgrade to {v + 1})")
-        doc = step(doc)
-        v += 1
-    return doc
-
-
-# ----------------------------------------------------------------------------------------------
-# validation (schema v1)
-
-def _need(cond: bool, path: str, what: str) -> None:
-    if not cond:
-        raise UnreadableResults(path, what)
-
-
-def _is_str(x) -> bool:
-    return isinstance(x, str) and x != ""
-
-
-def _num_or_none(x) -> bool:
-    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
-
-
-def parse_created(s) -> _dt.datetime | None:
-    if not isinstance(s, str):
-        return None
-    try:
-        t = _dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=_dt.timezone.utc)
-    return t.astimezone(_dt.timezone.utc)
-
-
-def records_hash(records) -> str:
-    return hashlib.sha256(json.dumps(records, sort_keys=True, ensure_ascii=False,
-                                     separators=(",", ":")).encode()).hexdigest()
-
-
-def _hash_matches(records: list, expected: str) -> bool:
-    if records_hash(records) == expected:
-        return True
-    # the runner hashes before strict-JSON cleaning, which turns NaN into null
-    nan = [dict(r, value=math.nan) if r.get("value") is None else r for r in records]
-    return records_hash(nan) == expected
-
-
-def validate_v1(doc: dict, path: str) -> dict:
-    """Check what the leaderboard relies on; fill optional parts with their empty values."""
-    _need(_is_str(doc.get("run_id")), path, "missing run_id")
-    _need(parse_created(doc.get("created")) is not None, path, f"'created' is not an ISO date: {doc.get('created')!r}")
-    _need(_is_str(doc.get("metric_version")), path, "missing metric_version")
-    model, ds = doc.get("model"), doc.get("dataset")
-    _need(isinstance(model, dict) and _is_str(model.get("spec")) and _is_str(model.get("hash")), path,
-          "missing model spec or hash")
-    _need(isinstance(ds, dict) and _is_str(ds.get("name")) and _is_str(ds.get("hash")), path,
-          "missing dataset name or hash")
-    recs = doc.get("results")
-    _need(isinstance(recs, list) and recs, path, "no result records")
-    seen = set()
-    for i, r in enumerate(recs):
-        ok = (isinstance(r, dict) and _is_str(r.get("condition")) and r.get("direction") in DIRECTIONS
-              and _is_str(r.get("metric")) and (r.get("k") is None or (isinstance(r["k"], int)
-                                                                        and not isinstance(r["k"], bool)))
-              and _num_or_none(r.get("value")))
-        _need(ok, path, f"result record {i} is malformed: {str(r)[:120]}")
-        key = (r["condition"], r["direction"], r["metric"], r["k"])
-        _need(key not in seen, path, f"result record {i} repeats {key}")
-        seen.add(key)
-    if "results_hash" in doc:
-        _need(_hash_matches(recs, doc["results_hash"]), path,
-              "results_hash does not match the result records (the file was edited or is corrupt)")
-    conds = doc.get("conditions")
-    _need(isinstance(conds, dict), path, "'conditions' is not an object")
-    for c in {r["condition"] for r in recs}:
-        _need(c in conds, path, f"condition {c!r} has results but no entry in 'conditions'")
-    for key in ("deltas", "bootstrap"):
-        v = doc.get(key)
-        _need(v is None or isinstance(v, list), path, f"'{key}' is not a list")
-        doc[key] = [x for x in (v or []) if isinstance(x, dict)]
-    mia = doc.get("model_input_analysis")
-    _need(mia is None or (isinstance(mia, dict) and isinstance(mia.get("jaccard"), dict)), path,
-          "'model_input_analysis' is malformed")
-    for key in ("settings", "environment"):
-        if not isinstance(doc.get(key), dict):
-            doc[key] = {}
-    doc.setdefault("vlbench_version", None)
-    return doc
+CURRENT_SCHEMA = SCHEMA_VERSION  # the name older code imported; the version lives in vlbench.results
+__all__ = ["RESULTS_FILE", "CURRENT_SCHEMA", "UPGRADES", "Run", "RunRecord", "SchemaTooNew", "UnreadableResults",
+           "parse_created", "records_hash", "read_run", "discover", "load_runs", "select", "Selection", "Loaded",
+           "condition_key"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -180,72 +42,43 @@ def validate_v1(doc: dict, path: str) -> dict:
 
 @dataclass(eq=False)
 class Run:
+    """One results file as read: where it is, its typed record, and how tables name it."""
+
     path: str
-    doc: dict = field(repr=False)
-    original_schema: str = "1"
+    record: RunRecord
     file_sha256: str = ""
     #: how tables name the run: its run_id, or ``run_id~<file sha256[:8]>`` when several loaded runs
     #: share one run_id (the runner's ids have one-second resolution)
     ref: str = ""
 
     def __post_init__(self):
-        self.ref = self.ref or self.doc["run_id"]
+        self.ref = self.ref or self.record.run_id
 
-    @property
-    def run_id(self) -> str:
-        return self.doc["run_id"]
-
-    @property
-    def created(self) -> str:
-        return self.doc["created"]
-
-    @property
-    def model_spec(self) -> str:
-        return self.doc["model"]["spec"]
-
-    @property
-    def model_label(self) -> str:
-        """The name a leaderboard shows: --model-name, else the spec (files before it: the spec)."""
-        label = self.doc["model"].get("label")
-        return label if isinstance(label, str) and label.strip() else self.model_spec
-
-    @property
-    def model_hash(self) -> str:
-        return self.doc["model"]["hash"]
-
-    @property
-    def dataset_name(self) -> str:
-        return self.doc["dataset"]["name"]
-
-    @property
-    def dataset_hash(self) -> str:
-        return self.doc["dataset"]["hash"]
-
-    @property
-    def metric_version(self) -> str:
-        return str(self.doc["metric_version"])
-
-    @property
-    def vlbench_version(self):
-        return self.doc.get("vlbench_version")
-
-    @property
-    def results_hash(self) -> str:
-        return self.doc.get("results_hash") or records_hash(self.doc["results"])
+    run_id = property(lambda self: self.record.run_id)
+    created = property(lambda self: self.record.created)
+    model_spec = property(lambda self: self.record.model.spec)
+    model_label = property(lambda self: self.record.model.label)
+    model_hash = property(lambda self: self.record.model.hash)
+    dataset_name = property(lambda self: self.record.dataset.name)
+    dataset_hash = property(lambda self: self.record.dataset.hash)
+    metric_version = property(lambda self: self.record.metric_version)
+    vlbench_version = property(lambda self: self.record.vlbench_version)
+    results_hash = property(lambda self: self.record.results_hash)
+    original_schema = property(lambda self: self.record.read_schema or str(self.record.schema_version))
 
     def newness(self) -> tuple:
         """Sort key: larger = newer. Total and independent of the input order."""
         return (parse_created(self.created).isoformat(), self.run_id, self.results_hash, self.file_sha256, self.path)
 
     def conditions(self) -> list[str]:
-        return sorted({r["condition"] for r in self.doc["results"]}, key=condition_key)
+        return self.record.condition_names()
 
-    def records(self, condition: str) -> list[dict]:
-        return [r for r in self.doc["results"] if r["condition"] == condition]
+    def values(self, condition: str) -> dict:
+        """``{MetricKey(direction, metric, k): value}`` of one condition."""
+        return self.record.values_of(condition)
 
     def condition_meta(self, condition: str) -> dict:
-        m = self.doc["conditions"].get(condition)
-        return m if isinstance(m, dict) else {}
+        return self.record.condition(condition).meta
 
 
 def condition_key(c: str) -> tuple:
@@ -297,11 +130,7 @@ def read_run(path: str | os.PathLike) -> Run:
     except json.JSONDecodeError as exc:
         raise UnreadableResults(p, f"not valid JSON, truncated or corrupt ({exc.msg} at line {exc.lineno} "
                                    f"column {exc.colno})") from None
-    if not isinstance(doc, dict):
-        raise UnreadableResults(p, "not a JSON object: not a vlbench results file")
-    original = str(doc.get("schema_version"))
-    doc = upgrade(doc, p)
-    return Run(p, validate_v1(doc, p), original, hashlib.sha256(raw).hexdigest())
+    return Run(p, RunRecord.from_json(doc, p), hashlib.sha256(raw).hexdigest())
 
 
 def discover(paths) -> list[str]:
@@ -377,9 +206,7 @@ class Selection:
 
 
 def _same_values(a: Run, b: Run, condition: str) -> bool:
-    va = {(r["direction"], r["metric"], r["k"]): r["value"] for r in a.records(condition)}
-    vb = {(r["direction"], r["metric"], r["k"]): r["value"] for r in b.records(condition)}
-    return va == vb
+    return a.values(condition) == b.values(condition)
 
 
 def select(runs: list[Run]) -> Selection:
@@ -390,7 +217,7 @@ def select(runs: list[Run]) -> Selection:
         base = (run.model_hash, run.dataset_name, run.dataset_hash)
         for c in run.conditions():
             cands.setdefault(base + (c,), []).append(run)
-        if run.doc.get("model_input_analysis"):
+        if run.record.model_input_analysis:
             mia_cands.setdefault(base, []).append(run)
     values, lost = {}, {}
     for key in sorted(cands):
@@ -406,7 +233,7 @@ def select(runs: list[Run]) -> Selection:
         for old in group[1:]:
             lost.setdefault(old.path, (old, []))[1].append(
                 {"condition": "model_input_analysis", "by": group[0].ref,
-                 "same_values": old.doc["model_input_analysis"] == group[0].doc["model_input_analysis"]})
+                 "same_values": old.record.model_input_analysis == group[0].record.model_input_analysis})
     superseded = []
     for path in sorted(lost):
         old, items = lost[path]

@@ -85,7 +85,7 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool) -> Lab
         by_label.setdefault(r.model_label, []).append(h)
     model = {}
     for lab, hashes in by_label.items():
-        precisions = {h: str(newest[h].doc["settings"].get("precision") or "") for h in hashes}
+        precisions = {h: str(newest[h].record.settings.get("precision") or "") for h in hashes}
         by_precision = len(set(precisions.values())) == len(hashes)  # e.g. the same spec in fp32 and fp16
         for h in hashes:
             model[h] = lab if len(hashes) == 1 else f"{lab} [{precisions[h] if by_precision else _short(h)}]"
@@ -140,14 +140,14 @@ def _name_runs(runs: list[Run]) -> str:
 # helpers
 
 def _values(run: Run, condition: str) -> dict:
-    return {(r["direction"], r["metric"], r["k"]): r["value"] for r in run.records(condition)}
+    return run.values(condition)
 
 
 def _dcg_p(run: Run) -> int | None:
-    p = run.doc["settings"].get("p")
+    p = run.record.settings.get("p")
     if isinstance(p, int):
         return p
-    ks = sorted({r["k"] for r in run.doc["results"] if r["metric"] == "dcg_cm" and r["k"] is not None})
+    ks = sorted({v.key.k for v in run.record.values if v.key.metric == "dcg_cm" and v.key.k is not None})
     return ks[0] if ks else None
 
 
@@ -268,23 +268,22 @@ def rsum_changes(ctx: _Ctx) -> Table:
                 continue
             run = ctx.pairs[key][cond]
             v = _values(run, cond)
-            deltas = {(x.get("direction"), x.get("metric"), x.get("k")): x for x in run.doc["deltas"]
-                      if x.get("condition") == cond}
-            boots = {x.get("direction"): x for x in run.doc["bootstrap"]
-                     if x.get("condition") == cond and x.get("metric") == "rsum"}
+            deltas = {x.key: x for x in run.record.deltas if x.condition == cond}
+            boots = {x.get("direction"): x for x in run.record.intervals
+                     if x.condition == cond and x.get("metric") == "rsum"}
             for d in ("i2t", "t2i", "both"):
                 val = v.get((d, "rsum", None))
                 if val is None:
                     continue
-                dl = deltas.get((d, "rsum", None), {})
+                dl = deltas.get((d, "rsum", None))
                 b = boots.get(d, {})
-                delta = dl.get("abs")
+                delta, rel = (dl.abs, dl.rel) if dl else (None, None)
                 clean = _values(run, "clean").get((d, "rsum", None))
                 if delta is None and clean is not None:
                     delta = val - clean
                 rows.append([ctx.dataset(dn, dh), ctx.model(mh), cond, ctx.family(run, cond), d,
                              clean if clean is not None else (val - delta if delta is not None else None),
-                             val, delta, dl.get("rel"), b.get("ci_low"), b.get("ci_high"), b.get("n_boot"),
+                             val, delta, rel, b.get("ci_low"), b.get("ci_high"), b.get("n_boot"),
                              run.ref, ctx.lab.run_flags(run)])
                 runs.add(run.ref)
     rows.sort(key=lambda r: (r[0], r[1], condition_key(r[2]), DIR_ORDER[r[4]]))
@@ -301,7 +300,7 @@ def table_5_4(ctx: _Ctx) -> Table:
     rows, runs = [], set()
     for key in sorted(ctx.sel.mia, key=ctx.sort_key):
         run = ctx.sel.mia[key]
-        mia = run.doc["model_input_analysis"]
+        mia = run.record.model_input_analysis
         mh, dn, dh = key
         perts = sorted((mia.get("groups") or {}).keys())
         jac = mia.get("jaccard") or {}
@@ -326,22 +325,38 @@ VALUE_COLUMNS = ["dataset", "model", "condition", "family", "direction", "metric
                  "flags"]
 
 
+def long_rows(run: Run, labels: Labels, conditions=None) -> list[dict]:
+    """One dict per value of ``run`` (of ``conditions``, else of all its conditions) with the run's
+    provenance: the long format behind both the values table and :func:`vlbench.leaderboards.load_results`."""
+    rows = []
+    dn, dh, mh = run.dataset_name, run.dataset_hash, run.model_hash
+    for cond in conditions or run.conditions():
+        meta = {} if cond == "clean" else run.condition_meta(cond)
+        for key, value in run.values(cond).items():
+            rows.append({"dataset": labels.dataset.get((dn, dh), dn), "model": labels.model[mh], "condition": cond,
+                         "family": str(meta.get("family") or ""), "direction": key.direction, "metric": key.metric,
+                         "k": key.k, "value": value, "run_id": run.ref, "model_spec": run.model_spec,
+                         "model_hash": mh, "dataset_name": dn, "dataset_hash": dh,
+                         "metric_version": run.metric_version, "vlbench_version": run.vlbench_version,
+                         "schema_version": run.original_schema, "created": run.created,
+                         "perturbation_version": meta.get("version"), "perturbation_seed": meta.get("seed"),
+                         "captions_hash": meta.get("captions_hash"), "flags": labels.run_flags(run),
+                         "source": run.path})
+    return rows
+
+
+def long_order(x: dict) -> tuple:
+    """The order of long rows: dataset, model, condition, direction, metric, k."""
+    return (x["dataset"], x["dataset_hash"], x["model"], x["model_hash"], condition_key(x["condition"]),
+            DIR_ORDER.get(x["direction"], 9), METRIC_ORDER.get(x["metric"], 99), x["metric"],
+            -1 if x["k"] is None else x["k"])
+
+
 def value_rows(runs_by_key: dict[tuple, Run], labels: Labels) -> list[list]:
     """Long format: one row per value of each (model, dataset, condition) and the run it came from."""
-    rows = []
-    for (mh, dn, dh, cond), run in runs_by_key.items():
-        meta = run.condition_meta(cond)
-        fam = "" if cond == "clean" else str(meta.get("family") or "")
-        for r in run.records(cond):
-            rows.append([labels.dataset[(dn, dh)], labels.model[mh], cond, fam, r["direction"], r["metric"],
-                         r["k"], r["value"], run.ref, run.model_spec, mh, dn, dh, run.metric_version,
-                         run.vlbench_version, run.original_schema, run.created,
-                         None if cond == "clean" else meta.get("version"),
-                         None if cond == "clean" else meta.get("seed"),
-                         None if cond == "clean" else meta.get("captions_hash"), labels.run_flags(run)])
-    rows.sort(key=lambda x: (x[0], x[12], x[1], x[10], condition_key(x[2]), DIR_ORDER.get(x[4], 9),
-                             METRIC_ORDER.get(x[5], 99), x[5], -1 if x[6] is None else x[6]))
-    return rows
+    rows = [r for (_mh, _dn, _dh, cond), run in runs_by_key.items() for r in long_rows(run, labels, [cond])]
+    rows.sort(key=long_order)
+    return [[r[c] for c in VALUE_COLUMNS] for r in rows]
 
 
 def values_table(selection: Selection, labels: Labels) -> Table:
@@ -377,14 +392,6 @@ def provenance_table(selection: Selection, labels: Labels) -> Table:
     return Table("provenance", "Provenance of every row", "One row per run used: what it provides (conditions), "
                  "the exact model spec and hash, the dataset and its content hash, the metric and vlbench "
                  "versions and when it ran.", cols, rows, sorted({r[0] for r in rows}))
-
-
-def build_tables(selection: Selection, labels: Labels) -> list[Table]:
-    ctx = _Ctx(selection, labels)
-    from .modalities import choice_table, corruption_table
-
-    return [table_5_2(ctx), table_5_3(ctx, "t2i"), table_5_3(ctx, "both"), table_5_4(ctx), rsum_changes(ctx),
-            corruption_table(ctx), choice_table(ctx), values_table(selection, labels), provenance_table(selection, labels)]
 
 
 # ----------------------------------------------------------------------------------------------

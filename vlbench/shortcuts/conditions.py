@@ -45,7 +45,7 @@ def parse_probes(spec: str) -> list[str]:
 
 
 def shortcut_variants(spec: str, ds, *, seed: int, digits: str = "auto", cache_dir=None) -> list:
-    from ..benchmark.variants import Variant
+    from ..benchmark.variant_types import Variant
 
     probes = parse_probes(spec)
     from .._paths import offline

@@ -1,0 +1,14 @@
+"""Every leaderboard table, in page order: the chapter's tables (tables.py), then the other modalities'
+(modalities.py: image corruptions, choice tasks), then the long values table and the provenance."""
+
+from __future__ import annotations
+
+from .modalities import choice_table, corruption_table
+from .store import Selection
+from .tables import Labels, Table, _Ctx, provenance_table, rsum_changes, table_5_2, table_5_3, table_5_4, values_table
+
+
+def build_tables(selection: Selection, labels: Labels) -> list[Table]:
+    ctx = _Ctx(selection, labels)
+    return [table_5_2(ctx), table_5_3(ctx, "t2i"), table_5_3(ctx, "both"), table_5_4(ctx), rsum_changes(ctx),
+            corruption_table(ctx), choice_table(ctx), values_table(selection, labels), provenance_table(selection, labels)]
