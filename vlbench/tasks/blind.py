@@ -74,13 +74,23 @@ def coco_image_id(name: str) -> int | None:
 def coco_caption_lm(data_dir, exclude_ids: set[int]) -> tuple[BigramLM, dict]:
     """The bigram model on the ``coco`` test captions of images whose COCO id is not in ``exclude_ids``."""
     from .._paths import default_data_dir
-    from ..benchmark.datasets import BUILTIN, _find_caption_file
+    from ..benchmark.builtin_datasets import _find_caption_file
+    from ..benchmark.dataset_specs import SPECS
 
+    spec = next(s for s in SPECS if s.name == "coco")
+    fname = spec.captions
     base = Path(data_dir).expanduser() if data_dir else default_data_dir()
-    path = _find_caption_file(BUILTIN["coco"]["captions"], base)
+    path = _find_caption_file(fname, base)
     if path is None:
-        raise DataError(f"the blind baseline's training captions ({BUILTIN['coco']['captions']}) are not in {base}",
+        raise DataError(f"the blind baseline's training captions ({fname}) are not in {base}",
                         "run 'vlbench download coco --captions-only' while online, or pass --data-dir")
+    from .._io import sha256_file
+
+    digest = sha256_file(path)
+    if digest != spec.sha256:
+        raise DataError(f"{path} has sha256 {digest[:16]}..., expected {spec.sha256[:16]}...",
+                        "the blind baseline trains on the pinned coco captions: run 'vlbench download coco "
+                        "--captions-only'")
     texts, kept, dropped = [], 0, 0
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
@@ -92,6 +102,6 @@ def coco_caption_lm(data_dir, exclude_ids: set[int]) -> tuple[BigramLM, dict]:
         kept += 1
         texts.extend(row["captions"])
     info = {"scorer": SCORER, "training_captions": len(texts), "training_images": kept,
-            "excluded_images": dropped, "source": path.name,
+            "excluded_images": dropped, "source": path.name, "source_sha256": digest,
             "score": "mean log probability per token under an interpolated Kneser-Ney bigram model (d=0.75)"}
     return BigramLM(texts), info
