@@ -163,7 +163,7 @@ def test_bigram_lm_by_hand():
     assert sum(lm.prob("a", w) for w in ("a", "b", "c", "</s>", "zebra")) == pytest.approx(1.0)
 
 
-def test_sugarcrepe_blind_baseline(tiny_models, sugarcrepe_images, tmp_path):
+def test_sugarcrepe_blind_baseline(counting_plugin, sugarcrepe_images, tmp_path):
     from vlbench.tasks import sugarcrepe_items
     from vlbench.tasks.blind import coco_caption_lm, coco_image_id
 
