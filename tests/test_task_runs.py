@@ -147,3 +147,51 @@ def test_task_options_are_checked(manifest, tmp_path, capsys):
     assert rc == 2 and "unknown SugarCrepe subset 'swap_objects'" in capsys.readouterr().err
     rc = main(["run", "--model", "counting"])
     assert rc == 2 and "needs --dataset" in capsys.readouterr().err
+
+
+def test_bigram_lm_by_hand():
+    import math
+
+    from vlbench.tasks.blind import BigramLM
+
+    lm = BigramLM(["a b", "A c."])
+    # bigrams <s>a x2, ab, b</s>, ac, c</s>: 5 types; continuation counts a1 b1 c1 </s>2, +1 over 4 words + unknown
+    assert lm.p_cont("a") == pytest.approx(0.2) and lm.p_cont("</s>") == pytest.approx(0.3)
+    assert lm.p_cont("zebra") == pytest.approx(0.1)
+    assert lm.prob("a", "b") == pytest.approx(0.25 / 2 + 0.75 * 2 / 2 * 0.2)
+    assert lm.score("a b") == pytest.approx((math.log(0.7) + math.log(0.275) + math.log(0.475)) / 3)
+    assert sum(lm.prob("a", w) for w in ("a", "b", "c", "</s>", "zebra")) == pytest.approx(1.0)
+
+
+def test_sugarcrepe_blind_baseline(counting_plugin, sugarcrepe_images, tmp_path):
+    from vlbench.tasks import sugarcrepe_items
+    from vlbench.tasks.blind import coco_caption_lm, coco_image_id
+
+    res = run_task(task="sugarcrepe", model="counting", dataset="sugarcrepe:swap_obj,swap_att",
+                   data_dir=str(SHARED_DATA), images_dir=str(sugarcrepe_images), out=str(tmp_path / "b"),
+                   quiet=True, num_workers=0)
+    info = res.results["task"]["blind_baseline"]
+    # all seven sets' images are left out of the training text (183 of the 5,000 COCO test images)
+    assert info["available"] and info["excluded_images"] == 183 and info["training_captions"] == 4817 * 5
+    items = [it for s in ("swap_obj", "swap_att")
+             for it in sugarcrepe_items(SHARED_DATA / "sugarcrepe", s, images_dir=sugarcrepe_images)]
+    every = {coco_image_id(it.image) for s in ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel",
+                                               "swap_att", "swap_obj")
+             for it in sugarcrepe_items(SHARED_DATA / "sugarcrepe", s, check_images=False)}
+    lm, _ = coco_caption_lm(SHARED_DATA, every)
+    for s in ("swap_obj", "swap_att"):
+        sub = [it for it in items if it.item_id.startswith(s + ":")]
+        hits = [lm.score(it.candidates[0]) > lm.score(it.candidates[1]) for it in sub]
+        rec = next(r for r in res.results["results"]
+                   if r["condition"] == f"task:sugarcrepe:{s}" and r["metric"] == "blind_accuracy")
+        assert rec["value"] == pytest.approx(100 * np.mean(hits)) and rec["n"] == len(sub)
+    assert "blind (text-only) %" in (tmp_path / "b" / "table.md").read_text()
+
+
+def test_ls_lists_tasks_datasets_and_image_perturbations(capsys):
+    assert main(["ls"]) == 0
+    out = capsys.readouterr().out
+    for name in ("tasks (vlbench run --task NAME):", "sugarcrepe", "order", "image-perturbations:", "gaussian_noise",
+                 "jpeg_compression", "flickr30k-de", "flickr30k-multi30k-cs"):
+        assert name in out
+    assert main(["ls", "tasks"]) == 0 and "datasets:" not in capsys.readouterr().out

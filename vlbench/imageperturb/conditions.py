@@ -56,7 +56,7 @@ def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
         fam = family_of(c.name)
         meta = {"perturbation": PREFIX + c.label, "kind": "image", "corruption": c.name, "severity": c.severity,
                 "family": f"image-{fam}", "corruption_family": fam, "seed": seed,
-                "implementation": IMPLEMENTATION_VERSION, "not_applicable_rate": 0.0,
+                "version": IMPLEMENTATION_VERSION, "not_applicable_rate": 0.0,
                 "applied_to": "i2t: the query images; t2i: the gallery images; captions clean"}
         t = CorruptionTransform(c.name, c.severity, seed, at, meta)
         meta["cache_key"] = t.loader.cache_key

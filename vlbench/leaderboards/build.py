@@ -28,7 +28,9 @@ MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
 PAGE_TABLES = ("table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "image_corruptions",
                "choice_tasks", "provenance")
-OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks")  # on the page only when some run has them
+#: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
+#: runs stays byte-identical to one made before these tables existed
+OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks")
 
 
 class LeaderboardWarning(UserWarning):
@@ -132,7 +134,7 @@ def _table_files(tables: dict) -> dict[str, bytes]:
 
 def _page_files(intro: list[str], tables: dict, notes: list[str], figures: list) -> dict[str, bytes]:
     """leaderboard.md and index.html."""
-    page = [tables[n] for n in PAGE_TABLES if tables[n].rows or n not in OPTIONAL_PAGE_TABLES]
+    page = [tables[n] for n in PAGE_TABLES if n in tables]
     md = ["# vlbench leaderboard", ""] + [render.md_escape(x) for x in intro] + [""]
     for t in page:
         md.append(render.to_markdown(t))
@@ -182,7 +184,7 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
                            "pass run folders written by 'vlbench run'")
     selection = select(loaded.runs)
     labels = make_labels(loaded.runs, selection, allow_mixed)
-    tables = {t.name: t for t in build_tables(selection, labels)}
+    tables = {t.name: t for t in build_tables(selection, labels) if t.rows or t.name not in OPTIONAL_PAGE_TABLES}
     notes = _notes(loaded, selection, labels, warn)
     files = _table_files(tables)
     figures: list[tuple[str, str, bytes]] = []
@@ -192,7 +194,8 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
         by_label = {lab: h for h, lab in labels.model.items()}
         figures = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
                    P.clean_vs_fg_plots(tables["table_5_2"], by_label) +
-                   P.corruption_plots(tables["image_corruptions"], by_label))
+                   (P.corruption_plots(tables["image_corruptions"], by_label) if "image_corruptions" in tables
+                    else []))
         for name, _cap, png in figures:
             files[f"plots/{name}"] = png
     intro = [f"Built by vlbench {__version__} from {len(selection.used_runs())} run(s); "

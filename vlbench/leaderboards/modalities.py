@@ -61,7 +61,8 @@ def choice_table(ctx: _Ctx) -> Table:
     """One row per (dataset, model, item set) of a choice-task run."""
     cols = [Column("dataset"), Column("model"), Column("task"), Column("set"), Column("items", "int"),
             Column("accuracy", "num", 2, "accuracy %"), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
-            Column("chance", "num", 2, "chance %"), Column("run_id"), Column("flags")]
+            Column("chance", "num", 2, "chance %"), Column("blind", "num", 2, "blind (text-only) %"),
+            Column("run_id"), Column("flags")]
     rows, runs = [], set()
     for key in ctx.keys():
         mh, dn, dh = key
@@ -73,10 +74,12 @@ def choice_table(ctx: _Ctx) -> Table:
             task = str(run.condition_meta(cond).get("task") or cond.split(":")[1])
             rows.append([ctx.dataset(dn, dh), ctx.model(mh), task, cond[len(TASK_PREFIX):], acc.get("n"),
                          acc.get("value"), acc.get("ci_low"), acc.get("ci_high"),
-                         recs.get("chance", {}).get("value"), run.ref, ctx.lab.run_flags(run)])
+                         recs.get("chance", {}).get("value"), recs.get("blind_accuracy", {}).get("value"), run.ref,
+                         ctx.lab.run_flags(run)])
             runs.add(run.ref)
     rows.sort(key=lambda r: (r[2], r[3], r[0], r[1]))
     return Table("choice_tasks", "Compositional choice tasks: accuracy",
                  "vlbench run --task order|sugarcrepe: percent of items where the right caption scores strictly "
                  "above every other candidate (a tie is a miss), with a 95% percentile bootstrap interval over "
-                 "items, and the chance level.", cols, rows, sorted(runs))
+                 "items, the chance level, and a blind text-only baseline (a caption bigram model picking the more "
+                 "plausible text without the image; docs/tasks.md).", cols, rows, sorted(runs))

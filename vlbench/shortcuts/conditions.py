@@ -57,7 +57,7 @@ def shortcut_variants(spec: str, ds, *, seed: int, digits: str = "auto", cache_d
         on_images = any(k is not None for k in plan.image_numbers)
         on_captions = any(k is not None for k in plan.caption_numbers)
         meta = {"perturbation": PREFIX + p, "kind": "shortcut", "probe": p, "family": "shortcut", "seed": seed,
-                "digit_source": bank.source, "render_version": RENDER_VERSION, "not_applicable_rate": 0.0,
+                "digit_source": bank.source, "version": RENDER_VERSION, "not_applicable_rate": 0.0,
                 "images": "numbers rendered" if on_images else "clean",
                 "captions": "numbers appended" if on_captions else "clean"}
         out.append(Variant(PREFIX + p, meta,

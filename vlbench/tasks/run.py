@@ -227,7 +227,8 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
         stats = EncodeStats()
         img, txt = _encode(cfg, sets, adapter, cache, stats)
         evals = {cond: evaluate_choice(items, img, txt, seed=cfg.seed) for cond, items in sets.sets.items()}
-        rec = _record(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out)
+        blind = blind_baseline(cfg, sets)
+        rec = _record(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out, blind)
         results = rec.to_json()
         try:
             write_json(out / "results.json", results, replace=False)
@@ -242,8 +243,32 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
             lock.release()
 
 
-def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, stats, cache, out) -> RunRecord:
-    """The typed record of a choice-task run (accuracy with its interval, and chance, per item set)."""
+def blind_baseline(cfg: TaskConfig, sets: ItemSets) -> dict:
+    """The text-only baseline per item set (vlbench.tasks.blind), or why there is none."""
+    from .blind import SCORER, coco_caption_lm, coco_image_id
+    from .choice import evaluate_text_only
+
+    if cfg.task == "order" and sets.dataset["name"].startswith("coco"):
+        return {"scorer": SCORER, "available": False,
+                "why": "the scorer is trained on the COCO test captions, which this task's items are made of"}
+    exclude = set()
+    if cfg.task == "sugarcrepe":  # every image of all seven sets: one training text whatever sets are run
+        root = Path(sets.dataset["source"]["annotations"])
+        for s in SUGARCREPE_SUBSETS:
+            exclude |= {coco_image_id(row["filename"]) for row in
+                        json.loads((root / f"{s}.json").read_text(encoding="utf-8")).values()}
+    try:
+        lm, info = coco_caption_lm(cfg.data_dir, exclude - {None})
+    except DataError as exc:
+        return {"scorer": SCORER, "available": False, "why": str(exc)}
+    res = {cond: evaluate_text_only(items, lm, seed=cfg.seed) for cond, items in sets.sets.items()}
+    return {**info, "available": True, "sets": {c: r.as_dict() for c, r in res.items()}}
+
+
+def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, stats, cache, out,
+            blind: dict) -> RunRecord:
+    """The typed record of a choice-task run (accuracy with its interval, chance and the blind text-only
+    accuracy where there is one, per item set)."""
     from ..benchmark import metrics as M
 
     values = []
@@ -251,13 +276,17 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
         values.append(MetricValue(cond, MetricKey("i2t", "accuracy"), res.accuracy,
                                   {"ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n_items}))
         values.append(MetricValue(cond, MetricKey("i2t", "chance"), res.chance))
+        b = (blind.get("sets") or {}).get(cond)
+        if b:
+            values.append(MetricValue(cond, MetricKey("i2t", "blind_accuracy"), b["accuracy"],
+                                      {"ci_low": b["ci_low"], "ci_high": b["ci_high"], "n": b["n_items"]}))
     conditions = {cond: Condition(cond, {"task": cfg.task, "kind": "choice", **sets.notes.get(cond, {}),
                                          "by_kind": res.by_kind}) for cond, res in evals.items()}
     task = {"name": cfg.task, "kind": "choice", "description": TASKS[cfg.task],
             "rule": "correct only when the right caption scores strictly above every other candidate "
                     "(cosine similarity); a tie is a miss",
             "ci": {"method": "percentile bootstrap over items", "n_boot": N_BOOT, "alpha": 0.05, "seed": cfg.seed},
-            "blind_baseline": None}
+            "blind_baseline": {k: v for k, v in blind.items() if k != "sets"}}
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": adapter.identity()}
     return RunRecord(
@@ -295,6 +324,7 @@ def format_task_table(rec: RunRecord) -> str:
     rows = []
     for cond in rec.conditions:
         get = {v.key.metric: v for v in rec.values if v.condition == cond}
-        acc, ci = get["accuracy"], f"[{get['accuracy'].extra['ci_low']:.2f}, {get['accuracy'].extra['ci_high']:.2f}]"
-        rows.append([cond, acc.extra["n"], f"{acc.value:.2f}", ci, f"{get['chance'].value:.2f}"])
-    return md_table(["set", "items", "accuracy %", "95% CI", "chance %"], rows, pad=True)
+        acc, blind = get["accuracy"], get.get("blind_accuracy")
+        rows.append([cond, acc.extra["n"], f"{acc.value:.2f}", f"[{acc.extra['ci_low']:.2f}, {acc.extra['ci_high']:.2f}]",
+                     f"{get['chance'].value:.2f}", f"{blind.value:.2f}" if blind else "-"])
+    return md_table(["set", "items", "accuracy %", "95% CI", "chance %", "blind (text-only) %"], rows, pad=True)

@@ -1,0 +1,107 @@
+"""A blind (text-only) baseline for choice tasks: which candidate is the more plausible caption, without the image.
+
+No pretrained language model can be installed offline here, so the scorer is one that needs no weights: an
+interpolated Kneser-Ney bigram language model of image captions, trained on the MS-COCO Karpathy 5k test
+captions (vlbench's ``coco`` set, 25,000 captions) minus every image that any SugarCrepe item uses (matched by
+COCO image id), so no positive caption is in its training text. A candidate's score is its mean log
+probability per token (end token included), so longer candidates are not penalised for their length alone.
+A set on which this scorer is far above chance can be gamed by text plausibility alone (Hsieh et al. 2023
+made the same point with larger models).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+
+from ..errors import DataError
+
+SCORER = "coco-caption-bigram-kn"
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+
+def tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+class BigramLM:
+    """Interpolated Kneser-Ney bigram model (discount ``d``); the continuation distribution is add-one
+    smoothed over the vocabulary plus one unknown word, so every text has a finite score."""
+
+    def __init__(self, texts, d: float = 0.75):
+        self.d = d
+        self.big: Counter = Counter()
+        for t in texts:
+            w = ["<s>"] + tokens(t) + ["</s>"]
+            self.big.update(zip(w, w[1:]))
+        self.hist: Counter = Counter()  # c(v): bigrams starting with v
+        self.follow: Counter = Counter()  # N1+(v .): distinct words after v
+        self.cont: Counter = Counter()  # N1+(. w): distinct words before w
+        for (v, w), c in self.big.items():
+            self.hist[v] += c
+            self.follow[v] += 1
+            self.cont[w] += 1
+        self.n_types = len(self.big)
+        self.vocab = len(self.cont) + 1
+
+    def p_cont(self, w: str) -> float:
+        return (self.cont.get(w, 0) + 1) / (self.n_types + self.vocab)
+
+    def prob(self, v: str, w: str) -> float:
+        cv = self.hist.get(v, 0)
+        if cv == 0:
+            return self.p_cont(w)
+        lam = self.d * self.follow[v] / cv
+        return max(self.big.get((v, w), 0) - self.d, 0) / cv + lam * self.p_cont(w)
+
+    def score(self, text: str) -> float:
+        """Mean log probability per token (the end token included)."""
+        w = ["<s>"] + tokens(text) + ["</s>"]
+        return sum(math.log(self.prob(a, b)) for a, b in zip(w, w[1:])) / (len(w) - 1)
+
+    def __call__(self, texts) -> list[float]:
+        return [self.score(t) for t in texts]
+
+
+def coco_image_id(name: str) -> int | None:
+    m = re.search(r"(\d+)\.(?:jpg|jpeg|png)$", name)
+    return int(m.group(1)) if m else None
+
+
+def coco_caption_lm(data_dir, exclude_ids: set[int]) -> tuple[BigramLM, dict]:
+    """The bigram model on the ``coco`` test captions of images whose COCO id is not in ``exclude_ids``."""
+    from .._paths import default_data_dir
+    from ..benchmark.builtin_datasets import _find_caption_file
+    from ..benchmark.dataset_specs import SPECS
+
+    spec = next(s for s in SPECS if s.name == "coco")
+    fname = spec.captions
+    base = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    path = _find_caption_file(fname, base)
+    if path is None:
+        raise DataError(f"the blind baseline's training captions ({fname}) are not in {base}",
+                        "run 'vlbench download coco --captions-only' while online, or pass --data-dir")
+    from .._io import sha256_file
+
+    digest = sha256_file(path)
+    if digest != spec.sha256:
+        raise DataError(f"{path} has sha256 {digest[:16]}..., expected {spec.sha256[:16]}...",
+                        "the blind baseline trains on the pinned coco captions: run 'vlbench download coco "
+                        "--captions-only'")
+    texts, kept, dropped = [], 0, 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if coco_image_id(row["image"]) in exclude_ids:
+            dropped += 1
+            continue
+        kept += 1
+        texts.extend(row["captions"])
+    info = {"scorer": SCORER, "training_captions": len(texts), "training_images": kept,
+            "excluded_images": dropped, "source": path.name, "source_sha256": digest,
+            "score": "mean log probability per token under an interpolated Kneser-Ney bigram model (d=0.75)"}
+    return BigramLM(texts), info
