@@ -53,8 +53,11 @@ class DirectionResult:
     ndcg: np.ndarray
     n_positives: np.ndarray
     graded: dict = field(default_factory=dict)  # name -> per-query nDCG with graded relevance labels
+    recall_override: dict = field(default_factory=dict)  # k -> per-query recall (0..1), e.g. i2t fraction recall
 
     def recall(self, k: int) -> np.ndarray:
+        if k in self.recall_override:
+            return self.recall_override[k]
         return (self.best_rank <= k).astype(np.float64)
 
 

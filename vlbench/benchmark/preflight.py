@@ -250,7 +250,9 @@ def preflight(cfg) -> None:
     """All checks for a RunConfig; raises PreflightError listing every problem, or returns."""
     from .. import perturbations as P
 
-    ds, problems = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=cfg.gallery,
+    from .protocol_settings import dataset_gallery
+
+    ds, problems = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=dataset_gallery(cfg),
                                  extra_positives=cfg.extra_positives)
     problems += check_model(cfg.model)
     language = check_language(cfg.perturb)

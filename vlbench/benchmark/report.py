@@ -58,4 +58,7 @@ def format_table(rec: RunRecord) -> str:
             rows2.append([c, "" if rate is None else f"{100 * rate:.1f}%", fmt(b["both"]), fmt(b["t2i"]),
                           fmt(b["i2t"])])
         out += "\n\n" + md_table(head2, rows2, pad=True)
+    proto = rec.settings.get("protocol")
+    if proto:  # runs before protocols were recorded have none
+        out += f"\n\nprotocol: {proto['name']}"
     return out

@@ -12,7 +12,7 @@ from . import metrics as M
 
 
 #: the choices of the options that have them (the CLI's choices and validate() read these)
-GALLERIES = ("test", "fg-pool")
+GALLERIES = ("test", "fg-pool", "folder")
 EXTRA_POSITIVES = ("cxc", "eccv")
 RELEVANCES = ("self",)
 MIA_SCORES = ("rsum", "rank")
@@ -56,6 +56,12 @@ class RunConfig:
     corrupt_at: str = "input"  # corrupt at the model's input geometry (ImageNet-C) or at the "original" size
     shortcuts: str | None = None  # shortcut probes, e.g. "matched,mismatched,caption-only,image-only,bits=2"
     digits: str = "auto"  # digit images of the shortcut probes: auto, mnist, sklearn-digits
+    # evaluation protocol (protocol_settings.py): a named bundle; None = the protocol's value
+    protocol: str = "standard"  # standard | hendriksen2024
+    i2t_recall: str | None = None  # hit | fraction
+    perturb_side: str | None = None  # both | t2i
+    truncate_chars: int | None = None  # cut captions to this many characters (0: none)
+    perturb_variant: str | None = None  # standard | hendriksen2024 (authors-compatible perturbations)
 
 
 def _check_folder(opt: str, value) -> None:
@@ -100,8 +106,9 @@ def validate(cfg: RunConfig) -> None:
         from .models import pick_device  # imports torch: only for an explicit accelerator
 
         pick_device(cfg.device)  # a warm run would otherwise meet the missing device only when scoring
-    if cfg.relevance not in RELEVANCES:
-        raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
+    from .protocol_settings import check as check_protocol
+
+    check_protocol(cfg)  # --protocol's settings, --relevance MODEL
     for opt, value in (("--dataset-name", cfg.dataset_name), ("--model-name", cfg.model_name)):
         if value is not None and (not value.strip() or not value.isprintable() or len(value) > 200):
             raise VlbenchError(f"{opt} {value!r} is not a usable name",

@@ -76,7 +76,7 @@ RUN_OPTIONS = (
     Option("model_name", "--model-name", "label of the model in leaderboards (default: the --model spec)"),
     Option("data_dir", "--data-dir", "folder with caption files and images/ (default: $VLBENCH_DATA_DIR or "
                                      "~/.cache/vlbench/data)"),
-    Option("gallery", "--gallery", "candidate images for t2i: the test set, or the FG release's enlarged pool",
+    Option("gallery", "--gallery", "candidate images for t2i: the test set, the FG release's enlarged pool, or every image in the image folder",
            choices=C.GALLERIES),
     Option("extra_positives", "--extra-positives", "extended positives for coco (CxC or ECCV Caption)",
            choices=C.EXTRA_POSITIVES),
@@ -88,8 +88,20 @@ RUN_OPTIONS = (
     Option("seed", "--seed", "perturbation and bootstrap seed", kind="int"),
     Option("k", "--k", "Recall@k cut-offs (default 1,5,10)", kind="ints"),
     Option("p", "--dcg-p", "DCG_CM rank cut-off p (default 10)", kind="int"),
-    Option("relevance", "--relevance", "relevance of non-positives in DCG_CM: the evaluated similarity itself",
-           choices=C.RELEVANCES),
+    Option("relevance", "--relevance", "relevance of non-positives in DCG_CM: 'self' (the evaluated similarity) or a "
+                                       "fixed relevance model spec, e.g. clip:openai/clip-vit-base-patch32", metavar="MODEL"),
+    Option("protocol", "--protocol", "evaluation protocol: standard, or hendriksen2024 (the chapter authors' code; "
+                                     "docs/reproducing.md); the options below override its single settings",
+           choices=("standard", "hendriksen2024")),
+    Option("i2t_recall", "--i2t-recall", "i2t Recall@k: hit (any relevant caption in the top k) or fraction "
+                                         "(hits / min(#relevant, k), Hendriksen et al.)", choices=("hit", "fraction")),
+    Option("perturb_side", "--perturb-side", "where perturbed captions go: both directions, or t2i queries only",
+           choices=("both", "t2i")),
+    Option("truncate_chars", "--truncate-chars", "cut captions to N characters before encoding (0: no cut)",
+           kind="int", metavar="N"),
+    Option("perturb_variant", "--perturb-variant", "perturbation implementations: standard, or hendriksen2024 "
+                                                   "(the authors-compatible variants)",
+           choices=("standard", "hendriksen2024")),
     Option("cache_dir", "--cache-dir", "embedding cache folder (default ~/.cache/vlbench)"),
     Option("no_cache", "--no-cache", "neither read nor write the embedding cache", kind="flag"),
     Option("restart", "--restart", "ignore cached embeddings from earlier runs and re-encode", kind="flag"),

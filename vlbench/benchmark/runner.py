@@ -30,6 +30,7 @@ from . import metrics as M
 from .datasets import Dataset, load_dataset
 from .distributed import claim_out, distributed, gather, phase, silence_library_progress
 from .report import format_table, write_per_query
+from . import protocol_settings as PS
 from .run_config import RunConfig, validate
 from .stats import model_input_analysis, paired_bootstrap, query_scores
 from ..results import (SCHEMA_VERSION, Condition, DatasetInfo, Delta, Interval, MetricKey, MetricValue, ModelInfo,
@@ -79,16 +80,18 @@ def _graded_sources(ds: Dataset, cfg: RunConfig) -> list[dict]:
 
 
 def _evaluate_folds(ds: Dataset, img_emb, txt_emb, cfg: RunConfig, graded: list[dict],
-                    device=None) -> list[M.Evaluation]:
+                    device=None, relevance=None) -> list[M.Evaluation]:
     if ds.folds is None:
+        rel = None if relevance is None else M.EmbeddingSource(*relevance, device=device)
         return [M.evaluate(M.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
-                           extra_positives=ds.extra_positives, k=cfg.k, p=cfg.p, graded=graded[0])]
+                           extra_positives=ds.extra_positives, k=cfg.k, p=cfg.p, graded=graded[0], relevance=rel)]
     out = []
     for fold, g in zip(ds.folds, graded):
         sub = ds.subset(fold)
         caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
+        rel = None if relevance is None else M.EmbeddingSource(relevance[0][fold], relevance[1][caps], device=device)
         out.append(M.evaluate(M.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device), sub.caption_to_image,
-                              k=cfg.k, p=cfg.p, graded=g))
+                              k=cfg.k, p=cfg.p, graded=g, relevance=rel))
     return out
 
 
@@ -111,6 +114,7 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     cfg = dataclasses.replace(config) if config else RunConfig(**kwargs)  # our copy: the caller's stays as given
     t0 = time.time()
     validate(cfg)
+    cfg = PS.resolve(cfg)  # the protocol's settings (--protocol), each overridable on its own
     if cfg.quiet:
         silence_library_progress()
     from .preflight import preflight
@@ -159,8 +163,9 @@ class Plan:
 
 def make_plan(cfg: RunConfig) -> Plan:
     """Data and perturbations first: cheap, and bad input fails before a model is loaded."""
-    ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=cfg.gallery, require_images=True,
+    ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=PS.dataset_gallery(cfg), require_images=True,
                       extra_positives=cfg.extra_positives)
+    ds = PS.apply_gallery(ds, cfg)  # --gallery folder
     if cfg.dataset_name:
         ds.name = cfg.dataset_name.strip()
     if ds.issues:
@@ -195,6 +200,7 @@ class Encoded:
     cache: object  # EmbeddingCache or None
     world: int
     variant_img: dict = field(default_factory=dict)  # variant label -> its gallery embeddings
+    relevance: tuple | None = None  # (image, clean caption) embeddings of a fixed relevance model
 
 
 def _load_model(cfg: RunConfig):
@@ -230,6 +236,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     _log(cfg, f"encoding {len(paths)} images with {cfg.model} ({cfg.precision})"
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
+    texts = PS.truncate(cfg, texts)  # --truncate-chars
     img_local = phase(dist, shard, lambda: encode_images(
         adapter, paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, cache=cache, stats=stats,
         progress=not cfg.quiet, shard=shard))
@@ -251,16 +258,17 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
                                         num_workers=cfg.num_workers, cache=cache, stats=stats,
                                         progress=not cfg.quiet, clean=img_emb)
     return Encoded(adapter, model_hash, run_id, out, img_emb, txt_emb, offsets, stats, cache, shard.world,
-                   variant_img)
+                   variant_img, PS.encode_relevance(cfg, ds, paths, stats=stats))
 
 
 def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
     """Metrics per condition (condition -> one Evaluation per fold); options were checked by validate()."""
     ds, n = plan.ds, plan.ds.n_captions
     device = str(enc.adapter.device) if str(enc.adapter.device).startswith("cuda") else None
-    return {cond: _evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], cfg,
-                                  plan.graded, device=device)
-            for cond, off in enc.offsets.items()}
+    evals = {cond: _evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], cfg,
+                                   plan.graded, device=device, relevance=enc.relevance)
+             for cond, off in enc.offsets.items()}
+    return PS.adjust_evaluations(cfg, plan, enc, evals)  # --i2t-recall fraction, --perturb-side t2i
 
 
 def _deltas(cfg: RunConfig, plan: Plan, evals: dict, values: list[MetricValue]) -> tuple[list, list, dict]:
@@ -295,7 +303,7 @@ def _metric_values(evals: dict) -> list[MetricValue]:
 
 
 def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
-    return {"k": list(cfg.k), "p": cfg.p, "relevance": cfg.relevance, "seed": cfg.seed,
+    return {"k": list(cfg.k), "p": cfg.p, "relevance": cfg.relevance, "seed": cfg.seed, "protocol": PS.describe(cfg),
             "graded_relevance": {name: src.describe() for name, src in plan.graded[0].items()},
             "precision": cfg.precision, "device": str(enc.adapter.device), "batch_size": cfg.batch_size,
             "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",

@@ -1,0 +1,123 @@
+"""`vlbench run --protocol hendriksen2024` and its single settings, with hand-worked values.
+
+Data: a custom dataset whose image folder holds 5 solid-colour images, of which the manifest lists 3:
+a (255,50,0) "a red car", "a green car"; b (0,255,0) "a green tree", "a blue door"; c (0,0,255) "a blue sky",
+"the blue sea"; unlisted: d (255,0,0), e (255,255,0). Models: tests/colour_model.py. Cut-offs k = 1, 2, 5.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from vlbench.benchmark.runner import RunConfig, run
+
+IMAGES = {"a.png": (255, 50, 0), "b.png": (0, 255, 0), "c.png": (0, 0, 255), "d.png": (255, 0, 0),
+          "e.png": (255, 255, 0)}
+CAPTIONS = {"a.png": ["a red car", "a green car"], "b.png": ["a green tree", "a blue door"],
+            "c.png": ["a blue sky", "the blue sea"]}
+
+
+@pytest.fixture(scope="module")
+def colour_models():
+    from vlbench import registry
+
+    for name, target in (("colour-vec", "colour_model:load_vec"), ("colour-rel", "colour_model:load_rel")):
+        if name not in registry.models:
+            registry.models.register(name, target, source="plugin:test")
+    return "colour-vec", "colour-rel"
+
+
+@pytest.fixture
+def folder_manifest(tmp_path):
+    from PIL import Image
+
+    folder = tmp_path / "data" / "images"
+    folder.mkdir(parents=True)
+    for name, rgb in IMAGES.items():
+        Image.fromarray(np.full((20, 20, 3), rgb, dtype=np.uint8)).save(folder / name)
+    path = tmp_path / "data" / "m.jsonl"
+    path.write_text("".join(json.dumps({"image": f"images/{n}", "captions": c}) + "\n" for n, c in CAPTIONS.items()))
+    return path
+
+
+def _values(res, cond, direction, metric):
+    return {v.key.k: v.value for v in res.record.values
+            if v.condition == cond and v.key.direction == direction and v.key.metric == metric}
+
+
+def _run(tmp_path, manifest, model, **kw):
+    return run(RunConfig(model=model, dataset=f"custom:{manifest}", out=str(tmp_path / "run"), k=(1, 2, 5),
+                         perturb="distraction-true", n_boot=10, quiet=True, **kw))
+
+
+def test_hendriksen2024_protocol_hand_worked(tmp_path, folder_manifest, colour_models):
+    vec, rel = colour_models
+    res = _run(tmp_path, folder_manifest, vec, protocol="hendriksen2024", relevance=rel)
+    # t2i gallery = the whole folder: test images first, then d, e by name
+    assert res.results["dataset"]["gallery_size"] == 5
+    # clean t2i ranks of the positive: c0 2 (d first), c1 3 (b, e first), c2 1, c3 3 (c, a first), c4 1, c5 1
+    assert _values(res, "clean", "t2i", "recall") == pytest.approx({1: 50.0, 2: 200 / 3, 5: 100.0})
+    # i2t is the fraction hits / min(2, k): a 1, 1, 1; b 0, 1/2, 1; c 0, 1/2, 1
+    assert _values(res, "clean", "i2t", "recall") == pytest.approx({1: 100 / 3, 2: 200 / 3, 5: 100.0})
+    # perturbed t2i: every query reads as blue -> ranking c, a, b, d, e: ranks 2, 2, 3, 3, 1, 1
+    assert _values(res, "distraction-true", "t2i", "recall") == pytest.approx({1: 100 / 3, 2: 200 / 3, 5: 100.0})
+    # only t2i is perturbed: i2t ranks the clean captions, so it equals clean i2t exactly
+    for metric in ("recall", "map_at_r", "dcg_cm", "medr"):
+        assert _values(res, "distraction-true", "i2t", metric) == _values(res, "clean", "i2t", metric)
+    # DCG gains from the fixed relevance model (strongest channel; e (255,255,0) reads as red), not normalized:
+    # clean c0 "a red car": ranking d, a, e, b, c -> gains 1, 1 (positive), 1, 0, 0
+    clean_t2i = res.evaluations["clean"][0].t2i
+    assert clean_t2i.dcg[0] == pytest.approx(1 + 1 / math.log2(3) + 1 / math.log2(4))
+    # perturbed c0: ranking c, a, b, d, e -> gains 0, 1, 0, 1, 1 (relevance of the clean caption "red")
+    pert_t2i = res.evaluations["distraction-true"][0].t2i
+    assert pert_t2i.dcg[0] == pytest.approx(1 / math.log2(3) + 1 / math.log2(5) + 1 / math.log2(6))
+    # the authors-compatible distraction was applied, and the protocol is recorded and shown
+    proto = res.results["settings"]["protocol"]
+    assert proto["name"] == "hendriksen2024+relevance=colour-rel" and proto["base"] == "hendriksen2024"
+    assert proto["gallery"] == "folder" and proto["i2t_recall"] == "fraction" and proto["perturb_variant"] == "hendriksen2024"
+    assert proto["relevance"] == rel and proto["perturb_side"] == "t2i" and proto["truncate_chars"] == 330
+    assert "protocol: hendriksen2024+relevance=colour-rel" in (tmp_path / "run" / "table.md").read_text()
+    assert "hendriksen2024" in json.dumps(res.results["conditions"]["distraction-true"])
+
+
+def test_standard_protocol_same_data(tmp_path, folder_manifest, colour_models):
+    """The standard protocol on the same data: test gallery, hit recall, both sides perturbed, self relevance."""
+    vec, _ = colour_models
+    res = _run(tmp_path, folder_manifest, vec)
+    assert res.results["dataset"]["gallery_size"] == 3
+    # ranks: c0 1 (no d), c1 2 (b first), c2 1, c3 3 (c, a first), c4 1, c5 1
+    assert _values(res, "clean", "t2i", "recall") == pytest.approx({1: 200 / 3, 2: 250 / 3, 5: 100.0})
+    assert _values(res, "clean", "i2t", "recall") == pytest.approx({1: 100 / 3, 2: 100.0, 5: 100.0})
+    assert _values(res, "distraction-true", "i2t", "recall") != _values(res, "clean", "i2t", "recall")
+    # self relevance: c0 ranking a, b, c (a positive, then cosines 0, 0)
+    assert res.evaluations["clean"][0].t2i.dcg[0] == pytest.approx(1.0)
+    assert res.results["settings"]["protocol"]["name"] == "standard"
+
+
+def test_single_settings_and_label(tmp_path, folder_manifest, colour_models):
+    """Each setting on its own; a protocol with a setting changed is labelled as such."""
+    vec, _ = colour_models
+    res = _run(tmp_path, folder_manifest, vec, gallery="folder", i2t_recall="fraction")
+    assert res.results["dataset"]["gallery_size"] == 5
+    assert _values(res, "clean", "i2t", "recall") == pytest.approx({1: 100 / 3, 2: 200 / 3, 5: 100.0})
+    assert res.results["settings"]["protocol"]["name"] == "standard+gallery=folder,i2t_recall=fraction"
+
+
+def test_truncate_chars(colour_models):
+    from vlbench.benchmark import protocol_settings as PS
+
+    cfg = PS.resolve(RunConfig(model="x", dataset="y", protocol="hendriksen2024"))
+    assert PS.truncate(cfg, ["x" * 400, "short"]) == ["x" * 330, "short"]
+    cfg0 = PS.resolve(RunConfig(model="x", dataset="y", protocol="hendriksen2024", truncate_chars=0))
+    assert cfg0.truncate_chars is None and PS.label(cfg0) == "hendriksen2024+truncate_chars=None"
+
+
+def test_bad_relevance_names_the_option():
+    from vlbench.errors import VlbenchError
+
+    with pytest.raises(VlbenchError, match="--relevance"):
+        run(RunConfig(model="clip", dataset="coco", relevance="no-such-family:x"))
