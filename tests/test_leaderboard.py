@@ -580,3 +580,26 @@ def test_rebuild_replaces_old_files(board, tmp_path):
     build_leaderboard(board["dirs"][:1], out, plots=False)
     assert not (out / "plots").exists()
     assert len(_csv(out / "table_5_2.csv")) == 1
+
+
+def test_different_protocols_are_refused_unless_allow_mixed(board, tmp_path):
+    """Runs of different evaluation protocols (--protocol) never stand side by side unmarked."""
+    from vlbench.errors import VlbenchError
+    from vlbench.leaderboards import build_leaderboard
+
+    src = board["runs"][(MODELS[1], "flickr-mini-fg")]
+    proto = {"name": "hendriksen2024", "base": "hendriksen2024"}
+    other = _copy_run(src, tmp_path / "h", lambda d: d["settings"].update(protocol=proto))
+    rest = [d for d in board["dirs"] if d != src]
+    with pytest.raises(VlbenchError) as exc:
+        build_leaderboard(rest + [other], tmp_path / "x", plots=False)
+    assert "evaluation protocols" in str(exc.value) and "protocol hendriksen2024" in str(exc.value)
+    res = build_leaderboard(rest + [other], tmp_path / "ok", allow_mixed=True, plots=False, warn=lambda m: None)
+    flags = {r["run_id"]: r["flags"] for r in _csv(tmp_path / "ok" / "table_5_2.csv")}
+    assert set(flags.values()) == {"mixed: protocol standard", "mixed: protocol hendriksen2024"}
+    manifest = json.loads((tmp_path / "ok" / "build_manifest.json").read_text())
+    assert {r.get("protocol", "standard") for r in manifest["runs"]} == {"standard", "hendriksen2024"}
+    # one protocol alone is no mix; the build names it in its notes
+    build_leaderboard([other], tmp_path / "one", plots=False, warn=lambda m: None)
+    notes = json.loads((tmp_path / "one" / "build_manifest.json").read_text())["notes"]
+    assert any(n.startswith("Evaluation protocol: hendriksen2024") for n in notes)

@@ -191,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets (Table 5.1)")
     _lazy_sub(sub, "leaderboard", "vlbench.leaderboards.cli", "build and publish leaderboards from run folders")
+    _lazy_sub(sub, "reproduce", "vlbench.reproduce.cli", "reproduce published results (hendriksen2024: Tables 5.2-5.4)")
     c = sub.add_parser("cache", help="inspect or clear the embedding cache")
     c.add_argument("action", choices=["ls", "clear"])
     c.add_argument("--cache-dir", default=None)

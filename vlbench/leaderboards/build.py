@@ -84,6 +84,8 @@ def _perturbation_notes(runs: list[Run]) -> list[str]:
 
 
 def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
+    from .labels import protocol_of
+
     used = sorted((k[3] for k, v in selection.values.items() if v is run), key=condition_key)
     if any(v is run for v in selection.mia.values()):
         used.append("model_input_analysis")
@@ -92,7 +94,8 @@ def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
             "dataset_label": labels.dataset[(run.dataset_name, run.dataset_hash)], "dataset_hash": run.dataset_hash,
             "metric_version": run.metric_version, "vlbench_version": run.vlbench_version,
             "schema_version": run.original_schema, "created": run.created, "results_hash": run.results_hash,
-            "used": used, "flags": labels.run_flags(run)}
+            "used": used, "flags": labels.run_flags(run),
+            **({} if protocol_of(run) == "standard" else {"protocol": protocol_of(run)})}
 
 
 def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[[str], None]) -> list[str]:
@@ -104,6 +107,12 @@ def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[
         "'created' time, then run id) provides the values; the others are listed as superseded in "
         f"{MANIFEST}.",
     ]
+    from .labels import protocol_of
+
+    protocols = sorted({protocol_of(r) for r in selection.used_runs()})
+    if protocols != ["standard"]:  # standard-only builds read as before
+        notes.append("Evaluation protocol: " + ", ".join(protocols) + " (docs/reproducing.md); runs of different "
+                     "protocols are refused unless --allow-mixed, then flagged 'mixed: protocol ...'.")
     pert_notes = _perturbation_notes(selection.used_runs())
     for n in pert_notes:
         warn(n)
@@ -118,7 +127,7 @@ def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[
         notes.append("--allow-mixed: incomparable runs are shown side by side; their rows carry a 'mixed' flag "
                      "and datasets with several content hashes are labelled 'name [hash8]'.")
         warn("building with --allow-mixed: " + "; ".join(
-            f"{m.get('dataset', 'metric version')}: {len(m['variants'])} variants" for m in labels.mixed))
+            f"{m.get('dataset', m['what'].replace('_', ' '))}: {len(m['variants'])} variants" for m in labels.mixed))
     return notes
 
 

@@ -46,6 +46,21 @@ def _model_labels(runs: list[Run]) -> dict[str, str]:
     return model
 
 
+def protocol_of(run: Run) -> str:
+    """The run's evaluation protocol (settings.protocol.name); runs before protocols were recorded: standard."""
+    proto = run.record.settings.get("protocol")
+    return proto.get("name", "standard") if isinstance(proto, dict) else "standard"
+
+
+def _mixed_protocols(protocols: dict, mixed: list, flags: dict) -> None:
+    if len(protocols) > 1:
+        mixed.append({"what": "protocol",
+                      "variants": {v: sorted(x.ref for x in rs) for v, rs in sorted(protocols.items())}})
+        for v, rs in protocols.items():
+            for x in rs:
+                flags.setdefault(x.path, []).append(f"mixed: protocol {v}")
+
+
 def _mixed(hashes: dict, versions: dict) -> tuple[list[dict], dict]:
     """What is mixed among the used runs (dataset hashes, metric versions), and the flags per run path."""
     mixed, flags = [], {}
@@ -73,6 +88,10 @@ def _refuse_mixed(mixed: list[dict], hashes: dict, versions: dict) -> None:
                          "(its captions or images changed between runs):")
             for h, ids in m["variants"].items():
                 lines.append(f"    {_short(h)}: " + _name_runs(hashes[m["dataset"]][h]))
+        elif m["what"] == "protocol":
+            lines.append(f"the runs use {len(m['variants'])} different evaluation protocols (--protocol):")
+            for v, ids in m["variants"].items():
+                lines.append(f"    protocol {v}: " + ", ".join(ids))
         else:
             lines.append(f"the runs use {len(m['variants'])} different metric versions:")
             for v, ids in m["variants"].items():
@@ -87,15 +106,18 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool) -> Lab
     """Display labels for models and datasets, and the refusal to mix incomparable results.
 
     Runs are comparable when every run of one dataset name has the same dataset content hash and all
-    runs share one metric version. Otherwise the build stops, naming the runs, unless ``allow_mixed``:
+    runs share one metric version and one evaluation protocol. Otherwise the build stops, naming the runs, unless ``allow_mixed``:
     then datasets with several hashes are shown as ``name [hash8]`` and rows are flagged.
     """
     hashes: dict[str, dict[str, list[Run]]] = {}
     versions: dict[str, list[Run]] = {}
+    protocols: dict[str, list[Run]] = {}
     for r in selection.used_runs():
         hashes.setdefault(r.dataset_name, {}).setdefault(r.dataset_hash, []).append(r)
         versions.setdefault(r.metric_version, []).append(r)
+        protocols.setdefault(protocol_of(r), []).append(r)
     mixed, flags = _mixed(hashes, versions)
+    _mixed_protocols(protocols, mixed, flags)
     if mixed and not allow_mixed:
         _refuse_mixed(mixed, hashes, versions)
     dataset = {}

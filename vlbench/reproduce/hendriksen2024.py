@@ -1,0 +1,218 @@
+"""``vlbench reproduce hendriksen2024``: the runs behind Tables 5.2-5.4 of the chapter, and the published
+values beside the measured ones.
+
+4 models (ALIGN, AltCLIP, CLIP, GroupViT) x 4 datasets (MS-COCO, MS-COCO-FG, Flickr30k, Flickr30k-FG) x 14
+conditions (clean + the 13 perturbations), under the chapter's protocol (``--protocol hendriksen2024``) and,
+with ``also_standard``, vlbench's standard protocol. One run folder per (protocol, model, dataset) under
+``<out>/runs/``; a folder that already holds results.json is reused, and the embedding cache makes a restarted
+run re-encode nothing it has (resume). The published values ship as package data with their source
+(``data/hendriksen2024_published.json``). A measured value is "reproduced" when it is within 5% of the
+published one, relative (the thesis' chapter 2, after Petrov and Macdonald 2022).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .._markdown import md_table
+from ..errors import VlbenchError
+
+MODELS = {"align": "align", "altclip": "altclip", "clip": "clip", "groupvit": "groupvit"}
+DATASETS = {"coco": "coco", "coco-fg": "coco-fg", "flickr30k": "flickr30k", "flickr30k-fg": "flickr30k-fg"}
+TOLERANCE = 0.05
+#: Table 5.3 groups the typos, distractions and synonyms; vlbench compares their mean t2i RSUM
+GROUPS = {"typos": ("char-swap", "missing-char", "extra-char", "nearby-char"),
+          "distraction": ("distraction-true", "distraction-false"), "lexical": ("synonym-noun", "synonym-adjective")}
+#: what the real run needs (docs/reproducing.md)
+IMAGES = {"coco": "MS-COCO val2014 folder (40,504 images: the 5k test images + the rest as t2i gallery)",
+          "coco-fg": "the same MS-COCO val2014 folder", "flickr30k": "flickr30k-images (31,783 images)",
+          "flickr30k-fg": "the same flickr30k-images folder"}
+SECONDS_PER_IMAGE = {"gpu": 0.004, "cpu": 0.15}
+SECONDS_PER_CAPTION = {"gpu": 0.0005, "cpu": 0.02}
+GALLERY = {"coco": 40504, "coco-fg": 40504, "flickr30k": 31783, "flickr30k-fg": 31783}
+CAPTIONS = {"coco": 25000, "coco-fg": 25000, "flickr30k": 5000, "flickr30k-fg": 5000}
+
+
+def published() -> dict:
+    """The published values of Tables 5.2-5.4 and their source (package data)."""
+    text = resources.files("vlbench.reproduce").joinpath("data/hendriksen2024_published.json").read_text("utf-8")
+    return json.loads(text)
+
+
+@dataclass(frozen=True)
+class Job:
+    protocol: str
+    model: str  # key: align, altclip, clip, groupvit
+    model_spec: str
+    dataset: str  # key: coco, coco-fg, flickr30k, flickr30k-fg
+    dataset_spec: str
+
+    def folder(self, out: Path) -> Path:
+        return out / "runs" / f"{self.protocol}-{self.model}-{self.dataset}"
+
+
+def plan(models: dict | None = None, datasets: dict | None = None, also_standard: bool = False) -> list[Job]:
+    models, datasets = {**MODELS, **(models or {})}, {**DATASETS, **(datasets or {})}
+    for kind, given, known in (("model", models, MODELS), ("dataset", datasets, DATASETS)):
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise VlbenchError(f"reproduce hendriksen2024: unknown {kind} key(s) {unknown}",
+                               f"override one of {', '.join(known)} (KEY=SPEC)")
+    protocols = ("hendriksen2024", "standard") if also_standard else ("hendriksen2024",)
+    return [Job(p, m, models[m], d, datasets[d]) for p in protocols for m in MODELS for d in DATASETS]
+
+
+def needs(jobs: list[Job], out: Path, device: str = "gpu") -> str:
+    """What the runs need, said before any work: weights, images, disk, time (rough)."""
+    todo = [j for j in jobs if not (j.folder(out) / "results.json").is_file()]
+    specs = sorted({j.model_spec for j in todo})
+    data = sorted({j.dataset for j in todo})
+    n_img = sum(GALLERY.get(j.dataset, 0) for j in todo)
+    n_cap = sum(CAPTIONS.get(j.dataset, 0) * 14 for j in todo)
+    secs = n_img * SECONDS_PER_IMAGE[device] + n_cap * SECONDS_PER_CAPTION[device]
+    disk = (n_img + n_cap) * 1024 * 4 / 1e9
+    lines = [f"{len(jobs)} run(s), {len(jobs) - len(todo)} already done (reused), {len(todo)} to do",
+             "weights: " + (", ".join(specs) + " (Hugging Face, downloaded on first use), plus the relevance model "
+                            "clip:openai/clip-vit-base-patch32 for the chapter protocol" if specs else "none"),
+             "images: " + ("; ".join(f"{d}: {IMAGES.get(d, 'its image folder')}" for d in data) if data else "none"),
+             f"disk: about {disk:.1f} GB of embeddings in the cache (float32, up to 1,024 wide)",
+             f"time: about {secs / 3600:.1f} h on one {device.upper()} (rough: {SECONDS_PER_IMAGE[device]} s per image, "
+             f"{SECONDS_PER_CAPTION[device]} s per caption; cached vectors cost nothing)"]
+    return "\n".join(lines)
+
+
+def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
+    """Run (or reuse) every job; returns {job: RunRecord}."""
+    from ..benchmark.runner import RunConfig, run
+    from ..results import RunRecord
+
+    records = {}
+    for n, job in enumerate(jobs, start=1):
+        folder = job.folder(out)
+        if (folder / "results.json").is_file():
+            log(f"[{n}/{len(jobs)}] {folder.name}: reused")
+            records[job] = RunRecord.from_json(json.loads((folder / "results.json").read_text()))
+            continue
+        log(f"[{n}/{len(jobs)}] {folder.name}: running")
+        kw = dict(run_kwargs)
+        if job.protocol == "standard":
+            kw.pop("relevance", None)
+        cfg = RunConfig(model=job.model_spec, dataset=job.dataset_spec, protocol=job.protocol, out=str(folder),
+                        dataset_name=job.dataset, model_name=job.model, **kw)
+        records[job] = run(cfg).record
+    return records
+
+
+def _get(rec, cond: str, direction: str, metric: str, k=None):
+    from ..results import MetricKey
+
+    return rec.values_of(cond).get(MetricKey(direction, metric, k)) if cond in rec.conditions else None
+
+
+def measured_5_2(rec, p: int) -> dict:
+    out = {}
+    for d in ("i2t", "t2i"):
+        for k in (1, 5, 10):
+            out[f"{d}_R@{k}"] = _get(rec, "clean", d, "recall", k)
+        out[f"{d}_DCG"] = _get(rec, "clean", d, "dcg_cm", p)
+    for d in ("i2t", "t2i"):
+        out[f"{d}_rsum"] = _get(rec, "clean", d, "rsum")
+    return out
+
+
+def measured_5_3(rec, condition: str):
+    names = GROUPS.get(condition, (condition,))
+    vals = [_get(rec, c, "t2i", "rsum") for c in names]
+    vals = [v for v in vals if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def measured_5_4(rec) -> dict:
+    mia = rec.model_input_analysis or {}
+    return dict(mia.get("jaccard") or {})
+
+
+def compare(pub: float, got) -> dict:
+    if got is None:
+        return {"published": pub, "measured": None, "abs_diff": None, "rel_diff": None, "verdict": "not run"}
+    diff = got - pub
+    rel = diff / pub if pub else None
+    ok = rel is not None and abs(rel) <= TOLERANCE
+    return {"published": pub, "measured": got, "abs_diff": diff, "rel_diff": rel,
+            "verdict": "reproduced" if ok else "not reproduced"}
+
+
+def comparisons(records: dict, protocol: str) -> dict[str, list[dict]]:
+    """Rows of every table: published vs measured, per cell."""
+    pub = published()
+    by = {(j.model, j.dataset): r for j, r in records.items() if j.protocol == protocol}
+    out = {"table_5_2": [], "table_5_3": [], "table_5_4": []}
+    for row in pub["table_5_2"]:
+        rec = by.get((row["model"], row["dataset"]))
+        got = measured_5_2(rec, rec.settings["p"]) if rec else {}
+        for col, v in row.items():
+            if col not in ("model", "dataset"):
+                out["table_5_2"].append({"model": row["model"], "dataset": row["dataset"], "cell": col,
+                                         **compare(v, got.get(col))})
+    for row in pub["table_5_3"]:
+        for ds in DATASETS:
+            rec = by.get((row["model"], ds))
+            out["table_5_3"].append({"model": row["model"], "dataset": ds, "cell": row["condition"],
+                                     **compare(row[ds], measured_5_3(rec, row["condition"]) if rec else None)})
+    for row in pub["table_5_4"]:
+        rec = by.get((row["model"], row["dataset"]))
+        got = measured_5_4(rec) if rec else {}
+        for g in ("decreased", "increased", "unchanged"):
+            out["table_5_4"].append({"model": row["model"], "dataset": row["dataset"], "cell": g,
+                                     **compare(row[g], got.get(g))})
+    return out
+
+
+def _fmt(x, pct=False) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:+.1f}%" if pct else f"{x:.4g}" if abs(x) < 1 else f"{x:.2f}"
+
+
+def write_tables(out: Path, records: dict) -> dict:
+    """``<out>/<protocol>/table_5_{2,3,4}.md`` + ``comparison.json``; returns the verdict counts."""
+    pub = published()
+    summary = {}
+    for protocol in sorted({j.protocol for j in records}):
+        folder = out / protocol
+        folder.mkdir(parents=True, exist_ok=True)
+        tables = comparisons(records, protocol)
+        head = ["model", "dataset", "cell", "published", "measured", "abs diff", "rel diff", "verdict"]
+        for name, rows in tables.items():
+            body = [[r["model"], r["dataset"], r["cell"], _fmt(r["published"]), _fmt(r["measured"]),
+                     _fmt(r["abs_diff"]), _fmt(r["rel_diff"], pct=True), r["verdict"]] for r in rows]
+            text = (f"# {name.replace('_', ' ').title()} ({protocol} protocol): published vs measured\n\n"
+                    f"Source of the published values: {pub['source']['title']}. Reproduced = within "
+                    f"{TOLERANCE:.0%} relative (Petrov and Macdonald 2022).\n\n" + md_table(head, body, pad=True) + "\n")
+            (folder / f"{name}.md").write_text(text, encoding="utf-8")
+        counts = {name: {v: sum(r["verdict"] == v for r in rows) for v in ("reproduced", "not reproduced", "not run")}
+                  for name, rows in tables.items()}
+        (folder / "comparison.json").write_text(json.dumps({"protocol": protocol, "tolerance": TOLERANCE,
+                                                            "source": pub["source"], "counts": counts,
+                                                            "tables": tables}, indent=1, allow_nan=False))
+        summary[protocol] = counts
+    return summary
+
+
+def reproduce(out, *, models: dict | None = None, datasets: dict | None = None, also_standard: bool = False,
+              log=print, device_kind: str = "gpu", **run_kwargs) -> dict:
+    """Plan, say what is needed, run (resuming), write the tables; returns the verdict counts per protocol."""
+    out = Path(out)
+    jobs = plan(models, datasets, also_standard)
+    log(needs(jobs, out, device_kind))
+    records = run_jobs(jobs, out, log=log, **run_kwargs)
+    summary = write_tables(out, records)
+    for protocol, counts in summary.items():
+        log(f"{protocol}: " + "; ".join(f"{t}: {c['reproduced']} reproduced, {c['not reproduced']} not, "
+                                       f"{c['not run']} not run" for t, c in counts.items()))
+    return summary
