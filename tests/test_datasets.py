@@ -106,18 +106,19 @@ def test_missing_image_is_named(tmp_path):
         load_dataset(f"custom:{man}")
 
 
-@pytest.mark.parametrize("kind", ["eccv", "cxc"])
+@pytest.mark.parametrize("kind", ["eccv-all", "cxc-union"])
 def test_extended_positives_map_coco_ids(shared_captions, kind):
+    """The union variants: extra positives mapped to dataset indices (the official ones: test_eccv_official.py)."""
     ds = load_dataset("coco", data_dir=shared_captions, require_images=False, download=False,
                       extra_positives=kind)
     ep = ds.extra_positives
     assert ds.extra_positives_name == kind and ep["i2t"] and ep["t2i"]
-    if kind == "eccv":
+    if kind == "eccv-all":
         assert len(ep["t2i"]) == 1332 and len(ep["i2t"]) == 1261
         assert ds.source["extra_positives"]["dropped_ids"] >= 2  # two caption ids outside the 25k test set
     ids = [json.loads(x) for x in (shared_captions / "coco5k_test_ids.jsonl").read_text().splitlines()]
     # spot-check one mapping by hand through the raw files
-    raw = json.loads((shared_captions / "eccv_caption" / f"{kind}_caption_to_image.json").read_text())
+    raw = json.loads((shared_captions / "eccv_caption" / f"{kind.split('-')[0]}_caption_to_image.json").read_text())
     cap_id, img_ids = next(iter(raw.items()))
     where = {cid: (i, j) for i, r in enumerate(ids) for j, cid in enumerate(r["caption_ids"])}
     i, j = where[int(cap_id)]

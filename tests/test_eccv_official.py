@@ -86,3 +86,50 @@ def test_bad_input():
         eccv.eccv_metrics(np.zeros((1, 1)), [1], [2], {"i2t": {5: [2]}, "t2i": {2: [1]}})
     with pytest.raises(VlbenchError, match="original"):
         eccv.eccv_metrics(np.zeros((1, 1)), [1], [2], {"i2t": {}, "t2i": {}}, queries="all")
+
+
+@pytest.mark.parametrize("kind", ["eccv", "cxc"])
+def test_run_extra_positives_default_is_official(kind):
+    """``--extra-positives eccv`` / ``cxc`` in a run: the records a run adds (official_positives.py) equal the
+    eccv_caption package's own metric functions on the same matrix, to 1e-9; ids read from the raw files here."""
+    import json
+
+    from tests.conftest import SHARED_CAPTIONS
+    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.benchmark.official_positives import official_records
+
+    folder = SHARED_CAPTIONS / "eccv_caption"
+    if not (folder / "eccv_caption_to_image.json").is_file() or not (SHARED_CAPTIONS / "coco5k_test_ids.jsonl").is_file():
+        pytest.skip(f"ECCV Caption ground truth not under {SHARED_CAPTIONS} (set VLBENCH_SHARED_CAPTIONS)")
+    ds = load_dataset("coco", data_dir=SHARED_CAPTIONS, require_images=False, download=False, extra_positives=kind)
+    assert ds.extra_positives is None and ds.extra_positives_name == kind  # standard metrics keep the originals
+    rows = [json.loads(x) for x in (SHARED_CAPTIONS / "coco5k_test_ids.jsonl").read_text().splitlines() if x.strip()]
+    image_ids = [int(r["image_id"]) for r in rows]
+    caption_ids = [int(c) for r in rows for c in r["caption_ids"]]
+    assert len(caption_ids) == ds.n_captions
+    gt = eccv.load_gts(folder, kind)
+    rng = np.random.default_rng(1)
+    sim = rng.random((len(image_ids), len(caption_ids))).astype(np.float32)
+    col = {c: j for j, c in enumerate(caption_ids)}
+    for i, img in enumerate(image_ids):  # informative: the ground truth's pairs get a random boost
+        sim[i, [col[c] for c in gt["i2t"].get(img, []) if c in col]] += rng.random() * 0.9
+    got = {(r["direction"], r["metric"], r["k"]): r["value"] / 100 for r in official_records(ds.official_positives, sim)}
+    img_pos, cap_pos = {v: i for i, v in enumerate(image_ids)}, col
+
+    def ranked(mat, row_ids, col_ids, queries, pos, top):
+        order = np.argsort(-mat[[pos[q] for q in queries]].astype(np.float64), axis=1, kind="stable")[:, :top]
+        return {q: [int(col_ids[c]) for c in o] for q, o in zip(queries, order)}
+
+    i2t = ranked(sim, image_ids, caption_ids, list(gt["i2t"]), img_pos, 300)
+    t2i = ranked(sim.T, caption_ids, image_ids, list(gt["t2i"]), cap_pos, 300)
+    if kind == "eccv":
+        ref = {"i2t": pkg_metrics.compute_eccv_metrics(i2t, gt["i2t"]),
+               "t2i": pkg_metrics.compute_eccv_metrics(t2i, gt["t2i"])}
+        for d in ("i2t", "t2i"):
+            for ours, theirs in (("eccv_map_at_r", "eccv_map_at_r"), ("eccv_r_precision", "eccv_rprecision"),
+                                 ("eccv_r1", "eccv_r1")):
+                assert got[(d, ours, None)] == pytest.approx(ref[d][theirs], abs=1e-9)
+    else:
+        for k in (1, 5, 10):
+            assert got[("i2t", "cxc_recall", k)] == pytest.approx(pkg_metrics.compute_r_at_k(i2t, gt["i2t"], K=k), abs=1e-9)
+            assert got[("t2i", "cxc_recall", k)] == pytest.approx(pkg_metrics.compute_r_at_k(t2i, gt["t2i"], K=k), abs=1e-9)

@@ -10,9 +10,14 @@ Files (in ``--data-dir``, as in the ECCV Caption repository ``naver-ai/eccv-capt
 + ``eccv_caption/{eccv,cxc}_image_to_caption.json``. Ids that are not in the 5k test set (ECCV lists
 two such caption ids) are dropped and counted.
 
-Note: ECCV Caption's own protocol reports mAP@R over the annotated queries only (1,332 caption and
-1,261 image queries); vlbench's numbers with ``--extra-positives eccv`` are over all queries, with the
-extra positives added where they exist.
+Two protocols each (vlbench/benchmark/official_positives.py):
+
+- ``eccv`` (default, official): ECCV Caption's protocol, over its annotated queries only (1,332 caption and
+  1,261 image queries) against their ECCV positives, with the package's metric definitions; reported as the
+  ``eccv_*`` metrics beside the standard metrics, which keep the original positives. ``eccv-all``: every
+  query, the ECCV positives added to the original ones (the union above).
+- ``cxc`` (default, official): CxC Recall@K as the eccv_caption package defines it (SITS pairs rated >= 3,
+  its queries, CxC positives only), as ``cxc_recall@k``. ``cxc-union``: CxC positives added to the original ones.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from pathlib import Path
 from .._io import sha256_file
 from ..errors import DataError
 
-KINDS = ("cxc", "eccv")
+KINDS = ("cxc", "eccv", "cxc-union", "eccv-all")
+OFFICIAL = ("cxc", "eccv")
 ECCV_REPO = "https://github.com/naver-ai/eccv-caption/tree/b51f56cfd1a5f530a04c8f54eba880d302ccd7a5/eccv_caption/data"
 
 
@@ -70,7 +76,12 @@ def load_extra_positives(ds, kind: str, data_dir) -> None:
         for j, cid in enumerate(row["caption_ids"]):
             if f"{row['image']}#{j}" in position:
                 caption_index[int(cid)] = position[f"{row['image']}#{j}"]
-    files = {d: _find(data_dir, f"{kind}_{d}.json") for d in ("caption_to_image", "image_to_caption")}
+    base = kind.split("-")[0]
+    files = {d: _find(data_dir, f"{base}_{d}.json") for d in ("caption_to_image", "image_to_caption")}
+    if kind in OFFICIAL:
+        from .official_positives import attach_official
+
+        return attach_official(ds, kind, files, image_index, caption_index, ids_file)
     t2i, dropped_t2i = _map_ids(files["caption_to_image"], caption_index, image_index)
     i2t, dropped_i2t = _map_ids(files["image_to_caption"], image_index, caption_index)
     dropped = dropped_t2i + dropped_i2t

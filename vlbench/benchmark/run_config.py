@@ -13,7 +13,7 @@ from . import metrics as M
 
 #: the choices of the options that have them (the CLI's choices and validate() read these)
 GALLERIES = ("test", "fg-pool", "folder")
-EXTRA_POSITIVES = ("cxc", "eccv")
+EXTRA_POSITIVES = ("cxc", "eccv", "cxc-union", "eccv-all")
 RELEVANCES = ("self",)
 MIA_SCORES = ("rsum", "rank")
 GRADED_KINDS = ("rouge-l", "minilm")

@@ -78,7 +78,8 @@ RUN_OPTIONS = (
                                      "~/.cache/vlbench/data)"),
     Option("gallery", "--gallery", "candidate images for t2i: the test set, the FG release's enlarged pool, or every image in the image folder",
            choices=C.GALLERIES),
-    Option("extra_positives", "--extra-positives", "extended positives for coco (CxC or ECCV Caption)",
+    Option("extra_positives", "--extra-positives", "extended positives for coco: eccv / cxc follow ECCV Caption's official protocol (annotated queries, "
+                                                   "eccv_* / cxc_* metrics); eccv-all / cxc-union add them to the original positives of every query",
            choices=C.EXTRA_POSITIVES),
     Option("device", "--device", "cuda, cuda:1, mps or cpu (default: best available)"),
     Option("precision", "--precision", "weights and activations (default fp32)", choices=PRECISIONS),

@@ -268,7 +268,9 @@ def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
     evals = {cond: _evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], cfg,
                                    plan.graded, device=device, relevance=enc.relevance)
              for cond, off in enc.offsets.items()}
-    return PS.adjust_evaluations(cfg, plan, enc, evals)  # --i2t-recall fraction, --perturb-side t2i
+    from .official_positives import add_official  # --extra-positives eccv / cxc: the official protocols
+
+    return PS.adjust_evaluations(cfg, plan, enc, add_official(cfg, plan, enc, evals))
 
 
 def _deltas(cfg: RunConfig, plan: Plan, evals: dict, values: list[MetricValue]) -> tuple[list, list, dict]:
