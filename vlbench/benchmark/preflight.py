@@ -255,6 +255,8 @@ def preflight(cfg) -> None:
     ds, problems = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=dataset_gallery(cfg),
                                  extra_positives=cfg.extra_positives)
     problems += check_model(cfg.model)
+    if cfg.relevance not in (None, "self"):  # the fixed relevance model of --relevance / --protocol
+        problems += check_model(cfg.relevance)
     language = check_language(cfg.perturb)
     problems += language
     if ds is not None:
