@@ -80,9 +80,10 @@ def needs(jobs: list[Job], out: Path, device: str = "gpu") -> str:
              "weights: " + (", ".join(specs) + " (Hugging Face, downloaded on first use), plus the relevance model "
                             "clip:openai/clip-vit-base-patch32 for the chapter protocol" if specs else "none"),
              "images: " + ("; ".join(f"{d}: {IMAGES.get(d, 'its image folder')}" for d in data) if data else "none"),
-             f"disk: about {disk:.1f} GB of embeddings in the cache (float32, up to 1,024 wide)",
-             f"time: about {secs / 3600:.1f} h on one {device.upper()} (rough: {SECONDS_PER_IMAGE[device]} s per image, "
-             f"{SECONDS_PER_CAPTION[device]} s per caption; cached vectors cost nothing)"]
+             f"disk: at most {disk:.1f} GB of embeddings in the cache (float32, up to 1,024 wide; an image folder "
+             f"shared by two datasets or protocols is encoded once per model)",
+             f"time: at most {secs / 3600:.1f} h on one {device.upper()} (rough: {SECONDS_PER_IMAGE[device]} s per "
+             f"image, {SECONDS_PER_CAPTION[device]} s per caption; cached vectors cost nothing)"]
     return "\n".join(lines)
 
 
