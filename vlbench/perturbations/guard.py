@@ -1,0 +1,108 @@
+"""Semantic guard of the synonym perturbations (issue #10): a candidate caption is accepted only if its
+all-MiniLM-L6-v2 cosine similarity to the original caption is at least ``threshold``.
+
+A perturbation with a ``choices(text, tokens, rng)`` method lists its candidate outputs per caption, best
+first; :func:`guarded_outputs` returns, per caption, the first candidate the guard accepts (or ``None``:
+not applicable). It works in rounds over all captions at once: round r encodes, in one batch, the r-th
+candidate of every caption still undecided (each distinct string once, vectors kept in a
+:class:`VectorCache`), so the cost is about one encoding per original plus one per tried candidate. At most
+``max_tries`` candidates are tried per caption.
+
+The encoder is the one of semantic drift (:mod:`vlbench.perturbations.drift`); when it is not installed
+a :class:`~vlbench.errors.VlbenchError` says so with the install command (or how to turn the guard off).
+The threshold is chosen from data: see docs/perturbations.md ("Semantic guard").
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..errors import VlbenchError
+
+DEFAULT_THRESHOLD = 0.85
+MAX_TRIES = 8
+ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class VectorCache:
+    """str -> L2-normalized vector; ``encode_fn(list of str) -> array`` is called once per batch of new strings."""
+
+    def __init__(self, encode_fn: Callable | None = None):
+        self._encode = encode_fn
+        self._vec: dict = {}
+
+    def encode_fn(self):
+        if self._encode is None:
+            from .drift import encode
+
+            self._encode = encode
+        return self._encode
+
+    def ensure(self, texts: Sequence[str]) -> None:
+        new = [t for t in dict.fromkeys(texts) if t not in self._vec]
+        if not new:
+            return
+        emb = self.encode_fn()(new)
+        for t, v in zip(new, emb):
+            self._vec[t] = v
+
+    def cosine(self, a: str, b: str) -> float:
+        import numpy as np
+
+        return float(np.dot(self._vec[a], self._vec[b]))
+
+    def __len__(self) -> int:
+        return len(self._vec)
+
+
+_SHARED = VectorCache()
+
+
+def shared_cache() -> VectorCache:
+    """The process-wide MiniLM vector cache (guard and validity share it)."""
+    return _SHARED
+
+
+def check_available() -> None:
+    """Raise VlbenchError if the guard's encoder cannot be loaded (names the fix)."""
+    from .drift import INSTALL_HINT, model_dir
+
+    try:
+        model_dir()
+    except VlbenchError as exc:
+        raise VlbenchError(f"the synonym perturbations' semantic guard cannot run: {exc.message}",
+                           f"{INSTALL_HINT}; or turn the guard off: --param synonym-noun.guard=off "
+                           f"--param synonym-adjective.guard=off (the numbers then differ)") from None
+
+
+def select(originals: Sequence[str], choices: Sequence[Sequence[str]], threshold: float, *,
+           cache: VectorCache | None = None, max_tries: int = MAX_TRIES) -> list[str | None]:
+    """Per caption, the first of its choices with cosine >= threshold to the original, else None."""
+    cache = cache or shared_cache()
+    out: list[str | None] = [None] * len(originals)
+    todo = [i for i, c in enumerate(choices) if c]
+    if todo:
+        cache.ensure([originals[i] for i in todo])
+    for r in range(max_tries):
+        todo = [i for i in todo if r < len(choices[i])]
+        if not todo:
+            break
+        cache.ensure([choices[i][r] for i in todo])
+        left = []
+        for i in todo:
+            if cache.cosine(originals[i], choices[i][r]) >= threshold:
+                out[i] = choices[i][r]
+            else:
+                left.append(i)
+        todo = left
+    return out
+
+
+def guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, rng_for) -> dict[int, str | None]:
+    """index -> output (or None) for every usable caption of a guarded perturbation ``obj``."""
+    check_available()
+    idx = [i for i, ok in enumerate(usable) if ok]
+    choices = [obj.choices(captions[i], parsed.get(captions[i]), rng_for(seed, obj.name, caption_ids[i]))
+               for i in idx]
+    picked = select([captions[i] for i in idx], choices, float(obj.params["threshold"]))
+    return dict(zip(idx, picked))
