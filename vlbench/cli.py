@@ -64,6 +64,10 @@ def _add_run(sub):
                         "(comma-separated; see docs/graded_relevance.md for the cost)")
     p.add_argument("--mia-score", default="rsum", choices=["rsum", "rank"],
                    help="per-query score grouping the model-input analysis")
+    p.add_argument("--validity", default="sample", choices=["sample", "full", "off"],
+                   help="semantic drift of perturbed captions (all-MiniLM-L6-v2): a fixed-seed sample of "
+                        "--validity-sample applied captions per perturbation (default), all of them, or none")
+    p.add_argument("--validity-sample", type=int, default=2000, help="drift sample size (default 2000)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or table")
     p.add_argument("--json", action="store_true", help="print the results records as JSON")
 
@@ -83,6 +87,7 @@ def _cmd_run(args) -> int:
                     cache_dir=args.cache_dir, no_cache=args.no_cache, restart=args.restart, quiet=args.quiet,
                     trust_remote_code=args.trust_remote_code, revision=args.revision, n_boot=args.bootstrap,
                     mia_score=args.mia_score, dataset_name=args.dataset_name, model_name=args.model_name,
+                    validity=args.validity, validity_sample=args.validity_sample,
                     graded=tuple(x.strip() for x in args.graded_relevance.split(",") if x.strip()))
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports

@@ -41,6 +41,8 @@ class RunConfig:
     perturb_params: dict = field(default_factory=dict)
     dataset_name: str | None = None  # the name results and leaderboards use (default: the dataset's own)
     model_name: str | None = None  # the label leaderboards show (default: the model spec)
+    validity: str = "sample"  # drift of perturbed captions: sample (<= validity_sample captions), full, off
+    validity_sample: int = 2000
 
 
 def _check_folder(opt: str, value) -> None:
@@ -91,6 +93,9 @@ def validate(cfg: RunConfig) -> None:
         if value is not None and (not value.strip() or not value.isprintable() or len(value) > 200):
             raise VlbenchError(f"{opt} {value!r} is not a usable name",
                                "give a short printable name, e.g. --dataset-name my-flickr-subset")
+    from .validity import check_mode
+
+    check_mode(cfg.validity, cfg.validity_sample)
     if cfg.mia_score not in ("rsum", "rank"):
         raise VlbenchError(f"unknown --mia-score {cfg.mia_score!r}", "use rsum or rank")
     for kind in cfg.graded:

@@ -278,6 +278,9 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     ds, graded = plan.ds, plan.graded
     records = [{"condition": cond, **r} for cond, ev in evals.items() for r in _mean_records(ev)]
     deltas, boots, conditions = _deltas(cfg, plan, evals, records)
+    from .validity import attach_to_run
+
+    attach_to_run(cfg, plan, enc, conditions, log=lambda m: _log(cfg, m))
     per_query_file = write_per_query(enc.out, ds, evals)
     results = {
         "schema_version": SCHEMA_VERSION,

@@ -57,18 +57,18 @@ def drift_stats(originals, perturbed, cache=None) -> dict:
             "p95": float(np.percentile(d, 95))}
 
 
-def validity(originals: Sequence[str], ps, *, model_keys=None, mode: str = "sample",
+def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "sample",
              sample_size: int = DEFAULT_SAMPLE, cache=None) -> dict:
-    """Validity of one PerturbedSet ``ps`` against its ``originals``; ``model_keys(texts) -> keys`` is the
-    evaluated model's input key after truncation (None: effective_rate None)."""
+    """Validity of one PerturbedSet ``ps`` against its ``originals``; ``input_keys`` = (keys of the originals,
+    keys of the perturbed captions): the evaluated model's input after truncation (None: effective_rate None)."""
     from ..perturbations.guard import ENCODER_NAME, check_available
 
     n = len(originals)
     applied = [i for i, a in enumerate(ps.applicable) if a]
     out = {"applicable_rate": len(applied) / n if n else 0.0, "effective_rate": None, "drift": None,
            "drift_mode": mode, "drift_n": 0, "encoder": None}
-    if model_keys is not None and n:
-        ko, kp = model_keys(list(originals)), model_keys(list(ps.texts))
+    if input_keys is not None and n:
+        ko, kp = input_keys
         out["effective_rate"] = sum(a != b for a, b in zip(ko, kp)) / n
     if mode == "off":
         return out
@@ -118,3 +118,28 @@ def short(v: dict | None) -> str:
     elif v.get("encoder_error"):
         s += ", drift n/a (encoder missing)"
     return s
+
+
+def attach_to_run(cfg, plan, enc, conditions: dict, log=print) -> None:
+    """Runner call site: ``conditions[name]["validity"]`` for every perturbation, the audit file in the run
+    folder, one log line per perturbation (and one saying so when the drift encoder cannot be loaded)."""
+    if not plan.perturbed:
+        return
+    from .._io import atomic_write_text, dumps_strict
+
+    mode, size = getattr(cfg, "validity", "sample"), getattr(cfg, "validity_sample", DEFAULT_SAMPLE)
+    originals = list(plan.ds.captions)
+    texts, offsets = plan.texts()
+    keys = enc.adapter.text_keys(texts)  # the list the encode step keyed: cached, not tokenized again
+    n = len(originals)
+    for name, ps in plan.perturbed.items():
+        off = offsets[name]
+        v = validity(originals, ps, input_keys=(keys[:n], keys[off:off + n]), mode=mode, sample_size=size)
+        conditions[name]["validity"] = v
+        log(f"validity {name}: {short(v)}")
+    errors = {v.get("encoder_error") for v in (conditions[n]["validity"] for n in plan.perturbed)} - {None}
+    for e in errors:
+        log(f"warning: {e}")
+    if enc.out is not None:
+        rows = audit_rows(originals, plan.perturbed)
+        atomic_write_text(enc.out / AUDIT_FILE, "".join(dumps_strict(r) + "\n" for r in rows))

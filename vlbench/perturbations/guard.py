@@ -39,7 +39,8 @@ class VectorCache:
         return self._encode
 
     def ensure(self, texts: Sequence[str]) -> None:
-        new = [t for t in dict.fromkeys(texts) if t not in self._vec]
+        # sorted: the batches (and so the last bits of each vector) do not depend on the callers' order
+        new = sorted({t for t in texts if t not in self._vec})
         if not new:
             return
         emb = self.encode_fn()(new)
@@ -47,9 +48,11 @@ class VectorCache:
             self._vec[t] = v
 
     def cosine(self, a: str, b: str) -> float:
+        """Cosine rounded to 4 decimals: batch composition changes float32 results in the 7th digit, and
+        a decision must not hang on that."""
         import numpy as np
 
-        return float(np.dot(self._vec[a], self._vec[b]))
+        return round(float(np.dot(self._vec[a], self._vec[b])), 4)
 
     def __len__(self) -> int:
         return len(self._vec)
