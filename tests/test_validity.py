@@ -128,7 +128,8 @@ def test_validity_by_definition():
     keys_p = [t[:12] for t in ps.texts]
     v = validity(caps, ps, input_keys=(keys_o, keys_p), mode="full")
     assert v["applicable_rate"] == 1.0
-    assert v["effective_rate"] == 0.0  # the appended phrase is cut off by "truncation"
+    # the phrase appended to the three long captions is cut off by the "truncation"; "A red bus." is shorter
+    assert v["effective_rate"] == 0.25
     e = encode(caps + ps.texts)
     d = 1 - np.einsum("ij,ij->i", e[:4], e[4:]).astype(np.float64)
     assert v["drift"]["mean"] == pytest.approx(d.mean(), abs=2e-4)

@@ -48,7 +48,7 @@ def drift_stats(originals, perturbed, cache=None) -> dict:
 
     from ..perturbations.guard import shared_cache
 
-    cache = cache or shared_cache()
+    cache = shared_cache() if cache is None else cache
     cache.ensure([*originals, *perturbed])
     d = np.clip(1.0 - np.array([cache.cosine(o, p) for o, p in zip(originals, perturbed)], dtype=np.float64), 0, 2)
     if not d.size:
@@ -90,8 +90,9 @@ def all_validity(originals, sets: dict, **kw) -> dict:
     """name -> validity for every PerturbedSet; the drift of all perturbations in one encoding pass."""
     from ..perturbations.guard import shared_cache
 
-    return {name: validity(originals, ps, cache=kw.pop("cache", None) or shared_cache(), **kw)
-            for name, ps in sets.items()}
+    cache = kw.pop("cache", None)
+    cache = shared_cache() if cache is None else cache
+    return {name: validity(originals, ps, cache=cache, **kw) for name, ps in sets.items()}
 
 
 def audit_rows(originals, sets: dict, n: int = AUDIT_PAIRS) -> list[dict]:

@@ -19,17 +19,60 @@ from typing import Callable, Sequence
 
 from ..errors import VlbenchError
 
-DEFAULT_THRESHOLD = 0.85
-MAX_TRIES = 8
+DEFAULT_THRESHOLD = 0.80
+MAX_TRIES = 4
 ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 class VectorCache:
-    """str -> L2-normalized vector; ``encode_fn(list of str) -> array`` is called once per batch of new strings."""
+    """str -> L2-normalized vector; ``encode_fn(list of str) -> array`` is called once per batch of new strings.
 
-    def __init__(self, encode_fn: Callable | None = None):
+    With ``disk=True`` the vectors are also kept under ``<vlbench cache>/minilm-vectors/`` (one .npz shard
+    per encoded batch, keyed by sha256 of the text), like any embedding, so a later process encodes nothing
+    it has seen."""
+
+    def __init__(self, encode_fn: Callable | None = None, disk: bool = False):
         self._encode = encode_fn
         self._vec: dict = {}
+        self._disk, self._loaded = disk, set()
+
+    def _dir(self):
+        from ..benchmark.cache import default_cache_dir
+
+        return default_cache_dir() / "minilm-vectors"
+
+    def _load_disk(self, keys: dict) -> None:
+        import numpy as np
+
+        root = self._dir()
+        if str(root) not in self._loaded and root.is_dir():
+            self._loaded.add(str(root))
+            self._disk_vec = getattr(self, "_disk_vec", {})
+            for shard in sorted(root.glob("*.npz")):
+                try:
+                    with np.load(shard, allow_pickle=False) as z:
+                        self._disk_vec.update(zip(z["keys"].tolist(), z["vectors"]))
+                except (OSError, ValueError, KeyError):
+                    continue  # a damaged shard is ignored (its texts are encoded again)
+        disk = getattr(self, "_disk_vec", {})
+        for t, k in keys.items():
+            if k in disk:
+                self._vec[t] = disk[k]
+
+    def _save_disk(self, texts, emb) -> None:
+        import hashlib
+        import io
+
+        import numpy as np
+
+        from .._io import atomic_write_bytes
+
+        keys = np.array([hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts])
+        buf = io.BytesIO()
+        np.savez(buf, keys=keys, vectors=np.asarray(emb, dtype=np.float32))
+        root = self._dir()
+        root.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(root / f"{hashlib.sha256(keys.tobytes()).hexdigest()[:32]}.npz", buf.getvalue())
 
     def encode_fn(self):
         if self._encode is None:
@@ -41,11 +84,21 @@ class VectorCache:
     def ensure(self, texts: Sequence[str]) -> None:
         # sorted: the batches (and so the last bits of each vector) do not depend on the callers' order
         new = sorted({t for t in texts if t not in self._vec})
+        if new and self._disk:
+            import hashlib
+
+            self._load_disk({t: hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in new})
+            new = [t for t in new if t not in self._vec]
         if not new:
             return
         emb = self.encode_fn()(new)
         for t, v in zip(new, emb):
             self._vec[t] = v
+        if self._disk:
+            try:
+                self._save_disk(new, emb)
+            except OSError:  # a read-only cache only costs time later
+                pass
 
     def cosine(self, a: str, b: str) -> float:
         """Cosine rounded to 4 decimals: batch composition changes float32 results in the 7th digit, and
@@ -58,7 +111,7 @@ class VectorCache:
         return len(self._vec)
 
 
-_SHARED = VectorCache()
+_SHARED = VectorCache(disk=True)
 
 
 def shared_cache() -> VectorCache:
@@ -81,7 +134,7 @@ def check_available() -> None:
 def select(originals: Sequence[str], choices: Sequence[Sequence[str]], threshold: float, *,
            cache: VectorCache | None = None, max_tries: int = MAX_TRIES) -> list[str | None]:
     """Per caption, the first of its choices with cosine >= threshold to the original, else None."""
-    cache = cache or shared_cache()
+    cache = shared_cache() if cache is None else cache
     out: list[str | None] = [None] * len(originals)
     todo = [i for i, c in enumerate(choices) if c]
     if todo:

@@ -54,6 +54,7 @@ IRREGULAR_PLURALS = {
     "series": "series", "species": "species", "moose": "moose", "bison": "bison", "swine": "swine",
 }
 
+_IRREGULAR_PLURAL_FORMS = frozenset(v for k, v in IRREGULAR_PLURALS.items() if v != k)
 
 # fixed expressions whose words must not be replaced one at a time (lower-case, single spaces)
 FIXED_EXPRESSIONS = (
@@ -310,6 +311,8 @@ class _Synonym(BasePerturbation):
                 continue
             plural = tok.tag in PLURAL_TAGS
             if self.params["choice"] == "common":
+                # an irregular plural tagged as a name or singular ("MEN" -> NNP) is still plural
+                plural = plural or (self.wn_pos == "n" and tok.text.lower() in _IRREGULAR_PLURAL_FORMS)
                 cands = self._common(text, tokens, tok, plural)
             else:
                 cands = synonym_candidates(tok.text, self.wn_pos, plural, self.params["inflect"])

@@ -97,15 +97,14 @@ def is_inflection(old: str, new: str) -> bool:
 
 
 def is_plural(phrase: str) -> bool:
+    """Plural by WordNet's noun morphology: an irregular/exception plural, or a form WordNet maps to
+    another noun base (dogs -> dog, glasses -> glass); the last word of a phrase counts."""
     w = phrase.split()[-1].lower() if phrase.split() else ""
     if not w.isalpha():
         return False
-    wn = _wn()
-    if w in _IRREGULAR_PLURALS or w in wn._exception_map["n"]:
+    if w in _IRREGULAR_PLURALS or w in _wn()._exception_map["n"]:
         return True
-    bases = _bases(w, "n") - {w}
-    return bool(bases) and not wn.synsets(w, "n") or (bool(bases) and all(
-        w not in [n.lower() for n in s.lemma_names()] for s in wn.synsets(w, "n")))
+    return bool(_bases(w, "n") - {w})
 
 
 def degree(word: str) -> str:
