@@ -199,3 +199,72 @@ def test_perturb_cli_shows_validity(tmp_path, capsys):
     man = json.loads((tmp_path / "o" / "manifest.json").read_text())
     v = man["perturbations"]["distraction-true"]["validity"]
     assert v["applicable_rate"] == 1.0 and v["drift_n"] == 2 and 0 < v["drift"]["mean"] < 1
+
+
+@needs_minilm
+def test_run_perturb_all_carries_validity_for_all_13_and_the_leaderboard_shows_it(counting_plugin, manifest,
+                                                                                    tmp_path):
+    import csv
+    import re
+
+    from vlbench.benchmark.runner import run
+    from vlbench.leaderboards import build_leaderboard
+
+    res = run(model="counting", dataset=f"custom:{manifest}", perturb="all", out=str(tmp_path / "r"), quiet=True,
+              num_workers=0, n_boot=20)
+    conds = res.results["conditions"]
+    names = P.resolve("all")
+    assert len(names) == 13 and set(names) < set(conds)
+    for n in names:
+        v = conds[n]["validity"]
+        assert set(v) >= {"applicable_rate", "effective_rate", "drift", "encoder"}
+        assert v["applicable_rate"] == pytest.approx(1 - conds[n]["not_applicable_rate"])
+        assert 0 <= v["effective_rate"] <= v["applicable_rate"]  # an unchanged caption cannot change the input
+        if v["applicable_rate"]:
+            assert v["encoder"] == "sentence-transformers/all-MiniLM-L6-v2" and v["drift_sample_size"] == 2000
+            d = v["drift"]
+            assert 0 <= d["p05"] <= d["p50"] <= d["p95"] <= 2 and d["p05"] <= d["mean"] <= d["p95"]
+    # the counting model sees whole captions: effective = applicable
+    assert conds["distraction-true"]["validity"]["effective_rate"] == pytest.approx(1.0)
+    audit = [json.loads(x) for x in (res.out_dir / "validity_audit.jsonl").read_text().splitlines()]
+    per = {n: [a for a in audit if a["perturbation"] == n] for n in names}
+    assert all(len(per[n]) == min(50, round(conds[n]["validity"]["applicable_rate"] * 60)) for n in names)
+    assert all(a["original"] != a["perturbed"] for a in audit)
+
+    lb = tmp_path / "lb"
+    build_leaderboard([res.out_dir], lb)
+    with open(lb / "rsum_changes.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    row = next(r for r in rows if r["condition"] == "distraction-true" and r["direction"] == "t2i")
+    v = conds["distraction-true"]["validity"]
+    assert float(row["applicable"]) == pytest.approx(v["applicable_rate"], abs=1e-6)
+    assert float(row["effective"]) == pytest.approx(v["effective_rate"], abs=1e-6)
+    assert float(row["drift_mean"]) == pytest.approx(v["drift"]["mean"], abs=1e-6)
+    assert float(row["drift_p95"]) == pytest.approx(v["drift"]["p95"], abs=1e-6)
+    html = (lb / "index.html").read_text()
+    table = re.search(r'<table[^>]*rsum_changes.*?</table>', html, re.S).group(0)
+    for key in ("applicable", "effective", "drift_mean", "drift_p95", "delta"):
+        assert f'data-key="{key}"' in table, key
+    assert f'data-v="{v["drift"]["mean"]:.6f}"' in table or f"{v['drift']['mean']:.3f}" in table
+
+
+@needs_minilm
+def test_run_validity_off_and_missing_encoder(counting_plugin, manifest, tmp_path, monkeypatch, capsys):
+    import vlbench.perturbations.drift as D
+    from vlbench.benchmark.runner import run
+
+    res = run(model="counting", dataset=f"custom:{manifest}", perturb="distraction-true", out=str(tmp_path / "a"),
+              quiet=True, num_workers=0, n_boot=20, validity="off")
+    v = res.results["conditions"]["distraction-true"]["validity"]
+    assert v["drift"] is None and v["drift_mode"] == "off" and v["applicable_rate"] == 1.0
+    real = importlib.util.find_spec
+    monkeypatch.setattr(D.importlib.util, "find_spec",
+                        lambda name, *a: None if name == D.MODEL_PACKAGE else real(name, *a))
+    res = run(model="counting", dataset=f"custom:{manifest}", perturb="distraction-true", out=str(tmp_path / "b"),
+              num_workers=0, n_boot=20)
+    v = res.results["conditions"]["distraction-true"]["validity"]
+    assert v["drift"] is None and "not installed" in v["encoder_error"]
+    assert "drift not measured" in capsys.readouterr().err
+    with pytest.raises(VlbenchError, match="--validity"):
+        run(model="counting", dataset=f"custom:{manifest}", perturb="distraction-true", out=str(tmp_path / "c"),
+            quiet=True, validity="most")

@@ -139,8 +139,10 @@ def attach_to_run(cfg, plan, enc, conditions: dict, log=print) -> None:
         conditions[name]["validity"] = v
         log(f"validity {name}: {short(v)}")
     errors = {v.get("encoder_error") for v in (conditions[n]["validity"] for n in plan.perturbed)} - {None}
-    for e in errors:
-        log(f"warning: {e}")
+    for e in errors:  # printed even with --quiet: the run goes on, but the reader must know
+        import sys
+
+        print(f"warning: {e}", file=sys.stderr, flush=True)
     if enc.out is not None:
         rows = audit_rows(originals, plan.perturbed)
         atomic_write_text(enc.out / AUDIT_FILE, "".join(dumps_strict(r) + "\n" for r in rows))

@@ -268,7 +268,7 @@ def match_case(template: str, new: str) -> str:
 
 class _Synonym(BasePerturbation):
     family = "lexical"
-    version = "2.0"
+    version = "2.1"
     needs_parse = True
     resources = ("spacy", "wordnet")
     defaults = {"k": 1, "choice": "common", "inflect": True, "fix_article": True, "guard": None, "threshold": None}
