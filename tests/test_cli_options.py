@@ -53,7 +53,7 @@ def test_disk_full_while_writing_is_a_clear_error(run_args, tmp_path, capsys, mo
     def full(*a, **k):
         raise OSError(code, "simulated", str(tmp_path / "o" / "per_query.csv.gz"))
 
-    monkeypatch.setattr(runner, "write_per_query", full)
+    monkeypatch.setattr(runner, "write_per_query", full)  # the record step writes it (report.py)
     assert cli.main(run_args + ["--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert text in err and "per_query.csv.gz" in err and "resumes" in err

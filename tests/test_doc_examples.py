@@ -26,11 +26,26 @@ def _blocks(path: Path) -> list[str]:
 
 def test_every_doc_with_python_has_blocks_found():
     found = {p.name for p in DOCS if _blocks(p)}
-    assert {"README.md", "granularity.md", "leaderboards.md", "perturbations.md"} <= found
+    assert {"README.md", "granularity.md", "leaderboards.md", "perturbations.md", "extending.md"} <= found
+
+
+@pytest.fixture
+def _registries_restored():
+    """Examples may register plug-ins in the process (docs/extending.md); later tests must not see them."""
+    from vlbench import registry
+
+    regs = (registry.models, registry.datasets, registry.perturbations, registry.metrics)
+    for reg in regs:
+        reg.names()  # built-ins and installed plug-ins first, so the snapshot holds them
+    saved = [dict(reg._entries) for reg in regs]
+    yield
+    for reg, entries in zip(regs, saved):
+        reg._entries.clear()
+        reg._entries.update(entries)
 
 
 @pytest.mark.parametrize("doc", [p for p in DOCS if _blocks(p)], ids=lambda p: p.name)
-def test_examples_run_as_written(doc, tmp_path, monkeypatch, request):
+def test_examples_run_as_written(doc, tmp_path, monkeypatch, request, _registries_restored):
     monkeypatch.chdir(tmp_path)
     if doc.name in NEEDS_CAPTIONS:
         shared = request.getfixturevalue("shared_captions")

@@ -111,7 +111,7 @@ def test_plugin_entry_points_monkeypatched(monkeypatch):
 
     monkeypatch.setattr(md, "entry_points", fake)
     reg = registry.Registry("models")
-    reg.register("clip", "vlbench.benchmark.models:load_clip")
+    reg.register("clip", "vlbench.benchmark.hf_models:load_clip")
     assert "my-model" in reg.names()
     assert reg.entry("clip").source == "builtin"
     assert "clip" in reg.plugin_errors

@@ -17,7 +17,7 @@ def test_every_public_name_resolves():
     for name in vlbench.__all__:
         assert getattr(vlbench, name) is not None, name
     assert {"run", "evaluate", "score", "load_results", "RunConfig", "ModelAdapter", "Dataset",
-            "BasePerturbation", "granularity_table"} <= set(dir(vlbench))
+            "BasePerturbation", "granularity_table", "Metric", "RunRecord", "MetricKey"} <= set(dir(vlbench))
 
 
 def test_import_vlbench_does_not_import_torch():

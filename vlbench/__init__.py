@@ -22,14 +22,16 @@ _EXPORTS = {
     "EmbeddingSource": "benchmark.metrics",
     "run": "benchmark.runner", "RunConfig": "benchmark.runner", "RunResult": "benchmark.runner",
     "load_dataset": "benchmark.datasets", "Dataset": "benchmark.datasets",
-    "ModelAdapter": "benchmark.models",
+    "ModelAdapter": "benchmark.models", "Metric": "benchmark.metric_specs",
+    "RunRecord": "results", "MetricKey": "results",
     "BasePerturbation": "perturbations.base", "PerturbedSet": "perturbations.base",
     "perturb_captions": "perturbations",
     "load_results": "leaderboards", "build_leaderboard": "leaderboards",
     "granularity_table": "granularity", "caption_features": "granularity",
     "VlbenchError": "errors",
 }
-_SUBPACKAGES = ("benchmark", "granularity", "leaderboards", "perturbations", "registry", "config", "errors")
+_SUBPACKAGES = ("benchmark", "granularity", "leaderboards", "perturbations", "registry", "config", "errors",
+                "results")
 
 __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 

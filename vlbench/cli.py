@@ -12,13 +12,6 @@ import sys
 from .errors import VlbenchError
 
 
-def _k_list(s: str) -> tuple:
-    try:
-        return tuple(int(x) for x in s.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--k takes comma-separated integers, got {s!r}") from None
-
-
 def _add_run(sub):
     p = sub.add_parser("run", help="evaluate a model on a dataset (optionally under perturbations)",
                        description="Encode every image once and every distinct caption once, compute all retrieval "
@@ -26,64 +19,14 @@ def _add_run(sub):
     p.add_argument("--config", metavar="FILE.toml", default=None,
                    help="read options from a TOML file whose keys are these long option names (batch-size = 32); "
                         "options given here override the file")
-    p.add_argument("--model", required=True, help="NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, "
-                                                  "openclip:ViT-B-32/laion2b_s34b_b79k")
-    p.add_argument("--dataset", default=None, help="flickr30k, flickr30k-fg, coco, coco-fg, coco-1k, flickr30k-de, "
-                                                   "flickr30k-multi30k-{en,de,fr,cs} or custom:<manifest.jsonl> "
-                                                   "(vlbench ls datasets); with --task sugarcrepe: sugarcrepe[:SUBSETS]")
+    from .benchmark.run_options import add_run_options
+
+    add_run_options(p)  # one option per RunConfig field (vlbench/benchmark/run_options.py)
     p.add_argument("--task", default=None, choices=["retrieval", "order", "sugarcrepe"],
                    help="retrieval (default), or a compositional choice task: order (ARO word order, captions of "
                         "--dataset) or sugarcrepe (see docs/tasks.md)")
     p.add_argument("--images-dir", default=None, help="--task sugarcrepe: the COCO val2017 image folder "
                                                       "(default $VLBENCH_COCO_VAL2017 or <cache>/coco/val2017)")
-    p.add_argument("--perturb", default=None, help="'all', a family (typos, lexical, distraction, word-order) or "
-                                                   "comma-separated perturbation names")
-    p.add_argument("--perturb-images", default=None, metavar="SPEC",
-                   help="ImageNet-C corruptions as conditions: names or families with severities, e.g. "
-                        "gaussian_noise:3,motion_blur:1-5,all:3 (vlbench ls image-perturbations)")
-    p.add_argument("--mce-reference", default=None, metavar="RUN",
-                   help="run folder of a reference model's --perturb-images run: mCE relative to it (ImageNet-C)")
-    p.add_argument("--corrupt-at", default="input", choices=["input", "original"],
-                   help="corrupt images at the model's input geometry (shorter side to its input size, centre crop: "
-                        "the ImageNet-C definition; default) or at their original size")
-    p.add_argument("--shortcuts", default=None, metavar="PROBES",
-                   help="synthetic-shortcut probes as conditions: matched, mismatched, caption-only, image-only, "
-                        "bits=N (comma-separated; docs/shortcuts.md)")
-    p.add_argument("--digits", default="auto", choices=["auto", "mnist", "sklearn-digits"],
-                   help="digit images of the shortcut probes (auto: MNIST when available, else scikit-learn's)")
-    p.add_argument("--param", metavar="NAME.KEY=VALUE", action="append", default=[],
-                   help="perturbation parameter, e.g. synonym-noun.choice=random (repeatable)")
-    p.add_argument("--out", default=None, help="run folder (default runs/<run id>); never overwritten")
-    p.add_argument("--dataset-name", default=None,
-                   help="name of the dataset in results and leaderboards (default: its own, custom:<file name>); "
-                        "name two different custom datasets differently to put them on one leaderboard")
-    p.add_argument("--model-name", default=None, help="label of the model in leaderboards (default: the --model spec)")
-    p.add_argument("--data-dir", default=None, help="folder with caption files and images/ (default: $VLBENCH_DATA_DIR "
-                                                    "or ~/.cache/vlbench/data)")
-    p.add_argument("--gallery", default="test", choices=["test", "fg-pool"],
-                   help="candidate images for t2i: the test set, or the FG release's enlarged pool")
-    p.add_argument("--extra-positives", default=None, choices=["cxc", "eccv"],
-                   help="extended positives for coco (CxC or ECCV Caption)")
-    p.add_argument("--device", default=None, help="cuda, cuda:1, mps or cpu (default: best available)")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
-    p.add_argument("--batch-size", type=int, default=64, help="image batch size (texts use max(this, 256))")
-    p.add_argument("--num-workers", type=int, default=None, help="image decoding worker processes")
-    p.add_argument("--seed", type=int, default=0, help="perturbation and bootstrap seed")
-    p.add_argument("--k", type=_k_list, default=(1, 5, 10), help="Recall@k cut-offs (default 1,5,10)")
-    p.add_argument("--dcg-p", type=int, default=10, help="DCG_CM rank cut-off p (default 10)")
-    p.add_argument("--cache-dir", default=None, help="embedding cache folder (default ~/.cache/vlbench)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the embedding cache")
-    p.add_argument("--restart", action="store_true", help="ignore cached embeddings from earlier runs and re-encode")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="allow checkpoints that run their own code (transformers trust_remote_code)")
-    p.add_argument("--revision", default=None, help="hub revision (branch, tag or commit) of the checkpoint")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for RSUM-change CIs")
-    p.add_argument("--graded-relevance", default="", metavar="KINDS",
-                   help="also report t2i nDCG with graded caption-caption labels: rouge-l and/or minilm "
-                        "(comma-separated; see docs/graded_relevance.md for the cost)")
-    p.add_argument("--mia-score", default="rsum", choices=["rsum", "rank"],
-                   help="per-query score grouping the model-input analysis")
-    p.add_argument("--quiet", action="store_true", help="no progress bars or table")
     p.add_argument("--json", action="store_true", help="print the results records as JSON")
 
 
@@ -94,23 +37,10 @@ def _cmd_run(args) -> int:
         return run_task_from_args(args)
     if not args.dataset:
         raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
-    from .benchmark.runner import RunConfig, run
+    from .benchmark.run_options import config_from_args
+    from .benchmark.runner import run
 
-    params = {}
-    if args.param:
-        from .perturbations.cli import parse_params
-
-        params = parse_params(args.param)
-    cfg = RunConfig(perturb_params=params, model=args.model, dataset=args.dataset, perturb=args.perturb, out=args.out,
-                    data_dir=args.data_dir, gallery=args.gallery, extra_positives=args.extra_positives,
-                    device=args.device, precision=args.precision, batch_size=args.batch_size,
-                    num_workers=args.num_workers, seed=args.seed, k=args.k, p=args.dcg_p,
-                    cache_dir=args.cache_dir, no_cache=args.no_cache, restart=args.restart, quiet=args.quiet,
-                    trust_remote_code=args.trust_remote_code, revision=args.revision, n_boot=args.bootstrap,
-                    mia_score=args.mia_score, dataset_name=args.dataset_name, model_name=args.model_name,
-                    graded=tuple(x.strip() for x in args.graded_relevance.split(",") if x.strip()),
-                    perturb_images=args.perturb_images, mce_reference=args.mce_reference, shortcuts=args.shortcuts,
-                    digits=args.digits, corrupt_at=args.corrupt_at)
+    cfg = config_from_args(args)
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
         return 0

@@ -254,9 +254,9 @@ def _read_lists(doc: dict, path: str) -> dict:
 
 
 #: the top-level fields in the order the runner writes them; ``None`` marks the typed ones
-_ORDER = ("schema_version", "metric_version", "vlbench_version", "run_id", "created", "wall_time_s", "model",
+_ORDER = ("schema_version", "metric_version", "vlbench_version", "run_id", "created", "wall_time_s", "task", "model",
           "dataset", "conditions", "settings", "results", "deltas", "bootstrap", "model_input_analysis",
-          "encoding", "caption_issues", "per_query", "environment", "results_hash")
+          "encoding", "caption_issues", "per_query", "per_item", "environment", "results_hash")
 _TYPED = {"schema_version", "metric_version", "vlbench_version", "run_id", "created", "model", "dataset",
           "conditions", "settings", "results", "deltas", "bootstrap", "model_input_analysis", "environment"}
 

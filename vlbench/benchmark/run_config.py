@@ -11,6 +11,16 @@ from ..errors import VlbenchError
 from . import metrics as M
 
 
+#: the choices of the options that have them (the CLI's choices and validate() read these)
+GALLERIES = ("test", "fg-pool")
+EXTRA_POSITIVES = ("cxc", "eccv")
+RELEVANCES = ("self",)
+MIA_SCORES = ("rsum", "rank")
+GRADED_KINDS = ("rouge-l", "minilm")
+CORRUPT_AT = ("input", "original")
+DIGIT_SOURCES = ("auto", "mnist", "sklearn-digits")
+
+
 @dataclass
 class RunConfig:
     model: str
@@ -90,16 +100,16 @@ def validate(cfg: RunConfig) -> None:
         from .models import pick_device  # imports torch: only for an explicit accelerator
 
         pick_device(cfg.device)  # a warm run would otherwise meet the missing device only when scoring
-    if cfg.relevance != "self":
+    if cfg.relevance not in RELEVANCES:
         raise VlbenchError(f"unknown relevance encoder {cfg.relevance!r}", "use --relevance self")
     for opt, value in (("--dataset-name", cfg.dataset_name), ("--model-name", cfg.model_name)):
         if value is not None and (not value.strip() or not value.isprintable() or len(value) > 200):
             raise VlbenchError(f"{opt} {value!r} is not a usable name",
                                "give a short printable name, e.g. --dataset-name my-flickr-subset")
-    if cfg.mia_score not in ("rsum", "rank"):
+    if cfg.mia_score not in MIA_SCORES:
         raise VlbenchError(f"unknown --mia-score {cfg.mia_score!r}", "use rsum or rank")
     for kind in cfg.graded:
-        if kind not in ("rouge-l", "minilm"):
+        if kind not in GRADED_KINDS:
             raise VlbenchError(f"unknown graded relevance {kind!r}", "use rouge-l and/or minilm")
         if kind == "minilm":
             import importlib.util

@@ -323,9 +323,8 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
                "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,
-               **variant_summaries(cfg, plan, [v.to_json() for v in values],
-                                   {c.name: c.meta for c in conditions.values()}),
                "results_hash": sha256_json([v.to_json() for v in values])})
+    rec.other.update(variant_summaries(cfg, plan, rec))  # mCE, shortcut sources: read from the record
     results = rec.to_json()
     _write_results(enc.out, results, rec)
     _log(cfg, f"wrote {enc.out / 'results.json'}")

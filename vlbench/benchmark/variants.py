@@ -133,14 +133,15 @@ def plan_variants(cfg, ds) -> list[Variant]:
     return out
 
 
-def variant_summaries(cfg, plan, records: list[dict], conditions: dict) -> dict:
-    """Extra results.json sections: ``image_corruptions`` (mCE) and ``shortcuts`` (digit source)."""
+def variant_summaries(cfg, plan, rec) -> dict:
+    """Extra results.json sections of the run record ``rec``: ``image_corruptions`` (mCE) and
+    ``shortcuts`` (digit source)."""
     out = {}
     if cfg.perturb_images:
         from ..imageperturb.conditions import corruption_summary, read_reference
 
         ref = read_reference(cfg.mce_reference) if cfg.mce_reference else None
-        out["image_corruptions"] = corruption_summary(records, conditions, ref)
+        out["image_corruptions"] = corruption_summary(rec, ref)
     if cfg.shortcuts:
         from ..shortcuts.conditions import shortcut_summary
 

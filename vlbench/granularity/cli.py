@@ -67,7 +67,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--unpaired", action="store_true",
                    help="compare pairs whose image sets differ, resampling each independently (default: a "
                         "pair must describe the same images, matched by image path in any order)")
+    _feature_options(parser)
 
+
+def _feature_options(parser: argparse.ArgumentParser) -> None:
     f = parser.add_argument_group("feature readings (a profile sets them all; the options below override "
                                   "single readings; docs/granularity.md)")
     f.add_argument("--profile", choices=["paper", "per-noun"], default=None,

@@ -77,16 +77,18 @@ def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
     return out
 
 
-def _r1_errors(records: list[dict], conditions: dict, direction: str) -> dict:
-    """{(corruption, severity): 100 - R@1} of one direction, from a run's records."""
-    r1 = {r["condition"]: r["value"] for r in records
-          if r["direction"] == direction and r["metric"] == "recall" and r["k"] == 1}
-    return {(m["corruption"], int(m["severity"])): 100.0 - r1[c] for c, m in conditions.items()
-            if isinstance(m, dict) and m.get("kind") == "image" and c in r1 and r1[c] is not None}
+def _r1_errors(rec, direction: str) -> dict:
+    """{(corruption, severity): 100 - R@1} of one direction, from a run's typed record."""
+    out = {}
+    for c, cond in rec.conditions.items():
+        r1 = rec.value(c, direction, "recall", 1)
+        if cond.meta.get("kind") == "image" and r1 is not None:
+            out[(cond.meta["corruption"], int(cond.meta["severity"]))] = 100.0 - r1
+    return out
 
 
-def read_reference(path: str) -> dict:
-    """The results.json of a reference run (a run folder or the file)."""
+def read_reference(path: str):
+    """The typed record (vlbench.results.RunRecord) of a reference run (a run folder or its results.json)."""
     from pathlib import Path
 
     from ..leaderboards.store import UnreadableResults, read_run
@@ -94,26 +96,27 @@ def read_reference(path: str) -> dict:
     p = Path(path).expanduser()
     p = p / "results.json" if p.is_dir() else p
     try:
-        return read_run(p).record.to_json()
+        return read_run(p).record
     except (UnreadableResults, OSError) as exc:
         raise VlbenchError(f"--mce-reference {path!r} is not a readable vlbench run ({exc})",
                            "name the run folder (or results.json) of the reference model's --perturb-images run") \
             from None
 
 
-def corruption_summary(records: list[dict], conditions: dict, reference: dict | None = None) -> dict | None:
-    """mCE per direction (ImageNet-C, error = 100 - R@1), relative to ``reference`` (a results.json
-    document of another model on the same conditions) when given, else unnormalised (mean error)."""
+def corruption_summary(rec, reference=None) -> dict | None:
+    """mCE per direction (ImageNet-C, error = 100 - R@1) of the run record ``rec``, relative to
+    ``reference`` (the record of another model's run on the same conditions) when given, else
+    unnormalised (mean error)."""
     from .mce import corruption_errors
 
-    if not any(isinstance(m, dict) and m.get("kind") == "image" for m in conditions.values()):
+    if not any(c.meta.get("kind") == "image" for c in rec.conditions.values()):
         return None
     out = {"error": "100 - R@1 (percent)", "reference": None, "directions": {}}
     if reference is not None:
-        out["reference"] = {"run_id": reference.get("run_id"), "model": reference.get("model", {}).get("spec")}
+        out["reference"] = {"run_id": reference.run_id, "model": reference.model.spec}
     for d in ("i2t", "t2i"):
-        errs = _r1_errors(records, conditions, d)
-        ref = _r1_errors(reference["results"], reference["conditions"], d) if reference else None
+        errs = _r1_errors(rec, d)
+        ref = _r1_errors(reference, d) if reference else None
         ce = corruption_errors(errs, ref)
         out["directions"][d] = {"ce": ce, "mce": sum(ce.values()) / len(ce)}
     return out

@@ -95,19 +95,8 @@ def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
             "used": used, "flags": labels.run_flags(run)}
 
 
-def make(paths, *, allow_mixed: bool = False, plots: bool = True,
-         warn: Callable[[str], None] | None = None) -> Built:
-    """Everything a build writes, in memory."""
-    warn = warn or _default_warn
-    loaded = load_runs(paths, warn=warn)
-    if not loaded.runs:
-        why = "; ".join(f"{s['path']}: {s['reason']}" for s in loaded.skipped)
-        raise VlbenchError(f"no readable results among the inputs ({why})",
-                           "pass run folders written by 'vlbench run'")
-    selection = select(loaded.runs)
-    labels = make_labels(loaded.runs, selection, allow_mixed)
-    tables = {t.name: t for t in build_tables(selection, labels) if t.rows or t.name not in OPTIONAL_PAGE_TABLES}
-    used = selection.used_runs()
+def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[[str], None]) -> list[str]:
+    """The build's notes (also in the manifest); warnings for what the user should know."""
     notes = [
         "Table 5.3 (table_5_3) shows text-to-image RSUM (t2i R@1 + R@5 + R@10), as in the chapter; "
         "table_5_3_total shows the total RSUM (i2t + t2i).",
@@ -115,7 +104,7 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
         "'created' time, then run id) provides the values; the others are listed as superseded in "
         f"{MANIFEST}.",
     ]
-    pert_notes = _perturbation_notes(used)
+    pert_notes = _perturbation_notes(selection.used_runs())
     for n in pert_notes:
         warn(n)
     notes += pert_notes
@@ -130,26 +119,21 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
                      "and datasets with several content hashes are labelled 'name [hash8]'.")
         warn("building with --allow-mixed: " + "; ".join(
             f"{m.get('dataset', 'metric version')}: {len(m['variants'])} variants" for m in labels.mixed))
+    return notes
 
+
+def _table_files(tables: dict) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for t in tables.values():
         files[f"{t.name}.csv"] = render.to_csv(t).encode("utf-8")
         if t.name != "values":
             files[f"{t.name}.md"] = (f"# {render.md_escape(t.title)}\n\n{render.md_escape(t.description)}\n\n" +
                                      render.to_markdown(t, heading=None)).encode("utf-8")
-    figures: list[tuple[str, str, bytes]] = []
-    if plots:
-        from . import plots as P
+    return files
 
-        by_label = {lab: h for h, lab in labels.model.items()}
-        figures = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
-                   P.clean_vs_fg_plots(tables["table_5_2"], by_label) +
-                   (P.corruption_plots(tables["image_corruptions"], by_label) if "image_corruptions" in tables
-                    else []))
-        for name, _cap, png in figures:
-            files[f"plots/{name}"] = png
-    intro = [f"Built by vlbench {__version__} from {len(used)} run(s); {len(selection.superseded)} superseded, "
-             f"{len(loaded.skipped)} skipped. Every value comes from a results.json named in the provenance table."]
+
+def _page_files(intro: list[str], tables: dict, notes: list[str], figures: list) -> dict[str, bytes]:
+    """leaderboard.md and index.html."""
     page = [tables[n] for n in PAGE_TABLES if n in tables]
     md = ["# vlbench leaderboard", ""] + [render.md_escape(x) for x in intro] + [""]
     for t in page:
@@ -157,11 +141,14 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
     md += ["## Notes", ""] + [f"- {render.md_escape(n)}" for n in notes] + [""]
     if figures:
         md += ["## Plots", ""] + [f"![{render.md_escape(cap)}](plots/{name})" for name, cap, _ in figures] + [""]
-    files["leaderboard.md"] = "\n".join(md).encode("utf-8")
-    files["index.html"] = render.to_html("vlbench leaderboard", intro, page, [(c, b) for _, c, b in figures],
-                                         notes).encode("utf-8")
+    return {"leaderboard.md": "\n".join(md).encode("utf-8"),
+            "index.html": render.to_html("vlbench leaderboard", intro, page, [(c, b) for _, c, b in figures],
+                                         notes).encode("utf-8")}
 
-    manifest = {
+
+def _manifest(allow_mixed: bool, loaded: Loaded, selection: Selection, labels: Labels, notes: list[str],
+              tables: dict, figures: list, files: dict) -> dict:
+    return {
         "kind": MANIFEST_KIND,
         "format_version": 1,
         "vlbench_version": __version__,
@@ -173,7 +160,7 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
             "mixed": "refused unless allow_mixed: several dataset hashes for one dataset name, or several "
                      "metric versions",
         },
-        "runs": [_run_entry(r, labels, selection) for r in used],
+        "runs": [_run_entry(r, labels, selection) for r in selection.used_runs()],
         "superseded": selection.superseded,
         "skipped": loaded.skipped,
         "mixed": labels.mixed,
@@ -184,6 +171,38 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
         "plots": [{"file": f"plots/{name}", "caption": cap} for name, cap, _ in figures],
         "files": {k: sha256_bytes(v) for k, v in sorted(files.items())},
     }
+
+
+def make(paths, *, allow_mixed: bool = False, plots: bool = True,
+         warn: Callable[[str], None] | None = None) -> Built:
+    """Everything a build writes, in memory."""
+    warn = warn or _default_warn
+    loaded = load_runs(paths, warn=warn)
+    if not loaded.runs:
+        why = "; ".join(f"{s['path']}: {s['reason']}" for s in loaded.skipped)
+        raise VlbenchError(f"no readable results among the inputs ({why})",
+                           "pass run folders written by 'vlbench run'")
+    selection = select(loaded.runs)
+    labels = make_labels(loaded.runs, selection, allow_mixed)
+    tables = {t.name: t for t in build_tables(selection, labels) if t.rows or t.name not in OPTIONAL_PAGE_TABLES}
+    notes = _notes(loaded, selection, labels, warn)
+    files = _table_files(tables)
+    figures: list[tuple[str, str, bytes]] = []
+    if plots:
+        from . import plots as P
+
+        by_label = {lab: h for h, lab in labels.model.items()}
+        figures = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
+                   P.clean_vs_fg_plots(tables["table_5_2"], by_label) +
+                   (P.corruption_plots(tables["image_corruptions"], by_label) if "image_corruptions" in tables
+                    else []))
+        for name, _cap, png in figures:
+            files[f"plots/{name}"] = png
+    intro = [f"Built by vlbench {__version__} from {len(selection.used_runs())} run(s); "
+             f"{len(selection.superseded)} superseded, {len(loaded.skipped)} skipped. Every value comes from a "
+             f"results.json named in the provenance table."]
+    files.update(_page_files(intro, tables, notes, figures))
+    manifest = _manifest(allow_mixed, loaded, selection, labels, notes, tables, figures, files)
     files[MANIFEST] = (json.dumps(manifest, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
     return Built(files, manifest, tables, loaded, selection, labels, figures)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import VlbenchError
+from .labels import Labels, make_labels  # noqa: F401  (make_labels: imported from here by build and load_results)
 from .store import Run, Selection, condition_key
 
 DIR_ORDER = {"i2t": 0, "t2i": 1, "both": 2}
@@ -43,97 +43,6 @@ class Table:
 
     def column(self, key: str) -> int:
         return [c.key for c in self.columns].index(key)
-
-
-# ----------------------------------------------------------------------------------------------
-# labels and the mixed-results check
-
-@dataclass
-class Labels:
-    model: dict[str, str]  # model hash -> label
-    dataset: dict[tuple, str]  # (name, hash) -> label
-    mixed: list[dict]  # what is mixed (empty when nothing is)
-    flags: dict[str, list[str]]  # run path -> flags
-
-    def run_flags(self, *runs: Run) -> str:
-        out = set()
-        for r in runs:
-            if r is not None:
-                out.update(self.flags.get(r.path, []))
-        return "; ".join(sorted(out))
-
-
-def _short(h: str) -> str:
-    return h[:8]
-
-
-def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool) -> Labels:
-    """Display labels for models and datasets, and the refusal to mix incomparable results.
-
-    Runs are comparable when every run of one dataset name has the same dataset content hash and all
-    runs share one metric version. Otherwise the build stops, naming the runs, unless ``allow_mixed``:
-    then datasets with several hashes are shown as ``name [hash8]`` and rows are flagged.
-    """
-    used = selection.used_runs()
-    # model labels: the spec of the newest run with that hash; collisions get the short hash
-    newest: dict[str, Run] = {}
-    for r in runs:
-        if r.model_hash not in newest or r.newness() > newest[r.model_hash].newness():
-            newest[r.model_hash] = r
-    by_label: dict[str, list[str]] = {}
-    for h, r in newest.items():
-        by_label.setdefault(r.model_label, []).append(h)
-    model = {}
-    for lab, hashes in by_label.items():
-        precisions = {h: str(newest[h].record.settings.get("precision") or "") for h in hashes}
-        by_precision = len(set(precisions.values())) == len(hashes)  # e.g. the same spec in fp32 and fp16
-        for h in hashes:
-            model[h] = lab if len(hashes) == 1 else f"{lab} [{precisions[h] if by_precision else _short(h)}]"
-
-    hashes: dict[str, dict[str, list[Run]]] = {}
-    versions: dict[str, list[Run]] = {}
-    for r in used:
-        hashes.setdefault(r.dataset_name, {}).setdefault(r.dataset_hash, []).append(r)
-        versions.setdefault(r.metric_version, []).append(r)
-    mixed, flags = [], {}
-    for name in sorted(hashes):
-        if len(hashes[name]) > 1:
-            mixed.append({"what": "dataset_hash", "dataset": name,
-                          "variants": {h: sorted(x.ref for x in rs) for h, rs in sorted(hashes[name].items())}})
-            for h, rs in hashes[name].items():
-                for x in rs:
-                    flags.setdefault(x.path, []).append(f"mixed: dataset hash {_short(h)}")
-    if len(versions) > 1:
-        mixed.append({"what": "metric_version",
-                      "variants": {v: sorted(x.ref for x in rs) for v, rs in sorted(versions.items())}})
-        for v, rs in versions.items():
-            for x in rs:
-                flags.setdefault(x.path, []).append(f"mixed: metric version {v}")
-    if mixed and not allow_mixed:
-        lines = []
-        for m in mixed:
-            if m["what"] == "dataset_hash":
-                lines.append(f"dataset {m['dataset']!r} has {len(m['variants'])} different content hashes "
-                             "(its captions or images changed between runs):")
-                for h, ids in m["variants"].items():
-                    lines.append(f"    {_short(h)}: " + _name_runs(hashes[m["dataset"]][h]))
-            else:
-                lines.append(f"the runs use {len(m['variants'])} different metric versions:")
-                for v, ids in m["variants"].items():
-                    lines.append(f"    metric version {v}: " + _name_runs(versions[v]))
-        raise VlbenchError("refusing to put incomparable results side by side:\n  " + "\n  ".join(lines),
-                           "if these are different datasets (e.g. two manifests that share a file name), give each "
-                           "its own name: vlbench run --dataset-name NAME; otherwise build these runs into separate "
-                           "leaderboards, re-run the old ones, or pass --allow-mixed to show them side by side, marked")
-    dataset = {}
-    for name, hs in hashes.items():
-        for h in hs:
-            dataset[(name, h)] = name if len(hs) == 1 else f"{name} [{_short(h)}]"
-    return Labels(model, dataset, mixed, flags)
-
-
-def _name_runs(runs: list[Run]) -> str:
-    return ", ".join(f"{r.ref} ({r.path})" for r in sorted(runs, key=lambda r: (r.ref, r.path)))
 
 
 # ----------------------------------------------------------------------------------------------

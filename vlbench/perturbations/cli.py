@@ -103,6 +103,39 @@ def _report_issues(issues: list[dict], limit: int = 5) -> None:
         print(f"  ... and {len(issues) - limit} more (listed in manifest.json)", file=sys.stderr)
 
 
+def _drift(on: bool, originals: list, sets: dict):
+    if not on:
+        return None
+    from .drift import semantic_drift
+
+    return semantic_drift(originals, {n: ps.texts for n, ps in sets.items()})
+
+
+def _one_text(args, names, params, batch_size: int, drift_on: bool, quiet: bool) -> int:
+    """``--text``: perturb one caption and show (or write) the results."""
+    text = args.text
+    if not text.strip():
+        print("warning: the caption is empty; every perturbation is not applicable", file=sys.stderr)
+    from . import perturb_captions
+
+    sets = perturb_captions([text], ["text#0"], names, seed=args.seed, params=params, batch_size=batch_size)
+    drift = _drift(drift_on, [text], sets)
+    rows = []
+    for name, ps in sets.items():
+        row = {"perturbation": name, "family": ps.family, **ps.rows([text])[0]}
+        if drift is not None:
+            row["drift"] = drift[name]["mean"] if drift[name]["n_changed"] else 0.0
+        rows.append(row)
+    if getattr(args, "json", False):
+        for row in rows:
+            print(dumps_strict(row))
+    elif not quiet:
+        _text_table(text, rows)
+    if args.out:
+        _write(args.out, sets, [text], [None], {"name": "text", "n_captions": 1}, [], args, drift)
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     from . import perturb_captions, resolve
 
@@ -112,31 +145,8 @@ def main(args: argparse.Namespace) -> int:
     batch_size = int(getattr(args, "batch_size", 512) or 512)
     drift_on = bool(getattr(args, "drift", False))
     quiet = bool(getattr(args, "quiet", False))
-
     if args.text is not None:
-        text = args.text
-        if not text.strip():
-            print("warning: the caption is empty; every perturbation is not applicable", file=sys.stderr)
-        sets = perturb_captions([text], ["text#0"], names, seed=args.seed, params=params, batch_size=batch_size)
-        drift = None
-        if drift_on:
-            from .drift import semantic_drift
-
-            drift = semantic_drift([text], {n: ps.texts for n, ps in sets.items()})
-        rows = []
-        for name, ps in sets.items():
-            row = {"perturbation": name, "family": ps.family, **ps.rows([text])[0]}
-            if drift is not None:
-                row["drift"] = drift[name]["mean"] if drift[name]["n_changed"] else 0.0
-            rows.append(row)
-        if getattr(args, "json", False):
-            for row in rows:
-                print(dumps_strict(row))
-        elif not quiet:
-            _text_table(text, rows)
-        if args.out:
-            _write(args.out, sets, [text], [None], {"name": "text", "n_captions": 1}, [], args, drift)
-        return 0
+        return _one_text(args, names, params, batch_size, drift_on, quiet)
 
     from ..benchmark.datasets import caption_problem, load_dataset
 
@@ -151,11 +161,7 @@ def main(args: argparse.Namespace) -> int:
         _report_issues(issues)
     sets = perturb_captions(ds.captions, ds.caption_ids, names, seed=args.seed, params=params, progress=progress,
                             batch_size=batch_size)
-    drift = None
-    if drift_on:
-        from .drift import semantic_drift
-
-        drift = semantic_drift(ds.captions, {n: ps.texts for n, ps in sets.items()})
+    drift = _drift(drift_on, ds.captions, sets)
     images = [ds.images[int(i)] for i in ds.caption_to_image]
     if args.out:
         _write(args.out, sets, ds.captions, images, ds.describe(), issues, args, drift)

@@ -123,11 +123,7 @@ def resources(kinds: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def perturb_captions(captions: list[str], caption_ids: list[str], names: list[str], *, seed: int = 0,
-                     params: dict[str, dict] | None = None, progress: bool = False,
-                     batch_size: int = 512) -> dict[str, PerturbedSet]:
-    captions = list(captions)
-    caption_ids = [str(c) for c in caption_ids]
+def _check_inputs(captions: list, caption_ids: list, names: list, seed, params: dict) -> None:
     if len(captions) != len(caption_ids):
         raise VlbenchError(f"{len(captions)} captions but {len(caption_ids)} caption ids",
                            "pass one id per caption")
@@ -137,12 +133,49 @@ def perturb_captions(captions: list[str], caption_ids: list[str], names: list[st
                            "caption ids seed the perturbations and must be unique")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise VlbenchError(f"seed {seed!r} is not an integer", "pass an integer seed")
-    params = dict(params or {})
-    names = list(dict.fromkeys(names))
     stray = [k for k in params if k not in names]
     if stray:
         raise VlbenchError(f"parameters given for {', '.join(stray)}, which {'is' if len(stray) == 1 else 'are'} "
                            f"not selected", f"select {', '.join(stray)} or drop those parameters")
+
+
+def _apply_one(obj, captions: list, caption_ids: list, usable: list, parsed: dict, seed: int,
+               progress: bool) -> tuple[list, list, int, int]:
+    """One perturbation over every caption: texts, applicability, empty inputs, rejected outputs."""
+    texts, applicable = [], []
+    n_empty = n_rejected = 0
+    it: Any = zip(captions, caption_ids, usable)
+    if progress:
+        it = _progress(it, total=len(captions), desc=obj.name)
+    for text, cid, ok in it:
+        if not ok:
+            texts.append(text if isinstance(text, str) else "")
+            applicable.append(False)
+            n_empty += 1
+            continue
+        rng = CaptionRNG.for_caption(seed, obj.name, cid)
+        new = obj.apply(text, rng=rng, tokens=parsed.get(text) if obj.needs_parse else None)
+        if new is None or new == text:
+            texts.append(text)
+            applicable.append(False)
+        elif not isinstance(new, str) or not new.strip():
+            texts.append(text)
+            applicable.append(False)
+            n_rejected += 1
+        else:
+            texts.append(new)
+            applicable.append(True)
+    return texts, applicable, n_empty, n_rejected
+
+
+def perturb_captions(captions: list[str], caption_ids: list[str], names: list[str], *, seed: int = 0,
+                     params: dict[str, dict] | None = None, progress: bool = False,
+                     batch_size: int = 512) -> dict[str, PerturbedSet]:
+    captions = list(captions)
+    caption_ids = [str(c) for c in caption_ids]
+    params = dict(params or {})
+    names = list(dict.fromkeys(names))
+    _check_inputs(captions, caption_ids, names, seed, params)
     objs = [instantiate(n, params.get(n)) for n in names]
 
     usable = [usable_text(c) for c in captions]
@@ -152,29 +185,8 @@ def perturb_captions(captions: list[str], caption_ids: list[str], names: list[st
 
     out: dict[str, PerturbedSet] = {}
     for obj in objs:
-        texts, applicable = [], []
-        n_empty = n_rejected = 0
-        it: Any = zip(captions, caption_ids, usable)
-        if progress:
-            it = _progress(it, total=len(captions), desc=obj.name)
-        for text, cid, ok in it:
-            if not ok:
-                texts.append(text if isinstance(text, str) else "")
-                applicable.append(False)
-                n_empty += 1
-                continue
-            rng = CaptionRNG.for_caption(seed, obj.name, cid)
-            new = obj.apply(text, rng=rng, tokens=parsed.get(text) if obj.needs_parse else None)
-            if new is None or new == text:
-                texts.append(text)
-                applicable.append(False)
-            elif not isinstance(new, str) or not new.strip():
-                texts.append(text)
-                applicable.append(False)
-                n_rejected += 1
-            else:
-                texts.append(new)
-                applicable.append(True)
+        texts, applicable, n_empty, n_rejected = _apply_one(obj, captions, caption_ids, usable, parsed, seed,
+                                                            progress)
         entry = REGISTRY.entry(obj.name)
         ps = PerturbedSet(name=obj.name, family=obj.family, version=str(obj.version), params=dict(obj.params),
                           seed=seed, caption_ids=list(caption_ids), texts=texts, applicable=applicable,

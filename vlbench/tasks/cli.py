@@ -12,9 +12,10 @@ import json
 
 from ..errors import VlbenchError
 
-#: options of 'vlbench run' that a choice task does not use, with their defaults (given: refused)
-_RETRIEVAL_ONLY = {"perturb": None, "param": [], "gallery": "test", "extra_positives": None,
-                   "graded_relevance": "", "mia_score": "rsum"}
+#: options of 'vlbench run' (by RunConfig field) that a choice task does not use, with their defaults
+#: (given: refused)
+_RETRIEVAL_ONLY = {"perturb": None, "perturb_params": [], "gallery": "test", "extra_positives": None,
+                   "graded": (), "mia_score": "rsum"}
 
 
 def print_tasks() -> None:
@@ -27,15 +28,16 @@ def print_tasks() -> None:
 
 
 def run_task_from_args(args) -> int:
+    from ..benchmark.run_options import flag_of
     from .run import TaskConfig, run_task
 
     for opt, default in _RETRIEVAL_ONLY.items():
-        if getattr(args, opt, default) != default:
-            raise VlbenchError(f"--{opt.replace('_', '-')} applies to retrieval runs, not to --task {args.task}",
+        if getattr(args, opt) != default:
+            raise VlbenchError(f"{flag_of(opt)} applies to retrieval runs, not to --task {args.task}",
                                "leave it out (a choice task scores each item's candidates against its image)")
     for opt in ("perturb_images", "shortcuts", "mce_reference"):
         if getattr(args, opt, None):
-            raise VlbenchError(f"--{opt.replace('_', '-')} applies to retrieval runs, not to --task {args.task}",
+            raise VlbenchError(f"{flag_of(opt)} applies to retrieval runs, not to --task {args.task}",
                                "leave it out")
     cfg = TaskConfig(task=args.task, model=args.model, dataset=args.dataset, out=args.out, data_dir=args.data_dir,
                      images_dir=args.images_dir, device=args.device, precision=args.precision,

@@ -23,6 +23,7 @@ from .. import __version__
 from .._env import library_versions
 from .._io import atomic_write_text, sha256_file, sha256_json, write_json
 from ..errors import DataError, VlbenchError
+from ..results import Condition, DatasetInfo, MetricKey, MetricValue, ModelInfo, RunRecord
 from .choice import N_BOOT, ChoiceItem, distinct_images, distinct_texts, evaluate_choice
 from .sources import SUGARCREPE_SUBSETS, coco_val2017_dir, order_items, sugarcrepe_items
 
@@ -160,11 +161,12 @@ def load_item_sets(cfg: TaskConfig) -> ItemSets:
 @dataclass
 class TaskRunResult:
     out_dir: Path
-    results: dict
+    results: dict  # the results.json content (record.to_json())
     evaluations: dict  # condition -> ChoiceResult
+    record: RunRecord | None = None  # the typed record behind results
 
     def table(self) -> str:
-        return format_task_table(self.results)
+        return format_task_table(self.record or RunRecord.from_json(self.results))
 
 
 def _check(cfg: TaskConfig) -> None:
@@ -226,15 +228,16 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
         img, txt = _encode(cfg, sets, adapter, cache, stats)
         evals = {cond: evaluate_choice(items, img, txt, seed=cfg.seed) for cond, items in sets.sets.items()}
         blind = blind_baseline(cfg, sets)
-        results = _results(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out, blind)
+        rec = _record(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out, blind)
+        results = rec.to_json()
         try:
             write_json(out / "results.json", results, replace=False)
         except FileExistsError:
             raise VlbenchError(f"{out} received a finished run from another process while this one ran",
                                "runs are never overwritten: pass another --out folder") from None
-        atomic_write_text(out / "table.md", format_task_table(results) + "\n")
+        atomic_write_text(out / "table.md", format_task_table(rec) + "\n")
         _log(cfg, f"wrote {out / 'results.json'}")
-        return TaskRunResult(out, results, evals)
+        return TaskRunResult(out, results, evals, rec)
     finally:
         if lock is not None:
             lock.release()
@@ -262,46 +265,42 @@ def blind_baseline(cfg: TaskConfig, sets: ItemSets) -> dict:
     return {**info, "available": True, "sets": {c: r.as_dict() for c, r in res.items()}}
 
 
-def _results(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, stats, cache, out,
-             blind: dict) -> dict:
+def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, stats, cache, out,
+            blind: dict) -> RunRecord:
+    """The typed record of a choice-task run (accuracy with its interval, chance and the blind text-only
+    accuracy where there is one, per item set)."""
     from ..benchmark import metrics as M
-    from ..benchmark.runner import SCHEMA_VERSION
 
-    records = []
+    values = []
     for cond, res in evals.items():
-        records.append({"condition": cond, "direction": "i2t", "metric": "accuracy", "k": None,
-                        "value": res.accuracy, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n_items})
-        records.append({"condition": cond, "direction": "i2t", "metric": "chance", "k": None, "value": res.chance})
+        values.append(MetricValue(cond, MetricKey("i2t", "accuracy"), res.accuracy,
+                                  {"ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n_items}))
+        values.append(MetricValue(cond, MetricKey("i2t", "chance"), res.chance))
         b = (blind.get("sets") or {}).get(cond)
         if b:
-            records.append({"condition": cond, "direction": "i2t", "metric": "blind_accuracy", "k": None,
-                            "value": b["accuracy"], "ci_low": b["ci_low"], "ci_high": b["ci_high"], "n": b["n_items"]})
-    conditions = {cond: {"task": cfg.task, "kind": "choice", **sets.notes.get(cond, {}),
-                         "by_kind": res.by_kind} for cond, res in evals.items()}
-    results = {
-        "schema_version": SCHEMA_VERSION, "metric_version": M.METRIC_VERSION, "vlbench_version": __version__,
-        "run_id": run_id, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
-        "wall_time_s": round(time.time() - t0, 3),
-        "task": {"name": cfg.task, "kind": "choice", "description": TASKS[cfg.task],
-                 "rule": "correct only when the right caption scores strictly above every other candidate "
-                         "(cosine similarity); a tie is a miss",
-                 "ci": {"method": "percentile bootstrap over items", "n_boot": N_BOOT, "alpha": 0.05,
-                        "seed": cfg.seed},
-                 "blind_baseline": {k: v for k, v in blind.items() if k != "sets"}},
-        "model": {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
-                  **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": adapter.identity()},
-        "dataset": sets.dataset,
-        "conditions": conditions,
-        "settings": {"seed": cfg.seed, "precision": cfg.precision, "device": str(adapter.device),
-                     "batch_size": cfg.batch_size},
-        "results": records, "deltas": [], "bootstrap": [], "model_input_analysis": None,
-        "encoding": stats.as_dict() | {"model_loaded": adapter.loaded} |
-                    ({"cache": cache.stats, "cache_dir": str(cache.root)} if cache else {}),
-        "per_item": _write_per_item(out, evals),
-        "environment": library_versions(),
-    }
-    results["results_hash"] = sha256_json(records)
-    return results
+            values.append(MetricValue(cond, MetricKey("i2t", "blind_accuracy"), b["accuracy"],
+                                      {"ci_low": b["ci_low"], "ci_high": b["ci_high"], "n": b["n_items"]}))
+    conditions = {cond: Condition(cond, {"task": cfg.task, "kind": "choice", **sets.notes.get(cond, {}),
+                                         "by_kind": res.by_kind}) for cond, res in evals.items()}
+    task = {"name": cfg.task, "kind": "choice", "description": TASKS[cfg.task],
+            "rule": "correct only when the right caption scores strictly above every other candidate "
+                    "(cosine similarity); a tie is a miss",
+            "ci": {"method": "percentile bootstrap over items", "n_boot": N_BOOT, "alpha": 0.05, "seed": cfg.seed},
+            "blind_baseline": {k: v for k, v in blind.items() if k != "sets"}}
+    model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
+             **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": adapter.identity()}
+    return RunRecord(
+        run_id=run_id, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
+        metric_version=M.METRIC_VERSION, vlbench_version=__version__,
+        model=ModelInfo(cfg.model, model_hash, model),
+        dataset=DatasetInfo(sets.dataset["name"], sets.dataset["hash"], sets.dataset), conditions=conditions,
+        settings={"seed": cfg.seed, "precision": cfg.precision, "device": str(adapter.device),
+                  "batch_size": cfg.batch_size},
+        values=values, environment=library_versions(),
+        other={"wall_time_s": round(time.time() - t0, 3), "task": task,
+               "encoding": stats.as_dict() | {"model_loaded": adapter.loaded} |
+                           ({"cache": cache.stats, "cache_dir": str(cache.root)} if cache else {}),
+               "per_item": _write_per_item(out, evals), "results_hash": sha256_json([v.to_json() for v in values])})
 
 
 def _write_per_item(out: Path, evals: dict) -> str:
@@ -319,14 +318,13 @@ def _write_per_item(out: Path, evals: dict) -> str:
     return name
 
 
-def format_task_table(results: dict) -> str:
+def format_task_table(rec: RunRecord) -> str:
     from .._markdown import md_table
 
     rows = []
-    for cond in results["conditions"]:
-        get = {r["metric"]: r for r in results["results"] if r["condition"] == cond}
-        acc = get["accuracy"]
-        blind = get.get("blind_accuracy")
-        rows.append([cond, acc["n"], f"{acc['value']:.2f}", f"[{acc['ci_low']:.2f}, {acc['ci_high']:.2f}]",
-                     f"{get['chance']['value']:.2f}", f"{blind['value']:.2f}" if blind else "-"])
+    for cond in rec.conditions:
+        get = {v.key.metric: v for v in rec.values if v.condition == cond}
+        acc, blind = get["accuracy"], get.get("blind_accuracy")
+        rows.append([cond, acc.extra["n"], f"{acc.value:.2f}", f"[{acc.extra['ci_low']:.2f}, {acc.extra['ci_high']:.2f}]",
+                     f"{get['chance'].value:.2f}", f"{blind.value:.2f}" if blind else "-"])
     return md_table(["set", "items", "accuracy %", "95% CI", "chance %", "blind (text-only) %"], rows, pad=True)

@@ -1,0 +1,100 @@
+"""One configuration source (issue #13): the options of `vlbench run`, the keys of `--config run.toml` and the
+Python API's RunConfig come from the same field definitions, checked both ways; a run given as a config
+file with every key equals the same run given as flags and as RunConfig(...)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from vlbench.benchmark.run_config import RunConfig
+from vlbench.benchmark.run_options import CLI_ONLY, RUN_OPTIONS, config_from_args
+from vlbench.cli import build_parser
+from vlbench.config import config_tokens
+
+
+def _run_parser():
+    return build_parser()._subparsers._group_actions[0].choices["run"]
+
+
+def _long_options(parser) -> set[str]:
+    return {s for a in parser._actions for s in a.option_strings if s.startswith("--")} - {"--help"}
+
+
+def test_every_field_has_one_option_and_every_option_one_field():
+    fields = [f.name for f in dataclasses.fields(RunConfig)]
+    options = [o.field for o in RUN_OPTIONS]
+    assert sorted(options) == sorted(fields)  # both ways, no field twice
+    flags = [o.flag for o in RUN_OPTIONS]
+    assert len(set(flags)) == len(flags)
+    assert _long_options(_run_parser()) == set(flags) | set(CLI_ONLY)
+
+
+def test_every_option_is_a_config_key():
+    parser = _run_parser()
+    for o in RUN_OPTIONS:
+        key = o.flag[2:]
+        value = {"flag": True, "int": 3, "ints": [1, 2], "names": ["rouge-l"], "params": ["typos-keyboard.rate=0.1"]
+                 }.get(o.kind, o.choices[-1] if o.choices else "x")
+        tokens = config_tokens({key: value}, parser, "run.toml")
+        assert tokens and tokens[0] == o.flag, o
+        assert config_tokens({key.replace("-", "_"): value}, parser, "run.toml") == tokens
+
+
+def _sample() -> tuple[list[str], dict, RunConfig]:
+    """The same non-default run as flags, as a config document and as RunConfig."""
+    flags = ["--model", "counting:dim=8", "--dataset", "custom:m.jsonl", "--perturb", "typos", "--param",
+             "typos-keyboard.rate=0.2", "--out", "o", "--dataset-name", "d", "--model-name", "m", "--data-dir", "dd",
+             "--gallery", "fg-pool", "--extra-positives", "eccv", "--device", "cpu", "--precision", "bf16",
+             "--batch-size", "8", "--text-batch-size", "16", "--num-workers", "0", "--seed", "5", "--k", "1,3",
+             "--dcg-p", "4", "--relevance", "self", "--cache-dir", "c", "--no-cache", "--restart",
+             "--trust-remote-code", "--revision", "r1", "--bootstrap", "7", "--graded-relevance", "rouge-l",
+             "--mia-score", "rank", "--quiet", "--perturb-images", "gaussian_noise:3", "--mce-reference", "ref",
+             "--corrupt-at", "original", "--shortcuts", "matched", "--digits", "mnist"]
+    doc = {"model": "counting:dim=8", "dataset": "custom:m.jsonl", "perturb": "typos",
+           "param": {"typos-keyboard.rate": 0.2}, "out": "o", "dataset_name": "d", "model-name": "m", "data-dir": "dd",
+           "gallery": "fg-pool", "extra-positives": "eccv", "device": "cpu", "precision": "bf16", "batch-size": 8,
+           "text-batch-size": 16, "num-workers": 0, "seed": 5, "k": [1, 3], "dcg-p": 4, "relevance": "self",
+           "cache-dir": "c", "no-cache": True, "restart": True, "trust-remote-code": True, "revision": "r1",
+           "bootstrap": 7, "graded-relevance": ["rouge-l"], "mia-score": "rank", "quiet": True,
+           "perturb-images": "gaussian_noise:3", "mce_reference": "ref", "corrupt-at": "original",
+           "shortcuts": "matched", "digits": "mnist"}
+    cfg = RunConfig(model="counting:dim=8", dataset="custom:m.jsonl", perturb="typos",
+                    perturb_params={"typos-keyboard": {"rate": 0.2}}, out="o", dataset_name="d", model_name="m",
+                    data_dir="dd", gallery="fg-pool", extra_positives="eccv", device="cpu", precision="bf16",
+                    batch_size=8, text_batch_size=16, num_workers=0, seed=5, k=(1, 3), p=4, relevance="self",
+                    cache_dir="c", no_cache=True, restart=True, trust_remote_code=True, revision="r1", n_boot=7,
+                    graded=("rouge-l",), mia_score="rank", quiet=True, perturb_images="gaussian_noise:3",
+                    mce_reference="ref", corrupt_at="original", shortcuts="matched", digits="mnist")
+    return flags, doc, cfg
+
+
+def test_flags_config_file_and_python_api_give_one_config():
+    parser = build_parser()
+    flags, doc, cfg = _sample()
+    default = RunConfig(model="a", dataset="b")
+    single_choice = {o.field for o in RUN_OPTIONS if o.choices and len(o.choices) == 1}  # relevance: "self" only
+    changed = {f.name for f in dataclasses.fields(RunConfig) if getattr(cfg, f.name) != getattr(default, f.name)}
+    assert changed == {f.name for f in dataclasses.fields(RunConfig)} - single_choice  # the sample sets every field
+    from_flags = config_from_args(parser.parse_args(["run", *flags]))
+    tokens = config_tokens(doc, _run_parser(), "run.toml")
+    from_file = config_from_args(parser.parse_args(["run", *tokens]))
+    assert from_flags == cfg and from_file == cfg
+
+
+def test_cli_defaults_are_the_field_defaults():
+    args = build_parser().parse_args(["run", "--model", "a", "--dataset", "b"])
+    assert config_from_args(args) == RunConfig(model="a", dataset="b")
+
+
+def test_required_fields(capsys):
+    """A field without a default is a required option; --dataset alone may be left out on the command line
+    (a choice task names its own data), and a retrieval run without it stops with exit status 2."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--dataset", "b"])
+    assert "--model" in capsys.readouterr().err
+    from vlbench.cli import main
+
+    assert main(["run", "--model", "a"]) == 2
+    assert "needs --dataset" in capsys.readouterr().err
