@@ -90,27 +90,44 @@ def _pixels(image):
     return np.asarray(image).tobytes()
 
 
+class _InputOf32:
+    """A stand-in adapter whose preprocessing makes 3 x 32 x 32 inputs (binds the corruption geometry)."""
+
+    @staticmethod
+    def preprocess(image):
+        return np.zeros((3, 32, 32))
+
+
 @pytest.mark.parametrize("workers", [0, 2])
-def test_corrupted_images_are_byte_identical_across_runs_and_workers(manifest, workers):
+@pytest.mark.parametrize("at", ["original", "input"])
+def test_corrupted_images_are_byte_identical_across_runs_and_workers(manifest, workers, at):
     import hashlib
 
     import torch
 
     from vlbench.benchmark.datasets import load_dataset
-    from vlbench.benchmark.encode import file_key
-    from vlbench.benchmark.variants import _VariantImages, transformed_image
+    from vlbench.benchmark.encode import file_key, load_image
+    from vlbench.benchmark.variants import _VariantImages
+    from vlbench.imageperturb import CorruptedLoader
     from vlbench.imageperturb.conditions import CorruptionTransform
 
     ds = load_dataset(f"custom:{manifest}")
-    jobs = [(str(ds.image_path(i)), i, file_key(ds.image_path(i)), CorruptionTransform(n, 3, 7))
-            for n in ("gaussian_noise", "glass_blur", "frost", "elastic_transform") for i in range(ds.n_images)]
+    names = ("gaussian_noise", "glass_blur", "frost", "elastic_transform")
+    transforms = [CorruptionTransform(n, 3, 7, at) for n in names]
+    for t in transforms:
+        t.bind(_InputOf32())
+    # image-major, as the encoder orders its jobs: consecutive jobs share the decoded (and fitted) image
+    jobs = [(str(ds.image_path(i)), i, file_key(ds.image_path(i)), t) for i in range(ds.n_images) for t in transforms]
     loader = torch.utils.data.DataLoader(_VariantImages(jobs, _pixels), batch_size=5, num_workers=workers,
                                          collate_fn=list)
     got = [hashlib.sha256(b).hexdigest() for batch in loader for b in batch]
-    # the reference: one image at a time in this process, a second time
-    ref = [hashlib.sha256(_pixels(transformed_image(p, t, i))).hexdigest() for p, i, _, t in jobs]
+    # the reference: the module's CorruptedLoader, one image at a time, decoded afresh
+    size = 32 if at == "input" else None
+    ref = [hashlib.sha256(_pixels(CorruptedLoader(t.name, 3, 7, input_size=size)(load_image(p), c))).hexdigest()
+           for p, i, c, t in jobs]
     assert got == ref
     assert len(set(got)) == len(got)  # every (corruption, image) differs
+    assert {t.loader.cache_key.endswith(":at32") for t in transforms} == {at == "input"}
 
 
 def test_mce_relative_to_a_reference_run(tiny_models, manifest, tmp_path):

@@ -19,6 +19,7 @@ MIA_SCORES = ("rsum", "rank")
 GRADED_KINDS = ("rouge-l", "minilm")
 CORRUPT_AT = ("input", "original")
 DIGIT_SOURCES = ("auto", "mnist", "sklearn-digits")
+VALIDITY_MODES = ("sample", "full", "off")
 
 
 @dataclass
@@ -56,6 +57,8 @@ class RunConfig:
     corrupt_at: str = "input"  # corrupt at the model's input geometry (ImageNet-C) or at the "original" size
     shortcuts: str | None = None  # shortcut probes, e.g. "matched,mismatched,caption-only,image-only,bits=2"
     digits: str = "auto"  # digit images of the shortcut probes: auto, mnist, sklearn-digits
+    validity: str = "sample"  # drift of perturbed captions: sample (<= validity_sample captions), full, off
+    validity_sample: int = 2000
     # evaluation protocol (protocol_settings.py): a named bundle; None = the protocol's value
     protocol: str = "standard"  # standard | hendriksen2024
     i2t_recall: str | None = None  # hit | fraction
@@ -113,6 +116,9 @@ def validate(cfg: RunConfig) -> None:
         if value is not None and (not value.strip() or not value.isprintable() or len(value) > 200):
             raise VlbenchError(f"{opt} {value!r} is not a usable name",
                                "give a short printable name, e.g. --dataset-name my-flickr-subset")
+    from .validity import check_mode
+
+    check_mode(cfg.validity, cfg.validity_sample)
     if cfg.mia_score not in MIA_SCORES:
         raise VlbenchError(f"unknown --mia-score {cfg.mia_score!r}", "use rsum or rank")
     for kind in cfg.graded:

@@ -114,6 +114,10 @@ RUN_OPTIONS = (
                                            "minilm (comma-separated; see docs/graded_relevance.md for the cost)",
            kind="names", metavar="KINDS"),
     Option("mia_score", "--mia-score", "per-query score grouping the model-input analysis", choices=C.MIA_SCORES),
+    Option("validity", "--validity", "semantic drift of perturbed captions (all-MiniLM-L6-v2): a fixed-seed sample "
+                                     "of --validity-sample applied captions per perturbation (default), all of them, "
+                                     "or none", choices=C.VALIDITY_MODES),
+    Option("validity_sample", "--validity-sample", "drift sample size (default 2000)", kind="int"),
     Option("quiet", "--quiet", "no progress bars or table", kind="flag"),
 )
 

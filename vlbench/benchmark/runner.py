@@ -319,6 +319,9 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     ds = plan.ds
     values = _metric_values(evals)
     deltas, boots, conditions = _deltas(cfg, plan, evals, values)
+    from .validity import attach_to_run
+
+    attach_to_run(cfg, plan, enc, conditions, log=lambda m: _log(cfg, m))
     per_query_file = write_per_query(enc.out, ds, evals)
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}

@@ -36,9 +36,18 @@ class _VariantImages:
     def __getitem__(self, i):
         path, index, content, transform = self.jobs[i]
         try:
-            return self.preprocess(transform(load_image(path), index, content))
+            return self.preprocess(transform(self._decoded(path), index, content))
         except DataError as exc:
             return _Failed(exc.message, exc.hint)
+
+    def _decoded(self, path):
+        """The decoded image, reused while consecutive jobs (the conditions of one image, which the encoder
+        orders together) name the same file: each image is decoded once per batch, not once per condition.
+        Transforms copy their input, so the reused image is never changed."""
+        last = getattr(self, "_last", None)
+        if last is None or last[0] != path:
+            self._last = last = (path, load_image(path))
+        return last[1]
 
 
 def transformed_image(path, transform: ImageTransform, index: int):
@@ -84,6 +93,7 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
         vec_of.update((item_key(c), clean[i]) for i, c in enumerate(contents))
     todo = _from_cache(cache, "image", [k for k in first_job if k not in vec_of], vec_of)
     stats.images_cached += len(first_job) - len(todo)
+    todo.sort(key=lambda k: first_job[k][1])  # image-major (stable: conditions keep their order): decode once
     if todo:
         import torch
 

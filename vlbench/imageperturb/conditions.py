@@ -42,7 +42,20 @@ class CorruptionTransform:
         return self.loader.cache_key
 
     def __call__(self, image, index: int, content: str):
-        return self.loader(image, content)
+        """Same pixels as ``self.loader(image, content)``; the fit to the input geometry is shared by the
+        conditions of one image (consecutive calls with the same image object)."""
+        from .apply import _to_rgb, corrupt, fit_to_input
+
+        size = self.loader.input_size
+        if size is None:
+            return self.loader(image, content)
+        global _FITTED
+        if _FITTED is None or _FITTED[0] is not image or _FITTED[1] != size:
+            _FITTED = (image, size, fit_to_input(_to_rgb(image, content), size))
+        return corrupt(_FITTED[2], self.name, self.severity, self.seed, content)
+
+
+_FITTED = None  # (decoded image, size, fitted image) of the last call, per process
 
 
 def image_variants(spec: str | None, seed: int, at: str = "input") -> list:

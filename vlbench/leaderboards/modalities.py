@@ -4,7 +4,8 @@ against severity is in plots.py."""
 
 from __future__ import annotations
 
-from .tables import Column, Table, _Ctx, _values
+from .table_types import Column, Table
+from .tables import _Ctx, _values
 
 TASK_PREFIX = "task:"
 

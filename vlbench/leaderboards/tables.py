@@ -8,41 +8,15 @@ never depend on the order of the inputs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from .labels import Labels, make_labels  # noqa: F401  (make_labels: imported from here by build and load_results)
 from .store import Run, Selection, condition_key
+from .table_types import Column, Table
 
 DIR_ORDER = {"i2t": 0, "t2i": 1, "both": 2}
 METRIC_ORDER = {m: i for i, m in enumerate(
     ["recall", "rsum", "medr", "meanr", "r_precision", "map_at_r", "dcg_cm", "ndcg_cm"])}
 MIA_GROUPS = ("decreased", "increased", "unchanged")
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str  # CSV header and HTML data-key
-    kind: str = "text"  # text | num | int
-    digits: int = 2  # decimals in Markdown / HTML (CSV always uses the fixed 6-decimal format)
-    label: str | None = None  # Markdown / HTML header (default: key)
-    short: int = 0  # show only the first N characters in Markdown / HTML (hashes); CSV keeps all
-
-    @property
-    def title(self) -> str:
-        return self.label or self.key
-
-
-@dataclass
-class Table:
-    name: str  # file stem
-    title: str
-    description: str
-    columns: list[Column]
-    rows: list[list]
-    runs: list[str] = field(default_factory=list)  # run ids the rows come from
-
-    def column(self, key: str) -> int:
-        return [c.key for c in self.columns].index(key)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -164,11 +138,12 @@ def _first_family(ctx: _Ctx, runs_by_ds: dict, cond: str) -> str:
 
 
 def rsum_changes(ctx: _Ctx) -> Table:
-    """Long table of RSUM changes with the runs' paired-bootstrap intervals."""
+    """Long table of RSUM changes with the runs' paired-bootstrap intervals and the validity cells."""
+    from . import validity_cells as VC
     cols = [Column("dataset"), Column("model"), Column("condition"), Column("family"), Column("direction"),
             Column("rsum_clean", "num", 2), Column("rsum", "num", 2), Column("delta", "num", 2),
             Column("rel", "num", 4), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
-            Column("n_boot", "int"), Column("run_id"), Column("flags")]
+            Column("n_boot", "int")] + VC.COLUMNS + [Column("run_id"), Column("flags")]
     rows, runs = [], set()
     for key in ctx.keys():
         mh, dn, dh = key
@@ -193,13 +168,18 @@ def rsum_changes(ctx: _Ctx) -> Table:
                 rows.append([ctx.dataset(dn, dh), ctx.model(mh), cond, ctx.family(run, cond), d,
                              clean if clean is not None else (val - delta if delta is not None else None),
                              val, delta, rel, b.get("ci_low"), b.get("ci_high"), b.get("n_boot"),
-                             run.ref, ctx.lab.run_flags(run)])
+                             *VC.cells(run, cond), run.ref, ctx.lab.run_flags(run)])
                 runs.add(run.ref)
     rows.sort(key=lambda r: (r[0], r[1], condition_key(r[2]), DIR_ORDER[r[4]]))
+    first, n = 12, len(VC.COLUMNS)
+    measured = any(x is not None for r in rows for x in r[first:first + n])
+    if not measured:  # no run measured validity (older runs): the table as it was, without empty columns
+        cols = cols[:first] + cols[first + n:]
+        rows = [r[:first] + r[first + n:] for r in rows]
     return Table("rsum_changes", "RSUM change under each perturbation",
                  "RSUM under the perturbation minus clean RSUM of the same run, relative change, and the "
-                 "run's paired-bootstrap 95% interval of the change (queries resampled).", cols, rows,
-                 sorted(runs))
+                 "run's paired-bootstrap 95% interval of the change (queries resampled)." +
+                 (VC.DESCRIPTION if measured else ""), cols, rows, sorted(runs))
 
 
 def table_5_4(ctx: _Ctx) -> Table:

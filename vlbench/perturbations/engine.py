@@ -144,17 +144,23 @@ def _apply_one(obj, captions: list, caption_ids: list, usable: list, parsed: dic
     """One perturbation over every caption: texts, applicability, empty inputs, rejected outputs."""
     texts, applicable = [], []
     n_empty = n_rejected = 0
+    guarded = None
+    if getattr(obj, "guarded", False):  # semantic guard: all captions' candidates in a few batches
+        from .guard import guarded_outputs
+
+        guarded = guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, CaptionRNG.for_caption)
     it: Any = zip(captions, caption_ids, usable)
     if progress:
         it = _progress(it, total=len(captions), desc=obj.name)
-    for text, cid, ok in it:
+    for i, (text, cid, ok) in enumerate(it):
         if not ok:
             texts.append(text if isinstance(text, str) else "")
             applicable.append(False)
             n_empty += 1
             continue
         rng = CaptionRNG.for_caption(seed, obj.name, cid)
-        new = obj.apply(text, rng=rng, tokens=parsed.get(text) if obj.needs_parse else None)
+        new = guarded[i] if guarded is not None else \
+            obj.apply(text, rng=rng, tokens=parsed.get(text) if obj.needs_parse else None)
         if new is None or new == text:
             texts.append(text)
             applicable.append(False)

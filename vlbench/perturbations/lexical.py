@@ -54,6 +54,7 @@ IRREGULAR_PLURALS = {
     "series": "series", "species": "species", "moose": "moose", "bison": "bison", "swine": "swine",
 }
 
+_IRREGULAR_PLURAL_FORMS = frozenset(v for k, v in IRREGULAR_PLURALS.items() if v != k)
 
 # fixed expressions whose words must not be replaced one at a time (lower-case, single spaces)
 FIXED_EXPRESSIONS = (
@@ -173,9 +174,16 @@ def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
     wn = _wn()
     w = word.lower()
     # a plural noun is looked up by its singular only ("men" alone is also a lemma of the sense "work force")
-    forms = ([b for b in _morphy_all(w, wn_pos) if b != w] or [w]) if plural else [w]
-    sense = next((syn for syn in wn.synsets(w, pos=wn_pos)
-                  if any(n.lower() in forms for n in syn.lemma_names())), None)
+    forms = [b for b in _morphy_all(w, wn_pos) if b != w] if plural else [w]
+    if not forms:  # a plural with no singular in WordNet (cattle, woods): its number cannot be kept reliably
+        return ()
+    # the sense in which the word itself is most frequent in SemCor (ties: WordNet's order); a word never
+    # seen in SemCor has no attested sense and gets no candidate (WordNet's order alone is no evidence)
+    best, sense = 0, None
+    for syn in wn.synsets(w, pos=wn_pos):
+        c = sum(lem.count() for lem in syn.lemmas() if lem.name().lower() in forms)
+        if c > best:
+            best, sense = c, syn
     if sense is None:
         return ()
     bases = {_norm(f) for f in forms} | {_norm(b) for b in _morphy_all(w, wn_pos)}
@@ -183,7 +191,8 @@ def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
     for lem in sense.lemmas():
         name = lem.name()
         if (not name.isalpha() or not name.islower() or _norm(name) in bases or lem.count() < 1
-                or any(name[:4] == b[:4] for b in bases)):
+                or any(name[:4] == b[:4] for b in bases) or _shares_base(name, w)
+                or (wn_pos == "a" and _is_graded_form(name))):
             continue
         cand = name
         if plural and name.lower() != w:
@@ -194,18 +203,45 @@ def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
     return tuple(c for _, c in sorted(ranked))
 
 
+@lru_cache(maxsize=1)
+def _fixed_pattern():
+    import re
+
+    alts = sorted((r"\s+".join(re.escape(p) for p in e.split(" ")) for e in FIXED_EXPRESSIONS), key=len, reverse=True)
+    return re.compile(r"(?<![a-z])(?:" + "|".join(alts) + r")(?![a-z])")
+
+
+@lru_cache(maxsize=4096)
+def _fixed_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Spans of fixed expressions in ``text`` (overlapping matches included: one search per start)."""
+    pat, low, out = _fixed_pattern(), text.lower(), []
+    pos = 0
+    while True:
+        m = pat.search(low, pos)
+        if m is None:
+            return tuple(out)
+        out.append(m.span())
+        pos = m.start() + 1
+
+
+def _all_bases(word: str) -> set[str]:
+    return {word} | {b for p in ("n", "v", "a") for b in _morphy_all(word, p)}
+
+
+def _shares_base(a: str, b: str) -> bool:
+    """Whether two words are forms of one word for WordNet's morphology (shot / shooting: shoot)."""
+    return bool(_all_bases(a.lower()) & _all_bases(b.lower()))
+
+
+def _is_graded_form(adj: str) -> bool:
+    """A comparative/superlative adjective form (older, eldest): WordNet maps it to another adjective."""
+    return any(b != adj for b in _morphy_all(adj, "a")) or adj in ("more", "most", "less", "least")
+
+
 def in_fixed_expression(text: str, start: int, end: int) -> bool:
     """Whether the span text[start:end] lies inside one of :data:`FIXED_EXPRESSIONS` (case- and
     spacing-insensitive, whole words)."""
-    import re
-
-    low = text.lower()
-    for expr in FIXED_EXPRESSIONS:
-        pat = r"(?<![a-z])" + r"\s+".join(re.escape(p) for p in expr.split(" ")) + r"(?![a-z])"
-        for m in re.finditer(pat, low):
-            if m.start() <= start and end <= m.end():
-                return True
-    return False
+    return any(s <= start and end <= e for s, e in _fixed_spans(text))
 
 
 _AN_EXCEPTIONS = ("hour", "honest", "honor", "honour", "heir")
@@ -232,10 +268,10 @@ def match_case(template: str, new: str) -> str:
 
 class _Synonym(BasePerturbation):
     family = "lexical"
-    version = "2.0"
+    version = "2.1"
     needs_parse = True
     resources = ("spacy", "wordnet")
-    defaults = {"k": 1, "choice": "common", "inflect": True, "fix_article": True}
+    defaults = {"k": 1, "choice": "common", "inflect": True, "fix_article": True, "guard": None, "threshold": None}
     tags: frozenset = frozenset()
     wn_pos = "n"
 
@@ -244,6 +280,24 @@ class _Synonym(BasePerturbation):
         check_choice(self.name, "choice", self.params["choice"], ("common", "first", "random"))
         check_bool(self.name, "inflect", self.params["inflect"])
         check_bool(self.name, "fix_article", self.params["fix_article"])
+        # semantic guard (vlbench.perturbations.guard): on by default for the "common" rule only, so that
+        # choice="first" still gives the version-1.0 output byte for byte
+        if self.params["guard"] is None:
+            self.params["guard"] = "minilm" if self.params["choice"] == "common" else "off"
+        check_choice(self.name, "guard", self.params["guard"], ("minilm", "off"))
+        if self.params["threshold"] is None:
+            from .guard import DEFAULT_THRESHOLD
+
+            self.params["threshold"] = DEFAULT_THRESHOLD if self.params["guard"] == "minilm" else None
+        t = self.params["threshold"]
+        if self.params["guard"] == "minilm" and (isinstance(t, bool) or not isinstance(t, (int, float))
+                                                 or not -1.0 <= t <= 1.0):
+            raise VlbenchError(f"perturbation {self.name!r}: threshold {t!r} is not a cosine in [-1, 1]",
+                               f"pass e.g. --param {self.name}.threshold=0.85")
+
+    @property
+    def guarded(self) -> bool:
+        return self.params["guard"] == "minilm"
 
     def eligible(self, text, tokens):
         """[(token, candidates)] in caption order, for tokens that have at least one candidate."""
@@ -257,6 +311,8 @@ class _Synonym(BasePerturbation):
                 continue
             plural = tok.tag in PLURAL_TAGS
             if self.params["choice"] == "common":
+                # an irregular plural tagged as a name or singular ("MEN" -> NNP) is still plural
+                plural = plural or (self.wn_pos == "n" and tok.text.lower() in _IRREGULAR_PLURAL_FORMS)
                 cands = self._common(text, tokens, tok, plural)
             else:
                 cands = synonym_candidates(tok.text, self.wn_pos, plural, self.params["inflect"])
@@ -273,18 +329,39 @@ class _Synonym(BasePerturbation):
         near = {tokens[j].text.lower() for j in (i - 1, i + 1) if 0 <= j < len(tokens)}
         return tuple(c for c in common_candidates(tok.text, self.wn_pos, plural) if c.lower() not in near)
 
-    def apply(self, text, *, rng, tokens=None):
+    def choices(self, text, tokens, rng=None) -> list[str]:
+        """The perturbed captions this perturbation may output for ``text``, best first.
+
+        ``common`` with k = 1: every (eligible token, candidate) in caption order then rank, minus outputs
+        that create an adjacent repeated word (also through the a/an fix: "a an animal" -> "a a creature");
+        the semantic guard (vlbench.perturbations.guard) takes the first it accepts. Otherwise the one
+        output of the rule (``first``: top candidates; ``random``: drawn with ``rng``).
+        """
         if tokens is None:
             raise VlbenchError(f"perturbation {self.name!r} needs part-of-speech tags", "pass the parsed tokens")
         eligible = self.eligible(text, tokens)
         if not eligible:
-            return None
+            return []
         k = min(self.params["k"], len(eligible))
+        if self.params["choice"] == "common" and k == 1:
+            base = _repeats(text)
+            outs = (self._render(text, tokens, [(tok, c)]) for tok, cands in eligible for c in cands)
+            return list(dict.fromkeys(o for o in outs if _repeats(o) <= base))
         if self.params["choice"] in ("first", "common"):
             chosen = [(tok, cands[0]) for tok, cands in eligible[:k]]
         else:
             picks = rng.sample(range(len(eligible)), k)
             chosen = [(eligible[i][0], rng.choice(eligible[i][1])) for i in picks]
+        out = self._render(text, tokens, chosen)
+        if self.params["choice"] == "common" and _repeats(out) > _repeats(text):
+            return []
+        return [out]
+
+    def apply(self, text, *, rng, tokens=None):
+        outs = self.choices(text, tokens, rng)
+        return outs[0] if outs else None
+
+    def _render(self, text, tokens, chosen):
         # the article before a token: in 1.0 the directly preceding token; with ``common`` the preceding
         # non-space token (spaCy makes extra spaces a token of their own: "A  woman")
         skip_space = self.params["choice"] == "common"
@@ -310,6 +387,14 @@ class _Synonym(BasePerturbation):
                         want = want.capitalize()
                     out = out[:art.idx] + want + out[art.end:]
         return out
+
+
+def _repeats(text: str) -> int:
+    """Adjacent repeated words (case-insensitive, punctuation at word ends ignored)."""
+    import re
+
+    words = [w for w in (re.sub(r"^\W+|\W+$", "", x).lower() for x in text.split()) if w]
+    return sum(a == b for a, b in zip(words, words[1:]))
 
 
 class SynonymNoun(_Synonym):

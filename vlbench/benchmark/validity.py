@@ -1,0 +1,153 @@
+"""Validity of a robustness number (issue #10): is the perturbed input really perturbed, and does it still
+mean the same thing?
+
+Per perturbation::
+
+    {"applicable_rate": share of captions the perturbation changed,
+     "effective_rate": share of captions whose model input changed after the evaluated model's own
+                       truncation (adapter.text_keys: token ids after truncation); None without a model,
+     "drift": {"mean", "p05", "p50", "p95"} of 1 - cosine(all-MiniLM-L6-v2) over the applied captions
+              (a fixed-seed sample of at most ``sample_size`` by default), or None,
+     "drift_n": captions the drift is over, "drift_mode": "sample" | "full" | "off",
+     "encoder": "sentence-transformers/all-MiniLM-L6-v2" (or None), "encoder_error": why drift is missing}
+
+The sample: applied captions ordered by sha256(f"{seed}/{perturbation}/{caption_id}"), the first
+``sample_size`` taken; so it depends on neither caption order nor batch size. The audit file of a run folder
+(:func:`audit_rows`) takes 50 (original, perturbed) pairs per perturbation by the same ordering with another
+salt. MiniLM vectors are cached per string for the process (shared with the synonym guard), so strings
+the guard already encoded are not encoded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+from ..errors import VlbenchError
+
+MODES = ("sample", "full", "off")
+DEFAULT_SAMPLE = 2000
+AUDIT_PAIRS = 50
+AUDIT_FILE = "validity_audit.jsonl"
+
+
+def check_mode(mode: str, sample_size: int) -> None:
+    if mode not in MODES:
+        raise VlbenchError(f"unknown --validity {mode!r}", "use sample (default), full or off")
+    if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
+        raise VlbenchError(f"validity sample size {sample_size!r} is not a positive integer", "e.g. 2000")
+
+
+def _order(ids: Sequence[str], idx: Sequence[int], seed: int, salt: str) -> list[int]:
+    key = lambda i: hashlib.sha256(f"{seed}/{salt}/{ids[i]}".encode()).digest()  # noqa: E731
+    return sorted(idx, key=key)
+
+
+def drift_stats(originals, perturbed, cache=None) -> dict:
+    import numpy as np
+
+    from ..perturbations.guard import shared_cache
+
+    cache = shared_cache() if cache is None else cache
+    cache.ensure([*originals, *perturbed])
+    d = np.clip(1.0 - np.array([cache.cosine(o, p) for o, p in zip(originals, perturbed)], dtype=np.float64), 0, 2)
+    if not d.size:
+        return {"mean": None, "p05": None, "p50": None, "p95": None}
+    return {"mean": float(d.mean()), "p05": float(np.percentile(d, 5)), "p50": float(np.percentile(d, 50)),
+            "p95": float(np.percentile(d, 95))}
+
+
+def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "sample",
+             sample_size: int = DEFAULT_SAMPLE, cache=None) -> dict:
+    """Validity of one PerturbedSet ``ps`` against its ``originals``; ``input_keys`` = (keys of the originals,
+    keys of the perturbed captions): the evaluated model's input after truncation (None: effective_rate None)."""
+    from ..perturbations.guard import ENCODER_NAME, check_available
+
+    n = len(originals)
+    applied = [i for i, a in enumerate(ps.applicable) if a]
+    out = {"applicable_rate": len(applied) / n if n else 0.0, "effective_rate": None, "drift": None,
+           "drift_mode": mode, "drift_n": 0, "encoder": None}
+    if input_keys is not None and n:
+        ko, kp = input_keys
+        out["effective_rate"] = sum(a != b for a, b in zip(ko, kp)) / n
+    if mode == "off":
+        return out
+    chosen = applied if mode == "full" else _order(ps.caption_ids, applied, ps.seed, ps.name)[:sample_size]
+    chosen.sort()
+    try:
+        check_available()
+        out["drift"] = drift_stats([originals[i] for i in chosen], [ps.texts[i] for i in chosen], cache)
+    except VlbenchError as exc:
+        out["encoder_error"] = f"drift not measured: {exc.message}" + (f" (fix: {exc.hint})" if exc.hint else "")
+        return out
+    out["drift_n"], out["encoder"] = len(chosen), ENCODER_NAME
+    if mode == "sample":
+        out["drift_sample_size"] = sample_size
+    return out
+
+
+def all_validity(originals, sets: dict, **kw) -> dict:
+    """name -> validity for every PerturbedSet; the drift of all perturbations in one encoding pass."""
+    from ..perturbations.guard import shared_cache
+
+    cache = kw.pop("cache", None)
+    cache = shared_cache() if cache is None else cache
+    return {name: validity(originals, ps, cache=cache, **kw) for name, ps in sets.items()}
+
+
+def audit_rows(originals, sets: dict, n: int = AUDIT_PAIRS) -> list[dict]:
+    """A fixed-seed sample of ``n`` applied (original, perturbed) pairs per perturbation, for reading."""
+    rows = []
+    for name, ps in sets.items():
+        applied = [i for i, a in enumerate(ps.applicable) if a]
+        for i in sorted(_order(ps.caption_ids, applied, ps.seed, f"audit/{name}")[:n]):
+            rows.append({"perturbation": name, "caption_id": ps.caption_ids[i], "original": originals[i],
+                         "perturbed": ps.texts[i]})
+    return rows
+
+
+def short(v: dict | None) -> str:
+    """'applied 52.9 %, drift 0.041 (p95 0.102)' for tables and logs."""
+    if not v:
+        return "-"
+    s = f"applied {100 * v['applicable_rate']:.1f} %"
+    if v.get("effective_rate") is not None:
+        s += f", effective {100 * v['effective_rate']:.1f} %"
+    d = v.get("drift")
+    if d and d.get("mean") is not None:
+        s += f", drift {d['mean']:.3f} (p95 {d['p95']:.3f})"
+    elif v.get("encoder_error"):
+        s += ", drift n/a (encoder missing)"
+    return s
+
+
+def _meta(condition) -> dict:
+    """A condition's results.json entry: a typed Condition's ``meta``, or the dict itself."""
+    return getattr(condition, "meta", condition)
+
+
+def attach_to_run(cfg, plan, enc, conditions: dict, log=print) -> None:
+    """Runner call site: ``conditions[name]["validity"]`` for every perturbation, the audit file in the run
+    folder, one log line per perturbation (and one saying so when the drift encoder cannot be loaded)."""
+    if not plan.perturbed:
+        return
+    from .._io import atomic_write_text, dumps_strict
+
+    mode, size = getattr(cfg, "validity", "sample"), getattr(cfg, "validity_sample", DEFAULT_SAMPLE)
+    originals = list(plan.ds.captions)
+    texts, offsets = plan.texts()
+    keys = enc.adapter.text_keys(texts)  # the list the encode step keyed: cached, not tokenized again
+    n = len(originals)
+    for name, ps in plan.perturbed.items():
+        off = offsets[name]
+        v = validity(originals, ps, input_keys=(keys[:n], keys[off:off + n]), mode=mode, sample_size=size)
+        _meta(conditions[name])["validity"] = v
+        log(f"validity {name}: {short(v)}")
+    errors = {v.get("encoder_error") for v in (_meta(conditions[n])["validity"] for n in plan.perturbed)} - {None}
+    for e in errors:  # printed even with --quiet: the run goes on, but the reader must know
+        import sys
+
+        print(f"warning: {e}", file=sys.stderr, flush=True)
+    if enc.out is not None:
+        rows = audit_rows(originals, plan.perturbed)
+        atomic_write_text(enc.out / AUDIT_FILE, "".join(dumps_strict(r) + "\n" for r in rows))

@@ -1,0 +1,164 @@
+"""Semantic guard of the synonym perturbations (issue #10): a candidate caption is accepted only if its
+all-MiniLM-L6-v2 cosine similarity to the original caption is at least ``threshold``.
+
+A perturbation with a ``choices(text, tokens, rng)`` method lists its candidate outputs per caption, best
+first; :func:`guarded_outputs` returns, per caption, the first candidate the guard accepts (or ``None``:
+not applicable). It works in rounds over all captions at once: round r encodes, in one batch, the r-th
+candidate of every caption still undecided (each distinct string once, vectors kept in a
+:class:`VectorCache`), so the cost is about one encoding per original plus one per tried candidate. At most
+``max_tries`` candidates are tried per caption.
+
+The encoder is the one of semantic drift (:mod:`vlbench.perturbations.drift`); when it is not installed
+a :class:`~vlbench.errors.VlbenchError` says so with the install command (or how to turn the guard off).
+The threshold is chosen from data: see docs/perturbations.md ("Semantic guard").
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..errors import VlbenchError
+
+DEFAULT_THRESHOLD = 0.80
+MAX_TRIES = 4
+ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class VectorCache:
+    """str -> L2-normalized vector; ``encode_fn(list of str) -> array`` is called once per batch of new strings.
+
+    With ``disk=True`` the vectors are also kept under ``<vlbench cache>/minilm-vectors/`` (one .npz shard
+    per encoded batch, keyed by sha256 of the text), like any embedding, so a later process encodes nothing
+    it has seen."""
+
+    def __init__(self, encode_fn: Callable | None = None, disk: bool = False):
+        self._encode = encode_fn
+        self._vec: dict = {}
+        self._disk, self._loaded = disk, set()
+
+    def _dir(self):
+        from .._paths import cache_root as default_cache_dir
+
+        return default_cache_dir() / "minilm-vectors"
+
+    def _load_disk(self, keys: dict) -> None:
+        import numpy as np
+
+        root = self._dir()
+        if str(root) not in self._loaded and root.is_dir():
+            self._loaded.add(str(root))
+            self._disk_vec = getattr(self, "_disk_vec", {})
+            for shard in sorted(root.glob("*.npz")):
+                try:
+                    with np.load(shard, allow_pickle=False) as z:
+                        self._disk_vec.update(zip(z["keys"].tolist(), z["vectors"]))
+                except (OSError, ValueError, KeyError):
+                    continue  # a damaged shard is ignored (its texts are encoded again)
+        disk = getattr(self, "_disk_vec", {})
+        for t, k in keys.items():
+            if k in disk:
+                self._vec[t] = disk[k]
+
+    def _save_disk(self, texts, emb) -> None:
+        import hashlib
+        import io
+
+        import numpy as np
+
+        from .._io import atomic_write_bytes
+
+        keys = np.array([hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts])
+        buf = io.BytesIO()
+        np.savez(buf, keys=keys, vectors=np.asarray(emb, dtype=np.float32))
+        root = self._dir()
+        root.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(root / f"{hashlib.sha256(keys.tobytes()).hexdigest()[:32]}.npz", buf.getvalue())
+
+    def encode_fn(self):
+        if self._encode is None:
+            from .drift import encode
+
+            self._encode = encode
+        return self._encode
+
+    def ensure(self, texts: Sequence[str]) -> None:
+        # sorted: the batches (and so the last bits of each vector) do not depend on the callers' order
+        new = sorted({t for t in texts if t not in self._vec})
+        if new and self._disk:
+            import hashlib
+
+            self._load_disk({t: hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in new})
+            new = [t for t in new if t not in self._vec]
+        if not new:
+            return
+        emb = self.encode_fn()(new)
+        for t, v in zip(new, emb):
+            self._vec[t] = v
+        if self._disk:
+            try:
+                self._save_disk(new, emb)
+            except OSError:  # a read-only cache only costs time later
+                pass
+
+    def cosine(self, a: str, b: str) -> float:
+        """Cosine rounded to 4 decimals: batch composition changes float32 results in the 7th digit, and
+        a decision must not hang on that."""
+        import numpy as np
+
+        return round(float(np.dot(self._vec[a], self._vec[b])), 4)
+
+    def __len__(self) -> int:
+        return len(self._vec)
+
+
+_SHARED = VectorCache(disk=True)
+
+
+def shared_cache() -> VectorCache:
+    """The process-wide MiniLM vector cache (guard and validity share it)."""
+    return _SHARED
+
+
+def check_available() -> None:
+    """Raise VlbenchError if the guard's encoder cannot be loaded (names the fix)."""
+    from .drift import INSTALL_HINT, model_dir
+
+    try:
+        model_dir()
+    except VlbenchError as exc:
+        raise VlbenchError(f"the synonym perturbations' semantic guard cannot run: {exc.message}",
+                           f"{INSTALL_HINT}; or turn the guard off: --param synonym-noun.guard=off "
+                           f"--param synonym-adjective.guard=off (the numbers then differ)") from None
+
+
+def select(originals: Sequence[str], choices: Sequence[Sequence[str]], threshold: float, *,
+           cache: VectorCache | None = None, max_tries: int = MAX_TRIES) -> list[str | None]:
+    """Per caption, the first of its choices with cosine >= threshold to the original, else None."""
+    cache = shared_cache() if cache is None else cache
+    out: list[str | None] = [None] * len(originals)
+    todo = [i for i, c in enumerate(choices) if c]
+    if todo:
+        cache.ensure([originals[i] for i in todo])
+    for r in range(max_tries):
+        todo = [i for i in todo if r < len(choices[i])]
+        if not todo:
+            break
+        cache.ensure([choices[i][r] for i in todo])
+        left = []
+        for i in todo:
+            if cache.cosine(originals[i], choices[i][r]) >= threshold:
+                out[i] = choices[i][r]
+            else:
+                left.append(i)
+        todo = left
+    return out
+
+
+def guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, rng_for) -> dict[int, str | None]:
+    """index -> output (or None) for every usable caption of a guarded perturbation ``obj``."""
+    check_available()
+    idx = [i for i, ok in enumerate(usable) if ok]
+    choices = [obj.choices(captions[i], parsed.get(captions[i]), rng_for(seed, obj.name, caption_ids[i]))
+               for i in idx]
+    picked = select([captions[i] for i in idx], choices, float(obj.params["threshold"]))
+    return dict(zip(idx, picked))
