@@ -54,6 +54,14 @@ IRREGULAR_PLURALS = {
     "series": "series", "species": "species", "moose": "moose", "bison": "bison", "swine": "swine",
 }
 
+# WordNet lexicographer files of things one can see: the sense of a caption noun is looked for only there
+VISUAL_NOUN_FILES = frozenset({"noun.artifact", "noun.animal", "noun.person", "noun.plant", "noun.food",
+                               "noun.object", "noun.body", "noun.substance"})
+# colour adjectives: every WordNet "synonym" names another shade (red -> crimson, blue -> bluish)
+COLOUR_WORDS = frozenset("red blue green yellow orange purple pink brown black white gray grey silver gold golden "
+                         "tan beige violet maroon navy teal turquoise".split())
+# adjectives that cannot stand before a noun ("a lone cow" -> "an alone cow")
+PREDICATIVE_ONLY = frozenset("alone asleep awake alive afraid aware ablaze afloat ajar aloof adrift akin".split())
 _IRREGULAR_PLURAL_FORMS = frozenset(v for k, v in IRREGULAR_PLURALS.items() if v != k)
 
 # fixed expressions whose words must not be replaced one at a time (lower-case, single spaces)
@@ -63,7 +71,7 @@ FIXED_EXPRESSIONS = (
     "traffic light", "traffic lights", "parking meter", "parking lot", "tennis racket", "tennis court",
     "baseball bat", "baseball game", "hot air balloon", "fire truck", "fire engine", "double decker",
     "ice cream", "french fries", "home plate", "big ben", "more than", "a lot", "lots of", "each other",
-    "other side", "first base", "second base", "third base", "high chair", "cutting board", "stuffed animal",
+    "other side", "in the middle", "middle of", "first base", "second base", "third base", "high chair", "cutting board", "stuffed animal",
     "police officer", "bus stop", "train station", "train tracks", "side walk", "air port", "frisbee golf",
 )
 
@@ -181,6 +189,8 @@ def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
     # seen in SemCor has no attested sense and gets no candidate (WordNet's order alone is no evidence)
     best, sense = 0, None
     for syn in wn.synsets(w, pos=wn_pos):
+        if wn_pos == "n" and syn.lexname() not in VISUAL_NOUN_FILES:
+            continue  # captions describe what is seen: a court is a tennis court here, not a tribunal
         c = sum(lem.count() for lem in syn.lemmas() if lem.name().lower() in forms)
         if c > best:
             best, sense = c, syn
@@ -191,6 +201,7 @@ def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
     for lem in sense.lemmas():
         name = lem.name()
         if (not name.isalpha() or not name.islower() or _norm(name) in bases or lem.count() < 1
+                or name in PREDICATIVE_ONLY or _dominant_sense(name, wn_pos) != sense.name()
                 or any(name[:4] == b[:4] for b in bases) or _shares_base(name, w)
                 or (wn_pos == "a" and _is_graded_form(name))):
             continue
@@ -238,6 +249,18 @@ def _is_graded_form(adj: str) -> bool:
     return any(b != adj for b in _morphy_all(adj, "a")) or adj in ("more", "most", "less", "least")
 
 
+@lru_cache(maxsize=200_000)
+def _dominant_sense(word: str, wn_pos: str) -> str | None:
+    """The synset (name) in which ``word`` is most frequent in SemCor (ties: WordNet's order). A candidate
+    must mean the caption word's sense *first*: "tribunal" for "court", "radical" for "group" do not."""
+    best, out = 0, None
+    for syn in _wn().synsets(word, pos=wn_pos):
+        c = sum(lem.count() for lem in syn.lemmas() if lem.name().lower() == word)
+        if c > best:
+            best, out = c, syn.name()
+    return out
+
+
 def in_fixed_expression(text: str, start: int, end: int) -> bool:
     """Whether the span text[start:end] lies inside one of :data:`FIXED_EXPRESSIONS` (case- and
     spacing-insensitive, whole words)."""
@@ -271,7 +294,8 @@ class _Synonym(BasePerturbation):
     version = "2.1"
     needs_parse = True
     resources = ("spacy", "wordnet")
-    defaults = {"k": 1, "choice": "common", "inflect": True, "fix_article": True, "guard": None, "threshold": None}
+    defaults = {"k": 1, "choice": "common", "inflect": True, "fix_article": True, "guard": None, "threshold": None,
+                "word_threshold": None}
     tags: frozenset = frozenset()
     wn_pos = "n"
 
@@ -289,11 +313,16 @@ class _Synonym(BasePerturbation):
             from .guard import DEFAULT_THRESHOLD
 
             self.params["threshold"] = DEFAULT_THRESHOLD if self.params["guard"] == "minilm" else None
-        t = self.params["threshold"]
-        if self.params["guard"] == "minilm" and (isinstance(t, bool) or not isinstance(t, (int, float))
-                                                 or not -1.0 <= t <= 1.0):
-            raise VlbenchError(f"perturbation {self.name!r}: threshold {t!r} is not a cosine in [-1, 1]",
-                               f"pass e.g. --param {self.name}.threshold=0.85")
+        if self.params["word_threshold"] is None:
+            from .guard import DEFAULT_WORD_THRESHOLD
+
+            self.params["word_threshold"] = DEFAULT_WORD_THRESHOLD if self.params["guard"] == "minilm" else None
+        for key in ("threshold", "word_threshold"):
+            t = self.params[key]
+            if self.params["guard"] == "minilm" and (isinstance(t, bool) or not isinstance(t, (int, float))
+                                                     or not -1.0 <= t <= 1.0):
+                raise VlbenchError(f"perturbation {self.name!r}: {key} {t!r} is not a cosine in [-1, 1]",
+                                   f"pass e.g. --param {self.name}.{key}=0.8")
 
     @property
     def guarded(self) -> bool:
@@ -323,19 +352,23 @@ class _Synonym(BasePerturbation):
     def _common(self, text, tokens, tok, plural):
         """``common``-rule candidates of one token in its caption: no fixed expression, no candidate equal
         to the word before or after (no new adjacent repeat)."""
-        if tok.tag in ("JJR", "JJS", "RBR", "RBS") or in_fixed_expression(text, tok.idx, tok.end):
+        if (tok.tag in ("JJR", "JJS", "RBR", "RBS") or in_fixed_expression(text, tok.idx, tok.end)
+                or tok.text.lower() in COLOUR_WORDS):
             return ()
         i = next(j for j, t in enumerate(tokens) if t.idx == tok.idx)
+        if self.wn_pos == "n" and any(tokens[j].tag in NOUN_TAGS for j in _word_neighbours(tokens, i)):
+            return ()  # part of a noun-noun compound (coffee table, train track): compounds are lexicalized
         near = {tokens[j].text.lower() for j in (i - 1, i + 1) if 0 <= j < len(tokens)}
         return tuple(c for c in common_candidates(tok.text, self.wn_pos, plural) if c.lower() not in near)
 
-    def choices(self, text, tokens, rng=None) -> list[str]:
+    def choices(self, text, tokens, rng=None, with_words: bool = False) -> list:
         """The perturbed captions this perturbation may output for ``text``, best first.
 
         ``common`` with k = 1: every (eligible token, candidate) in caption order then rank, minus outputs
         that create an adjacent repeated word (also through the a/an fix: "a an animal" -> "a a creature");
         the semantic guard (vlbench.perturbations.guard) takes the first it accepts. Otherwise the one
-        output of the rule (``first``: top candidates; ``random``: drawn with ``rng``).
+        output of the rule (``first``: top candidates; ``random``: drawn with ``rng``). With ``with_words``
+        each item is (output, [(word, replacement), ...]) for the guard's word-level check.
         """
         if tokens is None:
             raise VlbenchError(f"perturbation {self.name!r} needs part-of-speech tags", "pass the parsed tokens")
@@ -344,9 +377,14 @@ class _Synonym(BasePerturbation):
             return []
         k = min(self.params["k"], len(eligible))
         if self.params["choice"] == "common" and k == 1:
-            base = _repeats(text)
-            outs = (self._render(text, tokens, [(tok, c)]) for tok, cands in eligible for c in cands)
-            return list(dict.fromkeys(o for o in outs if _repeats(o) <= base))
+            base, seen, out = _repeats(text), set(), []
+            for tok, cands in eligible:
+                for c in cands:
+                    o = self._render(text, tokens, [(tok, c)])
+                    if _repeats(o) <= base and o not in seen:
+                        seen.add(o)
+                        out.append((o, [(tok.text, c)]) if with_words else o)
+            return out
         if self.params["choice"] in ("first", "common"):
             chosen = [(tok, cands[0]) for tok, cands in eligible[:k]]
         else:
@@ -355,7 +393,7 @@ class _Synonym(BasePerturbation):
         out = self._render(text, tokens, chosen)
         if self.params["choice"] == "common" and _repeats(out) > _repeats(text):
             return []
-        return [out]
+        return [(out, [(t.text, c) for t, c in chosen])] if with_words else [out]
 
     def apply(self, text, *, rng, tokens=None):
         outs = self.choices(text, tokens, rng)
@@ -387,6 +425,18 @@ class _Synonym(BasePerturbation):
                         want = want.capitalize()
                     out = out[:art.idx] + want + out[art.end:]
         return out
+
+
+def _word_neighbours(tokens, i: int) -> list[int]:
+    """Indices of the nearest non-space tokens before and after token i."""
+    out = []
+    for step in (-1, 1):
+        j = i + step
+        while 0 <= j < len(tokens) and not tokens[j].text.strip():
+            j += step
+        if 0 <= j < len(tokens):
+            out.append(j)
+    return out
 
 
 def _repeats(text: str) -> int:
