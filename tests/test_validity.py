@@ -60,8 +60,8 @@ def test_no_replacement_listed_in_the_issue(caption, name, bad):
 
 @needs_minilm
 def test_article_fixed_whatever_the_spacing():
-    out = P.perturb_captions(["A  picture of a dog."], ["c"], ["synonym-noun"])["synonym-noun"].texts[0]
-    assert out == "An  image of a dog."
+    out = P.perturb_captions(["A  plane on the runway."], ["c"], ["synonym-noun"])["synonym-noun"].texts[0]
+    assert out == "An  airplane on the runway."
 
 
 def test_version_1_rule_still_reachable_and_shows_the_errors():
@@ -112,9 +112,9 @@ def test_guard_missing_encoder_says_so(monkeypatch):
     with pytest.raises(VlbenchError, match="semantic guard cannot run") as exc:
         P.perturb_captions(["A picture of a dog."], ["c"], ["synonym-noun"])
     assert "guard=off" in str(exc.value) and "pip install" in str(exc.value)
-    off = P.perturb_captions(["A picture of a dog."], ["c"], ["synonym-noun"],
+    off = P.perturb_captions(["A plane on the runway."], ["c"], ["synonym-noun"],
                              params={"synonym-noun": {"guard": "off"}})["synonym-noun"]
-    assert off.texts[0] == "An image of a dog."
+    assert off.texts[0] == "An airplane on the runway."
 
 
 @needs_minilm
