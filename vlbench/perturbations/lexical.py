@@ -60,6 +60,8 @@ VISUAL_NOUN_FILES = frozenset({"noun.artifact", "noun.animal", "noun.person", "n
 # colour adjectives: every WordNet "synonym" names another shade (red -> crimson, blue -> bluish)
 COLOUR_WORDS = frozenset("red blue green yellow orange purple pink brown black white gray grey silver gold golden "
                          "tan beige violet maroon navy teal turquoise".split())
+# mass nouns: never put in the plural for a plural word ("leaves" -> *"foliages")
+MASS_NOUNS = frozenset("foliage luggage baggage furniture clothing equipment information advice".split())
 # adjectives that cannot stand before a noun ("a lone cow" -> "an alone cow")
 PREDICATIVE_ONLY = frozenset("alone asleep awake alive afraid aware ablaze afloat ajar aloof adrift akin".split())
 _IRREGULAR_PLURAL_FORMS = frozenset(v for k, v in IRREGULAR_PLURALS.items() if v != k)
@@ -72,7 +74,7 @@ FIXED_EXPRESSIONS = (
     "baseball bat", "baseball game", "hot air balloon", "fire truck", "fire engine", "double decker",
     "ice cream", "french fries", "home plate", "big ben", "more than", "a lot", "lots of", "each other",
     "other side", "in the middle", "middle of", "first base", "second base", "third base", "high chair", "cutting board", "stuffed animal",
-    "police officer", "bus stop", "train station", "train tracks", "side walk", "air port", "frisbee golf",
+    "police officer", "hard hat", "hard hats", "school aged", "middle aged", "mega phone", "bus stop", "train station", "train tracks", "side walk", "air port", "frisbee golf",
 )
 
 
@@ -206,6 +208,8 @@ def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
                 or (wn_pos == "a" and _is_graded_form(name))):
             continue
         cand = name
+        if plural and name in MASS_NOUNS:
+            continue
         if plural and name.lower() != w:
             cand = pluralize_phrase(name)
             if cand is None:
