@@ -210,6 +210,8 @@ def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
         cand = name
         if plural and name in MASS_NOUNS:
             continue
+        if wn_pos == "n" and not plural and any(b != name for b in _morphy_all(name, "n")):
+            continue  # a singular word is never replaced by one that reads as a plural ("sister" -> "sis")
         if plural and name.lower() != w:
             cand = pluralize_phrase(name)
             if cand is None:
