@@ -132,9 +132,9 @@ def test_validity_by_definition():
     assert v["effective_rate"] == 0.25
     e = encode(caps + ps.texts)
     d = 1 - np.einsum("ij,ij->i", e[:4], e[4:]).astype(np.float64)
-    assert v["drift"]["mean"] == pytest.approx(d.mean(), abs=2e-4)
-    assert v["drift"]["p50"] == pytest.approx(np.percentile(d, 50), abs=2e-4)
-    assert v["drift"]["p95"] == pytest.approx(np.percentile(d, 95), abs=2e-4)
+    assert v["drift"]["mean"] == pytest.approx(d.mean(), abs=6e-4)
+    assert v["drift"]["p50"] == pytest.approx(np.percentile(d, 50), abs=6e-4)
+    assert v["drift"]["p95"] == pytest.approx(np.percentile(d, 95), abs=6e-4)
     assert v["encoder"] == "sentence-transformers/all-MiniLM-L6-v2" and v["drift_n"] == 4
     s = validity(caps, ps, mode="sample", sample_size=2)
     assert s["drift_n"] == 2 and s["drift_sample_size"] == 2 and s["effective_rate"] is None
@@ -245,7 +245,7 @@ def test_run_perturb_all_carries_validity_for_all_13_and_the_leaderboard_shows_i
     table = re.search(r'<table[^>]*rsum_changes.*?</table>', html, re.S).group(0)
     for key in ("applicable", "effective", "drift_mean", "drift_p95", "delta"):
         assert f'data-key="{key}"' in table, key
-    assert f'data-v="{v["drift"]["mean"]:.6f}"' in table or f"{v['drift']['mean']:.3f}" in table
+    assert f"{v['drift']['mean']:.3f}" in table
 
 
 @needs_minilm
