@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from .tables import Column
 
-COLUMNS = [Column("applicable", "num", 3, "applicable"), Column("effective", "num", 3, "effective"),
-           Column("drift_mean", "num", 3, "drift mean"), Column("drift_p95", "num", 3, "drift p95")]
-DESCRIPTION = (" Validity beside the drop: applicable = share of captions the perturbation changed, effective = "
-               "share whose model input changed after the model's truncation, drift = 1 - cosine of "
+COLUMNS = [Column("applicable", "num", 3, "applicable"), Column("drift_mean", "num", 3, "drift mean"),
+           Column("drift_p95", "num", 3, "drift p95")]
+DESCRIPTION = (" Validity beside the drop: applicable = share of captions the perturbation changed (the "
+               "share whose model input changed after the model's truncation is in results.json), drift = 1 - cosine of "
                "all-MiniLM-L6-v2 between original and perturbed caption over (a sample of) the applied captions "
                "(mean, 95th percentile); empty when the run did not measure it.")
 
@@ -19,7 +19,7 @@ def cells(run, cond: str) -> list:
     if not isinstance(v, dict):
         return [None] * len(COLUMNS)
     d = v.get("drift") if isinstance(v.get("drift"), dict) else {}
-    return [_f(v.get("applicable_rate")), _f(v.get("effective_rate")), _f(d.get("mean")), _f(d.get("p95"))]
+    return [_f(v.get("applicable_rate")), _f(d.get("mean")), _f(d.get("p95"))]
 
 
 def _f(x):
