@@ -720,8 +720,8 @@ def test_synonym_is_a_wordnet_synonym_of_the_right_pos(corpus, wn, name, tagset,
             continue
         check_synonym(orig, pert, corpus["tokens"][orig], tagset, wn_pos, wn)
         n_checked += 1
-    # the common rule (v2.0) applies to fewer captions: on this excerpt 58 of 300 for adjectives
-    assert n_checked > 0.15 * len(corpus["captions"])
+    # the common rule with the semantic guard (v2.1) applies to about 10 % of captions (30 of 300 nouns here)
+    assert n_checked > 0.05 * len(corpus["captions"])
 
 
 def test_order_and_batch_independence(corpus):
