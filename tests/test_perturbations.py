@@ -781,12 +781,12 @@ def test_issue10_replacements_gone_by_default(name, cases):
 
 
 def test_common_rule_keeps_number_article_and_fixed_expressions():
-    caps = ["A picture of a dog.", "Two cars on a road.", "A hot dog and a fire hydrant.", "A  picture of a cat."]
+    caps = ["A plane on the runway.", "Two cars on a road.", "A hot dog and a fire hydrant.", "A  plane on the runway."]
     out = P.perturb_captions(caps, ["a", "b", "c", "d"], ["synonym-noun"])["synonym-noun"]
-    # picture's most frequent sense (picture.n.01) lists "image" with the higher SemCor count; the article
-    # is fixed whatever the spacing; car -> automobile keeps the plural; hot dog / fire hydrant untouched
-    assert out.texts == ["An image of a dog.", "Two automobiles on a road.", "A hot dog and a fire hydrant.",
-                         "An  image of a cat."]
+    # plane -> airplane (its visual sense, both words' dominant sense); the article is fixed whatever the
+    # spacing; car -> automobile keeps the plural; hot dog / fire hydrant untouched
+    assert out.texts == ["An airplane on the runway.", "Two automobiles on a road.", "A hot dog and a fire hydrant.",
+                         "An  airplane on the runway."]
     assert out.applicable == [True, True, False, True]
 
 
