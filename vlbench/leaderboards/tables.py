@@ -288,9 +288,10 @@ def rsum_changes(ctx: _Ctx) -> Table:
                              *VC.cells(run, cond), run.ref, ctx.lab.run_flags(run)])
                 runs.add(run.ref)
     rows.sort(key=lambda r: (r[0], r[1], condition_key(r[2]), DIR_ORDER[r[4]]))
+    cols, rows, extra = VC.keep_if_measured(cols, rows)  # runs without validity: the table as before
     return Table("rsum_changes", "RSUM change under each perturbation",
                  "RSUM under the perturbation minus clean RSUM of the same run, relative change, and the "
-                 "run's paired-bootstrap 95% interval of the change (queries resampled)." + VC.DESCRIPTION, cols, rows,
+                 "run's paired-bootstrap 95% interval of the change (queries resampled)." + extra, cols, rows,
                  sorted(runs))
 
 

@@ -24,3 +24,13 @@ def cells(run, cond: str) -> list:
 
 def _f(x):
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def keep_if_measured(cols: list, rows: list) -> tuple[list, list, str]:
+    """Drop the validity columns when no run has validity (older runs rebuild byte for byte)."""
+    keys = [c.key for c in COLUMNS]
+    idx = [i for i, c in enumerate(cols) if c.key in keys]
+    if any(r[i] is not None for r in rows for i in idx):
+        return cols, rows, DESCRIPTION
+    keep = [i for i in range(len(cols)) if i not in idx]
+    return [cols[i] for i in keep], [[r[i] for i in keep] for r in rows], ""
