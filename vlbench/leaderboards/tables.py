@@ -171,15 +171,11 @@ def rsum_changes(ctx: _Ctx) -> Table:
                              *VC.cells(run, cond), run.ref, ctx.lab.run_flags(run)])
                 runs.add(run.ref)
     rows.sort(key=lambda r: (r[0], r[1], condition_key(r[2]), DIR_ORDER[r[4]]))
-    first, n = 12, len(VC.COLUMNS)
-    measured = any(x is not None for r in rows for x in r[first:first + n])
-    if not measured:  # no run measured validity (older runs): the table as it was, without empty columns
-        cols = cols[:first] + cols[first + n:]
-        rows = [r[:first] + r[first + n:] for r in rows]
+    cols, rows, extra = VC.keep_if_measured(cols, rows)  # runs without validity: the table as before
     return Table("rsum_changes", "RSUM change under each perturbation",
                  "RSUM under the perturbation minus clean RSUM of the same run, relative change, and the "
-                 "run's paired-bootstrap 95% interval of the change (queries resampled)." +
-                 (VC.DESCRIPTION if measured else ""), cols, rows, sorted(runs))
+                 "run's paired-bootstrap 95% interval of the change (queries resampled)." + extra, cols, rows,
+                 sorted(runs))
 
 
 def table_5_4(ctx: _Ctx) -> Table:

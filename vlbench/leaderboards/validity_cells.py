@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from .table_types import Column
 
-COLUMNS = [Column("applicable", "num", 3, "applicable"), Column("effective", "num", 3, "effective"),
-           Column("drift_mean", "num", 3, "drift mean"), Column("drift_p95", "num", 3, "drift p95")]
-DESCRIPTION = (" Validity beside the drop: applicable = share of captions the perturbation changed, effective = "
-               "share whose model input changed after the model's truncation, drift = 1 - cosine of "
+COLUMNS = [Column("applicable", "num", 3, "applicable"), Column("drift_mean", "num", 3, "drift mean"),
+           Column("drift_p95", "num", 3, "drift p95")]
+DESCRIPTION = (" Validity beside the drop: applicable = share of captions the perturbation changed (the "
+               "share whose model input changed after the model's truncation is in results.json), drift = 1 - cosine of "
                "all-MiniLM-L6-v2 between original and perturbed caption over (a sample of) the applied captions "
                "(mean, 95th percentile); empty when the run did not measure it.")
 
@@ -19,8 +19,18 @@ def cells(run, cond: str) -> list:
     if not isinstance(v, dict):
         return [None] * len(COLUMNS)
     d = v.get("drift") if isinstance(v.get("drift"), dict) else {}
-    return [_f(v.get("applicable_rate")), _f(v.get("effective_rate")), _f(d.get("mean")), _f(d.get("p95"))]
+    return [_f(v.get("applicable_rate")), _f(d.get("mean")), _f(d.get("p95"))]
 
 
 def _f(x):
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def keep_if_measured(cols: list, rows: list) -> tuple[list, list, str]:
+    """Drop the validity columns when no run has validity (older runs rebuild byte for byte)."""
+    keys = [c.key for c in COLUMNS]
+    idx = [i for i, c in enumerate(cols) if c.key in keys]
+    if any(r[i] is not None for r in rows for i in idx):
+        return cols, rows, DESCRIPTION
+    keep = [i for i in range(len(cols)) if i not in idx]
+    return [cols[i] for i in keep], [[r[i] for i in keep] for r in rows], ""

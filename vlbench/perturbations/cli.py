@@ -8,7 +8,8 @@ Outputs of ``--out DIR`` (atomic writes; same seed -> byte-identical files):
   in dataset order;
 * ``manifest.json``: dataset provenance, seed, per perturbation its version, parameters, counts,
   not-applicable rate, the hash of its perturbed captions and the sha256 of its JSONL file, the caption
-  issues of the dataset, and the semantic drift with ``--drift``.
+  issues of the dataset, the validity (applicability, sampled semantic drift; ``--validity``, see
+  vlbench.benchmark.validity) and the full drift histogram with ``--drift``.
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ def _summary(sets: dict, drift: dict | None, out=None, validity: dict | None = N
         line = (f"{name:34s} {ps.family:12s} {ps.version:>7s} {ps.n_applicable:8d} {ps.n_not_applicable:7d} "
                 f"{100 * ps.not_applicable_rate:8.2f}%")
         if validity:
-            d = validity[name].get("drift") or {}
-            line += (f" {d['mean']:10.3f} {d['p05']:6.3f} {d['p50']:6.3f} {d['p95']:6.3f} {validity[name]['drift_n']:5d}"
+            d, n_d = validity[name].get("drift") or {}, validity[name]["drift_n"]
+            line += (f" {d['mean']:10.3f} {d['p05']:6.3f} {d['p50']:6.3f} {d['p95']:6.3f} {n_d:5d}"
                      if d.get("mean") is not None else f" {'-':>10s} {'-':>6s} {'-':>6s} {'-':>6s} {0:5d}")
         if drift:
             d = drift[name]["mean"]

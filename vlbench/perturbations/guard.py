@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 from ..errors import VlbenchError
 
 DEFAULT_THRESHOLD = 0.80
+DEFAULT_WORD_THRESHOLD = 0.60
 MAX_TRIES = 4
 ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -131,11 +132,21 @@ def check_available() -> None:
                            f"--param synonym-adjective.guard=off (the numbers then differ)") from None
 
 
-def select(originals: Sequence[str], choices: Sequence[Sequence[str]], threshold: float, *,
-           cache: VectorCache | None = None, max_tries: int = MAX_TRIES) -> list[str | None]:
-    """Per caption, the first of its choices with cosine >= threshold to the original, else None."""
+def select(originals: Sequence[str], choices: Sequence[Sequence], threshold: float, *,
+           cache: VectorCache | None = None, max_tries: int = MAX_TRIES,
+           word_threshold: float | None = None) -> list[str | None]:
+    """Per caption, the first of its choices with cosine >= threshold to the original, else None.
+
+    A choice is a string, or (string, [(word, replacement), ...]); with ``word_threshold`` the word and its
+    replacement (lower case, each encoded alone) must also have cosine >= word_threshold."""
     cache = shared_cache() if cache is None else cache
     out: list[str | None] = [None] * len(originals)
+    choices = [[c if isinstance(c, tuple) else (c, []) for c in cs] for cs in choices]
+    if word_threshold is not None:  # word pairs first: a small vocabulary, cheap to encode
+        pairs = {(w.lower(), r.lower()) for cs in choices for _, ws in cs for w, r in ws}
+        cache.ensure([x for p in pairs for x in p])
+        choices = [[(o, ws) for o, ws in cs if all(cache.cosine(w.lower(), r.lower()) >= word_threshold
+                                                   for w, r in ws)] for cs in choices]
     todo = [i for i, c in enumerate(choices) if c]
     if todo:
         cache.ensure([originals[i] for i in todo])
@@ -143,11 +154,11 @@ def select(originals: Sequence[str], choices: Sequence[Sequence[str]], threshold
         todo = [i for i in todo if r < len(choices[i])]
         if not todo:
             break
-        cache.ensure([choices[i][r] for i in todo])
+        cache.ensure([choices[i][r][0] for i in todo])
         left = []
         for i in todo:
-            if cache.cosine(originals[i], choices[i][r]) >= threshold:
-                out[i] = choices[i][r]
+            if cache.cosine(originals[i], choices[i][r][0]) >= threshold:
+                out[i] = choices[i][r][0]
             else:
                 left.append(i)
         todo = left
@@ -158,7 +169,8 @@ def guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, rng_for) -
     """index -> output (or None) for every usable caption of a guarded perturbation ``obj``."""
     check_available()
     idx = [i for i, ok in enumerate(usable) if ok]
-    choices = [obj.choices(captions[i], parsed.get(captions[i]), rng_for(seed, obj.name, caption_ids[i]))
-               for i in idx]
-    picked = select([captions[i] for i in idx], choices, float(obj.params["threshold"]))
+    choices = [obj.choices(captions[i], parsed.get(captions[i]), rng_for(seed, obj.name, caption_ids[i]),
+                           with_words=True) for i in idx]
+    picked = select([captions[i] for i in idx], choices, float(obj.params["threshold"]),
+                    word_threshold=obj.params.get("word_threshold"))
     return dict(zip(idx, picked))

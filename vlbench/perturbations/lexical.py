@@ -38,232 +38,14 @@ the article's case. Nothing else in the caption changes.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from ..errors import VlbenchError
 from .base import ADJ_TAGS, NOUN_TAGS, BasePerturbation, analyze_units, check_bool, check_choice, check_int
-
-PLURAL_TAGS = frozenset({"NNS", "NNPS"})
-
-# plurals the suffix rules get wrong and that are common in image captions
-IRREGULAR_PLURALS = {
-    "man": "men", "woman": "women", "child": "children", "person": "people", "foot": "feet", "tooth": "teeth",
-    "goose": "geese", "mouse": "mice", "louse": "lice", "ox": "oxen", "die": "dice",
-    # same form in the plural
-    "sheep": "sheep", "deer": "deer", "fish": "fish", "aircraft": "aircraft", "spacecraft": "spacecraft",
-    "series": "series", "species": "species", "moose": "moose", "bison": "bison", "swine": "swine",
-}
-
-_IRREGULAR_PLURAL_FORMS = frozenset(v for k, v in IRREGULAR_PLURALS.items() if v != k)
-
-# fixed expressions whose words must not be replaced one at a time (lower-case, single spaces)
-FIXED_EXPRESSIONS = (
-    "hot dog", "hot dogs", "fire hydrant", "fire hydrants", "close up", "close-up", "black and white",
-    "teddy bear", "teddy bears", "living room", "cell phone", "cell phones", "stop sign", "stop signs",
-    "traffic light", "traffic lights", "parking meter", "parking lot", "tennis racket", "tennis court",
-    "baseball bat", "baseball game", "hot air balloon", "fire truck", "fire engine", "double decker",
-    "ice cream", "french fries", "home plate", "big ben", "more than", "a lot", "lots of", "each other",
-    "other side", "first base", "second base", "third base", "high chair", "cutting board", "stuffed animal",
-    "police officer", "bus stop", "train station", "train tracks", "side walk", "air port", "frisbee golf",
-)
-
-
-def _norm(s: str) -> str:
-    return s.lower().replace("_", "").replace("-", "").replace(" ", "")
-
-
-def _wn():
-    from ..lang import wordnet
-
-    return wordnet()
-
-
-@lru_cache(maxsize=None)
-def _exc_plurals() -> dict[str, frozenset]:
-    """singular -> plurals listed in WordNet's noun exception file (noun.exc)."""
-    rev: dict[str, set] = {}
-    for plural, singulars in _wn()._exception_map["n"].items():
-        for s in singulars:
-            rev.setdefault(s, set()).add(plural)
-    return {k: frozenset(v) for k, v in rev.items()}
-
-
-def _morphy_all(form: str, pos: str) -> list[str]:
-    wn = _wn()
-    try:
-        return list(wn._morphy(form, pos))
-    except (AttributeError, TypeError):  # older/newer NLTK: public single-result morphy
-        base = wn.morphy(form, pos)
-        return [base] if base else []
-
-
-def pluralize_word(s: str) -> str:
-    """English plural of one lower-case noun: a small irregular table, then suffix rules, using
-    WordNet's exception list to spell -f/-fe -> -ves and -o -> -oes where WordNet knows that form."""
-    if s in IRREGULAR_PLURALS:
-        return IRREGULAR_PLURALS[s]
-    exc = _exc_plurals().get(s, frozenset())
-    if s.endswith("woman"):
-        return s[:-5] + "women"
-    if s.endswith("man") and len(s) > 3 and _wn().synsets(s[:-3]):  # fireman -> firemen; not human
-        return s[:-3] + "men"
-    if s.endswith("fe") and s[:-2] + "ves" in exc:
-        return s[:-2] + "ves"
-    if s.endswith("f") and s[:-1] + "ves" in exc:
-        return s[:-1] + "ves"
-    if s.endswith("o") and s + "es" in exc:
-        return s + "es"
-    if s.endswith(("s", "x", "z", "ch", "sh")):
-        return s + "es"
-    if s.endswith("y") and len(s) > 1 and s[-2] not in "aeiou":
-        return s[:-1] + "ies"
-    return s + "s"
-
-
-def pluralize_phrase(lemma: str) -> str | None:
-    """Plural of a WordNet noun lemma (words separated by spaces; the last word is inflected), or None
-    when WordNet's own morphology does not map the plural back to the lemma."""
-    words = lemma.split(" ")
-    if not words[-1].isalpha():
-        return None
-    plural = " ".join(words[:-1] + [pluralize_word(words[-1].lower())])
-    key = plural.replace(" ", "_").lower()
-    if lemma.replace(" ", "_").lower() not in [m.lower() for m in _morphy_all(key, "n")]:
-        return None
-    return plural
-
-
-@lru_cache(maxsize=200_000)
-def synonym_candidates(word: str, wn_pos: str, plural: bool, inflect: bool) -> tuple[str, ...]:
-    """Ordered synonym candidates of ``word`` (see the module docstring)."""
-    wn = _wn()
-    w = word.lower()
-    bases = {_norm(w)} | {_norm(b) for b in _morphy_all(w, wn_pos)}
-    out: list[str] = []
-    seen: set[str] = set()
-    for syn in wn.synsets(w, pos=wn_pos):
-        names = syn.lemma_names()
-        exact = any(n.lower() == w for n in names)
-        if exact or not inflect:
-            make_plural = False
-        elif wn_pos == "n" and plural:
-            make_plural = True
-        else:
-            continue
-        for n in names:
-            if _norm(n) in bases:
-                continue
-            cand = n.replace("_", " ")
-            if make_plural:
-                if any(c.isupper() for c in cand):
-                    continue
-                cand = pluralize_phrase(cand)
-                if cand is None:
-                    continue
-            if _norm(cand) in bases or cand in seen:
-                continue
-            seen.add(cand)
-            out.append(cand)
-    return tuple(out)
-
-
-@lru_cache(maxsize=200_000)
-def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
-    """Candidates of the ``common`` rule (module docstring): most frequent sense, SemCor-attested
-    lower-case single-word lemmas ranked by SemCor count, no inflection/derivation of the word."""
-    wn = _wn()
-    w = word.lower()
-    # a plural noun is looked up by its singular only ("men" alone is also a lemma of the sense "work force")
-    forms = [b for b in _morphy_all(w, wn_pos) if b != w] if plural else [w]
-    if not forms:  # a plural with no singular in WordNet (cattle, woods): its number cannot be kept reliably
-        return ()
-    # the sense in which the word itself is most frequent in SemCor (ties: WordNet's order); a word never
-    # seen in SemCor has no attested sense and gets no candidate (WordNet's order alone is no evidence)
-    best, sense = 0, None
-    for syn in wn.synsets(w, pos=wn_pos):
-        c = sum(lem.count() for lem in syn.lemmas() if lem.name().lower() in forms)
-        if c > best:
-            best, sense = c, syn
-    if sense is None:
-        return ()
-    bases = {_norm(f) for f in forms} | {_norm(b) for b in _morphy_all(w, wn_pos)}
-    ranked = []
-    for lem in sense.lemmas():
-        name = lem.name()
-        if (not name.isalpha() or not name.islower() or _norm(name) in bases or lem.count() < 1
-                or any(name[:4] == b[:4] for b in bases) or _shares_base(name, w)
-                or (wn_pos == "a" and _is_graded_form(name))):
-            continue
-        cand = name
-        if plural and name.lower() != w:
-            cand = pluralize_phrase(name)
-            if cand is None:
-                continue
-        ranked.append((-lem.count(), cand))
-    return tuple(c for _, c in sorted(ranked))
-
-
-@lru_cache(maxsize=1)
-def _fixed_pattern():
-    import re
-
-    alts = sorted((r"\s+".join(re.escape(p) for p in e.split(" ")) for e in FIXED_EXPRESSIONS), key=len, reverse=True)
-    return re.compile(r"(?<![a-z])(?:" + "|".join(alts) + r")(?![a-z])")
-
-
-@lru_cache(maxsize=4096)
-def _fixed_spans(text: str) -> tuple[tuple[int, int], ...]:
-    """Spans of fixed expressions in ``text`` (overlapping matches included: one search per start)."""
-    pat, low, out = _fixed_pattern(), text.lower(), []
-    pos = 0
-    while True:
-        m = pat.search(low, pos)
-        if m is None:
-            return tuple(out)
-        out.append(m.span())
-        pos = m.start() + 1
-
-
-def _all_bases(word: str) -> set[str]:
-    return {word} | {b for p in ("n", "v", "a") for b in _morphy_all(word, p)}
-
-
-def _shares_base(a: str, b: str) -> bool:
-    """Whether two words are forms of one word for WordNet's morphology (shot / shooting: shoot)."""
-    return bool(_all_bases(a.lower()) & _all_bases(b.lower()))
-
-
-def _is_graded_form(adj: str) -> bool:
-    """A comparative/superlative adjective form (older, eldest): WordNet maps it to another adjective."""
-    return any(b != adj for b in _morphy_all(adj, "a")) or adj in ("more", "most", "less", "least")
-
-
-def in_fixed_expression(text: str, start: int, end: int) -> bool:
-    """Whether the span text[start:end] lies inside one of :data:`FIXED_EXPRESSIONS` (case- and
-    spacing-insensitive, whole words)."""
-    return any(s <= start and end <= e for s, e in _fixed_spans(text))
-
-
-_AN_EXCEPTIONS = ("hour", "honest", "honor", "honour", "heir")
-_A_EXCEPTIONS = ("uni", "use", "usu", "uti", "ute", "ura", "uro", "eu", "one", "once", "ewe")
-
-
-def wants_an(word: str) -> bool:
-    """Whether an indefinite article before ``word`` is "an" (spelling heuristic)."""
-    w = word.lower()
-    if w.startswith(_AN_EXCEPTIONS):
-        return True
-    if w.startswith(_A_EXCEPTIONS):
-        return False
-    return w[:1] in ("a", "e", "i", "o", "u")
-
-
-def match_case(template: str, new: str) -> str:
-    if len(template) > 1 and template.isupper():
-        return new.upper()
-    if template[:1].isupper():
-        return new[:1].upper() + new[1:]
-    return new
+from .synonym_words import (  # noqa: F401  (re-exported: compat.py, the audit and tests import them from here)
+    PLURAL_TAGS, IRREGULAR_PLURALS, VISUAL_NOUN_FILES, COLOUR_WORDS, MASS_NOUNS, PREDICATIVE_ONLY,
+    _IRREGULAR_PLURAL_FORMS, FIXED_EXPRESSIONS, _norm, _wn, _exc_plurals, _morphy_all,
+    pluralize_word, pluralize_phrase, synonym_candidates, common_candidates, _fixed_pattern, _fixed_spans,
+    _all_bases, _shares_base, _is_graded_form, _dominant_sense, in_fixed_expression, _AN_EXCEPTIONS,
+    _A_EXCEPTIONS, wants_an, match_case)
 
 
 class _Synonym(BasePerturbation):
@@ -271,7 +53,8 @@ class _Synonym(BasePerturbation):
     version = "2.1"
     needs_parse = True
     resources = ("spacy", "wordnet")
-    defaults = {"k": 1, "choice": "common", "inflect": True, "fix_article": True, "guard": None, "threshold": None}
+    defaults = {"k": 1, "choice": "common", "inflect": True, "fix_article": True, "guard": None, "threshold": None,
+                "word_threshold": None}
     tags: frozenset = frozenset()
     wn_pos = "n"
 
@@ -289,11 +72,16 @@ class _Synonym(BasePerturbation):
             from .guard import DEFAULT_THRESHOLD
 
             self.params["threshold"] = DEFAULT_THRESHOLD if self.params["guard"] == "minilm" else None
-        t = self.params["threshold"]
-        if self.params["guard"] == "minilm" and (isinstance(t, bool) or not isinstance(t, (int, float))
-                                                 or not -1.0 <= t <= 1.0):
-            raise VlbenchError(f"perturbation {self.name!r}: threshold {t!r} is not a cosine in [-1, 1]",
-                               f"pass e.g. --param {self.name}.threshold=0.85")
+        if self.params["word_threshold"] is None:
+            from .guard import DEFAULT_WORD_THRESHOLD
+
+            self.params["word_threshold"] = DEFAULT_WORD_THRESHOLD if self.params["guard"] == "minilm" else None
+        for key in ("threshold", "word_threshold"):
+            t = self.params[key]
+            if self.params["guard"] == "minilm" and (isinstance(t, bool) or not isinstance(t, (int, float))
+                                                     or not -1.0 <= t <= 1.0):
+                raise VlbenchError(f"perturbation {self.name!r}: {key} {t!r} is not a cosine in [-1, 1]",
+                                   f"pass e.g. --param {self.name}.{key}=0.8")
 
     @property
     def guarded(self) -> bool:
@@ -323,19 +111,23 @@ class _Synonym(BasePerturbation):
     def _common(self, text, tokens, tok, plural):
         """``common``-rule candidates of one token in its caption: no fixed expression, no candidate equal
         to the word before or after (no new adjacent repeat)."""
-        if tok.tag in ("JJR", "JJS", "RBR", "RBS") or in_fixed_expression(text, tok.idx, tok.end):
+        if (tok.tag in ("JJR", "JJS", "RBR", "RBS") or in_fixed_expression(text, tok.idx, tok.end)
+                or tok.text.lower() in COLOUR_WORDS):
             return ()
         i = next(j for j, t in enumerate(tokens) if t.idx == tok.idx)
+        if self.wn_pos == "n" and any(tokens[j].tag in NOUN_TAGS for j in _word_neighbours(tokens, i)):
+            return ()  # part of a noun-noun compound (coffee table, train track): compounds are lexicalized
         near = {tokens[j].text.lower() for j in (i - 1, i + 1) if 0 <= j < len(tokens)}
         return tuple(c for c in common_candidates(tok.text, self.wn_pos, plural) if c.lower() not in near)
 
-    def choices(self, text, tokens, rng=None) -> list[str]:
+    def choices(self, text, tokens, rng=None, with_words: bool = False) -> list:
         """The perturbed captions this perturbation may output for ``text``, best first.
 
         ``common`` with k = 1: every (eligible token, candidate) in caption order then rank, minus outputs
         that create an adjacent repeated word (also through the a/an fix: "a an animal" -> "a a creature");
         the semantic guard (vlbench.perturbations.guard) takes the first it accepts. Otherwise the one
-        output of the rule (``first``: top candidates; ``random``: drawn with ``rng``).
+        output of the rule (``first``: top candidates; ``random``: drawn with ``rng``). With ``with_words``
+        each item is (output, [(word, replacement), ...]) for the guard's word-level check.
         """
         if tokens is None:
             raise VlbenchError(f"perturbation {self.name!r} needs part-of-speech tags", "pass the parsed tokens")
@@ -344,9 +136,14 @@ class _Synonym(BasePerturbation):
             return []
         k = min(self.params["k"], len(eligible))
         if self.params["choice"] == "common" and k == 1:
-            base = _repeats(text)
-            outs = (self._render(text, tokens, [(tok, c)]) for tok, cands in eligible for c in cands)
-            return list(dict.fromkeys(o for o in outs if _repeats(o) <= base))
+            base, seen, out = _repeats(text), set(), []
+            for tok, cands in eligible:
+                for c in cands:
+                    o = self._render(text, tokens, [(tok, c)])
+                    if _repeats(o) <= base and o not in seen:
+                        seen.add(o)
+                        out.append((o, [(tok.text, c)]) if with_words else o)
+            return out
         if self.params["choice"] in ("first", "common"):
             chosen = [(tok, cands[0]) for tok, cands in eligible[:k]]
         else:
@@ -355,7 +152,7 @@ class _Synonym(BasePerturbation):
         out = self._render(text, tokens, chosen)
         if self.params["choice"] == "common" and _repeats(out) > _repeats(text):
             return []
-        return [out]
+        return [(out, [(t.text, c) for t, c in chosen])] if with_words else [out]
 
     def apply(self, text, *, rng, tokens=None):
         outs = self.choices(text, tokens, rng)
@@ -387,6 +184,18 @@ class _Synonym(BasePerturbation):
                         want = want.capitalize()
                     out = out[:art.idx] + want + out[art.end:]
         return out
+
+
+def _word_neighbours(tokens, i: int) -> list[int]:
+    """Indices of the nearest non-space tokens before and after token i."""
+    out = []
+    for step in (-1, 1):
+        j = i + step
+        while 0 <= j < len(tokens) and not tokens[j].text.strip():
+            j += step
+        if 0 <= j < len(tokens):
+            out.append(j)
+    return out
 
 
 def _repeats(text: str) -> int:
