@@ -250,6 +250,9 @@ def preflight(cfg) -> None:
     """All checks for a RunConfig; raises PreflightError listing every problem, or returns."""
     from .. import perturbations as P
 
+    from .metric_specs import check_plugins
+
+    check_plugins()  # a metric plug-in that calls sys.exit while importing stops the run here
     ds, problems = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=cfg.gallery,
                                  extra_positives=cfg.extra_positives)
     problems += check_model(cfg.model)
