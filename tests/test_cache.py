@@ -140,3 +140,27 @@ def test_cache_ls_shows_a_header_model_names_and_perturbations(tmp_path):
     assert "perturbed captions: 1 cached set(s)" in ls.stdout and "shuffle_words, typos" in ls.stdout
     assert clear_cache(tmp_path) == 2  # one model folder + one perturbation file
     assert list_cache(tmp_path) == [] and list_perturbation_cache(tmp_path) == []
+
+
+def test_cache_clear_refuses_empty_or_unmatched_hash_and_file_cache_dir(tmp_path, capsys):
+    """issue #12: `cache clear --model-hash ""` removed everything; a file as --cache-dir was a traceback."""
+    from vlbench import cli
+
+    a, b = "4" * 64, "5" * 64
+    for h in (a, b):
+        _fake_model(tmp_path, h)
+    (tmp_path / "perturbations").mkdir()
+    (tmp_path / "perturbations" / "k.json").write_text("{}")
+    for bad, message in (("", "--model-hash is empty"), ("  ", "--model-hash is empty"),
+                         ("6" * 8, "no cached model matches --model-hash '66666666'"),
+                         ("4", "too short")):
+        assert cli.main(["cache", "clear", "--cache-dir", str(tmp_path), "--model-hash", bad]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "fix:" in err and "Traceback" not in err
+    assert len(list_cache(tmp_path)) == 2 and (tmp_path / "perturbations" / "k.json").exists()  # nothing removed
+    f = tmp_path / "afile"
+    f.write_text("x")
+    for action in ("ls", "clear"):
+        assert cli.main(["cache", action, "--cache-dir", str(f)]) == 2
+        assert f"--cache-dir '{f}' is not a folder" in capsys.readouterr().err
+    assert f.read_text() == "x"

@@ -19,6 +19,10 @@ def run_args(counting_plugin, manifest, tmp_path):
     (["--num-workers", "-1"], "--num-workers must be >= 0"),
     (["--batch-size", "-3"], "--batch-size must be >= 1"),
     (["--batch-size", "0"], "--batch-size must be >= 1"),
+    (["--text-batch-size", "-5"], "--text-batch-size must be >= 1"),
+    (["--device", "tpu"], "--device 'tpu' is not a device vlbench can use"),
+    (["--device", "banana"], "use cpu, cuda, cuda:N (e.g. cuda:0), mps or auto"),
+    (["--device", "cuda:x"], "--device 'cuda:x' is not a device"),
 ])
 def test_negative_numbers_are_refused(run_args, tmp_path, capsys, extra, message):
     assert cli.main(run_args + extra + ["--out", str(tmp_path / "o")]) == 2
@@ -96,4 +100,14 @@ def test_cuda_requested_without_cuda_on_a_warm_cache(tiny_models, manifest, tmp_
     assert cli.main(common + ["--out", str(tmp_path / "warm")]) == 0
     assert cli.main(common + ["--out", str(tmp_path / "o"), "--device", "cuda"]) == 2
     assert "--device cuda was asked for but CUDA is not available" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_unknown_device_is_refused_on_a_warm_cache_too(tiny_models, manifest, tmp_path, capsys):
+    """A warm run loads no model: '--device tpu' used to be recorded in results.json with exit 0."""
+    model = f"clip:{tiny_models('clip')}"
+    common = ["run", "--model", model, "--dataset", f"custom:{manifest}", "--quiet", "--num-workers", "0"]
+    assert cli.main(common + ["--out", str(tmp_path / "warm")]) == 0
+    assert cli.main(common + ["--out", str(tmp_path / "o"), "--device", "tpu"]) == 2
+    assert "--device 'tpu' is not a device" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

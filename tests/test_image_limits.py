@@ -1,7 +1,7 @@
 """Image memory is bounded by the decoded *and* the resized size (docs/robustness.md).
 
 A tiny PNG can declare an extreme aspect ratio: 20,000,000 x 1 pixels is 60 MB decoded, but resizing
-its short side to 224 pixels would need about 3.7 TB. vlbench refuses it from the header, before decoding."""
+its short side to 224 pixels would make it 4,480,000,000 x 224 pixels (3.0 TB as 8-bit RGB). vlbench refuses it from the header, before decoding."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def test_extreme_aspect_ratio_is_refused_before_decoding(tmp_path):
     with pytest.raises(DataError, match=r"strip\.png.*2000000 x 1 pixels.*aspect ratio") as err:
         load_image(p)
     assert "VLBENCH_MAX_IMAGE_ASPECT" in err.value.hint
+    # the size named is the resized one: 2,000,000 / 1 * 224 = 448,000,000 x 224 x 3 bytes = 301.1 GB
+    assert "448,000,000 x 224 pixels, 301.1 GB as 8-bit RGB" in err.value.message
 
 
 def test_normal_panorama_still_loads(tmp_path):

@@ -106,3 +106,28 @@ def test_image_download_with_the_network_down_is_a_clear_error(tmp_path, monkeyp
     with pytest.raises(DataError, match="could not download the images of 'flickr30k'") as err:
         download.fetch_images("flickr30k", ds, tmp_path)
     assert "unzip its images into" in err.value.hint
+
+
+def test_captions_given_as_a_string_is_an_error_naming_the_line(tmp_path):
+    write_images(tmp_path / "images", 2)
+    man = _manifest(tmp_path, [{"image": "images/img000.png", "captions": ["a red square"]},
+                               {"image": "images/img001.png", "captions": "a blue square"}])
+    with pytest.raises(DataError, match=r"line 2: 'captions' is a string, not a list of strings") as err:
+        load_custom(str(man))
+    assert '"captions": ["a blue square"]' in err.value.hint
+
+
+def test_misspelt_key_is_an_error_naming_the_line_and_key(tmp_path):
+    write_images(tmp_path / "images", 2)
+    man = _manifest(tmp_path, [{"image": "images/img000.png", "captions": ["a red square"]},
+                               {"image": "images/img001.png", "captions": ["a blue square"], "imgae": "x.png"}])
+    with pytest.raises(DataError, match=r"line 2 has the key\(s\) 'imgae', close to") as err:
+        load_custom(str(man))
+    assert "check the spelling" in err.value.hint
+
+
+def test_other_extra_keys_are_metadata_and_ignored(tmp_path):
+    write_images(tmp_path / "images", 1)
+    man = _manifest(tmp_path, [{"image": "images/img000.png", "captions": ["a red square"], "id": 7,
+                                "source": "my crawl"}])
+    assert load_custom(str(man)).captions == ["a red square"]

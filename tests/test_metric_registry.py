@@ -99,3 +99,28 @@ def test_extending_doc_metric_example_is_the_tested_plugin():
     exec(compile(example, "metric_plugin.py", "exec"), ns)  # runs: builds the Metric
     ev = M.evaluate(M.ArraySource(S), C2I)
     np.testing.assert_allclose(ns["RECIPROCAL_RANK"].per_query(ev.t2i, ev), [1, .5, .5, 1])
+
+
+def test_environment_plugins_lists_only_the_plugins_used(monkeypatch):
+    """results.json environment.plugins: only plug-ins a run selected or computed, not every installed one."""
+    from vlbench import _env
+
+    monkeypatch.setitem(sys.modules, "fake_used_mod", type(sys)("fake_used_mod"))
+    sys.modules["fake_used_mod"].U = sys.modules["fake_used_mod"].I = object()
+    models = registry.Registry("models")
+    models._plugins_loaded = True
+    for n in ("used-model", "idle-model"):
+        models._entries[n] = registry.Entry(n, f"fake_used_mod:{n[0].upper()}", "", f"plugin:{n}-dist 1.0")
+    metrics = registry.Registry("metrics")
+    metrics._plugins_loaded = True
+    metrics._entries["idle-metric"] = registry.Entry("idle-metric", MRR, "", "plugin:idle-metric-dist 2.0")
+    empty = {k: registry.Registry(k) for k in ("datasets", "perturbations")}
+    for reg in empty.values():
+        reg._plugins_loaded = True
+    monkeypatch.setattr(registry, "models", models)
+    monkeypatch.setattr(registry, "metrics", metrics)
+    monkeypatch.setattr(registry, "datasets", empty["datasets"])
+    monkeypatch.setattr(registry, "perturbations", empty["perturbations"])
+    assert _env.library_versions()["plugins"] == {}  # installed, none used
+    models.get("used-model")
+    assert _env.library_versions()["plugins"] == {"models/used-model": "used-model-dist 1.0"}

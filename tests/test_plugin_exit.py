@@ -45,3 +45,52 @@ def test_ls_marks_broken_plugins_and_lists_custom_datasets(monkeypatch, capsys, 
     assert "BROKEN: RuntimeError: boom" in next(line for line in out.splitlines() if "raising-model" in line)
     assert cli.main(["ls", "datasets"]) == 0
     assert "custom:<manifest.jsonl>" in capsys.readouterr().out
+
+
+def _fake_metric_eps(monkeypatch, tmp_path, mapping):
+    import importlib.metadata as md
+
+    from vlbench.benchmark.metric_specs import BUILTINS
+
+    class EP:
+        def __init__(self, name, value):
+            self.name, self.value, self.dist = name, value, None
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(md, "entry_points", lambda group=None: [EP(n, v) for n, v in mapping.items()]
+                        if group == "vlbench.metrics" else [])
+    fresh = registry.Registry("metrics")
+    for m in BUILTINS:
+        fresh.register(m.name, m, description=m.description)
+    monkeypatch.setattr(registry, "metrics", fresh)
+
+
+def test_metric_plugin_calling_sys_exit_fails_run_with_exit_2(monkeypatch, tmp_path, capsys):
+    from vlbench import cli
+
+    (tmp_path / "exiting_metric.py").write_text("import sys\nsys.exit(0)\n")
+    _fake_metric_eps(monkeypatch, tmp_path, {"exit-metric": "exiting_metric:M"})
+    (tmp_path / "m.jsonl").write_text('{"image": "a.png", "captions": ["a cat"]}\n')
+    rc = cli.main(["run", "--model", "clip", "--dataset", f"custom:{tmp_path / 'm.jsonl'}",
+                   "--out", str(tmp_path / "run"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "'exit-metric'" in err and "sys.exit(0)" in err
+    assert not (tmp_path / "run").exists()  # refused before any work
+    assert cli.main(["ls", "metrics"]) == 0
+    out = capsys.readouterr().out
+    assert "recall@k" in out and "ndcg_cm@p" in out  # built-ins still listed
+    line = next(x for x in out.splitlines() if "exit-metric" in x)
+    assert line.startswith("!") and "BROKEN" in line and "sys.exit(0)" in line
+
+
+def test_metric_entry_point_naming_a_function_is_listed_broken(monkeypatch, tmp_path, capsys):
+    from vlbench import cli
+
+    (tmp_path / "func_metric.py").write_text("def mrr(r, ev):\n    return 1.0 / r.best_rank\n")
+    _fake_metric_eps(monkeypatch, tmp_path, {"func-metric": "func_metric:mrr"})
+    assert cli.main(["ls", "metrics"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "func-metric" in x)
+    assert line.startswith("!") and "BROKEN" in line and "must name a vlbench Metric, got function" in line
+    assert "recall@k" in out

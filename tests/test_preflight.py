@@ -117,3 +117,50 @@ def test_openclip_table_is_read_without_torch():
             "print(_openclip_repo('ViT-B-32', 'laion2b_s34b_b79k'), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.stdout.split() == ["laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "False"], out.stderr
+
+
+@pytest.mark.parametrize("model, suggestion", [("kakaobrain/align-base", "align:kakaobrain/align-base"),
+                                               ("hf-hub:timm/x", "openclip:hf-hub:timm/x")])
+def test_unknown_model_family_is_refused_up_front_with_did_you_mean(manifest_one_missing, tmp_path, model,
+                                                                   suggestion):
+    write_images(manifest_one_missing.parent, 3)  # all images present: the model is the only problem
+    proc, _ = _run(["--model", model, "--dataset", f"custom:{manifest_one_missing}", "--perturb", "all",
+                    "--out", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"unknown model family '{model.partition(':')[0]}'" in proc.stderr
+    assert f"did you mean '--model {suggestion}'" in proc.stderr
+    assert "perturbing" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_model_suggestions_for_other_unknown_specs():
+    assert "'clip'" in PF.check_model("clpi")[0].fix
+    assert "openclip:ViT-B-32/laion2b_s34b_b79k" in PF.check_model("ViT-B-32/laion2b_s34b_b79k")[0].fix
+    assert "clip:openai/clip-vit-large-patch14" in PF.check_model("openai/clip-vit-large-patch14")[0].fix
+
+
+def test_language_check_finds_wordnet_by_its_files_without_importing_nltk(tmp_path, monkeypatch):
+    from vlbench import lang
+
+    code = ("import sys; from vlbench.benchmark.preflight import check_language; check_language('all'); "
+            "print('nltk' in sys.modules, 'scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
+    # nothing anywhere -> missing; NLTK_DATA with corpora/wordnet/data.noun, or corpora/wordnet.zip -> found
+    monkeypatch.setattr(lang, "DEBIAN_WORDNET", tmp_path / "no-debian")
+    monkeypatch.setattr(lang, "nltk_search_dirs", lambda: [tmp_path / "a", tmp_path / "b"])
+    assert not lang.wordnet_available()
+    problems = PF.check_language("synonym-noun")
+    assert [p.item for p in problems if p.item == "WordNet"] == ["WordNet"]
+    (tmp_path / "b" / "corpora").mkdir(parents=True)
+    (tmp_path / "b" / "corpora" / "wordnet.zip").write_bytes(b"PK")
+    assert lang.wordnet_available()
+    monkeypatch.undo()
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "nd"))
+    assert lang.nltk_search_dirs()[0] == tmp_path / "nd"
+    (tmp_path / "nd" / "corpora" / "wordnet").mkdir(parents=True)
+    (tmp_path / "nd" / "corpora" / "wordnet" / "data.noun").write_text("x")
+    monkeypatch.setattr(lang, "DEBIAN_WORDNET", tmp_path / "no-debian")
+    assert lang.wordnet_available()

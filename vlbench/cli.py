@@ -116,7 +116,7 @@ def _cmd_ls(args) -> int:
         for m in describe():
             src = "" if m["source"] == "builtin" else f"  [{m['source']}]"
             if "error" in m:
-                print(f"  ! {m['name']}: {m['error']}{src}")
+                print(f"! {m['name']:<14} BROKEN: {m['error']}{src}")
                 continue
             name = m["name"] + {"k": "@k", "p": "@p"}.get(m["param"], "")
             print(f"  {name:<14} {m['unit']:<5} {m['better']:<6} {'/'.join(m['directions']):<8} {m['range']}{src}")

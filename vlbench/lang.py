@@ -53,6 +53,36 @@ def nltk_data_dir() -> Path:
     return cache_root() / "nltk_data"
 
 
+def nltk_search_dirs() -> list[Path]:
+    """The folders NLTK looks for data in (its ``nltk.data.path``), computed without importing nltk
+    (which pulls in scipy and scikit-learn: seconds), plus vlbench's own copy."""
+    import sys
+
+    dirs = [Path(p) for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+    dirs.append(Path("~/nltk_data").expanduser())
+    for prefix in dict.fromkeys((sys.prefix, sys.exec_prefix, getattr(sys, "base_prefix", sys.prefix))):
+        dirs += [Path(prefix) / "nltk_data", Path(prefix) / "share" / "nltk_data", Path(prefix) / "lib" / "nltk_data"]
+    if os.name == "nt":  # pragma: no cover
+        dirs += [Path(os.environ.get("APPDATA", "C:\\")) / "nltk_data", Path("C:\\nltk_data"),
+                 Path("D:\\nltk_data"), Path("E:\\nltk_data")]
+    else:
+        dirs += [Path("/usr/share/nltk_data"), Path("/usr/local/share/nltk_data"), Path("/usr/lib/nltk_data"),
+                 Path("/usr/local/lib/nltk_data")]
+    dirs.append(nltk_data_dir())
+    return dirs
+
+
+def wordnet_available() -> bool:
+    """Whether ``wordnet()`` can load WordNet offline, by looking for its files (no nltk import):
+    NLTK's data folders (``corpora/wordnet`` or ``corpora/wordnet.zip``), or Debian's wordnet-base files
+    that ``ensure_wordnet`` assembles a copy from."""
+    for d in nltk_search_dirs():
+        wn = d / "corpora" / "wordnet"
+        if (wn / "data.noun").is_file() or (d / "corpora" / "wordnet.zip").is_file():
+            return True
+    return all((DEBIAN_WORDNET / f).is_file() for f in _WORDNET_FILES[:12])
+
+
 def _assemble_from_debian(target: Path) -> bool:
     if not all((DEBIAN_WORDNET / f).is_file() for f in _WORDNET_FILES[:12]):
         return False

@@ -135,7 +135,9 @@ class Registry:
     def get(self, name: str) -> Any:
         entry = self.entry(name)
         try:
-            return entry.load()
+            obj = entry.load()
+            entry.meta["used"] = True  # plug-ins a run selected: recorded in results.json (plugin_versions)
+            return obj
         except VlbenchError:
             raise
         except (Exception, SystemExit) as exc:  # a broken plug-in fails only the run that selects it;
@@ -157,12 +159,13 @@ metrics = Registry("metrics", BUILTIN_MODULES["metrics"])
 
 
 def plugin_versions() -> dict[str, str]:
-    """Distribution and version of every plug-in entry known so far (recorded in results); a metric
-    plug-in counts only once it was actually computed (a broken one is not "in use")."""
+    """Distribution and version of the plug-ins this process used (recorded in results): a model,
+    dataset or perturbation plug-in once a run selected it (``get``), a metric plug-in once it was
+    actually computed (a broken one is not "in use"); installed but unused plug-ins are left out."""
     out = {}
     for reg in (models, datasets, perturbations, metrics):
         for e in reg.entries():
-            if reg is metrics and not e.meta.get("computed"):
+            if not e.meta.get("computed" if reg is metrics else "used"):
                 continue
             if e.source.startswith("plugin:"):
                 out[f"{reg.kind}/{e.name}"] = e.source[len("plugin:"):]

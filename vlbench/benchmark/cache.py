@@ -111,7 +111,7 @@ class EmbeddingCache:
 
 
 def list_cache(root=None) -> list[dict]:
-    root = Path(root) if root else default_cache_dir()
+    root = _cache_root(root)
     out = []
     base = root / "embeddings"
     if not base.is_dir():
@@ -141,11 +141,23 @@ def _model_label(model_dir: Path) -> str:
         return ""
 
 
+def _cache_root(root) -> Path:
+    """The cache folder (``--cache-dir``, else the default); a path that is not a folder is an error."""
+    root = Path(root).expanduser() if root else default_cache_dir()
+    if root.exists() and not root.is_dir():
+        raise VlbenchError(f"--cache-dir {str(root)!r} is not a folder", "give the cache folder (or leave --cache-dir "
+                           "out for the default); `vlbench cache ls` shows what it holds")
+    return root
+
+
 def _matching_model_dirs(base: Path, model_hash: str) -> list[Path]:
     """The model folders a user-given hash names: an exact hash, or a prefix of >= 8 characters
     that names exactly one model (folders are named by the first 16 characters)."""
     dirs = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
     want = model_hash.strip().lower()
+    if not want:
+        raise VlbenchError("--model-hash is empty (an empty hash would match every model)",
+                           "give the hash that `vlbench cache ls` shows, or leave --model-hash out to clear everything")
     exact = [p for p in dirs if p.name == want[:16] and len(want) >= 16]
     if exact:
         return exact
@@ -156,6 +168,9 @@ def _matching_model_dirs(base: Path, model_hash: str) -> list[Path]:
     if len(found) > 1:
         raise VlbenchError(f"--model-hash {model_hash!r} matches {len(found)} models: "
                            f"{', '.join(p.name for p in found)}", "give more characters of the hash")
+    if not found:
+        raise VlbenchError(f"no cached model matches --model-hash {model_hash!r} (nothing removed)",
+                           "`vlbench cache ls` shows the cached models' hashes")
     return found
 
 
@@ -163,15 +178,15 @@ def clear_cache(root=None, model_hash: str | None = None, *, perturbations: bool
     """Remove cached embeddings (all, or one model's) and perturbed captions; returns the number of
     model folders plus perturbation files removed. perturbations: None clears them only when no
     model_hash is given (a whole-cache clear); True / False force it."""
-    root = Path(root) if root else default_cache_dir()
+    root = _cache_root(root)
     base = root / "embeddings"
     n = 0
-    dirs = _matching_model_dirs(base, model_hash) if model_hash else \
+    dirs = _matching_model_dirs(base, model_hash) if model_hash is not None else \
         (sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else [])
     for model_dir in dirs:
         shutil.rmtree(model_dir, ignore_errors=True)
         n += 1
-    if perturbations or (perturbations is None and not model_hash):
+    if perturbations or (perturbations is None and model_hash is None):
         for f in sorted((root / "perturbations").glob("*.json")):
             f.unlink(missing_ok=True)
             n += 1
@@ -180,7 +195,7 @@ def clear_cache(root=None, model_hash: str | None = None, *, perturbations: bool
 
 def list_perturbation_cache(root=None) -> list[dict]:
     """One row per cached perturbed-caption file: key, perturbation names, bytes, modified."""
-    root = Path(root) if root else default_cache_dir()
+    root = _cache_root(root)
     out = []
     for f in sorted((root / "perturbations").glob("*.json")):
         try:

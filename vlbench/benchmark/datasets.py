@@ -201,6 +201,18 @@ def _build(name, rows, image_root, source, line_numbers=None) -> Dataset:
                    caption_ids=ids, image_root=image_root, source=source, issues=issues)
 
 
+MANIFEST_KEYS = frozenset({"image", "captions"})
+
+
+def _misspelt_keys(obj: dict) -> list[str]:
+    """Extra keys that look like a misspelling of a manifest key ("imgae", "caption"): refused, so a typo never
+    silently drops data. Other extra keys (an id, a source, metadata) are allowed and ignored."""
+    import difflib
+
+    return sorted(k for k in set(obj) - MANIFEST_KEYS
+                  if isinstance(k, str) and difflib.get_close_matches(k.lower(), MANIFEST_KEYS, n=1, cutoff=0.7))
+
+
 def read_manifest(path: str | os.PathLike) -> tuple[list[dict], list[int]]:
     """Parse a JSONL manifest; every problem names the line and the fix."""
     path = Path(path)
@@ -223,11 +235,18 @@ def read_manifest(path: str | os.PathLike) -> tuple[list[dict], list[int]]:
                 raise DataError(f"{path}: line {n} is not valid JSON ({exc.msg} at column {exc.colno})",
                                 'each line must be {"image": "file.jpg", "captions": ["...", ...]}') from None
             if not isinstance(obj, dict) or "image" not in obj or "captions" not in obj:
-                raise DataError(f"{path}: line {n} lacks the keys 'image' and 'captions'",
+                extra = sorted(set(obj) - MANIFEST_KEYS) if isinstance(obj, dict) else []
+                raise DataError(f"{path}: line {n} lacks the keys 'image' and 'captions'"
+                                + (f" (unknown key(s): {', '.join(map(repr, extra))})" if extra else ""),
                                 'each line must be {"image": "file.jpg", "captions": ["...", ...]}')
+            typos = _misspelt_keys(obj)
+            if typos:
+                raise DataError(f"{path}: line {n} has the key(s) {', '.join(map(repr, typos))}, close to "
+                                f"'image' / 'captions'", "check the spelling (other extra keys are ignored)")
             caps = obj["captions"]
             if isinstance(caps, str):
-                caps = [caps]
+                raise DataError(f"{path}: line {n}: 'captions' is a string, not a list of strings",
+                                f'write it as a list: "captions": [{json.dumps(caps[:60])}]')
             if not isinstance(caps, list) or len(caps) == 0:
                 raise DataError(f"{path}: line {n}: 'captions' must be a non-empty list of strings",
                                 "give every image at least one caption")

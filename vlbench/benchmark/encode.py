@@ -72,7 +72,7 @@ SINGLE = Shard()
 
 #: longest side / shortest side above which an image is refused. Preprocessing resizes the shortest side
 #: to the model's input size, so memory grows with this ratio: a 6 KB PNG of 2,000,000 x 1 pixels would
-#: become a 448,000,000 x 224 image (about 20 GB). Override with VLBENCH_MAX_IMAGE_ASPECT.
+#: become a 448,000,000 x 224 image (301 GB as 8-bit RGB). Override with VLBENCH_MAX_IMAGE_ASPECT.
 MAX_ASPECT = 32.0
 
 
@@ -80,9 +80,10 @@ def _check_shape(path: Path, size: tuple[int, int]) -> None:
     w, h = size
     limit = float(os.environ.get("VLBENCH_MAX_IMAGE_ASPECT", MAX_ASPECT))
     if min(w, h) < 1 or max(w, h) / min(w, h) > limit:
+        long_side = round(max(w, h) / max(min(w, h), 1) * 224)
         raise DataError(f"image file {str(path)!r} is {w} x {h} pixels: its aspect ratio exceeds {limit:g}:1, and "
-                        f"resizing its short side to the model's input size would need "
-                        f"{max(w, h) / max(min(w, h), 1) * 224 * 224 * 3 / 2**30:.1f} GB or more",
+                        f"resizing its short side to 224 pixels (a usual model input size) would make it "
+                        f"{long_side:,} x 224 pixels, {long_side * 224 * 3 / 1e9:,.1f} GB as 8-bit RGB",
                         "crop or pad it to a normal aspect ratio, or set VLBENCH_MAX_IMAGE_ASPECT if you trust it")
 
 

@@ -10,7 +10,9 @@ Plug-ins: an entry point in the group ``vlbench.metrics`` whose target is a ``Me
 gets ``(DirectionResult, Evaluation)`` and returns one value per query; the reported value is
 their mean, written as records ``{direction, metric, k=None, value}`` after the built-ins and as a
 per-query column. A plug-in that fails to load or to compute is skipped with a warning and is not
-listed among the plug-ins used by a run.
+listed among the plug-ins used by a run. A plug-in whose import calls ``sys.exit`` stops the run
+before any work (exit 2, naming it): ``check_plugins`` runs in the preflight. An entry point that does
+not name a ``Metric`` is listed as broken by ``vlbench ls metrics``, with the reason.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from .. import registry
+from ..errors import VlbenchError
 
 DIRECTIONS = ("i2t", "t2i")
 
@@ -76,6 +79,35 @@ for _m in BUILTINS:
     registry.metrics.register(_m.name, _m, description=_m.description)
 
 
+def _load(e) -> "Metric":
+    """Load one plug-in entry as a Metric; SystemExit becomes a VlbenchError naming the plug-in."""
+    try:
+        m = e.load()
+    except SystemExit as exc:
+        raise VlbenchError(f"metric plug-in {e.name!r} ({e.source}) called sys.exit({exc.code!r}) while importing",
+                           "uninstall or fix the package that provides it "
+                           "(or set VLBENCH_DISABLE_PLUGIN_AUTOLOAD=1)") from None
+    if not isinstance(m, Metric):
+        raise TypeError(f"the entry point must name a vlbench Metric, got {type(m).__name__} "
+                        f"({e.target if isinstance(e.target, str) else m!r})")
+    if e.source != "builtin" and m.per_query is None:
+        raise TypeError("the Metric has no per_query function")
+    return m
+
+
+def check_plugins() -> None:
+    """Import every metric plug-in once (the preflight): a sys.exit while importing is an error."""
+    for e in registry.metrics.entries():
+        if e.source == "builtin":
+            continue
+        try:
+            _load(e)
+        except VlbenchError:
+            raise
+        except Exception:  # reported (and skipped) when the metrics are computed
+            pass
+
+
 def plugin_metrics() -> list:
     """(entry, Metric) of the loadable metric plug-ins; a broken one is skipped with a warning."""
     out = []
@@ -83,9 +115,9 @@ def plugin_metrics() -> list:
         if e.source == "builtin":
             continue
         try:
-            m = e.load()
-            if not isinstance(m, Metric) or m.per_query is None:
-                raise TypeError(f"the entry point must name a vlbench Metric with per_query, got {type(m).__name__}")
+            m = _load(e)
+        except VlbenchError:
+            raise
         except Exception as exc:  # a broken plug-in must not break the built-in numbers
             warnings.warn(f"metric plug-in {e.name!r} ({e.source}) skipped: {exc}", stacklevel=2)
             continue
@@ -117,9 +149,12 @@ def describe() -> list[dict]:
     rows = []
     for e in registry.metrics.entries():
         try:
-            m = e.load()
-        except Exception as exc:
-            rows.append(dict(name=e.name, source=e.source, error=str(exc)))
+            m = _load(e)
+        except VlbenchError as exc:
+            rows.append(dict(name=e.name, source=e.source, error=exc.message))
+            continue
+        except Exception as exc:  # not importable, or not a Metric: listed as broken, with the reason
+            rows.append(dict(name=e.name, source=e.source, error=f"{type(exc).__name__}: {exc}"))
             continue
         rows.append(dict(name=e.name, unit=m.unit, range=m.value_range,
                          better="higher" if m.higher_is_better else "lower", directions=list(m.directions),

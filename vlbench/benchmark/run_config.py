@@ -4,6 +4,7 @@ every option before any work so a typo never costs an encoding pass."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ GRADED_KINDS = ("rouge-l", "minilm")
 CORRUPT_AT = ("input", "original")
 DIGIT_SOURCES = ("auto", "mnist", "sklearn-digits")
 VALIDITY_MODES = ("sample", "full", "off")
+_DEVICE = re.compile(r"^(cpu|auto|mps|cuda(:[0-9]+)?)$")
 
 
 @dataclass
@@ -97,7 +99,7 @@ def validate(cfg: RunConfig) -> None:
     if cfg.batch_size < 1:
         raise VlbenchError(f"--batch-size must be >= 1, got {cfg.batch_size}", "e.g. --batch-size 64")
     if cfg.text_batch_size is not None and cfg.text_batch_size < 1:
-        raise VlbenchError(f"text_batch_size must be >= 1, got {cfg.text_batch_size}", "e.g. 256")
+        raise VlbenchError(f"--text-batch-size must be >= 1, got {cfg.text_batch_size}", "e.g. --text-batch-size 256")
     if cfg.num_workers is not None and cfg.num_workers < 0:
         raise VlbenchError(f"--num-workers must be >= 0, got {cfg.num_workers}",
                            "0 decodes images in the main process; e.g. --num-workers 4")
@@ -105,6 +107,9 @@ def validate(cfg: RunConfig) -> None:
         raise VlbenchError(f"--seed must be a non-negative integer below 2**63, got {cfg.seed}", "e.g. --seed 0")
     for opt, value in (("--out", cfg.out), ("--cache-dir", None if cfg.no_cache else cfg.cache_dir)):
         _check_folder(opt, value)
+    if cfg.device and not _DEVICE.match(cfg.device):
+        raise VlbenchError(f"--device {cfg.device!r} is not a device vlbench can use",
+                           "use cpu, cuda, cuda:N (e.g. cuda:0), mps or auto")
     if cfg.device and cfg.device != "auto" and cfg.device != "cpu":
         from .models import pick_device  # imports torch: only for an explicit accelerator
 
