@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from .errors import VlbenchError
@@ -44,11 +43,9 @@ def _cmd_run(args) -> int:
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
         return 0
-    if args.json:
-        print(json.dumps(res.results["results"], indent=1))
-    elif not args.quiet:
-        print(res.table())
-        print(f"\nresults: {res.out_dir / 'results.json'}")
+    from .benchmark.report import print_run_result
+
+    print_run_result(res, as_json=args.json, quiet=args.quiet)
     return 0
 
 

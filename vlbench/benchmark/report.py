@@ -62,3 +62,28 @@ def format_table(rec: RunRecord) -> str:
     if proto:  # runs before protocols were recorded have none
         out += f"\n\nprotocol: {proto['name']}"
     return out
+
+
+def write_run_files(out: Path, results: dict, table: str) -> None:
+    """results.json (never replaced: a folder that received a finished run meanwhile is an error) and table.md."""
+    from .._io import atomic_write_text, write_json
+    from ..errors import VlbenchError
+
+    try:
+        write_json(out / "results.json", results, replace=False)
+    except FileExistsError:
+        raise VlbenchError(f"{out} received a finished run from another process while this one ran",
+                           "runs are never overwritten: pass another --out folder") from None
+    atomic_write_text(out / "table.md", table + "\n")
+
+
+def print_run_result(res, *, as_json: bool, quiet: bool) -> None:
+    """What `vlbench run` prints when a run (retrieval or choice task) finished."""
+    import json
+
+    if as_json:
+        print(json.dumps(res.results["results"], indent=1))
+    elif not quiet:
+        print(res.table())
+        print(f"\nresults: {res.out_dir / 'results.json'}")
+

@@ -24,12 +24,12 @@ import numpy as np
 
 from .. import __version__
 from .._env import library_versions
-from .._io import atomic_write_text, sha256_json, write_json
+from .._io import sha256_json
 from ..errors import VlbenchError
 from . import metrics as M
 from .datasets import Dataset, load_dataset
 from .distributed import claim_out, distributed, gather, phase, silence_library_progress
-from .report import format_table, write_per_query
+from .report import format_table, write_per_query, write_run_files
 from . import protocol_settings as PS
 from .run_config import RunConfig, validate
 from .stats import model_input_analysis, paired_bootstrap, query_scores
@@ -345,9 +345,4 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
 
 
 def _write_results(out: Path, results: dict, rec: RunRecord) -> None:
-    try:
-        write_json(out / "results.json", results, replace=False)
-    except FileExistsError:
-        raise VlbenchError(f"{out} received a finished run from another process while this one ran",
-                           "runs are never overwritten: pass another --out folder") from None
-    atomic_write_text(out / "table.md", format_table(rec) + "\n")
+    write_run_files(out, results, format_table(rec))

@@ -8,7 +8,6 @@ leaderboard), only scored differently; sharing the command keeps every option (-
 
 from __future__ import annotations
 
-import json
 
 from ..errors import VlbenchError
 
@@ -46,9 +45,7 @@ def run_task_from_args(args) -> int:
                      trust_remote_code=args.trust_remote_code, revision=args.revision,
                      dataset_name=args.dataset_name, model_name=args.model_name)
     res = run_task(cfg)
-    if args.json:
-        print(json.dumps(res.results["results"], indent=1))
-    elif not args.quiet:
-        print(res.table())
-        print(f"\nresults: {res.out_dir / 'results.json'}")
+    from ..benchmark.report import print_run_result
+
+    print_run_result(res, as_json=args.json, quiet=args.quiet)
     return 0

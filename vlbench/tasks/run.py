@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import __version__
 from .._env import library_versions
-from .._io import atomic_write_text, sha256_file, sha256_json, write_json
+from .._io import sha256_file, sha256_json
 from ..errors import DataError, VlbenchError
 from ..results import Condition, DatasetInfo, MetricKey, MetricValue, ModelInfo, RunRecord
 from .choice import N_BOOT, ChoiceItem, distinct_images, distinct_texts, evaluate_choice
@@ -230,12 +230,9 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
         blind = blind_baseline(cfg, sets)
         rec = _record(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out, blind)
         results = rec.to_json()
-        try:
-            write_json(out / "results.json", results, replace=False)
-        except FileExistsError:
-            raise VlbenchError(f"{out} received a finished run from another process while this one ran",
-                               "runs are never overwritten: pass another --out folder") from None
-        atomic_write_text(out / "table.md", format_task_table(rec) + "\n")
+        from ..benchmark.report import write_run_files
+
+        write_run_files(out, results, format_task_table(rec))
         _log(cfg, f"wrote {out / 'results.json'}")
         return TaskRunResult(out, results, evals, rec)
     finally:
