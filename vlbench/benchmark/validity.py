@@ -11,8 +11,10 @@ Per perturbation::
      "drift_n": captions the drift is over, "drift_mode": "sample" | "full" | "off",
      "encoder": "sentence-transformers/all-MiniLM-L6-v2" (or None), "encoder_error": why drift is missing}
 
-The sample: applied captions ordered by sha256(f"{seed}/{perturbation}/{caption_id}"), the first
-``sample_size`` taken; so it depends on neither caption order nor batch size. The audit file of a run folder
+The sample: applied captions ordered by sha256(f"{seed}/validity/{caption_id}"), the first ``sample_size``
+taken; so it depends on neither caption order nor batch size, and it is the same caption sample for every
+perturbation that applies to those captions (the drifts of two perturbations compare the same queries, and
+each original caption is encoded once for all of them, which halves the encoding cost). The audit file of a run folder
 (:func:`audit_rows`) takes 50 (original, perturbed) pairs per perturbation by the same ordering with another
 salt. MiniLM vectors are cached per string for the process (shared with the synonym guard), so strings
 the guard already encoded are not encoded again.
@@ -74,7 +76,7 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
         out["effective_rate"] = sum(a != b for a, b in zip(ko, kp)) / n
     if mode == "off":
         return out
-    chosen = applied if mode == "full" else _order(ps.caption_ids, applied, ps.seed, ps.name)[:sample_size]
+    chosen = applied if mode == "full" else _order(ps.caption_ids, applied, ps.seed, "validity")[:sample_size]
     chosen.sort()
     try:
         check_available()
