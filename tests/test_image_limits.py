@@ -62,9 +62,10 @@ def _peak_run(args, env) -> tuple[int, int, str]:
 
 @pytest.mark.slow
 def test_run_with_a_20_megapixel_strip_adds_no_memory(tiny_models, tmp_path):
-    """The strip adds nothing measurable to the run's peak memory: it is refused from its header. The
-    process itself (torch + transformers imported: about 0.9 GB RSS with the CUDA build of torch,
-    mostly shared-library pages) is measured as the baseline, the same run without the strip."""
+    """The strip adds nothing measurable to the run's peak memory and the refused run stays under 1 GB: it is
+    refused from its header, before the model is loaded. The same run without the strip (which loads torch,
+    transformers and the model: about 1.1 GB RSS with the CUDA build of torch, mostly shared-library pages) is
+    the baseline."""
     rows = excerpt_rows(3)
     folder = tmp_path / "d"
     names = write_images(folder, len(rows))
@@ -82,7 +83,10 @@ def test_run_with_a_20_megapixel_strip_adds_no_memory(tiny_models, tmp_path):
     assert "strip.png" in stderr and "aspect ratio" in stderr
     assert "Traceback" not in stderr
     assert peak_kb < base_kb + 100 * 1024, f"peak {peak_kb / 1024:.0f} MB vs {base_kb / 1024:.0f} MB without the strip"
-    assert peak_kb < 1536 * 1024, f"peak RSS {peak_kb / 1024:.0f} MB"
+    # the issue's bound: the whole process under 1 GB. Headers are checked before the model (and torch) is
+    # loaded, so the refused run never holds the model
+    assert peak_kb < 1000 * 1024, f"peak RSS {peak_kb / 1024:.0f} MB"
+    print(f"peak RSS: {peak_kb / 1024:.0f} MB with the strip (refused), {base_kb / 1024:.0f} MB without it")
 
 
 @pytest.mark.parametrize("workers", [0, 2])

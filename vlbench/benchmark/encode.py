@@ -19,6 +19,7 @@ import hashlib
 import os
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -87,13 +88,12 @@ def _check_shape(path: Path, size: tuple[int, int]) -> None:
                         "crop or pad it to a normal aspect ratio, or set VLBENCH_MAX_IMAGE_ASPECT if you trust it")
 
 
-def load_image(path: str | os.PathLike):
-    """Open an image as RGB with the documented rules (docs/robustness.md):
-    EXIF orientation applied; CMYK/grayscale/palette converted; 16-bit scaled to 8-bit;
-    transparency composited on white; PIL's decompression-bomb limit enforced."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
+@contextmanager
+def _opened(path: Path):
+    """The image opened lazily (header read, nothing decoded), its size checked; every failure inside the
+    block becomes a DataError naming the file and the fix."""
+    from PIL import Image, UnidentifiedImageError
 
-    path = Path(path)
     if not path.is_file():
         raise DataError(f"image file {str(path)!r} is missing", "put the file there or fix the manifest")
     if path.stat().st_size == 0:
@@ -103,17 +103,7 @@ def load_image(path: str | os.PathLike):
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(path) as im:
                 _check_shape(path, im.size)  # before decoding: the header gives the size
-                im.load()
-                im = ImageOps.exif_transpose(im)
-                if im.mode in ("I;16", "I;16B", "I;16L", "I"):
-                    arr = np.asarray(im, dtype=np.float64)
-                    hi = 65535.0 if im.mode.startswith("I;16") or arr.max() > 255 else 255.0
-                    im = Image.fromarray(np.clip(arr / hi * 255.0 + 0.5, 0, 255).astype(np.uint8), "L")
-                if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
-                    im = im.convert("RGBA")
-                    bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
-                    im = Image.alpha_composite(bg, im)
-                return im.convert("RGB")
+                yield im
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise DataError(f"image file {str(path)!r} is too large to decode safely ({exc})",
                         "downscale it, or raise PIL.Image.MAX_IMAGE_PIXELS if you trust the file") from None
@@ -123,6 +113,34 @@ def load_image(path: str | os.PathLike):
     except (OSError, SyntaxError, ValueError) as exc:
         raise DataError(f"image file {str(path)!r} is corrupt or truncated ({exc})",
                         "re-download or replace the file") from None
+
+
+def check_image_header(path: str | os.PathLike) -> None:
+    """Refuse an unreadable or extreme image from its header alone (no decoding, no model): the encode
+    step calls it for every image it is about to encode, before the model is loaded, so such an image
+    costs neither the model's memory nor any finished work."""
+    with _opened(Path(path)):
+        pass
+
+
+def load_image(path: str | os.PathLike):
+    """Open an image as RGB with the documented rules (docs/robustness.md):
+    EXIF orientation applied; CMYK/grayscale/palette converted; 16-bit scaled to 8-bit;
+    transparency composited on white; PIL's decompression-bomb limit enforced."""
+    from PIL import Image, ImageOps
+
+    with _opened(Path(path)) as im:
+        im.load()
+        im = ImageOps.exif_transpose(im)
+        if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+            arr = np.asarray(im, dtype=np.float64)
+            hi = 65535.0 if im.mode.startswith("I;16") or arr.max() > 255 else 255.0
+            im = Image.fromarray(np.clip(arr / hi * 255.0 + 0.5, 0, 255).astype(np.uint8), "L")
+        if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
+            im = im.convert("RGBA")
+            bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
+            im = Image.alpha_composite(bg, im)
+        return im.convert("RGB")
 
 
 def file_key(path: str | os.PathLike) -> str:
@@ -292,6 +310,9 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
     batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]
     mine = [b for i, b in enumerate(batches) if shard.mine(i)]
     if mine:
+        for b in mine:  # bad files fail here, before the model and torch are loaded
+            for k in b:
+                check_image_header(first_path[k])
         import torch
 
         getattr(adapter, "real", None)  # load a lazy model here, once, not in every DataLoader worker
