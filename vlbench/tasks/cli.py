@@ -28,7 +28,7 @@ def print_tasks() -> None:
 
 def run_task_from_args(args) -> int:
     from ..benchmark.run_options import flag_of
-    from .run import TaskConfig, run_task
+    from .run import SHARED_OPTIONS, TaskConfig, run_task
 
     for opt, default in _RETRIEVAL_ONLY.items():
         if getattr(args, opt) != default:
@@ -38,12 +38,8 @@ def run_task_from_args(args) -> int:
         if getattr(args, opt, None):
             raise VlbenchError(f"{flag_of(opt)} applies to retrieval runs, not to --task {args.task}",
                                "leave it out")
-    cfg = TaskConfig(task=args.task, model=args.model, dataset=args.dataset, out=args.out, data_dir=args.data_dir,
-                     images_dir=args.images_dir, device=args.device, precision=args.precision,
-                     batch_size=args.batch_size, num_workers=args.num_workers, seed=args.seed,
-                     cache_dir=args.cache_dir, no_cache=args.no_cache, restart=args.restart, quiet=args.quiet,
-                     trust_remote_code=args.trust_remote_code, revision=args.revision,
-                     dataset_name=args.dataset_name, model_name=args.model_name)
+    cfg = TaskConfig(task=args.task, model=args.model, dataset=args.dataset, images_dir=args.images_dir,
+                     **{opt: getattr(args, opt) for opt in SHARED_OPTIONS})
     res = run_task(cfg)
     from ..benchmark.report import print_run_result
 

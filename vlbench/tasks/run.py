@@ -37,27 +37,26 @@ SUGARCREPE_COMMIT = "0047054b243992f0fad63d6f64f7544862daf846"
 SUGARCREPE_RAW = f"https://raw.githubusercontent.com/RAIVNLab/sugar-crepe/{SUGARCREPE_COMMIT}/data"
 
 
-@dataclass
-class TaskConfig:
-    task: str
-    model: str
-    dataset: str | None = None
-    out: str | None = None
-    data_dir: str | None = None
-    images_dir: str | None = None  # SugarCrepe: the COCO val2017 folder (default $VLBENCH_COCO_VAL2017)
-    device: str | None = None
-    precision: str = "fp32"
-    batch_size: int = 64
-    num_workers: int | None = None
-    seed: int = 0
-    cache_dir: str | None = None
-    no_cache: bool = False
-    restart: bool = False
-    quiet: bool = False
-    trust_remote_code: bool = False
-    revision: str | None = None
-    dataset_name: str | None = None
-    model_name: str | None = None
+#: the retrieval-run options a choice task takes too: declared once, in RunConfig (same defaults, same CLI flags)
+SHARED_OPTIONS = ("out", "data_dir", "device", "precision", "batch_size", "num_workers", "seed", "cache_dir",
+                  "no_cache", "restart", "quiet", "trust_remote_code", "revision", "dataset_name", "model_name")
+
+
+def _task_config_class():
+    from ..benchmark.run_config import RunConfig
+
+    shared = {f.name: f for f in dataclasses.fields(RunConfig)}
+    cls = dataclasses.make_dataclass("TaskConfig", [
+        ("task", str), ("model", str), ("dataset", "str | None", dataclasses.field(default=None)),
+        # SugarCrepe: the COCO val2017 folder (default $VLBENCH_COCO_VAL2017)
+        ("images_dir", "str | None", dataclasses.field(default=None)),
+        *[(n, shared[n].type, dataclasses.field(default=shared[n].default)) for n in SHARED_OPTIONS]])
+    cls.__module__ = __name__
+    return cls
+
+
+#: a choice-task run's options: ``task``, ``model``, ``dataset``, ``images_dir`` and :data:`SHARED_OPTIONS`
+TaskConfig = _task_config_class()
 
 
 @dataclass
