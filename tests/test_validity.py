@@ -267,3 +267,34 @@ def test_run_validity_off_and_missing_encoder(counting_plugin, manifest, tmp_pat
     with pytest.raises(VlbenchError, match="--validity"):
         run(model="counting", dataset=f"custom:{manifest}", perturb="distraction-true", out=str(tmp_path / "c"),
             quiet=True, validity="most")
+
+
+def test_run_keeps_minilm_vectors_and_drift_in_its_own_cache_folder(counting_plugin, manifest, tmp_path,
+                                                                    monkeypatch):
+    """--cache-dir holds everything a run caches (MiniLM vectors and drift summaries included), a warm run
+    reads the drift summary without touching a vector, and --no-cache writes none of it."""
+    import vlbench.perturbations.guard as G
+    from vlbench.benchmark.runner import run
+
+    monkeypatch.setattr(G, "_SHARED", G.VectorCache(disk=True))  # a fresh process's cache (nothing in memory)
+    default = tmp_path / "default-cache"
+    monkeypatch.setenv("VLBENCH_CACHE_DIR", str(default))
+    kw = dict(model="counting", dataset=f"custom:{manifest}", perturb="distraction-true,char-swap", quiet=True,
+              num_workers=0, n_boot=20)
+    first = run(out=str(tmp_path / "a"), cache_dir=str(tmp_path / "c1"), **kw)
+    assert list((tmp_path / "c1" / "minilm-vectors").glob("*.npz"))
+    assert len(list((tmp_path / "c1" / "validity-drift").glob("*.json"))) == 2
+    assert not (default / "minilm-vectors").exists()
+
+    def no_vectors(self, texts):
+        raise AssertionError("a warm run must not need MiniLM vectors")
+
+    with monkeypatch.context() as m:
+        m.setattr(G.VectorCache, "ensure", no_vectors)
+        warm = run(out=str(tmp_path / "b"), cache_dir=str(tmp_path / "c1"), **kw)
+    for n in ("distraction-true", "char-swap"):
+        assert warm.results["conditions"][n]["validity"] == first.results["conditions"][n]["validity"]
+    monkeypatch.setattr(G, "_SHARED", G.VectorCache(disk=True))
+    run(out=str(tmp_path / "c"), cache_dir=str(tmp_path / "c2"), no_cache=True, **kw)
+    assert not (tmp_path / "c2" / "minilm-vectors").exists() and not (tmp_path / "c2" / "validity-drift").exists()
+    assert not (default / "minilm-vectors").exists()

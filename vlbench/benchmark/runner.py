@@ -175,8 +175,10 @@ def make_plan(cfg: RunConfig) -> Plan:
     perturbed = {}
     if cfg.perturb:
         from .. import perturbations as P
+        from ..perturbations.guard import shared_cache
         from .cache import perturbed_captions
 
+        shared_cache().configure(cfg.cache_dir, disk=not cfg.no_cache)  # MiniLM vectors: the run's cache folder
         perturbed = perturbed_captions(ds, P.resolve(cfg.perturb), params=cfg.perturb_params, seed=cfg.seed,
                                        cache_dir=cfg.cache_dir, read=not cfg.no_cache and not cfg.restart,
                                        write=not cfg.no_cache, progress=not cfg.quiet, log=lambda m: _log(cfg, m))

@@ -46,11 +46,36 @@ def _order(ids: Sequence[str], idx: Sequence[int], seed: int, salt: str) -> list
 
 
 def drift_stats(originals, perturbed, cache=None) -> dict:
-    import numpy as np
-
-    from ..perturbations.guard import shared_cache
+    """Drift summary of the (original, perturbed) pairs; remembered on disk per pair list and encoder, so a
+    warm run reads one small file instead of the vectors."""
+    from ..perturbations.guard import ENCODER_NAME, shared_cache
 
     cache = shared_cache() if cache is None else cache
+    key = hashlib.sha256("\0".join([ENCODER_NAME, *(f"{o}\0{p}" for o, p in zip(originals, perturbed))])
+                         .encode("utf-8", "surrogatepass")).hexdigest()
+    path = cache.result_file(key) if hasattr(cache, "result_file") else None
+    if path is not None and path.is_file():
+        try:
+            import json
+
+            return json.loads(path.read_text())
+        except ValueError:
+            pass  # unreadable: computed again and rewritten
+    stats = _drift_summary(originals, perturbed, cache)
+    if path is not None:
+        try:
+            from .._io import atomic_write_text, dumps_strict
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, dumps_strict(stats))
+        except OSError:  # a read-only cache only costs time later
+            pass
+    return stats
+
+
+def _drift_summary(originals, perturbed, cache) -> dict:
+    import numpy as np
+
     cache.ensure([*originals, *perturbed])
     d = np.clip(1.0 - np.array([cache.cosine(o, p) for o, p in zip(originals, perturbed)], dtype=np.float64), 0, 2)
     if not d.size:

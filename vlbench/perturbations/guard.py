@@ -36,11 +36,25 @@ class VectorCache:
         self._encode = encode_fn
         self._vec: dict = {}
         self._disk, self._loaded = disk, set()
+        self._root = None
+
+    def configure(self, cache_dir=None, disk: bool = True) -> None:
+        """Keep the vectors under ``<cache_dir>/minilm-vectors/`` (None: the default cache folder), or, with
+        ``disk=False`` (``--no-cache``), neither read nor write them on disk. A run calls this with its own
+        ``--cache-dir``/``--no-cache``, so everything a run caches lies in one folder."""
+        from pathlib import Path
+
+        self._root = Path(cache_dir).expanduser() if cache_dir else None
+        self._disk = disk
 
     def _dir(self):
         from .._paths import cache_root as default_cache_dir
 
-        return default_cache_dir() / "minilm-vectors"
+        return (self._root or default_cache_dir()) / "minilm-vectors"
+
+    def result_file(self, key: str):
+        """Where a result computed from this cache's vectors (a drift summary) is remembered: None without disk."""
+        return self._dir().parent / "validity-drift" / f"{key[:32]}.json" if self._disk else None
 
     def _load_disk(self, keys: dict) -> None:
         import numpy as np
