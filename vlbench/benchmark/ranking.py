@@ -43,15 +43,22 @@ class Positives:
 
     @classmethod
     def from_lists(cls, lists: Sequence[Sequence[int]], n_candidates: int) -> "Positives":
-        rows = [np.unique(np.asarray(list(r), dtype=np.int64)) for r in lists]
-        for q, r in enumerate(rows):
-            if len(r) and (r[0] < 0 or r[-1] >= n_candidates):
-                raise ValueError(f"positive index out of range for query {q}: {r.tolist()} "
-                                 f"(there are {n_candidates} candidates)")
-        ptr = np.zeros(len(rows) + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([len(r) for r in rows])
-        idx = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-        return cls(ptr, idx.astype(np.int64), n_candidates)
+        """Sorted, de-duplicated positives per query (one vectorized pass: no per-row numpy call)."""
+        rows = [r if isinstance(r, (list, tuple, np.ndarray)) else list(r) for r in lists]
+        n = len(rows)
+        lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
+        flat = np.fromiter((int(x) for r in rows for x in r), dtype=np.int64, count=int(lens.sum()))
+        q = np.repeat(np.arange(n, dtype=np.int64), lens)
+        bad = (flat < 0) | (flat >= n_candidates)
+        if bad.any():
+            first = int(q[np.argmax(bad)])
+            raise ValueError(f"positive index out of range for query {first}: "
+                             f"{np.unique(np.asarray(rows[first], dtype=np.int64)).tolist()} "
+                             f"(there are {n_candidates} candidates)")
+        keys = np.unique(q * max(n_candidates, 1) + flat)
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(np.bincount(keys // max(n_candidates, 1), minlength=n))
+        return cls(ptr, (keys % max(n_candidates, 1)).astype(np.int64), n_candidates)
 
 
 def _as_lists(extra, n: int, name: str) -> list[list[int]]:
