@@ -14,9 +14,7 @@ in the issue ("grass" -> "Gunter Grass", "fire hydrant" -> "firing hydrant", ...
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -84,10 +82,9 @@ def show(label: str, res: dict) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="coco")
-    ap.add_argument("--data-dir", default=os.environ.get("VLBENCH_SHARED_CAPTIONS",
-                                                         str(ROOT.parent / "shared" / "data" / "captions")))
+    from _captions import caption_parser
+
+    ap = caption_parser(__doc__)
     ap.add_argument("--before", action="store_true", help="also audit the version-1.0 rule (choice=first)")
     ap.add_argument("--examples", type=int, default=5, help="flagged examples printed per check")
     ap.add_argument("--json", metavar="FILE", default=None)

@@ -12,7 +12,6 @@ the not-applicable rate of each perturbation; ``--json FILE`` also writes them a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -25,10 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="coco")
-    ap.add_argument("--data-dir", default=os.environ.get("VLBENCH_SHARED_CAPTIONS",
-                                                         str(ROOT.parent / "shared" / "data" / "captions")))
+    from _captions import caption_parser
+
+    ap = caption_parser(__doc__)
     ap.add_argument("--perturb", default="all")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=512)

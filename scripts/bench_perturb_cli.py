@@ -15,7 +15,6 @@ Prints wall and CPU time (user + sys of the child) per mode, and the load averag
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import subprocess
@@ -28,10 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="coco")
-    ap.add_argument("--data-dir", default=os.environ.get("VLBENCH_SHARED_CAPTIONS",
-                                                         str(ROOT.parent / "shared" / "data" / "captions")))
+    from _captions import caption_parser
+
+    ap = caption_parser(__doc__)
     ap.add_argument("--modes", default="off,sample")
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))

@@ -16,8 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
-import os
 import re
 import sys
 from pathlib import Path
@@ -95,10 +93,9 @@ def trigram_partitions(captions) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="coco")
-    ap.add_argument("--data-dir", default=os.environ.get("VLBENCH_SHARED_CAPTIONS",
-                                                         str(ROOT.parent / "shared" / "data" / "captions")))
+    from _captions import caption_parser
+
+    ap = caption_parser(__doc__)
     args = ap.parse_args()
     from vlbench.benchmark.datasets import load_dataset
 

@@ -12,9 +12,7 @@ and, for each candidate threshold, the share of known-bad pairs rejected and of 
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -23,10 +21,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", default="coco")
-    ap.add_argument("--data-dir", default=os.environ.get("VLBENCH_SHARED_CAPTIONS",
-                                                         str(ROOT.parent / "shared" / "data" / "captions")))
+    from _captions import caption_parser
+
+    ap = caption_parser(__doc__)
     ap.add_argument("--json", metavar="FILE", default=None)
     args = ap.parse_args()
     import numpy as np

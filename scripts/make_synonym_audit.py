@@ -14,10 +14,8 @@ docs/perturbations.md).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -70,9 +68,9 @@ def summary() -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=os.environ.get("VLBENCH_SHARED_CAPTIONS",
-                                                         str(ROOT.parent / "shared" / "data" / "captions")))
+    from _captions import caption_parser
+
+    ap = caption_parser(__doc__, dataset=False)
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--summary", action="store_true")
     args = ap.parse_args()

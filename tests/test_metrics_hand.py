@@ -529,3 +529,24 @@ def test_extra_positive_turns_distractor_into_query():
 def test_error_bad_extra_positives(extra, pattern):
     with pytest.raises(ValueError, match=pattern):
         vlbench.score(B_S.astype(np.float32), B_C2I, extra_positives=extra)
+
+
+def test_positives_from_lists_equal_a_per_row_build():
+    """The vectorized positives build against the obvious one (np.unique per row), on random rows with
+    duplicates and empty rows; an index out of range names its query."""
+    import random
+
+    import numpy as np
+
+    from vlbench.benchmark.ranking import Positives
+
+    rng = random.Random(0)
+    for _ in range(200):
+        n, n_cand = rng.randint(0, 25), rng.randint(1, 40)
+        lists = [[rng.randrange(n_cand) for _ in range(rng.randint(0, 6))] for _ in range(n)]
+        p = Positives.from_lists(lists, n_cand)
+        rows = [np.unique(np.asarray(r, dtype=np.int64)) for r in lists]
+        assert p.ptr.tolist() == [0, *np.cumsum([len(r) for r in rows]).tolist()]
+        assert p.idx.tolist() == [int(x) for r in rows for x in r]
+    with pytest.raises(ValueError, match=r"query 1: \[-1, 2, 9\] \(there are 5 candidates\)"):
+        Positives.from_lists([[1], [2, 9, -1]], 5)

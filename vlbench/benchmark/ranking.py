@@ -55,10 +55,11 @@ class Positives:
             raise ValueError(f"positive index out of range for query {first}: "
                              f"{np.unique(np.asarray(rows[first], dtype=np.int64)).tolist()} "
                              f"(there are {n_candidates} candidates)")
-        keys = np.unique(q * max(n_candidates, 1) + flat)
+        width = max(n_candidates, 1)  # one key per (query, candidate): sorting them sorts each row
+        keys = np.unique(q * width + flat)
         ptr = np.zeros(n + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum(np.bincount(keys // max(n_candidates, 1), minlength=n))
-        return cls(ptr, (keys % max(n_candidates, 1)).astype(np.int64), n_candidates)
+        ptr[1:] = np.cumsum(np.bincount(keys // width, minlength=n))
+        return cls(ptr, keys % width, n_candidates)
 
 
 def _as_lists(extra, n: int, name: str) -> list[list[int]]:

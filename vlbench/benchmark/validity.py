@@ -53,7 +53,7 @@ def drift_stats(originals, perturbed, cache=None) -> dict:
     cache = shared_cache() if cache is None else cache
     key = hashlib.sha256("\0".join([ENCODER_NAME, *(f"{o}\0{p}" for o, p in zip(originals, perturbed))])
                          .encode("utf-8", "surrogatepass")).hexdigest()
-    path = cache.result_file(key) if hasattr(cache, "result_file") else None
+    path = cache.result_file(key)
     if path is not None and path.is_file():
         try:
             import json
