@@ -52,13 +52,18 @@ def protocol_of(run: Run) -> str:
     return proto.get("name", "standard") if isinstance(proto, dict) else "standard"
 
 
+def _note_mixed(mixed: list, flags: dict, entry: dict, groups: dict, flag) -> None:
+    """One ``mixed`` entry for runs that differ in one respect (``groups``: variant -> runs), and the flag
+    ``flag(variant)`` on each of those runs."""
+    mixed.append({**entry, "variants": {v: sorted(x.ref for x in rs) for v, rs in sorted(groups.items())}})
+    for v, rs in groups.items():
+        for x in rs:
+            flags.setdefault(x.path, []).append(flag(v))
+
+
 def _mixed_protocols(protocols: dict, mixed: list, flags: dict) -> None:
     if len(protocols) > 1:
-        mixed.append({"what": "protocol",
-                      "variants": {v: sorted(x.ref for x in rs) for v, rs in sorted(protocols.items())}})
-        for v, rs in protocols.items():
-            for x in rs:
-                flags.setdefault(x.path, []).append(f"mixed: protocol {v}")
+        _note_mixed(mixed, flags, {"what": "protocol"}, protocols, lambda v: f"mixed: protocol {v}")
 
 
 def _mixed(hashes: dict, versions: dict) -> tuple[list[dict], dict]:
@@ -66,17 +71,10 @@ def _mixed(hashes: dict, versions: dict) -> tuple[list[dict], dict]:
     mixed, flags = [], {}
     for name in sorted(hashes):
         if len(hashes[name]) > 1:
-            mixed.append({"what": "dataset_hash", "dataset": name,
-                          "variants": {h: sorted(x.ref for x in rs) for h, rs in sorted(hashes[name].items())}})
-            for h, rs in hashes[name].items():
-                for x in rs:
-                    flags.setdefault(x.path, []).append(f"mixed: dataset hash {_short(h)}")
+            _note_mixed(mixed, flags, {"what": "dataset_hash", "dataset": name}, hashes[name],
+                        lambda h: f"mixed: dataset hash {_short(h)}")
     if len(versions) > 1:
-        mixed.append({"what": "metric_version",
-                      "variants": {v: sorted(x.ref for x in rs) for v, rs in sorted(versions.items())}})
-        for v, rs in versions.items():
-            for x in rs:
-                flags.setdefault(x.path, []).append(f"mixed: metric version {v}")
+        _note_mixed(mixed, flags, {"what": "metric_version"}, versions, lambda v: f"mixed: metric version {v}")
     return mixed, flags
 
 
