@@ -103,6 +103,74 @@ def test_guard_select_takes_first_acceptable_and_encodes_each_string_once():
     assert select(["orig"], [["bad"]], 0.85, cache=cache) == [None]
 
 
+def _drift_pairs(drifts):
+    """(originals, perturbed, cache) whose pair k has drift ``drifts[k]`` (to the cache's 4 decimals) under a
+    fake encoder that records what it was asked to encode."""
+    from vlbench.perturbations.guard import VectorCache
+
+    calls = []
+
+    def enc(texts):
+        calls.extend(texts)
+        rows = []
+        for t in texts:
+            c = 1.0 if t.startswith("o") else 1.0 - float(t.split(":")[1])
+            rows.append([c, np.sqrt(max(0.0, 1.0 - c * c))])
+        return np.array(rows, dtype=np.float64)
+
+    originals = [f"o{k}" for k in range(len(drifts))]
+    perturbed = [f"p{k}:{d:.4f}" for k, d in enumerate(drifts)]
+    return originals, perturbed, VectorCache(enc), calls
+
+
+@pytest.mark.parametrize("sd, population", [(0.003, 25000), (0.08, 25000), (0.3, 25000), (0.08, 1200)])
+def test_sampled_drift_grows_until_the_mean_is_precise_enough(sd, population):
+    """Sample mode: at least MIN_SAMPLE pairs, STEP more until the mean drift's 95 % half width (finite-population
+    corrected) is <= PRECISION, at most the pairs given; only the pairs used are encoded; the summary is of
+    exactly that prefix. The expected size is computed here independently (statistics module, plain loop)."""
+    import math
+    import statistics
+
+    from vlbench.benchmark.validity import MIN_SAMPLE, PRECISION, STEP, drift_stats
+
+    rng = np.random.default_rng(7)
+    cap = min(2000, population)
+    drifts = np.round(np.clip(rng.normal(0.12, sd, cap), 0.0, 1.0), 4).tolist()
+    o, p, cache, calls = _drift_pairs(drifts)
+    got = drift_stats(o, p, cache, population=population, precision=PRECISION)
+    expect = None
+    for n in [*range(MIN_SAMPLE, cap, STEP), cap]:
+        half = 1.96 * statistics.stdev(drifts[:n]) / math.sqrt(n) * math.sqrt(1 - n / population)
+        if half <= PRECISION or n == cap:
+            expect = n
+            break
+    assert got["n"] == expect
+    if sd == 0.003:
+        assert expect == MIN_SAMPLE
+    if sd == 0.3:
+        assert expect == cap  # never precise enough within the cap
+    if (sd, population) == (0.08, 25000):
+        assert MIN_SAMPLE < expect < cap
+    if population == 1200:  # the finite-population correction: fewer than the same drifts would need from 25,000
+        assert expect < (1.96 * statistics.stdev(drifts) / PRECISION) ** 2
+    d = np.array(drifts[:expect])
+    assert got["mean"] == pytest.approx(d.mean(), abs=6e-4)
+    assert got["p95"] == pytest.approx(np.percentile(d, 95), abs=6e-4)
+    assert got["mean_ci95"] == pytest.approx(1.96 * d.std(ddof=1) / math.sqrt(expect)
+                                             * math.sqrt(1 - expect / population), abs=2e-4)
+    assert set(calls) == set(o[:expect]) | set(p[:expect])  # nothing beyond the prefix was encoded
+
+
+def test_full_drift_uses_every_pair_and_has_no_sampling_error():
+    from vlbench.benchmark.validity import drift_stats
+
+    drifts = np.round(np.random.default_rng(1).uniform(0, 0.6, 900), 4).tolist()
+    o, p, cache, _ = _drift_pairs(drifts)
+    got = drift_stats(o, p, cache)
+    assert got["n"] == 900 and got["mean_ci95"] == 0.0
+    assert got["mean"] == pytest.approx(np.mean(drifts), abs=6e-4)
+
+
 def test_guard_missing_encoder_says_so(monkeypatch):
     import vlbench.perturbations.drift as D
 

@@ -59,7 +59,7 @@ class RunConfig:
     corrupt_at: str = "input"  # corrupt at the model's input geometry (ImageNet-C) or at the "original" size
     shortcuts: str | None = None  # shortcut probes, e.g. "matched,mismatched,caption-only,image-only,bits=2"
     digits: str = "auto"  # digit images of the shortcut probes: auto, mnist, sklearn-digits
-    validity: str = "sample"  # drift of perturbed captions: sample (<= validity_sample captions), full, off
+    validity: str = "sample"  # drift of perturbed captions: sample (500..validity_sample captions), full, off
     validity_sample: int = 2000
     # evaluation protocol (protocol_settings.py): a named bundle; None = the protocol's value
     protocol: str = "standard"  # standard | hendriksen2024

@@ -117,7 +117,8 @@ RUN_OPTIONS = (
     Option("validity", "--validity", "semantic drift of perturbed captions (all-MiniLM-L6-v2): a fixed-seed sample "
                                      "of --validity-sample applied captions per perturbation (default), all of them, "
                                      "or none", choices=C.VALIDITY_MODES),
-    Option("validity_sample", "--validity-sample", "drift sample size (default 2000)", kind="int"),
+    Option("validity_sample", "--validity-sample", "at most this many applied captions in the drift sample, fewer "
+                                                   "once the mean drift is known to +-0.005 (default 2000)", kind="int"),
     Option("quiet", "--quiet", "no progress bars or table", kind="flag"),
 )
 

@@ -7,17 +7,22 @@ Per perturbation::
      "effective_rate": share of captions whose model input changed after the evaluated model's own
                        truncation (adapter.text_keys: token ids after truncation); None without a model,
      "drift": {"mean", "p05", "p50", "p95"} of 1 - cosine(all-MiniLM-L6-v2) over the applied captions
-              (a fixed-seed sample of at most ``sample_size`` by default), or None,
+              (a fixed-seed sample by default, see below), or None,
      "drift_n": captions the drift is over, "drift_mode": "sample" | "full" | "off",
+     "drift_sample_size": the cap (sample mode), "drift_mean_ci95": the 95 % half width of the mean drift,
      "encoder": "sentence-transformers/all-MiniLM-L6-v2" (or None), "encoder_error": why drift is missing}
 
-The sample: applied captions ordered by sha256(f"{seed}/validity/{caption_id}"), the first ``sample_size``
-taken; so it depends on neither caption order nor batch size, and it is the same caption sample for every
-perturbation that applies to those captions (the drifts of two perturbations compare the same queries, and
-each original caption is encoded once for all of them, which halves the encoding cost). The audit file of a run folder
-(:func:`audit_rows`) takes 50 (original, perturbed) pairs per perturbation by the same ordering with another
-salt. MiniLM vectors are cached per string for the process (shared with the synonym guard), so strings
-the guard already encoded are not encoded again.
+The sample: applied captions ordered by sha256(f"{seed}/validity/{caption_id}"); a prefix of that order is
+used: at least MIN_SAMPLE captions, then STEP more at a time until the 95 % interval of the mean drift is within
++-PRECISION (finite-population corrected), at most ``sample_size``. So the sample depends on neither caption
+order nor batch size, every perturbation's mean drift carries the same stated precision, and the samples of
+two perturbations are prefixes of one caption order (their drifts compare the same queries, and each original
+caption is encoded once for all of them). MiniLM encoding is the whole cost of validity on a CPU (about 300
+captions/s on 2 cores); the precision rule spends it where the drift varies (typos: about 1,000 captions;
+shuffles, distractions: 500) instead of 2,000 everywhere (docs/perturbations.md has the measured errors).
+The audit file of a run folder (:func:`audit_rows`) takes 50 (original, perturbed) pairs per perturbation by
+the same ordering with another salt. MiniLM vectors are cached per string for the process and on disk (shared
+with the synonym guard), so strings the guard already encoded are not encoded again.
 """
 
 from __future__ import annotations
@@ -28,7 +33,10 @@ from typing import Sequence
 from ..errors import VlbenchError
 
 MODES = ("sample", "full", "off")
-DEFAULT_SAMPLE = 2000
+DEFAULT_SAMPLE = 2000  # at most this many applied captions per perturbation ...
+MIN_SAMPLE = 500  # ... at least this many (25 beyond each of p05 and p95) ...
+STEP = 100  # ... growing by this many ...
+PRECISION = 0.005  # ... until the mean drift's 95 % interval is within +-0.005 (docs/perturbations.md)
 AUDIT_PAIRS = 50
 AUDIT_FILE = "validity_audit.jsonl"
 
@@ -45,23 +53,34 @@ def _order(ids: Sequence[str], idx: Sequence[int], seed: int, salt: str) -> list
     return sorted(idx, key=key)
 
 
-def drift_stats(originals, perturbed, cache=None) -> dict:
-    """Drift summary of the (original, perturbed) pairs; remembered on disk per pair list and encoder, so a
+def drift_stats(originals, perturbed, cache=None, *, population: int | None = None,
+                precision: float | None = None) -> dict:
+    """Drift summary of the (original, perturbed) pairs, taken in the given order.
+
+    With ``precision``, the pairs are a sample (in sampling order) of ``population`` applied captions and only
+    a prefix is used: at least ``MIN_SAMPLE`` pairs, then ``STEP`` more at a time until the 95 % interval of
+    the mean drift is within +-``precision`` (finite-population corrected) or the pairs run out. Without it,
+    every pair is used. Returns the summary plus ``n`` (pairs used) and ``mean_ci95`` (the interval's half
+    width; 0 when the pairs are the whole population). Remembered on disk per pair list, rule and encoder, so a
     warm run reads one small file instead of the vectors."""
     from ..perturbations.guard import ENCODER_NAME, shared_cache
 
     cache = shared_cache() if cache is None else cache
-    key = hashlib.sha256("\0".join([ENCODER_NAME, *(f"{o}\0{p}" for o, p in zip(originals, perturbed))])
+    population = len(originals) if population is None else population
+    rule = f"{precision}/{MIN_SAMPLE}/{STEP}/{population}" if precision is not None else "all"
+    key = hashlib.sha256("\0".join([ENCODER_NAME, rule, *(f"{o}\0{p}" for o, p in zip(originals, perturbed))])
                          .encode("utf-8", "surrogatepass")).hexdigest()
     path = cache.result_file(key)
     if path is not None and path.is_file():
         try:
             import json
 
-            return json.loads(path.read_text())
+            stats = json.loads(path.read_text())
+            if "n" in stats:
+                return stats
         except ValueError:
             pass  # unreadable: computed again and rewritten
-    stats = _drift_summary(originals, perturbed, cache)
+    stats = _drift_summary(list(originals), list(perturbed), cache, population, precision)
     if path is not None:
         try:
             from .._io import atomic_write_text, dumps_strict
@@ -73,23 +92,48 @@ def drift_stats(originals, perturbed, cache=None) -> dict:
     return stats
 
 
-def _drift_summary(originals, perturbed, cache) -> dict:
+def _half_width(d, population: int) -> float:
+    """95 % half width of the mean of ``d``, a simple random sample without replacement of ``population``."""
+    import math
+
+    n = len(d)
+    if n >= population:
+        return 0.0
+    if n < 2:
+        return math.inf
+    return 1.96 * float(d.std(ddof=1)) / math.sqrt(n) * math.sqrt(1.0 - n / population)
+
+
+def _drift_summary(originals, perturbed, cache, population: int, precision: float | None) -> dict:
     import numpy as np
 
-    cache.ensure([*originals, *perturbed])
-    d = np.clip(1.0 - np.array([cache.cosine(o, p) for o, p in zip(originals, perturbed)], dtype=np.float64), 0, 2)
+    total = len(originals)
+    n = total if precision is None else min(MIN_SAMPLE, total)
+    done = 0
+    while True:
+        cache.ensure([*originals[done:n], *perturbed[done:n]])  # only the pairs this step adds
+        done = n
+        d = np.clip(1.0 - np.array([cache.cosine(o, p) for o, p in zip(originals[:n], perturbed[:n])],
+                                   dtype=np.float64), 0, 2)
+        half = _half_width(d, population)
+        if n >= total or half <= precision:
+            break
+        n = min(n + STEP, total)
     if not d.size:
-        return {"mean": None, "p05": None, "p50": None, "p95": None}
+        return {"mean": None, "p05": None, "p50": None, "p95": None, "n": 0, "mean_ci95": None}
     # 3 decimals: MiniLM vectors differ in the 7th digit with the batch they were encoded in, and the
     # manifest of `vlbench perturb` must be byte-identical across processes
     return {"mean": round(float(d.mean()), 3), "p05": round(float(np.percentile(d, 5)), 3),
-            "p50": round(float(np.percentile(d, 50)), 3), "p95": round(float(np.percentile(d, 95)), 3)}
+            "p50": round(float(np.percentile(d, 50)), 3), "p95": round(float(np.percentile(d, 95)), 3),
+            "n": int(d.size), "mean_ci95": round(half, 4) if np.isfinite(half) else None}
 
 
 def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "sample",
-             sample_size: int = DEFAULT_SAMPLE, cache=None) -> dict:
+             sample_size: int = DEFAULT_SAMPLE, precision: float = PRECISION, cache=None) -> dict:
     """Validity of one PerturbedSet ``ps`` against its ``originals``; ``input_keys`` = (keys of the originals,
-    keys of the perturbed captions): the evaluated model's input after truncation (None: effective_rate None)."""
+    keys of the perturbed captions): the evaluated model's input after truncation (None: effective_rate None).
+    ``precision``: the sample grows until the mean drift's 95 % half width is at most this (0: always
+    ``sample_size`` captions, or all applied ones if fewer)."""
     from ..perturbations.guard import ENCODER_NAME, check_available
 
     n = len(originals)
@@ -101,15 +145,17 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
         out["effective_rate"] = sum(a != b for a, b in zip(ko, kp)) / n
     if mode == "off":
         return out
+    # full: every applied caption; sample: sampling order, at most sample_size, fewer once precise enough
     chosen = applied if mode == "full" else _order(ps.caption_ids, applied, ps.seed, "validity")[:sample_size]
-    chosen.sort()
     try:
         check_available()
-        out["drift"] = drift_stats([originals[i] for i in chosen], [ps.texts[i] for i in chosen], cache)
+        stats = drift_stats([originals[i] for i in chosen], [ps.texts[i] for i in chosen], cache,
+                            population=len(applied), precision=None if mode == "full" else precision)
     except VlbenchError as exc:
         out["encoder_error"] = f"drift not measured: {exc.message}" + (f" (fix: {exc.hint})" if exc.hint else "")
         return out
-    out["drift_n"], out["encoder"] = len(chosen), ENCODER_NAME
+    out["drift_n"], out["drift_mean_ci95"] = stats.pop("n"), stats.pop("mean_ci95")
+    out["drift"], out["encoder"] = stats, ENCODER_NAME
     if mode == "sample":
         out["drift_sample_size"] = sample_size
     return out

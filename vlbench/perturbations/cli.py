@@ -45,7 +45,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--validity", default="sample", choices=["sample", "full", "off"],
                         help="applicability and semantic drift (all-MiniLM-L6-v2) per perturbation, over a fixed-seed "
                              "sample of --validity-sample applied captions (default), all of them, or off")
-    parser.add_argument("--validity-sample", type=int, default=2000, help="drift sample size (default 2000)")
+    parser.add_argument("--validity-sample", type=int, default=2000,
+                        help="at most this many applied captions in the drift sample, fewer once the mean drift is "
+                             "known to +-0.005 (95%%); default 2000")
     parser.add_argument("--batch-size", type=int, default=512, help="spaCy batch size (default 512)")
     parser.add_argument("--progress", action="store_true", help="show progress bars on stderr")
     parser.add_argument("--json", action="store_true", help="with --text: one JSON object per perturbation")
@@ -72,7 +74,7 @@ def _summary(sets: dict, drift: dict | None, out=None, validity: dict | None = N
     out = out or sys.stdout
     head = f"{'perturbation':34s} {'family':12s} {'version':>7s} {'applied':>8s} {'n/a':>7s} {'n/a rate':>9s}"
     if validity:
-        head += f" {'drift mean':>10s} {'p05':>6s} {'p50':>6s} {'p95':>6s} {'n':>5s}"
+        head += f" {'drift mean':>10s} {'+-95%':>6s} {'p05':>6s} {'p50':>6s} {'p95':>6s} {'n':>5s}"
     if drift:
         head += f" {'drift':>7s}"
     print(head, file=out)
@@ -82,8 +84,10 @@ def _summary(sets: dict, drift: dict | None, out=None, validity: dict | None = N
                 f"{100 * ps.not_applicable_rate:8.2f}%")
         if validity:
             d, n_d = validity[name].get("drift") or {}, validity[name]["drift_n"]
-            line += (f" {d['mean']:10.3f} {d['p05']:6.3f} {d['p50']:6.3f} {d['p95']:6.3f} {n_d:5d}"
-                     if d.get("mean") is not None else f" {'-':>10s} {'-':>6s} {'-':>6s} {'-':>6s} {0:5d}")
+            ci = validity[name].get("drift_mean_ci95")
+            ci = f"{ci:6.3f}" if isinstance(ci, (int, float)) else f"{'-':>6s}"
+            line += (f" {d['mean']:10.3f} {ci} {d['p05']:6.3f} {d['p50']:6.3f} {d['p95']:6.3f} {n_d:5d}"
+                     if d.get("mean") is not None else f" {'-':>10s} {'-':>6s} {'-':>6s} {'-':>6s} {'-':>6s} {0:5d}")
         if drift:
             d = drift[name]["mean"]
             line += f" {d:7.3f}" if d is not None else f" {'-':>7s}"
