@@ -182,7 +182,7 @@ def audit_rows(originals, sets: dict, n: int = AUDIT_PAIRS) -> list[dict]:
 
 
 def short(v: dict | None) -> str:
-    """'applied 52.9 %, drift 0.041 (p95 0.102)' for tables and logs."""
+    """'applied 52.9 %, drift 0.041 +-0.004 (p95 0.102, n 500)' for tables and logs."""
     if not v:
         return "-"
     s = f"applied {100 * v['applicable_rate']:.1f} %"
@@ -190,7 +190,9 @@ def short(v: dict | None) -> str:
         s += f", effective {100 * v['effective_rate']:.1f} %"
     d = v.get("drift")
     if d and d.get("mean") is not None:
-        s += f", drift {d['mean']:.3f} (p95 {d['p95']:.3f})"
+        ci = v.get("drift_mean_ci95")
+        ci = f" +-{ci:.3f}" if isinstance(ci, (int, float)) and ci else ""
+        s += f", drift {d['mean']:.3f}{ci} (p95 {d['p95']:.3f}, n {v.get('drift_n', 0)})"
     elif v.get("encoder_error"):
         s += ", drift n/a (encoder missing)"
     return s
