@@ -118,7 +118,7 @@ class _Images:
         return self.n
 
     def __getitem__(self, i):
-        return np.asarray(self.loader(Image.fromarray(_image(seed=i)), f"im{i}"))
+        return np.array(self.loader(Image.fromarray(_image(seed=i)), f"im{i}"))
 
 
 def test_byte_identical_across_worker_counts():
