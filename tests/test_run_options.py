@@ -53,7 +53,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
              "--trust-remote-code", "--revision", "r1", "--bootstrap", "7", "--graded-relevance", "rouge-l",
              "--mia-score", "rank", "--quiet", "--perturb-images", "gaussian_noise:3", "--mce-reference", "ref",
              "--corrupt-at", "original", "--shortcuts", "matched", "--digits", "mnist", "--validity", "full",
-             "--validity-sample", "50"]
+             "--validity-sample", "50", "--validity-precision", "0.01"]
     doc = {"model": "counting:dim=8", "dataset": "custom:m.jsonl", "perturb": "typos",
            "param": {"typos-keyboard.rate": 0.2}, "out": "o", "dataset_name": "d", "model-name": "m", "data-dir": "dd",
            "gallery": "fg-pool", "extra-positives": "eccv", "device": "cpu", "precision": "bf16", "batch-size": 8,
@@ -63,7 +63,8 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
            "cache-dir": "c", "no-cache": True, "restart": True, "trust-remote-code": True, "revision": "r1",
            "bootstrap": 7, "graded-relevance": ["rouge-l"], "mia-score": "rank", "quiet": True,
            "perturb-images": "gaussian_noise:3", "mce_reference": "ref", "corrupt-at": "original",
-           "shortcuts": "matched", "digits": "mnist", "validity": "full", "validity-sample": 50}
+           "shortcuts": "matched", "digits": "mnist", "validity": "full", "validity-sample": 50,
+           "validity-precision": 0.01}
     cfg = RunConfig(model="counting:dim=8", dataset="custom:m.jsonl", perturb="typos",
                     perturb_params={"typos-keyboard": {"rate": 0.2}}, out="o", dataset_name="d", model_name="m",
                     data_dir="dd", gallery="fg-pool", extra_positives="eccv", device="cpu", precision="bf16",
@@ -73,7 +74,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     cache_dir="c", no_cache=True, restart=True, trust_remote_code=True, revision="r1", n_boot=7,
                     graded=("rouge-l",), mia_score="rank", quiet=True, perturb_images="gaussian_noise:3",
                     mce_reference="ref", corrupt_at="original", shortcuts="matched", digits="mnist",
-                    validity="full", validity_sample=50)
+                    validity="full", validity_sample=50, validity_precision=0.01)
     return flags, doc, cfg
 
 

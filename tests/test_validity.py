@@ -171,6 +171,19 @@ def test_full_drift_uses_every_pair_and_has_no_sampling_error():
     assert got["mean"] == pytest.approx(np.mean(drifts), abs=6e-4)
 
 
+def test_precision_zero_is_a_fixed_sample_and_bad_precisions_are_refused():
+    from vlbench.benchmark.validity import check_mode, drift_stats
+
+    drifts = np.round(np.random.default_rng(2).uniform(0.0, 0.02, 1500), 4).tolist()  # precise after 500
+    o, p, cache, _ = _drift_pairs(drifts)
+    assert drift_stats(o, p, cache, population=25000, precision=0.005)["n"] == 500
+    assert drift_stats(o, p, cache, population=25000, precision=0)["n"] == 1500
+    for bad in (-0.1, 1.0, "0.005", True, float("nan")):
+        with pytest.raises(VlbenchError, match="validity precision"):
+            check_mode("sample", 2000, bad)
+    check_mode("sample", 2000, 0)
+
+
 def test_guard_missing_encoder_says_so(monkeypatch):
     import vlbench.perturbations.drift as D
 

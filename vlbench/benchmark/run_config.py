@@ -61,6 +61,7 @@ class RunConfig:
     digits: str = "auto"  # digit images of the shortcut probes: auto, mnist, sklearn-digits
     validity: str = "sample"  # drift of perturbed captions: sample (500..validity_sample captions), full, off
     validity_sample: int = 2000
+    validity_precision: float = 0.005  # the drift sample grows until the mean is known to +-this (95 %)
     # evaluation protocol (protocol_settings.py): a named bundle; None = the protocol's value
     protocol: str = "standard"  # standard | hendriksen2024
     i2t_recall: str | None = None  # hit | fraction
@@ -123,7 +124,7 @@ def validate(cfg: RunConfig) -> None:
                                "give a short printable name, e.g. --dataset-name my-flickr-subset")
     from .validity import check_mode
 
-    check_mode(cfg.validity, cfg.validity_sample)
+    check_mode(cfg.validity, cfg.validity_sample, cfg.validity_precision)
     if cfg.mia_score not in MIA_SCORES:
         raise VlbenchError(f"unknown --mia-score {cfg.mia_score!r}", "use rsum or rank")
     for kind in cfg.graded:

@@ -32,7 +32,7 @@ class Option:
     field: str  # the RunConfig field
     flag: str  # the long option; its config-file key is the flag without "--" (or with "_")
     help: str = ""
-    kind: str = "str"  # str | int | flag (on/off) | ints (comma-separated) | names (comma-separated) | params
+    kind: str = "str"  # str | int | float | flag (on/off) | ints (comma-separated) | names (comma-separated) | params
     choices: tuple | None = None
     metavar: str | None = None
 
@@ -118,7 +118,11 @@ RUN_OPTIONS = (
                                      "of --validity-sample applied captions per perturbation (default), all of them, "
                                      "or none", choices=C.VALIDITY_MODES),
     Option("validity_sample", "--validity-sample", "at most this many applied captions in the drift sample, fewer "
-                                                   "once the mean drift is known to +-0.005 (default 2000)", kind="int"),
+                                                   "once the mean drift is known to --validity-precision "
+                                                   "(default 2000)", kind="int"),
+    Option("validity_precision", "--validity-precision", "the drift sample grows (from 500) until the 95-percent interval "
+                                                         "of the mean drift is within +- this (default 0.005; 0: "
+                                                         "always --validity-sample captions)", kind="float"),
     Option("quiet", "--quiet", "no progress bars or table", kind="flag"),
 )
 
@@ -147,7 +151,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
             kw["default"] = None
         else:
             kw["default"] = default
-        kw["type"] = {"int": int, "ints": _ints, "names": _names}.get(o.kind, str)
+        kw["type"] = {"int": int, "float": float, "ints": _ints, "names": _names}.get(o.kind, str)
         if o.choices:
             kw["choices"] = o.choices
         if o.metavar:

@@ -41,11 +41,14 @@ AUDIT_PAIRS = 50
 AUDIT_FILE = "validity_audit.jsonl"
 
 
-def check_mode(mode: str, sample_size: int) -> None:
+def check_mode(mode: str, sample_size: int, precision: float = PRECISION) -> None:
     if mode not in MODES:
         raise VlbenchError(f"unknown --validity {mode!r}", "use sample (default), full or off")
     if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
         raise VlbenchError(f"validity sample size {sample_size!r} is not a positive integer", "e.g. 2000")
+    if isinstance(precision, bool) or not isinstance(precision, (int, float)) or not 0 <= precision < 1:
+        raise VlbenchError(f"validity precision {precision!r} is not a number in [0, 1)",
+                           "e.g. --validity-precision 0.005 (0: always --validity-sample captions)")
 
 
 def _order(ids: Sequence[str], idx: Sequence[int], seed: int, salt: str) -> list[int]:
@@ -211,13 +214,15 @@ def attach_to_run(cfg, plan, enc, conditions: dict, log=print) -> None:
     from .._io import atomic_write_text, dumps_strict
 
     mode, size = getattr(cfg, "validity", "sample"), getattr(cfg, "validity_sample", DEFAULT_SAMPLE)
+    precision = getattr(cfg, "validity_precision", PRECISION)
     originals = list(plan.ds.captions)
     texts, offsets = plan.texts()
     keys = enc.adapter.text_keys(texts)  # the list the encode step keyed: cached, not tokenized again
     n = len(originals)
     for name, ps in plan.perturbed.items():
         off = offsets[name]
-        v = validity(originals, ps, input_keys=(keys[:n], keys[off:off + n]), mode=mode, sample_size=size)
+        v = validity(originals, ps, input_keys=(keys[:n], keys[off:off + n]), mode=mode, sample_size=size,
+                     precision=precision)
         _meta(conditions[name])["validity"] = v
         log(f"validity {name}: {short(v)}")
     errors = {v.get("encoder_error") for v in (_meta(conditions[n])["validity"] for n in plan.perturbed)} - {None}

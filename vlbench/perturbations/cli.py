@@ -47,7 +47,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "sample of --validity-sample applied captions (default), all of them, or off")
     parser.add_argument("--validity-sample", type=int, default=2000,
                         help="at most this many applied captions in the drift sample, fewer once the mean drift is "
-                             "known to +-0.005 (95%%); default 2000")
+                             "known to --validity-precision; default 2000")
+    parser.add_argument("--validity-precision", type=float, default=0.005,
+                        help="the drift sample grows (from 500) until the 95%% interval of the mean drift is within "
+                             "+- this (default 0.005; 0: always --validity-sample captions)")
     parser.add_argument("--batch-size", type=int, default=512, help="spaCy batch size (default 512)")
     parser.add_argument("--progress", action="store_true", help="show progress bars on stderr")
     parser.add_argument("--json", action="store_true", help="with --text: one JSON object per perturbation")
@@ -201,8 +204,9 @@ def _validity(captions, sets, args) -> dict | None:
     from ..benchmark.validity import all_validity, check_mode
 
     size = int(getattr(args, "validity_sample", 2000))
-    check_mode(mode, size)
-    return all_validity(list(captions), sets, mode=mode, sample_size=size)
+    precision = float(getattr(args, "validity_precision", 0.005))
+    check_mode(mode, size, precision)
+    return all_validity(list(captions), sets, mode=mode, sample_size=size, precision=precision)
 
 
 def _write(out_dir, sets, originals, images, dataset: dict, issues, args, drift, validity=None) -> None:
