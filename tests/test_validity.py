@@ -353,7 +353,8 @@ def test_run_validity_off_and_missing_encoder(counting_plugin, manifest, tmp_pat
 def test_run_keeps_minilm_vectors_and_drift_in_its_own_cache_folder(counting_plugin, manifest, tmp_path,
                                                                     monkeypatch):
     """--cache-dir holds everything a run caches (MiniLM vectors and drift summaries included), a warm run
-    reads the drift summary without touching a vector, and --no-cache writes none of it."""
+    reads the drift summary without touching a vector, --no-cache writes none of it, and afterwards the
+    process's MiniLM cache settings are what they were before the run."""
     import vlbench.perturbations.guard as G
     from vlbench.benchmark.runner import run
 
@@ -379,3 +380,6 @@ def test_run_keeps_minilm_vectors_and_drift_in_its_own_cache_folder(counting_plu
     run(out=str(tmp_path / "c"), cache_dir=str(tmp_path / "c2"), no_cache=True, **kw)
     assert not (tmp_path / "c2" / "minilm-vectors").exists() and not (tmp_path / "c2" / "validity-drift").exists()
     assert not (default / "minilm-vectors").exists()
+    # the process-wide settings are back after the run: a later guard call in this process uses the default cache
+    G.shared_cache().ensure(["A dog runs."])
+    assert list((default / "minilm-vectors").glob("*.npz"))

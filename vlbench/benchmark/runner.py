@@ -12,6 +12,7 @@ the options in run_config.py.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import re
@@ -126,18 +127,29 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
         try:
             if shard.rank != 0:
                 cfg.quiet = True
-            plan = make_plan(cfg)
-            enc = encode(cfg, plan, shard, dist)
-            if enc is None:  # not rank 0: its share is encoded and gathered
-                return None
-            evals = score(cfg, plan, enc)
-            return record(cfg, plan, enc, evals, t0)
+            with _minilm_cache(cfg):  # the guard's and validity's vectors: the run's cache folder, then as before
+                plan = make_plan(cfg)
+                enc = encode(cfg, plan, shard, dist)
+                if enc is None:  # not rank 0: its share is encoded and gathered
+                    return None
+                evals = score(cfg, plan, enc)
+                return record(cfg, plan, enc, evals, t0)
         finally:
             if inited:
                 dist.destroy_process_group()
     finally:
         if lock is not None:
             lock.release()
+
+
+def _minilm_cache(cfg: RunConfig):
+    """A run with perturbations keeps MiniLM vectors (guard, validity) in its --cache-dir, none with --no-cache;
+    the process-wide settings are restored afterwards (a later call in the same process is not affected)."""
+    if not cfg.perturb:
+        return contextlib.nullcontext()
+    from ..perturbations.guard import shared_cache
+
+    return shared_cache().configured(cfg.cache_dir, disk=not cfg.no_cache)
 
 
 @dataclass
@@ -175,10 +187,8 @@ def make_plan(cfg: RunConfig) -> Plan:
     perturbed = {}
     if cfg.perturb:
         from .. import perturbations as P
-        from ..perturbations.guard import shared_cache
         from .cache import perturbed_captions
 
-        shared_cache().configure(cfg.cache_dir, disk=not cfg.no_cache)  # MiniLM vectors: the run's cache folder
         perturbed = perturbed_captions(ds, P.resolve(cfg.perturb), params=cfg.perturb_params, seed=cfg.seed,
                                        cache_dir=cfg.cache_dir, read=not cfg.no_cache and not cfg.restart,
                                        write=not cfg.no_cache, progress=not cfg.quiet, log=lambda m: _log(cfg, m))

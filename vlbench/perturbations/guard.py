@@ -15,6 +15,7 @@ The threshold is chosen from data: see docs/perturbations.md ("Semantic guard").
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Callable, Sequence
 
 from ..errors import VlbenchError
@@ -46,6 +47,16 @@ class VectorCache:
 
         self._root = Path(cache_dir).expanduser() if cache_dir else None
         self._disk = disk
+
+    @contextmanager
+    def configured(self, cache_dir=None, disk: bool = True):
+        """:meth:`configure` for the duration of a ``with`` block (a run), then the settings from before."""
+        before = (self._root, self._disk)
+        self.configure(cache_dir, disk)
+        try:
+            yield self
+        finally:
+            self._root, self._disk = before
 
     def _dir(self):
         from .._paths import cache_root as default_cache_dir
