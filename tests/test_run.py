@@ -87,6 +87,40 @@ def test_per_query_values_reproduce_aggregates(counting_plugin, manifest, tmp_pa
         assert sub["map_at_r"].mean() == pytest.approx(vals[(d, "map_at_r", None)], abs=1e-4)
 
 
+def test_per_query_file_leaves_a_column_empty_where_a_condition_lacks_it(tmp_path):
+    """Conditions with different per-query columns share one header; a missing cell is empty, and the file
+    reads back with pandas as the same table (bools as True/False, numbers as numbers)."""
+    import types
+
+    import numpy as np
+    import pandas as pd
+
+    from vlbench.benchmark.report import write_per_query
+
+    class Ev:
+        def __init__(self, extra):
+            self.extra = extra
+
+        def per_query(self, d):
+            n = 2 if d == "i2t" else 3
+            cols = {"query": np.arange(n), "best_rank": np.arange(1, n + 1), "recall@1": np.arange(n) == 0}
+            if self.extra:
+                cols["mrr"] = 1.0 / np.arange(1, n + 1)
+            return cols
+
+    ds = types.SimpleNamespace(folds=None, images=["im0", "im1"], caption_ids=["c0", "c1", "c2"])
+    write_per_query(tmp_path, ds, {"clean": [Ev(False)], "typo": [Ev(True)]})
+    pq = pd.read_csv(tmp_path / "per_query.csv.gz")
+    assert list(pq.columns) == ["condition", "fold", "direction", "query_index", "query_id", "best_rank",
+                                "recall@1", "mrr"]
+    assert len(pq) == 10 and pq[pq.condition == "clean"]["mrr"].isna().all()
+    typo = pq[(pq.condition == "typo") & (pq.direction == "t2i")]
+    assert typo["mrr"].tolist() == pytest.approx([1, 0.5, 1 / 3])
+    assert typo["query_id"].tolist() == ["c0", "c1", "c2"]
+    assert pq[pq.direction == "i2t"]["query_id"].tolist() == ["im0", "im1"] * 2
+    assert pq["recall@1"].tolist() == [True, False, True, False, False] * 2  # i2t then t2i, per condition
+
+
 def test_images_and_texts_encoded_once_and_cached(counting_plugin, manifest, tmp_path, monkeypatch):
     from vlbench.benchmark.runner import run
 
