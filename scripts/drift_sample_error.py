@@ -16,29 +16,14 @@ for a second run. The table in docs/perturbations.md ("The drift sample") comes 
 
 from __future__ import annotations
 
-import math
 import sys
 import tempfile
 
 
-def rule_size(x, population: int, cap: int) -> tuple[int, float]:
-    """The sample size the rule stops at on the drift sequence ``x`` (in sampling order), and its half width."""
-    from vlbench.benchmark.validity import MIN_SAMPLE, PRECISION, STEP
-
-    top = min(cap, len(x))
-    n = min(MIN_SAMPLE, top)
-    while True:
-        half = 0.0 if n >= population else 1.96 * x[:n].std(ddof=1) / math.sqrt(n) * math.sqrt(1 - n / population)
-        if n >= top or half <= PRECISION:
-            return n, half
-        n = min(n + STEP, top)
-
-
 def population_drifts(dataset: str, data_dir: str, cache_dir: str) -> dict:
-    import numpy as np
-
     from vlbench.benchmark.datasets import load_dataset
     from vlbench.perturbations import perturb_captions, resolve
+    from vlbench.benchmark.validity import pair_drifts
     from vlbench.perturbations.guard import shared_cache
 
     ds = load_dataset(dataset, data_dir=data_dir, require_images=False)
@@ -48,8 +33,7 @@ def population_drifts(dataset: str, data_dir: str, cache_dir: str) -> dict:
     caps, out = list(ds.captions), {}
     for name, ps in sets.items():
         applied = [i for i, a in enumerate(ps.applicable) if a]
-        cache.ensure([caps[i] for i in applied] + [ps.texts[i] for i in applied])
-        out[name] = np.clip(np.array([1 - cache.cosine(caps[i], ps.texts[i]) for i in applied]), 0, 2)
+        out[name] = pair_drifts([caps[i] for i in applied], [ps.texts[i] for i in applied], cache)
         print(f"  encoded {name}: {len(applied)} applied captions", file=sys.stderr, flush=True)
     return out
 
@@ -58,6 +42,7 @@ def main() -> int:
     import numpy as np
 
     from _captions import caption_parser
+    from vlbench.benchmark.validity import MIN_SAMPLE, PRECISION, sequential_prefix
 
     ap = caption_parser(__doc__)
     ap.set_defaults(dataset="flickr30k")
@@ -77,13 +62,13 @@ def main() -> int:
           f"{'p95':>6s} | fixed {args.cap}: {'mean':>6s} {'p95':>6s}")
     for name, x in drifts.items():
         N = len(x)
-        if N < 2 * 500:
+        if N < 2 * MIN_SAMPLE:
             print(f"{name:34s} {N:6d} {x.std():6.3f}  (fewer than 1,000 applied captions: not sampled much)")
             continue
         pop, sizes, cover, err, err_fixed = stats(x), [], [], [], []
         for _ in range(args.orders):
             perm = rng.permutation(x)
-            n, half = rule_size(perm, N, args.cap)
+            n, _, half = sequential_prefix(lambda k: perm[:k], min(args.cap, N), N, PRECISION)
             s = stats(perm[:n])
             sizes.append(n)
             cover.append(abs(s[0] - pop[0]) <= half)

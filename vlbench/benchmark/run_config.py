@@ -10,6 +10,10 @@ from pathlib import Path
 
 from ..errors import VlbenchError
 from . import metrics as M
+from .validity import DEFAULT_SAMPLE as VALIDITY_SAMPLE
+from .validity import MODES as VALIDITY_MODES
+from .validity import PRECISION as VALIDITY_PRECISION
+from .validity import check_mode
 
 
 #: the choices of the options that have them (the CLI's choices and validate() read these)
@@ -20,7 +24,6 @@ MIA_SCORES = ("rsum", "rank")
 GRADED_KINDS = ("rouge-l", "minilm")
 CORRUPT_AT = ("input", "original")
 DIGIT_SOURCES = ("auto", "mnist", "sklearn-digits")
-VALIDITY_MODES = ("sample", "full", "off")
 _DEVICE = re.compile(r"^(cpu|auto|mps|cuda(:[0-9]+)?)$")
 
 
@@ -60,8 +63,8 @@ class RunConfig:
     shortcuts: str | None = None  # shortcut probes, e.g. "matched,mismatched,caption-only,image-only,bits=2"
     digits: str = "auto"  # digit images of the shortcut probes: auto, mnist, sklearn-digits
     validity: str = "sample"  # drift of perturbed captions: sample (500..validity_sample captions), full, off
-    validity_sample: int = 2000
-    validity_precision: float = 0.005  # the drift sample grows until the mean is known to +-this (95 %)
+    validity_sample: int = VALIDITY_SAMPLE
+    validity_precision: float = VALIDITY_PRECISION  # the drift sample grows until its mean is known to +-this
     # evaluation protocol (protocol_settings.py): a named bundle; None = the protocol's value
     protocol: str = "standard"  # standard | hendriksen2024
     i2t_recall: str | None = None  # hit | fraction
@@ -122,8 +125,6 @@ def validate(cfg: RunConfig) -> None:
         if value is not None and (not value.strip() or not value.isprintable() or len(value) > 200):
             raise VlbenchError(f"{opt} {value!r} is not a usable name",
                                "give a short printable name, e.g. --dataset-name my-flickr-subset")
-    from .validity import check_mode
-
     check_mode(cfg.validity, cfg.validity_sample, cfg.validity_precision)
     if cfg.mia_score not in MIA_SCORES:
         raise VlbenchError(f"unknown --mia-score {cfg.mia_score!r}", "use rsum or rank")

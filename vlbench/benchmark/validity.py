@@ -79,7 +79,7 @@ def drift_stats(originals, perturbed, cache=None, *, population: int | None = No
             import json
 
             stats = json.loads(path.read_text())
-            if "n" in stats:
+            if isinstance(stats, dict) and "n" in stats:  # a file of another shape is computed again
                 return stats
         except ValueError:
             pass  # unreadable: computed again and rewritten
@@ -107,21 +107,33 @@ def _half_width(d, population: int) -> float:
     return 1.96 * float(d.std(ddof=1)) / math.sqrt(n) * math.sqrt(1.0 - n / population)
 
 
+def pair_drifts(originals, perturbed, cache):
+    """1 - cosine (clipped to [0, 2]) of each (original, perturbed) pair; encodes what the cache lacks."""
+    import numpy as np
+
+    cache.ensure([*originals, *perturbed])
+    return np.clip(1.0 - np.array([cache.cosine(o, p) for o, p in zip(originals, perturbed)], dtype=np.float64),
+                   0, 2)
+
+
+def sequential_prefix(drifts_of, total: int, population: int, precision: float | None):
+    """The sampling rule: ``(n, drifts, half width)`` for the prefix it stops at. ``drifts_of(n)`` gives the
+    drifts of the first ``n`` pairs in sampling order; ``precision`` None takes all ``total`` pairs."""
+    n = total if precision is None else min(MIN_SAMPLE, total)
+    while True:
+        d = drifts_of(n)
+        half = _half_width(d, population)
+        if n >= total or half <= precision:
+            return n, d, half
+        n = min(n + STEP, total)
+
+
 def _drift_summary(originals, perturbed, cache, population: int, precision: float | None) -> dict:
     import numpy as np
 
-    total = len(originals)
-    n = total if precision is None else min(MIN_SAMPLE, total)
-    done = 0
-    while True:
-        cache.ensure([*originals[done:n], *perturbed[done:n]])  # only the pairs this step adds
-        done = n
-        d = np.clip(1.0 - np.array([cache.cosine(o, p) for o, p in zip(originals[:n], perturbed[:n])],
-                                   dtype=np.float64), 0, 2)
-        half = _half_width(d, population)
-        if n >= total or half <= precision:
-            break
-        n = min(n + STEP, total)
+    # each step encodes only the pairs it adds (the cache holds the earlier ones)
+    _, d, half = sequential_prefix(lambda n: pair_drifts(originals[:n], perturbed[:n], cache), len(originals),
+                                   population, precision)
     if not d.size:
         return {"mean": None, "p05": None, "p50": None, "p95": None, "n": 0, "mean_ci95": None}
     # 3 decimals: MiniLM vectors differ in the 7th digit with the batch they were encoded in, and the

