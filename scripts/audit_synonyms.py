@@ -90,7 +90,7 @@ def main() -> int:
     ap.add_argument("--json", metavar="FILE", default=None)
     args = ap.parse_args()
 
-    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.datasets.core import load_dataset
 
     ds = load_dataset(args.dataset, data_dir=args.data_dir, require_images=False)
     results = {}

@@ -1,4 +1,4 @@
-"""Cost of the graded t2i relevance labels (vlbench.benchmark.graded) on the real test captions.
+"""Cost of the graded t2i relevance labels (vlbench.metrics.graded) on the real test captions.
 
 Measures, per dataset (Flickr30k 1k test: 5,000 captions x 1,000 images; MS-COCO 5k test: 25,000 x 5,000):
   * ROUGE-L (bit-parallel LCS): index build + every query row (the full relevance matrix, computed in
@@ -90,7 +90,7 @@ def naive_rouge(cand, refs, beta=1.2):
 
 
 def bench_rouge(name, caps, c2i, n_images, max_queries, block=1024):
-    from vlbench.benchmark.graded import RougeLRelevance
+    from vlbench.metrics.graded import RougeLRelevance
 
     with Clock() as tb:
         rel = RougeLRelevance(caps, c2i, n_images)
@@ -155,7 +155,7 @@ class SampledEncoder:
 
 
 def bench_minilm(name, caps, c2i, n_images, model, sample, batch_size, device):
-    from vlbench.benchmark.graded import MiniLMRelevance
+    from vlbench.metrics.graded import MiniLMRelevance
 
     n_distinct = len(set(caps))
     enc = SampledEncoder(model, sample if sample else n_distinct, batch_size)
@@ -210,7 +210,7 @@ def main(argv=None):
 
     if not args.skip_minilm:
         print("\n## MiniLM (all-MiniLM-L6-v2, max cosine over the image's captions)")
-        from vlbench.benchmark.graded import load_minilm
+        from vlbench.metrics.graded import load_minilm
 
         with Clock() as tl:
             model = load_minilm(args.device)

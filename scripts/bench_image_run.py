@@ -49,9 +49,9 @@ def make_data(folder: Path, n: int) -> Path:
 def pure_forward(manifest: Path, batch_size: int, passes: int = 16) -> float:
     import torch
 
-    from vlbench.benchmark.datasets import load_dataset
-    from vlbench.benchmark.encode import load_image
-    from vlbench.benchmark.models import load_model
+    from vlbench.datasets.core import load_dataset
+    from vlbench.encoding.encode import load_image
+    from vlbench.models.adapter import load_model
 
     ds = load_dataset(f"custom:{manifest}")
     model = load_model(MODEL, device="cpu")
@@ -65,7 +65,7 @@ def pure_forward(manifest: Path, batch_size: int, passes: int = 16) -> float:
 
 
 def one_run(manifest: Path, out: Path, cache: Path, spec: str | None, args) -> tuple[float, dict]:
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     t = time.perf_counter()
     res = run(model=MODEL, dataset=f"custom:{manifest}", perturb_images=spec, out=str(out), cache_dir=str(cache),

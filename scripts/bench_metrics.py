@@ -53,7 +53,7 @@ def _embeddings(n_images, n_captions_per, dim, n_gallery=None, seed=0):
 def child(mode: str, dim: int, repeat: int) -> dict:
     import numpy as np
 
-    from vlbench.benchmark import metrics as M
+    from vlbench.metrics import compute as M
 
     if mode == "matrix":
         img, txt, c2i = _embeddings(5000, 5, dim)

@@ -35,7 +35,7 @@ def main() -> int:
 
     t0 = time.perf_counter()
     import vlbench.perturbations as P
-    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.datasets.core import load_dataset
     from vlbench.perturbations import engine
 
     ds = load_dataset(args.dataset, data_dir=args.data_dir, require_images=False)

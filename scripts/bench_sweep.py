@@ -121,7 +121,7 @@ def measure(args: list[str], env: dict, torchrun: int = 0) -> dict:
 
 def _conditions(man: str):
     from vlbench import perturbations as P
-    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.datasets.core import load_dataset
 
     ds = load_dataset(f"custom:{man}")
     pert = P.perturb_captions(ds.captions, ds.caption_ids, P.resolve("all"), seed=0)
@@ -133,8 +133,8 @@ def forward(model: str, man: str) -> dict:
     import numpy as np
     import torch
 
-    from vlbench.benchmark.encode import load_image
-    from vlbench.benchmark.models import load_model
+    from vlbench.encoding.encode import load_image
+    from vlbench.models.adapter import load_model
 
     ds, conds = _conditions(man)
     m = load_model(f"clip:{model}", device="cpu")
@@ -155,9 +155,9 @@ def forward(model: str, man: str) -> dict:
 
 def naive(model: str, man: str) -> None:
     """14 independent runs: each loads the model, encodes all images and its captions, scores."""
-    from vlbench.benchmark import metrics as M
-    from vlbench.benchmark.encode import encode_images, encode_texts, stack
-    from vlbench.benchmark.models import load_model
+    from vlbench.metrics import compute as M
+    from vlbench.encoding.encode import encode_images, encode_texts, stack
+    from vlbench.models.adapter import load_model
 
     ds, conds = _conditions(man)
     for name, texts in conds.items():

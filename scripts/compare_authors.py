@@ -97,7 +97,7 @@ def main() -> int:
 
     ap = caption_parser(__doc__)
     args = ap.parse_args()
-    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.datasets.core import load_dataset
 
     keyboard()
     ds = load_dataset(args.dataset, data_dir=args.data_dir, require_images=False)

@@ -3,7 +3,7 @@
 
 Encodes every applied caption of every perturbation of one test set with all-MiniLM-L6-v2 (so the population
 values are known), then draws ``--orders`` random caption orders and applies the sampling rule of
-vlbench.benchmark.validity (MIN_SAMPLE, then STEP more until the mean drift's 95 % half width is at most
+vlbench.perturbations.validity (MIN_SAMPLE, then STEP more until the mean drift's 95 % half width is at most
 PRECISION, at most --cap) to each. Prints, per perturbation: the mean sample size, how often the interval
 covers the population mean, the 95th percentile of the absolute error of mean/p05/p50/p95, and the same
 errors for a fixed sample of --cap captions.
@@ -21,9 +21,9 @@ import tempfile
 
 
 def population_drifts(dataset: str, data_dir: str, cache_dir: str) -> dict:
-    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.datasets.core import load_dataset
     from vlbench.perturbations import perturb_captions, resolve
-    from vlbench.benchmark.validity import pair_drifts
+    from vlbench.perturbations.validity import pair_drifts
     from vlbench.perturbations.guard import shared_cache
 
     ds = load_dataset(dataset, data_dir=data_dir, require_images=False)
@@ -42,7 +42,7 @@ def main() -> int:
     import numpy as np
 
     from _captions import caption_parser
-    from vlbench.benchmark.validity import MIN_SAMPLE, PRECISION, sequential_prefix
+    from vlbench.perturbations.validity import MIN_SAMPLE, PRECISION, sequential_prefix
 
     ap = caption_parser(__doc__)
     ap.set_defaults(dataset="flickr30k")

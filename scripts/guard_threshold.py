@@ -29,7 +29,7 @@ def main() -> int:
     import numpy as np
 
     import vlbench.perturbations as P
-    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.datasets.core import load_dataset
     from vlbench.perturbations.guard import shared_cache
     from vlbench.perturbations.synonym_audit import classify
 

@@ -28,7 +28,7 @@ RULES = {"before": {"choice": "first"}, "after": {}}
 
 def draw(data_dir: str, n: int, seed: int = 0) -> None:
     import vlbench.perturbations as P
-    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.datasets.core import load_dataset
 
     AUDIT.mkdir(parents=True, exist_ok=True)
     for dataset in ("coco", "flickr30k"):

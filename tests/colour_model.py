@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vlbench.benchmark.models import ModelAdapter
+from vlbench.models.adapter import ModelAdapter
 
 WORDS = {"red": (1.0, 0.0, 0.0), "green": (0.0, 1.0, 0.0), "blue": (0.0, 0.0, 1.0), "yellow": (1.0, 1.0, 0.0)}
 

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from vlbench.benchmark.models import ModelAdapter
+from vlbench.models.adapter import ModelAdapter
 
 WEIGHT = 10.0
 COLOURS = {"red": (200, 40, 40), "green": (40, 180, 60), "blue": (40, 60, 200), "yellow": (210, 200, 40),

@@ -1,6 +1,7 @@
-"""The package's shape (issue #13): no import cycles, no module over ~400 lines and no function over ~60
-lines unless the module says why, one results schema constant. Read from the source with ast (nothing is
-imported), so the checks see lazy imports inside functions too."""
+"""The package's shape (issues #13, #20): layers in a stated order, no import cycles, no private name imported
+across subpackages, no folder too large, no module over ~400 lines and no function over ~60 lines unless the
+module says why, one results schema constant. Read from the source with ast (nothing is imported), so the
+checks see lazy imports inside functions too."""
 
 from __future__ import annotations
 
@@ -26,6 +27,49 @@ def _modules() -> dict[str, Path]:
             parts = parts[:-1]
         out[".".join(parts)] = p
     return out
+
+
+#: the first-level parts of vlbench, lowest layer first; a part may import its own layer's parts and lower
+#: layers only (never a higher one, lazily or not). docs/architecture.md explains each.
+LAYERS = (
+    ("errors", "util", "registry", "results", "config", "lang", "sentence", "conditions", "stores"),  # foundation
+    ("models", "datasets", "metrics"),  # what is evaluated, on what, and how it is scored
+    ("encoding", "perturbations"),  # embeddings and their cache; caption perturbations and their validity
+    ("imageperturb", "shortcuts", "granularity"),  # image-side conditions; caption statistics
+    ("pipeline",),  # a run: options, plan -> encode -> score -> record
+    ("tasks", "reproduce", "leaderboards"),  # built on runs
+    ("cli", "__main__", "benchmark"),  # the command line; old import paths
+)
+#: parts of one layer that must not import each other (independent columns)
+INDEPENDENT = [("models", "datasets", "metrics"), ("encoding", "perturbations")]
+MAX_FOLDER_MODULES = 15
+MAX_FOLDER_LINES = 3000
+
+
+def _part(mod: str) -> str:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _layer_of() -> dict[str, int]:
+    return {part: i for i, layer in enumerate(LAYERS) for part in layer}
+
+
+def _import_names(path: Path, mod: str) -> list[tuple[str, str]]:
+    """(module, name) of every ``from X import name`` and (module, "") of every ``import X`` in vlbench code."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+                base = base[:len(base) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            out += [(prefix, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names]
+    return [(m, n) for m, n in out if m == "vlbench" or m.startswith("vlbench.")]
 
 
 def _imports(mod: str, path: Path, known: dict) -> set[str]:
@@ -99,9 +143,9 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_relative_imports_are_resolved():
     known = _modules()
-    deps = _imports("vlbench.benchmark.builtin_datasets", known["vlbench.benchmark.builtin_datasets"], known)
-    assert {"vlbench.benchmark.download", "vlbench.benchmark.dataset_specs", "vlbench.benchmark.datasets",
-            "vlbench.registry", "vlbench._io"} <= deps
+    deps = _imports("vlbench.datasets.builtin", known["vlbench.datasets.builtin"], known)
+    assert {"vlbench.datasets.download", "vlbench.datasets.specs", "vlbench.datasets.core",
+            "vlbench.registry", "vlbench.util.io"} <= deps
 
 
 def test_no_import_cycles():
@@ -109,7 +153,7 @@ def test_no_import_cycles():
     graph = {m: _imports(m, p, known) for m, p in known.items()}
     assert _cycles(graph) == []
     # the cycle issue #13 named: datasets.py <-> download.py
-    assert "vlbench.benchmark.datasets" not in graph["vlbench.benchmark.download"]
+    assert "vlbench.datasets.core" not in graph["vlbench.datasets.download"]
 
 
 def _too_long() -> list[str]:
@@ -136,3 +180,75 @@ def test_one_results_schema_constant():
     pattern = re.compile(r"^(SCHEMA_VERSION|CURRENT_SCHEMA)\s*=\s*\d", re.M)
     holders = [str(p.relative_to(ROOT)) for p in PKG.rglob("*.py") if pattern.search(p.read_text())]
     assert holders == ["vlbench/results.py"]
+
+
+def _layer_violations() -> list[str]:
+    known, layer = _modules(), _layer_of()
+    bad = []
+    for mod, path in known.items():
+        src = _part(mod)
+        if not src:  # vlbench/__init__.py: the lazy public API (strings only)
+            continue
+        if src not in layer:
+            bad.append(f"{mod}: its part {src!r} is in no layer of LAYERS")
+            continue
+        for dep in _imports(mod, path, known):
+            dst = _part(dep)
+            if dst == src or not dst:
+                continue
+            if layer.get(dst, 99) > layer[src]:
+                bad.append(f"{mod} imports {dep} (layer {layer.get(dst)} above {layer[src]})")
+            elif any(src in g and dst in g for g in INDEPENDENT):
+                bad.append(f"{mod} imports {dep} (independent parts of one layer)")
+    return bad
+
+
+def test_layer_order():
+    assert _layer_violations() == []
+
+
+def test_layer_check_catches_an_upward_import(tmp_path, monkeypatch):
+    """The check itself: a metrics module importing the pipeline is reported."""
+    fake = PKG / "metrics" / "_layer_probe_tmp.py"
+    fake.write_text("def f():\n    from ..pipeline import runner\n")
+    try:
+        assert any("_layer_probe_tmp imports vlbench.pipeline" in v for v in _layer_violations())
+    finally:
+        fake.unlink()
+
+
+def test_no_cycle_between_first_level_parts():
+    known = _modules()
+    graph: dict[str, set[str]] = {}
+    for mod, path in known.items():
+        src = _part(mod) or "vlbench"
+        graph.setdefault(src, set())
+        for dep in _imports(mod, path, known):
+            dst = _part(dep)
+            if dst and dst != src:
+                graph[src].add(dst)
+                graph.setdefault(dst, set())
+    graph["vlbench"] = set()  # the root's lazy exports are strings, not imports
+    assert _cycles(graph) == []
+
+
+def test_no_private_name_crosses_a_subpackage():
+    bad = []
+    for mod, path in _modules().items():
+        for dep_mod, name in _import_names(path, mod):
+            if _part(dep_mod) == _part(mod):
+                continue
+            segs = dep_mod.split(".")[1:] + ([name] if name else [])
+            if any(s.startswith("_") and not s.startswith("__") for s in segs):
+                bad.append(f"{mod}: {dep_mod}" + (f".{name}" if name else ""))
+    assert bad == []
+
+
+def test_folder_sizes():
+    bad = []
+    for folder in [PKG, *sorted(p for p in PKG.iterdir() if (p / "__init__.py").is_file())]:
+        mods = sorted(folder.glob("*.py"))
+        lines = sum(p.read_text().count("\n") for p in mods)
+        if len(mods) > MAX_FOLDER_MODULES or lines > MAX_FOLDER_LINES:
+            bad.append(f"{folder.relative_to(ROOT)}: {len(mods)} modules, {lines} lines")
+    assert bad == []

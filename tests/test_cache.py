@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from vlbench.benchmark.cache import EmbeddingCache, clear_cache, list_cache
+from vlbench.encoding.cache import EmbeddingCache, clear_cache, list_cache
 
 
 def test_roundtrip_and_model_isolation(tmp_path):
@@ -56,7 +56,7 @@ def test_killed_write_leaves_no_entry(tmp_path, monkeypatch):
 
 
 def test_precision_and_checkpoint_change_the_cache_folder(tiny_models, counting_plugin, manifest, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     cache = tmp_path / "c"
     for spec, prec in ((f"clip:{tiny_models('clip', 0)}", "fp32"), (f"clip:{tiny_models('clip', 0)}", "bf16"),
@@ -67,7 +67,7 @@ def test_precision_and_checkpoint_change_the_cache_folder(tiny_models, counting_
 
 
 def test_cache_cli_ls_and_clear(counting_plugin, manifest, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     cache = tmp_path / "c"
     run(model="counting", dataset=f"custom:{manifest}", cache_dir=str(cache), out=str(tmp_path / "r"), quiet=True,
@@ -82,7 +82,7 @@ def test_cache_cli_ls_and_clear(counting_plugin, manifest, tmp_path):
 
 def test_block_metrics_memory_is_bounded():
     """From embeddings, the metric code holds O(block) memory, not the n_images x n_captions matrix."""
-    from vlbench.benchmark.metrics import EmbeddingSource, evaluate
+    from vlbench.metrics.compute import EmbeddingSource, evaluate
 
     rng = np.random.default_rng(0)
     n_img, per, d = 3000, 5, 32
@@ -124,7 +124,7 @@ def test_clear_needs_an_exact_hash_or_an_unambiguous_prefix(tmp_path):
 
 
 def test_cache_ls_shows_a_header_model_names_and_perturbations(tmp_path):
-    from vlbench.benchmark.cache import list_perturbation_cache
+    from vlbench.encoding.cache import list_perturbation_cache
 
     _fake_model(tmp_path, "4" * 64, label="clip:openai/clip-vit-base-patch32")
     (tmp_path / "perturbations").mkdir()

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from vlbench.benchmark import protocols as P
+from vlbench.metrics import protocols as P
 from vlbench.errors import DataError, VlbenchError
 
 

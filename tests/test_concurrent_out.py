@@ -50,13 +50,13 @@ def test_same_out_two_processes(plugin_env, tmp_path, delay):
 
 def test_lock_is_released_when_a_process_dies(tmp_path):
     """A crashed run (SIGKILL) leaves no claim: the rerun that resumes it can take the folder."""
-    code = ("import os, signal, sys; from vlbench._io import FolderLock; FolderLock(sys.argv[1]).acquire();"
+    code = ("import os, signal, sys; from vlbench.util.io import FolderLock; FolderLock(sys.argv[1]).acquire();"
             "os.kill(os.getpid(), signal.SIGKILL)")
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "o")], cwd=ROOT)
-    from vlbench._io import FolderLock
+    from vlbench.util.io import FolderLock
 
     lock = FolderLock(tmp_path / "o").acquire()  # the dead process's claim is gone
-    child = subprocess.run([sys.executable, "-c", "import sys; from vlbench._io import FolderLock;"
+    child = subprocess.run([sys.executable, "-c", "import sys; from vlbench.util.io import FolderLock;"
                             "FolderLock(sys.argv[1]).acquire()", str(tmp_path / "o")], cwd=ROOT,
                            capture_output=True, text=True)
     assert child.returncode != 0 and "BlockingIOError: pid " in child.stderr  # ours is live: refused
@@ -64,7 +64,7 @@ def test_lock_is_released_when_a_process_dies(tmp_path):
 
 
 def test_results_are_never_replaced(tmp_path):
-    from vlbench._io import write_json
+    from vlbench.util.io import write_json
 
     write_json(tmp_path / "results.json", {"a": 1}, replace=False)
     with pytest.raises(FileExistsError):

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from vlbench.benchmark.datasets import load_dataset
+from vlbench.datasets.core import load_dataset
 from vlbench.errors import DataError, UnknownNameError
 
 

@@ -56,7 +56,7 @@ def test_examples_run_as_written(doc, tmp_path, monkeypatch, request, _registrie
         monkeypatch.setenv("VLBENCH_DATA_DIR", str(data))
     if doc.name in NEEDS_RUNS:
         request.getfixturevalue("counting_plugin")
-        from vlbench.benchmark.runner import run
+        from vlbench.pipeline.runner import run
 
         rows = excerpt_rows(5)
         names = write_images(tmp_path / "d", len(rows))

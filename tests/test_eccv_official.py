@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vlbench.benchmark import eccv
+from vlbench.datasets import eccv
 from vlbench.errors import DataError, VlbenchError
 
 pkg_metrics = pytest.importorskip("eccv_caption._metrics")
@@ -95,8 +95,8 @@ def test_run_extra_positives_default_is_official(kind):
     import json
 
     from tests.conftest import SHARED_CAPTIONS
-    from vlbench.benchmark.datasets import load_dataset
-    from vlbench.benchmark.official_positives import official_records
+    from vlbench.datasets.core import load_dataset
+    from vlbench.datasets.official import official_records
 
     folder = SHARED_CAPTIONS / "eccv_caption"
     if not (folder / "eccv_caption_to_image.json").is_file() or not (SHARED_CAPTIONS / "coco5k_test_ids.jsonl").is_file():

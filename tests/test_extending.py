@@ -90,7 +90,7 @@ def test_the_four_examples_give_the_hand_computed_numbers(plugins, tmp_path):
 def _swapped(tmp_path, captions_hash: str) -> list[str]:
     """The perturbed captions the run evaluated: the perturbation applied again with the run's seed
     (outputs depend only on seed, name and caption id), checked against the hash the run recorded."""
-    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.datasets.core import load_dataset
     from vlbench.perturbations import perturb_captions
 
     ds = load_dataset("colour-squares", data_dir=str(tmp_path / "data"), require_images=False)

@@ -1,4 +1,4 @@
-"""Graded caption-caption relevance (ROUGE-L / MiniLM) and graded t2i nDCG (vlbench.benchmark.graded).
+"""Graded caption-caption relevance (ROUGE-L / MiniLM) and graded t2i nDCG (vlbench.metrics.graded).
 
 Oracles here are written from the definitions, not from graded.py: a plain O(n*m) dynamic-programming
 LCS, coco-caption's Rouge formula transcribed loop by loop, and a full-sort nDCG per query.
@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vlbench.benchmark import graded as G
-from vlbench.benchmark.metrics import ArraySource, build_positives, _direction
+from vlbench.metrics import graded as G
+from vlbench.metrics.compute import ArraySource, build_positives, _direction
 from vlbench.errors import UnknownNameError, VlbenchError
 
 EXCERPT = Path(__file__).parent / "fixtures" / "flickr30k_excerpt.jsonl"
@@ -125,7 +125,7 @@ def test_popcount_fallback_for_numpy_1(monkeypatch):
     v = np.array([0, 1, 2 ** 63, 2 ** 64 - 1, 0x00FF00FF00FF00FF, 12345678901234567], dtype=np.uint64)
     want = [bin(int(x)).count("1") for x in v]
     assert G._popcount64(v).tolist() == want
-    from vlbench.benchmark import rouge
+    from vlbench.metrics import rouge
 
     monkeypatch.setattr(rouge, "_HAS_BITWISE_COUNT", False)  # numpy < 2 has no np.bitwise_count
     assert G._popcount64(v).tolist() == want
@@ -481,8 +481,8 @@ def test_graded_ndcg_in_evaluate_matches_graded_ndcg():
     """evaluate(..., graded=...) reports the same per-query values as graded_ndcg (exponential gains)."""
     import numpy as np
 
-    from vlbench.benchmark.graded import RougeLRelevance, graded_ndcg
-    from vlbench.benchmark.metrics import ArraySource, evaluate
+    from vlbench.metrics.graded import RougeLRelevance, graded_ndcg
+    from vlbench.metrics.compute import ArraySource, evaluate
 
     caps = ["a dog runs on grass", "a brown dog in a park", "a red car on a street", "a car parked by a house",
             "two cats sleep on a sofa", "a cat on a couch"]

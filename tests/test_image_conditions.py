@@ -44,9 +44,9 @@ def test_all_corruptions_and_a_caption_perturbation_in_one_run(tiny_models, mani
     assert meta["kind"] == "image" and meta["severity"] == 3 and meta["corruption_family"] == "noise"
     assert doc["encoding"]["images_encoded"] == 12 * 16  # clean + 15 corrupted sets, each image once
     # an image condition's numbers equal R@1 computed by hand from independently corrupted images
-    from vlbench.benchmark.datasets import load_dataset
-    from vlbench.benchmark.encode import file_key, load_image
-    from vlbench.benchmark.models import load_model
+    from vlbench.datasets.core import load_dataset
+    from vlbench.encoding.encode import file_key, load_image
+    from vlbench.models.adapter import load_model
     from vlbench.imageperturb import corrupt, fit_to_input
 
     import torch
@@ -105,9 +105,9 @@ def test_corrupted_images_are_byte_identical_across_runs_and_workers(manifest, w
 
     import torch
 
-    from vlbench.benchmark.datasets import load_dataset
-    from vlbench.benchmark.encode import file_key, load_image
-    from vlbench.benchmark.variants import _VariantImages
+    from vlbench.datasets.core import load_dataset
+    from vlbench.encoding.encode import file_key, load_image
+    from vlbench.encoding.variant_images import _VariantImages
     from vlbench.imageperturb import CorruptedLoader
     from vlbench.imageperturb.conditions import CorruptionTransform
 

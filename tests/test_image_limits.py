@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from conftest import ROOT, excerpt_rows, write_images
-from vlbench.benchmark.encode import load_image
+from vlbench.encoding.encode import load_image
 from vlbench.errors import DataError
 
 
@@ -92,7 +92,7 @@ def test_run_with_a_20_megapixel_strip_adds_no_memory(tiny_models, tmp_path):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_corrupt_image_error_has_no_worker_traceback(counting_plugin, manifest, tmp_path, workers):
     """A bad image met in a DataLoader worker gives the clean message, not torch's wrapped traceback."""
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     bad = manifest.parent / "images" / "img005.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n garbage")

@@ -51,7 +51,7 @@ def _write_manifest(path: Path, names: list[str], captions: list[list[str]]) -> 
 def board(tmp_path_factory, counting_plugin):
     """Four runs (2 models x flickr-mini / flickr-mini-fg, clean + 2 perturbations), and one run on a
     flickr-mini whose captions changed (same dataset name, other content hash)."""
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     root = tmp_path_factory.mktemp("board")
     rows = excerpt_rows(12)
@@ -305,7 +305,7 @@ def test_different_metric_version_is_refused(board, tmp_path):
 # duplicates, bad input, schema versions
 
 def test_duplicate_runs_newest_wins_per_condition(board, tmp_path):
-    from vlbench._io import sha256_json
+    from vlbench.util.io import sha256_json
     from vlbench.leaderboards import build_leaderboard
 
     src = board["runs"][(MODELS[0], "flickr-mini")]
@@ -340,7 +340,7 @@ def test_duplicate_runs_newest_wins_per_condition(board, tmp_path):
 def test_runs_sharing_a_run_id_are_told_apart(board, tmp_path):
     """The runner's run ids have one-second resolution: two runs can share one. Tables then name each
     run as run_id~<sha256 of its results.json>[:8]."""
-    from vlbench._io import sha256_file
+    from vlbench.util.io import sha256_file
     from vlbench.leaderboards import build_leaderboard
 
     src = board["runs"][(MODELS[0], "flickr-mini")]

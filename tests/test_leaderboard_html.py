@@ -94,7 +94,7 @@ def _column(tables: _Tables, table: str, key: str) -> list:
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory, counting_plugin):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
     from vlbench.leaderboards import build_leaderboard
 
     root = tmp_path_factory.mktemp("page")

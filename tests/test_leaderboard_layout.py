@@ -65,7 +65,7 @@ def _synth(doc: dict, model_i: int, dataset: str) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, counting_plugin):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     root = tmp_path_factory.mktemp("layout")
     rows = excerpt_rows(12)

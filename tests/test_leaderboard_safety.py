@@ -14,7 +14,7 @@ from conftest import excerpt_rows, write_images
 
 @pytest.fixture(scope="module")
 def one_run(tmp_path_factory, counting_plugin):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     root = tmp_path_factory.mktemp("safety")
     rows = excerpt_rows(6)

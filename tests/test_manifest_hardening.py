@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import write_images
-from vlbench.benchmark.datasets import load_custom
+from vlbench.datasets.core import load_custom
 from vlbench.errors import DataError
 
 
@@ -92,8 +92,8 @@ def test_image_download_with_the_network_down_is_a_clear_error(tmp_path, monkeyp
     import urllib.error
     import urllib.request
 
-    from vlbench.benchmark import download
-    from vlbench.benchmark.datasets import Dataset
+    from vlbench.datasets import download
+    from vlbench.datasets.core import Dataset
 
     def down(*a, **k):
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from vlbench import registry
-from vlbench.benchmark import metrics as M
-from vlbench.benchmark.metric_specs import BUILTINS, Metric, describe
+from vlbench.metrics import compute as M
+from vlbench.metrics.specs import BUILTINS, Metric, describe
 
 # 2 images x 4 captions; caption j belongs to image c2i[j]. Worked by hand:
 # t2i best ranks: caption0 col [.9,.3] -> image0 rank 1; caption1 [.2,.7] -> image0 rank 2;
@@ -103,7 +103,7 @@ def test_extending_doc_metric_example_is_the_tested_plugin():
 
 def test_environment_plugins_lists_only_the_plugins_used(monkeypatch):
     """results.json environment.plugins: only plug-ins a run selected or computed, not every installed one."""
-    from vlbench import _env
+    from vlbench.util import env as _env
 
     monkeypatch.setitem(sys.modules, "fake_used_mod", type(sys)("fake_used_mod"))
     sys.modules["fake_used_mod"].U = sys.modules["fake_used_mod"].I = object()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from vlbench.benchmark.models import load_model
+from vlbench.models.adapter import load_model
 from vlbench.errors import ModelError, UnknownNameError, VlbenchError
 
 
@@ -111,7 +111,7 @@ def test_plugin_entry_points_monkeypatched(monkeypatch):
 
     monkeypatch.setattr(md, "entry_points", fake)
     reg = registry.Registry("models")
-    reg.register("clip", "vlbench.benchmark.hf_models:load_clip")
+    reg.register("clip", "vlbench.models.hf:load_clip")
     assert "my-model" in reg.names()
     assert reg.entry("clip").source == "builtin"
     assert "clip" in reg.plugin_errors
@@ -125,8 +125,8 @@ def test_model_that_fails_to_load(counting_plugin):
 @pytest.mark.weights
 def test_reference_numbers_with_real_weights():
     """protocols_and_metrics.md section 7: CLIP ViT-B/32 (OpenAI) zero-shot on Flickr30k 1k and COCO 5k."""
-    from vlbench.benchmark.datasets import load_dataset
-    from vlbench.benchmark.runner import run
+    from vlbench.datasets.core import load_dataset
+    from vlbench.pipeline.runner import run
 
     try:
         load_model("clip:openai/clip-vit-base-patch32", device="cpu")
@@ -184,7 +184,7 @@ def test_openclip_custom_text_tower_embed_dim(tiny_models):
 
 def test_same_size_same_mtime_weights_get_a_new_fingerprint(tmp_path, monkeypatch):
     """issue #12: replacing weights by a same-size file with the old mtime must change the hash."""
-    from vlbench.benchmark.models import _dir_fingerprint
+    from vlbench.models.adapter import _dir_fingerprint
 
     monkeypatch.setenv("VLBENCH_CACHE_DIR", str(tmp_path / "cache"))
     ck = tmp_path / "ck"
@@ -206,7 +206,7 @@ def test_model_identity_is_typed_frozen_and_hash_compatible(tiny_models):
     import hashlib
     import json
 
-    from vlbench.benchmark.models import EMBED_CODE_VERSION
+    from vlbench.models.adapter import EMBED_CODE_VERSION
 
     m = load_model(f"clip:{tiny_models('clip', 0)}", device="cpu")
     ident = m.model_identity()

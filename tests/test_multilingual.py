@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from vlbench.benchmark import download as dl
-from vlbench.benchmark.dataset_specs import BUILTIN, MULTILINGUAL
-from vlbench.benchmark.datasets import load_dataset
-from vlbench.benchmark.models import load_model
-from vlbench.benchmark.multilingual import tokenizer_coverage
+from vlbench.datasets import download as dl
+from vlbench.datasets.specs import BUILTIN, MULTILINGUAL
+from vlbench.datasets.core import load_dataset
+from vlbench.models.adapter import load_model
+from vlbench.datasets.multilingual import tokenizer_coverage
 from vlbench.errors import DataError
 
 LANGS = ("en", "de", "fr", "cs")

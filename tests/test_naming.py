@@ -25,7 +25,7 @@ def two_manifests(tmp_path):
 
 
 def _run(man, out, **kw):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     return run(model="counting:dim=16", dataset=f"custom:{man}", out=str(out), quiet=True, num_workers=0,
                n_boot=20, no_cache=True, **kw)

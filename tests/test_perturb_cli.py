@@ -178,10 +178,11 @@ def test_builtin_dataset(tmp_path):
 # semantic drift
 
 def test_drift_missing_package_gives_install_hint(monkeypatch):
+    from vlbench import sentence
     from vlbench.perturbations import drift
 
-    real = drift.importlib.util.find_spec
-    monkeypatch.setattr(drift.importlib.util, "find_spec",
+    real = sentence.importlib.util.find_spec
+    monkeypatch.setattr(sentence.importlib.util, "find_spec",
                         lambda name, *a: None if name == drift.MODEL_PACKAGE else real(name, *a))
     with pytest.raises(VlbenchError) as ei:
         drift.model_dir()

@@ -50,7 +50,7 @@ def test_ls_marks_broken_plugins_and_lists_custom_datasets(monkeypatch, capsys, 
 def _fake_metric_eps(monkeypatch, tmp_path, mapping):
     import importlib.metadata as md
 
-    from vlbench.benchmark.metric_specs import BUILTINS
+    from vlbench.metrics.specs import BUILTINS
 
     class EP:
         def __init__(self, name, value):

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import ROOT, excerpt_rows, write_images
-from vlbench.benchmark import preflight as PF
+from vlbench.pipeline import preflight as PF
 from vlbench.errors import DataError, ModelError
 
 
@@ -65,7 +65,7 @@ def test_missing_local_folder_is_named_without_a_hub_hint(manifest_one_missing, 
 
 
 def test_one_problem_keeps_its_own_error_class(tmp_path, manifest_one_missing, tiny_models):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     with pytest.raises(DataError, match="img002.png"):
         run(model=f"clip:{tiny_models('clip')}", dataset=f"custom:{manifest_one_missing}", quiet=True,
@@ -113,7 +113,7 @@ def test_disk_check_names_the_folder(tmp_path):
 
 
 def test_openclip_table_is_read_without_torch():
-    code = ("import sys; from vlbench.benchmark.preflight import _openclip_repo;"
+    code = ("import sys; from vlbench.pipeline.preflight import _openclip_repo;"
             "print(_openclip_repo('ViT-B-32', 'laion2b_s34b_b79k'), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.stdout.split() == ["laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "False"], out.stderr
@@ -142,7 +142,7 @@ def test_model_suggestions_for_other_unknown_specs():
 def test_language_check_finds_wordnet_by_its_files_without_importing_nltk(tmp_path, monkeypatch):
     from vlbench import lang
 
-    code = ("import sys; from vlbench.benchmark.preflight import check_language; check_language('all'); "
+    code = ("import sys; from vlbench.pipeline.preflight import check_language; check_language('all'); "
             "print('nltk' in sys.modules, 'scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))

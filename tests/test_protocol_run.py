@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from vlbench.benchmark.runner import RunConfig, run
+from vlbench.pipeline.runner import RunConfig, run
 
 IMAGES = {"a.png": (255, 50, 0), "b.png": (0, 255, 0), "c.png": (0, 0, 255), "d.png": (255, 0, 0),
           "e.png": (255, 255, 0)}
@@ -108,7 +108,7 @@ def test_single_settings_and_label(tmp_path, folder_manifest, colour_models):
 
 
 def test_truncate_chars(colour_models):
-    from vlbench.benchmark import protocol_settings as PS
+    from vlbench.pipeline import protocol_settings as PS
 
     cfg = PS.resolve(RunConfig(model="x", dataset="y", protocol="hendriksen2024"))
     assert PS.truncate(cfg, ["x" * 400, "short"]) == ["x" * 330, "short"]
@@ -128,8 +128,8 @@ def test_official_eccv_records_join_the_run_records():
     test_eccv_official.test_hand_worked_small: 2 images x 4 captions, embeddings giving that similarity."""
     from types import SimpleNamespace
 
-    from vlbench.benchmark import metrics as M
-    from vlbench.benchmark.official_positives import add_official
+    from vlbench.metrics import compute as M
+    from vlbench.datasets.official import add_official
 
     img = np.eye(2)  # with txt = sim.T, img @ txt.T == sim
     sim = np.array([[0.1, 0.8, 0.5, 0.9], [0.9, 0.2, 0.3, 0.1]])

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, read_counts, write_images
-from vlbench.benchmark.encode import load_image
+from vlbench.encoding.encode import load_image
 from vlbench.errors import DataError, ModelError, VlbenchError
 
 
@@ -109,7 +109,7 @@ def test_exif_rotation_is_applied(tmp_path):
 
 
 def test_corrupt_image_in_a_run_names_the_file(counting_plugin, manifest, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     bad = manifest.parent / "images" / "img003.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n garbage")
@@ -127,7 +127,7 @@ def _dataset(tmp_path, captions_per_image):
 
 
 def test_empty_and_whitespace_captions_are_reported(counting_plugin, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     man = _dataset(tmp_path, [["a dog on grass", ""], ["   \t", "a red car"], ["two birds"]])
     res = run(model="counting", dataset=f"custom:{man}", out=str(tmp_path / "o"), quiet=True, num_workers=0)
@@ -139,7 +139,7 @@ def test_empty_and_whitespace_captions_are_reported(counting_plugin, tmp_path):
 
 
 def test_emoji_and_non_latin_captions(tiny_models, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     man = _dataset(tmp_path, [["🐶🐶 on the beach", "一只狗在草地上奔跑"], ["رجل يركب دراجة", "Мужчина едет на велосипеде"],
                               ["🎉"]])
@@ -151,7 +151,7 @@ def test_emoji_and_non_latin_captions(tiny_models, tmp_path):
 
 
 def test_2000_word_caption_is_token_truncated(tiny_models, tmp_path):
-    from vlbench.benchmark.models import load_model
+    from vlbench.models.adapter import load_model
 
     m = load_model(f"clip:{tiny_models('clip')}")
     words = ["word"] * 2000
@@ -160,7 +160,7 @@ def test_2000_word_caption_is_token_truncated(tiny_models, tmp_path):
 
 
 def test_duplicate_captions_within_an_image_stay_positives(counting_plugin, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     man = _dataset(tmp_path, [["a dog", "a dog"], ["a cat", "a bird"]])
     res = run(model="counting", dataset=f"custom:{man}", out=str(tmp_path / "o"), quiet=True, num_workers=0)
@@ -173,7 +173,7 @@ def test_duplicate_captions_within_an_image_stay_positives(counting_plugin, tmp_
 # ------------------------------------------------------------------------------------------- datasets
 
 def test_duplicate_image_entries_are_an_error(tmp_path):
-    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.datasets.core import load_dataset
 
     man = tmp_path / "m.jsonl"
     man.write_text('{"image": "a.png", "captions": ["x"]}\n{"image": "b.png", "captions": ["y"]}\n'
@@ -183,7 +183,7 @@ def test_duplicate_image_entries_are_an_error(tmp_path):
 
 
 def test_ragged_caption_counts(counting_plugin, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     man = _dataset(tmp_path, [["a"] * 1 + ["one dog"], ["b c", "c d", "d e", "e f", "f g", "g h", "h i"], ["x y"]])
     res = run(model="counting", dataset=f"custom:{man}", out=str(tmp_path / "o"), quiet=True, num_workers=0)
@@ -194,14 +194,14 @@ def test_ragged_caption_counts(counting_plugin, tmp_path):
 # ------------------------------------------------------------------------------------------- models
 
 def test_model_returning_nan_embeddings(counting_plugin, manifest, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     with pytest.raises(ModelError, match="NaN or infinite embeddings"):
         run(model="counting:nan", dataset=f"custom:{manifest}", out=str(tmp_path / "o"), quiet=True, num_workers=0)
 
 
 def test_model_with_different_image_and_text_sizes(counting_plugin, manifest, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     with pytest.raises(VlbenchError, match="image embeddings of size 32 but text embeddings of size 8"):
         run(model="counting:textdim=8", dataset=f"custom:{manifest}", out=str(tmp_path / "o"), quiet=True,
@@ -209,7 +209,7 @@ def test_model_with_different_image_and_text_sizes(counting_plugin, manifest, tm
 
 
 def test_out_of_memory_retries_with_smaller_batches(counting_plugin, manifest, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     ref = run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "ref"), quiet=True,
               num_workers=0, no_cache=True, batch_size=8)
@@ -237,7 +237,7 @@ def test_trust_remote_code_is_off_by_default(monkeypatch, tiny_models):
         return orig(*a, **kw)
 
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", spy)
-    from vlbench.benchmark.models import load_model
+    from vlbench.models.adapter import load_model
 
     load_model(f"clip:{tiny_models('clip')}")
     load_model(f"clip:{tiny_models('clip')}", trust_remote_code=True)
@@ -300,7 +300,7 @@ def test_sigkill_mid_encoding_then_resume(plugin_env, tmp_path):
 
 def test_fuzz_random_bytes_and_unicode_never_crash_unhandled(counting_plugin, tmp_path):
     """Random bytes as images and random unicode as captions: only vlbench's own clear errors."""
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     rng = np.random.default_rng(1234)
     for trial in range(25):

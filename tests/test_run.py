@@ -39,7 +39,7 @@ def _check_results(res: dict, n_images: int, n_captions: int):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_family_end_to_end(family, tiny_models, manifest, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     folder = tiny_models(family)
     res = run(model=f"{family}:{folder}", dataset=f"custom:{manifest}", out=str(tmp_path / "run"), quiet=True,
@@ -74,7 +74,7 @@ def test_cli_run_writes_results(tiny_models, manifest, tmp_path):
 def test_per_query_values_reproduce_aggregates(counting_plugin, manifest, tmp_path):
     import pandas as pd
 
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     res = run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "r"), quiet=True, num_workers=0)
     pq = pd.read_csv(res.out_dir / "per_query.csv.gz")
@@ -95,7 +95,7 @@ def test_per_query_file_leaves_a_column_empty_where_a_condition_lacks_it(tmp_pat
     import numpy as np
     import pandas as pd
 
-    from vlbench.benchmark.report import write_per_query
+    from vlbench.pipeline.report import write_per_query
 
     class Ev:
         def __init__(self, extra):
@@ -122,7 +122,7 @@ def test_per_query_file_leaves_a_column_empty_where_a_condition_lacks_it(tmp_pat
 
 
 def test_images_and_texts_encoded_once_and_cached(counting_plugin, manifest, tmp_path, monkeypatch):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     count = tmp_path / "counts.jsonl"
     monkeypatch.setenv("VLBENCH_COUNT_FILE", str(count))
@@ -139,7 +139,7 @@ def test_images_and_texts_encoded_once_and_cached(counting_plugin, manifest, tmp
 
 def test_duplicate_captions_encoded_once(counting_plugin, tmp_path, monkeypatch):
     from conftest import write_images
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     names = write_images(tmp_path / "d", 3)
     man = tmp_path / "d" / "m.jsonl"
@@ -153,7 +153,7 @@ def test_duplicate_captions_encoded_once(counting_plugin, tmp_path, monkeypatch)
 
 
 def test_results_are_deterministic(counting_plugin, manifest, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     a = run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "a"), quiet=True, num_workers=0)
     b = run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "b"), quiet=True, num_workers=0,
@@ -164,7 +164,7 @@ def test_results_are_deterministic(counting_plugin, manifest, tmp_path):
 
 def test_perturb_all_runs_14_conditions_and_encodes_each_image_once(counting_plugin, manifest, tmp_path,
                                                                       monkeypatch):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     count = tmp_path / "counts.jsonl"
     monkeypatch.setenv("VLBENCH_COUNT_FILE", str(count))
@@ -206,7 +206,7 @@ def test_perturb_all_runs_14_conditions_and_encodes_each_image_once(counting_plu
 
 
 def test_model_input_analysis_by_hand():
-    from vlbench.benchmark.runner import model_input_analysis
+    from vlbench.pipeline.runner import model_input_analysis
 
     clean = np.array([100., 200., 300., 0.])
     out = model_input_analysis(clean, {"a": np.array([0., 200., 300., 100.]),   # dec {0}, inc {3}, same {1,2}
@@ -222,7 +222,7 @@ def test_model_input_analysis_by_hand():
 
 
 def test_graded_relevance_in_a_run(counting_plugin, manifest, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     res = run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "g"), quiet=True, num_workers=0,
               graded=("rouge-l",))

@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from vlbench.benchmark.run_config import RunConfig
-from vlbench.benchmark.run_options import CLI_ONLY, RUN_OPTIONS, config_from_args
+from vlbench.pipeline.run_config import RunConfig
+from vlbench.pipeline.run_options import CLI_ONLY, RUN_OPTIONS, config_from_args
 from vlbench.cli import build_parser
 from vlbench.config import config_tokens
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vlbench.benchmark.metrics import score
+from vlbench.metrics.compute import score
 from vlbench.errors import VlbenchError
 from vlbench import shortcuts as sc
 

@@ -20,7 +20,7 @@ def _cos_rows(adapter, image_path, candidates):
     """One item alone: its image and every candidate encoded on their own, cosine similarities."""
     import torch
 
-    from vlbench.benchmark.encode import load_image
+    from vlbench.encoding.encode import load_image
 
     v = np.asarray(adapter.encode_images(torch.stack([adapter.preprocess(load_image(image_path))])).float())[0]
     t = np.stack([np.asarray(adapter.encode_texts([c]).float())[0] for c in candidates])
@@ -54,8 +54,8 @@ def _check_against_independent(res, adapter, items, image_path, cond):
 
 
 def test_order_task_run_equals_independent_computation(tiny_models, manifest, tmp_path):
-    from vlbench.benchmark.datasets import load_dataset
-    from vlbench.benchmark.models import load_model
+    from vlbench.datasets.core import load_dataset
+    from vlbench.models.adapter import load_model
     from vlbench.tasks import order_items
 
     spec = f"clip:{tiny_models('clip')}"
@@ -96,7 +96,7 @@ def sugarcrepe_images(tmp_path):
 
 
 def test_sugarcrepe_task_run_equals_independent_computation(tiny_models, sugarcrepe_images, tmp_path):
-    from vlbench.benchmark.models import load_model
+    from vlbench.models.adapter import load_model
     from vlbench.tasks import sugarcrepe_items
 
     spec = f"clip:{tiny_models('clip')}"

@@ -80,7 +80,7 @@ def _independent_accuracy(adapter, items):
 
 @pytest.fixture(scope="module")
 def flickr_small():
-    from vlbench.benchmark.datasets import load_dataset
+    from vlbench.datasets.core import load_dataset
     from tests.conftest import SHARED_CAPTIONS
 
     if not (SHARED_CAPTIONS / "flickr30k_test.jsonl").is_file():

@@ -131,7 +131,7 @@ def test_sampled_drift_grows_until_the_mean_is_precise_enough(sd, population):
     import math
     import statistics
 
-    from vlbench.benchmark.validity import MIN_SAMPLE, PRECISION, STEP, drift_stats
+    from vlbench.perturbations.validity import MIN_SAMPLE, PRECISION, STEP, drift_stats
 
     rng = np.random.default_rng(7)
     cap = min(2000, population)
@@ -162,7 +162,7 @@ def test_sampled_drift_grows_until_the_mean_is_precise_enough(sd, population):
 
 
 def test_full_drift_uses_every_pair_and_has_no_sampling_error():
-    from vlbench.benchmark.validity import drift_stats
+    from vlbench.perturbations.validity import drift_stats
 
     drifts = np.round(np.random.default_rng(1).uniform(0, 0.6, 900), 4).tolist()
     o, p, cache, _ = _drift_pairs(drifts)
@@ -172,7 +172,7 @@ def test_full_drift_uses_every_pair_and_has_no_sampling_error():
 
 
 def test_precision_zero_is_a_fixed_sample_and_bad_precisions_are_refused():
-    from vlbench.benchmark.validity import check_mode, drift_stats
+    from vlbench.perturbations.validity import check_mode, drift_stats
 
     drifts = np.round(np.random.default_rng(2).uniform(0.0, 0.02, 1500), 4).tolist()  # precise after 500
     o, p, cache, _ = _drift_pairs(drifts)
@@ -200,7 +200,7 @@ def test_guard_missing_encoder_says_so(monkeypatch):
 
 @needs_minilm
 def test_validity_by_definition():
-    from vlbench.benchmark.validity import validity
+    from vlbench.perturbations.validity import validity
     from vlbench.perturbations.drift import encode
 
     caps = ["A dog runs on the grass.", "A cat sleeps.", "Two men play tennis.", "A red bus."]
@@ -224,7 +224,7 @@ def test_validity_by_definition():
 
 def test_validity_without_encoder_goes_on_and_says_so(monkeypatch):
     import vlbench.perturbations.drift as D
-    from vlbench.benchmark.validity import validity
+    from vlbench.perturbations.validity import validity
 
     real = importlib.util.find_spec
     monkeypatch.setattr(D.importlib.util, "find_spec",
@@ -288,7 +288,7 @@ def test_run_perturb_all_carries_validity_for_all_13_and_the_leaderboard_shows_i
     import csv
     import re
 
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
     from vlbench.leaderboards import build_leaderboard
 
     res = run(model="counting", dataset=f"custom:{manifest}", perturb="all", out=str(tmp_path / "r"), quiet=True,
@@ -331,7 +331,7 @@ def test_run_perturb_all_carries_validity_for_all_13_and_the_leaderboard_shows_i
 @needs_minilm
 def test_run_validity_off_and_missing_encoder(counting_plugin, manifest, tmp_path, monkeypatch, capsys):
     import vlbench.perturbations.drift as D
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     res = run(model="counting", dataset=f"custom:{manifest}", perturb="distraction-true", out=str(tmp_path / "a"),
               quiet=True, num_workers=0, n_boot=20, validity="off")
@@ -356,7 +356,7 @@ def test_run_keeps_minilm_vectors_and_drift_in_its_own_cache_folder(counting_plu
     reads the drift summary without touching a vector, --no-cache writes none of it, and afterwards the
     process's MiniLM cache settings are what they were before the run."""
     import vlbench.perturbations.guard as G
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     monkeypatch.setattr(G, "_SHARED", G.VectorCache(disk=True))  # a fresh process's cache (nothing in memory)
     default = tmp_path / "default-cache"

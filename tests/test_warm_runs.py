@@ -9,7 +9,7 @@ import pytest
 
 
 def test_warm_run_does_not_load_the_model(tiny_models, manifest, tmp_path):
-    from vlbench.benchmark.runner import run
+    from vlbench.pipeline.runner import run
 
     folder = tmp_path / "clip"
     shutil.copytree(tiny_models("clip"), folder)
@@ -39,7 +39,7 @@ def test_warm_run_does_not_load_the_model(tiny_models, manifest, tmp_path):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_numpy_and_torch_topk_paths_agree(seed, monkeypatch):
-    from vlbench.benchmark import ranking as M  # the shared ranking step
+    from vlbench.metrics import ranking as M  # the shared ranking step
 
     rng = np.random.default_rng(seed)
     S = rng.integers(0, 4, size=(int(rng.integers(3, 30)), int(rng.integers(3, 60)))).astype(np.float32)

@@ -17,12 +17,12 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS = {
-    "score": "benchmark.metrics", "evaluate": "benchmark.metrics", "Evaluation": "benchmark.metrics",
-    "SimilaritySource": "benchmark.metrics", "ArraySource": "benchmark.metrics",
-    "EmbeddingSource": "benchmark.metrics",
-    "run": "benchmark.runner", "RunConfig": "benchmark.runner", "RunResult": "benchmark.runner",
-    "load_dataset": "benchmark.datasets", "Dataset": "benchmark.datasets",
-    "ModelAdapter": "benchmark.models", "Metric": "benchmark.metric_specs",
+    "score": "metrics.compute", "evaluate": "metrics.compute", "Evaluation": "metrics.compute",
+    "SimilaritySource": "metrics.ranking", "ArraySource": "metrics.ranking", "EmbeddingSource": "metrics.ranking",
+    "Metric": "metrics.specs",
+    "run": "pipeline.runner", "RunConfig": "pipeline.run_config", "RunResult": "pipeline.runner",
+    "load_dataset": "datasets.core", "Dataset": "datasets.core",
+    "ModelAdapter": "models.adapter",
     "RunRecord": "results", "MetricKey": "results",
     "BasePerturbation": "perturbations.base", "PerturbedSet": "perturbations.base",
     "perturb_captions": "perturbations",
@@ -30,8 +30,8 @@ _EXPORTS = {
     "granularity_table": "granularity", "caption_features": "granularity",
     "VlbenchError": "errors",
 }
-_SUBPACKAGES = ("benchmark", "granularity", "leaderboards", "perturbations", "registry", "config", "errors",
-                "results")
+_SUBPACKAGES = ("models", "datasets", "metrics", "encoding", "pipeline", "granularity", "leaderboards", "perturbations",
+                "imageperturb", "shortcuts", "tasks", "reproduce", "registry", "config", "errors", "results")
 
 __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 

@@ -18,9 +18,9 @@ def _add_run(sub):
     p.add_argument("--config", metavar="FILE.toml", default=None,
                    help="read options from a TOML file whose keys are these long option names (batch-size = 32); "
                         "options given here override the file")
-    from .benchmark.run_options import add_run_options
+    from .pipeline.run_options import add_run_options
 
-    add_run_options(p)  # one option per RunConfig field (vlbench/benchmark/run_options.py)
+    add_run_options(p)  # one option per RunConfig field (vlbench/pipeline/run_options.py)
     p.add_argument("--task", default=None, choices=["retrieval", "order", "sugarcrepe"],
                    help="retrieval (default), or a compositional choice task: order (ARO word order, captions of "
                         "--dataset) or sugarcrepe (see docs/tasks.md)")
@@ -36,14 +36,14 @@ def _cmd_run(args) -> int:
         return run_task_from_args(args)
     if not args.dataset:
         raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
-    from .benchmark.run_options import config_from_args
-    from .benchmark.runner import run
+    from .pipeline.run_options import config_from_args
+    from .pipeline.runner import run
 
     cfg = config_from_args(args)
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
         return 0
-    from .benchmark.report import print_run_result
+    from .pipeline.report import print_run_result
 
     print_run_result(res, as_json=args.json, quiet=args.quiet)
     return 0
@@ -74,7 +74,8 @@ def _plugin_problem(entry, check: bool) -> str | None:
 
 def _cmd_ls(args) -> int:
     from . import registry
-    from .benchmark import builtin_datasets as _d, models as _m  # noqa: F401  (register built-ins; no torch)
+    from .datasets import builtin as _d
+    from .models import adapter as _m  # noqa: F401  (register built-ins; no torch)
 
     try:
         from . import perturbations as _p  # noqa: F401
@@ -107,7 +108,7 @@ def _cmd_ls(args) -> int:
 
         print_tasks()
     if not want or want == "metrics":
-        from .benchmark.metric_specs import describe
+        from .metrics.specs import describe
 
         print("metrics (name, unit, range, better, directions):")
         for m in describe():
@@ -121,7 +122,7 @@ def _cmd_ls(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from .benchmark.cache import clear_cache, list_cache, list_perturbation_cache
+    from .encoding.cache import clear_cache, list_cache, list_perturbation_cache
 
     if args.action == "ls":
         rows, prows = list_cache(args.cache_dir), list_perturbation_cache(args.cache_dir)
@@ -142,7 +143,7 @@ def _cmd_cache(args) -> int:
 
 
 def _cmd_download(args) -> int:
-    from .benchmark.builtin_datasets import download_dataset
+    from .datasets.builtin import download_dataset
 
     for name in args.datasets:
         download_dataset(name, args.data_dir, captions_only=args.captions_only)

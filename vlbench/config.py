@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._io import read_regular_file
+from .util.io import read_regular_file
 from .errors import VlbenchError
 
 MAX_CONFIG_BYTES = 1 << 20

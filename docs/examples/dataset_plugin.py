@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from vlbench.benchmark.datasets import load_custom
+from vlbench.datasets.core import load_custom
 
 SQUARES = {"red": (230, 20, 20), "green": (20, 200, 40), "blue": (30, 40, 220), "yellow": (240, 230, 30)}
 

@@ -14,8 +14,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .._io import atomic_write_text, dumps_strict
-from .._markdown import md_table
+from ..util.io import atomic_write_text, dumps_strict
+from ..util.markdown import md_table
 from ..errors import VlbenchError
 from .features import (COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions, analyse_texts, resolve_options)
 from .pairing import image_sums
@@ -32,7 +32,7 @@ FEATURE_LABELS = {
 
 def _load(spec, data_dir):
     """A dataset's captions (images are never needed here)."""
-    from ..benchmark.datasets import Dataset, load_dataset
+    from ..datasets.core import Dataset, load_dataset
 
     if isinstance(spec, Dataset):
         return spec

@@ -60,7 +60,7 @@ _FITTED = None  # (decoded image, size, fitted image) of the last call, per proc
 
 def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
     """The Variants of a ``--perturb-images`` spec (``gaussian_noise:3,motion_blur:1-5,all:3``)."""
-    from ..benchmark.variant_types import Variant
+    from ..conditions import Variant
 
     if not spec:
         return []
@@ -89,15 +89,17 @@ def _r1_errors(rec, direction: str) -> dict:
 
 def read_reference(path: str):
     """The typed record (vlbench.results.RunRecord) of a reference run (a run folder or its results.json)."""
+    import json
     from pathlib import Path
 
-    from ..leaderboards.store import UnreadableResults, read_run
+    from ..results import RunRecord, UnreadableResults
+    from ..util.io import read_regular_file
 
     p = Path(path).expanduser()
     p = p / "results.json" if p.is_dir() else p
-    try:
-        return read_run(p).record
-    except (UnreadableResults, OSError) as exc:
+    try:  # a results file is a few MB at most; a FIFO or device is refused unread
+        return RunRecord.from_json(json.loads(read_regular_file(p, 64 * 2**20).decode("utf-8")), str(p))
+    except (UnreadableResults, OSError, ValueError) as exc:
         raise VlbenchError(f"--mce-reference {path!r} is not a readable vlbench run ({exc})",
                            "name the run folder (or results.json) of the reference model's --perturb-images run") \
             from None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import __version__
-from .._io import atomic_write_bytes, sha256_bytes
+from ..util.io import atomic_write_bytes, sha256_bytes
 from ..errors import VlbenchError
 from . import render
 from .store import Loaded, Run, Selection, condition_key, load_runs, select

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Callable
 
 from .. import __version__
-from .._io import sha256_bytes
+from ..util.io import sha256_bytes
 from ..errors import VlbenchError
 from .build import MANIFEST, make, read_build, write_tree
-from .._markdown import md_escape, md_table
+from ..util.markdown import md_escape, md_table
 
 PUBLISH_MANIFEST = "publish_manifest.json"
 PUBLISH_KIND = "vlbench-leaderboard-publish"

@@ -18,7 +18,7 @@ import html
 import io
 import math
 
-from .._markdown import md_escape, md_table
+from ..util.markdown import md_escape, md_table
 from .tables import Column, Table
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")

@@ -1,6 +1,6 @@
 """Validity beside every drop (issue #10): the cells the leaderboard's RSUM-change table shows next to a
 perturbation's RSUM change, read from ``results.json`` ``conditions[<perturbation>]["validity"]``
-(vlbench.benchmark.validity). Runs written before validity existed give empty cells."""
+(vlbench.perturbations.validity). Runs written before validity existed give empty cells."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ Outputs of ``--out DIR`` (atomic writes; same seed -> byte-identical files):
 * ``manifest.json``: dataset provenance, seed, per perturbation its version, parameters, counts,
   not-applicable rate, the hash of its perturbed captions and the sha256 of its JSONL file, the caption
   issues of the dataset, the validity (applicability, sampled semantic drift; ``--validity``, see
-  vlbench.benchmark.validity) and the full drift histogram with ``--drift``.
+  vlbench.perturbations.validity) and the full drift histogram with ``--drift``.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import argparse
 import json
 import sys
 
-from .._io import atomic_write_text, dumps_strict, sha256_bytes, write_json
+from ..util.io import atomic_write_text, dumps_strict, sha256_bytes, write_json
 from ..errors import VlbenchError
 
 FORMAT = "vlbench-perturbations/1"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from ..benchmark.validity import DEFAULT_SAMPLE, MODES, PRECISION
+    from .validity import DEFAULT_SAMPLE, MODES, PRECISION
 
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", metavar="NAME",
@@ -168,7 +168,7 @@ def main(args: argparse.Namespace) -> int:
     if args.text is not None:
         return _one_text(args, names, params, batch_size, drift_on, quiet)
 
-    from ..benchmark.datasets import caption_problem, load_dataset
+    from ..datasets.core import caption_problem, load_dataset
 
     ds = load_dataset(args.dataset, data_dir=args.data_dir, require_images=False)
     issues = list(ds.issues)
@@ -198,12 +198,12 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _validity(captions, sets, args) -> dict | None:
-    """Per perturbation: applicability and sampled drift (vlbench.benchmark.validity); no model here, so
+    """Per perturbation: applicability and sampled drift (vlbench.perturbations.validity); no model here, so
     effective_rate is None. None with --validity off."""
     mode = getattr(args, "validity", "off") or "off"
     if mode == "off":
         return None
-    from ..benchmark.validity import DEFAULT_SAMPLE, PRECISION, all_validity, check_mode
+    from .validity import DEFAULT_SAMPLE, PRECISION, all_validity, check_mode
 
     size = int(getattr(args, "validity_sample", DEFAULT_SAMPLE))
     precision = float(getattr(args, "validity_precision", PRECISION))

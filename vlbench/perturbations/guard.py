@@ -59,7 +59,7 @@ class VectorCache:
             self._root, self._disk = before
 
     def _dir(self):
-        from .._paths import cache_root as default_cache_dir
+        from ..util.paths import cache_root as default_cache_dir
 
         return (self._root or default_cache_dir()) / "minilm-vectors"
 
@@ -91,7 +91,7 @@ class VectorCache:
 
         import numpy as np
 
-        from .._io import atomic_write_bytes
+        from ..util.io import atomic_write_bytes
 
         keys = np.array([hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts])
         buf = io.BytesIO()

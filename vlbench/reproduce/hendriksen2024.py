@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._markdown import md_table
+from ..util.markdown import md_table
 from ..errors import VlbenchError
 
 MODELS = {"align": "align", "altclip": "altclip", "clip": "clip", "groupvit": "groupvit"}
@@ -89,7 +89,7 @@ def needs(jobs: list[Job], out: Path, device: str = "gpu") -> str:
 
 def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
     """Run (or reuse) every job; returns {job: RunRecord}."""
-    from ..benchmark.runner import RunConfig, run
+    from ..pipeline.runner import RunConfig, run
     from ..results import RunRecord
 
     records = {}

@@ -45,10 +45,10 @@ def parse_probes(spec: str) -> list[str]:
 
 
 def shortcut_variants(spec: str, ds, *, seed: int, digits: str = "auto", cache_dir=None) -> list:
-    from ..benchmark.variant_types import Variant
+    from ..conditions import Variant
 
     probes = parse_probes(spec)
-    from .._paths import offline
+    from ..util.paths import offline
 
     bank = load_digit_bank(digits, cache_dir=cache_dir, download=not offline())
     out = []

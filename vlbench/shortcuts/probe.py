@@ -18,7 +18,7 @@ class ProbeResult:
     digit_source: str
     plan: ProbePlan | None
     metrics: dict  # vlbench.score keys: i2t_recall@1, t2i_recall@1, rsum, ...
-    evaluation: object  # vlbench.benchmark.metrics.Evaluation: per_query("i2t"/"t2i") gives per-query records
+    evaluation: object  # vlbench.metrics.compute.Evaluation: per_query("i2t"/"t2i") gives per-query records
 
 
 def _embed(fn: Callable, inputs: list, batch_size: int) -> np.ndarray:
@@ -39,7 +39,7 @@ def run_probe(adapter, images: Sequence, captions: Sequence[str], caption_to_ima
     ``image_ids`` seed the digit exemplars (default: the image index). Similarity: the dot product of the
     adapter's embeddings (L2-normalised here, i.e. cosine).
     """
-    from ..benchmark.metrics import ArraySource, evaluate
+    from ..metrics.compute import ArraySource, evaluate
 
     n = len(images)
     ids = [str(i) for i in range(n)] if image_ids is None else [str(x) for x in image_ids]

@@ -73,18 +73,18 @@ def coco_image_id(name: str) -> int | None:
 
 def coco_caption_lm(data_dir, exclude_ids: set[int]) -> tuple[BigramLM, dict]:
     """The bigram model on the ``coco`` test captions of images whose COCO id is not in ``exclude_ids``."""
-    from .._paths import default_data_dir
-    from ..benchmark.builtin_datasets import _find_caption_file
-    from ..benchmark.dataset_specs import SPECS
+    from ..util.paths import default_data_dir
+    from ..datasets.builtin import find_caption_file
+    from ..datasets.specs import SPECS
 
     spec = next(s for s in SPECS if s.name == "coco")
     fname = spec.captions
     base = Path(data_dir).expanduser() if data_dir else default_data_dir()
-    path = _find_caption_file(fname, base)
+    path = find_caption_file(fname, base)
     if path is None:
         raise DataError(f"the blind baseline's training captions ({fname}) are not in {base}",
                         "run 'vlbench download coco --captions-only' while online, or pass --data-dir")
-    from .._io import sha256_file
+    from ..util.io import sha256_file
 
     digest = sha256_file(path)
     if digest != spec.sha256:

@@ -27,7 +27,7 @@ def print_tasks() -> None:
 
 
 def run_task_from_args(args) -> int:
-    from ..benchmark.run_options import flag_of
+    from ..pipeline.run_options import flag_of
     from .run import SHARED_OPTIONS, TaskConfig, run_task
 
     for opt, default in _RETRIEVAL_ONLY.items():
@@ -41,7 +41,7 @@ def run_task_from_args(args) -> int:
     cfg = TaskConfig(task=args.task, model=args.model, dataset=args.dataset, images_dir=args.images_dir,
                      **{opt: getattr(args, opt) for opt in SHARED_OPTIONS})
     res = run_task(cfg)
-    from ..benchmark.report import print_run_result
+    from ..pipeline.report import print_run_result
 
     print_run_result(res, as_json=args.json, quiet=args.quiet)
     return 0

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from .._env import library_versions
-from .._io import sha256_file, sha256_json
+from ..util.env import library_versions
+from ..util.io import sha256_file, sha256_json
 from ..errors import DataError, VlbenchError
 from ..results import Condition, DatasetInfo, MetricKey, MetricValue, ModelInfo, RunRecord
 from .choice import N_BOOT, ChoiceItem, distinct_images, distinct_texts, evaluate_choice
@@ -43,7 +43,7 @@ SHARED_OPTIONS = ("out", "data_dir", "device", "precision", "batch_size", "num_w
 
 
 def _task_config_class():
-    from ..benchmark.run_config import RunConfig
+    from ..pipeline.run_config import RunConfig
 
     shared = {f.name: f for f in dataclasses.fields(RunConfig)}
     cls = dataclasses.make_dataclass("TaskConfig", [
@@ -73,7 +73,7 @@ def _log(cfg: TaskConfig, msg: str) -> None:
 
 
 def _order_sets(cfg: TaskConfig) -> ItemSets:
-    from ..benchmark.datasets import load_dataset
+    from ..datasets.core import load_dataset
 
     if not cfg.dataset:
         raise VlbenchError("--task order needs --dataset", "e.g. --dataset flickr30k (Flickr30k-Order) or coco")
@@ -94,7 +94,7 @@ def _order_sets(cfg: TaskConfig) -> ItemSets:
 def sugarcrepe_root(data_dir=None) -> Path:
     """The folder with SugarCrepe's seven JSON files: <data-dir>/sugarcrepe (or <data-dir> itself);
     online, missing files are downloaded there from the pinned commit."""
-    from .._paths import default_data_dir, offline
+    from ..util.paths import default_data_dir, offline
 
     base = Path(data_dir).expanduser() if data_dir else default_data_dir()
     for cand in (base / "sugarcrepe", base):
@@ -105,12 +105,12 @@ def sugarcrepe_root(data_dir=None) -> Path:
         raise DataError(f"the SugarCrepe files ({', '.join(s + '.json' for s in SUGARCREPE_SUBSETS)}) are not in "
                         f"{target}", f"copy the data/ folder of github.com/RAIVNLab/sugar-crepe (commit "
                                      f"{SUGARCREPE_COMMIT[:10]}) to {target}, or pass --data-dir")
-    from .._io import atomic_write_bytes
-    from ..benchmark.download import _get
+    from ..util.io import atomic_write_bytes
+    from ..datasets.download import http_get
 
     for s in SUGARCREPE_SUBSETS:
         if not (target / f"{s}.json").is_file():
-            atomic_write_bytes(target / f"{s}.json", _get(f"{SUGARCREPE_RAW}/{s}.json"))
+            atomic_write_bytes(target / f"{s}.json", http_get(f"{SUGARCREPE_RAW}/{s}.json"))
     return target
 
 
@@ -169,7 +169,7 @@ class TaskRunResult:
 
 
 def _check(cfg: TaskConfig) -> None:
-    from ..benchmark.run_config import _check_folder
+    from ..pipeline.run_config import check_folder
 
     if cfg.batch_size < 1:
         raise VlbenchError(f"--batch-size must be >= 1, got {cfg.batch_size}", "e.g. --batch-size 64")
@@ -178,12 +178,12 @@ def _check(cfg: TaskConfig) -> None:
     if not 0 <= cfg.seed < 2**63:
         raise VlbenchError(f"--seed must be a non-negative integer below 2**63, got {cfg.seed}", "e.g. --seed 0")
     for opt, value in (("--out", cfg.out), ("--cache-dir", None if cfg.no_cache else cfg.cache_dir)):
-        _check_folder(opt, value)
+        check_folder(opt, value)
 
 
 def _encode(cfg: TaskConfig, sets: ItemSets, adapter, cache, stats):
     """Each distinct image and each distinct model input once, over all item sets (cached)."""
-    from ..benchmark.encode import encode_images, encode_texts, stack
+    from ..encoding.encode import encode_images, encode_texts, stack
 
     all_items = [it for items in sets.sets.values() for it in items]
     keys, texts = distinct_images(all_items), distinct_texts(all_items)
@@ -201,11 +201,11 @@ def _encode(cfg: TaskConfig, sets: ItemSets, adapter, cache, stats):
 
 def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     """Run a choice task: ``run_task(task="order", model="clip", dataset="flickr30k", out="runs/x")``."""
-    from ..benchmark.cache import EmbeddingCache, default_cache_dir
-    from ..benchmark.encode import EncodeStats
-    from ..benchmark.lazy import LazyModel
-    from ..benchmark.distributed import claim_out as _claim_out
-    from ..benchmark.runner import _prepare_out, _slug
+    from ..encoding.cache import EmbeddingCache, default_cache_dir
+    from ..encoding.encode import EncodeStats
+    from ..models.lazy import LazyModel
+    from ..encoding.distributed import claim_out as _claim_out
+    from ..pipeline.runner import prepare_out, slug
 
     cfg = dataclasses.replace(config) if config else TaskConfig(**kwargs)
     t0 = time.time()
@@ -218,9 +218,9 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
                             trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
         model_hash = adapter.model_hash()
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-        run_id = (f"{stamp}-{_slug(cfg.model.split(':')[0])}-{cfg.task}-{_slug(sets.dataset['name'])}-"
+        run_id = (f"{stamp}-{slug(cfg.model.split(':')[0])}-{cfg.task}-{slug(sets.dataset['name'])}-"
                   f"{model_hash[:6]}{sets.dataset['hash'][:6]}-{secrets.token_hex(3)}")
-        out = _prepare_out(cfg, run_id)
+        out = prepare_out(cfg, run_id)
         cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart,
                                                          label=cfg.model)
         stats = EncodeStats()
@@ -229,7 +229,7 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
         blind = blind_baseline(cfg, sets)
         rec = _record(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out, blind)
         results = rec.to_json()
-        from ..benchmark.report import write_run_files
+        from ..pipeline.report import write_run_files
 
         write_run_files(out, results, format_task_table(rec))
         _log(cfg, f"wrote {out / 'results.json'}")
@@ -265,7 +265,7 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
             blind: dict) -> RunRecord:
     """The typed record of a choice-task run (accuracy with its interval, chance and the blind text-only
     accuracy where there is one, per item set)."""
-    from ..benchmark import metrics as M
+    from ..metrics import compute as M
 
     values = []
     for cond, res in evals.items():
@@ -315,7 +315,7 @@ def _write_per_item(out: Path, evals: dict) -> str:
 
 
 def format_task_table(rec: RunRecord) -> str:
-    from .._markdown import md_table
+    from ..util.markdown import md_table
 
     rows = []
     for cond in rec.conditions:

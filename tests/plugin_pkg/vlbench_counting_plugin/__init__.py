@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from vlbench.benchmark.models import ModelAdapter
+from vlbench.models.adapter import ModelAdapter
 
 
 class FakeOutOfMemoryError(RuntimeError):

@@ -1,0 +1,151 @@
+"""Loading the built-in datasets from their records (:mod:`vlbench.datasets.specs`).
+
+One loader serves every record: find (or download) the caption file, check its pinned sha256, read it
+as a manifest, and apply the record's options (folds, the FG enlarged gallery). Each record is
+registered in the dataset registry as ``BuiltinDataset(spec)``, a callable with the dataset plug-in
+signature (see dataset_specs and docs/extending.md).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..util.io import sha256_file
+from ..util.paths import default_data_dir, offline
+from ..errors import DataError, UnknownNameError
+from ..registry import datasets as DATASETS
+from . import download as dl
+from .specs import BUILTIN, FG_COMMIT, FG_REPO, IMAGE_SOURCES, DatasetSpec
+from .core import Dataset, _build, check_images, read_manifest
+
+
+def find_caption_file(fname: str, data_dir: Path) -> Path | None:
+    base = Path(fname).name  # multi30k/x.jsonl may also sit flat in the data folder
+    for cand in (data_dir / fname, data_dir / "captions" / fname, data_dir / base, data_dir / "captions" / base):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _caption_file(spec: DatasetSpec, data_dir: Path, download: bool | None) -> Path:
+    cap_file = find_caption_file(spec.captions, data_dir)
+    if cap_file is None:
+        if (not offline()) if download is None else download:
+            cap_file = dl.fetch_captions(spec.name, data_dir)
+        else:
+            raise DataError(
+                f"caption file {spec.captions!r} for {spec.name!r} is not in {data_dir}",
+                f"run 'vlbench download {spec.name}' while online, or copy {spec.captions} into {data_dir} "
+                f"(or pass --data-dir pointing at the folder that holds it)")
+    digest = sha256_file(cap_file)
+    if digest != spec.sha256:
+        raise DataError(f"caption file {cap_file} has sha256 {digest[:16]}..., expected {spec.sha256[:16]}...",
+                        f"the file is corrupt or a different version: delete it and run 'vlbench download {spec.name}'")
+    return cap_file
+
+
+def load_builtin(spec: DatasetSpec, *, data_dir=None, gallery: str = "test", require_images: bool = True,
+                 download: bool | None = None, extra_positives: str | None = None) -> Dataset:
+    """Load the built-in dataset described by ``spec`` (the dataset plug-in signature)."""
+    name = spec.name
+    data_dir = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    cap_file = _caption_file(spec, data_dir, download)
+    rows, lines = read_manifest(cap_file)
+    image_root = data_dir / "images" / spec.images
+    url = IMAGE_SOURCES[spec.images].url
+    source = {"caption_file": cap_file.name, "caption_sha256": spec.sha256,
+              **({"language": spec.language} if spec.language else {}),
+              "image_hint": f"run 'vlbench download {name}' while online, or download {url} and unzip its "
+                            f"images into {image_root}"}
+    ds = _build(name, rows, image_root, source, lines)
+    if spec.folds:
+        n = ds.n_images // spec.folds
+        ds.folds = [np.arange(f * n, (f + 1) * n) for f in range(spec.folds)]
+    if gallery != "test":
+        if gallery != "fg-pool" or not spec.fg_pool:
+            raise DataError(f"unknown gallery {gallery!r} for {name!r}",
+                            "use --gallery test" + (", or fg-pool" if spec.fg_pool else ""))
+        ds.distractors = _fg_pool_distractors(spec, data_dir, ds)
+        ds.gallery = "fg-pool"
+    if extra_positives:
+        from .positives import load_extra_positives
+        load_extra_positives(ds, extra_positives, data_dir)
+    if require_images:
+        if download if download is not None else not offline():
+            dl.fetch_images(name, ds, data_dir)
+        check_images(ds)
+    return ds
+
+
+def _read_pool_list(cand: Path, stem: str) -> list[str]:
+    if cand.suffix == ".txt":
+        return [ln.strip() for ln in cand.read_text().splitlines() if ln.strip()]
+    try:
+        arr = np.load(cand, allow_pickle=False)  # never unpickle downloaded files
+    except ValueError:
+        raise DataError(f"{cand} holds Python objects, which vlbench will not unpickle",
+                        f"convert it to a text file {stem}.txt with one file name per line") from None
+    return [str(x) for x in arr.tolist()]
+
+
+def _fg_pool_distractors(spec: DatasetSpec, data_dir: Path, ds: Dataset) -> list[str]:
+    """The extra COCO unlabeled2017 images of the FG release's enlarged pool (file names)."""
+    pool_dir = data_dir / "fg_pool"
+    stem = f"{spec.fg_pool}_FG_img_filenames"  # as in the release's Images/ folder
+    cand = next((c for c in (pool_dir / f"{stem}.txt", pool_dir / f"{stem}.npy") if c.is_file()), None)
+    if cand is None:
+        raise DataError(
+            f"the FG enlarged image pool list for {spec.name!r} is not in {pool_dir}",
+            f"download Images/{stem}.npy from github.com/{FG_REPO} (commit {FG_COMMIT[:10]}) into {pool_dir}, "
+            f"and the COCO unlabeled2017 images it names into {data_dir / 'images' / 'coco-unlabeled2017'}")
+    names = _read_pool_list(cand, stem)
+    test = set(ds.images)
+    ds.distractor_root = data_dir / "images" / "coco-unlabeled2017"
+    extra = list(dict.fromkeys(b for b in (os.path.basename(x) for x in names) if b not in test))
+    total = len(ds.images) + len(extra)
+    ds.source["fg_pool"] = {"list": cand.name, "distractors": len(extra), "gallery_size": total,
+                            "expected_gallery_size": spec.pool_size}
+    if total != spec.pool_size:
+        import warnings
+
+        warnings.warn(f"the FG pool of {spec.name!r} has {total} images, the release describes {spec.pool_size}; "
+                      f"check {cand}")
+    return extra
+
+
+class BuiltinDataset:
+    """The registry entry of one built-in dataset: a factory with the dataset plug-in signature."""
+
+    def __init__(self, spec: DatasetSpec):
+        self.spec = spec
+        self.__name__ = f"builtin:{spec.name}"
+
+    def __call__(self, **kw) -> Dataset:
+        return load_builtin(self.spec, **kw)
+
+
+for _spec in BUILTIN.values():
+    DATASETS.register(_spec.name, BuiltinDataset(_spec), description=_spec.description)
+
+
+def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:
+    """``vlbench download NAME``: the caption file and (unless ``captions_only``) the images."""
+    from ..registry import close_matches
+
+    if name not in BUILTIN:
+        matches = close_matches(name, BUILTIN)
+        raise UnknownNameError(f"vlbench cannot download dataset {name!r}: it is not a built-in dataset",
+                               (f"did you mean {', '.join(repr(m) for m in matches)}? " if matches else "") +
+                               f"the built-ins are {', '.join(BUILTIN)}; a custom dataset is a local manifest "
+                               f"(custom:<manifest.jsonl>) and needs no download")
+    data_dir = Path(data_dir) if data_dir else default_data_dir()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = dl.fetch_captions(name, data_dir)
+    print(f"{name}: captions {path}")
+    if not captions_only:
+        ds = load_builtin(BUILTIN[name], data_dir=data_dir, require_images=False)
+        dl.fetch_images(name, ds, data_dir)
+        print(f"{name}: images in {Path(data_dir) / 'images'}")

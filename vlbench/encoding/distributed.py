@@ -1,0 +1,110 @@
+"""torchrun support for the runner: the shard of a rank, failure-aware encoding phases, gathering on rank 0,
+and the claim on ``--out`` that keeps two runs out of one folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import VlbenchError
+
+
+def distributed(cfg: RunConfig):
+    """(Shard, dist module or None, whether we initialized it) for torchrun launches."""
+    import os
+
+    from .encode import SINGLE, Shard
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return SINGLE, None, False
+    import torch
+    import torch.distributed as dist
+
+    use_cuda = torch.cuda.is_available() and (cfg.device in (None, "auto") or str(cfg.device).startswith("cuda"))
+    if use_cuda:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        cfg.device = f"cuda:{local}"
+    inited = False
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+        inited = True
+    def agree(obj):
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    return Shard(dist.get_rank(), dist.get_world_size(), agree), dist, inited
+
+
+def phase(dist, shard, work):
+    """Run one encoding phase; under torchrun, every rank learns whether another rank failed before
+    the next collective operation, so a rank that fails (a bad image only it decodes, an OOM) never
+    leaves the others waiting."""
+    if dist is None:
+        return work()
+    failure, out = None, None
+    try:
+        out = work()
+    except Exception as exc:
+        failure = exc
+    statuses = [None] * shard.world
+    dist.all_gather_object(statuses, None if failure is None else f"{type(failure).__name__}: {failure}")
+    if failure is not None:
+        raise failure
+    bad = [(r, s) for r, s in enumerate(statuses) if s is not None]
+    if bad:
+        raise VlbenchError(f"rank {bad[0][0]} failed while encoding: {bad[0][1]}",
+                           "fix the problem it names and run the same command again (finished batches are cached)")
+    return out
+
+
+def gather(dist, shard, local: dict, n: int, what: str):
+    from .encode import stack
+
+    if dist is None:
+        return stack(local, n, what)
+    parts = [None] * shard.world if shard.rank == 0 else None
+    dist.gather_object(local, parts, dst=0)
+    if shard.rank != 0:
+        return None
+    merged = {}
+    for part in parts:
+        merged.update(part)
+    return stack(merged, n, what)
+
+
+def claim_out(out) -> "FolderLock | None":
+    """Claim --out for this run (rank 0 of a torchrun launch): a second live run with the same --out is
+    refused at once, and a folder holding a finished run is never reused."""
+    import os
+
+    from ..util.io import FolderLock
+
+    if not out or int(os.environ.get("RANK", "0")) != 0:
+        return None
+    try:
+        lock = FolderLock(out).acquire()
+    except BlockingIOError as exc:
+        raise VlbenchError(f"another vlbench run ({exc}) is writing to {out}",
+                           "wait for it to finish, or pass another --out folder") from None
+    if (Path(out) / "results.json").exists():
+        lock.release()
+        raise VlbenchError(f"{out} already holds a finished run (results.json)",
+                           "runs are never overwritten: pass another --out folder")
+    return lock
+
+
+def silence_library_progress() -> None:
+    """--quiet: no progress bars from the hub client or transformers (weight loading) either. Both read
+    HF_HUB_DISABLE_PROGRESS_BARS when imported; an already imported transformers is told directly."""
+    import os
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()

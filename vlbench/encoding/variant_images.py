@@ -1,0 +1,105 @@
+"""Encoding the images of run conditions that change them (image corruptions, shortcut probes).
+
+Each condition's images are the dataset's gallery passed through its :class:`~vlbench.conditions.ImageTransform`
+after decoding, in the DataLoader workers, before the model's preprocessing. Every transformed image is encoded
+once and cached under a key naming the transform and its parameters and the image file's content hash, so a
+second run encodes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..conditions import ImageTransform, Variant
+from ..errors import DataError
+from .cache import item_key
+from .encode import EncodeStats, _Collate, _Encoder, _encode_batches, _Failed, _from_cache, _raise_failed, _slice, \
+    file_key, load_image
+
+
+class _VariantImages:
+    """A torch Dataset of (path, index, content, transform) jobs: decode, transform, preprocess."""
+
+    def __init__(self, jobs, preprocess):
+        self.jobs = jobs
+        self.preprocess = preprocess
+
+    def __len__(self):
+        return len(self.jobs)
+
+    def __getitem__(self, i):
+        path, index, content, transform = self.jobs[i]
+        try:
+            return self.preprocess(transform(self._decoded(path), index, content))
+        except DataError as exc:
+            return _Failed(exc.message, exc.hint)
+
+    def _decoded(self, path):
+        """The decoded image, reused while consecutive jobs (the conditions of one image, which the encoder
+        orders together) name the same file: each image is decoded once per batch, not once per condition.
+        Transforms copy their input, so the reused image is never changed."""
+        last = getattr(self, "_last", None)
+        if last is None or last[0] != path:
+            self._last = last = (path, load_image(path))
+        return last[1]
+
+
+def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batch_size: int = 64,
+                          num_workers: int | None = None, cache=None, stats: EncodeStats | None = None,
+                          progress: bool = True, contents: list[str] | None = None,
+                          clean: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """{variant label: (len(paths), d) embeddings} for the variants that transform images.
+
+    All variants share one DataLoader (workers decode and transform while the model encodes); an image a
+    transform leaves alone (key None) reuses the clean embedding (``clean``, rows aligned with ``paths``).
+    """
+    import os
+
+    from tqdm.auto import tqdm
+
+    stats = stats if stats is not None else EncodeStats()
+    t_start = time.perf_counter()
+    contents = contents or [file_key(p) for p in paths]
+    for v in variants:  # e.g. the corruption geometry follows the model's input size
+        bind = getattr(v.image, "bind", None)
+        if bind is not None:
+            bind(adapter)
+    keys: dict[str, list[str]] = {}
+    first_job: dict[str, tuple] = {}
+    for v in variants:
+        if v.image is None:
+            continue
+        row = []
+        for i, (p, c) in enumerate(zip(paths, contents)):
+            k = v.image.key(i, c)
+            k = item_key(c) if k is None else item_key(f"{k}|{c}")
+            row.append(k)
+            if k not in first_job:
+                first_job[k] = (str(p), i, c, v.image if k != item_key(c) else _identity)
+        keys[v.label] = row
+    vec_of: dict[str, np.ndarray] = {}
+    if clean is not None:
+        vec_of.update((item_key(c), clean[i]) for i, c in enumerate(contents))
+    todo = _from_cache(cache, "image", [k for k in first_job if k not in vec_of], vec_of)
+    stats.images_cached += len(first_job) - len(todo)
+    todo.sort(key=lambda k: first_job[k][1])  # image-major (stable: conditions keep their order): decode once
+    if todo:
+        import torch
+
+        getattr(adapter, "real", None)  # load a lazy model once, here
+        workers = num_workers if num_workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
+        batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]
+        loader = torch.utils.data.DataLoader(_VariantImages([first_job[k] for k in todo], adapter.preprocess),
+                                             batch_size=batch_size, shuffle=False, num_workers=workers,
+                                             collate_fn=_Collate(adapter.collate))
+        enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
+        with tqdm(total=len(todo), desc="image conditions", unit="img", disable=not progress, leave=False) as bar:
+            _encode_batches(_raise_failed(zip(batches, loader)), enc, "image", cache, vec_of, set(), stats, bar)
+    stats.image_seconds += time.perf_counter() - t_start
+    return {label: np.stack([vec_of[k] for k in row]) for label, row in keys.items()}
+
+
+def _identity(image, index, content):
+    return image

@@ -1,0 +1,297 @@
+"""Retrieval metrics for image-text retrieval, computed block by block.
+
+Definitions (protocols_and_metrics.md section 2; docs/metrics.md has the full text):
+
+* ranking: for a query, candidates are ordered by similarity, highest first; **ties are broken by
+  candidate index, lower index first** (a stable sort of ``-similarity``). Ranks are 1-based.
+* Recall@k (hit rate): 100 if the best-ranked positive has rank <= k, else 0.
+* MedR / MeanR: plain median / mean over queries of the best positive's rank.
+* R-precision: 100 * (#positives in the top R) / R, R = number of positives of the query.
+* mAP@R: 100 * (1/R) * sum_{i<=R} precision@i * rel(i)   (ECCV Caption, Chun et al. 2022).
+* DCG_CM@p: sum_{i<=p} rel_i / log2(i+1), rel_i = 1 for a positive, otherwise the relevance of
+  (query, candidate): by default the evaluated similarity itself (cosine), or a separate relevance
+  model's similarity. nDCG_CM@p divides by the ideal DCG over the same relevance values.
+* RSUM: the sum of Recall@{1,5,10} over both directions (max 600), also per direction.
+
+An image with no positive caption (a distractor in an enlarged gallery) is a candidate for t2i but
+not an i2t query. Aggregates are means over queries of per-query values, which are kept.
+
+Memory: only a block of ``block_rows x n_candidates`` similarities (plus same-size temporaries)
+exists at a time; the block size is chosen so a block holds at most ``block_bytes`` (64 MiB).
+
+The ranking (positives, similarity sources, the tie-broken ranking head) is one shared step in
+ranking.py; here each metric is a small function of a ranked block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .ranking import BLOCK_BYTES, DIRECTIONS, ArraySource, EmbeddingSource, Positives, RankedBlock, SimilaritySource, _sorted_topk, _to_numpy, build_positives, check_finite, head_size, rank_blocks
+
+METRIC_VERSION = "1.0"  # bump on any change of semantics
+DEFAULT_K = (1, 5, 10)
+DEFAULT_P = 10
+
+
+# ---------------------------------------------------------------------------------------------
+# per-direction computation
+
+@dataclass
+class DirectionResult:
+    direction: str
+    query_ids: np.ndarray  # query indices (image rows for i2t, caption indices for t2i)
+    best_rank: np.ndarray  # 1-based rank of the best positive
+    r_precision: np.ndarray  # fraction (0..1)
+    map_at_r: np.ndarray  # fraction (0..1)
+    dcg: np.ndarray
+    ndcg: np.ndarray
+    n_positives: np.ndarray
+    graded: dict = field(default_factory=dict)  # name -> per-query nDCG with graded relevance labels
+    recall_override: dict = field(default_factory=dict)  # k -> per-query recall (0..1), e.g. i2t fraction recall
+
+    def recall(self, k: int) -> np.ndarray:
+        if k in self.recall_override:
+            return self.recall_override[k]
+        return (self.best_rank <= k).astype(np.float64)
+
+
+def _discounts(p: int) -> np.ndarray:
+    return 1.0 / np.log2(np.arange(2, p + 2, dtype=np.float64))
+
+
+def graded_ndcg_rows(gain: np.ndarray, top_ix: np.ndarray, disc: np.ndarray) -> np.ndarray:
+    """nDCG of each row with purely graded gains: ``gain`` (rows x candidates) the gain of every
+    candidate, ``top_ix`` the model's top-p candidates in ranked order, ``disc`` the p discounts.
+    The ideal DCG sorts the gains themselves; a row whose ideal DCG is <= 0 gets 0."""
+    pp = top_ix.shape[1]
+    dcg = np.take_along_axis(gain, top_ix, axis=1) @ disc
+    top_g = -np.partition(-gain, pp - 1, axis=1)[:, :pp] if gain.shape[1] > pp else gain
+    idcg = -np.sort(-top_g, axis=1)[:, :pp] @ disc
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(idcg > 0, dcg / idcg, 0.0)
+
+
+def _best_rank(b: RankedBlock, n_cand: int) -> np.ndarray:
+    """1-based rank of each query's best positive: highest score, ties -> lowest index; exact rank by counting."""
+    blk, prow, pcol = b.sim, b.prow, b.pcol
+    pscore = blk[prow, pcol]
+    best_score = np.full(b.b1 - b.b0, -np.inf, dtype=blk.dtype)
+    np.maximum.at(best_score, prow, pscore)
+    is_best = pscore == best_score[prow]
+    best_col = np.full(b.b1 - b.b0, n_cand, dtype=np.int64)
+    np.minimum.at(best_col, prow[is_best], pcol[is_best])
+    found = b.is_pos.any(axis=1)
+    first_hit = np.where(found, np.argmax(b.is_pos, axis=1) + 1, 0)
+    rank = first_hit.astype(np.int64)
+    need = np.flatnonzero(~found)
+    if len(need):
+        sub = blk[need]
+        t = best_score[need][:, None]
+        gt = np.count_nonzero(sub > t, axis=1)
+        eq = np.count_nonzero(sub == t, axis=1)
+        rank_need = gt + 1
+        for r in np.flatnonzero(eq > 1):  # ties with the best positive: count those before it
+            row = need[r]
+            rank_need[r] += int(np.count_nonzero(blk[row, :best_col[row]] == best_score[row]))
+        rank[need] = rank_need
+    return rank
+
+
+def _precision_at_r(b: RankedBlock, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """R-precision and mAP@R (fractions) from the ranking head (K >= R)."""
+    R = b.n_pos
+    ranks_1 = np.arange(1, K + 1)
+    within_R = ranks_1[None, :] <= R[:, None]
+    hits_R = b.is_pos & within_R
+    cum = np.cumsum(b.is_pos, axis=1)
+    return hits_R.sum(axis=1) / R, (np.where(hits_R, cum / ranks_1[None, :], 0.0)).sum(axis=1) / R
+
+
+def _nonpositive_relevance(b: RankedBlock, direction: str, queries: np.ndarray, pp: int,
+                           relevance: SimilaritySource | None) -> tuple[np.ndarray, np.ndarray]:
+    """Relevance of the top-pp candidates, and the pp largest relevances among non-positives."""
+    if relevance is None:
+        rel_top = b.top_v[:, :pp].astype(np.float64)
+        nonpos = np.where(b.is_pos, -np.inf, b.top_v.astype(np.float64))
+        return rel_top, -np.sort(-nonpos, axis=1)[:, :pp]
+    rblk = relevance.rows(direction, queries[b.b0:b.b1]).astype(np.float64)
+    check_finite(rblk, queries, b.b0, direction, "relevance", "")
+    rel_top = np.take_along_axis(rblk, b.top_ix[:, :pp], axis=1)
+    rblk[b.prow, b.pcol] = -np.inf
+    part = np.partition(-rblk, pp - 1, axis=1)[:, :pp] if rblk.shape[1] > pp else -rblk
+    return rel_top, -np.sort(part, axis=1)
+
+
+def _dcg_cm(b: RankedBlock, direction: str, queries: np.ndarray, pp: int, disc: np.ndarray,
+            relevance: SimilaritySource | None) -> tuple[np.ndarray, np.ndarray]:
+    """DCG_CM@p and nDCG_CM@p: positives gain 1, other candidates their relevance."""
+    rel_top, nonpos = _nonpositive_relevance(b, direction, queries, pp, relevance)
+    gains = np.where(b.is_pos[:, :pp], 1.0, rel_top)
+    dcg = gains @ disc[:pp]
+    ones = (np.arange(pp)[None, :] < b.n_pos[:, None]).astype(np.float64)
+    ideal = np.concatenate([np.where(ones > 0, 1.0, -np.inf), nonpos], axis=1)
+    ideal = -np.sort(-ideal, axis=1)[:, :pp]
+    ideal = np.where(np.isfinite(ideal), ideal, 0.0)
+    idcg = ideal @ disc[:pp]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return dcg, np.where(idcg > 0, dcg / idcg, 0.0)
+
+
+def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, pos: Positives, *,
+               kmax: int, p: int, relevance: SimilaritySource | None, block_bytes: int,
+               progress: Callable[[int], None] | None = None, graded: dict | None = None) -> DirectionResult:
+    """Every built-in per-query value of one direction, from one pass of the shared ranking step."""
+    n_q = len(queries)
+    K = head_size(pos, kmax, p)
+    pp = min(p, K)
+    disc = _discounts(p)
+    out = {name: np.zeros(n_q) for name in ("r_prec", "map_r", "dcg", "ndcg")}
+    best_rank = np.zeros(n_q, dtype=np.int64)
+    graded = {name: src for name, src in (graded or {}).items() if direction in getattr(src, "directions", DIRECTIONS)}
+    graded_out = {name: np.zeros(n_q) for name in graded}
+    for b in rank_blocks(source, direction, queries, pos, K, block_bytes):
+        s = slice(b.b0, b.b1)
+        best_rank[s] = _best_rank(b, pos.n_candidates)
+        out["r_prec"][s], out["map_r"][s] = _precision_at_r(b, K)
+        out["dcg"][s], out["ndcg"][s] = _dcg_cm(b, direction, queries, pp, disc, relevance)
+        for name, src in graded.items():  # graded labels (Messina et al.): gain 2^rel - 1, no override
+            gblk = np.exp2(np.asarray(src.rows(direction, queries[s]), dtype=np.float64)) - 1.0
+            graded_out[name][s] = graded_ndcg_rows(gblk, b.top_ix[:, :pp], disc[:pp])
+        if progress:
+            progress(b.b1 - b.b0)
+    return DirectionResult(direction, queries, best_rank, out["r_prec"], out["map_r"], out["dcg"], out["ndcg"],
+                           pos.counts.copy(), graded_out)
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+
+@dataclass
+class Evaluation:
+    """Per-query values of both directions and their aggregates."""
+
+    i2t: DirectionResult
+    t2i: DirectionResult
+    k: tuple = DEFAULT_K
+    p: int = DEFAULT_P
+    extra: dict = field(default_factory=dict)
+    _plugin_cols: dict = field(default_factory=dict, repr=False)  # direction -> plug-in per-query values
+
+    def direction(self, d: str) -> DirectionResult:
+        return self.i2t if d == "i2t" else self.t2i
+
+    def records(self) -> list[dict]:
+        """Structured metric records {direction, metric, k, value}: the registered metrics
+        (vlbench.metrics.specs) in registration order per direction, the graded nDCGs,
+        the metric plug-ins, then the total RSUM and any extra records."""
+        from .specs import BUILTINS
+
+        out = []
+        for d in DIRECTIONS:
+            r = self.direction(d)
+            for m in BUILTINS:
+                out.extend(dict(direction=d, metric=m.name, k=k, value=v) for k, v in m.values(r, self))
+            for name, vals in sorted(r.graded.items()):
+                out.append(dict(direction=d, metric=f"ndcg_{name}", k=self.p, value=float(vals.mean())))
+            for name, vals in self._plugins(d).items():
+                out.append(dict(direction=d, metric=name, k=None, value=float(vals.mean())))
+        total = sum(rec["value"] for rec in out if rec["metric"] == "rsum")
+        out.append(dict(direction="both", metric="rsum", k=None, value=total))
+        for rec in self.extra.get("records", []):
+            out.append(rec)
+        return out
+
+    def _plugins(self, d: str) -> dict:
+        from .specs import plugin_columns
+
+        if d not in self._plugin_cols:
+            self._plugin_cols[d] = plugin_columns(self.direction(d), self)
+        return self._plugin_cols[d]
+
+    def as_dict(self) -> dict:
+        return flat_keys(self.records())
+
+    def per_query(self, d: str) -> dict[str, np.ndarray]:
+        r = self.direction(d)
+        cols = {"query": r.query_ids, "best_rank": r.best_rank, "n_positives": r.n_positives}
+        for k in self.k:
+            cols[f"recall@{k}"] = 100.0 * r.recall(k)
+        cols["rsum"] = sum(cols[f"recall@{k}"] for k in self.k)
+        cols["r_precision"] = 100.0 * r.r_precision
+        cols["map_at_r"] = 100.0 * r.map_at_r
+        cols[f"dcg_cm@{self.p}"] = r.dcg
+        cols[f"ndcg_cm@{self.p}"] = r.ndcg
+        for name, vals in sorted(r.graded.items()):
+            cols[f"ndcg_{name}@{self.p}"] = vals
+        cols.update(self._plugins(d))
+        return cols
+
+
+def flat_keys(records: list[dict]) -> dict:
+    """``{direction}_{metric}[@k]`` keys; ``rsum`` for the total."""
+    out = {}
+    for rec in records:
+        if rec["direction"] == "both":
+            key = rec["metric"]
+        else:
+            key = f"{rec['direction']}_{rec['metric']}" + (f"@{rec['k']}" if rec["k"] is not None else "")
+        out[key] = rec["value"]
+    return out
+
+
+def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None, k=DEFAULT_K, p: int = DEFAULT_P,
+             relevance: SimilaritySource | None = None, block_bytes: int = BLOCK_BYTES,
+             progress: Callable[[int], None] | None = None, graded: dict | None = None) -> Evaluation:
+    """Metrics of both directions from a similarity source, or a plain (n_images, n_captions) array.
+
+    relevance: the DCG_CM relevance of non-positives (default: the similarity itself); a source
+        whose ``directions`` attribute excludes a direction is used only for the others.
+    graded: {name: relevance source} of graded labels (vlbench.metrics.graded: ROUGE-L, MiniLM);
+        each adds a per-query nDCG with gains 2^rel - 1 as metric ``ndcg_<name>`` (t2i).
+    """
+    if not isinstance(source, SimilaritySource):  # a plain (n_images, n_captions) array: numpy, torch, lists
+        source = ArraySource(source)
+    if relevance is not None and not isinstance(relevance, SimilaritySource):
+        relevance = ArraySource(relevance)
+    k = tuple(sorted({int(x) for x in k}))
+    if not k or k[0] < 1:
+        raise ValueError(f"k must be positive integers, got {k}")
+    if p < 1:
+        raise ValueError(f"p must be >= 1, got {p}")
+    i2t_pos, t2i_pos, query_images = build_positives(caption_to_image, source.n_images, extra_positives)
+    if len(caption_to_image) != source.n_captions:
+        raise ValueError(f"caption_to_image has {len(caption_to_image)} entries but the similarity matrix has "
+                         f"{source.n_captions} caption columns")
+    if relevance is not None and (relevance.n_images, relevance.n_captions) != (source.n_images, source.n_captions):
+        raise ValueError("relevance must have the same shape as the similarity matrix")
+    def rel_for(d):
+        return relevance if relevance is not None and d in getattr(relevance, "directions", DIRECTIONS) else None
+
+    kw = dict(kmax=max(k), p=p, block_bytes=block_bytes, progress=progress, graded=graded)
+    i2t = _direction(source, "i2t", query_images, i2t_pos, relevance=rel_for("i2t"), **kw)
+    t2i = _direction(source, "t2i", np.arange(source.n_captions), t2i_pos, relevance=rel_for("t2i"), **kw)
+    return Evaluation(i2t, t2i, k, p)
+
+
+def score(similarity, caption_to_image, *, extra_positives=None, k=DEFAULT_K, p: int = DEFAULT_P,
+          relevance=None) -> dict:
+    """All retrieval metrics for a precomputed similarity matrix.
+
+    similarity: array of shape (n_images, n_captions) (numpy or torch); row i, column j is the
+        score of image i and caption j.
+    caption_to_image: caption_to_image[j] is the row of caption j's image.
+    extra_positives: optional {"i2t": {image: [caption, ...]}, "t2i": {caption: [image, ...]}}
+        (dicts or full lists), added to the original positives (CxC / ECCV Caption).
+    relevance: optional array of the same shape giving the non-positive relevance for DCG_CM
+        (default: ``similarity`` itself).
+
+    Returns {"i2t_recall@1": ..., "t2i_medr": ..., "rsum": ...}: recalls, R-precision and mAP@R in
+    percent, ranks 1-based, DCG values raw.
+    """
+    src = ArraySource(similarity)
+    rel = None if relevance is None else ArraySource(relevance)
+    return evaluate(src, caption_to_image, extra_positives=extra_positives, k=k, p=p, relevance=rel).as_dict()

@@ -1,0 +1,249 @@
+"""Model adapters: a narrow protocol that every model (built-in or plug-in) follows.
+
+An adapter turns a PIL image into a model input (``preprocess``, run in DataLoader workers),
+encodes a batch of those inputs (``encode_images``), encodes a list of caption strings
+(``encode_texts``, truncating by tokens with the model's own tokenizer), and describes itself
+(``identity``). The runner owns batching, device placement, precision, L2 normalization and caching,
+so all adapters behave the same.
+
+Built-ins: ``clip``, ``align``, ``altclip``, ``groupvit`` (Hugging Face transformers) and
+``openclip`` (open_clip). Syntax: ``NAME[:CHECKPOINT]``; CHECKPOINT is a hub id, a local folder, or
+for open_clip ``ARCH/PRETRAINED_TAG`` (``openclip:ViT-B-32/laion2b_s34b_b79k``), ``hf-hub:org/repo``
+or a local folder with ``open_clip_config.json``.
+
+The adapters of the built-ins live one module per family: hf_models.py (transformers dual encoders)
+and openclip_model.py; this module holds the protocol, the shared helpers and the registry entries.
+
+Plug-ins register a factory in the entry-point group ``vlbench.models``; the factory is called as
+``factory(checkpoint_or_None, device=..., precision=..., trust_remote_code=...)`` and returns a
+:class:`ModelAdapter`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..util.paths import offline
+from ..errors import ModelError, VlbenchError
+from ..registry import models as MODELS
+
+EMBED_CODE_VERSION = "2"  # bump when the encoding code changes what a vector is
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+class ModelAdapter:
+    """Base class and protocol of a model adapter."""
+
+    name: str = "model"
+
+    def identity(self) -> dict:
+        """JSON-able description of everything that changes a vector (checkpoint, revision,
+        preprocessing, precision, embedding size, ...)."""
+        raise NotImplementedError
+
+    def preprocess(self, image):  # PIL.Image (RGB) -> model input; runs in worker processes
+        return image
+
+    def collate(self, items: Sequence[Any]):
+        import torch
+
+        if items and isinstance(items[0], torch.Tensor):
+            return torch.stack(list(items))
+        return list(items)
+
+    def encode_images(self, batch):  # -> (n, d) tensor or array
+        raise NotImplementedError
+
+    def encode_texts(self, texts: list[str]):  # -> (n, d) tensor or array
+        raise NotImplementedError
+
+    def text_keys(self, texts: list[str]) -> list[str]:
+        """What the model really sees of each text (after truncation): used to de-duplicate and as
+        cache key. Default: the text itself."""
+        return list(texts)
+
+    def text_lengths(self, texts: list[str]) -> list[int]:
+        """Lengths used to batch texts of similar length together (less padding)."""
+        return [len(t) for t in texts]
+
+    def model_identity(self):
+        """The typed, frozen form of ``identity()`` (vlbench.models.identity.ModelIdentity)."""
+        from .identity import ModelIdentity
+
+        return ModelIdentity.from_dict(self.identity())
+
+    def model_hash(self) -> str:
+        return self.model_identity().hash(EMBED_CODE_VERSION)
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+def pick_device(device: str | None = None) -> str:
+    import torch
+
+    if device and device != "auto":
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise VlbenchError(f"--device {device} was asked for but CUDA is not available",
+                               "use --device cpu, or install a CUDA build of torch on a GPU machine")
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def torch_dtype(precision: str):
+    import torch
+
+    if precision not in PRECISIONS:
+        raise VlbenchError(f"unknown precision {precision!r}", f"use one of {', '.join(PRECISIONS)}")
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+
+
+def openclip_embed_dim(model) -> int:
+    """Joint embedding size of an open_clip model: CLIP keeps ``text_projection`` on the model, a
+    CustomTextCLIP (custom or Hugging Face text tower) keeps it inside ``model.text``; the image
+    tower's ``output_dim`` is the same number for both."""
+    for value in (getattr(model, "embed_dim", None), getattr(getattr(model, "visual", None), "output_dim", None)):
+        if isinstance(value, int) and value > 0:
+            return value
+    proj = getattr(model, "text_projection", None)
+    if proj is None:
+        proj = getattr(getattr(model, "text", None), "text_projection", None)
+    shape = getattr(proj, "shape", None) or (getattr(proj, "out_features", None),)
+    return int(shape[-1] or 0)
+
+
+def _dir_fingerprint(path: Path) -> dict:
+    """Content hash of a local checkpoint folder's files (weights included).
+
+    Hashing multi-GB weights on every run would cost seconds, so digests are remembered per file
+    (path, inode, size, mtime and ctime) in the cache folder; a changed file is hashed again. ctime
+    and the inode are in the key because size + mtime alone let a same-size replacement whose mtime
+    was restored (``cp -p``, ``touch -d``, an unpacked archive) reuse the old digest and so the old
+    cached vectors (issue #12); ctime cannot be set back by a user and a rename gives a new inode.
+    """
+    from ..util.io import atomic_write_text
+    from ..util.paths import cache_root
+
+    memo_path = cache_root() / "file-digests.json"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    changed = False
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    for p in files:
+        st = p.stat()
+        key = f"{p.resolve()}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+        digest = memo.get(key)
+        if digest is None:
+            fh_hash = hashlib.sha256()
+            with open(p, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    fh_hash.update(block)
+            digest = memo[key] = fh_hash.hexdigest()
+            changed = True
+        h.update(f"{p.relative_to(path)}\0{digest}\0".encode())
+    if changed:
+        try:
+            atomic_write_text(memo_path, json.dumps(memo))
+        except OSError:
+            pass
+    return {"local_path": str(path.resolve()), "content_sha256": h.hexdigest()}
+
+
+def _as_features(out):
+    """transformers 4.x returns a tensor from get_*_features, 5.x an output with pooler_output."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out
+    for attr in ("pooler_output", "text_embeds", "image_embeds"):
+        val = getattr(out, attr, None)
+        if isinstance(val, torch.Tensor):
+            return val
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    raise ModelError(f"the model returned {type(out).__name__}, not an embedding tensor",
+                     "report this with the model name and transformers version")
+
+
+def _load_error(kind: str, checkpoint: str, exc: Exception) -> ModelError:
+    local = Path(checkpoint).expanduser()
+    if local.exists():
+        return ModelError(f"could not load {kind} from local folder {checkpoint!r}: {type(exc).__name__}: {exc}",
+                          "check that the folder holds a complete save_pretrained() export "
+                          "(config, weights, tokenizer and image-processor files)")
+    how = (f"run once with network access (or 'hf download {checkpoint}') to fill the Hugging Face cache, "
+           f"or pass a local folder: --model NAME:/path/to/{checkpoint.split('/')[-1]}")
+    if offline():
+        return ModelError(f"{kind} checkpoint {checkpoint!r} is not in the local Hugging Face cache and "
+                          f"offline mode is on", how)
+    return ModelError(f"could not load {kind} checkpoint {checkpoint!r}: {type(exc).__name__}: {str(exc)[:300]}",
+                      how)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hugging Face transformers dual encoders
+
+HF_FAMILIES = {
+    "clip": ("CLIPModel", "openai/clip-vit-base-patch32", "OpenAI CLIP (transformers)"),
+    "align": ("AlignModel", "kakaobrain/align-base", "ALIGN (transformers)"),
+    "altclip": ("AltCLIPModel", "BAAI/AltCLIP", "AltCLIP (transformers)"),
+    "groupvit": ("GroupViTModel", "nvidia/groupvit-gcc-yfcc", "GroupViT (transformers)"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# open_clip
+
+OPENCLIP_DEFAULT = "ViT-B-32/laion2b_s34b_b79k"
+
+
+for _fam, (_cls, _default, _desc) in HF_FAMILIES.items():
+    MODELS.register(_fam, f"vlbench.models.hf:load_{_fam}", description=f"{_desc}; default {_default}")
+MODELS.register("openclip", "vlbench.models.openclip:load_openclip",
+                description=f"any open_clip model, ARCH/TAG; default {OPENCLIP_DEFAULT}")
+
+
+def parse_model_spec(spec: str) -> tuple[str, str | None]:
+    name, sep, ckpt = spec.partition(":")
+    return name.strip(), (ckpt.strip() or None) if sep else None
+
+
+def load_model(spec: str, *, device: str | None = None, precision: str = "fp32", trust_remote_code: bool = False,
+               revision: str | None = None) -> ModelAdapter:
+    """Load ``NAME[:CHECKPOINT]`` through the registry (built-ins and plug-ins alike)."""
+    name, ckpt = parse_model_spec(spec)
+    factory = MODELS.get(name)  # unknown name -> close matches
+    device = pick_device(device)
+    torch_dtype(precision)
+    if precision == "fp16" and device == "cpu":
+        raise VlbenchError("fp16 is not supported on the CPU by many kernels",
+                           "use --precision fp32 or bf16 on the CPU (fp16 on CUDA)")
+    kwargs = dict(device=device, precision=precision, trust_remote_code=trust_remote_code)
+    if revision:
+        kwargs["revision"] = revision
+    try:
+        adapter = factory(ckpt, **kwargs)
+    except VlbenchError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"model {spec!r} failed to load: {type(exc).__name__}: {exc}",
+                         "check the checkpoint name or path; run 'vlbench ls' for the model names") from exc
+    if not isinstance(adapter, ModelAdapter):
+        missing = [m for m in ("identity", "encode_images", "encode_texts") if not hasattr(adapter, m)]
+        if missing:
+            raise ModelError(f"model plug-in {name!r} returned an object without {', '.join(missing)}",
+                             "subclass vlbench.models.adapter.ModelAdapter")
+    adapter.spec = spec
+    adapter.device = getattr(adapter, "device", device)
+    return adapter

@@ -1,0 +1,126 @@
+"""The Hugging Face transformers dual encoders: CLIP, ALIGN, AltCLIP and GroupViT (one adapter class)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ModelError, VlbenchError
+from .adapter import HF_FAMILIES, ModelAdapter, _as_features, _dir_fingerprint, _load_error, torch_dtype
+
+__all__ = ["HFDualEncoder", "load_clip", "load_align", "load_altclip", "load_groupvit"]
+
+
+class HFDualEncoder(ModelAdapter):
+    def __init__(self, family: str, checkpoint: str | None = None, *, device: str = "cpu", precision: str = "fp32",
+                 revision: str | None = None, trust_remote_code: bool = False):
+        import transformers
+
+        cls_name, default_ckpt, _ = HF_FAMILIES[family]
+        self.name = family
+        self.checkpoint = checkpoint or default_ckpt
+        self.precision = precision
+        self.device = device
+        source = str(Path(self.checkpoint).expanduser()) if Path(self.checkpoint).expanduser().exists() \
+            else self.checkpoint
+        kw = dict(revision=revision, trust_remote_code=trust_remote_code)
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, **kw)
+            self.image_processor = transformers.AutoImageProcessor.from_pretrained(source, **kw)
+            self.config = transformers.AutoConfig.from_pretrained(source, **kw)
+        except VlbenchError:
+            raise
+        except Exception as exc:
+            raise _load_error(family, self.checkpoint, exc) from exc
+        if len(self.tokenizer) < 10:  # offline CLIPTokenizer trap: an almost empty vocabulary
+            raise ModelError(f"the tokenizer of {self.checkpoint!r} loaded with only {len(self.tokenizer)} tokens",
+                             "the tokenizer files are missing: re-download the checkpoint")
+        # the weights load on first use: a fully cached (warm) run never needs them
+        self._model = None
+        self._load_args = (cls_name, source, kw)
+        cfg = self.config
+        text_cfg = getattr(cfg, "text_config", None)
+        limits = [getattr(text_cfg, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
+        limits = [x for x in limits if isinstance(x, int) and 0 < x < 100_000]
+        self.max_length = min(limits) if limits else 77
+        if family == "altclip":  # XLM-R positions start after the padding index
+            pad = getattr(text_cfg, "pad_token_id", 1) or 1
+            self.max_length = min(self.max_length, getattr(text_cfg, "max_position_embeddings", 514) - pad - 1)
+        self._local = _dir_fingerprint(Path(source)) if Path(source).exists() else None
+        # the resolved commit, not a moving branch name: new weights on "main" get a new hash
+        self.requested_revision = revision
+        self.revision = getattr(cfg, "_commit_hash", None) or revision
+
+    @property
+    def model(self):
+        if self._model is None:
+            import transformers
+
+            cls_name, source, kw = self._load_args
+            try:
+                model = getattr(transformers, cls_name).from_pretrained(source, **kw)
+            except Exception as exc:
+                raise _load_error(self.name, self.checkpoint, exc) from exc
+            self._model = model.eval().to(device=self.device, dtype=torch_dtype(self.precision))
+        return self._model
+
+    def identity(self) -> dict:
+        ip = self.image_processor
+        pre = {k: getattr(ip, k, None) for k in ("size", "crop_size", "do_center_crop", "do_resize", "resample",
+                                                   "image_mean", "image_std", "do_normalize", "rescale_factor")}
+        return {
+            "adapter": f"vlbench.hf.{self.name}",
+            "model_class": self._load_args[0],
+            "checkpoint": self.checkpoint,
+            "revision": self.revision,
+            "requested_revision": self.requested_revision,
+            "local": self._local,
+            "preprocessing": json.loads(json.dumps(pre, default=str)),
+            "tokenizer": type(self.tokenizer).__name__,
+            "max_text_tokens": self.max_length,
+            "precision": self.precision,
+            "embed_dim": int(getattr(self.config, "projection_dim", 0) or 0),
+        }
+
+    def preprocess(self, image):
+        return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+    def _tokenize(self, texts):
+        return self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+                              return_tensors="pt")
+
+    def text_keys(self, texts):
+        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+        return [" ".join(map(str, x)) for x in ids]
+
+    def text_lengths(self, texts):
+        return [len(x) for x in self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]]
+
+    def encode_images(self, batch):
+        import torch
+
+        with torch.inference_mode():
+            pix = batch.to(self.device, dtype=torch_dtype(self.precision))
+            return _as_features(self.model.get_image_features(pixel_values=pix))
+
+    def encode_texts(self, texts):
+        import torch
+
+        tok = self._tokenize(texts)
+        tok = {k: v.to(self.device) for k, v in tok.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        with torch.inference_mode():
+            return _as_features(self.model.get_text_features(**tok))
+
+
+def _hf_factory(family):
+    def factory(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
+        return HFDualEncoder(family, checkpoint, device=device, precision=precision, revision=revision,
+                             trust_remote_code=trust_remote_code)
+    factory.__name__ = f"load_{family}"
+    return factory
+
+
+load_clip = _hf_factory("clip")
+load_align = _hf_factory("align")
+load_altclip = _hf_factory("altclip")
+load_groupvit = _hf_factory("groupvit")

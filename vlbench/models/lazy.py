@@ -1,0 +1,158 @@
+"""A model handle that loads the model only when something must really be encoded.
+
+A warm run (every embedding already cached) needs three things from a model: its identity and hash,
+and the key of each caption (its token ids after truncation). Importing torch and transformers and
+loading a checkpoint costs seconds, more than the rest of a warm run, so these are remembered in the
+cache folder:
+
+* ``models/<key>.json``: identity and model hash, keyed by a cheap fingerprint of the model spec
+  (the spec, precision, flags, and for a local checkpoint the content digests of its files as
+  memoized by ``_dir_fingerprint``; for a hub id, the commit of the locally cached snapshot);
+* ``text-keys/<model hash>/<digest of the text list>.npy``: the key of every caption of a run.
+
+Anything that is not remembered, or any encoding, loads the real adapter, exactly as without this
+layer; the values stored are the ones that adapter computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..util.io import atomic_write_bytes, atomic_write_text, sha256_json
+from .adapter import EMBED_CODE_VERSION, HF_FAMILIES, ModelAdapter, _dir_fingerprint, load_model, parse_model_spec
+
+
+def _hub_commit(repo: str, revision: str | None) -> str | None:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        path = try_to_load_from_cache(repo, "config.json", revision=revision)
+    except Exception:
+        return None
+    if not isinstance(path, str):
+        return None
+    parts = Path(path).parts
+    return parts[-2] if len(parts) >= 2 and parts[-3] == "snapshots" else None
+
+
+def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision: str | None) -> str | None:
+    """A cheap key of everything that decides the model's identity, or None (no fast path)."""
+    name, ckpt = parse_model_spec(spec)
+    if name not in HF_FAMILIES and name != "openclip":
+        return None  # plug-ins: always loaded (they may be cheap, and we cannot know what they depend on)
+    base = {"spec": spec, "precision": precision, "trust_remote_code": trust_remote_code, "revision": revision,
+            "embed_code": EMBED_CODE_VERSION}
+    if ckpt and Path(ckpt).expanduser().exists():
+        p = Path(ckpt).expanduser()
+        base["local"] = _dir_fingerprint(p if p.is_dir() else p.parent)
+    elif name in HF_FAMILIES:
+        commit = _hub_commit(ckpt or HF_FAMILIES[name][1], revision)
+        if commit is None:
+            return None
+        base["commit"] = commit
+    else:
+        return None
+    return sha256_json(base)
+
+
+class LazyModel(ModelAdapter):
+    def __init__(self, spec: str, cache_root: Path | None, *, reuse: bool = True, **load_kwargs):
+        self.spec = spec
+        self.name = parse_model_spec(spec)[0]
+        self._kw = load_kwargs
+        self._real: ModelAdapter | None = None
+        self._root = Path(cache_root) if cache_root else None
+        self._resolved = None
+        self._fp = None
+        if self._root is not None and reuse:
+            self._fp = fingerprint(spec, precision=load_kwargs.get("precision", "fp32"),
+                                   trust_remote_code=load_kwargs.get("trust_remote_code", False),
+                                   revision=load_kwargs.get("revision"))
+            if self._fp:
+                try:
+                    self._resolved = json.loads((self._root / "models" / f"{self._fp[:32]}.json").read_text())
+                except (OSError, ValueError):
+                    self._resolved = None
+        if self._resolved is None:
+            self.real  # unknown model: load now (errors surface before any work)
+
+    @property
+    def loaded(self) -> bool:
+        return self._real is not None
+
+    @property
+    def real(self) -> ModelAdapter:
+        if self._real is None:
+            self._real = load_model(self.spec, **self._kw)
+            if self._root is not None and self._fp:
+                rec = {"identity": self._real.identity(), "model_hash": self._real.model_hash(), "spec": self.spec}
+                stale = self._resolved is not None and self._resolved.get("model_hash") != rec["model_hash"]
+                if self._resolved is None or stale:
+                    atomic_write_text(self._root / "models" / f"{self._fp[:32]}.json",
+                                      json.dumps(rec, sort_keys=True, default=str))
+                if stale:  # e.g. a library upgrade changed the preprocessing: never mix the two
+                    from ..errors import ModelError
+
+                    raise ModelError(f"model {self.spec!r} now has another identity than the one remembered from "
+                                     f"an earlier run (hash {self._resolved['model_hash'][:12]} -> "
+                                     f"{rec['model_hash'][:12]})", "run the same command again: it will use the "
+                                     "new identity and encode under it")
+                self._resolved = json.loads(json.dumps(rec, default=str))
+        return self._real
+
+    @property
+    def device(self):
+        return self._real.device if self._real is not None else (self._kw.get("device") or "not loaded")
+
+    def identity(self):
+        return self._resolved["identity"] if self._resolved else self.real.identity()
+
+    def model_hash(self):
+        return self._resolved["model_hash"] if self._resolved else self.real.model_hash()
+
+    def text_keys(self, texts):
+        """Digests of the model's own text keys (token ids after truncation), remembered per text list."""
+        if self._root is None:
+            return ["d:" + hashlib.sha256(k.encode("utf-8", "surrogatepass")).hexdigest()
+                    for k in self.real.text_keys(texts)]
+        h = hashlib.sha256()
+        for t in texts:  # length-prefixed: no two different lists give the same byte stream
+            b = t.encode("utf-8", "surrogatepass")
+            h.update(len(b).to_bytes(8, "little") + b)
+        path = self._root / "text-keys" / self.model_hash()[:16] / f"{h.hexdigest()[:32]}.npy"
+        if path.is_file():
+            try:
+                keys = np.load(path, allow_pickle=False)
+                if len(keys) == len(texts):
+                    return [k.decode() for k in keys.tolist()]
+            except (OSError, ValueError):
+                pass
+        keys = self.real.text_keys(texts)
+        digests = [hashlib.sha256(k.encode("utf-8", "surrogatepass")).hexdigest() for k in keys]
+        buf = io.BytesIO()
+        np.save(buf, np.array(["d:" + d for d in digests], dtype="S66"), allow_pickle=False)
+        atomic_write_bytes(path, buf.getvalue())
+        return ["d:" + d for d in digests]
+
+    # everything else needs the real model
+    def preprocess(self, image):
+        return self.real.preprocess(image)
+
+    def collate(self, items):
+        return self.real.collate(items)
+
+    def encode_images(self, batch):
+        return self.real.encode_images(batch)
+
+    def encode_texts(self, texts):
+        return self.real.encode_texts(texts)
+
+    def text_lengths(self, texts):
+        return self.real.text_lengths(texts)

@@ -1,0 +1,100 @@
+"""The open_clip adapter: any open_clip model, ``ARCH/PRETRAINED_TAG``, ``hf-hub:org/repo`` or a local folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ModelError, VlbenchError
+from .adapter import OPENCLIP_DEFAULT, ModelAdapter, _dir_fingerprint, _load_error, openclip_embed_dim, torch_dtype
+
+__all__ = ["OpenCLIPAdapter", "load_openclip"]
+
+
+class OpenCLIPAdapter(ModelAdapter):
+    name = "openclip"
+
+    def __init__(self, checkpoint: str | None = None, *, device="cpu", precision="fp32", **_):
+        import open_clip
+
+        self.checkpoint = checkpoint or OPENCLIP_DEFAULT
+        self.precision = precision
+        self.device = device
+        ck = self.checkpoint
+        local = Path(ck).expanduser()
+        self._local = None
+        try:
+            if local.is_dir():
+                model_name, pretrained = f"local-dir:{local.resolve()}", None
+                self._local = _dir_fingerprint(local)
+            elif ck.startswith("hf-hub:"):
+                model_name, pretrained = ck, None
+            else:
+                arch, _, tag = ck.partition("/")
+                if arch not in open_clip.list_models():
+                    from ..registry import close_matches
+                    m = close_matches(arch, open_clip.list_models())
+                    raise ModelError(f"unknown open_clip architecture {arch!r}",
+                                     f"did you mean {', '.join(m)}?" if m else "see open_clip.list_models()")
+                model_name = arch
+                pretrained = None if tag in ("", "random", "none") else tag
+                if pretrained and Path(pretrained).expanduser().is_file():
+                    self._local = _dir_fingerprint(Path(pretrained).expanduser().parent)
+                if tag == "":
+                    raise ModelError(f"open_clip checkpoint {ck!r} names no pretrained weights",
+                                     f"use ARCH/TAG, e.g. {OPENCLIP_DEFAULT} (or ARCH/random for random weights)")
+            self.model, _, self._transform = open_clip.create_model_and_transforms(model_name, pretrained=pretrained)
+            self.tokenizer = open_clip.get_tokenizer(model_name)
+        except VlbenchError:
+            raise
+        except Exception as exc:
+            raise _load_error("openclip", ck, exc) from exc
+        self.random_weights = not pretrained and self._local is None and not ck.startswith("hf-hub:")
+        self.model.eval().to(device=device, dtype=torch_dtype(precision))
+        self.context_length = getattr(self.tokenizer, "context_length", 77)
+
+    def identity(self) -> dict:
+        pp = getattr(getattr(self.model, "visual", None), "preprocess_cfg", None) or {}
+        return {
+            "adapter": "vlbench.openclip",
+            "checkpoint": self.checkpoint,
+            "local": self._local,
+            "random_weights": self.random_weights,
+            "preprocessing": json.loads(json.dumps(pp, default=str)) or repr(self._transform),
+            "context_length": self.context_length,
+            "precision": self.precision,
+            "embed_dim": openclip_embed_dim(self.model),
+        }
+
+    def preprocess(self, image):
+        return self._transform(image)
+
+    def text_keys(self, texts):
+        # rows are padded with 0 after the end-of-text token; 0 is also a real token ("!"), so cut at
+        # the end-of-text token instead of dropping zeros
+        eot = getattr(self.tokenizer, "eot_token_id", None)
+        out = []
+        for row in self.tokenizer(list(texts)).tolist():
+            if eot is not None and eot in row:
+                row = row[:row.index(eot) + 1]
+            else:
+                while row and row[-1] == 0:
+                    row.pop()
+            out.append(" ".join(map(str, row)))
+        return out
+
+    def encode_images(self, batch):
+        import torch
+
+        with torch.inference_mode():
+            return self.model.encode_image(batch.to(self.device, dtype=torch_dtype(self.precision)))
+
+    def encode_texts(self, texts):
+        import torch
+
+        with torch.inference_mode():
+            return self.model.encode_text(self.tokenizer(list(texts)).to(self.device))
+
+
+def load_openclip(checkpoint=None, *, device="cpu", precision="fp32", **kw):
+    return OpenCLIPAdapter(checkpoint, device=device, precision=precision)

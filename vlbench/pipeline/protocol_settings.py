@@ -1,0 +1,208 @@
+"""Evaluation protocols of a run: ``standard`` (vlbench's) and ``hendriksen2024`` (the chapter authors' code).
+
+A protocol is a named bundle of settings; every setting is also a run option of its own:
+
+================  ======================  ==========================================================
+setting           standard                hendriksen2024
+================  ======================  ==========================================================
+gallery           test (--gallery)        folder: every image in the image folder is a t2i candidate
+i2t_recall        hit                     fraction: hits / min(#relevant, k) (protocols.recall_fraction)
+relevance         self                    a fixed relevance model for DCG gains (RELEVANCE_MODEL)
+perturb_side      both                    t2i: perturbed captions are t2i queries only; i2t ranks clean ones
+truncate_chars    none                    330 characters before encoding
+perturb_variant   standard                hendriksen2024: the authors-compatible perturbations (compat.py)
+dcg               DCG_CM@p and nDCG       the same; the chapter reports the unnormalized DCG_CM@p column
+================  ======================  ==========================================================
+
+:func:`resolve` fills the settings a protocol implies (an option given explicitly wins) and names the
+result: a run whose settings equal a named protocol carries that name, otherwise ``<base>+<changed,...>``.
+The resolved protocol is recorded in results.json (``settings.protocol``) and shown in every table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import VlbenchError
+
+#: sentence-transformers ``clip-ViT-B-32`` wraps these weights (openai/clip-vit-base-patch32)
+RELEVANCE_MODEL = "clip:openai/clip-vit-base-patch32"
+
+PROTOCOLS = {
+    "standard": {"gallery": "test", "i2t_recall": "hit", "relevance": "self", "perturb_side": "both",
+                 "truncate_chars": None, "perturb_variant": "standard"},
+    "hendriksen2024": {"gallery": "folder", "i2t_recall": "fraction", "relevance": RELEVANCE_MODEL,
+                       "perturb_side": "t2i", "truncate_chars": 330, "perturb_variant": "hendriksen2024"},
+}
+SETTINGS = tuple(PROTOCOLS["standard"])
+I2T_RECALLS = ("hit", "fraction")
+PERTURB_SIDES = ("both", "t2i")
+PERTURB_VARIANTS = ("standard", "hendriksen2024")
+
+
+def resolve(cfg):
+    """A copy of ``cfg`` with the protocol's settings filled in where the option was left at its default."""
+    if cfg.protocol not in PROTOCOLS:
+        raise VlbenchError(f"unknown protocol {cfg.protocol!r}", f"use --protocol {' or '.join(PROTOCOLS)}")
+    base, std = PROTOCOLS[cfg.protocol], PROTOCOLS["standard"]
+    changes = {}
+    for name in SETTINGS:
+        value = getattr(cfg, name)
+        if value is None or (name in ("gallery", "relevance") and value == std[name]):
+            changes[name] = base[name]  # gallery and relevance default to the standard value, not None
+    if cfg.truncate_chars == 0:  # --truncate-chars 0: no truncation, whatever the protocol
+        changes["truncate_chars"] = None
+    out = dataclasses.replace(cfg, **changes)
+    if out.perturb_variant != "standard" and out.perturb:
+        from .. import perturbations as P
+
+        params = {n: dict(v) for n, v in (out.perturb_params or {}).items()}
+        for name in P.resolve(out.perturb):
+            params.setdefault(name, {}).setdefault("variant", out.perturb_variant)
+        out.perturb_params = params
+    return out
+
+
+def settings_of(cfg) -> dict:
+    return {name: getattr(cfg, name) for name in SETTINGS}
+
+
+def label(cfg) -> str:
+    """The protocol's name, or ``<base>+<changed settings>`` when options moved away from it."""
+    mine = settings_of(cfg)
+    for name, values in PROTOCOLS.items():
+        if mine == values:
+            return name
+    base = PROTOCOLS[cfg.protocol]
+    return cfg.protocol + "+" + ",".join(f"{k}={mine[k]}" for k in SETTINGS if mine[k] != base[k])
+
+
+def describe(cfg) -> dict:
+    """What results.json records under ``settings.protocol``."""
+    return {"name": label(cfg), "base": cfg.protocol, **settings_of(cfg),
+            "dcg": "DCG_CM@p unnormalized (dcg_cm) and normalized (ndcg_cm) are both reported"}
+
+
+def check(cfg) -> None:
+    """Option checks for validate()."""
+    for name, choices in (("i2t_recall", I2T_RECALLS), ("perturb_side", PERTURB_SIDES),
+                          ("perturb_variant", PERTURB_VARIANTS)):
+        value = getattr(cfg, name)
+        if value is not None and value not in choices:
+            raise VlbenchError(f"unknown --{name.replace('_', '-')} {value!r}", f"use one of: {', '.join(choices)}")
+    if cfg.truncate_chars is not None and cfg.truncate_chars < 0:
+        raise VlbenchError(f"--truncate-chars must be >= 0, got {cfg.truncate_chars}",
+                           "e.g. --truncate-chars 330 (0: no truncation)")
+    if cfg.relevance not in (None, "self"):
+        from ..registry import models
+        from ..models.adapter import parse_model_spec
+
+        name = parse_model_spec(cfg.relevance)[0]
+        if name not in models:
+            raise VlbenchError(f"--relevance {cfg.relevance!r}: no model family {name!r}",
+                               f"use --relevance self or a model spec, e.g. {RELEVANCE_MODEL}")
+
+
+def dataset_gallery(cfg) -> str:
+    """The gallery to ask the dataset loader for (the folder gallery is applied afterwards)."""
+    return "test" if cfg.gallery in ("folder", None) else cfg.gallery
+
+
+def apply_gallery(ds, cfg):
+    """With ``--gallery folder``: every other image of the test images' folder becomes a t2i distractor."""
+    if cfg.gallery != "folder":
+        return ds
+    from ..metrics.protocols import folder_gallery
+
+    if ds.image_root is None:
+        raise VlbenchError(f"--gallery folder: dataset {ds.name!r} has no image folder", "pass --data-dir")
+    parents = {str(Path(p).parent) for p in ds.images}
+    if len(parents) != 1:
+        raise VlbenchError(f"--gallery folder: the images of {ds.name} lie in {len(parents)} folders "
+                           f"(e.g. {sorted(parents)[:2]})", "put the test images into one image folder")
+    sub = parents.pop()
+    folder = ds.image_root / sub
+    names = folder_gallery(folder, [Path(p).name for p in ds.images])
+    prefix = "" if sub in ("", ".") else sub + "/"
+    ds.distractors = [prefix + n for n in names[ds.n_images:]]
+    ds.distractor_root = ds.image_root
+    ds.gallery = "folder"
+    return ds
+
+
+def truncate(cfg, texts: list[str]) -> list[str]:
+    return list(texts) if not cfg.truncate_chars else [t[:cfg.truncate_chars] for t in texts]
+
+
+def encode_relevance(cfg, ds, paths: list, *, stats=None):
+    """(image, clean caption) embeddings of the fixed relevance model, or None for ``relevance=self``.
+
+    The relevance model scores the clean (truncated) caption: a perturbed query keeps its intent, so its
+    DCG gains are those of the caption it came from.
+    """
+    if cfg.relevance in (None, "self"):
+        return None
+    from ..encoding.cache import EmbeddingCache, default_cache_dir
+    from ..encoding.encode import encode_images, encode_texts
+    from ..models.lazy import LazyModel
+
+    adapter = LazyModel(cfg.relevance, None if cfg.no_cache else Path(cfg.cache_dir or default_cache_dir()),
+                        reuse=not cfg.restart, device=cfg.device, precision=cfg.precision,
+                        trust_remote_code=cfg.trust_remote_code)
+    cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, adapter.model_hash(), read=not cfg.restart,
+                                                      label=cfg.relevance)
+    texts = truncate(cfg, ds.captions)
+    img = encode_images(adapter, paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, cache=cache,
+                        stats=stats, progress=not cfg.quiet)
+    txt = encode_texts(adapter, texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256), cache=cache,
+                       stats=stats, progress=not cfg.quiet)
+    return (np.stack([img[i] for i in range(len(paths))]), np.stack([txt[i] for i in range(len(texts))]))
+
+
+def fraction_recalls(img_emb: np.ndarray, txt_emb: np.ndarray, caption_to_image, query_images, ks,
+                     block: int = 256) -> dict:
+    """Per image query: the fraction of its captions in the top k, hits / min(#captions, k) (float 0..1).
+
+    Ranking as everywhere in vlbench: score descending, ties by caption index (stable sort).
+    """
+    c2i = np.asarray(caption_to_image)
+    ks = sorted({int(k) for k in ks})
+    out = {k: np.zeros(len(query_images)) for k in ks}
+    for b0 in range(0, len(query_images), block):
+        q = np.asarray(query_images[b0:b0 + block])
+        sim = np.asarray(img_emb[q], dtype=np.float64) @ np.asarray(txt_emb, dtype=np.float64).T
+        order = np.argsort(-sim, axis=1, kind="stable")[:, :max(ks)]
+        hit = c2i[order] == q[:, None]
+        n_rel = np.array([np.count_nonzero(c2i == i) for i in q])
+        cum = np.cumsum(hit, axis=1)
+        for k in ks:
+            kk = min(k, hit.shape[1])
+            out[k][b0:b0 + len(q)] = cum[:, kk - 1] / np.minimum(n_rel, k)
+    return out
+
+
+def adjust_evaluations(cfg, plan, enc, evals: dict) -> dict:
+    """The i2t side under the protocol: the fraction recall, and clean captions when only t2i is perturbed."""
+    if cfg.i2t_recall == "fraction":
+        n = plan.ds.n_captions
+        for cond, off in enc.offsets.items():
+            img = enc.variant_img.get(cond, enc.img_emb)
+            for f, ev in enumerate(evals[cond]):
+                img_f, txt_f, c2i = _fold(plan.ds, f, img, enc.txt_emb[off:off + n])
+                ev.i2t.recall_override = fraction_recalls(img_f, txt_f, c2i, ev.i2t.query_ids, ev.k)
+    if cfg.perturb_side == "t2i":
+        for cond in plan.perturbed:
+            evals[cond] = [dataclasses.replace(ev, i2t=clean.i2t, _plugin_cols={})
+                           for ev, clean in zip(evals[cond], evals["clean"])]
+    return evals
+
+
+def _fold(ds, f: int, img, txt):
+    if ds.folds is None:
+        return img, txt, ds.caption_to_image
+    fold = ds.folds[f]
+    caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
+    return img[fold], txt[caps], ds.subset(fold).caption_to_image

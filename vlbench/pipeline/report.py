@@ -1,0 +1,113 @@
+"""What a run writes besides results.json: the per-query file and the readable table (``table.md``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..util.markdown import md_table
+from ..results import MetricKey, RunRecord
+from ..metrics import compute as M
+
+
+def _column_text(values) -> list[str]:
+    """One column as CSV cells: floats as %.6g (NaN empty), everything else as its plain text."""
+    import numpy as np
+
+    arr = np.asarray(values)
+    if arr.dtype.kind == "f":
+        return ["" if v != v else "%.6g" % v for v in arr.tolist()]
+    if arr.dtype.kind == "b":
+        return ["True" if v else "False" for v in arr.tolist()]
+    return [str(v) for v in arr.tolist()]
+
+
+def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
+    """per_query.csv.gz: one row per condition, fold, direction and query (written with the csv module:
+    pandas would add a quarter of a second of import to every run, warm runs included)."""
+    import csv
+    import gzip
+    import io
+
+    header: list[str] = []
+    blocks = []  # (n rows, {column: cells})
+    for cond, evals in evals_by_cond.items():
+        for fold, e in enumerate(evals):
+            fold_ds = ds if ds.folds is None else ds.subset(ds.folds[fold])
+            for d in M.DIRECTIONS:
+                cols = e.per_query(d)
+                q = [int(i) for i in cols.pop("query")]
+                ids = [fold_ds.images[i] for i in q] if d == "i2t" else [fold_ds.caption_ids[j] for j in q]
+                cells = {"condition": [cond] * len(q), "fold": [str(fold)] * len(q), "direction": [d] * len(q),
+                         "query_index": [str(i) for i in q], "query_id": [str(i) for i in ids]}
+                cells.update((k, _column_text(v)) for k, v in cols.items())
+                header.extend(k for k in cells if k not in header)
+                blocks.append((len(q), cells))
+    name = "per_query.csv.gz"
+    tmp = out / f".{name}.tmp"
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz, \
+            io.TextIOWrapper(gz, encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        for n, cells in blocks:
+            cols = [cells.get(h, [""] * n) for h in header]  # a column another condition lacks stays empty
+            w.writerows(zip(*cols))
+    tmp.replace(out / name)
+    return name
+
+
+def format_table(rec: RunRecord) -> str:
+    """A readable Markdown table of a run's record: one row per condition and direction."""
+    p = rec.settings["p"]
+    conds = list(rec.conditions)
+    head = ["condition", "dir", "R@1", "R@5", "R@10", "RSUM", "MedR", "MeanR", "R-P", "mAP@R", f"DCG@{p}", f"nDCG@{p}"]
+    rows = []
+    for c in conds:
+        vals = rec.values_of(c)
+        for d in M.DIRECTIONS:
+            get = lambda metric, k=None: vals.get(MetricKey(d, metric, k), float("nan"))  # noqa: E731
+            rows.append([c, d] + [f"{get('recall', k):.2f}" for k in (1, 5, 10)] +
+                        [f"{get('rsum'):.2f}", f"{get('medr'):g}", f"{get('meanr'):.2f}",
+                         f"{get('r_precision'):.2f}", f"{get('map_at_r'):.2f}",
+                         f"{get('dcg_cm', p):.3f}", f"{get('ndcg_cm', p):.3f}"])
+        rows.append([c, "both", "", "", "", f"{vals[MetricKey('both', 'rsum')]:.2f}", "", "", "", "", "", ""])
+    out = md_table(head, rows, pad=True)
+    if rec.intervals:
+        head2 = ["perturbation", "not applicable", "RSUM change [95% CI]", "t2i RSUM change [95% CI]",
+                 "i2t RSUM change [95% CI]"]
+        rows2 = []
+        for c in conds[1:]:
+            b = {x.get("direction"): x for x in rec.intervals if x.condition == c}
+            fmt = lambda x: f"{x.get('delta'):+.2f} [{x.get('ci_low'):+.2f}, {x.get('ci_high'):+.2f}]"  # noqa: E731
+            rate = rec.conditions[c].meta.get("not_applicable_rate")
+            rows2.append([c, "" if rate is None else f"{100 * rate:.1f}%", fmt(b["both"]), fmt(b["t2i"]),
+                          fmt(b["i2t"])])
+        out += "\n\n" + md_table(head2, rows2, pad=True)
+    proto = rec.settings.get("protocol")
+    if proto:  # runs before protocols were recorded have none
+        out += f"\n\nprotocol: {proto['name']}"
+    return out
+
+
+def write_run_files(out: Path, results: dict, table: str) -> None:
+    """results.json (never replaced: a folder that received a finished run meanwhile is an error) and table.md."""
+    from ..util.io import atomic_write_text, write_json
+    from ..errors import VlbenchError
+
+    try:
+        write_json(out / "results.json", results, replace=False)
+    except FileExistsError:
+        raise VlbenchError(f"{out} received a finished run from another process while this one ran",
+                           "runs are never overwritten: pass another --out folder") from None
+    atomic_write_text(out / "table.md", table + "\n")
+
+
+def print_run_result(res, *, as_json: bool, quiet: bool) -> None:
+    """What `vlbench run` prints when a run (retrieval or choice task) finished."""
+    import json
+
+    if as_json:
+        print(json.dumps(res.results["results"], indent=1))
+    elif not quiet:
+        print(res.table())
+        print(f"\nresults: {res.out_dir / 'results.json'}")
+

@@ -1,0 +1,176 @@
+"""The options of ``vlbench run``, generated from :class:`~vlbench.pipeline.run_config.RunConfig`.
+
+:data:`RUN_OPTIONS` gives each RunConfig field its command-line flag, help and kind; the argparse
+options (:func:`add_run_options`), the ``--config run.toml`` keys (vlbench/config.py reads the keys off
+these argparse options) and the Python API (``RunConfig(**fields)``) therefore share one definition:
+the field's default is the option's default and the choice lists come from run_config.py.
+tests/test_cli_options.py checks that every field has exactly one option and the other way round.
+
+Flags that are not run settings (``--config``, ``--json``, and ``--task``/``--images-dir``, which send
+the arguments to a choice task, vlbench/tasks/cli.py) are listed in :data:`CLI_ONLY`. ``--dataset`` is
+the one field the command line may leave out: a choice task names its own data; a retrieval run without
+it stops in ``vlbench run`` with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+
+from . import run_config as C
+from ..models.adapter import PRECISIONS
+
+#: options of ``vlbench run`` that are not RunConfig fields: how the CLI reads and prints, not what runs
+CLI_ONLY = ("--config", "--json", "--task", "--images-dir")
+#: fields without a default that the command line does not require (checked later, see above)
+_OPTIONAL_ON_CLI = ("dataset",)
+
+
+@dataclass(frozen=True)
+class Option:
+    field: str  # the RunConfig field
+    flag: str  # the long option; its config-file key is the flag without "--" (or with "_")
+    help: str = ""
+    kind: str = "str"  # str | int | float | flag (on/off) | ints (comma-separated) | names (comma-separated) | params
+    choices: tuple | None = None
+    metavar: str | None = None
+
+
+def _ints(s: str) -> tuple:
+    try:
+        return tuple(int(x) for x in s.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k takes comma-separated integers, got {s!r}") from None
+
+
+def _names(s: str) -> tuple:
+    return tuple(x.strip() for x in s.split(",") if x.strip())
+
+
+RUN_OPTIONS = (
+    Option("model", "--model", "NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, openclip:ViT-B-32/laion2b_s34b_b79k"),
+    Option("dataset", "--dataset", "flickr30k, flickr30k-fg, coco, coco-fg, coco-1k, flickr30k-de, "
+                                   "flickr30k-multi30k-{en,de,fr,cs} or custom:<manifest.jsonl> (vlbench ls datasets); "
+                                   "with --task sugarcrepe: sugarcrepe[:SUBSETS]"),
+    Option("perturb", "--perturb", "'all', a family (typos, lexical, distraction, word-order) or comma-separated "
+                                   "perturbation names"),
+    Option("perturb_images", "--perturb-images", "ImageNet-C corruptions as conditions: names or families with "
+                                                 "severities, e.g. gaussian_noise:3,motion_blur:1-5,all:3 "
+                                                 "(vlbench ls image-perturbations)", metavar="SPEC"),
+    Option("mce_reference", "--mce-reference", "run folder of a reference model's --perturb-images run: mCE relative "
+                                               "to it (ImageNet-C)", metavar="RUN"),
+    Option("corrupt_at", "--corrupt-at", "corrupt images at the model's input geometry (shorter side to its input "
+                                         "size, centre crop: the ImageNet-C definition; default) or at their "
+                                         "original size", choices=C.CORRUPT_AT),
+    Option("shortcuts", "--shortcuts", "synthetic-shortcut probes as conditions: matched, mismatched, caption-only, "
+                                       "image-only, bits=N (comma-separated; docs/shortcuts.md)", metavar="PROBES"),
+    Option("digits", "--digits", "digit images of the shortcut probes (auto: MNIST when available, else "
+                                 "scikit-learn's)", choices=C.DIGIT_SOURCES),
+    Option("perturb_params", "--param", "perturbation parameter, e.g. synonym-noun.choice=random (repeatable)",
+           kind="params", metavar="NAME.KEY=VALUE"),
+    Option("out", "--out", "run folder (default runs/<run id>); never overwritten"),
+    Option("dataset_name", "--dataset-name", "name of the dataset in results and leaderboards (default: its own, "
+                                             "custom:<file name>); name two different custom datasets differently "
+                                             "to put them on one leaderboard"),
+    Option("model_name", "--model-name", "label of the model in leaderboards (default: the --model spec)"),
+    Option("data_dir", "--data-dir", "folder with caption files and images/ (default: $VLBENCH_DATA_DIR or "
+                                     "~/.cache/vlbench/data)"),
+    Option("gallery", "--gallery", "candidate images for t2i: the test set, the FG release's enlarged pool, or every image in the image folder",
+           choices=C.GALLERIES),
+    Option("extra_positives", "--extra-positives", "extended positives for coco: eccv / cxc follow ECCV Caption's official protocol (annotated queries, "
+                                                   "eccv_* / cxc_* metrics); eccv-all / cxc-union add them to the original positives of every query",
+           choices=C.EXTRA_POSITIVES),
+    Option("device", "--device", "cuda, cuda:1, mps or cpu (default: best available)"),
+    Option("precision", "--precision", "weights and activations (default fp32)", choices=PRECISIONS),
+    Option("batch_size", "--batch-size", "image batch size (texts use max(this, 256))", kind="int"),
+    Option("text_batch_size", "--text-batch-size", "caption batch size (default max(--batch-size, 256))", kind="int"),
+    Option("num_workers", "--num-workers", "image decoding worker processes", kind="int"),
+    Option("seed", "--seed", "perturbation and bootstrap seed", kind="int"),
+    Option("k", "--k", "Recall@k cut-offs (default 1,5,10)", kind="ints"),
+    Option("p", "--dcg-p", "DCG_CM rank cut-off p (default 10)", kind="int"),
+    Option("relevance", "--relevance", "relevance of non-positives in DCG_CM: 'self' (the evaluated similarity) or a "
+                                       "fixed relevance model spec, e.g. clip:openai/clip-vit-base-patch32", metavar="MODEL"),
+    Option("protocol", "--protocol", "evaluation protocol: standard, or hendriksen2024 (the chapter authors' code; "
+                                     "docs/reproducing.md); the options below override its single settings",
+           choices=("standard", "hendriksen2024")),
+    Option("i2t_recall", "--i2t-recall", "i2t Recall@k: hit (any relevant caption in the top k) or fraction "
+                                         "(hits / min(#relevant, k), Hendriksen et al.)", choices=("hit", "fraction")),
+    Option("perturb_side", "--perturb-side", "where perturbed captions go: both directions, or t2i queries only",
+           choices=("both", "t2i")),
+    Option("truncate_chars", "--truncate-chars", "cut captions to N characters before encoding (0: no cut)",
+           kind="int", metavar="N"),
+    Option("perturb_variant", "--perturb-variant", "perturbation implementations: standard, or hendriksen2024 "
+                                                   "(the authors-compatible variants)",
+           choices=("standard", "hendriksen2024")),
+    Option("cache_dir", "--cache-dir", "embedding cache folder (default ~/.cache/vlbench)"),
+    Option("no_cache", "--no-cache", "neither read nor write the embedding cache", kind="flag"),
+    Option("restart", "--restart", "ignore cached embeddings from earlier runs and re-encode", kind="flag"),
+    Option("trust_remote_code", "--trust-remote-code",
+           "allow checkpoints that run their own code (transformers trust_remote_code)", kind="flag"),
+    Option("revision", "--revision", "hub revision (branch, tag or commit) of the checkpoint"),
+    Option("n_boot", "--bootstrap", "bootstrap resamples for RSUM-change CIs", kind="int"),
+    Option("graded", "--graded-relevance", "also report t2i nDCG with graded caption-caption labels: rouge-l and/or "
+                                           "minilm (comma-separated; see docs/graded_relevance.md for the cost)",
+           kind="names", metavar="KINDS"),
+    Option("mia_score", "--mia-score", "per-query score grouping the model-input analysis", choices=C.MIA_SCORES),
+    Option("validity", "--validity", "semantic drift of perturbed captions (all-MiniLM-L6-v2): a fixed-seed sample "
+                                     "of --validity-sample applied captions per perturbation (default), all of them, "
+                                     "or none", choices=C.VALIDITY_MODES),
+    Option("validity_sample", "--validity-sample", "at most this many applied captions in the drift sample, fewer "
+                                                   "once the mean drift is known to --validity-precision "
+                                                   "(default 2000)", kind="int"),
+    Option("validity_precision", "--validity-precision", "the drift sample grows (from 500) until the 95-percent interval "
+                                                         "of the mean drift is within +- this (default 0.005; 0: "
+                                                         "always --validity-sample captions)", kind="float"),
+    Option("quiet", "--quiet", "no progress bars or table", kind="flag"),
+)
+
+
+def _default(name: str):
+    """The field's default; dataclasses.MISSING for a field the caller must give (a required option)."""
+    f = next(f for f in dataclasses.fields(C.RunConfig) if f.name == name)
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """One argparse option per RunConfig field (dest = the field name, default = the field's default)."""
+    for o in RUN_OPTIONS:
+        kw: dict = {"dest": o.field, "help": o.help}
+        default = _default(o.field)
+        if o.kind == "flag":
+            parser.add_argument(o.flag, action="store_true", **kw)
+            continue
+        if o.kind == "params":
+            parser.add_argument(o.flag, action="append", default=[], metavar=o.metavar, **kw)
+            continue
+        if default is dataclasses.MISSING:
+            kw["required"] = o.field not in _OPTIONAL_ON_CLI
+            kw["default"] = None
+        else:
+            kw["default"] = default
+        kw["type"] = {"int": int, "float": float, "ints": _ints, "names": _names}.get(o.kind, str)
+        if o.choices:
+            kw["choices"] = o.choices
+        if o.metavar:
+            kw["metavar"] = o.metavar
+        parser.add_argument(o.flag, **kw)
+
+
+def flag_of(field: str) -> str:
+    """The command-line flag of a RunConfig field (for messages)."""
+    return next(o.flag for o in RUN_OPTIONS if o.field == field)
+
+
+def config_from_args(args: argparse.Namespace) -> C.RunConfig:
+    """The RunConfig of parsed ``vlbench run`` arguments."""
+    values = {o.field: getattr(args, o.field) for o in RUN_OPTIONS}
+    if values["perturb_params"]:
+        from ..perturbations.cli import parse_params
+
+        values["perturb_params"] = parse_params(values["perturb_params"])
+    else:
+        values["perturb_params"] = {}
+    return C.RunConfig(**values)

@@ -1,0 +1,46 @@
+"""Run conditions that change the images (and possibly the captions): image corruptions, shortcut probes.
+
+:func:`plan_variants` turns the run's options into these conditions (vlbench/imageperturb, vlbench/shortcuts);
+their images are encoded by vlbench/encoding/variant_images.py; :func:`variant_summaries` adds their
+results.json sections (mCE, digit source). Both directions use a condition's images: i2t queries with
+transformed images, t2i ranks a transformed gallery.
+"""
+
+from __future__ import annotations
+
+from ..conditions import ImageTransform, Variant  # noqa: F401  (re-exported)
+
+
+def plan_variants(cfg, ds) -> list[Variant]:
+    """The image-side conditions a run's options ask for: ``--perturb-images``, ``--shortcuts``."""
+    from ..imageperturb.conditions import image_variants
+
+    out = image_variants(cfg.perturb_images, cfg.seed, cfg.corrupt_at)
+    if cfg.shortcuts:
+        from ..shortcuts.conditions import shortcut_variants
+
+        out += shortcut_variants(cfg.shortcuts, ds, seed=cfg.seed, digits=cfg.digits, cache_dir=cfg.cache_dir)
+    if cfg.mce_reference:
+        from ..errors import VlbenchError
+        from ..imageperturb.conditions import read_reference
+
+        if not cfg.perturb_images:
+            raise VlbenchError("--mce-reference needs --perturb-images", "add e.g. --perturb-images all:1-5")
+        read_reference(cfg.mce_reference)  # a bad path fails before any encoding
+    return out
+
+
+def variant_summaries(cfg, plan, rec) -> dict:
+    """Extra results.json sections of the run record ``rec``: ``image_corruptions`` (mCE) and
+    ``shortcuts`` (digit source)."""
+    out = {}
+    if cfg.perturb_images:
+        from ..imageperturb.conditions import corruption_summary, read_reference
+
+        ref = read_reference(cfg.mce_reference) if cfg.mce_reference else None
+        out["image_corruptions"] = corruption_summary(rec, ref)
+    if cfg.shortcuts:
+        from ..shortcuts.conditions import shortcut_summary
+
+        out["shortcuts"] = shortcut_summary(plan.variants)
+    return out
