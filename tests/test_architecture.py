@@ -55,18 +55,21 @@ def _layer_of() -> dict[str, int]:
     return {part: i for i, layer in enumerate(LAYERS) for part in layer}
 
 
+def _from_module(node: ast.ImportFrom, mod: str, path: Path) -> str:
+    """The absolute module a ``from ... import`` statement of ``mod`` (in file ``path``) names."""
+    if not node.level:
+        return node.module or ""
+    base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+    base = base[:len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _import_names(path: Path, mod: str) -> list[tuple[str, str]]:
     """(module, name) of every ``from X import name`` and (module, "") of every ``import X`` in vlbench code."""
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
-                base = base[:len(base) - node.level + 1]
-                prefix = ".".join(base + ([node.module] if node.module else []))
-            else:
-                prefix = node.module or ""
-            out += [(prefix, a.name) for a in node.names]
+            out += [(_from_module(node, mod, path), a.name) for a in node.names]
         elif isinstance(node, ast.Import):
             out += [(a.name, "") for a in node.names]
     return [(m, n) for m, n in out if m == "vlbench" or m.startswith("vlbench.")]
@@ -75,20 +78,8 @@ def _import_names(path: Path, mod: str) -> list[tuple[str, str]]:
 def _imports(mod: str, path: Path, known: dict) -> set[str]:
     """The vlbench modules that ``mod`` imports anywhere in its code (lazy imports included)."""
     deps = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
-                base = base[:len(base) - node.level + 1]
-                prefix = ".".join(base + ([node.module] if node.module else []))
-            else:
-                prefix = node.module or ""
-            names = [prefix] + [f"{prefix}.{a.name}" for a in node.names]
-        else:
-            continue
-        deps.update(n for n in names if n in known)
+    for m, name in _import_names(path, mod):
+        deps.update(n for n in ([m] if not name else [m, f"{m}.{name}"]) if n in known)
     # importing a submodule runs its parent packages first; those edges are not cycles of the code
     return {d for d in deps if d != mod and not mod.startswith(d + ".")}
 

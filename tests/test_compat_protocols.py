@@ -1,4 +1,5 @@
-"""hendriksen2024 protocol pieces, checked against values worked out by hand."""
+"""hendriksen2024 protocol pieces (the reference loops in tests/protocol_reference.py and the folder gallery),
+checked against values worked out by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from vlbench.metrics import protocols as P
+import protocol_reference as P
+from vlbench.metrics.protocols import folder_gallery
 from vlbench.errors import DataError, VlbenchError
 
 
@@ -72,8 +74,24 @@ def test_folder_gallery(tmp_path):
     for name in ("b.jpg", "a.png", "c.JPG", "z.jpg", "notes.txt"):
         (tmp_path / name).write_bytes(b"")
     (tmp_path / "sub").mkdir()
-    assert P.folder_gallery(tmp_path, ["z.jpg", "b.jpg"]) == ["z.jpg", "b.jpg", "a.png", "c.JPG"]
+    assert folder_gallery(tmp_path, ["z.jpg", "b.jpg"]) == ["z.jpg", "b.jpg", "a.png", "c.JPG"]
     with pytest.raises(DataError, match="missing.jpg"):
-        P.folder_gallery(tmp_path, ["missing.jpg"])
+        folder_gallery(tmp_path, ["missing.jpg"])
     with pytest.raises(DataError, match="does not exist"):
-        P.folder_gallery(tmp_path / "nope", [])
+        folder_gallery(tmp_path / "nope", [])
+
+
+def test_scoring_fraction_recall_equals_the_reference_loop():
+    """The fraction recall of the one scoring pass (evaluate(i2t_recall="fraction"), from the shared tie-broken
+    ranking) equals the row-by-row reference, ties included; t2i keeps the hit rate."""
+    from vlbench.metrics.compute import evaluate
+
+    rng = np.random.default_rng(3)
+    sim = rng.integers(0, 4, size=(6, 15)).astype(np.float32)  # many ties
+    c2i = np.repeat(np.arange(5), 3)  # image 5: a distractor, not an i2t query
+    ev = evaluate(sim, c2i, k=(1, 2, 5), i2t_recall="fraction")
+    hit = evaluate(sim, c2i, k=(1, 2, 5))
+    pos = [set(np.flatnonzero(c2i == i).tolist()) for i in range(5)]
+    for k in (1, 2, 5):
+        assert ev.as_dict()[f"i2t_recall@{k}"] == pytest.approx(P.i2t_recall(sim[:5], pos, k), abs=1e-12)
+        assert ev.as_dict()[f"t2i_recall@{k}"] == hit.as_dict()[f"t2i_recall@{k}"]

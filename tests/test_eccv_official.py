@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vlbench.datasets import eccv
+from vlbench.datasets import eccv as gt_files
+from vlbench.metrics import official as eccv
 from vlbench.errors import DataError, VlbenchError
 
 pkg_metrics = pytest.importorskip("eccv_caption._metrics")
@@ -17,7 +18,7 @@ def setup():
     folder = SHARED_CAPTIONS / "eccv_caption"
     if not (folder / "eccv_caption_to_image.json").is_file():
         pytest.skip(f"ECCV Caption ground truth not at {folder} (set VLBENCH_SHARED_CAPTIONS)")
-    gts = {n: eccv.load_gts(folder, n) for n in ("eccv", "cxc", "original")}
+    gts = {n: gt_files.load_gts(folder, n) for n in ("eccv", "cxc", "original")}
     caption_ids = [int(c) for c in np.load(folder / "coco_test_ids.npy")]
     image_ids = sorted(gts["original"]["i2t"])
     rng = np.random.default_rng(0)
@@ -90,13 +91,13 @@ def test_bad_input():
 
 @pytest.mark.parametrize("kind", ["eccv", "cxc"])
 def test_run_extra_positives_default_is_official(kind):
-    """``--extra-positives eccv`` / ``cxc`` in a run: the records a run adds (official_positives.py) equal the
+    """``--extra-positives eccv`` / ``cxc`` in a run: the values a run scores (metrics/official.py) equal the
     eccv_caption package's own metric functions on the same matrix, to 1e-9; ids read from the raw files here."""
     import json
 
     from tests.conftest import SHARED_CAPTIONS
     from vlbench.datasets.core import load_dataset
-    from vlbench.datasets.official import official_records
+    from vlbench.metrics.official import official_values
 
     folder = SHARED_CAPTIONS / "eccv_caption"
     if not (folder / "eccv_caption_to_image.json").is_file() or not (SHARED_CAPTIONS / "coco5k_test_ids.jsonl").is_file():
@@ -107,13 +108,13 @@ def test_run_extra_positives_default_is_official(kind):
     image_ids = [int(r["image_id"]) for r in rows]
     caption_ids = [int(c) for r in rows for c in r["caption_ids"]]
     assert len(caption_ids) == ds.n_captions
-    gt = eccv.load_gts(folder, kind)
+    gt = gt_files.load_gts(folder, kind)
     rng = np.random.default_rng(1)
     sim = rng.random((len(image_ids), len(caption_ids))).astype(np.float32)
     col = {c: j for j, c in enumerate(caption_ids)}
     for i, img in enumerate(image_ids):  # informative: the ground truth's pairs get a random boost
         sim[i, [col[c] for c in gt["i2t"].get(img, []) if c in col]] += rng.random() * 0.9
-    got = {(r["direction"], r["metric"], r["k"]): r["value"] / 100 for r in official_records(ds.official_positives, sim)}
+    got = {key: value / 100 for key, value in official_values(ds.official_positives, sim).items()}
     img_pos, cap_pos = {v: i for i, v in enumerate(image_ids)}, col
 
     def ranked(mat, row_ids, col_ids, queries, pos, top):

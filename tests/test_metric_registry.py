@@ -12,7 +12,7 @@ import pytest
 
 from vlbench import registry
 from vlbench.metrics import compute as M
-from vlbench.metrics.specs import BUILTINS, Metric, describe
+from vlbench.metrics.specs import Metric, describe, register_builtins
 
 # 2 images x 4 captions; caption j belongs to image c2i[j]. Worked by hand:
 # t2i best ranks: caption0 col [.9,.3] -> image0 rank 1; caption1 [.2,.7] -> image0 rank 2;
@@ -27,8 +27,7 @@ C2I = [0, 0, 1, 1]
 def fresh_metrics(monkeypatch):
     """A metrics registry that discovers the monkeypatched entry points (built-ins included)."""
     reg = registry.Registry("metrics")
-    for m in BUILTINS:
-        reg.register(m.name, m, description=m.description)
+    register_builtins(reg)
     monkeypatch.setattr(registry, "metrics", reg)
     return reg
 

@@ -50,7 +50,7 @@ def test_ls_marks_broken_plugins_and_lists_custom_datasets(monkeypatch, capsys, 
 def _fake_metric_eps(monkeypatch, tmp_path, mapping):
     import importlib.metadata as md
 
-    from vlbench.metrics.specs import BUILTINS
+    from vlbench.metrics.specs import register_builtins
 
     class EP:
         def __init__(self, name, value):
@@ -60,8 +60,7 @@ def _fake_metric_eps(monkeypatch, tmp_path, mapping):
     monkeypatch.setattr(md, "entry_points", lambda group=None: [EP(n, v) for n, v in mapping.items()]
                         if group == "vlbench.metrics" else [])
     fresh = registry.Registry("metrics")
-    for m in BUILTINS:
-        fresh.register(m.name, m, description=m.description)
+    register_builtins(fresh)
     monkeypatch.setattr(registry, "metrics", fresh)
 
 

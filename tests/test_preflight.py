@@ -113,8 +113,8 @@ def test_disk_check_names_the_folder(tmp_path):
 
 
 def test_openclip_table_is_read_without_torch():
-    code = ("import sys; from vlbench.pipeline.preflight import _openclip_repo;"
-            "print(_openclip_repo('ViT-B-32', 'laion2b_s34b_b79k'), 'torch' in sys.modules)")
+    code = ("import sys; from vlbench.models.hub import openclip_repo;"
+            "print(openclip_repo('ViT-B-32', 'laion2b_s34b_b79k'), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.stdout.split() == ["laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "False"], out.stderr
 

@@ -124,22 +124,25 @@ def test_bad_relevance_names_the_option():
 
 
 def test_official_eccv_records_join_the_run_records():
-    """The score step's official ECCV records (official_positives.add_official), hand-worked as in
-    test_eccv_official.test_hand_worked_small: 2 images x 4 captions, embeddings giving that similarity."""
+    """The score step's official ECCV records (an input of the one scoring pass, pipeline/scoring.py),
+    hand-worked as in test_eccv_official.test_hand_worked_small: 2 images x 4 captions, embeddings giving
+    that similarity."""
     from types import SimpleNamespace
 
-    from vlbench.metrics import compute as M
-    from vlbench.datasets.official import add_official
+    from vlbench.pipeline.scoring import score
 
     img = np.eye(2)  # with txt = sim.T, img @ txt.T == sim
     sim = np.array([[0.1, 0.8, 0.5, 0.9], [0.9, 0.2, 0.3, 0.1]])
     txt = sim.T
     official = {"kind": "eccv", "image_ids": [10, 20], "caption_ids": [0, 1, 2, 3],
                 "gt": {"i2t": {10: [1, 2]}, "t2i": {0: [20], 3: [10, 20]}}}
-    plan = SimpleNamespace(ds=SimpleNamespace(official_positives=official, n_captions=4))
-    enc = SimpleNamespace(offsets={"clean": 0}, variant_img={}, img_emb=img, txt_emb=txt)
-    evals = {"clean": [M.evaluate(sim, np.array([0, 0, 1, 1]))]}
-    add_official(SimpleNamespace(k=(1, 5, 10)), plan, enc, evals)
+    ds = SimpleNamespace(official_positives=official, n_captions=4, folds=None, extra_positives=None,
+                         caption_to_image=np.array([0, 0, 1, 1]))
+    plan = SimpleNamespace(ds=ds, graded=({},), perturbed={})
+    enc = SimpleNamespace(offsets={"clean": 0}, variant_img={}, img_emb=img, txt_emb=txt, relevance=None,
+                          adapter=SimpleNamespace(device="cpu"))
+    cfg = SimpleNamespace(k=(1, 5, 10), p=10, i2t_recall="hit", perturb_side="both")
+    evals = score(cfg, plan, enc)
     recs = {(r["direction"], r["metric"]): r["value"] for r in evals["clean"][0].records()}
     # i2t: image 10 ranks 3, 1 in its top R = 2 -> mAP@R = (0 + 1/2) / 2, R-P = 1/2, R@1 = 0 (percent)
     assert recs[("i2t", "eccv_map_at_r")] == pytest.approx(25.0) and recs[("i2t", "eccv_r_precision")] == 50.0

@@ -188,7 +188,7 @@ def test_guard_missing_encoder_says_so(monkeypatch):
     import vlbench.perturbations.drift as D
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(D.importlib.util, "find_spec",
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == D.MODEL_PACKAGE else real(name, *a))
     with pytest.raises(VlbenchError, match="semantic guard cannot run") as exc:
         P.perturb_captions(["A picture of a dog."], ["c"], ["synonym-noun"])
@@ -227,7 +227,7 @@ def test_validity_without_encoder_goes_on_and_says_so(monkeypatch):
     from vlbench.perturbations.validity import validity
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(D.importlib.util, "find_spec",
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == D.MODEL_PACKAGE else real(name, *a))
     ps = P.perturb_captions(["A dog."], ["c"], ["distraction-true"])["distraction-true"]
     v = validity(["A dog."], ps)
@@ -338,7 +338,7 @@ def test_run_validity_off_and_missing_encoder(counting_plugin, manifest, tmp_pat
     v = res.results["conditions"]["distraction-true"]["validity"]
     assert v["drift"] is None and v["drift_mode"] == "off" and v["applicable_rate"] == 1.0
     real = importlib.util.find_spec
-    monkeypatch.setattr(D.importlib.util, "find_spec",
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == D.MODEL_PACKAGE else real(name, *a))
     res = run(model="counting", dataset=f"custom:{manifest}", perturb="distraction-true", out=str(tmp_path / "b"),
               num_workers=0, n_boot=20)

@@ -22,7 +22,7 @@ _EXPORTS = {
     "Metric": "metrics.specs",
     "run": "pipeline.runner", "RunConfig": "pipeline.run_config", "RunResult": "pipeline.runner",
     "load_dataset": "datasets.core", "Dataset": "datasets.core",
-    "ModelAdapter": "models.adapter",
+    "ModelAdapter": "models.adapter", "ModelFamily": "models.families", "RunCondition": "conditions",
     "RunRecord": "results", "MetricKey": "results",
     "BasePerturbation": "perturbations.base", "PerturbedSet": "perturbations.base",
     "perturb_captions": "perturbations",

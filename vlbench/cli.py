@@ -19,13 +19,18 @@ def _add_run(sub):
                    help="read options from a TOML file whose keys are these long option names (batch-size = 32); "
                         "options given here override the file")
     from .pipeline.run_options import add_run_options
+    from .pipeline.run_options import flag_of
+    from .tasks.run import SHARED_OPTIONS, TASKS
 
-    add_run_options(p)  # one option per RunConfig field (vlbench/pipeline/run_options.py)
-    p.add_argument("--task", default=None, choices=["retrieval", "order", "sugarcrepe"],
-                   help="retrieval (default), or a compositional choice task: order (ARO word order, captions of "
-                        "--dataset) or sugarcrepe (see docs/tasks.md)")
-    p.add_argument("--images-dir", default=None, help="--task sugarcrepe: the COCO val2017 image folder "
-                                                      "(default $VLBENCH_COCO_VAL2017 or <cache>/coco/val2017)")
+    add_run_options(p)  # one option per RunConfig field, grouped as RunConfig's groups (pipeline/run_options.py)
+    kind = p.add_argument_group("kind of run", "a retrieval run takes every option above; a choice task (--task) "
+                                               "takes --model, --dataset, " +
+                                ", ".join(flag_of(f) for f in SHARED_OPTIONS) + " and refuses the others")
+    kind.add_argument("--task", default=None, choices=["retrieval", *TASKS],
+                      help="retrieval (default), or a compositional choice task: order (ARO word order, captions of "
+                           "--dataset) or sugarcrepe (see docs/tasks.md)")
+    kind.add_argument("--images-dir", default=None, help="--task sugarcrepe: the COCO val2017 image folder "
+                                                         "(default $VLBENCH_COCO_VAL2017 or <cache>/coco/val2017)")
     p.add_argument("--json", action="store_true", help="print the results records as JSON")
 
 
@@ -34,6 +39,9 @@ def _cmd_run(args) -> int:
         from .tasks.cli import run_task_from_args
 
         return run_task_from_args(args)
+    if args.images_dir is not None:
+        raise VlbenchError("--images-dir applies to --task sugarcrepe, not to a retrieval run",
+                           "leave it out, or add --task sugarcrepe")
     if not args.dataset:
         raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
     from .pipeline.run_options import config_from_args
@@ -72,6 +80,22 @@ def _plugin_problem(entry, check: bool) -> str | None:
     return None
 
 
+def _model_line(entry, desc: str, check: bool) -> str:
+    """A model family's description and static facts, read from its record without loading the model;
+    a plug-in's entry point is imported only under --check (a plain loader function has no facts)."""
+    from .models.families import ModelFamily, facts_text
+
+    family = entry.target
+    if isinstance(family, str) and check:
+        try:
+            family = entry.load()
+        except (Exception, SystemExit):
+            return desc
+    if not isinstance(family, ModelFamily):
+        return desc
+    return "  ".join(x for x in (desc or family.describe(), facts_text(family)) if x)
+
+
 def _cmd_ls(args) -> int:
     from . import registry
     from .datasets import builtin as _d
@@ -94,6 +118,8 @@ def _cmd_ls(args) -> int:
             src = "" if e.source == "builtin" else f"  [{e.source}]"
             fam = e.meta.get("family")
             desc = e.description or ""
+            if title == "models":
+                desc = _model_line(e, desc, args.check)
             broken = _plugin_problem(e, args.check) if e.source != "builtin" else None
             mark = "!" if broken else " "
             print(f"{mark} {e.name:<34} {('(' + fam + ') ') if fam else ''}{desc}{src}"
@@ -114,32 +140,48 @@ def _cmd_ls(args) -> int:
         for m in describe():
             src = "" if m["source"] == "builtin" else f"  [{m['source']}]"
             if "error" in m:
-                print(f"! {m['name']:<14} BROKEN: {m['error']}{src}")
+                print(f"! {m['name']:<16} BROKEN: {m['error']}{src}")
                 continue
             name = m["name"] + {"k": "@k", "p": "@p"}.get(m["param"], "")
-            print(f"  {name:<14} {m['unit']:<5} {m['better']:<6} {'/'.join(m['directions']):<8} {m['range']}{src}")
+            print(f"  {name:<16} {m['unit']:<5} {m['better']:<6} {'/'.join(m['directions']):<12} {m['range']}{src}")
     return 0
 
 
 def _cmd_cache(args) -> int:
+    from . import stores
     from .encoding.cache import clear_cache, list_cache, list_perturbation_cache
 
     if args.action == "ls":
-        rows, prows = list_cache(args.cache_dir), list_perturbation_cache(args.cache_dir)
-        if not rows:
-            print("the embedding cache is empty")
-        else:
-            print(f"{'model hash':<16}  {'model':<24} {'modality':<8} {'vectors':>8} {'shards':>6} {'MB':>8}  modified")
-        for r in rows:
-            print(f"{r['model_hash']:<16}  {r['model'] or '?':<24} {r['modality']:<8} {r['vectors']:>8} "
-                  f"{r['shards']:>6} {r['bytes'] / 1e6:8.1f}  {r['modified']}  ({r['vectors']} vectors)")
-        print(f"perturbed captions: {len(prows)} cached set(s)")
-        for r in prows:
-            print(f"  {r['key']}  {', '.join(r['perturbations']):<40} {r['bytes'] / 1e6:8.1f} MB  {r['modified']}")
-    else:
+        _print_cache(list_cache(args.cache_dir), list_perturbation_cache(args.cache_dir))
+        print(f"stores under {stores.checked_root(args.cache_dir)}:")
+        print(f"  {'store':<16} {'folder':<16} {'kind':<9} {'files':>7} {'bytes':>12}  what")
+        for r in stores.usage(args.cache_dir):
+            print(f"  {r['name']:<16} {r['folder'] + '/':<16} {r['kind']:<9} {r['files']:>7} {r['bytes']:>12}  "
+                  f"{r['what']}")
+    elif args.model_hash is not None:
         n = clear_cache(args.cache_dir, args.model_hash)
-        print(f"removed {n} cache entr{'y' if n == 1 else 'ies'} (model folders and perturbed-caption files)")
+        print(f"removed {n} model folder{'' if n == 1 else 's'} (vectors and text keys)")
+    else:
+        removed = stores.clear(args.cache_dir, downloads=args.downloads)
+        print(f"removed {sum(removed.values())} file(s) under {stores.checked_root(args.cache_dir)}: "
+              + ", ".join(f"{name} {n}" for name, n in removed.items()))
+        kept = [r for r in stores.usage(args.cache_dir) if r["kind"] == "download" and r["files"]]
+        if kept:
+            print(f"kept downloads: {', '.join(r['name'] for r in kept)}; add --downloads to remove them too")
     return 0
+
+
+def _print_cache(rows: list, prows: list) -> None:
+    if not rows:
+        print("the embedding cache is empty")
+    else:
+        print(f"{'model hash':<16}  {'model':<24} {'modality':<8} {'vectors':>8} {'shards':>6} {'MB':>8}  modified")
+    for r in rows:
+        print(f"{r['model_hash']:<16}  {r['model'] or '?':<24} {r['modality']:<8} {r['vectors']:>8} "
+              f"{r['shards']:>6} {r['bytes'] / 1e6:8.1f}  {r['modified']}  ({r['vectors']} vectors)")
+    print(f"perturbed captions: {len(prows)} cached set(s)")
+    for r in prows:
+        print(f"  {r['key']}  {', '.join(r['perturbations']):<40} {r['bytes'] / 1e6:8.1f} MB  {r['modified']}")
 
 
 def _cmd_download(args) -> int:
@@ -190,9 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets (Table 5.1)")
     _lazy_sub(sub, "leaderboard", "vlbench.leaderboards.cli", "build and publish leaderboards from run folders")
     _lazy_sub(sub, "reproduce", "vlbench.reproduce.cli", "reproduce published results (hendriksen2024: Tables 5.2-5.4)")
-    c = sub.add_parser("cache", help="inspect or clear the embedding cache")
+    c = sub.add_parser("cache", help="inspect or clear everything vlbench keeps under its cache folder")
     c.add_argument("action", choices=["ls", "clear"])
-    c.add_argument("--cache-dir", default=None)
+    c.add_argument("--cache-dir", default=None, help="the cache folder (default $VLBENCH_CACHE_DIR, else "
+                                                     "~/.cache/vlbench)")
+    c.add_argument("--downloads", action="store_true", help="clear: also remove downloaded datasets and language "
+                                                            "data kept under the cache folder")
     c.add_argument("--model-hash", default=None,
                    help="clear only this model's vectors (its hash, or an unambiguous prefix of >= 8 characters)")
     d = sub.add_parser("download", help="download built-in datasets (captions and images) while online")

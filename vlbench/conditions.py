@@ -1,10 +1,21 @@
-"""The data of a run variant (an image corruption or a shortcut probe as a run condition), apart from the code
-that encodes variants (variants.py), so the modules that make variants need not import that code."""
+"""A run's conditions, one type for all kinds: the clean set, a caption perturbation, an image perturbation
+(corruption) and a shortcut probe are each a :class:`RunCondition`.
+
+A condition says what the model sees: the clean captions or its own (``texts``), the clean images or the
+gallery passed through an :class:`ImageTransform` (``image``), and what results.json records about it
+(``meta``). The modules that make conditions (vlbench/perturbations, vlbench/imageperturb,
+vlbench/shortcuts) build these; the run pipeline (vlbench/pipeline) plans, encodes and scores them without
+asking which kind it holds. Conditions are frozen: no step changes another step's condition.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping, Protocol
+
+#: the kinds of condition, in the order a run lists them
+KINDS = ("clean", "caption", "image", "shortcut")
 
 
 class ImageTransform(Protocol):
@@ -16,9 +27,41 @@ class ImageTransform(Protocol):
     def __call__(self, image, index: int, content: str): ...
 
 
-@dataclass
-class Variant:
-    label: str  # the condition name in results, e.g. img:gaussian_noise:3, shortcut:matched
-    meta: dict  # its entry in results.json "conditions"
+@dataclass(frozen=True)
+class RunCondition:
+    """One condition of a run. ``name`` is its name in results (``clean``, ``char-swap``,
+    ``img:gaussian_noise:3``, ``shortcut:matched``)."""
+
+    name: str
+    meta: Mapping[str, Any]  # its entry in results.json "conditions" (the record step adds validity)
     image: ImageTransform | None = None  # None: the clean images
-    texts: list[str] | None = None  # None: the clean captions
+    texts: tuple[str, ...] | None = None  # None: the clean captions
+    kind: str = "clean"  # one of KINDS
+    #: the caption perturbation's full output (vlbench.perturbations.PerturbedSet: applicability per caption),
+    #: which validity and the audit file read; None for the other kinds
+    perturbation: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"condition {self.name!r}: unknown kind {self.kind!r} (one of {', '.join(KINDS)})")
+        object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
+        if self.texts is not None:
+            object.__setattr__(self, "texts", tuple(self.texts))
+
+    @property
+    def label(self) -> str:  # the name image and shortcut conditions used before issue #20
+        return self.name
+
+    @classmethod
+    def clean(cls) -> "RunCondition":
+        return cls("clean", {"perturbation": None})
+
+    @classmethod
+    def from_perturbed(cls, ps) -> "RunCondition":
+        """The condition of one caption perturbation's output (a PerturbedSet)."""
+        return cls(ps.name, {"perturbation": ps.name, **ps.describe()}, texts=tuple(ps.texts), kind="caption",
+                   perturbation=ps)
+
+
+#: the name image and shortcut conditions were built with before issue #20 (same class)
+Variant = RunCondition

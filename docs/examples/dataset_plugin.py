@@ -9,6 +9,7 @@ load_custom is the simplest way. In a package, declare
 """
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from PIL import Image
@@ -29,5 +30,4 @@ def load_colour_squares(*, data_dir=None, require_images=True, **options):
             rows.append({"image": f"{colour}.png", "captions": [f"a {colour} square", f"a square painted {colour}"]})
         manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     ds = load_custom(str(manifest), require_images=require_images)
-    ds.name = "colour-squares"
-    return ds
+    return replace(ds, name="colour-squares")  # a Dataset is frozen: a renamed copy

@@ -19,7 +19,7 @@ MOVED = {
     "datasets": "vlbench.datasets.core",
     "distributed": "vlbench.encoding.distributed",
     "download": "vlbench.datasets.download",
-    "eccv": "vlbench.datasets.eccv",
+    "eccv": "vlbench.metrics.official",  # the metric functions (its ground-truth reader is vlbench.datasets.eccv)
     "encode": "vlbench.encoding.encode",
     "graded": "vlbench.metrics.graded",
     "graded_sources": "vlbench.metrics.graded_sources",

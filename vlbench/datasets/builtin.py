@@ -9,6 +9,7 @@ signature (see dataset_specs and docs/extending.md).
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -63,16 +64,15 @@ def load_builtin(spec: DatasetSpec, *, data_dir=None, gallery: str = "test", req
     ds = _build(name, rows, image_root, source, lines)
     if spec.folds:
         n = ds.n_images // spec.folds
-        ds.folds = [np.arange(f * n, (f + 1) * n) for f in range(spec.folds)]
+        ds = replace(ds, folds=[np.arange(f * n, (f + 1) * n) for f in range(spec.folds)])
     if gallery != "test":
         if gallery != "fg-pool" or not spec.fg_pool:
             raise DataError(f"unknown gallery {gallery!r} for {name!r}",
                             "use --gallery test" + (", or fg-pool" if spec.fg_pool else ""))
-        ds.distractors = _fg_pool_distractors(spec, data_dir, ds)
-        ds.gallery = "fg-pool"
+        ds = _with_fg_pool(spec, data_dir, ds)
     if extra_positives:
         from .positives import load_extra_positives
-        load_extra_positives(ds, extra_positives, data_dir)
+        ds = load_extra_positives(ds, extra_positives, data_dir)
     if require_images:
         if download if download is not None else not offline():
             dl.fetch_images(name, ds, data_dir)
@@ -91,8 +91,8 @@ def _read_pool_list(cand: Path, stem: str) -> list[str]:
     return [str(x) for x in arr.tolist()]
 
 
-def _fg_pool_distractors(spec: DatasetSpec, data_dir: Path, ds: Dataset) -> list[str]:
-    """The extra COCO unlabeled2017 images of the FG release's enlarged pool (file names)."""
+def _with_fg_pool(spec: DatasetSpec, data_dir: Path, ds: Dataset) -> Dataset:
+    """``ds`` with the extra COCO unlabeled2017 images of the FG release's enlarged pool as distractors."""
     pool_dir = data_dir / "fg_pool"
     stem = f"{spec.fg_pool}_FG_img_filenames"  # as in the release's Images/ folder
     cand = next((c for c in (pool_dir / f"{stem}.txt", pool_dir / f"{stem}.npy") if c.is_file()), None)
@@ -103,17 +103,17 @@ def _fg_pool_distractors(spec: DatasetSpec, data_dir: Path, ds: Dataset) -> list
             f"and the COCO unlabeled2017 images it names into {data_dir / 'images' / 'coco-unlabeled2017'}")
     names = _read_pool_list(cand, stem)
     test = set(ds.images)
-    ds.distractor_root = data_dir / "images" / "coco-unlabeled2017"
     extra = list(dict.fromkeys(b for b in (os.path.basename(x) for x in names) if b not in test))
     total = len(ds.images) + len(extra)
-    ds.source["fg_pool"] = {"list": cand.name, "distractors": len(extra), "gallery_size": total,
-                            "expected_gallery_size": spec.pool_size}
+    pool = {"list": cand.name, "distractors": len(extra), "gallery_size": total,
+            "expected_gallery_size": spec.pool_size}
     if total != spec.pool_size:
         import warnings
 
         warnings.warn(f"the FG pool of {spec.name!r} has {total} images, the release describes {spec.pool_size}; "
                       f"check {cand}")
-    return extra
+    return replace(ds, distractors=extra, gallery="fg-pool", distractor_root=data_dir / "images" / "coco-unlabeled2017",
+                   source={**ds.source, "fg_pool": pool})
 
 
 class BuiltinDataset:

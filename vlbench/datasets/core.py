@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,7 @@ from ..registry import datasets as DATASETS
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Dataset:
     name: str
     images: list[str]  # image file names, relative to image_root
@@ -44,6 +44,8 @@ class Dataset:
     extra_positives_name: str | None = None
     source: dict = field(default_factory=dict)
     issues: list[dict] = field(default_factory=list)  # bad captions found while loading (reported)
+    #: the official ECCV Caption / CxC ground truth with the COCO ids of rows and columns (datasets/official.py)
+    official_positives: dict | None = None
 
     @property
     def n_images(self) -> int:
@@ -292,7 +294,7 @@ def load_custom(path: str, *, require_images: bool = True) -> Dataset:
             raise DataError(f"{path}: line {n}: {exc.message}", exc.hint) from None
     ds = _build(f"custom:{path}", rows, root,
                 {"manifest": str(path), "manifest_sha256": sha256_file(path)}, lines)
-    ds.name = f"custom:{path.name}"
+    ds = replace(ds, name=f"custom:{path.name}")
     if require_images:
         check_images(ds)
     return ds

@@ -23,6 +23,7 @@ Two protocols each (vlbench/datasets/official.py):
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from ..util.io import sha256_file
@@ -53,7 +54,7 @@ def _map_ids(path: Path, query_index: dict, target_index: dict) -> tuple[dict, i
     return out, dropped
 
 
-def load_extra_positives(ds, kind: str, data_dir) -> None:
+def load_extra_positives(ds, kind: str, data_dir):
     if kind not in KINDS:
         raise DataError(f"unknown extended positives {kind!r}", f"use one of {', '.join(KINDS)}")
     if ds.name != "coco":
@@ -85,8 +86,7 @@ def load_extra_positives(ds, kind: str, data_dir) -> None:
     t2i, dropped_t2i = _map_ids(files["caption_to_image"], caption_index, image_index)
     i2t, dropped_i2t = _map_ids(files["image_to_caption"], image_index, caption_index)
     dropped = dropped_t2i + dropped_i2t
-    ds.extra_positives = {"i2t": i2t, "t2i": t2i}
-    ds.extra_positives_name = kind
-    ds.source["extra_positives"] = {
-        "kind": kind, "dropped_ids": dropped, "i2t_queries": len(i2t), "t2i_queries": len(t2i),
-        "files": {f.name: sha256_file(f) for f in (ids_file, *files.values())}}
+    meta = {"kind": kind, "dropped_ids": dropped, "i2t_queries": len(i2t), "t2i_queries": len(t2i),
+            "files": {f.name: sha256_file(f) for f in (ids_file, *files.values())}}
+    return replace(ds, extra_positives={"i2t": i2t, "t2i": t2i}, extra_positives_name=kind,
+                   source={**ds.source, "extra_positives": meta})

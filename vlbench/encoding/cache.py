@@ -1,6 +1,6 @@
 """Persistent embedding cache; also what makes an interrupted run resumable.
 
-Layout: ``<cache_dir>/embeddings/<model_hash[:16]>/<modality>/<shard>.npz``. A shard holds the
+Layout: ``<cache root>/embeddings/<model_hash[:16]>/<modality>/<shard>.npz``. A shard holds the
 keys (sha256 hex of the exact model input: the caption's token ids after truncation, or the image
 file's content hash) and the float32 vectors of one encoded batch. The model hash covers the
 checkpoint (and a content hash of local weights), revision, preprocessing, precision, embedding
@@ -9,6 +9,9 @@ size and the embedding-code version, so a vector is never served to a different 
 Every shard is written to a temporary file and renamed into place, so a run killed at any moment
 leaves either a complete shard or none; readers ignore temporary files. Two runs sharing a cache
 only ever add shards; duplicates are harmless (identical vectors for identical keys).
+
+The cache root and its other stores belong to :mod:`vlbench.stores`; :func:`list_cache` and
+:func:`clear_cache` add what is particular to embeddings (per-model rows, ``--model-hash``).
 """
 
 from __future__ import annotations
@@ -24,15 +27,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..util.io import atomic_write_bytes, atomic_write_text, sha256_json
-from ..util.paths import cache_root
+from .. import stores
+from ..util.io import atomic_write_bytes, atomic_write_text
 from ..errors import VlbenchError
 
 MIN_HASH_PREFIX = 8  # `cache clear --model-hash` needs an exact hash or an unambiguous prefix this long
 
 
 def default_cache_dir() -> Path:
-    return cache_root()
+    """The cache root when no ``--cache-dir`` is given (:func:`vlbench.stores.root`)."""
+    return stores.root()
 
 
 def item_key(text_or_bytes_key: str) -> str:
@@ -43,12 +47,12 @@ class EmbeddingCache:
     def __init__(self, root: str | os.PathLike | None, model_hash: str, *, read: bool = True, write: bool = True,
                  label: str | None = None):
         """label: the model's name as the user gave it, shown by ``vlbench cache ls``."""
-        self.root = Path(root) if root else default_cache_dir()
+        self.root = stores.root(root)
         self.model_hash = model_hash
         self.label = label
         self.read = read
         self.write = write
-        self.dir = self.root / "embeddings" / model_hash[:16]
+        self.dir = stores.path("embeddings", self.root) / model_hash[:16]
         self._index: dict[str, dict[str, tuple[Path, int]]] = {}
         self.stats = {"hits": 0, "misses": 0, "shards_written": 0, "bad_shards": 0}
 
@@ -111,9 +115,9 @@ class EmbeddingCache:
 
 
 def list_cache(root=None) -> list[dict]:
-    root = _cache_root(root)
+    """One row per cached model and modality: hash, label, shards, vectors, bytes, modified."""
     out = []
-    base = root / "embeddings"
+    base = stores.path("embeddings", stores.checked_root(root))
     if not base.is_dir():
         return out
     for model_dir in sorted(base.iterdir()):
@@ -128,8 +132,8 @@ def list_cache(root=None) -> list[dict]:
                 except Exception:
                     pass
             newest = max((s.stat().st_mtime for s in shards), default=0)
-            out.append({"model_hash": model_dir.name, "model": _model_label(model_dir), "modality": mod_dir.name, "shards": len(shards),
-                        "vectors": n, "bytes": size,
+            out.append({"model_hash": model_dir.name, "model": _model_label(model_dir), "modality": mod_dir.name,
+                        "shards": len(shards), "vectors": n, "bytes": size,
                         "modified": time.strftime("%Y-%m-%d %H:%M", time.localtime(newest)) if newest else ""})
     return out
 
@@ -139,15 +143,6 @@ def _model_label(model_dir: Path) -> str:
         return str(json.loads((model_dir / "model.json").read_text()).get("label") or "")
     except (OSError, ValueError, AttributeError):
         return ""
-
-
-def _cache_root(root) -> Path:
-    """The cache folder (``--cache-dir``, else the default); a path that is not a folder is an error."""
-    root = Path(root).expanduser() if root else default_cache_dir()
-    if root.exists() and not root.is_dir():
-        raise VlbenchError(f"--cache-dir {str(root)!r} is not a folder", "give the cache folder (or leave --cache-dir "
-                           "out for the default); `vlbench cache ls` shows what it holds")
-    return root
 
 
 def _matching_model_dirs(base: Path, model_hash: str) -> list[Path]:
@@ -174,30 +169,28 @@ def _matching_model_dirs(base: Path, model_hash: str) -> list[Path]:
     return found
 
 
-def clear_cache(root=None, model_hash: str | None = None, *, perturbations: bool | None = None) -> int:
-    """Remove cached embeddings (all, or one model's) and perturbed captions; returns the number of
-    model folders plus perturbation files removed. perturbations: None clears them only when no
-    model_hash is given (a whole-cache clear); True / False force it."""
-    root = _cache_root(root)
-    base = root / "embeddings"
-    n = 0
-    dirs = _matching_model_dirs(base, model_hash) if model_hash is not None else \
-        (sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else [])
-    for model_dir in dirs:
-        shutil.rmtree(model_dir, ignore_errors=True)
-        n += 1
-    if perturbations or (perturbations is None and model_hash is None):
-        for f in sorted((root / "perturbations").glob("*.json")):
-            f.unlink(missing_ok=True)
-            n += 1
+def clear_cache(root=None, model_hash: str | None = None) -> int:
+    """With ``model_hash``: remove that model's vectors and text keys (an exact hash or an unambiguous
+    prefix, see :func:`_matching_model_dirs`). Without: empty every cache store (:func:`vlbench.stores.clear`).
+    Returns the number of embedding model folders plus perturbed-caption files removed."""
+    root = stores.checked_root(root)
+    base = stores.path("embeddings", root)
+    if model_hash is not None:
+        dirs = _matching_model_dirs(base, model_hash)
+        for model_dir in dirs:
+            shutil.rmtree(model_dir, ignore_errors=True)
+            shutil.rmtree(stores.path("text-keys", root) / model_dir.name, ignore_errors=True)
+        return len(dirs)
+    n = len([p for p in base.iterdir() if p.is_dir()]) if base.is_dir() else 0
+    n += len(list(stores.path("perturbations", root).glob("*.json")))
+    stores.clear(root)
     return n
 
 
 def list_perturbation_cache(root=None) -> list[dict]:
     """One row per cached perturbed-caption file: key, perturbation names, bytes, modified."""
-    root = _cache_root(root)
     out = []
-    for f in sorted((root / "perturbations").glob("*.json")):
+    for f in sorted(stores.path("perturbations", stores.checked_root(root)).glob("*.json")):
         try:
             names = sorted(json.loads(f.read_text()))
         except (OSError, ValueError, TypeError):

@@ -3,6 +3,7 @@ and the claim on ``--out`` that keeps two runs out of one folder."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -10,14 +11,15 @@ from ..errors import VlbenchError
 
 
 def distributed(cfg: RunConfig):
-    """(Shard, dist module or None, whether we initialized it) for torchrun launches."""
+    """(the rank's config, Shard, dist module or None, whether we initialized it) for torchrun launches;
+    under torchrun with CUDA the rank's config names its own GPU (``device="cuda:<LOCAL_RANK>"``)."""
     import os
 
     from .encode import SINGLE, Shard
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
-        return SINGLE, None, False
+        return cfg, SINGLE, None, False
     import torch
     import torch.distributed as dist
 
@@ -25,7 +27,7 @@ def distributed(cfg: RunConfig):
     if use_cuda:
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
-        cfg.device = f"cuda:{local}"
+        cfg = dataclasses.replace(cfg, device=f"cuda:{local}")
     inited = False
     if not dist.is_initialized():
         dist.init_process_group("nccl" if use_cuda else "gloo")
@@ -35,7 +37,7 @@ def distributed(cfg: RunConfig):
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    return Shard(dist.get_rank(), dist.get_world_size(), agree), dist, inited
+    return cfg, Shard(dist.get_rank(), dist.get_world_size(), agree), dist, inited
 
 
 def phase(dist, shard, work):

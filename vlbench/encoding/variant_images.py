@@ -46,10 +46,21 @@ class _VariantImages:
         return last[1]
 
 
+def bind_transforms(adapter, conditions: list) -> dict[str, dict]:
+    """Bind each condition's image transform to the model (e.g. the corruption geometry follows the model's
+    input size); returns {condition name: what its results entry gains}, for the record step to place."""
+    out = {}
+    for c in conditions:
+        bind = getattr(c.image, "bind", None)
+        if bind is not None:
+            out[c.name] = dict(bind(adapter) or {})
+    return out
+
+
 def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batch_size: int = 64,
                           num_workers: int | None = None, cache=None, stats: EncodeStats | None = None,
                           progress: bool = True, contents: list[str] | None = None,
-                          clean: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                          clean: np.ndarray | None = None, bind: bool = True) -> dict[str, np.ndarray]:
     """{variant label: (len(paths), d) embeddings} for the variants that transform images.
 
     All variants share one DataLoader (workers decode and transform while the model encodes); an image a
@@ -62,10 +73,8 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
     stats = stats if stats is not None else EncodeStats()
     t_start = time.perf_counter()
     contents = contents or [file_key(p) for p in paths]
-    for v in variants:  # e.g. the corruption geometry follows the model's input size
-        bind = getattr(v.image, "bind", None)
-        if bind is not None:
-            bind(adapter)
+    if bind:
+        bind_transforms(adapter, variants)
     keys: dict[str, list[str]] = {}
     first_job: dict[str, tuple] = {}
     for v in variants:

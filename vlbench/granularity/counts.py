@@ -86,12 +86,6 @@ def synonym_lemmas(word: str, pos: str) -> frozenset:
     return got
 
 
-def clear_caches() -> None:
-    _SYNSETS.clear()
-    _DEPTH.clear()
-    _LEMMAS.clear()
-
-
 # ----------------------------------------------------------------------------------------------
 # one parsed caption -> counts
 

@@ -117,11 +117,6 @@ class FeatureOptions:
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
-    @property
-    def parse_key(self) -> str:
-        """Options that change what is parsed (others reuse the same parse)."""
-        return self.normalize
-
 
 #: named sets of readings (docs/granularity.md, "Profiles"). "per-noun": the NP features as ratios per
 #: identified noun, as section 5.3.1 defines them. "paper": the chapter's results paragraph and its two

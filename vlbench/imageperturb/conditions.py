@@ -11,6 +11,7 @@ from ..errors import VlbenchError
 from .spec import IMPLEMENTATION_VERSION, family_of, parse_spec
 
 PREFIX = "img:"
+CORRUPT_AT = ("input", "original")  # --corrupt-at
 
 
 class CorruptionTransform:
@@ -21,22 +22,22 @@ class CorruptionTransform:
     crop, as ImageNet-C does), found from the model's preprocessing when the run binds the transform;
     ``at="original"``: corrupt the decoded image at its own size."""
 
-    def __init__(self, name: str, severity: int, seed: int, at: str = "input", meta: dict | None = None):
+    def __init__(self, name: str, severity: int, seed: int, at: str = "input"):
         from .apply import CorruptedLoader
 
-        if at not in ("input", "original"):
+        if at not in CORRUPT_AT:
             raise VlbenchError(f"unknown corruption geometry {at!r}", "use --corrupt-at input or original")
         self.name, self.severity, self.seed, self.at = name, int(severity), int(seed), at
-        self.meta = meta if meta is not None else {}
         self.loader = CorruptedLoader(name, severity, seed)
 
-    def bind(self, adapter) -> None:
-        """Fix the geometry from the model's preprocessing (called once per run, before cache keys)."""
+    def bind(self, adapter) -> dict:
+        """Fix the geometry from the model's preprocessing (called once per run, before cache keys); returns
+        what the condition's results entry gains from it (the geometry and the cache key it implies)."""
         from .apply import CorruptedLoader, model_input_size
 
         size = model_input_size(adapter.preprocess) if self.at == "input" else None
         self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size)
-        self.meta.update(corrupted_at=size or "original size", cache_key=self.loader.cache_key)
+        return {"corrupted_at": size or "original size", "cache_key": self.loader.cache_key}
 
     def key(self, index: int, content: str) -> str:
         return self.loader.cache_key
@@ -60,7 +61,7 @@ _FITTED = None  # (decoded image, size, fitted image) of the last call, per proc
 
 def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
     """The Variants of a ``--perturb-images`` spec (``gaussian_noise:3,motion_blur:1-5,all:3``)."""
-    from ..conditions import Variant
+    from ..conditions import RunCondition as Variant
 
     if not spec:
         return []
@@ -71,19 +72,21 @@ def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
                 "family": f"image-{fam}", "corruption_family": fam, "seed": seed,
                 "version": IMPLEMENTATION_VERSION, "not_applicable_rate": 0.0,
                 "applied_to": "i2t: the query images; t2i: the gallery images; captions clean"}
-        t = CorruptionTransform(c.name, c.severity, seed, at, meta)
+        t = CorruptionTransform(c.name, c.severity, seed, at)
         meta["cache_key"] = t.loader.cache_key
-        out.append(Variant(PREFIX + c.label, meta, image=t))
+        out.append(Variant(PREFIX + c.label, meta, image=t, kind="image"))
     return out
 
 
 def _r1_errors(rec, direction: str) -> dict:
     """{(corruption, severity): 100 - R@1} of one direction, from a run's typed record."""
+    from .mce import error_from_metric
+
     out = {}
     for c, cond in rec.conditions.items():
         r1 = rec.value(c, direction, "recall", 1)
         if cond.meta.get("kind") == "image" and r1 is not None:
-            out[(cond.meta["corruption"], int(cond.meta["severity"]))] = 100.0 - r1
+            out[(cond.meta["corruption"], int(cond.meta["severity"]))] = error_from_metric(r1)
     return out
 
 

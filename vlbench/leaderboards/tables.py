@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import re
 
+from ..metrics.specs import metric_order
 from .labels import Labels, make_labels  # noqa: F401  (make_labels: imported from here by build and load_results)
 from .store import Run, Selection, condition_key
 from .table_types import Column, Table
 
 DIR_ORDER = {"i2t": 0, "t2i": 1, "both": 2}
-METRIC_ORDER = {m: i for i, m in enumerate(
-    ["recall", "rsum", "medr", "meanr", "r_precision", "map_at_r", "dcg_cm", "ndcg_cm"])}
 MIA_GROUPS = ("decreased", "increased", "unchanged")
 
 
@@ -231,9 +230,10 @@ def long_rows(run: Run, labels: Labels, conditions=None) -> list[dict]:
 
 
 def long_order(x: dict) -> tuple:
-    """The order of long rows: dataset, model, condition, direction, metric, k."""
+    """The order of long rows: dataset, model, condition, direction, metric (the metric registry's order,
+    then unregistered names alphabetically), k."""
     return (x["dataset"], x["dataset_hash"], x["model"], x["model_hash"], condition_key(x["condition"]),
-            DIR_ORDER.get(x["direction"], 9), METRIC_ORDER.get(x["metric"], 99), x["metric"],
+            DIR_ORDER.get(x["direction"], 9), metric_order().get(x["metric"], 99), x["metric"],
             -1 if x["k"] is None else x["k"])
 
 

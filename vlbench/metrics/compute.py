@@ -14,33 +14,38 @@ Definitions (protocols_and_metrics.md section 2; docs/metrics.md has the full te
 * RSUM: the sum of Recall@{1,5,10} over both directions (max 600), also per direction.
 
 An image with no positive caption (a distractor in an enlarged gallery) is a candidate for t2i but
-not an i2t query. Aggregates are means over queries of per-query values, which are kept.
+not an i2t query. The per-query values are kept; which metrics are reported, their aggregates (means, the
+median rank, RSUM's sum), record order and per-query columns come from the metric registry (specs.py).
 
 Memory: only a block of ``block_rows x n_candidates`` similarities (plus same-size temporaries)
 exists at a time; the block size is chosen so a block holds at most ``block_bytes`` (64 MiB).
 
 The ranking (positives, similarity sources, the tie-broken ranking head) is one shared step in
-ranking.py; here each metric is a small function of a ranked block.
+ranking.py; here each per-query value is a small function of a ranked block (the i2t fraction recall too).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from .official import official_values
+from .specs import builtins, plugin_columns, plugin_metrics
 from .ranking import BLOCK_BYTES, DIRECTIONS, ArraySource, EmbeddingSource, Positives, RankedBlock, SimilaritySource, _sorted_topk, _to_numpy, build_positives, check_finite, head_size, rank_blocks
 
 METRIC_VERSION = "1.0"  # bump on any change of semantics
 DEFAULT_K = (1, 5, 10)
 DEFAULT_P = 10
+I2T_RECALLS = ("hit", "fraction")  # i2t Recall@k: any hit in the top k, or hits / min(#relevant, k)
 
 
 # ---------------------------------------------------------------------------------------------
 # per-direction computation
 
-@dataclass
+@dataclass(frozen=True)
 class DirectionResult:
     direction: str
     query_ids: np.ndarray  # query indices (image rows for i2t, caption indices for t2i)
@@ -51,11 +56,12 @@ class DirectionResult:
     ndcg: np.ndarray
     n_positives: np.ndarray
     graded: dict = field(default_factory=dict)  # name -> per-query nDCG with graded relevance labels
-    recall_override: dict = field(default_factory=dict)  # k -> per-query recall (0..1), e.g. i2t fraction recall
+    fraction_recall: dict = field(default_factory=dict)  # k -> per-query share of positives in the top k (0..1)
+    plugins: dict = field(default_factory=dict)  # plug-in metric name -> per-query values
 
     def recall(self, k: int) -> np.ndarray:
-        if k in self.recall_override:
-            return self.recall_override[k]
+        if k in self.fraction_recall:  # --i2t-recall fraction
+            return self.fraction_recall[k]
         return (self.best_rank <= k).astype(np.float64)
 
 
@@ -141,10 +147,18 @@ def _dcg_cm(b: RankedBlock, direction: str, queries: np.ndarray, pp: int, disc: 
         return dcg, np.where(idcg > 0, dcg / idcg, 0.0)
 
 
+def _fraction_recall(b: RankedBlock, K: int, ks: tuple) -> dict:
+    """Per query and k: positives in the top k / min(R, k) (the chapter authors' i2t recall)."""
+    cum = np.cumsum(b.is_pos, axis=1)
+    return {k: cum[:, min(k, K) - 1] / np.minimum(b.n_pos, k) for k in ks}
+
+
 def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, pos: Positives, *,
                kmax: int, p: int, relevance: SimilaritySource | None, block_bytes: int,
-               progress: Callable[[int], None] | None = None, graded: dict | None = None) -> DirectionResult:
-    """Every built-in per-query value of one direction, from one pass of the shared ranking step."""
+               progress: Callable[[int], None] | None = None, graded: dict | None = None,
+               fraction: tuple = ()) -> DirectionResult:
+    """Every built-in per-query value of one direction, from one pass of the shared ranking step;
+    ``fraction``: the k values whose recall is the fraction recall instead of the hit rate."""
     n_q = len(queries)
     K = head_size(pos, kmax, p)
     pp = min(p, K)
@@ -153,6 +167,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     best_rank = np.zeros(n_q, dtype=np.int64)
     graded = {name: src for name, src in (graded or {}).items() if direction in getattr(src, "directions", DIRECTIONS)}
     graded_out = {name: np.zeros(n_q) for name in graded}
+    frac = {k: np.zeros(n_q) for k in fraction}
     for b in rank_blocks(source, direction, queries, pos, K, block_bytes):
         s = slice(b.b0, b.b1)
         best_rank[s] = _best_rank(b, pos.n_candidates)
@@ -161,74 +176,76 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
         for name, src in graded.items():  # graded labels (Messina et al.): gain 2^rel - 1, no override
             gblk = np.exp2(np.asarray(src.rows(direction, queries[s]), dtype=np.float64)) - 1.0
             graded_out[name][s] = graded_ndcg_rows(gblk, b.top_ix[:, :pp], disc[:pp])
+        for k, v in _fraction_recall(b, K, fraction).items():
+            frac[k][s] = v
         if progress:
             progress(b.b1 - b.b0)
     return DirectionResult(direction, queries, best_rank, out["r_prec"], out["map_r"], out["dcg"], out["ndcg"],
-                           pos.counts.copy(), graded_out)
+                           pos.counts.copy(), graded_out, frac)
 
 
 # ---------------------------------------------------------------------------------------------
 # public API
 
-@dataclass
+@dataclass(frozen=True)
 class Evaluation:
-    """Per-query values of both directions and their aggregates."""
+    """Per-query values of both directions; records and columns are derived from the metric registry.
+
+    ``official``: {(direction, metric, k): value} of the official ECCV / CxC protocol (an input of the
+    scoring, read by the registered ``eccv_*`` / ``cxc_recall`` metrics).
+    """
 
     i2t: DirectionResult
     t2i: DirectionResult
     k: tuple = DEFAULT_K
     p: int = DEFAULT_P
-    extra: dict = field(default_factory=dict)
-    _plugin_cols: dict = field(default_factory=dict, repr=False)  # direction -> plug-in per-query values
+    official: dict = field(default_factory=dict)
 
     def direction(self, d: str) -> DirectionResult:
         return self.i2t if d == "i2t" else self.t2i
 
     def records(self) -> list[dict]:
-        """Structured metric records {direction, metric, k, value}: the registered metrics
-        (vlbench.metrics.specs) in registration order per direction, the graded nDCGs,
-        the metric plug-ins, then the total RSUM and any extra records."""
-        from .specs import BUILTINS
-
+        """Structured metric records {direction, metric, k, value}: per direction the built-in retrieval
+        metrics (registry order) and the plug-ins; then the "both" totals; then the official metrics."""
         out = []
         for d in DIRECTIONS:
-            r = self.direction(d)
-            for m in BUILTINS:
-                out.extend(dict(direction=d, metric=m.name, k=k, value=v) for k, v in m.values(r, self))
-            for name, vals in sorted(r.graded.items()):
-                out.append(dict(direction=d, metric=f"ndcg_{name}", k=self.p, value=float(vals.mean())))
-            for name, vals in self._plugins(d).items():
-                out.append(dict(direction=d, metric=name, k=None, value=float(vals.mean())))
-        total = sum(rec["value"] for rec in out if rec["metric"] == "rsum")
-        out.append(dict(direction="both", metric="rsum", k=None, value=total))
-        for rec in self.extra.get("records", []):
-            out.append(rec)
+            out.extend(self._records(d, builtins("retrieval")))
+            out.extend(dict(direction=d, metric=name, k=None, value=float(vals.mean()))
+                       for name, vals in self.direction(d).plugins.items())
+        for m in builtins("retrieval"):
+            if m.total:
+                total = sum(rec["value"] for rec in out if rec["metric"] == m.name)
+                out.append(dict(direction="both", metric=m.name, k=None, value=total))
+        for d in DIRECTIONS:
+            out.extend(self._records(d, builtins("official")))
         return out
 
-    def _plugins(self, d: str) -> dict:
-        from .specs import plugin_columns
-
-        if d not in self._plugin_cols:
-            self._plugin_cols[d] = plugin_columns(self.direction(d), self)
-        return self._plugin_cols[d]
+    def _records(self, d: str, metrics) -> list[dict]:
+        r = self.direction(d)
+        return [dict(direction=d, metric=i.name, k=k, value=v)
+                for m in metrics for i in m.members(r) for k, v in i.values(r, self)]
 
     def as_dict(self) -> dict:
         return flat_keys(self.records())
 
     def per_query(self, d: str) -> dict[str, np.ndarray]:
+        """Per-query columns: query, best rank, positives, then every metric's column (registry order)."""
         r = self.direction(d)
         cols = {"query": r.query_ids, "best_rank": r.best_rank, "n_positives": r.n_positives}
-        for k in self.k:
-            cols[f"recall@{k}"] = 100.0 * r.recall(k)
-        cols["rsum"] = sum(cols[f"recall@{k}"] for k in self.k)
-        cols["r_precision"] = 100.0 * r.r_precision
-        cols["map_at_r"] = 100.0 * r.map_at_r
-        cols[f"dcg_cm@{self.p}"] = r.dcg
-        cols[f"ndcg_cm@{self.p}"] = r.ndcg
-        for name, vals in sorted(r.graded.items()):
-            cols[f"ndcg_{name}@{self.p}"] = vals
-        cols.update(self._plugins(d))
+        for m in builtins():
+            for i in m.members(r):
+                cols.update(i.columns(r, self))
+        cols.update(r.plugins)
         return cols
+
+
+def with_plugins(ev: Evaluation) -> Evaluation:
+    """``ev`` with the plug-in metrics' per-query values (computed once, when the evaluation is made)."""
+    plugins = plugin_metrics()
+    if not plugins:
+        return ev
+    return dataclasses.replace(ev, **{d: dataclasses.replace(ev.direction(d), plugins=plugin_columns(
+        ev.direction(d), ev, plugins)) for d in DIRECTIONS})
 
 
 def flat_keys(records: list[dict]) -> dict:
@@ -245,13 +262,17 @@ def flat_keys(records: list[dict]) -> dict:
 
 def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None, k=DEFAULT_K, p: int = DEFAULT_P,
              relevance: SimilaritySource | None = None, block_bytes: int = BLOCK_BYTES,
-             progress: Callable[[int], None] | None = None, graded: dict | None = None) -> Evaluation:
+             progress: Callable[[int], None] | None = None, graded: dict | None = None,
+             i2t_recall: str = "hit", official: dict | None = None) -> Evaluation:
     """Metrics of both directions from a similarity source, or a plain (n_images, n_captions) array.
 
     relevance: the DCG_CM relevance of non-positives (default: the similarity itself); a source
         whose ``directions`` attribute excludes a direction is used only for the others.
     graded: {name: relevance source} of graded labels (vlbench.metrics.graded: ROUGE-L, MiniLM);
-        each adds a per-query nDCG with gains 2^rel - 1 as metric ``ndcg_<name>`` (t2i).
+        each adds a per-query nDCG with gains 2^rel - 1 as the registered metric ``ndcg_<name>`` (t2i).
+    i2t_recall: "hit" (the hit rate) or "fraction" (positives in the top k / min(R, k), from the same ranking).
+    official: the official ECCV / CxC ground truth and COCO ids (vlbench.metrics.official.official_values),
+        scored on the same similarities as metrics ``eccv_*`` / ``cxc_recall``.
     """
     if not isinstance(source, SimilaritySource):  # a plain (n_images, n_captions) array: numpy, torch, lists
         source = ArraySource(source)
@@ -271,10 +292,14 @@ def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None
     def rel_for(d):
         return relevance if relevance is not None and d in getattr(relevance, "directions", DIRECTIONS) else None
 
+    if i2t_recall not in I2T_RECALLS:
+        raise ValueError(f"i2t_recall must be 'hit' or 'fraction', got {i2t_recall!r}")
     kw = dict(kmax=max(k), p=p, block_bytes=block_bytes, progress=progress, graded=graded)
-    i2t = _direction(source, "i2t", query_images, i2t_pos, relevance=rel_for("i2t"), **kw)
+    i2t = _direction(source, "i2t", query_images, i2t_pos, relevance=rel_for("i2t"),
+                     fraction=k if i2t_recall == "fraction" else (), **kw)
     t2i = _direction(source, "t2i", np.arange(source.n_captions), t2i_pos, relevance=rel_for("t2i"), **kw)
-    return Evaluation(i2t, t2i, k, p)
+    values = {} if official is None else official_values(official, source.rows("i2t", np.arange(source.n_images)), k)
+    return with_plugins(Evaluation(i2t, t2i, k, p, values))
 
 
 def score(similarity, caption_to_image, *, extra_positives=None, k=DEFAULT_K, p: int = DEFAULT_P,

@@ -1,9 +1,18 @@
-"""The metric registry: every metric vlbench reports, built-in or plug-in, is a ``Metric`` here.
+"""The metric registry: every metric vlbench reports, built-in or plug-in, is one ``Metric`` here.
 
-A metric is a small function over the outputs of the ONE shared ranking step
-(``metrics._direction``: best-positive ranks, R-precision and mAP@R fractions, DCG_CM and nDCG_CM,
-positive counts, all per query). It declares the directions it applies to, whether higher is
-better, its unit and its range, which ``vlbench ls metrics`` and docs/metrics.md show.
+A metric is one record: a per-query function over the outputs of the ONE shared ranking step
+(``compute._direction``: best-positive ranks, recall, R-precision and mAP@R fractions, DCG_CM and
+nDCG_CM, graded nDCGs, positive counts, all per query), an aggregate over the queries (mean, median, or
+an exact rule of its own), its parameter (one value per cut-off ``k``, the DCG cut-off ``p``, or none),
+the directions it applies to, its unit, range and which way is better. Everything else is derived from
+these records: results.json's records (built-ins in the order of ``BUILTINS``, then the plug-ins, then
+the ``both`` totals, then the official ECCV / CxC records), the per_query.csv.gz columns, the paired
+bootstrap (``bootstrap=True``), table.md (``table=``) and the leaderboard's metric order.
+``vlbench ls metrics`` lists the registry.
+
+Kinds: ``retrieval`` metrics are computed by ``compute.evaluate`` from the ranking; ``official`` ones
+(``eccv_*``, ``cxc_recall``) read the official protocol's values that the scoring step passes into
+``evaluate`` (``metrics/official.py``); ``task`` ones are the choice tasks' (``vlbench run --task``).
 
 Plug-ins: an entry point in the group ``vlbench.metrics`` whose target is a ``Metric``, e.g.
 ``[project.entry-points."vlbench.metrics"] hits-at-3 = "mypkg.metrics:HITS3"``. Its ``per_query``
@@ -17,6 +26,7 @@ not name a ``Metric`` is listed as broken by ``vlbench ls metrics``, with the re
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -27,56 +37,176 @@ from .. import registry
 from ..errors import VlbenchError
 
 DIRECTIONS = ("i2t", "t2i")
+AGGREGATES = {"mean": np.mean, "median": np.median}
 
 
 @dataclass(frozen=True)
 class Metric:
-    """One metric. ``records(r, ev)`` gives ``[(k, value), ...]`` for one direction's result."""
+    """One metric: per-query values and their aggregate, with what ``vlbench ls metrics`` shows.
+
+    ``per_query(r, ev)`` (``per_query(r, ev, x)`` with a ``param``) gives one value per query of the
+    direction result ``r``, or None where the metric does not apply (e.g. a graded nDCG without labels).
+    ``percent``: per_query gives fractions; the column and the value are 100 x them. ``aggregate``:
+    "mean", "median", or ``aggregate(r, ev, x) -> float | None``, an exact rule of its own (RSUM is the
+    sum of the Recall@k means, the official metrics read the official protocol's values).
+    """
 
     name: str
-    unit: str  # "%", "rank", "gain"
+    unit: str  # "%", "rank", "gain", "ratio"
     value_range: str  # human-readable, e.g. "[0, 100]"
     higher_is_better: bool
     description: str
-    per_query: Callable | None = None  # (DirectionResult, Evaluation) -> (n_queries,) array
-    records: Callable | None = None  # built-ins: exact aggregate rules (median, sums)
+    per_query: Callable | None = None
     directions: tuple = DIRECTIONS
-    param: str | None = None  # "k" (one record per cutoff), "p" (the DCG cutoff) or None
+    param: str | None = None  # "k" (one value per cut-off), "p" (the DCG cut-off) or None
+    aggregate: str | Callable = "mean"
+    percent: bool = False
+    column: bool = True  # a per_query.csv.gz column (when per_query gives values)
+    total: bool = False  # also a "both" record: the sum of the two directions' values
+    bootstrap: bool = False  # paired bootstrap CI of its change under each perturbation
+    table: str | None = None  # table.md header ("{x}" is the k or p), None: not in table.md
+    fmt: str = ".2f"  # table.md number format
+    kind: str = "retrieval"  # "retrieval", "official" (ECCV / CxC records) or "task" (choice tasks)
+    #: a family (graded nDCG: one metric per label set): ``expand(r)`` gives the members r reports, in order;
+    #: ``instances`` are the members registered by name (the run's label kinds)
+    expand: Callable | None = None
+    instances: tuple = ()
+
+    def members(self, r) -> tuple:
+        return tuple(self.expand(r)) if self.expand else (self,)
+
+    def params(self, ev) -> tuple:
+        return tuple(ev.k) if self.param == "k" else (ev.p,) if self.param == "p" else (None,)
+
+    def column_name(self, x=None, name: str | None = None) -> str:
+        return (name or self.name) + ("" if x is None else f"@{x}")
+
+    def raw(self, r, ev, x=None):
+        """Per-query values as per_query gives them (fractions for ``percent`` metrics), or None."""
+        if self.per_query is None or r.direction not in self.directions:
+            return None
+        return self.per_query(r, ev, x) if self.param else self.per_query(r, ev)
 
     def values(self, r, ev) -> list[tuple]:
-        if self.records is not None:
-            return self.records(r, ev)
-        return [(None, float(np.mean(np.asarray(self.per_query(r, ev), dtype=np.float64))))]
+        """``[(k, value), ...]`` of one direction's result (k = the param value, None without one)."""
+        if r.direction not in self.directions:
+            return []
+        out = []
+        for x in self.params(ev):
+            if callable(self.aggregate):
+                v = self.aggregate(r, ev, x)
+            else:
+                q = self.raw(r, ev, x)
+                v = None if q is None else float(AGGREGATES[self.aggregate](q))
+                if v is not None and self.percent:
+                    v = 100.0 * v
+            if v is not None:
+                out.append((x, v))
+        return out
+
+    def columns(self, r, ev) -> dict:
+        """``{column name: per-query values}`` of one direction (none for ``column=False``)."""
+        if not self.column:
+            return {}
+        out = {}
+        for x in self.params(ev):
+            q = self.raw(r, ev, x)
+            if q is not None:
+                out[self.column_name(x)] = 100.0 * q if self.percent else q
+        return out
 
 
-def _pct(x) -> float:
-    return 100.0 * float(x.mean())
+def _rsum_values(r, ev) -> np.ndarray:
+    return sum(100.0 * r.recall(k) for k in ev.k)
+
+
+def _rsum(r, ev, x) -> float:
+    """RSUM: the sum of the Recall@k means (exactly as papers add the table's columns)."""
+    return sum(100.0 * float(r.recall(k).mean()) for k in ev.k)
+
+
+def _graded(name: str) -> Metric:
+    return Metric(f"ndcg_{name}", "ratio", "[0, 1]", True,
+                  f"t2i nDCG@p with graded {name} caption-caption labels, gains 2^rel - 1 (Messina et al.; "
+                  f"--graded-relevance {name.replace('_', '-')})",
+                  per_query=lambda r, ev, p: r.graded.get(name), directions=("t2i",), param="p",
+                  table=f"nDCG {name}@{{x}}", fmt=".3f")
+
+
+def _official(name: str, description: str, param: str | None = None) -> Metric:
+    return Metric(name, "%", "[0, 100]", True, description, param=param, column=False, kind="official",
+                  aggregate=lambda r, ev, x: ev.official.get((r.direction, name, x)))
+
+
+def _task(name: str, description: str) -> Metric:
+    return Metric(name, "%", "[0, 100]", True, description, directions=("i2t",), column=False, kind="task")
 
 
 BUILTINS = (
-    Metric("recall", "%", "[0, 100]", True, "Recall@k (hit rate): best positive ranked <= k",
-           records=lambda r, ev: [(k, _pct(r.recall(k))) for k in ev.k], param="k"),
+    Metric("recall", "%", "[0, 100]", True, "Recall@k (hit rate): best positive ranked <= k; with "
+           "--i2t-recall fraction the i2t share of positives in the top k, / min(R, k)",
+           per_query=lambda r, ev, k: r.recall(k), param="k", percent=True, table="R@{x}"),
     Metric("rsum", "%", "[0, 100 x number of k] per direction; [0, 600] both with k=1,5,10", True,
-           "sum of Recall@k over the k values",
-           records=lambda r, ev: [(None, sum(_pct(r.recall(k)) for k in ev.k))]),
+           "sum of Recall@k over the k values (both: over the two directions)", per_query=_rsum_values,
+           aggregate=_rsum, total=True, bootstrap=True, table="RSUM"),
     Metric("medr", "rank", "[1, number of candidates]", False, "median rank of the best positive",
-           records=lambda r, ev: [(None, float(np.median(r.best_rank)))]),
+           per_query=lambda r, ev: r.best_rank, aggregate="median", column=False, table="MedR", fmt="g"),
     Metric("meanr", "rank", "[1, number of candidates]", False, "mean rank of the best positive",
-           records=lambda r, ev: [(None, float(r.best_rank.mean()))]),
+           per_query=lambda r, ev: r.best_rank, column=False, table="MeanR"),
     Metric("r_precision", "%", "[0, 100]", True, "positives in the top R / R (R = number of positives)",
-           records=lambda r, ev: [(None, _pct(r.r_precision))]),
+           per_query=lambda r, ev: r.r_precision, percent=True, table="R-P"),
     Metric("map_at_r", "%", "[0, 100]", True, "mAP@R (ECCV Caption)",
-           records=lambda r, ev: [(None, _pct(r.map_at_r))]),
+           per_query=lambda r, ev: r.map_at_r, percent=True, table="mAP@R"),
     Metric("dcg_cm", "gain", "[-H_p, H_p] with cosine relevance, H_p = sum_{i<=p} 1/log2(i+1) (4.54 at p=10)",
-           True, "DCG_CM@p: positives gain 1, others their relevance", param="p",
-           records=lambda r, ev: [(ev.p, float(r.dcg.mean()))]),
+           True, "DCG_CM@p: positives gain 1, others their relevance", per_query=lambda r, ev, p: r.dcg,
+           param="p", table="DCG@{x}", fmt=".3f"),
     Metric("ndcg_cm", "ratio", "unbounded when relevances can be negative (1 = ideal order); "
-           "0 by definition when the ideal DCG <= 0", True, "DCG_CM@p / ideal DCG_CM@p", param="p",
-           records=lambda r, ev: [(ev.p, float(r.ndcg.mean()))]),
+           "0 by definition when the ideal DCG <= 0", True, "DCG_CM@p / ideal DCG_CM@p",
+           per_query=lambda r, ev, p: r.ndcg, param="p", table="nDCG@{x}", fmt=".3f"),
+    Metric("ndcg_<labels>", "ratio", "[0, 1]", True, "t2i nDCG@p with graded caption-caption labels",
+           param="p", expand=lambda r: [graded_metric(n) for n in sorted(r.graded)],
+           instances=(_graded("minilm"), _graded("rouge_l"))),
+    _official("eccv_map_at_r", "ECCV Caption mAP@R over its annotated queries (--extra-positives eccv)"),
+    _official("eccv_r_precision", "ECCV Caption R-Precision over its annotated queries (--extra-positives eccv)"),
+    _official("eccv_r1", "ECCV Caption R@1 over its annotated queries (--extra-positives eccv)"),
+    _official("cxc_recall", "CxC Recall@k (hit rate) over the CxC ground truth's queries (--extra-positives cxc)",
+              param="k"),
+    _task("accuracy", "choice tasks (--task): items whose right caption scores strictly above every other"),
+    _task("chance", "choice tasks (--task): expected accuracy of a random pick"),
+    _task("blind_accuracy", "choice tasks (--task): accuracy of the text-only (blind) baseline"),
 )
 
-for _m in BUILTINS:
-    registry.metrics.register(_m.name, _m, description=_m.description)
+
+
+def register_builtins(reg) -> None:
+    """Register the built-in metrics in ``reg`` by name (a family by its named instances)."""
+    for m in BUILTINS:
+        for i in m.instances or (m,):
+            reg.register(i.name, i, description=i.description)
+
+
+register_builtins(registry.metrics)
+
+
+def builtins(kind: str | None = None) -> tuple:
+    """The built-in metrics in record order (``BUILTINS``, read at call time), optionally of one kind."""
+    return tuple(m for m in BUILTINS if kind is None or m.kind == kind)
+
+
+@functools.lru_cache(maxsize=None)
+def graded_metric(name: str) -> Metric:
+    """The metric of graded labels ``name`` (``ndcg_<name>``): the registered one for the run's label kinds
+    (rouge_l, minilm), the same definition for labels passed to ``evaluate(graded=...)`` under another name."""
+    for m in builtins():
+        for i in m.instances:
+            if i.name == f"ndcg_{name}":
+                return i
+    return _graded(name)
+
+
+def metric_order() -> dict:
+    """{metric name: position}: the registry's record order (the leaderboard sorts metrics by it)."""
+    return {i.name: n for n, i in enumerate(i for m in builtins() for i in m.instances or (m,))}
 
 
 def _load(e) -> "Metric":
@@ -125,11 +255,11 @@ def plugin_metrics() -> list:
     return out
 
 
-def plugin_columns(r, ev) -> dict:
+def plugin_columns(r, ev, plugins: list) -> dict:
     """{name: per-query array} of the plug-in metrics that apply to r's direction; marks the
     entries that were computed (only those count as used plug-ins in results)."""
     cols = {}
-    for e, m in plugin_metrics():
+    for e, m in plugins:
         if r.direction not in m.directions:
             continue
         try:
@@ -142,6 +272,17 @@ def plugin_columns(r, ev) -> dict:
         e.meta["computed"] = True
         cols[e.name] = vals
     return cols
+
+
+def metric_for(name: str) -> Metric | None:
+    """The registered Metric of a record's metric name (built-in or loadable plug-in), or None."""
+    for m in builtins():
+        if m.name == name:
+            return m
+    for e, m in plugin_metrics():
+        if e.name == name:
+            return m
+    return None
 
 
 def describe() -> list[dict]:
@@ -157,6 +298,7 @@ def describe() -> list[dict]:
             rows.append(dict(name=e.name, source=e.source, error=f"{type(exc).__name__}: {exc}"))
             continue
         rows.append(dict(name=e.name, unit=m.unit, range=m.value_range,
-                         better="higher" if m.higher_is_better else "lower", directions=list(m.directions),
-                         source=e.source, description=m.description, param=m.param))
+                         better="higher" if m.higher_is_better else "lower",
+                         directions=list(m.directions) + (["both"] if m.total else []),
+                         source=e.source, description=m.description, param=m.param, kind=m.kind))
     return rows

@@ -1,36 +1,58 @@
-"""Statistics over per-query results: the paired bootstrap of a perturbation's RSUM change and the
-model-input analysis of the chapter (Table 5.4)."""
+"""Statistics over per-query results: the paired bootstrap of a perturbation's metric changes (the metrics
+the registry marks ``bootstrap``: RSUM) and the model-input analysis of the chapter (Table 5.4)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from . import compute as M
+from .specs import DIRECTIONS, builtins
+
+
+def per_query_column(evals: list[M.Evaluation], direction: str, column: str) -> np.ndarray | None:
+    """One per-query column over the folds, or None where an evaluation lacks it."""
+    cols = [e.per_query(direction).get(column) for e in evals]
+    return None if any(c is None for c in cols) else np.concatenate(cols)
 
 
 def per_query_rsum(evals: list[M.Evaluation], direction: str) -> np.ndarray:
-    return np.concatenate([e.per_query(direction)["rsum"] for e in evals])
+    return per_query_column(evals, direction, "rsum")
+
+
+def _resample(v: np.ndarray, n_boot: int, rng) -> np.ndarray:
+    """Means of ``n_boot`` resamples of the queries with replacement, vectorized in chunks of replicates."""
+    n = len(v)
+    reps = []
+    for start in range(0, n_boot, 100):
+        m = min(100, n_boot - start)
+        reps.append(v[rng.integers(0, n, size=(m, n))].mean(axis=1) if n else np.full(m, np.nan))
+    return np.concatenate(reps)
 
 
 def paired_bootstrap(clean: list[M.Evaluation], pert: list[M.Evaluation], n_boot: int, seed: int) -> list[dict]:
-    """CI of the RSUM change from per-query values, resampling queries (paired: same queries)."""
+    """CIs of the change of every metric the registry marks ``bootstrap`` (RSUM), from per-query values,
+    resampling queries (paired: same queries); one generator, metrics in registry order, i2t before t2i;
+    "both" for a metric with a total (the sum of the two directions' changes)."""
     rng = np.random.default_rng(seed)
-    diffs = {d: per_query_rsum(pert, d) - per_query_rsum(clean, d) for d in M.DIRECTIONS}
-    boots = {}
-    for d, v in diffs.items():  # resample queries with replacement, vectorized in chunks of replicates
-        n = len(v)
-        reps = []
-        for start in range(0, n_boot, 100):
-            m = min(100, n_boot - start)
-            reps.append(v[rng.integers(0, n, size=(m, n))].mean(axis=1) if n else np.full(m, np.nan))
-        boots[d] = np.concatenate(reps)
     out = []
-    for d in ("i2t", "t2i", "both"):
-        point = sum(diffs[x].mean() for x in M.DIRECTIONS) if d == "both" else diffs[d].mean()
-        dist = boots["i2t"] + boots["t2i"] if d == "both" else boots[d]
-        out.append({"direction": d, "metric": "rsum", "delta": float(point),
-                    "ci_low": float(np.quantile(dist, 0.025)), "ci_high": float(np.quantile(dist, 0.975)),
-                    "n_boot": n_boot, "alpha": 0.05, "seed": seed})
+    for m in builtins():
+        if not m.bootstrap:
+            continue
+        for x in m.params(clean[0]):
+            col = m.column_name(x)
+            diffs = {}
+            for d in DIRECTIONS:
+                a, b = per_query_column(pert, d, col), per_query_column(clean, d, col)
+                if a is not None and b is not None:
+                    diffs[d] = a - b
+            boots = {d: _resample(v, n_boot, rng) for d, v in diffs.items()}
+            if m.total and len(diffs) == 2:
+                diffs["both"], boots["both"] = None, boots["i2t"] + boots["t2i"]
+            for d, dist in boots.items():
+                point = sum(diffs[x_].mean() for x_ in DIRECTIONS) if d == "both" else diffs[d].mean()
+                out.append({"direction": d, "metric": m.name, **({} if x is None else {"k": x}),
+                            "delta": float(point), "ci_low": float(np.quantile(dist, 0.025)),
+                            "ci_high": float(np.quantile(dist, 0.975)), "n_boot": n_boot, "alpha": 0.05, "seed": seed})
     return out
 
 

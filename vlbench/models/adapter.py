@@ -11,12 +11,14 @@ Built-ins: ``clip``, ``align``, ``altclip``, ``groupvit`` (Hugging Face transfor
 for open_clip ``ARCH/PRETRAINED_TAG`` (``openclip:ViT-B-32/laion2b_s34b_b79k``), ``hf-hub:org/repo``
 or a local folder with ``open_clip_config.json``.
 
-The adapters of the built-ins live one module per family: hf_models.py (transformers dual encoders)
-and openclip_model.py; this module holds the protocol, the shared helpers and the registry entries.
+The adapters of the built-ins live one module per kind: hf.py (transformers dual encoders) and
+openclip.py; each family is one record (families.py: loader, default checkpoint, warm-run fingerprint,
+preflight check, static metadata) registered in ``vlbench.registry.models``; this module holds the
+protocol, the shared helpers and ``load_model``.
 
-Plug-ins register a factory in the entry-point group ``vlbench.models``; the factory is called as
-``factory(checkpoint_or_None, device=..., precision=..., trust_remote_code=...)`` and returns a
-:class:`ModelAdapter`.
+Plug-ins register a factory, or a :class:`~vlbench.models.families.ModelFamily` record, in the
+entry-point group ``vlbench.models``; the factory is called as ``factory(checkpoint_or_None,
+device=..., precision=..., trust_remote_code=...)`` and returns a :class:`ModelAdapter`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any, Sequence
 
 from ..util.paths import offline
 from ..errors import ModelError, VlbenchError
-from ..registry import models as MODELS
+from .families import model_family  # the built-in family records register themselves here
 
 EMBED_CODE_VERSION = "2"  # bump when the encoding code changes what a vector is
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -129,10 +131,10 @@ def _dir_fingerprint(path: Path) -> dict:
     was restored (``cp -p``, ``touch -d``, an unpacked archive) reuse the old digest and so the old
     cached vectors (issue #12); ctime cannot be set back by a user and a rename gives a new inode.
     """
+    from .. import stores
     from ..util.io import atomic_write_text
-    from ..util.paths import cache_root
 
-    memo_path = cache_root() / "file-digests.json"
+    memo_path = stores.path("file-digests") / "digests.json"  # the current cache root (stores.using)
     try:
         memo = json.loads(memo_path.read_text())
     except (OSError, ValueError):
@@ -158,6 +160,15 @@ def _dir_fingerprint(path: Path) -> dict:
         except OSError:
             pass
     return {"local_path": str(path.resolve()), "content_sha256": h.hexdigest()}
+
+
+def local_fingerprint(checkpoint: str | None) -> dict | None:
+    """``{"local": content digests}`` of a local checkpoint (a folder, or the folder of a weights file),
+    for a family's fingerprint hook; None when ``checkpoint`` is not a local path."""
+    if not checkpoint or not Path(checkpoint).expanduser().exists():
+        return None
+    p = Path(checkpoint).expanduser()
+    return {"local": _dir_fingerprint(p if p.is_dir() else p.parent)}
 
 
 def _as_features(out):
@@ -191,29 +202,6 @@ def _load_error(kind: str, checkpoint: str, exc: Exception) -> ModelError:
                       how)
 
 
-# ---------------------------------------------------------------------------------------------
-# Hugging Face transformers dual encoders
-
-HF_FAMILIES = {
-    "clip": ("CLIPModel", "openai/clip-vit-base-patch32", "OpenAI CLIP (transformers)"),
-    "align": ("AlignModel", "kakaobrain/align-base", "ALIGN (transformers)"),
-    "altclip": ("AltCLIPModel", "BAAI/AltCLIP", "AltCLIP (transformers)"),
-    "groupvit": ("GroupViTModel", "nvidia/groupvit-gcc-yfcc", "GroupViT (transformers)"),
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# open_clip
-
-OPENCLIP_DEFAULT = "ViT-B-32/laion2b_s34b_b79k"
-
-
-for _fam, (_cls, _default, _desc) in HF_FAMILIES.items():
-    MODELS.register(_fam, f"vlbench.models.hf:load_{_fam}", description=f"{_desc}; default {_default}")
-MODELS.register("openclip", "vlbench.models.openclip:load_openclip",
-                description=f"any open_clip model, ARCH/TAG; default {OPENCLIP_DEFAULT}")
-
-
 def parse_model_spec(spec: str) -> tuple[str, str | None]:
     name, sep, ckpt = spec.partition(":")
     return name.strip(), (ckpt.strip() or None) if sep else None
@@ -223,7 +211,7 @@ def load_model(spec: str, *, device: str | None = None, precision: str = "fp32",
                revision: str | None = None) -> ModelAdapter:
     """Load ``NAME[:CHECKPOINT]`` through the registry (built-ins and plug-ins alike)."""
     name, ckpt = parse_model_spec(spec)
-    factory = MODELS.get(name)  # unknown name -> close matches
+    family = model_family(name)  # unknown name -> close matches
     device = pick_device(device)
     torch_dtype(precision)
     if precision == "fp16" and device == "cpu":
@@ -233,7 +221,7 @@ def load_model(spec: str, *, device: str | None = None, precision: str = "fp32",
     if revision:
         kwargs["revision"] = revision
     try:
-        adapter = factory(ckpt, **kwargs)
+        adapter = family.load_fn()(ckpt or family.default_checkpoint, **kwargs)
     except VlbenchError:
         raise
     except Exception as exc:

@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from ..errors import ModelError, VlbenchError
-from .adapter import HF_FAMILIES, ModelAdapter, _as_features, _dir_fingerprint, _load_error, torch_dtype
+from .adapter import ModelAdapter, _as_features, _dir_fingerprint, _load_error, local_fingerprint, torch_dtype
+from .families import BUILTIN
+from .hub import hub_commit, hub_problem
 
-__all__ = ["HFDualEncoder", "load_clip", "load_align", "load_altclip", "load_groupvit"]
+__all__ = ["HFDualEncoder", "load_clip", "load_align", "load_altclip", "load_groupvit", "fingerprint", "preflight"]
 
 
 class HFDualEncoder(ModelAdapter):
-    def __init__(self, family: str, checkpoint: str | None = None, *, device: str = "cpu", precision: str = "fp32",
-                 revision: str | None = None, trust_remote_code: bool = False):
+    """A transformers dual encoder; ``model_class`` names the transformers class of its weights."""
+
+    def __init__(self, family: str, checkpoint: str | None = None, *, model_class: str, device: str = "cpu",
+                 precision: str = "fp32", revision: str | None = None, trust_remote_code: bool = False):
         import transformers
 
-        cls_name, default_ckpt, _ = HF_FAMILIES[family]
+        cls_name = model_class
         self.name = family
-        self.checkpoint = checkpoint or default_ckpt
+        self.checkpoint = checkpoint or BUILTIN[family].default_checkpoint
         self.precision = precision
         self.device = device
         source = str(Path(self.checkpoint).expanduser()) if Path(self.checkpoint).expanduser().exists() \
@@ -112,15 +117,41 @@ class HFDualEncoder(ModelAdapter):
             return _as_features(self.model.get_text_features(**tok))
 
 
-def _hf_factory(family):
+def _hf_factory(family, model_class):
     def factory(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
-        return HFDualEncoder(family, checkpoint, device=device, precision=precision, revision=revision,
-                             trust_remote_code=trust_remote_code)
+        return HFDualEncoder(family, checkpoint, model_class=model_class, device=device, precision=precision,
+                             revision=revision, trust_remote_code=trust_remote_code)
     factory.__name__ = f"load_{family}"
     return factory
 
 
-load_clip = _hf_factory("clip")
-load_align = _hf_factory("align")
-load_altclip = _hf_factory("altclip")
-load_groupvit = _hf_factory("groupvit")
+# the loaders named by the records in families.py
+load_clip = _hf_factory("clip", "CLIPModel")
+load_align = _hf_factory("align", "AlignModel")
+load_altclip = _hf_factory("altclip", "AltCLIPModel")
+load_groupvit = _hf_factory("groupvit", "GroupViTModel")
+
+
+# hooks of the families' records (families.py): files and the hub cache only, nothing loaded
+
+def fingerprint(checkpoint: str, *, revision: str | None = None, **_) -> dict | None:
+    """A local folder's file digests, or the commit of the hub id's cached snapshot (None: not cached)."""
+    local = local_fingerprint(checkpoint)
+    if local is not None:
+        return local
+    commit = hub_commit(checkpoint, revision)
+    return {"commit": commit} if commit else None
+
+
+def preflight(checkpoint: str, *, family: str = "clip", **_) -> list:
+    """A local folder with config.json, or a hub id that is cached or can be downloaded."""
+    local = Path(checkpoint).expanduser()
+    if local.exists() or checkpoint.startswith((".", "/", "~")) or os.sep + os.sep in checkpoint:
+        if (local / "config.json").is_file():
+            return []
+        return [ModelError(f"local folder {str(local)!r} " +
+                           ("has no config.json" if local.is_dir() else "does not exist"),
+                           "give the folder of a save_pretrained() export (config, weights, tokenizer and "
+                           "image-processor files)")]
+    p = hub_problem(checkpoint, f"--model {family}:/path/to/{checkpoint.split('/')[-1]}")
+    return [p] if p else []

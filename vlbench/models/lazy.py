@@ -23,42 +23,32 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import stores
 from ..util.io import atomic_write_bytes, atomic_write_text, sha256_json
-from .adapter import EMBED_CODE_VERSION, HF_FAMILIES, ModelAdapter, _dir_fingerprint, load_model, parse_model_spec
-
-
-def _hub_commit(repo: str, revision: str | None) -> str | None:
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # pragma: no cover
-        return None
-    try:
-        path = try_to_load_from_cache(repo, "config.json", revision=revision)
-    except Exception:
-        return None
-    if not isinstance(path, str):
-        return None
-    parts = Path(path).parts
-    return parts[-2] if len(parts) >= 2 and parts[-3] == "snapshots" else None
+from ..registry import models as MODELS
+from .adapter import EMBED_CODE_VERSION, ModelAdapter, load_model, parse_model_spec
+from .families import model_family
 
 
 def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision: str | None) -> str | None:
-    """A cheap key of everything that decides the model's identity, or None (no fast path)."""
+    """A cheap key of everything that decides the model's identity, or None (no fast path).
+
+    The family's own ``fingerprint`` hook (families.py) adds what only it knows (local file digests, the
+    cached hub commit); a family without the hook (a plug-in's plain loader) is always loaded."""
     name, ckpt = parse_model_spec(spec)
-    if name not in HF_FAMILIES and name != "openclip":
-        return None  # plug-ins: always loaded (they may be cheap, and we cannot know what they depend on)
-    base = {"spec": spec, "precision": precision, "trust_remote_code": trust_remote_code, "revision": revision,
-            "embed_code": EMBED_CODE_VERSION}
-    if ckpt and Path(ckpt).expanduser().exists():
-        p = Path(ckpt).expanduser()
-        base["local"] = _dir_fingerprint(p if p.is_dir() else p.parent)
-    elif name in HF_FAMILIES:
-        commit = _hub_commit(ckpt or HF_FAMILIES[name][1], revision)
-        if commit is None:
-            return None
-        base["commit"] = commit
-    else:
+    family = model_family(name)
+    hook = family.hook("fingerprint")
+    if hook is None:
         return None
+    extra = hook(ckpt or family.default_checkpoint, family=name, revision=revision, precision=precision,
+                 trust_remote_code=trust_remote_code)
+    if extra is None:
+        return None
+    base = {"spec": spec, "precision": precision, "trust_remote_code": trust_remote_code, "revision": revision,
+            "embed_code": EMBED_CODE_VERSION, **extra}
+    source = MODELS.entry(name).source
+    if source != "builtin":  # a plug-in's new version may compute other vectors: never reuse across versions
+        base["source"] = source
     return sha256_json(base)
 
 
@@ -77,11 +67,14 @@ class LazyModel(ModelAdapter):
                                    revision=load_kwargs.get("revision"))
             if self._fp:
                 try:
-                    self._resolved = json.loads((self._root / "models" / f"{self._fp[:32]}.json").read_text())
+                    self._resolved = json.loads(self._memo_path().read_text())
                 except (OSError, ValueError):
                     self._resolved = None
         if self._resolved is None:
             self.real  # unknown model: load now (errors surface before any work)
+
+    def _memo_path(self) -> Path:
+        return stores.path("model-identity", self._root) / f"{self._fp[:32]}.json"
 
     @property
     def loaded(self) -> bool:
@@ -90,12 +83,13 @@ class LazyModel(ModelAdapter):
     @property
     def real(self) -> ModelAdapter:
         if self._real is None:
-            self._real = load_model(self.spec, **self._kw)
+            with stores.using(self._root):  # a local checkpoint's file digests: under this cache root too
+                self._real = load_model(self.spec, **self._kw)
             if self._root is not None and self._fp:
                 rec = {"identity": self._real.identity(), "model_hash": self._real.model_hash(), "spec": self.spec}
                 stale = self._resolved is not None and self._resolved.get("model_hash") != rec["model_hash"]
                 if self._resolved is None or stale:
-                    atomic_write_text(self._root / "models" / f"{self._fp[:32]}.json",
+                    atomic_write_text(self._memo_path(),
                                       json.dumps(rec, sort_keys=True, default=str))
                 if stale:  # e.g. a library upgrade changed the preprocessing: never mix the two
                     from ..errors import ModelError
@@ -126,7 +120,7 @@ class LazyModel(ModelAdapter):
         for t in texts:  # length-prefixed: no two different lists give the same byte stream
             b = t.encode("utf-8", "surrogatepass")
             h.update(len(b).to_bytes(8, "little") + b)
-        path = self._root / "text-keys" / self.model_hash()[:16] / f"{h.hexdigest()[:32]}.npy"
+        path = stores.path("text-keys", self._root) / self.model_hash()[:16] / f"{h.hexdigest()[:32]}.npy"
         if path.is_file():
             try:
                 keys = np.load(path, allow_pickle=False)

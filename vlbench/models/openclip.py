@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 
 from ..errors import ModelError, VlbenchError
-from .adapter import OPENCLIP_DEFAULT, ModelAdapter, _dir_fingerprint, _load_error, openclip_embed_dim, torch_dtype
+from .adapter import ModelAdapter, _dir_fingerprint, _load_error, local_fingerprint, openclip_embed_dim, torch_dtype
+from .families import OPENCLIP_DEFAULT
+from .hub import hub_problem, openclip_repo
 
-__all__ = ["OpenCLIPAdapter", "load_openclip"]
+__all__ = ["OpenCLIPAdapter", "load_openclip", "fingerprint", "preflight"]
 
 
 class OpenCLIPAdapter(ModelAdapter):
@@ -98,3 +100,31 @@ class OpenCLIPAdapter(ModelAdapter):
 
 def load_openclip(checkpoint=None, *, device="cpu", precision="fp32", **kw):
     return OpenCLIPAdapter(checkpoint, device=device, precision=precision)
+
+
+# hooks of the family's record (families.py): files, open_clip's tag table and the hub cache, nothing loaded
+
+def fingerprint(checkpoint: str, **_) -> dict | None:
+    """A local checkpoint's file digests; None for a named tag (its weights sit in open_clip's own cache)."""
+    return local_fingerprint(checkpoint)
+
+
+def preflight(checkpoint: str, **_) -> list:
+    """An hf-hub: id or a tag's hub repository cached or downloadable, or an existing local folder."""
+    local = Path(checkpoint).expanduser()
+    if checkpoint.startswith("hf-hub:"):
+        p = hub_problem(checkpoint[len("hf-hub:"):], "--model openclip:/path/to/folder")
+        return [p] if p else []
+    if local.exists() or checkpoint.startswith((".", "/", "~")):
+        if not local.is_dir():
+            return [ModelError(f"local folder {str(local)!r} does not exist",
+                               "give a folder with open_clip_config.json and the weights file")]
+        return []
+    arch, _, tag = checkpoint.partition("/")
+    if tag in ("", "random", "none") or Path(tag).expanduser().is_file():
+        return []
+    repo = openclip_repo(arch, tag)
+    if repo is None:
+        return []  # an unknown tag or a URL-only tag: open_clip itself says what is wrong
+    p = hub_problem(repo, "--model openclip:/path/to/folder (with open_clip_config.json)")
+    return [p] if p else []

@@ -18,7 +18,7 @@ from ..registry import close_matches
 from ..registry import perturbations as REGISTRY
 from .base import CaptionRNG, PerturbedSet, Token
 
-__all__ = ["FAMILIES", "BUILTINS", "resolve", "perturb_captions", "describe_builtin", "PerturbedSet",
+__all__ = ["FAMILIES", "BUILTINS", "resolve", "perturb_captions", "PerturbedSet",
            "CaptionRNG", "Token"]
 
 # name -> (target, family, version, one-line description); order = canonical order of "all"
@@ -58,14 +58,6 @@ for _name, (_target, _family, _version, _desc) in BUILTINS.items():
     if _name not in REGISTRY._entries:  # re-import safe (importlib.reload in tests)
         REGISTRY.register(_name, _target, description=_desc, family=_family, version=_version)
 del _name, _target, _family, _version, _desc
-
-
-def describe_builtin(name: str) -> dict:
-    """Name, family, version, description and default parameters of a built-in (imports its module)."""
-    target, family, version, desc = BUILTINS[name]
-    cls = REGISTRY.get(name)
-    return {"name": name, "family": family, "version": version, "description": desc,
-            "needs_parse": bool(cls.needs_parse), "defaults": dict(cls.defaults)}
 
 
 def resolve(spec: str) -> list[str]:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+from .. import stores
 from ..util.io import atomic_write_text, sha256_json
-from ..util.paths import cache_root as default_cache_dir
 
 
 def _tool_versions() -> dict:
@@ -42,7 +41,7 @@ def perturbed_captions(dataset, names: list[str], *, params: dict | None, seed: 
     key = sha256_json({"dataset": dataset.content_hash(), "seed": seed, "vlbench": __version__,
                        "perturbations": {n: [str(o.version), o.params] for n, o in objs.items()},
                        "tools": _tool_versions()})
-    path = Path(cache_dir or default_cache_dir()) / "perturbations" / f"{key[:32]}.json"
+    path = stores.path("perturbations", cache_dir) / f"{key[:32]}.json"
     if read and path.is_file():
         try:
             data = json.loads(path.read_text())

@@ -59,13 +59,15 @@ class VectorCache:
             self._root, self._disk = before
 
     def _dir(self):
-        from ..util.paths import cache_root as default_cache_dir
+        from .. import stores
 
-        return (self._root or default_cache_dir()) / "minilm-vectors"
+        return stores.path("minilm-vectors", self._root)
 
     def result_file(self, key: str):
         """Where a result computed from this cache's vectors (a drift summary) is remembered: None without disk."""
-        return self._dir().parent / "validity-drift" / f"{key[:32]}.json" if self._disk else None
+        from .. import stores
+
+        return stores.path("validity-drift", self._root) / f"{key[:32]}.json" if self._disk else None
 
     def _load_disk(self, keys: dict) -> None:
         import numpy as np

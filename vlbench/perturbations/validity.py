@@ -213,35 +213,31 @@ def short(v: dict | None) -> str:
     return s
 
 
-def _meta(condition) -> dict:
-    """A condition's results.json entry: a typed Condition's ``meta``, or the dict itself."""
-    return getattr(condition, "meta", condition)
+def run_validity(originals: Sequence[str], perturbed: dict, keys: tuple, *, mode: str = "sample",
+                 sample_size: int = DEFAULT_SAMPLE, precision: float = PRECISION, log=print) -> dict:
+    """A run's validity of every perturbation: name -> validity dict, one log line each (and a warning on
+    stderr, even with --quiet, when the drift encoder cannot be loaded).
+
+    ``keys`` = (keys of the originals, {name: keys of that perturbation's captions}): the model inputs exactly
+    as the encode step keyed them (token ids after the model's truncation and after --truncate-chars), so
+    ``effective_rate`` counts what the evaluated model really saw change.
+    """
+    import sys
+
+    clean_keys, cond_keys = keys
+    out = {}
+    for name, ps in perturbed.items():
+        out[name] = validity(originals, ps, input_keys=(clean_keys, cond_keys[name]), mode=mode,
+                             sample_size=sample_size, precision=precision)
+        log(f"validity {name}: {short(out[name])}")
+    for e in sorted({v.get("encoder_error") for v in out.values()} - {None}):
+        print(f"warning: {e}", file=sys.stderr, flush=True)  # the run goes on, but the reader must know
+    return out
 
 
-def attach_to_run(cfg, plan, enc, conditions: dict, log=print) -> None:
-    """Runner call site: ``conditions[name]["validity"]`` for every perturbation, the audit file in the run
-    folder, one log line per perturbation (and one saying so when the drift encoder cannot be loaded)."""
-    if not plan.perturbed:
-        return
+def write_audit(out_dir, originals: Sequence[str], perturbed: dict) -> None:
+    """The run folder's audit file: fixed-seed (original, perturbed) pairs per perturbation, to judge by eye."""
     from ..util.io import atomic_write_text, dumps_strict
 
-    mode, size = getattr(cfg, "validity", "sample"), getattr(cfg, "validity_sample", DEFAULT_SAMPLE)
-    precision = getattr(cfg, "validity_precision", PRECISION)
-    originals = list(plan.ds.captions)
-    texts, offsets = plan.texts()
-    keys = enc.adapter.text_keys(texts)  # the list the encode step keyed: cached, not tokenized again
-    n = len(originals)
-    for name, ps in plan.perturbed.items():
-        off = offsets[name]
-        v = validity(originals, ps, input_keys=(keys[:n], keys[off:off + n]), mode=mode, sample_size=size,
-                     precision=precision)
-        _meta(conditions[name])["validity"] = v
-        log(f"validity {name}: {short(v)}")
-    errors = {v.get("encoder_error") for v in (_meta(conditions[n])["validity"] for n in plan.perturbed)} - {None}
-    for e in errors:  # printed even with --quiet: the run goes on, but the reader must know
-        import sys
-
-        print(f"warning: {e}", file=sys.stderr, flush=True)
-    if enc.out is not None:
-        rows = audit_rows(originals, plan.perturbed)
-        atomic_write_text(enc.out / AUDIT_FILE, "".join(dumps_strict(r) + "\n" for r in rows))
+    rows = audit_rows(list(originals), perturbed)
+    atomic_write_text(out_dir / AUDIT_FILE, "".join(dumps_strict(r) + "\n" for r in rows))

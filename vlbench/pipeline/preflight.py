@@ -10,19 +10,13 @@ Nothing heavy is imported here (no torch, no transformers): the model check look
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
-from ..util.paths import offline
 from ..errors import DataError, ModelError, UnknownNameError, VlbenchError
-
-#: hosts that downloads come from; one reachable in PROBE_TIMEOUT seconds means "online"
-PROBE_HOSTS = (("huggingface.co", 443),)
-PROBE_TIMEOUT = 3.0
+# the hub probe lives beside the model families' hooks (models/hub.py); the dataset check uses it too
+from ..models.hub import PROBE_TIMEOUT, network_reachable  # noqa: F401  (PROBE_TIMEOUT: read by the tests)
 
 
 class PreflightError(DataError, ModelError):
@@ -37,151 +31,50 @@ class Problem:
     error: type = VlbenchError  # the error class raised when this is the only problem
 
 
-@lru_cache(maxsize=1)
-def network_reachable() -> bool:
-    """False when offline mode is on or no download host answers within PROBE_TIMEOUT seconds."""
-    if offline():
-        return False
-    for host, port in PROBE_HOSTS:
-        try:
-            with socket.create_connection((host, port), timeout=PROBE_TIMEOUT):
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def hub_cached(repo_id: str) -> bool:
-    """Whether a Hugging Face hub repository has a snapshot in the local cache."""
-    try:
-        from huggingface_hub import constants
-        cache = Path(constants.HF_HUB_CACHE)
-    except Exception:  # pragma: no cover - huggingface_hub is a dependency
-        cache = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
-    snaps = cache / f"models--{repo_id.replace('/', '--')}" / "snapshots"
-    return snaps.is_dir() and any(p.is_dir() and any(p.iterdir()) for p in snaps.iterdir())
-
-
-def _no_network_reason() -> str:
-    return "offline mode is on" if offline() else "the Hugging Face hub cannot be reached (no network?)"
-
-
-def _hub_problem(item: str, repo_id: str, cli_hint: str) -> Problem | None:
-    if hub_cached(repo_id) or network_reachable():
-        return None
-    return Problem(item, f"{repo_id!r} is not in the local Hugging Face cache and {_no_network_reason()}",
-                   f"run 'hf download {repo_id}' on a machine with network access (same HF_HOME), "
-                   f"or pass a local folder: {cli_hint}", ModelError)
-
-
-@lru_cache(maxsize=1)
-def _openclip_table():
-    """open_clip's table of pretrained tags, loaded without importing torch: open_clip's package import
-    pulls torch in (seconds), the table module needs only two small sibling modules. The module is
-    loaded under a private package name, with ``safetensors.torch`` masked for the duration."""
-    import importlib.util
-    import sys
-    import types
-
-    spec = importlib.util.find_spec("open_clip")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(list(spec.submodule_search_locations)[0])
-    pkg = types.ModuleType("_vlbench_open_clip")
-    pkg.__path__ = [str(root)]
-    saved = {k: sys.modules.get(k) for k in ("_vlbench_open_clip", "safetensors.torch")}
-    sys.modules["_vlbench_open_clip"] = pkg
-    if "torch" not in sys.modules:
-        sys.modules["safetensors.torch"] = None  # ImportError inside: open_clip then skips safetensors
-    try:
-        for name in ("constants", "version", "pretrained"):
-            sub = importlib.util.spec_from_file_location(f"_vlbench_open_clip.{name}", root / f"{name}.py")
-            mod = importlib.util.module_from_spec(sub)
-            sys.modules[sub.name] = mod
-            sub.loader.exec_module(mod)
-        return mod.get_pretrained_cfg
-    except Exception:
-        return None
-    finally:
-        for k in [m for m in sys.modules if m.startswith("_vlbench_open_clip")]:
-            del sys.modules[k]
-        for k, v in saved.items():
-            if v is not None:
-                sys.modules[k] = v
-            else:
-                sys.modules.pop(k, None)
-
-
-def _openclip_repo(arch: str, tag: str) -> str | None:
-    """The hub repository open_clip downloads ARCH/TAG from, read from open_clip's own table."""
-    get_pretrained_cfg = _openclip_table()
-    if get_pretrained_cfg is None:
-        return None
-    parts = ((get_pretrained_cfg(arch, tag) or {}).get("hf_hub") or "").strip("/").split("/")
-    return "/".join(parts[:2]) if len(parts) >= 2 else None
-
-
 def check_model(spec: str) -> list[Problem]:
-    """Files-only check of a model spec (plug-in models are checked when they load)."""
-    from ..models.adapter import HF_FAMILIES, OPENCLIP_DEFAULT, parse_model_spec
+    """The model family's own preflight hook (families.py: files, hub cache or reachability; nothing
+    loaded); a family without the hook (a plug-in's plain loader) is checked when it loads."""
+    from ..models.adapter import parse_model_spec
+    from ..models.families import model_family
+    from ..registry import models as MODELS
 
     name, ckpt = parse_model_spec(spec)
     item = f"model {spec!r}"
-    if name in HF_FAMILIES:
-        ckpt = ckpt or HF_FAMILIES[name][1]
-        local = Path(ckpt).expanduser()
-        if local.exists() or ckpt.startswith((".", "/", "~")) or os.sep + os.sep in ckpt:
-            if not (local / "config.json").is_file():
-                return [Problem(item, f"local folder {str(local)!r} " +
-                                ("has no config.json" if local.is_dir() else "does not exist"),
-                                "give the folder of a save_pretrained() export (config, weights, tokenizer and "
-                                "image-processor files)", ModelError)]
-            return []
-        p = _hub_problem(item, ckpt, f"--model {name}:/path/to/{ckpt.split('/')[-1]}")
-        return [p] if p else []
-    if name == "openclip":
-        ckpt = ckpt or OPENCLIP_DEFAULT
-        local = Path(ckpt).expanduser()
-        if ckpt.startswith("hf-hub:"):
-            p = _hub_problem(item, ckpt[len("hf-hub:"):], "--model openclip:/path/to/folder")
-            return [p] if p else []
-        if local.exists() or ckpt.startswith((".", "/", "~")):
-            if not local.is_dir():
-                return [Problem(item, f"local folder {str(local)!r} does not exist",
-                                "give a folder with open_clip_config.json and the weights file", ModelError)]
-            return []
-        arch, _, tag = ckpt.partition("/")
-        if tag in ("", "random", "none") or Path(tag).expanduser().is_file():
-            return []
-        repo = _openclip_repo(arch, tag)
-        if repo is None:
-            return []  # an unknown tag or a URL-only tag: open_clip itself says what is wrong
-        p = _hub_problem(item, repo, "--model openclip:/path/to/folder (with open_clip_config.json)")
-        return [p] if p else []
-    from ..registry import models as MODELS
-
-    if name in MODELS:
-        return []  # a plug-in model: checked when it loads
-    return [Problem(item, f"unknown model family {name!r}", _model_suggestion(spec, name, MODELS.names()), UnknownNameError)]
+    if name not in MODELS:
+        return [Problem(item, f"unknown model family {name!r}", _model_suggestion(spec, name, MODELS.names()),
+                        UnknownNameError)]
+    try:
+        family = model_family(name)
+        hook = family.hook("preflight")
+        found = list(hook(ckpt or family.default_checkpoint, family=name) or []) if hook else []
+    except VlbenchError as exc:  # a hook may raise its one problem instead of returning it
+        found = [exc]
+    except Exception as exc:
+        found = [ModelError(f"its preflight check failed: {type(exc).__name__}: {exc}",
+                            "fix or report the plug-in that provides this model family")]
+    return [Problem(item, e.message, e.hint or "", type(e)) if isinstance(e, VlbenchError) else
+            Problem(item, str(e), "", ModelError) for e in found]
 
 
 def _model_suggestion(spec: str, name: str, known: list) -> str:
     """A did-you-mean for a model spec whose family is unknown: a hub id, an hf-hub: id, an open_clip
     ARCH/TAG, or a misspelt family name."""
     from ..registry import close_matches
-    from ..models.adapter import HF_FAMILIES
+    from ..models.families import BUILTIN
+    from ..models.hub import openclip_repo, openclip_table
 
     if name == "hf-hub":
         return f"did you mean '--model openclip:{spec}'? (hf-hub: ids are open_clip models)"
     if "/" in name:
-        for family, (_cls, default, _desc) in HF_FAMILIES.items():
-            if spec == default:
-                return f"did you mean '--model {family}:{spec}'? (a model is FAMILY:CHECKPOINT)"
+        for family in BUILTIN.values():
+            if spec == family.default_checkpoint:
+                return f"did you mean '--model {family.name}:{spec}'? (a model is FAMILY:CHECKPOINT)"
         repo = spec.lower().rsplit("/", 1)[-1]
-        for family in ("altclip", "groupvit", "align", "clip"):  # the most specific family name first
+        hub_families = sorted((f.name for f in BUILTIN.values() if f.hub_checkpoints), key=lambda n: (-len(n), n))
+        for family in hub_families:  # the most specific (longest) family name first: altclip before clip
             if family in repo:
                 return f"did you mean '--model {family}:{spec}'? (a model is FAMILY:CHECKPOINT)"
-        if _openclip_table() is not None and _openclip_repo(*name.split("/", 1)):
+        if openclip_table() is not None and openclip_repo(*name.split("/", 1)):
             return f"did you mean '--model openclip:{spec}'? (a model is FAMILY:CHECKPOINT)"
         return (f"a model is FAMILY:CHECKPOINT, e.g. '--model clip:{spec}' for a transformers CLIP checkpoint; "
                 "run 'vlbench ls models' for the families")
@@ -239,7 +132,8 @@ def check_disk(paths: list[Path], need_bytes: int) -> list[Problem]:
 
 
 def check_dataset(name: str, *, data_dir=None, gallery="test", extra_positives=None):
-    """(dataset or None, problems): captions and images, everything missing listed."""
+    """(dataset or None, problems, complete): captions and images, everything missing listed; ``complete``:
+    every image is there, so the run can use this dataset as it is (no second load)."""
     from ..datasets.core import check_images, load_dataset
 
     download = network_reachable() and not name.startswith("custom:")
@@ -247,14 +141,14 @@ def check_dataset(name: str, *, data_dir=None, gallery="test", extra_positives=N
         ds = load_dataset(name, data_dir=data_dir, gallery=gallery, require_images=False, download=download,
                           extra_positives=extra_positives)
     except VlbenchError as exc:
-        return None, [Problem(f"dataset {name!r}", exc.message, exc.hint or "", type(exc))]
+        return None, [Problem(f"dataset {name!r}", exc.message, exc.hint or "", type(exc))], False
     try:
         check_images(ds)
     except VlbenchError as exc:
         if download:  # the run downloads the missing images
-            return ds, []
-        return ds, [Problem(f"images of {name!r}", exc.message, exc.hint or "", type(exc))]
-    return ds, []
+            return ds, [], False
+        return ds, [Problem(f"images of {name!r}", exc.message, exc.hint or "", type(exc))], False
+    return ds, [], True
 
 
 def report(problems: list[Problem]) -> None:
@@ -269,15 +163,16 @@ def report(problems: list[Problem]) -> None:
                          "fix each item above, then run the same command again")
 
 
-def preflight(cfg) -> None:
-    """All checks for a RunConfig; raises PreflightError listing every problem, or returns."""
+def preflight(cfg):
+    """All checks for a RunConfig; raises PreflightError listing every problem, or returns the dataset it
+    loaded when that is complete (every image present), so the run does not load it again (else None)."""
     from .. import perturbations as P
 
     from ..metrics.specs import check_plugins
     from .protocol_settings import dataset_gallery
 
     check_plugins()  # a metric plug-in that calls sys.exit while importing stops the run here
-    ds, problems = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=dataset_gallery(cfg),
+    ds, problems, complete = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=dataset_gallery(cfg),
                                  extra_positives=cfg.extra_positives)
     problems += check_model(cfg.model)
     if cfg.relevance not in (None, "self"):  # the fixed relevance model of --relevance / --protocol
@@ -296,3 +191,4 @@ def preflight(cfg) -> None:
             paths.append(Path(cfg.cache_dir or default_cache_dir()))
         problems += check_disk(paths, need)
     report(problems)
+    return ds if complete else None

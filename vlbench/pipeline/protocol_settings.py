@@ -6,7 +6,7 @@ A protocol is a named bundle of settings; every setting is also a run option of 
 setting           standard                hendriksen2024
 ================  ======================  ==========================================================
 gallery           test (--gallery)        folder: every image in the image folder is a t2i candidate
-i2t_recall        hit                     fraction: hits / min(#relevant, k) (protocols.recall_fraction)
+i2t_recall        hit                     fraction: hits / min(#relevant, k) (metrics.compute.evaluate)
 relevance         self                    a fixed relevance model for DCG gains (RELEVANCE_MODEL)
 perturb_side      both                    t2i: perturbed captions are t2i queries only; i2t ranks clean ones
 truncate_chars    none                    330 characters before encoding
@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import VlbenchError
+from ..metrics.compute import I2T_RECALLS
 
 #: sentence-transformers ``clip-ViT-B-32`` wraps these weights (openai/clip-vit-base-patch32)
 RELEVANCE_MODEL = "clip:openai/clip-vit-base-patch32"
@@ -38,7 +39,6 @@ PROTOCOLS = {
                        "perturb_side": "t2i", "truncate_chars": 330, "perturb_variant": "hendriksen2024"},
 }
 SETTINGS = tuple(PROTOCOLS["standard"])
-I2T_RECALLS = ("hit", "fraction")
 PERTURB_SIDES = ("both", "t2i")
 PERTURB_VARIANTS = ("standard", "hendriksen2024")
 
@@ -62,7 +62,7 @@ def resolve(cfg):
         params = {n: dict(v) for n, v in (out.perturb_params or {}).items()}
         for name in P.resolve(out.perturb):
             params.setdefault(name, {}).setdefault("variant", out.perturb_variant)
-        out.perturb_params = params
+        out = dataclasses.replace(out, perturb_params=params)
     return out
 
 
@@ -127,10 +127,8 @@ def apply_gallery(ds, cfg):
     folder = ds.image_root / sub
     names = folder_gallery(folder, [Path(p).name for p in ds.images])
     prefix = "" if sub in ("", ".") else sub + "/"
-    ds.distractors = [prefix + n for n in names[ds.n_images:]]
-    ds.distractor_root = ds.image_root
-    ds.gallery = "folder"
-    return ds
+    return dataclasses.replace(ds, distractors=[prefix + n for n in names[ds.n_images:]],
+                               distractor_root=ds.image_root, gallery="folder")
 
 
 def truncate(cfg, texts: list[str]) -> list[str]:
@@ -145,64 +143,22 @@ def encode_relevance(cfg, ds, paths: list, *, stats=None):
     """
     if cfg.relevance in (None, "self"):
         return None
-    from ..encoding.cache import EmbeddingCache, default_cache_dir
-    from ..encoding.encode import encode_images, encode_texts
-    from ..models.lazy import LazyModel
+    from ..encoding.session import EncodingSession
 
-    adapter = LazyModel(cfg.relevance, None if cfg.no_cache else Path(cfg.cache_dir or default_cache_dir()),
-                        reuse=not cfg.restart, device=cfg.device, precision=cfg.precision,
-                        trust_remote_code=cfg.trust_remote_code)
-    cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, adapter.model_hash(), read=not cfg.restart,
-                                                      label=cfg.relevance)
+    session = EncodingSession.open(cfg.relevance, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
+                                   restart=cfg.restart, device=cfg.device, precision=cfg.precision,
+                                   trust_remote_code=cfg.trust_remote_code, stats=stats)
     texts = truncate(cfg, ds.captions)
-    img = encode_images(adapter, paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, cache=cache,
-                        stats=stats, progress=not cfg.quiet)
-    txt = encode_texts(adapter, texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256), cache=cache,
-                       stats=stats, progress=not cfg.quiet)
+    img = session.images(paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, progress=not cfg.quiet)
+    txt = session.texts(texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256), progress=not cfg.quiet)
     return (np.stack([img[i] for i in range(len(paths))]), np.stack([txt[i] for i in range(len(texts))]))
 
 
-def fraction_recalls(img_emb: np.ndarray, txt_emb: np.ndarray, caption_to_image, query_images, ks,
-                     block: int = 256) -> dict:
-    """Per image query: the fraction of its captions in the top k, hits / min(#captions, k) (float 0..1).
-
-    Ranking as everywhere in vlbench: score descending, ties by caption index (stable sort).
-    """
-    c2i = np.asarray(caption_to_image)
-    ks = sorted({int(k) for k in ks})
-    out = {k: np.zeros(len(query_images)) for k in ks}
-    for b0 in range(0, len(query_images), block):
-        q = np.asarray(query_images[b0:b0 + block])
-        sim = np.asarray(img_emb[q], dtype=np.float64) @ np.asarray(txt_emb, dtype=np.float64).T
-        order = np.argsort(-sim, axis=1, kind="stable")[:, :max(ks)]
-        hit = c2i[order] == q[:, None]
-        n_rel = np.array([np.count_nonzero(c2i == i) for i in q])
-        cum = np.cumsum(hit, axis=1)
-        for k in ks:
-            kk = min(k, hit.shape[1])
-            out[k][b0:b0 + len(q)] = cum[:, kk - 1] / np.minimum(n_rel, k)
-    return out
-
-
 def adjust_evaluations(cfg, plan, enc, evals: dict) -> dict:
-    """The i2t side under the protocol: the fraction recall, and clean captions when only t2i is perturbed."""
-    if cfg.i2t_recall == "fraction":
-        n = plan.ds.n_captions
-        for cond, off in enc.offsets.items():
-            img = enc.variant_img.get(cond, enc.img_emb)
-            for f, ev in enumerate(evals[cond]):
-                img_f, txt_f, c2i = _fold(plan.ds, f, img, enc.txt_emb[off:off + n])
-                ev.i2t.recall_override = fraction_recalls(img_f, txt_f, c2i, ev.i2t.query_ids, ev.k)
-    if cfg.perturb_side == "t2i":
-        for cond in plan.perturbed:
-            evals[cond] = [dataclasses.replace(ev, i2t=clean.i2t, _plugin_cols={})
-                           for ev, clean in zip(evals[cond], evals["clean"])]
-    return evals
-
-
-def _fold(ds, f: int, img, txt):
-    if ds.folds is None:
-        return img, txt, ds.caption_to_image
-    fold = ds.folds[f]
-    caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
-    return img[fold], txt[caps], ds.subset(fold).caption_to_image
+    """The i2t side under ``--perturb-side t2i``: perturbed conditions get new evaluations with the clean i2t
+    side (perturbed captions are t2i queries only). The fraction recall (``--i2t-recall fraction``) is an
+    input of the scoring pass itself (metrics.compute.evaluate(i2t_recall=...)); nothing is edited in place."""
+    if cfg.perturb_side != "t2i":
+        return evals
+    return {cond: [dataclasses.replace(ev, i2t=clean.i2t) for ev, clean in zip(evs, evals["clean"])]
+            if cond in plan.perturbed else evs for cond, evs in evals.items()}

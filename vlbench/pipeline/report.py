@@ -55,21 +55,43 @@ def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
     return name
 
 
-def format_table(rec: RunRecord) -> str:
-    """A readable Markdown table of a run's record: one row per condition and direction."""
+def _table_columns(rec: RunRecord) -> list[tuple]:
+    """(header, metric, k, format, directions) of table.md: the registered metrics with a ``table`` header, in registry
+    order, each for the run's k or p; a family member (graded nDCG) or an official metric only where the
+    run has a value for it."""
+    from ..metrics.specs import builtins
+
     p = rec.settings["p"]
+    ks = list(rec.settings.get("k") or (1, 5, 10))
+    have = {(v.key.metric, v.key.k) for v in rec.values}
+    cols = []
+    for m in builtins():
+        for i in m.instances or (m,):
+            if i.table is None or i.kind == "task":
+                continue
+            for x in ks if i.param == "k" else (p,) if i.param == "p" else (None,):
+                if (i.kind == "retrieval" and not m.instances) or (i.name, x) in have:
+                    cols.append((i.table.format(x=x), i.name, x, i.fmt, i.directions))
+    return cols
+
+
+def format_table(rec: RunRecord) -> str:
+    """A readable Markdown table of a run's record: one row per condition and direction, one column per
+    registered metric with a table header (the "both" row holds the totals)."""
+    from ..metrics.specs import builtins
+
+    cols = _table_columns(rec)
+    totals = {m.name for m in builtins() if m.total}
     conds = list(rec.conditions)
-    head = ["condition", "dir", "R@1", "R@5", "R@10", "RSUM", "MedR", "MeanR", "R-P", "mAP@R", f"DCG@{p}", f"nDCG@{p}"]
+    head = ["condition", "dir"] + [c[0] for c in cols]
     rows = []
     for c in conds:
         vals = rec.values_of(c)
         for d in M.DIRECTIONS:
-            get = lambda metric, k=None: vals.get(MetricKey(d, metric, k), float("nan"))  # noqa: E731
-            rows.append([c, d] + [f"{get('recall', k):.2f}" for k in (1, 5, 10)] +
-                        [f"{get('rsum'):.2f}", f"{get('medr'):g}", f"{get('meanr'):.2f}",
-                         f"{get('r_precision'):.2f}", f"{get('map_at_r'):.2f}",
-                         f"{get('dcg_cm', p):.3f}", f"{get('ndcg_cm', p):.3f}"])
-        rows.append([c, "both", "", "", "", f"{vals[MetricKey('both', 'rsum')]:.2f}", "", "", "", "", "", ""])
+            rows.append([c, d] + [format(vals.get(MetricKey(d, name, x), float("nan")), fmt) if d in dirs else ""
+                                  for _h, name, x, fmt, dirs in cols])
+        rows.append([c, "both"] + [format(vals[MetricKey("both", name)], fmt) if name in totals else ""
+                                   for _h, name, x, fmt, _d in cols])
     out = md_table(head, rows, pad=True)
     if rec.intervals:
         head2 = ["perturbation", "not applicable", "RSUM change [95% CI]", "t2i RSUM change [95% CI]",

@@ -1,10 +1,15 @@
 """The options of ``vlbench run``, generated from :class:`~vlbench.pipeline.run_config.RunConfig`.
 
 :data:`RUN_OPTIONS` gives each RunConfig field its command-line flag, help and kind; the argparse
-options (:func:`add_run_options`), the ``--config run.toml`` keys (vlbench/config.py reads the keys off
-these argparse options) and the Python API (``RunConfig(**fields)``) therefore share one definition:
-the field's default is the option's default and the choice lists come from run_config.py.
-tests/test_cli_options.py checks that every field has exactly one option and the other way round.
+options (:func:`add_run_options`, one argparse group per RunConfig option group, so ``--help`` shows
+them grouped), the ``--config run.toml`` keys (vlbench/config.py reads the keys off these argparse
+options) and the Python API (``RunConfig(**fields)``) therefore share one definition: the field's
+default is the option's default, its group is the group that declares the field, and the choice lists
+come from run_config.py. tests/test_run_options.py checks that every field has exactly one option and
+the other way round.
+
+The parsed arguments also say which options were given (on the command line or in the ``--config``
+file), whatever their value: :func:`given_fields`. A choice task refuses the retrieval options by it.
 
 Flags that are not run settings (``--config``, ``--json``, and ``--task``/``--images-dir``, which send
 the arguments to a choice task, vlbench/tasks/cli.py) are listed in :data:`CLI_ONLY`. ``--dataset`` is
@@ -19,7 +24,6 @@ import dataclasses
 from dataclasses import dataclass
 
 from . import run_config as C
-from ..models.adapter import PRECISIONS
 
 #: options of ``vlbench run`` that are not RunConfig fields: how the CLI reads and prints, not what runs
 CLI_ONLY = ("--config", "--json", "--task", "--images-dir")
@@ -82,7 +86,7 @@ RUN_OPTIONS = (
                                                    "eccv_* / cxc_* metrics); eccv-all / cxc-union add them to the original positives of every query",
            choices=C.EXTRA_POSITIVES),
     Option("device", "--device", "cuda, cuda:1, mps or cpu (default: best available)"),
-    Option("precision", "--precision", "weights and activations (default fp32)", choices=PRECISIONS),
+    Option("precision", "--precision", "weights and activations (default fp32)", choices=C.PRECISIONS),
     Option("batch_size", "--batch-size", "image batch size (texts use max(this, 256))", kind="int"),
     Option("text_batch_size", "--text-batch-size", "caption batch size (default max(--batch-size, 256))", kind="int"),
     Option("num_workers", "--num-workers", "image decoding worker processes", kind="int"),
@@ -93,16 +97,16 @@ RUN_OPTIONS = (
                                        "fixed relevance model spec, e.g. clip:openai/clip-vit-base-patch32", metavar="MODEL"),
     Option("protocol", "--protocol", "evaluation protocol: standard, or hendriksen2024 (the chapter authors' code; "
                                      "docs/reproducing.md); the options below override its single settings",
-           choices=("standard", "hendriksen2024")),
+           choices=C.PROTOCOL_NAMES),
     Option("i2t_recall", "--i2t-recall", "i2t Recall@k: hit (any relevant caption in the top k) or fraction "
-                                         "(hits / min(#relevant, k), Hendriksen et al.)", choices=("hit", "fraction")),
+                                         "(hits / min(#relevant, k), Hendriksen et al.)", choices=C.I2T_RECALLS),
     Option("perturb_side", "--perturb-side", "where perturbed captions go: both directions, or t2i queries only",
-           choices=("both", "t2i")),
+           choices=C.PERTURB_SIDES),
     Option("truncate_chars", "--truncate-chars", "cut captions to N characters before encoding (0: no cut)",
            kind="int", metavar="N"),
     Option("perturb_variant", "--perturb-variant", "perturbation implementations: standard, or hendriksen2024 "
                                                    "(the authors-compatible variants)",
-           choices=("standard", "hendriksen2024")),
+           choices=C.PERTURB_VARIANTS),
     Option("cache_dir", "--cache-dir", "embedding cache folder (default ~/.cache/vlbench)"),
     Option("no_cache", "--no-cache", "neither read nor write the embedding cache", kind="flag"),
     Option("restart", "--restart", "ignore cached embeddings from earlier runs and re-encode", kind="flag"),
@@ -135,16 +139,39 @@ def _default(name: str):
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
 
 
+#: the namespace attribute where the recording actions note each given option's field
+_GIVEN = "run_options_given"
+
+
+def _recording(base: type) -> type:
+    """``base`` that also notes its field as given (a value equal to the default still counts)."""
+
+    class Recording(base):
+        def __call__(self, parser, namespace, values, option_string=None):
+            setattr(namespace, _GIVEN, getattr(namespace, _GIVEN, frozenset()) | {self.dest})
+            super().__call__(parser, namespace, values, option_string)
+
+    Recording.__name__ = f"Given{base.__name__}"
+    return Recording
+
+
+_STORE, _FLAG, _APPEND = (_recording(a) for a in (argparse._StoreAction, argparse._StoreTrueAction,
+                                                   argparse._AppendAction))
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """One argparse option per RunConfig field (dest = the field name, default = the field's default)."""
+    """One argparse option per RunConfig field (dest = the field name, default = the field's default),
+    in one argparse group per option group (run_config.GROUPS)."""
+    groups = {name: parser.add_argument_group(f"{name} options", cls.__doc__) for name, _, cls in C.GROUPS}
     for o in RUN_OPTIONS:
+        group = groups[C.group_of(o.field)]
         kw: dict = {"dest": o.field, "help": o.help}
         default = _default(o.field)
         if o.kind == "flag":
-            parser.add_argument(o.flag, action="store_true", **kw)
+            group.add_argument(o.flag, action=_FLAG, **kw)
             continue
         if o.kind == "params":
-            parser.add_argument(o.flag, action="append", default=[], metavar=o.metavar, **kw)
+            group.add_argument(o.flag, action=_APPEND, default=[], metavar=o.metavar, **kw)
             continue
         if default is dataclasses.MISSING:
             kw["required"] = o.field not in _OPTIONAL_ON_CLI
@@ -156,7 +183,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
             kw["choices"] = o.choices
         if o.metavar:
             kw["metavar"] = o.metavar
-        parser.add_argument(o.flag, **kw)
+        group.add_argument(o.flag, action=_STORE, **kw)
+
+
+def given_fields(args: argparse.Namespace) -> frozenset:
+    """The RunConfig fields whose option was given (command line or --config file), default value or not."""
+    return getattr(args, _GIVEN, frozenset())
 
 
 def flag_of(field: str) -> str:

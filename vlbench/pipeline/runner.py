@@ -18,6 +18,7 @@ import datetime as _dt
 import re
 import sys
 import time
+from types import MappingProxyType
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import numpy as np
 from .. import __version__
 from ..util.env import library_versions
 from ..util.io import sha256_json
+from ..conditions import RunCondition
 from ..errors import VlbenchError
 from ..metrics import compute as M
 from ..datasets.core import Dataset, load_dataset
@@ -79,32 +81,6 @@ def _graded_sources(ds: Dataset, cfg: RunConfig) -> list[dict]:
              for kind in cfg.graded} for d in parts]
 
 
-def _evaluate_folds(ds: Dataset, img_emb, txt_emb, cfg: RunConfig, graded: list[dict],
-                    device=None, relevance=None) -> list[M.Evaluation]:
-    if ds.folds is None:
-        rel = None if relevance is None else M.EmbeddingSource(*relevance, device=device)
-        return [M.evaluate(M.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
-                           extra_positives=ds.extra_positives, k=cfg.k, p=cfg.p, graded=graded[0], relevance=rel)]
-    out = []
-    for fold, g in zip(ds.folds, graded):
-        sub = ds.subset(fold)
-        caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
-        rel = None if relevance is None else M.EmbeddingSource(relevance[0][fold], relevance[1][caps], device=device)
-        out.append(M.evaluate(M.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device), sub.caption_to_image,
-                              k=cfg.k, p=cfg.p, graded=g, relevance=rel))
-    return out
-
-
-def _mean_records(evals: list[M.Evaluation]) -> list[dict]:
-    """Metric records; with folds, the mean over folds (as papers report COCO 1k)."""
-    recs = [e.records() for e in evals]
-    out = []
-    for i, r in enumerate(recs[0]):
-        vals = [rr[i]["value"] for rr in recs]
-        out.append(dict(r, value=float(np.mean(vals))))
-    return out
-
-
 def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     """Run a benchmark. ``run(model="clip", dataset="flickr30k", perturb="all", out="runs/x")``.
 
@@ -119,15 +95,15 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
         silence_library_progress()
     from .preflight import preflight
 
-    preflight(cfg)  # everything the run needs, listed at once, in seconds
+    checked = preflight(cfg)  # everything the run needs, listed at once, in seconds (and the dataset it read)
     lock = claim_out(cfg.out)
     try:
-        shard, dist, inited = distributed(cfg)
+        cfg, shard, dist, inited = distributed(cfg)
         try:
             if shard.rank != 0:
-                cfg.quiet = True
+                cfg = dataclasses.replace(cfg, quiet=True)
             with _minilm_cache(cfg):  # the guard's and validity's vectors: the run's cache folder, then as before
-                plan = make_plan(cfg)
+                plan = make_plan(cfg, checked)
                 enc = encode(cfg, plan, shard, dist)
                 if enc is None:  # not rank 0: its share is encoded and gathered
                     return None
@@ -151,34 +127,48 @@ def _minilm_cache(cfg: RunConfig):
     return shared_cache().configured(cfg.cache_dir, disk=not cfg.no_cache)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    """What the run will evaluate: the dataset and, per perturbation, its perturbed captions."""
+    """What the run will evaluate: the dataset and its conditions (clean first, then caption perturbations,
+    image perturbations and shortcut probes, each a :class:`~vlbench.conditions.RunCondition`), and every
+    caption the model will read, once, with each condition's offset in that list. Frozen."""
 
     ds: Dataset
-    perturbed: dict  # perturbation name -> PerturbedSet (texts, describe())
-    graded: list  # per fold: graded-relevance label sources, from the clean captions
-    variants: list = field(default_factory=list)  # image corruptions, shortcut probes (variants.Variant)
+    conditions: tuple  # RunCondition, clean first
+    graded: tuple  # per fold: graded-relevance label sources, from the clean captions
+
+    def __post_init__(self):
+        texts, offsets = list(self.ds.captions), {}
+        for c in self.conditions:  # a condition with the clean captions reads them at offset 0
+            offsets[c.name] = 0 if c.texts is None else len(texts)
+            texts.extend(c.texts or ())
+        object.__setattr__(self, "_inputs", (tuple(texts), MappingProxyType(offsets)))
 
     def texts(self) -> tuple[list[str], dict]:
         """All model inputs in one list (clean first), and the offset of each condition in it."""
-        texts, offsets = list(self.ds.captions), {"clean": 0}
-        for name, ps in self.perturbed.items():
-            offsets[name] = len(texts)
-            texts.extend(ps.texts)
-        for v in self.variants:  # a variant with clean captions reads them at offset 0
-            offsets[v.label] = 0 if v.texts is None else len(texts)
-            texts.extend(v.texts or [])
-        return texts, offsets
+        texts, offsets = self._inputs
+        return list(texts), dict(offsets)
+
+    @property
+    def perturbed(self) -> dict:
+        """Caption perturbation name -> its PerturbedSet."""
+        return {c.name: c.perturbation for c in self.conditions if c.kind == "caption"}
+
+    @property
+    def variants(self) -> list:
+        """The conditions that change images or add their own captions (image corruptions, shortcut probes)."""
+        return [c for c in self.conditions if c.kind in ("image", "shortcut")]
 
 
-def make_plan(cfg: RunConfig) -> Plan:
-    """Data and perturbations first: cheap, and bad input fails before a model is loaded."""
-    ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=PS.dataset_gallery(cfg), require_images=True,
-                      extra_positives=cfg.extra_positives)
+def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
+    """Data and perturbations first: cheap, and bad input fails before a model is loaded. ``ds``: the dataset
+    as the preflight loaded it, complete with its images (None: load it here, downloading what is missing)."""
+    if ds is None:
+        ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=PS.dataset_gallery(cfg), require_images=True,
+                          extra_positives=cfg.extra_positives)
     ds = PS.apply_gallery(ds, cfg)  # --gallery folder
     if cfg.dataset_name:
-        ds.name = cfg.dataset_name.strip()
+        ds = dataclasses.replace(ds, name=cfg.dataset_name.strip())
     if ds.issues:
         _log(cfg, f"warning: {len(ds.issues)} caption(s) of {ds.name} are empty or unusable "
                   f"(first: {ds.issues[0]['caption_id']}: {ds.issues[0]['problem']}); they stay in the "
@@ -193,10 +183,12 @@ def make_plan(cfg: RunConfig) -> Plan:
                                        write=not cfg.no_cache, progress=not cfg.quiet, log=lambda m: _log(cfg, m))
     from .variants import plan_variants
 
-    return Plan(ds, perturbed, _graded_sources(ds, cfg), plan_variants(cfg, ds))
+    conditions = (RunCondition.clean(), *map(RunCondition.from_perturbed, perturbed.values()),
+                  *plan_variants(cfg, ds))
+    return Plan(ds, conditions, tuple(_graded_sources(ds, cfg)))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Encoded:
     """What the encode step hands on (rank 0 only)."""
 
@@ -212,18 +204,20 @@ class Encoded:
     world: int
     variant_img: dict = field(default_factory=dict)  # variant label -> its gallery embeddings
     relevance: tuple | None = None  # (image, clean caption) embeddings of a fixed relevance model
+    #: the model's key of every input of Plan.texts() as encoded (after --truncate-chars and the model's own
+    #: truncation): what validity's effective rate compares
+    text_keys: tuple = ()
+    #: what binding to the model adds to a condition's results entry (e.g. the corruption geometry)
+    condition_meta: dict = field(default_factory=dict)
 
 
 def _load_model(cfg: RunConfig):
-    from ..encoding.cache import EmbeddingCache, default_cache_dir
-    from ..models.lazy import LazyModel
+    """The run's encoding session: the (lazy) model, its embedding cache and the encode statistics."""
+    from ..encoding.session import EncodingSession
 
-    adapter = LazyModel(cfg.model, None if cfg.no_cache else Path(cfg.cache_dir or default_cache_dir()),
-                        reuse=not cfg.restart, device=cfg.device, precision=cfg.precision,
-                        trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
-    model_hash = adapter.model_hash()
-    cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart, label=cfg.model)
-    return adapter, model_hash, cache
+    return EncodingSession.open(cfg.model, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache, restart=cfg.restart,
+                                device=cfg.device, precision=cfg.precision,
+                                trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
 
 
 def _run_id(cfg: RunConfig, ds: Dataset, model_hash: str) -> str:
@@ -236,68 +230,82 @@ def _run_id(cfg: RunConfig, ds: Dataset, model_hash: str) -> str:
 
 def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     """Images once, each distinct text once over all conditions; under torchrun each rank its share."""
-    from ..encoding.encode import EncodeStats, encode_images, encode_texts
+    from ..encoding.variant_images import bind_transforms
 
-    ds = plan.ds
-    adapter, model_hash, cache = _load_model(cfg)
-    run_id = _run_id(cfg, ds, model_hash)
+    ds, m = plan.ds, cfg.model_opts
+    session = _load_model(cfg)
+    run_id = _run_id(cfg, ds, session.model_hash)
     out = prepare_out(cfg, run_id) if shard.rank == 0 else None
-    stats = EncodeStats()
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
-    _log(cfg, f"encoding {len(paths)} images with {cfg.model} ({cfg.precision})"
+    progress = not cfg.quiet
+    _log(cfg, f"encoding {len(paths)} images with {m.model} ({m.precision})"
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
     texts = PS.truncate(cfg, texts)  # --truncate-chars
-    img_local = phase(dist, shard, lambda: encode_images(
-        adapter, paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, cache=cache, stats=stats,
-        progress=not cfg.quiet, shard=shard))
+    img_local = phase(dist, shard, lambda: session.images(
+        paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard))
     _log(cfg, f"encoding {len(texts)} captions ({len(plan.perturbed) + 1} condition(s))")
-    txt_local = phase(dist, shard, lambda: encode_texts(
-        adapter, texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256), cache=cache, stats=stats,
-        progress=not cfg.quiet, shard=shard))
+    txt_local = phase(dist, shard, lambda: session.texts(
+        texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress, shard=shard))
     img_emb = gather(dist, shard, img_local, len(paths), "image")
     txt_emb = gather(dist, shard, txt_local, len(texts), "text")
     if shard.rank != 0:
         return None
     if img_emb.shape[1] != txt_emb.shape[1]:
-        raise VlbenchError(f"model {cfg.model!r} gives image embeddings of size {img_emb.shape[1]} but text "
+        raise VlbenchError(f"model {m.model!r} gives image embeddings of size {img_emb.shape[1]} but text "
                            f"embeddings of size {txt_emb.shape[1]}",
                            "a dual encoder must map both modalities into one space (check the projection layers)")
-    from ..encoding.variant_images import encode_variant_images  # image conditions: rank 0 encodes them
-
-    variant_img = encode_variant_images(adapter, paths, plan.variants, batch_size=cfg.batch_size,
-                                        num_workers=cfg.num_workers, cache=cache, stats=stats,
-                                        progress=not cfg.quiet, clean=img_emb)
-    return Encoded(adapter, model_hash, run_id, out, img_emb, txt_emb, offsets, stats, cache, shard.world,
-                   variant_img, PS.encode_relevance(cfg, ds, paths, stats=stats))
+    bound = bind_transforms(session.model, plan.variants)  # image conditions: rank 0 encodes them
+    variant_img = session.variant_images(paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers,
+                                         progress=progress, clean=img_emb, bind=False)
+    keys = tuple(session.model.text_keys(texts)) if plan.perturbed else ()  # as encode_texts keyed them
+    return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
+                   session.cache, shard.world, variant_img, PS.encode_relevance(cfg, ds, paths, stats=session.stats),
+                   keys, bound)
 
 
 def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
-    """Metrics per condition (condition -> one Evaluation per fold); options were checked by validate()."""
-    ds, n = plan.ds, plan.ds.n_captions
-    device = str(enc.adapter.device) if str(enc.adapter.device).startswith("cuda") else None
-    evals = {cond: _evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], cfg,
-                                   plan.graded, device=device, relevance=enc.relevance)
-             for cond, off in enc.offsets.items()}
-    from ..datasets.official import add_official  # --extra-positives eccv / cxc: the official protocols
+    """Metrics per condition (condition -> one Evaluation per fold): pipeline/scoring.py."""
+    from .scoring import score as score_step
 
-    return PS.adjust_evaluations(cfg, plan, enc, add_official(cfg, plan, enc, evals))
+    return score_step(cfg, plan, enc)
 
 
-def _deltas(cfg: RunConfig, plan: Plan, evals: dict, values: list[MetricValue]) -> tuple[list, list, dict]:
-    """Per perturbation: the change of every metric against clean, and the bootstrap CIs of RSUM changes."""
+def _deltas(cfg: RunConfig, plan: Plan, evals: dict, values: list[MetricValue]) -> tuple[list, list]:
+    """Per condition but clean: the change of every metric against clean, and the bootstrap CIs of RSUM changes."""
     clean = {v.key: v.value for v in values if v.condition == "clean"}
-    deltas, boots, conditions = [], [], {"clean": Condition("clean", {"perturbation": None})}
-    metas = {cond: {"perturbation": cond, **ps.describe()} for cond, ps in plan.perturbed.items()}
-    metas.update((v.label, v.meta) for v in plan.variants)  # image corruptions, shortcut probes
-    for cond, meta in metas.items():
-        conditions[cond] = Condition(cond, meta)
+    deltas, boots = [], []
+    for cond in (c.name for c in plan.conditions if c.kind != "clean"):
         for v in values:
             if v.condition == cond:
                 base = clean[v.key]
                 deltas.append(Delta(cond, v.key, v.value - base, (v.value - base) / base if base else None))
         boots += [Interval(cond, b) for b in paired_bootstrap(evals["clean"], evals[cond], cfg.n_boot, cfg.seed)]
-    return deltas, boots, conditions
+    return deltas, boots
+
+
+def _validity(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
+    """name -> validity of every caption perturbation, from the encode step's own model keys; the audit file."""
+    if not plan.perturbed:
+        return {}
+    from ..perturbations.validity import run_validity, write_audit
+
+    n, offsets = plan.ds.n_captions, plan.texts()[1]
+    keys = enc.text_keys
+    cond_keys = {name: keys[offsets[name]:offsets[name] + n] for name in plan.perturbed}
+    out = run_validity(plan.ds.captions, plan.perturbed, (keys[:n], cond_keys), mode=cfg.validity,
+                       sample_size=cfg.validity_sample, precision=cfg.validity_precision, log=lambda m: _log(cfg, m))
+    if enc.out is not None:
+        write_audit(enc.out, plan.ds.captions, plan.perturbed)
+    return out
+
+
+def _conditions(plan: Plan, enc: Encoded, validity: dict) -> dict:
+    """results.json "conditions": every condition's meta, what binding to the model added to it, and its
+    validity where it has one."""
+    return {c.name: Condition(c.name, {**c.meta, **enc.condition_meta.get(c.name, {}),
+                                       **({"validity": validity[c.name]} if c.name in validity else {})})
+            for c in plan.conditions}
 
 
 def _mia(cfg: RunConfig, plan: Plan, evals: dict):
@@ -310,9 +318,9 @@ def _mia(cfg: RunConfig, plan: Plan, evals: dict):
 
 
 def _metric_values(evals: dict) -> list[MetricValue]:
-    return [MetricValue(cond, MetricKey(r["direction"], r["metric"], r["k"]), r["value"],
-                        {n: x for n, x in r.items() if n not in ("direction", "metric", "k", "value")})
-            for cond, ev in evals.items() for r in _mean_records(ev)]
+    from .scoring import metric_values
+
+    return metric_values(evals)
 
 
 def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
@@ -329,10 +337,8 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
 
     ds = plan.ds
     values = _metric_values(evals)
-    deltas, boots, conditions = _deltas(cfg, plan, evals, values)
-    from ..perturbations.validity import attach_to_run
-
-    attach_to_run(cfg, plan, enc, conditions, log=lambda m: _log(cfg, m))
+    deltas, boots = _deltas(cfg, plan, evals, values)
+    conditions = _conditions(plan, enc, _validity(cfg, plan, enc))
     per_query_file = write_per_query(enc.out, ds, evals)
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}
@@ -348,7 +354,8 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,
                "results_hash": sha256_json([v.to_json() for v in values])})
-    rec.other.update(variant_summaries(cfg, plan, rec))  # mCE, shortcut sources: read from the record
+    # mCE, shortcut sources: read from the record, placed in a new record (the first is never changed)
+    rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec)})
     results = rec.to_json()
     _write_results(enc.out, results, rec)
     _log(cfg, f"wrote {enc.out / 'results.json'}")

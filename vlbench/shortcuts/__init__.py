@@ -18,6 +18,7 @@ from ..errors import VlbenchError
 
 N_DIGITS = 6
 PROBES = ("caption-only", "image-only", "matched", "mismatched")  # plus "bits=<n>"
+DIGIT_SOURCES = ("auto", "mnist", "sklearn-digits")  # --digits
 
 
 @dataclass
@@ -50,11 +51,13 @@ def load_digit_bank(source: str = "auto", *, cache_dir: str | os.PathLike | None
 
     ``source``: "mnist", "sklearn-digits", or "auto" (MNIST when cached or downloadable, else sklearn).
     """
-    if source not in ("auto", "mnist", "sklearn-digits"):
+    if source not in DIGIT_SOURCES:
         raise VlbenchError(f"unknown digit source {source!r}", "use 'auto', 'mnist' or 'sklearn-digits'")
     if source == "sklearn-digits":
         return _sklearn_bank()
-    root = Path(cache_dir or os.environ.get("VLBENCH_CACHE_DIR", Path.home() / ".cache" / "vlbench")) / "mnist"
+    from .. import stores
+
+    root = stores.path("digits", cache_dir)
     try:
         return _mnist_bank(root, download)
     except Exception as exc:  # offline, torchvision missing, or a broken download

@@ -45,7 +45,7 @@ def parse_probes(spec: str) -> list[str]:
 
 
 def shortcut_variants(spec: str, ds, *, seed: int, digits: str = "auto", cache_dir=None) -> list:
-    from ..conditions import Variant
+    from ..conditions import RunCondition as Variant
 
     probes = parse_probes(spec)
     from ..util.paths import offline
@@ -62,7 +62,8 @@ def shortcut_variants(spec: str, ds, *, seed: int, digits: str = "auto", cache_d
                 "captions": "numbers appended" if on_captions else "clean"}
         out.append(Variant(PREFIX + p, meta,
                            image=ShortcutTransform(plan.image_numbers, bank, seed) if on_images else None,
-                           texts=apply_plan_to_captions(list(ds.captions), plan) if on_captions else None))
+                           texts=apply_plan_to_captions(list(ds.captions), plan) if on_captions else None,
+                           kind="shortcut"))
     return out
 
 

@@ -8,13 +8,7 @@ leaderboard), only scored differently; sharing the command keeps every option (-
 
 from __future__ import annotations
 
-
 from ..errors import VlbenchError
-
-#: options of 'vlbench run' (by RunConfig field) that a choice task does not use, with their defaults
-#: (given: refused)
-_RETRIEVAL_ONLY = {"perturb": None, "perturb_params": [], "gallery": "test", "extra_positives": None,
-                   "graded": (), "mia_score": "rsum"}
 
 
 def print_tasks() -> None:
@@ -27,17 +21,14 @@ def print_tasks() -> None:
 
 
 def run_task_from_args(args) -> int:
-    from ..pipeline.run_options import flag_of
-    from .run import SHARED_OPTIONS, TaskConfig, run_task
+    """``vlbench run --task NAME ...``: a retrieval-only option given (on the command line or in the --config
+    file, whatever its value) is an error naming it, never silently ignored."""
+    from ..pipeline.run_options import given_fields
+    from .run import SHARED_OPTIONS, TaskConfig, refuse_retrieval_options, run_task
 
-    for opt, default in _RETRIEVAL_ONLY.items():
-        if getattr(args, opt) != default:
-            raise VlbenchError(f"{flag_of(opt)} applies to retrieval runs, not to --task {args.task}",
-                               "leave it out (a choice task scores each item's candidates against its image)")
-    for opt in ("perturb_images", "shortcuts", "mce_reference"):
-        if getattr(args, opt, None):
-            raise VlbenchError(f"{flag_of(opt)} applies to retrieval runs, not to --task {args.task}",
-                               "leave it out")
+    refuse_retrieval_options(args.task, given_fields(args))
+    if args.images_dir is not None and args.task != "sugarcrepe":
+        raise VlbenchError(f"--images-dir applies to --task sugarcrepe, not to --task {args.task}", "leave it out")
     cfg = TaskConfig(task=args.task, model=args.model, dataset=args.dataset, images_dir=args.images_dir,
                      **{opt: getattr(args, opt) for opt in SHARED_OPTIONS})
     res = run_task(cfg)

@@ -42,21 +42,48 @@ SHARED_OPTIONS = ("out", "data_dir", "device", "precision", "batch_size", "num_w
                   "no_cache", "restart", "quiet", "trust_remote_code", "revision", "dataset_name", "model_name")
 
 
-def _task_config_class():
+def _task_fields():
     from ..pipeline.run_config import RunConfig
 
     shared = {f.name: f for f in dataclasses.fields(RunConfig)}
-    cls = dataclasses.make_dataclass("TaskConfig", [
-        ("task", str), ("model", str), ("dataset", "str | None", dataclasses.field(default=None)),
-        # SugarCrepe: the COCO val2017 folder (default $VLBENCH_COCO_VAL2017)
-        ("images_dir", "str | None", dataclasses.field(default=None)),
-        *[(n, shared[n].type, dataclasses.field(default=shared[n].default)) for n in SHARED_OPTIONS]])
-    cls.__module__ = __name__
-    return cls
+    return [("task", str), ("model", str), ("dataset", "str | None", dataclasses.field(default=None)),
+            # SugarCrepe: the COCO val2017 folder (default $VLBENCH_COCO_VAL2017)
+            ("images_dir", "str | None", dataclasses.field(default=None)),
+            *[(n, shared[n].type, dataclasses.field(default=shared[n].default)) for n in SHARED_OPTIONS]]
 
 
-#: a choice-task run's options: ``task``, ``model``, ``dataset``, ``images_dir`` and :data:`SHARED_OPTIONS`
-TaskConfig = _task_config_class()
+_TaskFields = dataclasses.make_dataclass("_TaskFields", _task_fields(), frozen=True)
+_TaskFields.__module__ = __name__
+
+
+def retrieval_only() -> tuple:
+    """The RunConfig fields a choice task does not use (every field that is not a TaskConfig field)."""
+    from ..pipeline.run_config import RunConfig
+
+    mine = {f.name for f in dataclasses.fields(_TaskFields)}
+    return tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in mine)
+
+
+def refuse_retrieval_options(task: str, given) -> None:
+    """VlbenchError naming the first retrieval-only option in ``given`` (RunConfig field names)."""
+    from ..pipeline.run_options import flag_of
+
+    for name in retrieval_only():
+        if name in given:
+            raise VlbenchError(f"{flag_of(name)} applies to retrieval runs, not to --task {task}",
+                               f"leave {flag_of(name)} out (command line, --config file or keyword): a choice task "
+                               "scores each item's candidates against its image, with no retrieval settings")
+
+
+class TaskConfig(_TaskFields):
+    """A choice-task run's options: ``task``, ``model``, ``dataset``, ``images_dir`` and
+    :data:`SHARED_OPTIONS` (frozen). A retrieval-only option (``k=5``) is a VlbenchError naming it."""
+
+    __slots__ = ()
+
+    def __init__(self, **kwargs):
+        refuse_retrieval_options(kwargs.get("task", "?"), kwargs)
+        super().__init__(**kwargs)
 
 
 @dataclass
@@ -201,10 +228,8 @@ def _encode(cfg: TaskConfig, sets: ItemSets, adapter, cache, stats):
 
 def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     """Run a choice task: ``run_task(task="order", model="clip", dataset="flickr30k", out="runs/x")``."""
-    from ..encoding.cache import EmbeddingCache, default_cache_dir
-    from ..encoding.encode import EncodeStats
-    from ..models.lazy import LazyModel
     from ..encoding.distributed import claim_out as _claim_out
+    from ..encoding.session import EncodingSession
     from ..pipeline.runner import prepare_out, slug
 
     cfg = dataclasses.replace(config) if config else TaskConfig(**kwargs)
@@ -213,17 +238,14 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     lock = _claim_out(cfg.out)
     try:
         sets = load_item_sets(cfg)  # data first: bad input fails before a model is loaded
-        adapter = LazyModel(cfg.model, None if cfg.no_cache else Path(cfg.cache_dir or default_cache_dir()),
-                            reuse=not cfg.restart, device=cfg.device, precision=cfg.precision,
-                            trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
-        model_hash = adapter.model_hash()
+        session = EncodingSession.open(cfg.model, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
+                                       restart=cfg.restart, device=cfg.device, precision=cfg.precision,
+                                       trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
+        adapter, model_hash, cache, stats = session.model, session.model_hash, session.cache, session.stats
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
         run_id = (f"{stamp}-{slug(cfg.model.split(':')[0])}-{cfg.task}-{slug(sets.dataset['name'])}-"
                   f"{model_hash[:6]}{sets.dataset['hash'][:6]}-{secrets.token_hex(3)}")
         out = prepare_out(cfg, run_id)
-        cache = None if cfg.no_cache else EmbeddingCache(cfg.cache_dir, model_hash, read=not cfg.restart,
-                                                         label=cfg.model)
-        stats = EncodeStats()
         img, txt = _encode(cfg, sets, adapter, cache, stats)
         evals = {cond: evaluate_choice(items, img, txt, seed=cfg.seed) for cond, items in sets.sets.items()}
         blind = blind_baseline(cfg, sets)

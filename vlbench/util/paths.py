@@ -7,6 +7,7 @@ from pathlib import Path
 
 
 def cache_root() -> Path:
+    """The cache root when no ``--cache-dir`` is given; stores under it are declared in :mod:`vlbench.stores`."""
     if os.environ.get("VLBENCH_CACHE_DIR"):
         return Path(os.environ["VLBENCH_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from vlbench.models.adapter import ModelAdapter
+from vlbench import ModelAdapter
 
 
 class FakeOutOfMemoryError(RuntimeError):

@@ -1,6 +1,6 @@
 """Worked example of a vlbench metric plug-in: mean reciprocal rank of the best positive."""
 
-from vlbench.metrics.specs import Metric
+from vlbench import Metric
 
 RECIPROCAL_RANK = Metric(
     "reciprocal-rank", unit="ratio", value_range="(0, 1]", higher_is_better=True,

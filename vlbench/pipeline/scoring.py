@@ -1,0 +1,64 @@
+"""The score step of a run: metrics per condition and fold from the encode step's embeddings, fold means
+by metric key, and the typed metric values.
+
+Every metric comes out of ONE scoring pass per condition and fold (``metrics.compute.evaluate``): the
+protocol's i2t recall (``--i2t-recall fraction``) and the official ECCV / CxC ground truth
+(``--extra-positives eccv`` / ``cxc``) are inputs of that pass, not edits of its results. The only
+step after it is the ``--perturb-side t2i`` rule (protocol_settings.adjust_evaluations), which builds new
+evaluations with the clean i2t side.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..metrics import compute as M
+from ..results import MetricKey, MetricValue
+from . import protocol_settings as PS
+
+
+def evaluate_folds(ds, img_emb, txt_emb, cfg, graded: list | tuple, device=None, relevance=None) -> list:
+    """One Evaluation per fold (one without folds) of one condition's embeddings."""
+    kw = dict(k=cfg.k, p=cfg.p, i2t_recall=cfg.i2t_recall or "hit")
+    if ds.folds is None:
+        rel = None if relevance is None else M.EmbeddingSource(*relevance, device=device)
+        return [M.evaluate(M.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
+                           extra_positives=ds.extra_positives, graded=graded[0], relevance=rel,
+                           official=getattr(ds, "official_positives", None), **kw)]
+    out = []
+    for fold, g in zip(ds.folds, graded):
+        sub = ds.subset(fold)
+        caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
+        rel = None if relevance is None else M.EmbeddingSource(relevance[0][fold], relevance[1][caps], device=device)
+        out.append(M.evaluate(M.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device), sub.caption_to_image,
+                              graded=g, relevance=rel, **kw))
+    return out
+
+
+def score(cfg, plan, enc) -> dict:
+    """Metrics per condition (condition -> one Evaluation per fold); options were checked by validate()."""
+    ds, n = plan.ds, plan.ds.n_captions
+    device = str(enc.adapter.device) if str(enc.adapter.device).startswith("cuda") else None
+    evals = {cond: evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], cfg,
+                                  plan.graded, device=device, relevance=enc.relevance)
+             for cond, off in enc.offsets.items()}
+    return PS.adjust_evaluations(cfg, plan, enc, evals)
+
+
+def mean_records(evals: list) -> list[dict]:
+    """Metric records; with folds, the mean over the folds that report each metric key (direction, metric,
+    k), in the order the keys first appear (as papers report COCO 1k)."""
+    by_key: dict[MetricKey, list[dict]] = {}
+    for e in evals:
+        for r in e.records():
+            by_key.setdefault(MetricKey(r["direction"], r["metric"], r["k"]), []).append(r)
+    if len(evals) == 1:
+        return [rs[0] for rs in by_key.values()]
+    return [dict(rs[0], value=float(np.mean([r["value"] for r in rs]))) for rs in by_key.values()]
+
+
+def metric_values(evals: dict) -> list[MetricValue]:
+    """The typed values of every condition (fold means)."""
+    return [MetricValue(cond, MetricKey(r["direction"], r["metric"], r["k"]), r["value"],
+                        {n: x for n, x in r.items() if n not in ("direction", "metric", "k", "value")})
+            for cond, ev in evals.items() for r in mean_records(ev)]
