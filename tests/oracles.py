@@ -1,7 +1,7 @@
 """Slow, deliberately naive reference implementations of vlbench's retrieval metrics.
 
 Written from the definitions (vlbench docs / shared spec section 2), NOT from
-vlbench/metrics/compute.py. Everything here is plain Python loops over Python floats
+vlbench/benchmark/metrics.py. Everything here is plain Python loops over Python floats
 (float64) with a full sort per query, so it is easy to check by eye:
 
 * ranking: similarity descending, ties broken by candidate index ascending

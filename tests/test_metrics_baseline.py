@@ -17,7 +17,7 @@ sys.path.insert(0, str(FIX))
 
 from make_metrics_baseline import case_result  # noqa: E402
 
-from vlbench.metrics import compute as M  # noqa: E402
+from vlbench.benchmark import metrics as M  # noqa: E402
 
 BASE = json.loads((FIX / "metrics_baseline.json").read_text())
 

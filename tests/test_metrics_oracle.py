@@ -23,7 +23,7 @@ from torchmetrics.functional.retrieval import (
 )
 
 import vlbench
-from vlbench.metrics.compute import ArraySource, EmbeddingSource, evaluate
+from vlbench.benchmark.metrics import ArraySource, EmbeddingSource, evaluate
 
 from oracles import eccv_scores, oracle_score, per_query, positives
 

@@ -48,3 +48,32 @@ def test_granularity_is_reachable_after_import_vlbench():
     import vlbench
 
     assert callable(vlbench.granularity.granularity_table)
+
+
+def test_old_module_paths_are_the_moved_modules_with_a_deprecation_warning(monkeypatch):
+    """Issue #20 split vlbench/benchmark into layers; plug-ins written against the old paths keep working."""
+    import importlib
+
+    import pytest
+
+    from vlbench.benchmark import MOVED
+
+    assert len(MOVED) >= 30
+    for old, new in MOVED.items():
+        monkeypatch.delitem(sys.modules, f"vlbench.benchmark.{old}", raising=False)  # imported by an earlier test
+        with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
+            mod = importlib.import_module(f"vlbench.benchmark.{old}")
+        assert mod is importlib.import_module(new), old
+        assert mod.__spec__.name == new  # the alias does not rename the real module
+    from vlbench.benchmark.models import ModelAdapter  # the documented plug-in import before #20
+
+    import vlbench
+
+    assert ModelAdapter is vlbench.ModelAdapter
+
+
+def test_stable_public_names_for_plugins():
+    import vlbench
+
+    for name in ("ModelAdapter", "ModelFamily", "Metric", "BasePerturbation", "Dataset", "RunCondition"):
+        assert isinstance(getattr(vlbench, name), type), name

@@ -61,8 +61,9 @@ def slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-")[:60] or "x"
 
 
-def prepare_out(cfg: RunConfig, run_id: str) -> Path:
-    out = Path(cfg.out) if cfg.out else Path("runs") / run_id
+def prepare_out(out: str | None, run_id: str) -> Path:
+    """The run folder (``--out``, else runs/<run id>), made; a finished run's folder is refused."""
+    out = Path(out) if out else Path("runs") / run_id
     if (out / "results.json").exists():
         raise VlbenchError(f"{out} already holds a finished run (results.json)",
                            "runs are never overwritten: pass another --out folder")
@@ -70,15 +71,15 @@ def prepare_out(cfg: RunConfig, run_id: str) -> Path:
     return out
 
 
-def _graded_sources(ds: Dataset, cfg: RunConfig) -> list[dict]:
+def _graded_sources(ds: Dataset, graded: tuple) -> list[dict]:
     """Graded relevance labels per fold, from the clean captions (a perturbed query keeps its intent)."""
-    if not cfg.graded:
+    if not graded:
         return [{}] * (1 if ds.folds is None else len(ds.folds))
     from ..metrics.graded import graded_relevance
 
     parts = [ds] if ds.folds is None else [ds.subset(f) for f in ds.folds]
     return [{kind.replace("-", "_"): graded_relevance(kind, d.captions, d.caption_to_image, len(d.gallery_images))
-             for kind in cfg.graded} for d in parts]
+             for kind in graded} for d in parts]
 
 
 def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
@@ -185,7 +186,7 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
 
     conditions = (RunCondition.clean(), *map(RunCondition.from_perturbed, perturbed.values()),
                   *plan_variants(cfg, ds))
-    return Plan(ds, conditions, tuple(_graded_sources(ds, cfg)))
+    return Plan(ds, conditions, tuple(_graded_sources(ds, cfg.graded)))
 
 
 @dataclass(frozen=True)
@@ -211,20 +212,21 @@ class Encoded:
     condition_meta: dict = field(default_factory=dict)
 
 
-def _load_model(cfg: RunConfig):
-    """The run's encoding session: the (lazy) model, its embedding cache and the encode statistics."""
+def _load_model(m, o):
+    """The run's encoding session (the lazy model, its embedding cache, the encode statistics) from the
+    model and output option groups."""
     from ..encoding.session import EncodingSession
 
-    return EncodingSession.open(cfg.model, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache, restart=cfg.restart,
-                                device=cfg.device, precision=cfg.precision,
-                                trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
+    return EncodingSession.open(m.model, cache_dir=o.cache_dir, no_cache=o.no_cache, restart=o.restart,
+                                device=m.device, precision=m.precision, trust_remote_code=m.trust_remote_code,
+                                revision=m.revision)
 
 
-def _run_id(cfg: RunConfig, ds: Dataset, model_hash: str) -> str:
+def _run_id(model_spec: str, ds: Dataset, model_hash: str) -> str:
     import secrets
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    return (f"{stamp}-{slug(cfg.model.split(':')[0])}-{slug(ds.name)}-{model_hash[:6]}"
+    return (f"{stamp}-{slug(model_spec.split(':')[0])}-{slug(ds.name)}-{model_hash[:6]}"
             f"{ds.content_hash()[:6]}-{secrets.token_hex(3)}")
 
 
@@ -233,9 +235,9 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     from ..encoding.variant_images import bind_transforms
 
     ds, m = plan.ds, cfg.model_opts
-    session = _load_model(cfg)
-    run_id = _run_id(cfg, ds, session.model_hash)
-    out = prepare_out(cfg, run_id) if shard.rank == 0 else None
+    session = _load_model(m, cfg.output_opts)
+    run_id = _run_id(m.model, ds, session.model_hash)
+    out = prepare_out(cfg.out, run_id) if shard.rank == 0 else None
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
     progress = not cfg.quiet
     _log(cfg, f"encoding {len(paths)} images with {m.model} ({m.precision})"
@@ -268,10 +270,10 @@ def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
     """Metrics per condition (condition -> one Evaluation per fold): pipeline/scoring.py."""
     from .scoring import score as score_step
 
-    return score_step(cfg, plan, enc)
+    return score_step(cfg.scoring_opts, plan, enc)
 
 
-def _deltas(cfg: RunConfig, plan: Plan, evals: dict, values: list[MetricValue]) -> tuple[list, list]:
+def _deltas(n_boot: int, seed: int, plan: Plan, evals: dict, values: list[MetricValue]) -> tuple[list, list]:
     """Per condition but clean: the change of every metric against clean, and the bootstrap CIs of RSUM changes."""
     clean = {v.key: v.value for v in values if v.condition == "clean"}
     deltas, boots = [], []
@@ -280,11 +282,11 @@ def _deltas(cfg: RunConfig, plan: Plan, evals: dict, values: list[MetricValue]) 
             if v.condition == cond:
                 base = clean[v.key]
                 deltas.append(Delta(cond, v.key, v.value - base, (v.value - base) / base if base else None))
-        boots += [Interval(cond, b) for b in paired_bootstrap(evals["clean"], evals[cond], cfg.n_boot, cfg.seed)]
+        boots += [Interval(cond, b) for b in paired_bootstrap(evals["clean"], evals[cond], n_boot, seed)]
     return deltas, boots
 
 
-def _validity(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
+def _validity(v, plan: Plan, enc: Encoded, log) -> dict:
     """name -> validity of every caption perturbation, from the encode step's own model keys; the audit file."""
     if not plan.perturbed:
         return {}
@@ -293,8 +295,8 @@ def _validity(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
     n, offsets = plan.ds.n_captions, plan.texts()[1]
     keys = enc.text_keys
     cond_keys = {name: keys[offsets[name]:offsets[name] + n] for name in plan.perturbed}
-    out = run_validity(plan.ds.captions, plan.perturbed, (keys[:n], cond_keys), mode=cfg.validity,
-                       sample_size=cfg.validity_sample, precision=cfg.validity_precision, log=lambda m: _log(cfg, m))
+    out = run_validity(plan.ds.captions, plan.perturbed, (keys[:n], cond_keys), mode=v.validity,
+                       sample_size=v.validity_sample, precision=v.validity_precision, log=log)
     if enc.out is not None:
         write_audit(enc.out, plan.ds.captions, plan.perturbed)
     return out
@@ -308,12 +310,12 @@ def _conditions(plan: Plan, enc: Encoded, validity: dict) -> dict:
             for c in plan.conditions}
 
 
-def _mia(cfg: RunConfig, plan: Plan, evals: dict):
+def _mia(score: str, plan: Plan, evals: dict):
     if len(plan.perturbed) < 2:
         return None
-    clean_s = query_scores(evals["clean"], cfg.mia_score)
-    mia = model_input_analysis(clean_s, {c: query_scores(evals[c], cfg.mia_score) for c in plan.perturbed})
-    mia["score"] = cfg.mia_score
+    clean_s = query_scores(evals["clean"], score)
+    mia = model_input_analysis(clean_s, {c: query_scores(evals[c], score) for c in plan.perturbed})
+    mia["score"] = score
     return mia
 
 
@@ -337,8 +339,8 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
 
     ds = plan.ds
     values = _metric_values(evals)
-    deltas, boots = _deltas(cfg, plan, evals, values)
-    conditions = _conditions(plan, enc, _validity(cfg, plan, enc))
+    deltas, boots = _deltas(cfg.n_boot, cfg.seed, plan, evals, values)
+    conditions = _conditions(plan, enc, _validity(cfg.validity_opts, plan, enc, log=lambda m: _log(cfg, m)))
     per_query_file = write_per_query(enc.out, ds, evals)
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}
@@ -348,7 +350,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
         metric_version=M.METRIC_VERSION, vlbench_version=__version__,
         model=ModelInfo(cfg.model, enc.model_hash, model), dataset=DatasetInfo(dataset["name"], dataset["hash"], dataset),
         conditions=conditions, settings=_settings(cfg, plan, enc), values=values, deltas=deltas, intervals=boots,
-        model_input_analysis=_mia(cfg, plan, evals), environment=library_versions(),
+        model_input_analysis=_mia(cfg.mia_score, plan, evals), environment=library_versions(),
         other={"wall_time_s": round(time.time() - t0, 3),
                "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),

@@ -17,9 +17,10 @@ from ..results import MetricKey, MetricValue
 from . import protocol_settings as PS
 
 
-def evaluate_folds(ds, img_emb, txt_emb, cfg, graded: list | tuple, device=None, relevance=None) -> list:
-    """One Evaluation per fold (one without folds) of one condition's embeddings."""
-    kw = dict(k=cfg.k, p=cfg.p, i2t_recall=cfg.i2t_recall or "hit")
+def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=None, relevance=None) -> list:
+    """One Evaluation per fold (one without folds) of one condition's embeddings; ``scoring``: the run's
+    scoring options (run_config.ScoringOptions: k, p, i2t_recall)."""
+    kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit")
     if ds.folds is None:
         rel = None if relevance is None else M.EmbeddingSource(*relevance, device=device)
         return [M.evaluate(M.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
@@ -35,14 +36,15 @@ def evaluate_folds(ds, img_emb, txt_emb, cfg, graded: list | tuple, device=None,
     return out
 
 
-def score(cfg, plan, enc) -> dict:
-    """Metrics per condition (condition -> one Evaluation per fold); options were checked by validate()."""
+def score(scoring, plan, enc) -> dict:
+    """Metrics per condition (condition -> one Evaluation per fold); ``scoring``: the run's scoring options
+    (run_config.ScoringOptions), checked by validate()."""
     ds, n = plan.ds, plan.ds.n_captions
     device = str(enc.adapter.device) if str(enc.adapter.device).startswith("cuda") else None
-    evals = {cond: evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], cfg,
+    evals = {cond: evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], scoring,
                                   plan.graded, device=device, relevance=enc.relevance)
              for cond, off in enc.offsets.items()}
-    return PS.adjust_evaluations(cfg, plan, enc, evals)
+    return PS.adjust_evaluations(scoring, plan, enc, evals)
 
 
 def mean_records(evals: list) -> list[dict]:

@@ -245,7 +245,7 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
         run_id = (f"{stamp}-{slug(cfg.model.split(':')[0])}-{cfg.task}-{slug(sets.dataset['name'])}-"
                   f"{model_hash[:6]}{sets.dataset['hash'][:6]}-{secrets.token_hex(3)}")
-        out = prepare_out(cfg, run_id)
+        out = prepare_out(cfg.out, run_id)
         img, txt = _encode(cfg, sets, adapter, cache, stats)
         evals = {cond: evaluate_choice(items, img, txt, seed=cfg.seed) for cond, items in sets.sets.items()}
         blind = blind_baseline(cfg, sets)
