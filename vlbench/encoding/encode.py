@@ -334,14 +334,15 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
 
 def encode_texts(adapter, texts: list[str], *, batch_size: int = 256, cache: EmbeddingCache | None = None,
                  stats: EncodeStats | None = None, progress: bool = True,
-                 shard: Shard = SINGLE) -> dict[int, np.ndarray]:
-    """Encode texts; identical model inputs are encoded once. Returns {index: vector} held here."""
+                 shard: Shard = SINGLE, keys: list[str] | None = None) -> dict[int, np.ndarray]:
+    """Encode texts; identical model inputs are encoded once. Returns {index: vector} held here.
+    ``keys``: the model's keys of ``texts`` (``adapter.text_keys(texts)``) when the caller has them already."""
     from tqdm.auto import tqdm
 
     stats = stats if stats is not None else EncodeStats()
     t_start = time.perf_counter()
     stats.texts_total += len(texts)
-    keys = [item_key("txt:" + k) for k in adapter.text_keys(texts)]
+    keys = [item_key("txt:" + k) for k in (adapter.text_keys(texts) if keys is None else keys)]
     first: dict[str, int] = {}
     for i, k in enumerate(keys):
         first.setdefault(k, i)

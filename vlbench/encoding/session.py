@@ -50,9 +50,9 @@ class EncodingSession:
                              stats=self.stats, progress=progress, shard=shard)
 
     def texts(self, texts: list[str], *, batch_size: int = 256, progress: bool = True,
-              shard: Shard = SINGLE) -> dict[int, np.ndarray]:
+              shard: Shard = SINGLE, keys: list[str] | None = None) -> dict[int, np.ndarray]:
         return encode_texts(self.model, texts, batch_size=batch_size, cache=self.cache, stats=self.stats,
-                            progress=progress, shard=shard)
+                            progress=progress, shard=shard, keys=keys)
 
     def variant_images(self, paths: list, variants: list, *, batch_size: int = 64, num_workers: int | None = None,
                        progress: bool = True, clean: np.ndarray | None = None,

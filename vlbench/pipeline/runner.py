@@ -244,11 +244,12 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
     texts = PS.truncate(cfg, texts)  # --truncate-chars
+    keys = session.model.text_keys(texts)  # the model's input after its truncation: computed once, used twice
     img_local = phase(dist, shard, lambda: session.images(
         paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard))
     _log(cfg, f"encoding {len(texts)} captions ({len(plan.perturbed) + 1} condition(s))")
     txt_local = phase(dist, shard, lambda: session.texts(
-        texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress, shard=shard))
+        texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress, shard=shard, keys=keys))
     img_emb = gather(dist, shard, img_local, len(paths), "image")
     txt_emb = gather(dist, shard, txt_local, len(texts), "text")
     if shard.rank != 0:
@@ -260,10 +261,9 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     bound = bind_transforms(session.model, plan.variants)  # image conditions: rank 0 encodes them
     variant_img = session.variant_images(paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers,
                                          progress=progress, clean=img_emb, bind=False)
-    keys = tuple(session.model.text_keys(texts)) if plan.perturbed else ()  # as encode_texts keyed them
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
                    session.cache, shard.world, variant_img, PS.encode_relevance(cfg, ds, paths, stats=session.stats),
-                   keys, bound)
+                   tuple(keys) if plan.perturbed else (), bound)
 
 
 def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
