@@ -34,7 +34,9 @@ import numpy as np
 
 from .official import official_values
 from .specs import builtins, plugin_columns, plugin_metrics
-from .ranking import BLOCK_BYTES, DIRECTIONS, ArraySource, EmbeddingSource, Positives, RankedBlock, SimilaritySource, _sorted_topk, _to_numpy, build_positives, check_finite, head_size, rank_blocks
+from .ranking import (BLOCK_BYTES, DIRECTIONS, ArraySource, EmbeddingSource, Positives, RankedBlock,  # noqa: F401
+                      SimilaritySource, _sorted_topk, _to_numpy, build_positives, check_finite, head_size,
+                      rank_blocks)
 
 METRIC_VERSION = "1.0"  # bump on any change of semantics
 DEFAULT_K = (1, 5, 10)
