@@ -107,7 +107,9 @@ RUN_OPTIONS = (
     Option("perturb_variant", "--perturb-variant", "perturbation implementations: standard, or hendriksen2024 "
                                                    "(the authors-compatible variants)",
            choices=C.PERTURB_VARIANTS),
-    Option("cache_dir", "--cache-dir", "embedding cache folder (default ~/.cache/vlbench)"),
+    Option("cache_dir", "--cache-dir", "cache root of every store: embeddings, perturbed captions, model identities, "
+                                       "MiniLM vectors, ... (default $VLBENCH_CACHE_DIR or ~/.cache/vlbench; see "
+                                       "vlbench cache ls)"),
     Option("no_cache", "--no-cache", "neither read nor write the embedding cache", kind="flag"),
     Option("restart", "--restart", "ignore cached embeddings from earlier runs and re-encode", kind="flag"),
     Option("trust_remote_code", "--trust-remote-code",
