@@ -6,8 +6,13 @@ plan (data, perturbations, options) -> encode (images once, each distinct captio
 Work is never done twice: images are encoded once for all conditions, each distinct model input
 (caption text after truncation) once over all conditions, and everything encoded goes to the
 embedding cache as it is finished, so a second run (or a run restarted after a crash) re-encodes
-nothing it already has. Statistics live in stats.py, output files in report.py, torchrun in distributed.py,
-the options in run_config.py.
+nothing it already has.
+
+Each step takes plain inputs and returns a frozen value that the next step reads; no step edits what another
+one made (``Plan``: the dataset and its :class:`~vlbench.conditions.RunCondition` s; ``Encoded``: embeddings,
+the model keys as encoded, what binding added to the conditions; the score step's Evaluations; the record).
+The score step is pipeline/scoring.py, statistics metrics/stats.py, output files report.py, the encoding
+session encoding/session.py, torchrun encoding/distributed.py, the options run_config.py.
 """
 
 from __future__ import annotations
