@@ -249,12 +249,17 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
     texts = PS.truncate(cfg, texts)  # --truncate-chars
-    keys = session.model.text_keys(texts)  # the model's input after its truncation: computed once, used twice
     img_local = phase(dist, shard, lambda: session.images(
         paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard))
     _log(cfg, f"encoding {len(texts)} captions ({len(plan.perturbed) + 1} condition(s))")
-    txt_local = phase(dist, shard, lambda: session.texts(
-        texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress, shard=shard, keys=keys))
+    keys: list = []  # the model's inputs after its truncation, computed once for encoding and validity
+
+    def texts_phase():  # after the images, whose headers are checked before anything loads the model
+        keys.extend(session.model.text_keys(texts))
+        return session.texts(texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress,
+                             shard=shard, keys=keys)
+
+    txt_local = phase(dist, shard, texts_phase)
     img_emb = gather(dist, shard, img_local, len(paths), "image")
     txt_emb = gather(dist, shard, txt_local, len(texts), "text")
     if shard.rank != 0:
