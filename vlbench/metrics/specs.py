@@ -274,17 +274,6 @@ def plugin_columns(r, ev, plugins: list) -> dict:
     return cols
 
 
-def metric_for(name: str) -> Metric | None:
-    """The registered Metric of a record's metric name (built-in or loadable plug-in), or None."""
-    for m in builtins():
-        if m.name == name:
-            return m
-    for e, m in plugin_metrics():
-        if e.name == name:
-            return m
-    return None
-
-
 def describe() -> list[dict]:
     """Rows for ``vlbench ls metrics``: name, unit, range, better, directions, source, description."""
     rows = []

@@ -184,11 +184,11 @@ def preflight(cfg):
         n_conditions = 1 + (len(P.resolve(cfg.perturb)) if cfg.perturb and not bad_spec else 0)
         vectors = len(ds.gallery_images) + ds.n_captions * n_conditions
         need = vectors * 1024 * 4 + 64 * 2**20  # float32 vectors up to 1,024 wide, plus the run folder
-        from ..encoding.cache import default_cache_dir
+        from .. import stores
 
         paths = [Path(cfg.out) if cfg.out else Path("runs")]
         if not cfg.no_cache:
-            paths.append(Path(cfg.cache_dir or default_cache_dir()))
+            paths.append(stores.root(cfg.cache_dir))
         problems += check_disk(paths, need)
     report(problems)
     return ds if complete else None

@@ -156,6 +156,11 @@ class Plan:
         return list(texts), dict(offsets)
 
     @property
+    def offsets(self):
+        """Condition name -> where its captions start in :meth:`texts` (read-only)."""
+        return self._inputs[1]
+
+    @property
     def perturbed(self) -> dict:
         """Caption perturbation name -> its PerturbedSet."""
         return {c.name: c.perturbation for c in self.conditions if c.kind == "caption"}
@@ -302,7 +307,7 @@ def _validity(v, plan: Plan, enc: Encoded, log) -> dict:
         return {}
     from ..perturbations.validity import run_validity, write_audit
 
-    n, offsets = plan.ds.n_captions, plan.texts()[1]
+    n, offsets = plan.ds.n_captions, plan.offsets
     keys = enc.text_keys
     cond_keys = {name: keys[offsets[name]:offsets[name] + n] for name in plan.perturbed}
     out = run_validity(plan.ds.captions, plan.perturbed, (keys[:n], cond_keys), mode=v.validity,

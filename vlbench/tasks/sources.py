@@ -48,8 +48,9 @@ def coco_val2017_dir() -> Path:
     env = os.environ.get("VLBENCH_COCO_VAL2017")
     if env:
         return Path(env)
-    cache = Path(os.environ.get("VLBENCH_CACHE_DIR", Path.home() / ".cache" / "vlbench"))
-    return cache / "coco" / "val2017"
+    from .. import stores
+
+    return stores.path("coco-images") / "val2017"
 
 
 def sugarcrepe_items(root, subset: str, *, images_dir=None, check_images: bool = True) -> list[ChoiceItem]:
