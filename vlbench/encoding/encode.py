@@ -15,19 +15,17 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from ..errors import DataError, ModelError
+from ..errors import DataError, ModelError, VlbenchError
 from .cache import EmbeddingCache, item_key
+from .images import MAX_ASPECT, check_image_header, file_key, file_problem, load_image, max_aspect  # noqa: F401
 
 
 @dataclass
@@ -69,90 +67,7 @@ SINGLE = Shard()
 
 
 # ---------------------------------------------------------------------------------------------
-# images
-
-#: longest side / shortest side above which an image is refused. Preprocessing resizes the shortest side
-#: to the model's input size, so memory grows with this ratio: a 6 KB PNG of 2,000,000 x 1 pixels would
-#: become a 448,000,000 x 224 image (301 GB as 8-bit RGB). Override with VLBENCH_MAX_IMAGE_ASPECT.
-MAX_ASPECT = 32.0
-
-
-def _check_shape(path: Path, size: tuple[int, int]) -> None:
-    w, h = size
-    limit = float(os.environ.get("VLBENCH_MAX_IMAGE_ASPECT", MAX_ASPECT))
-    if min(w, h) < 1 or max(w, h) / min(w, h) > limit:
-        long_side = round(max(w, h) / max(min(w, h), 1) * 224)
-        raise DataError(f"image file {str(path)!r} is {w} x {h} pixels: its aspect ratio exceeds {limit:g}:1, and "
-                        f"resizing its short side to 224 pixels (a usual model input size) would make it "
-                        f"{long_side:,} x 224 pixels, {long_side * 224 * 3 / 1e9:,.1f} GB as 8-bit RGB",
-                        "crop or pad it to a normal aspect ratio, or set VLBENCH_MAX_IMAGE_ASPECT if you trust it")
-
-
-@contextmanager
-def _opened(path: Path):
-    """The image opened lazily (header read, nothing decoded), its size checked; every failure inside the
-    block becomes a DataError naming the file and the fix."""
-    from PIL import Image, UnidentifiedImageError
-
-    if not path.is_file():
-        raise DataError(f"image file {str(path)!r} is missing", "put the file there or fix the manifest")
-    if path.stat().st_size == 0:
-        raise DataError(f"image file {str(path)!r} is empty (0 bytes)", "re-download or replace the file")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
-                _check_shape(path, im.size)  # before decoding: the header gives the size
-                yield im
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise DataError(f"image file {str(path)!r} is too large to decode safely ({exc})",
-                        "downscale it, or raise PIL.Image.MAX_IMAGE_PIXELS if you trust the file") from None
-    except UnidentifiedImageError:
-        raise DataError(f"image file {str(path)!r} is not an image PIL can read",
-                        "replace it with a valid JPEG/PNG file") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise DataError(f"image file {str(path)!r} is corrupt or truncated ({exc})",
-                        "re-download or replace the file") from None
-
-
-def check_image_header(path: str | os.PathLike) -> None:
-    """Refuse an unreadable or extreme image from its header alone (no decoding, no model): the encode
-    step calls it for every image it is about to encode, before the model is loaded, so such an image
-    costs neither the model's memory nor any finished work."""
-    with _opened(Path(path)):
-        pass
-
-
-def load_image(path: str | os.PathLike):
-    """Open an image as RGB with the documented rules (docs/robustness.md):
-    EXIF orientation applied; CMYK/grayscale/palette converted; 16-bit scaled to 8-bit;
-    transparency composited on white; PIL's decompression-bomb limit enforced."""
-    from PIL import Image, ImageOps
-
-    with _opened(Path(path)) as im:
-        im.load()
-        im = ImageOps.exif_transpose(im)
-        if im.mode in ("I;16", "I;16B", "I;16L", "I"):
-            arr = np.asarray(im, dtype=np.float64)
-            hi = 65535.0 if im.mode.startswith("I;16") or arr.max() > 255 else 255.0
-            im = Image.fromarray(np.clip(arr / hi * 255.0 + 0.5, 0, 255).astype(np.uint8), "L")
-        if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
-            im = im.convert("RGBA")
-            bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
-            im = Image.alpha_composite(bg, im)
-        return im.convert("RGB")
-
-
-def file_key(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    except FileNotFoundError:
-        raise DataError(f"image file {str(path)!r} is missing", "put the file there or fix the manifest") from None
-    return "img:" + h.hexdigest()
-
+# images: the file checks and decoding rules live in images.py (re-exported here, where callers import them)
 
 @dataclass(frozen=True)
 class _Failed:
@@ -173,7 +88,7 @@ class _ImageSet:
     def __getitem__(self, i):
         try:
             return self.preprocess(load_image(self.paths[i]))
-        except DataError as exc:
+        except VlbenchError as exc:  # a bad file, or a bad VLBENCH_MAX_IMAGE_ASPECT
             return _Failed(exc.message, exc.hint)
 
 

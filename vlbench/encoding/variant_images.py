@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from ..conditions import ImageTransform, Variant
-from ..errors import DataError
+from ..errors import DataError, VlbenchError
 from .cache import item_key
 from .encode import EncodeStats, _Collate, _Encoder, _encode_batches, _Failed, _from_cache, _raise_failed, _slice, \
     file_key, load_image
@@ -32,7 +32,15 @@ class _VariantImages:
     def __getitem__(self, i):
         path, index, content, transform = self.jobs[i]
         try:
-            return self.preprocess(transform(self._decoded(path), index, content))
+            image = self._decoded(path)
+        except DataError as exc:
+            return _Failed(exc.message, exc.hint)
+        try:
+            image = transform(image, index, content)
+        except VlbenchError as exc:  # e.g. a plug-in's error or bad output, an image above the pixel limit
+            return _Failed(f"{path}: {exc.message}", exc.hint)
+        try:
+            return self.preprocess(image)
         except DataError as exc:
             return _Failed(exc.message, exc.hint)
 
