@@ -29,3 +29,42 @@ class DataError(VlbenchError):
 
 class ModelError(VlbenchError):
     """A model could not be loaded or produced unusable output."""
+
+
+_NO_EXAMPLE = object()
+
+
+class OptionError(VlbenchError):
+    """A bad value of one run option, named the way the caller spelt it.
+
+    ``option`` is the option's Python name (the RunConfig field, the keyword argument of ``vlbench.run``).
+    ``message`` and ``hint`` write the option as ``{opt}``; ``example`` is a value that would work. From
+    Python the error reads ``batch_size must be >= 1 ... e.g. batch_size=64``; the CLI renders the same
+    error with the option's flag (:meth:`cli_text`): ``--batch-size must be >= 1 ... e.g. --batch-size 64``.
+    """
+
+    def __init__(self, option: str, message: str, hint: str | None = None, *, example=_NO_EXAMPLE,
+                 flag: str | None = None):
+        self.option = option
+        self.flag = flag  # the CLI flag when it is not the field name with dashes (the CLI looks it up)
+        self._parts = (message, hint, example)
+        message, hint = self.render(None)
+        super().__init__(message, hint)
+
+    def render(self, flag: str | None) -> tuple[str, str | None]:
+        """(message, hint) naming the option as ``flag`` (CLI) or, with None, as its keyword argument."""
+        message, hint, example = self._parts
+        name = flag or self.option
+        if example is not _NO_EXAMPLE:
+            if flag:
+                value = ",".join(map(str, example)) if isinstance(example, (list, tuple)) else example
+                shown = flag if value is True else f"{flag} {value}"
+            else:
+                shown = f"{self.option}={list(example) if isinstance(example, tuple) else example!r}"
+            hint = f"{hint}; e.g. {shown}" if hint else f"e.g. {shown}"
+        return message.replace("{opt}", name), None if hint is None else hint.replace("{opt}", name)
+
+    def cli_text(self, flag: str | None = None) -> str:
+        """The error as the command line shows it: the option as its flag."""
+        message, hint = self.render(flag or self.flag or "--" + self.option.replace("_", "-"))
+        return message if not hint else f"{message}\n  fix: {hint}"

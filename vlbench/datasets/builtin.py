@@ -20,7 +20,7 @@ from ..errors import DataError, UnknownNameError
 from ..registry import datasets as DATASETS
 from . import download as dl
 from .specs import BUILTIN, FG_COMMIT, FG_REPO, IMAGE_SOURCES, DatasetSpec
-from .core import Dataset, _build, check_images, read_manifest
+from .core import IMAGE_EXTS, Dataset, _build, check_images, read_manifest
 
 
 def find_caption_file(fname: str, data_dir: Path) -> Path | None:
@@ -114,6 +114,26 @@ def _with_fg_pool(spec: DatasetSpec, data_dir: Path, ds: Dataset) -> Dataset:
                       f"check {cand}")
     return replace(ds, distractors=extra, gallery="fg-pool", distractor_root=data_dir / "images" / "coco-unlabeled2017",
                    source={**ds.source, "fg_pool": pool})
+
+
+def images_problem(name: str, data_dir=None) -> DataError | None:
+    """Why the image folder of built-in ``name`` cannot be complete, found without its caption file (so a
+    check that meets missing captions lists the images in the same message), or None."""
+    spec = BUILTIN.get(name)
+    if spec is None or spec.n_images is None:
+        return None
+    data_dir = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    root = data_dir / "images" / spec.images
+    have = 0
+    if root.is_dir():
+        with os.scandir(root) as it:
+            have = sum(1 for e in it if e.name.lower().endswith(IMAGE_EXTS) and e.is_file())
+    if have >= spec.n_images:
+        return None
+    where = "does not exist" if not root.is_dir() else f"holds {have:,} image file(s)"
+    return DataError(f"the image folder {root} {where}; {name!r} has {spec.n_images:,} test images",
+                     f"run 'vlbench download {name}' while online, or download {IMAGE_SOURCES[spec.images].url} "
+                     f"and unzip its images into {root}")
 
 
 class BuiltinDataset:

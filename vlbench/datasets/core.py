@@ -141,6 +141,9 @@ def safe_join(root: Path, rel: str) -> Path:
     if "\0" in rel:
         raise DataError(f"image path {rel!r} contains a NUL character", "fix the file name in the manifest")
     p = Path(rel)
+    if not p.parts:  # "." or "./": the data folder itself (issue #21, helper E)
+        raise DataError(f"image path {rel!r} names the data folder itself, not an image file",
+                        "give the image file's name relative to the manifest's folder (e.g. images/0001.jpg)")
     if p.is_absolute() or rel.startswith(("/", "\\")) or ":" in p.parts[0][1:2]:
         raise DataError(f"image path {rel!r} is absolute",
                         "image paths must be relative to the manifest's folder")
@@ -271,7 +274,13 @@ def check_images(ds: Dataset, limit: int = 5) -> None:
     missing = []
     for i, name in enumerate(ds.gallery_images):
         p = ds.image_path(i)
-        if not p.is_file():
+        try:
+            present = p.is_file()
+        except OSError as exc:  # a name too long for the file system (issue #21, helper E): a message, no traceback
+            raise DataError(f"image file name {str(p)[:80]!r}... ({len(str(p)):,} characters) of {ds.name!r} cannot "
+                            f"be looked up: {exc.strerror}", "rename the file and its entry to a shorter name "
+                            "(at most 255 bytes per name)") from None
+        if not present:
             missing.append(str(p))
     if missing:
         more = f" (and {len(missing) - limit} more)" if len(missing) > limit else ""
@@ -303,12 +312,19 @@ def load_custom(path: str, *, require_images: bool = True) -> Dataset:
 def load_dataset(spec: str, *, data_dir=None, gallery: str = "test", require_images: bool = True,
                  download: bool | None = None, extra_positives: str | None = None) -> Dataset:
     """Load a dataset by registered name or ``custom:<manifest.jsonl>``."""
+    custom = spec.startswith("custom:") or (spec.endswith(".jsonl") and Path(spec).is_file())
+    if custom and extra_positives:
+        raise no_extra_positives(extra_positives, spec)
     if spec.startswith("custom:"):
         if gallery != "test":
             raise DataError("--gallery applies to the built-in FG datasets only",
                             "list distractor images in the manifest instead")
-        return load_custom(spec[len("custom:"):], require_images=require_images)
-    if spec.endswith(".jsonl") and Path(spec).is_file():
+        path = spec[len("custom:"):]
+        if not path.strip():
+            raise DataError(f"the dataset {spec!r} names no manifest: the path after 'custom:' is empty",
+                            "write custom:<path of a JSONL manifest>, e.g. --dataset custom:data/my_set.jsonl")
+        return load_custom(path, require_images=require_images)
+    if custom:
         return load_custom(spec, require_images=require_images)
     factory = DATASETS.get(spec)
     kwargs = dict(data_dir=data_dir, gallery=gallery, require_images=require_images, download=download)
@@ -318,4 +334,18 @@ def load_dataset(spec: str, *, data_dir=None, gallery: str = "test", require_ima
     if not isinstance(ds, Dataset):
         raise DataError(f"dataset plug-in {spec!r} returned {type(ds).__name__}, not vlbench Dataset",
                         "return vlbench.datasets.core.Dataset from the plug-in factory")
+    if extra_positives and ds.extra_positives_name != extra_positives:  # a plug-in that ignored them
+        raise no_extra_positives(extra_positives, spec)
     return ds
+
+
+#: the datasets that have extended positives (ECCV Caption and CxC annotate the MS-COCO 5k test captions)
+EXTRA_POSITIVE_DATASETS = ("coco",)
+
+
+def no_extra_positives(kind: str, spec: str) -> DataError:
+    """The refusal of ``--extra-positives KIND`` on a dataset that has none (never silently ignored)."""
+    return DataError(f"--extra-positives {kind}: dataset {spec!r} has no extended positives (ECCV Caption and CxC "
+                     f"annotate the MS-COCO 5k test captions only, i.e. {', '.join(EXTRA_POSITIVE_DATASETS)})",
+                     f"use it with --dataset {EXTRA_POSITIVE_DATASETS[0]}, or leave "
+                     "--extra-positives out for this dataset")

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -30,14 +31,28 @@ from ..errors import DataError
 from .specs import BUILTIN, IMAGE_SOURCES
 
 
+class DownloadError(DataError):
+    """One file could not be fetched: ``url`` and the plain ``reason`` (the caller says what it was for)."""
+
+    def __init__(self, url: str, reason: str, hint: str):
+        self.url, self.reason = url, reason
+        super().__init__(f"could not download {url}: {reason}", hint)
+
+
+def _reason(exc: Exception) -> str:
+    """The root cause of a failed download in plain words (``[Errno -3] ...``, not ``<urlopen error ...>``)."""
+    inner = getattr(exc, "reason", None)
+    return str(inner if inner is not None and not isinstance(exc, urllib.error.HTTPError) else exc)
+
+
 def http_get(url: str, timeout: float = 60.0) -> bytes:
     if offline():
-        raise DataError(f"cannot download {url}: offline mode is on", "unset VLBENCH_OFFLINE/HF_HUB_OFFLINE")
+        raise DownloadError(url, "offline mode is on", "unset VLBENCH_OFFLINE/HF_HUB_OFFLINE")
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 (fixed https URLs)
             return r.read()
     except Exception as exc:
-        raise DataError(f"could not download {url}: {exc}", "check the network, or fetch the file by hand") from None
+        raise DownloadError(url, _reason(exc), "check the network, or fetch the file by hand") from None
 
 
 def _jsonl(rows) -> bytes:
@@ -82,11 +97,18 @@ def fetch_captions(name: str, data_dir: Path) -> Path:
         return target
     try:
         blob = STEPS[spec.recipe.step](Path(data_dir), **spec.recipe.args)
-    except DataError as exc:
-        raise DataError(f"the captions of {name!r} are not in {data_dir} and could not be downloaded "
-                        f"({exc.message})",
+    except DownloadError as exc:  # one flat message: which captions, which file, why
+        raise DataError(f"the captions of {name!r} are not in {data_dir} and could not be downloaded: "
+                        f"{exc.url}: {exc.reason}",
                         f"put {spec.captions} (sha256 {spec.sha256[:16]}...) into {data_dir} or pass "
                         f"--data-dir with the folder that holds it; online, 'vlbench download {name}' fetches it") \
+            from None
+    except DataError as exc:  # the dataset this one is made from (an FG set's original) failed: say so once
+        if spec.recipe.step != "fg_reorder" or exc.message.startswith(f"the captions of {name!r}"):
+            raise
+        base = spec.recipe.args["order_of"]
+        raise DataError(f"the captions of {name!r} are made from those of {base!r}, and {exc.message}",
+                        f"{exc.hint}; then 'vlbench download {name}' (or put {spec.captions} into {data_dir})") \
             from None
     digest = sha256_bytes(blob)
     if digest != spec.sha256:

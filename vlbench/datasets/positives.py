@@ -58,8 +58,9 @@ def load_extra_positives(ds, kind: str, data_dir):
     if kind not in KINDS:
         raise DataError(f"unknown extended positives {kind!r}", f"use one of {', '.join(KINDS)}")
     if ds.name != "coco":
-        raise DataError(f"--extra-positives {kind} annotates the original MS-COCO 5k captions, not {ds.name!r}",
-                        "use it with --dataset coco")
+        from .core import no_extra_positives
+
+        raise no_extra_positives(kind, ds.name)
     data_dir = Path(data_dir)
     ids_file = _find(data_dir, "coco5k_test_ids.jsonl")
     image_index, caption_index = {}, {}

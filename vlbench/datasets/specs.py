@@ -16,7 +16,7 @@ when given) and returns a :class:`vlbench.datasets.core.Dataset`, usually throug
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 MULTI30K_RAW = f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}/data"
@@ -64,6 +64,7 @@ class DatasetSpec:
     fg_pool: str | None = None  # FG release prefix of the enlarged image pool (``--gallery fg-pool``)
     pool_size: int | None = None  # the enlarged gallery size the release describes
     language: str | None = None  # ISO 639-1 code of the captions when not English (recorded in the provenance)
+    n_images: int | None = None  # test images (lets a check count the image folder before the captions are there)
 
 
 IMAGE_SOURCES = {
@@ -126,6 +127,8 @@ MULTILINGUAL = (
     for lang, sha in _MULTI30K_SHA.items())
 
 SPECS = SPECS + MULTILINGUAL
+_N_IMAGES = {"flickr30k": 1000, "coco": 5000}  # by image archive: every set on it has all of its test images
+SPECS = tuple(replace(s, n_images=_N_IMAGES[s.images]) for s in SPECS)
 
 #: name -> spec
 BUILTIN: dict[str, DatasetSpec] = {s.name: s for s in SPECS}

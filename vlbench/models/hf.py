@@ -148,10 +148,35 @@ def preflight(checkpoint: str, *, family: str = "clip", **_) -> list:
     local = Path(checkpoint).expanduser()
     if local.exists() or checkpoint.startswith((".", "/", "~")) or os.sep + os.sep in checkpoint:
         if (local / "config.json").is_file():
-            return []
+            return folder_problems(local, family)
         return [ModelError(f"local folder {str(local)!r} " +
                            ("has no config.json" if local.is_dir() else "does not exist"),
                            "give the folder of a save_pretrained() export (config, weights, tokenizer and "
                            "image-processor files)")]
     p = hub_problem(checkpoint, f"--model {family}:/path/to/{checkpoint.split('/')[-1]}")
     return [p] if p else []
+
+
+#: a save_pretrained() folder's files by part: any one of the names (or glob patterns) will do
+FOLDER_PARTS = (
+    ("weights", ("model.safetensors", "pytorch_model.bin", "model-*.safetensors", "pytorch_model-*.bin",
+                 "*.safetensors.index.json", "pytorch_model.bin.index.json")),
+    ("tokenizer files", ("tokenizer.json", "vocab.json", "vocab.txt", "sentencepiece.bpe.model", "spiece.model",
+                         "tokenizer.model")),
+    ("image-processor config", ("preprocessor_config.json", "processor_config.json")),
+)
+
+
+def folder_problems(local: Path, family: str = "clip") -> list:
+    """What a local transformers checkpoint folder lacks (weights, tokenizer, image-processor config), found
+    from its file names before anything loads: a folder saved with ``model.save_pretrained()`` alone has no
+    processor files, and would otherwise fail only after the weights were read."""
+    missing = [part for part, names in FOLDER_PARTS if not any(next(local.glob(n), None) for n in names)]
+    if not missing:
+        return []
+    wants = {part: " or ".join(names[:2]) for part, names in FOLDER_PARTS}
+    return [ModelError(f"local folder {str(local)!r} has no {', no '.join(missing)} "
+                       f"({'; '.join(wants[m] for m in missing)})",
+                       "save the processor beside the weights: e.g. transformers.AutoProcessor.from_pretrained("
+                       f"'<the original checkpoint>').save_pretrained({str(local)!r}) (for {family}: the tokenizer "
+                       "and the image processor, each with save_pretrained into the same folder)")]

@@ -20,14 +20,27 @@ def plan_variants(cfg, ds) -> list[Variant]:
         from ..shortcuts.conditions import shortcut_variants
 
         out += shortcut_variants(cfg.shortcuts, ds, seed=cfg.seed, digits=cfg.digits, cache_dir=cfg.cache_dir)
+        report_fallbacks(out, quiet=cfg.quiet)
     if cfg.mce_reference:
         from ..errors import VlbenchError
         from ..imageperturb.conditions import read_reference
 
         if not cfg.perturb_images:
             raise VlbenchError("--mce-reference needs --perturb-images", "add e.g. --perturb-images all:1-5")
-        read_reference(cfg.mce_reference)  # a bad path fails before any encoding
+        read_reference(cfg.mce_reference, dataset=ds)  # a bad path or another dataset fails before any encoding
     return out
+
+
+def report_fallbacks(variants, *, quiet: bool = False, file=None) -> list[str]:
+    """Print (to stderr) every fallback the conditions were built with, once each (e.g. scikit-learn's digits
+    instead of MNIST): they change what is measured, so they are said on the console, not only in results.json."""
+    import sys
+
+    notes = list(dict.fromkeys(v.meta["digit_fallback"] for v in variants if v.meta.get("digit_fallback")))
+    if not quiet:
+        for note in notes:
+            print(f"note: {note}", file=file or sys.stderr, flush=True)
+    return notes
 
 
 def variant_summaries(cfg, plan, rec) -> dict:

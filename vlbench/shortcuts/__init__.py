@@ -27,6 +27,7 @@ class DigitBank:
 
     images: dict[int, np.ndarray]
     source: str  # "mnist" or "sklearn-digits", recorded with results
+    fallback: str | None = None  # why "auto" fell back to scikit-learn's digits (printed and recorded)
 
 
 def _sklearn_bank() -> DigitBank:
@@ -64,7 +65,12 @@ def load_digit_bank(source: str = "auto", *, cache_dir: str | os.PathLike | None
         if source == "mnist":
             raise VlbenchError(f"MNIST could not be loaded from {root} ({exc})",
                                "go online once, or use source='sklearn-digits'") from exc
-        return _sklearn_bank()
+        bank = _sklearn_bank()
+        reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        bank.fallback = (f"the shortcut probes use scikit-learn's 8x8 digits, not MNIST: MNIST could not be loaded "
+                         f"from {root} ({reason}); go online once (MNIST is then kept there), or pass --digits "
+                         "sklearn-digits to ask for these digits")
+        return bank
 
 
 def digits_of(number: int) -> str:

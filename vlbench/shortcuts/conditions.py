@@ -57,7 +57,8 @@ def shortcut_variants(spec: str, ds, *, seed: int, digits: str = "auto", cache_d
         on_images = any(k is not None for k in plan.image_numbers)
         on_captions = any(k is not None for k in plan.caption_numbers)
         meta = {"perturbation": PREFIX + p, "kind": "shortcut", "probe": p, "family": "shortcut", "seed": seed,
-                "digit_source": bank.source, "version": RENDER_VERSION, "not_applicable_rate": 0.0,
+                "digit_source": bank.source, **({"digit_fallback": bank.fallback} if bank.fallback else {}),
+                "version": RENDER_VERSION, "not_applicable_rate": 0.0,
                 "images": "numbers rendered" if on_images else "clean",
                 "captions": "numbers appended" if on_captions else "clean"}
         out.append(Variant(PREFIX + p, meta,
@@ -71,5 +72,6 @@ def shortcut_summary(variants) -> dict:
     sc = [v for v in variants if v.meta.get("kind") == "shortcut"]
     return {"probes": [v.meta["probe"] for v in sc], "digit_source": sc[0].meta["digit_source"] if sc else None,
             "seed": sc[0].meta["seed"] if sc else None, "render_version": RENDER_VERSION,
+            **({"digit_fallback": sc[0].meta["digit_fallback"]} if sc and sc[0].meta.get("digit_fallback") else {}),
             "reading": "matched: a model that reads the digits gains; mismatched: it loses; caption-only / "
                        "image-only: a robust model does not move"}
