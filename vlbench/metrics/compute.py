@@ -10,7 +10,8 @@ Definitions (protocols_and_metrics.md section 2; docs/metrics.md has the full te
 * mAP@R: 100 * (1/R) * sum_{i<=R} precision@i * rel(i)   (ECCV Caption, Chun et al. 2022).
 * DCG_CM@p: sum_{i<=p} rel_i / log2(i+1), rel_i = 1 for a positive, otherwise the relevance of
   (query, candidate): by default the evaluated similarity itself (cosine), or a separate relevance
-  model's similarity. nDCG_CM@p divides by the ideal DCG over the same relevance values.
+  model's similarity. nDCG_CM@p divides by the ideal DCG over the same relevance values. A p above the
+  number of candidates gives the value at p = the number of candidates (nothing of size p is made).
 * RSUM: the sum of Recall@{1,5,10} over both directions (max 600), also per direction.
 
 An image with no positive caption (a distractor in an enlarged gallery) is a candidate for t2i but
@@ -163,8 +164,8 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     ``fraction``: the k values whose recall is the fraction recall instead of the hit rate."""
     n_q = len(queries)
     K = head_size(pos, kmax, p)
-    pp = min(p, K)
-    disc = _discounts(p)
+    pp = min(p, K)  # p above the gallery size: DCG@p = DCG@gallery size (nothing of size p is made)
+    disc = _discounts(pp)
     out = {name: np.zeros(n_q) for name in ("r_prec", "map_r", "dcg", "ndcg")}
     best_rank = np.zeros(n_q, dtype=np.int64)
     graded = {name: src for name, src in (graded or {}).items() if direction in getattr(src, "directions", DIRECTIONS)}

@@ -3,7 +3,9 @@
 Ties are broken by candidate index, lower index first (a stable sort of ``-similarity``); ranks are
 1-based. :func:`rank_blocks` walks the queries in blocks of at most ``block_bytes`` of similarities
 and gives, per block, the top-K candidates in that exact order and which of them are positives; the
-metric functions (metrics.py) read only these blocks.
+metric functions (metrics.py) read only these blocks. Identical vectors score bit for bit the same
+(``EmbeddingSource`` shares the first copy's column / row), so the tie rule also holds for duplicate
+captions and images.
 """
 
 from __future__ import annotations
@@ -132,10 +134,28 @@ class ArraySource(SimilaritySource):
         return np.ascontiguousarray(self.sim[:, queries].T)
 
 
+def duplicate_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dup, first): the rows of ``x`` that repeat an earlier row bit for bit, and that earlier row's index."""
+    if len(x) < 2 or x.shape[1] == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    v = np.ascontiguousarray(x).view(np.dtype((np.void, x.dtype.itemsize * x.shape[1]))).reshape(-1)
+    _, first, inv = np.unique(v, return_index=True, return_inverse=True)  # first: the lowest index
+    rep = first[inv.reshape(-1)]
+    dup = np.flatnonzero(rep != np.arange(len(x)))
+    return dup, rep[dup].astype(np.int64)
+
+
 class EmbeddingSource(SimilaritySource):
     """Dot products of (normalized) embeddings, computed per block; never the full matrix.
 
     With ``device`` set (e.g. "cuda"), the block products run there and only the block comes back.
+
+    Identical vectors get bitwise-identical scores: a matrix product may round the same dot product
+    differently depending on where the row or column falls in its tiles (~1e-7), which would let a later
+    duplicate caption outrank an earlier one and break the tie rule. So every candidate column that
+    repeats an earlier candidate vector is overwritten with that earlier column's scores, and every query
+    row of a block that repeats an earlier query vector of the block with that row (a copy of only the
+    duplicated columns / rows: the product itself is unchanged and as fast).
     """
 
     def __init__(self, image_emb, text_emb, device: str | None = None):
@@ -146,6 +166,12 @@ class EmbeddingSource(SimilaritySource):
                              f"{self.txt.shape[1]}")
         self.n_images, self.n_captions = len(self.img), len(self.txt)
         self.device = device if device and device != "cpu" else None
+        self._dups = {"img": duplicate_rows(self.img), "txt": duplicate_rows(self.txt)}
+        self._first = {}  # modality with duplicates -> index of the first row with the same vector
+        for name, (dup, first) in self._dups.items():
+            if len(dup):
+                self._first[name] = np.arange(len(self.img if name == "img" else self.txt))
+                self._first[name][dup] = first
         if self.device:
             import torch
 
@@ -154,13 +180,28 @@ class EmbeddingSource(SimilaritySource):
 
     def rows(self, direction, queries):
         q, c = ("img", "txt") if direction == "i2t" else ("txt", "img")
+        queries = np.asarray(queries)
         if self.device:
             import torch
 
-            idx = torch.from_numpy(np.asarray(queries)).to(self.device)
-            return (self._t[q][idx] @ self._t[c].T).cpu().numpy()
-        mats = {"img": self.img, "txt": self.txt}
-        return mats[q][queries] @ mats[c].T
+            idx = torch.from_numpy(queries).to(self.device)
+            out = (self._t[q][idx] @ self._t[c].T).cpu().numpy()
+        else:
+            mats = {"img": self.img, "txt": self.txt}
+            out = mats[q][queries] @ mats[c].T
+        return self._share_duplicates(out, q, c, queries)
+
+    def _share_duplicates(self, out: np.ndarray, q: str, c: str, queries: np.ndarray) -> np.ndarray:
+        dup, first = self._dups[c]
+        if len(dup):  # duplicate candidates: the first one's column
+            out[:, dup] = out[:, first]
+        if q in self._first and len(queries) > 1:  # duplicate queries within the block: the first one's row
+            _, pos, inv = np.unique(self._first[q][queries], return_index=True, return_inverse=True)
+            src = pos[inv.reshape(-1)]
+            rows = np.flatnonzero(src != np.arange(len(queries)))
+            if len(rows):
+                out[rows] = out[src[rows]]
+        return out
 
 
 def _to_numpy(x) -> np.ndarray:

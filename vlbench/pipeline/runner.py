@@ -97,6 +97,11 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     t0 = time.time()
     validate(cfg)
     cfg = PS.resolve(cfg)  # the protocol's settings (--protocol), each overridable on its own
+    from .rerun import finished_run  # resume / overwrite: a finished run already in cfg.out
+
+    done = finished_run(cfg, lambda m: _log(cfg, m))
+    if done is not None:
+        return RunResult(done[0], done[1].to_json(), {}, done[1])
     if cfg.quiet:
         silence_library_progress()
     from .preflight import preflight
@@ -214,7 +219,8 @@ class Encoded:
     cache: object  # EmbeddingCache or None
     world: int
     variant_img: dict = field(default_factory=dict)  # variant label -> its gallery embeddings
-    relevance: tuple | None = None  # (image, clean caption) embeddings of a fixed relevance model
+    #: (image, caption) embeddings of a fixed relevance model; its captions are every input of Plan.texts()
+    relevance: tuple | None = None
     #: the model's key of every input of Plan.texts() as encoded (after --truncate-chars and the model's own
     #: truncation): what validity's effective rate compares
     text_keys: tuple = ()
@@ -277,7 +283,8 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     variant_img = session.variant_images(paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers,
                                          progress=progress, clean=img_emb, bind=False)
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
-                   session.cache, shard.world, variant_img, PS.encode_relevance(cfg, ds, paths, stats=session.stats),
+                   session.cache, shard.world, variant_img,
+                   PS.encode_relevance(cfg, ds, paths, stats=session.stats, texts=plan.texts()[0]),
                    tuple(keys) if plan.perturbed else (), bound)
 
 
@@ -341,7 +348,8 @@ def _metric_values(evals: dict) -> list[MetricValue]:
 
 
 def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
-    return {"k": list(cfg.k), "p": cfg.p, "relevance": cfg.relevance, "seed": cfg.seed, "protocol": PS.describe(cfg),
+    return {"k": list(cfg.k), "p": cfg.p, "relevance": cfg.relevance, "seed": cfg.seed,
+            "protocol": PS.describe(cfg, plan.ds),  # plan.ds: a partial folder gallery names its size
             "graded_relevance": {name: src.describe() for name, src in plan.graded[0].items()},
             "precision": cfg.precision, "device": str(enc.adapter.device), "batch_size": cfg.batch_size,
             "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",

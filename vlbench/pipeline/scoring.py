@@ -36,13 +36,28 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
     return out
 
 
+def condition_relevance(relevance, off: int, n: int):
+    """The fixed relevance model's (image, caption) embeddings of the condition whose captions start at
+    ``off`` of Plan.texts(): the captions as evaluated (chapter Eq. 5.1: the relevance of the candidate to
+    the query), so a perturbed t2i query's gains come from the perturbed caption and an i2t query's from
+    the perturbed gallery captions it ranks. Images: the clean gallery (the relevance model does not
+    encode image corruptions). None: relevance = the evaluated similarity."""
+    if relevance is None:
+        return None
+    img, txt = relevance
+    if len(txt) < off + n:
+        raise ValueError(f"the relevance model has {len(txt)} caption embeddings; the condition at offset {off} "
+                         f"needs {off + n} (encode every input of Plan.texts() with it)")
+    return img, txt[off:off + n]
+
+
 def score(scoring, plan, enc) -> dict:
     """Metrics per condition (condition -> one Evaluation per fold); ``scoring``: the run's scoring options
     (run_config.ScoringOptions), checked by validate()."""
     ds, n = plan.ds, plan.ds.n_captions
     device = str(enc.adapter.device) if str(enc.adapter.device).startswith("cuda") else None
     evals = {cond: evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], scoring,
-                                  plan.graded, device=device, relevance=enc.relevance)
+                                  plan.graded, device=device, relevance=condition_relevance(enc.relevance, off, n))
              for cond, off in enc.offsets.items()}
     return PS.adjust_evaluations(scoring, plan, enc, evals)
 
