@@ -39,7 +39,7 @@ def run_probe(adapter, images: Sequence, captions: Sequence[str], caption_to_ima
     ``image_ids`` seed the digit exemplars (default: the image index). Similarity: the dot product of the
     adapter's embeddings (L2-normalised here, i.e. cosine).
     """
-    from ..metrics.compute import ArraySource, evaluate
+    from ..metrics.compute import EmbeddingSource, evaluate
 
     n = len(images)
     ids = [str(i) for i in range(n)] if image_ids is None else [str(x) for x in image_ids]
@@ -64,5 +64,5 @@ def run_probe(adapter, images: Sequence, captions: Sequence[str], caption_to_ima
     txt = _embed(adapter.encode_texts, texts, batch_size)
     img /= np.linalg.norm(img, axis=1, keepdims=True)
     txt /= np.linalg.norm(txt, axis=1, keepdims=True)
-    ev = evaluate(ArraySource(img @ txt.T), np.asarray(caption_to_image))
+    ev = evaluate(EmbeddingSource(img, txt), np.asarray(caption_to_image))
     return ProbeResult(probe or "clean", seed, bank.source, plan, ev.as_dict(), ev)
