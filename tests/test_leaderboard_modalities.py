@@ -74,3 +74,15 @@ def test_page_shows_the_new_tables_and_severity_plots(runs):
     assert "RSUM against severity, noise corruptions" in page
     md = (runs / "lb" / "leaderboard.md").read_text()
     assert "Image corruptions: RSUM per corruption and severity" in md and "Compositional choice tasks" in md
+
+
+def test_a_real_run_records_its_corruption_geometry(runs):
+    """The geometry check of the leaderboard (labels.geometry_of) reads what a real run records:
+    conditions[img:*]["corrupted_at"] is the model's input size under the default --corrupt-at input."""
+    from vlbench.leaderboards.labels import geometry_of
+    from vlbench.leaderboards.store import read_run
+
+    run = read_run(runs / "runs" / "img" / "results.json")
+    sizes = {run.condition_meta(c).get("corrupted_at") for c in run.conditions() if c != "clean"}
+    assert len(sizes) == 1 and isinstance(sizes.pop(), int) and geometry_of(run) == "input"
+    assert geometry_of(read_run(runs / "runs" / "order" / "results.json")) is None

@@ -14,6 +14,8 @@ its content. Only the standard library is imported: ``import vlbench.leaderboard
 
 from __future__ import annotations
 
+# size: module: the record, its schema upgrades and the bounded reading of its file are one unit
+
 import datetime as _dt
 import hashlib
 import json
@@ -30,6 +32,12 @@ DIRECTIONS = ("i2t", "t2i", "both")
 #: version n -> function turning a version-n document into a version n+1 document
 #: (v1 is the first released schema; when v2 comes, add 1: _v1_to_v2 here and type v2 below)
 UPGRADES: dict[int, Callable[[dict], dict]] = {}
+
+
+#: results.json files larger than this are refused unread (a results.json of a full sweep is a few MB)
+MAX_RESULTS_BYTES = 64 * 2**20
+#: deepest nesting of arrays / objects accepted (the runner writes at most 6 levels)
+MAX_NESTING = 64
 
 
 class UnreadableResults(Exception):
@@ -167,6 +175,39 @@ def upgrade(doc: dict, path: str) -> dict:
             raise UnreadableResults(path, f"results schema version {v} is not supported (no upgrade to {v + 1})")
         doc = step(doc)
         v += 1
+    return doc
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_results_text(raw: bytes | str, path: str = "<results>") -> dict:
+    """The JSON object of a results file, parsed with bounds: strict JSON (no NaN / Infinity literals), at
+    most :data:`MAX_NESTING` levels deep (checked iteratively after the C parser, whose own recursion limit
+    is caught). Raises UnreadableResults naming what is wrong."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UnreadableResults(path, "not UTF-8 text (corrupt file?)") from None
+    if not raw.strip():
+        raise UnreadableResults(path, "the file is empty")
+    try:
+        doc = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        raise UnreadableResults(path, f"nested deeper than {MAX_NESTING} levels: not a vlbench results file") from None
+    except json.JSONDecodeError as exc:
+        raise UnreadableResults(path, f"not valid JSON, truncated or corrupt ({exc.msg} at line {exc.lineno} "
+                                      f"column {exc.colno})") from None
+    except ValueError as exc:
+        raise UnreadableResults(path, f"not strict JSON: {exc}") from None
+    stack = [(doc, 1)]
+    while stack:
+        x, depth = stack.pop()
+        _need(depth <= MAX_NESTING, path, f"nested deeper than {MAX_NESTING} levels: not a vlbench results file")
+        items = x.values() if isinstance(x, dict) else x if isinstance(x, list) else ()
+        stack += [(y, depth + 1) for y in items if isinstance(y, (dict, list))]
     return doc
 
 
@@ -328,9 +369,34 @@ class RunRecord:
         return doc
 
     @classmethod
-    def from_json(cls, doc: dict, path: str = "<results>") -> "RunRecord":
-        """Upgrade ``doc`` to the current schema and type it. Raises UnreadableResults (the reason names
-        what is wrong) or SchemaTooNew."""
+    def load(cls, path) -> "RunRecord":
+        """Read a run folder or its results.json (bounded: a regular file of at most 64 MiB, strict JSON,
+        bounded nesting). Raises UnreadableResults (e.g. a missing file) or SchemaTooNew."""
+        import os
+
+        from .util.io import read_regular_file
+
+        p = os.path.join(path, "results.json") if os.path.isdir(path) else os.fspath(path)
+        if os.path.isdir(path) and not os.path.lexists(p):
+            raise UnreadableResults(os.fspath(path), "is a folder without results.json: not a run folder written "
+                                                     "by 'vlbench run' (or the run did not finish)")
+        try:
+            raw = read_regular_file(p, MAX_RESULTS_BYTES)
+        except OSError as exc:
+            raise UnreadableResults(p, f"cannot be read ({exc.strerror or exc})") from None
+        return cls.from_json(parse_results_text(raw, p), p)
+
+    @classmethod
+    def from_json(cls, doc, path: str = "<results>") -> "RunRecord":
+        """Upgrade ``doc`` to the current schema and type it. ``doc``: the parsed dict, JSON text (str or
+        bytes), or a path (str or os.PathLike) of a run folder or results.json (read by :meth:`load`).
+        Raises UnreadableResults (the reason names what is wrong) or SchemaTooNew."""
+        import os
+
+        if isinstance(doc, os.PathLike) or (isinstance(doc, str) and not doc.lstrip().startswith(("{", "["))):
+            return cls.load(doc)
+        if isinstance(doc, (str, bytes)):
+            doc = parse_results_text(doc, path)
         if not isinstance(doc, dict):
             raise UnreadableResults(path, "not a JSON object: not a vlbench results file")
         original = str(doc.get("schema_version"))

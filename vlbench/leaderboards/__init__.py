@@ -54,7 +54,7 @@ def load_results(paths, *, errors: str = "warn"):
         s = loaded.skipped[0]
         raise VlbenchError(f"{s['path']}: {s['reason']}", "remove or re-create this run, or use errors='warn'")
     selection = select(loaded.runs)
-    labels = make_labels(loaded.runs, selection, allow_mixed=True)
+    labels = make_labels(loaded.runs, selection, allow_mixed=True, keep_paths=True)
     rows = []
     for run in loaded.runs:
         for r in long_rows(run, labels):

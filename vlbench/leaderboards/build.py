@@ -74,7 +74,7 @@ def _perturbation_notes(runs: list[Run]) -> list[str]:
             m = r.condition_meta(c)
             sig = json.dumps({"version": m.get("version"), "params": m.get("params"), "seed": m.get("seed")},
                              sort_keys=True)
-            seen.setdefault(c, {}).setdefault(sig, []).append(r.ref)
+            seen.setdefault(c, {}).setdefault(sig, []).append(r.public)
     out = []
     for c in sorted(seen):
         if len(seen[c]) > 1:
@@ -90,7 +90,7 @@ def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
     if any(v is run for v in selection.mia.values()):
         used.append("model_input_analysis")
     return {"run_id": run.ref, "path": run.path, "model": labels.model[run.model_hash],
-            "model_spec": run.model_spec, "model_hash": run.model_hash, "dataset": run.dataset_name,
+            "model_spec": labels.spec(run), "model_hash": run.model_hash, "dataset": run.dataset_name,
             "dataset_label": labels.dataset[(run.dataset_name, run.dataset_hash)], "dataset_hash": run.dataset_hash,
             "metric_version": run.metric_version, "vlbench_version": run.vlbench_version,
             "schema_version": run.original_schema, "created": run.created, "results_hash": run.results_hash,
@@ -117,18 +117,25 @@ def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[
     for n in pert_notes:
         warn(n)
     notes += pert_notes
+    folders = {r.ref: r.public for r in loaded.runs}
     for s in selection.superseded:
-        what = "entirely" if s["fully"] else "for " + ", ".join(c["condition"] for c in s["conditions"])
-        by = sorted({c["by"] for c in s["conditions"]})
-        notes.append(f"run {s['run_id']} is superseded {what} by newer run(s) {', '.join(by)}")
+        what = "entirely" if s["fully"] else "for " + _conditions(s["conditions"])
+        by = sorted({folders.get(c["by"], c["by"]) for c in s["conditions"]})
+        notes.append(f"run {s['folder']} is superseded {what} by newer run(s) {', '.join(by)}")
     for s in loaded.skipped:
-        notes.append(f"skipped unreadable results file {s['path']}: {s['reason']}")
+        notes.append(f"skipped unreadable results file {s['folder']}: {s['reason']}")
     if labels.mixed:
         notes.append("--allow-mixed: incomparable runs are shown side by side; their rows carry a 'mixed' flag "
                      "and datasets with several content hashes are labelled 'name [hash8]'.")
         warn("building with --allow-mixed: " + "; ".join(
             f"{m.get('dataset', m['what'].replace('_', ' '))}: {len(m['variants'])} variants" for m in labels.mixed))
     return notes
+
+
+def _conditions(items: list[dict], most: int = 6) -> str:
+    """Condition names of a superseded run, at most ``most`` of them (then a count)."""
+    names = [c["condition"] for c in items]
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _table_files(tables: dict) -> dict[str, bytes]:
@@ -162,6 +169,7 @@ def _manifest(allow_mixed: bool, loaded: Loaded, selection: Selection, labels: L
         "format_version": 1,
         "vlbench_version": __version__,
         "allow_mixed": bool(allow_mixed),
+        **({"keep_local_paths": True} if labels.keep_paths else {}),
         "rules": {
             "duplicates": "newest run per (model hash, dataset name, dataset hash, condition) wins; "
                           "ties broken by run id, results hash, file SHA-256, path",
@@ -183,7 +191,7 @@ def _manifest(allow_mixed: bool, loaded: Loaded, selection: Selection, labels: L
 
 
 def make(paths, *, allow_mixed: bool = False, plots: bool = True,
-         warn: Callable[[str], None] | None = None) -> Built:
+         warn: Callable[[str], None] | None = None, keep_paths: bool = False) -> Built:
     """Everything a build writes, in memory."""
     warn = warn or _default_warn
     loaded = load_runs(paths, warn=warn)
@@ -192,7 +200,7 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
         raise VlbenchError(f"no readable results among the inputs ({why})",
                            "pass run folders written by 'vlbench run'")
     selection = select(loaded.runs)
-    labels = make_labels(loaded.runs, selection, allow_mixed)
+    labels = make_labels(loaded.runs, selection, allow_mixed, keep_paths)
     tables = {t.name: t for t in build_tables(selection, labels) if t.rows or t.name not in OPTIONAL_PAGE_TABLES}
     notes = _notes(loaded, selection, labels, warn)
     files = _table_files(tables)
@@ -201,12 +209,14 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
         from . import plots as P
 
         by_label = {lab: h for h, lab in labels.model.items()}
-        figures = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
-                   P.clean_vs_fg_plots(tables["table_5_2"], by_label) +
-                   (P.corruption_plots(tables["image_corruptions"], by_label) if "image_corruptions" in tables
-                    else []))
-        for name, _cap, png in figures:
+        drawn = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
+                 P.clean_vs_fg_plots(tables["table_5_2"], by_label) +
+                 (P.corruption_plots(tables["image_corruptions"], by_label) if "image_corruptions" in tables
+                  else []))
+        for name, cap, png, svg in drawn:  # PNG for the page, SVG (vector) for a paper
             files[f"plots/{name}"] = png
+            files[f"plots/{name[:-4]}.svg"] = svg
+            figures.append((name, cap, png))
     intro = [f"Built by vlbench {__version__} from {len(selection.used_runs())} run(s); "
              f"{len(selection.superseded)} superseded, {len(loaded.skipped)} skipped. Every value comes from a "
              f"results.json named in the provenance table."]
@@ -276,15 +286,15 @@ def _file_mode() -> int:
 
 
 def build_leaderboard(paths, out, allow_mixed: bool = False, *, plots: bool = True,
-                      warn: Callable[[str], None] | None = None) -> BuildResult:
+                      warn: Callable[[str], None] | None = None, keep_paths: bool = False) -> BuildResult:
     """Build the leaderboard of the runs under ``paths`` into the folder ``out``.
 
     ``paths``: run folders, results.json files or folders holding run folders (searched recursively).
     Unreadable results files are skipped with a warning (``warn``; default: a LeaderboardWarning) and
     listed in the manifest's ``skipped``. Raises VlbenchError for incomparable runs unless
-    ``allow_mixed``.
+    ``allow_mixed``. Model specs with local paths are shortened to the folder's name unless ``keep_paths``.
     """
-    built = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn)
+    built = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn, keep_paths=keep_paths)
     written = write_tree(Path(out), built.files, MANIFEST, MANIFEST_KIND)
     return BuildResult(Path(out), written, built.manifest, built.tables)
 

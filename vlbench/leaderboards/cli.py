@@ -11,10 +11,10 @@ _RESULTS_HELP = ("run folders, results.json files, or folders that contain run f
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Build leaderboards (Tables 5.2, 5.3, 5.4 of the chapter as CSV and Markdown, one "
-                          "static HTML page, PNG plots) from run folders, and lay them out for publishing.")
+                          "static HTML page, PNG and SVG plots) from run folders, and lay them out for publishing.")
     sub = parser.add_subparsers(dest="lb_command", metavar="ACTION")
     b = sub.add_parser("build", help="build tables, page and plots from run results",
-                       description="Build CSV/Markdown tables, index.html and PNG plots from results.json files. "
+                       description="Build CSV/Markdown tables, index.html and PNG + SVG plots from results.json files. "
                                    "Unreadable results files are skipped with a warning and listed in "
                                    "build_manifest.json. Duplicate runs: the newest per model, dataset and "
                                    "condition wins.")
@@ -23,7 +23,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--allow-mixed", action="store_true",
                    help="put runs side by side even when a dataset's content hash or the metric version differ "
                         "(their rows are flagged 'mixed')")
-    b.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    b.add_argument("--no-plots", action="store_true", help="skip the plots (PNG and SVG)")
+    b.add_argument("--keep-local-paths", action="store_true",
+                   help="keep local paths in model specs (default: clip:/home/u/my-clip is shown as clip:my-clip)")
     p = sub.add_parser("publish", help="lay out a built leaderboard (or RESULTS) as a folder to commit/upload",
                        description="Write one folder per table with a README.md giving the provenance of every "
                                    "row, plus index.html, plots and manifests.")
@@ -33,6 +35,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder (new, empty, or an earlier publish: rewritten)")
     p.add_argument("--allow-mixed", action="store_true", help="as for build (with RESULTS)")
     p.add_argument("--no-plots", action="store_true", help="as for build (with RESULTS)")
+    p.add_argument("--keep-local-paths", action="store_true",
+                   help="publish local paths of model specs (default: only the folder's name)")
     parser.set_defaults(_lb_parser=parser)
 
 
@@ -42,7 +46,7 @@ def main(args) -> int:
     cmd = getattr(args, "lb_command", None)
     if cmd == "build":
         res = build_leaderboard(args.results, args.out, allow_mixed=args.allow_mixed, plots=not args.no_plots,
-                                warn=stderr_warn)
+                                warn=stderr_warn, keep_paths=args.keep_local_paths)
         m = res.manifest
         print(f"leaderboard: {len(m['runs'])} run(s) used, {len(m['superseded'])} superseded, "
               f"{len(m['skipped'])} skipped; wrote {len(res.files)} files to {res.out}")
@@ -56,7 +60,8 @@ def main(args) -> int:
         if not args.build_dir and not args.results:
             raise VlbenchError("nothing to publish", "pass --from BUILD (a built leaderboard) or RESULTS folders")
         files = publish_leaderboard(args.out, build_dir=args.build_dir, paths=args.results or None,
-                                    allow_mixed=args.allow_mixed, plots=not args.no_plots, warn=stderr_warn)
+                                    allow_mixed=args.allow_mixed, plots=not args.no_plots, warn=stderr_warn,
+                                    keep_paths=args.keep_local_paths)
         print(f"published {len(files)} files to {args.out}")
         return 0
     args._lb_parser.print_help()

@@ -14,29 +14,55 @@ class Labels:
     dataset: dict[tuple, str]  # (name, hash) -> label
     mixed: list[dict]  # what is mixed (empty when nothing is)
     flags: dict[str, list[str]]  # run path -> flags
+    #: keep local paths in model specs (``--keep-local-paths``); otherwise ``clip:/home/u/my-clip`` -> ``clip:my-clip``
+    keep_paths: bool = False
 
     def run_flags(self, *runs: Run) -> str:
         out = set()
         for r in runs:
             if r is not None:
-                out.update(self.flags.get(r.path, []))
+                out.update(self.flags.get(r.path, []) + list(r.integrity))
         return "; ".join(sorted(out))
+
+    def spec(self, run: Run) -> str:
+        """The run's model spec as tables show it (local paths shortened unless ``keep_paths``)."""
+        return run.model_spec if self.keep_paths else public_spec(run.model_spec)
+
+
+def public_spec(spec: str) -> str:
+    """A model spec without local paths: ``clip:/home/u/ckpt/my-clip`` -> ``clip:my-clip`` (the folder's name);
+    registry names (``hf:org/name``, ``openclip:ViT-B-32/openai``) are kept as they are."""
+    prefix, sep, rest = spec.partition(":")
+    if not sep:
+        prefix, rest = "", spec
+    drive = len(rest) > 2 and rest[1] == ":" and rest[2] in "/\\"  # C:\\models\\my-clip
+    if (rest.startswith(("/", "~", "./", "../", "\\")) and not rest.startswith("//")) or drive:
+        name = rest.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or "model"
+        return f"{prefix}{sep}{name}"
+    return spec
 
 
 def _short(h: str) -> str:
     return h[:8]
 
 
-def _model_labels(runs: list[Run]) -> dict[str, str]:
-    """Model labels: the spec (or --model-name) of the newest run with that hash; runs of one label with
+def _model_labels(runs: list[Run], keep_paths: bool = False) -> dict[str, str]:
+    """Model labels: the --model-name of the newest run with that hash that was given one, else the spec of
+    the newest run (an explicit name is never replaced by a newer run's bare spec); runs of one label with
     different hashes get their precision when that tells them apart, else the short hash."""
     newest: dict[str, Run] = {}
+    named: dict[str, Run] = {}
     for r in runs:
         if r.model_hash not in newest or r.newness() > newest[r.model_hash].newness():
             newest[r.model_hash] = r
+        given = r.record.model.fields.get("label")
+        if isinstance(given, str) and given.strip() and (r.model_hash not in named or
+                                              r.newness() > named[r.model_hash].newness()):
+            named[r.model_hash] = r
     by_label: dict[str, list[str]] = {}
     for h, r in newest.items():
-        by_label.setdefault(r.model_label, []).append(h)
+        lab = named[h].model_label if h in named else r.model_spec if keep_paths else public_spec(r.model_spec)
+        by_label.setdefault(lab, []).append(h)
     model = {}
     for lab, hashes in by_label.items():
         precisions = {h: str(newest[h].record.settings.get("precision") or "") for h in hashes}
@@ -61,9 +87,27 @@ def _note_mixed(mixed: list, flags: dict, entry: dict, groups: dict, flag) -> No
             flags.setdefault(x.path, []).append(flag(v))
 
 
-def _mixed_protocols(protocols: dict, mixed: list, flags: dict) -> None:
+def geometry_of(run: Run) -> str | None:
+    """Where the run's image corruptions were applied: "input" (the model's input geometry, ImageNet-C),
+    "original" (the decoded image's own size), "unrecorded" (runs before it was recorded); None without any."""
+    seen = None
+    for c in run.conditions():
+        meta = run.condition_meta(c)
+        if meta.get("kind") == "image":
+            at = meta.get("corrupted_at")
+            seen = "original" if at == "original size" else "input" if isinstance(at, int) else \
+                "unrecorded" if at is None else str(at)
+    return seen
+
+
+def _mixed_protocols(protocols: dict, geometries: dict, mixed: list, flags: dict) -> None:
+    """Protocols and corruption geometries are compared over every run given, superseded ones included, so a
+    clash is reported the same way whichever run is newer."""
     if len(protocols) > 1:
         _note_mixed(mixed, flags, {"what": "protocol"}, protocols, lambda v: f"mixed: protocol {v}")
+    if len(geometries) > 1:
+        _note_mixed(mixed, flags, {"what": "corruption_geometry"}, geometries,
+                    lambda v: f"mixed: images corrupted at {v} geometry")
 
 
 def _mixed(hashes: dict, versions: dict) -> tuple[list[dict], dict]:
@@ -78,7 +122,7 @@ def _mixed(hashes: dict, versions: dict) -> tuple[list[dict], dict]:
     return mixed, flags
 
 
-def _refuse_mixed(mixed: list[dict], hashes: dict, versions: dict) -> None:
+def _refuse_mixed(mixed: list[dict], hashes: dict, versions: dict, others: dict) -> None:
     lines = []
     for m in mixed:
         if m["what"] == "dataset_hash":
@@ -86,10 +130,12 @@ def _refuse_mixed(mixed: list[dict], hashes: dict, versions: dict) -> None:
                          "(its captions or images changed between runs):")
             for h, ids in m["variants"].items():
                 lines.append(f"    {_short(h)}: " + _name_runs(hashes[m["dataset"]][h]))
-        elif m["what"] == "protocol":
-            lines.append(f"the runs use {len(m['variants'])} different evaluation protocols (--protocol):")
-            for v, ids in m["variants"].items():
-                lines.append(f"    protocol {v}: " + ", ".join(ids))
+        elif m["what"] in ("protocol", "corruption_geometry"):
+            what = ("different evaluation protocols (--protocol)" if m["what"] == "protocol" else
+                    "different image-corruption geometries (--corrupt-at input / original)")
+            lines.append(f"the runs use {len(m['variants'])} {what}:")
+            for v in m["variants"]:
+                lines.append(f"    {m['what'].replace('_', ' ')} {v}: " + _name_runs(others[m["what"]][v]))
         else:
             lines.append(f"the runs use {len(m['variants'])} different metric versions:")
             for v, ids in m["variants"].items():
@@ -100,30 +146,36 @@ def _refuse_mixed(mixed: list[dict], hashes: dict, versions: dict) -> None:
                        "leaderboards, re-run the old ones, or pass --allow-mixed to show them side by side, marked")
 
 
-def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool) -> Labels:
+def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool, keep_paths: bool = False) -> Labels:
     """Display labels for models and datasets, and the refusal to mix incomparable results.
 
     Runs are comparable when every run of one dataset name has the same dataset content hash and all
-    runs share one metric version and one evaluation protocol. Otherwise the build stops, naming the runs, unless ``allow_mixed``:
+    runs share one metric version, and all runs given (superseded ones included) one evaluation protocol and
+    one image-corruption geometry. Otherwise the build stops, naming the runs, unless ``allow_mixed``:
     then datasets with several hashes are shown as ``name [hash8]`` and rows are flagged.
     """
     hashes: dict[str, dict[str, list[Run]]] = {}
     versions: dict[str, list[Run]] = {}
     protocols: dict[str, list[Run]] = {}
+    geometries: dict[str, list[Run]] = {}
     for r in selection.used_runs():
         hashes.setdefault(r.dataset_name, {}).setdefault(r.dataset_hash, []).append(r)
         versions.setdefault(r.metric_version, []).append(r)
+    for r in sorted(runs, key=lambda r: (r.ref, r.path)):
         protocols.setdefault(protocol_of(r), []).append(r)
+        if geometry_of(r) is not None:
+            geometries.setdefault(geometry_of(r), []).append(r)
     mixed, flags = _mixed(hashes, versions)
-    _mixed_protocols(protocols, mixed, flags)
+    _mixed_protocols(protocols, geometries, mixed, flags)
     if mixed and not allow_mixed:
-        _refuse_mixed(mixed, hashes, versions)
+        _refuse_mixed(mixed, hashes, versions, {"protocol": protocols, "corruption_geometry": geometries})
     dataset = {}
     for name, hs in hashes.items():
         for h in hs:
             dataset[(name, h)] = name if len(hs) == 1 else f"{name} [{_short(h)}]"
-    return Labels(_model_labels(runs), dataset, mixed, flags)
+    return Labels(_model_labels(runs, keep_paths), dataset, mixed, flags, keep_paths)
 
 
 def _name_runs(runs: list[Run]) -> str:
-    return ", ".join(f"{r.ref} ({r.path})" for r in sorted(runs, key=lambda r: (r.ref, r.path)))
+    """The run folders as the user named them (RESULTS arguments or below them)."""
+    return ", ".join(f"{r.shown} (run {r.ref})" for r in sorted(runs, key=lambda r: (r.shown, r.path)))

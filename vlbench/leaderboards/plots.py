@@ -1,11 +1,16 @@
-"""PNG plots (matplotlib's Agg canvas, no pyplot state, imported only when plots are made).
+"""Plots at paper size (6.4 in wide, as PNG at 150 dpi and as SVG), drawn on matplotlib's Agg canvas without
+pyplot state (imported only when plots are made):
 
-* ``rsum_change--MODEL--DATASET.png``: RSUM change per perturbation for one model and dataset, i2t and
-  t2i side by side, with the run's paired-bootstrap 95% interval;
-* ``clean_vs_fg--MODEL.png``: clean Recall@1/5/10 per direction on each dataset next to its
-  fine-grained version (``X`` and ``X-fg``), when both were run for that model.
+* ``rsum_change--FAMILY--DATASET``: RSUM change per caption perturbation of one family (typos, lexical,
+  distraction, word-order), i2t and t2i panels, one bar per model with the run's paired-bootstrap 95% interval;
+* ``clean_vs_fg--MODEL``: clean Recall@1/5/10 per direction on each dataset next to its fine-grained version
+  (``X`` and ``X-fg``), when both were run for that model;
+* ``corruption_severity--FAMILY--DATASET-...``: total RSUM against severity for one image-corruption family
+  (noise, blur, weather, digital), one panel per corruption, one line per model; the axis spans clean and
+  the severities that were run.
 
-Each plot is returned as PNG bytes; the caller writes them atomically.
+Each plot is returned as (file name, caption, PNG bytes, SVG bytes); the caller writes them atomically. Both
+formats are reproducible for one matplotlib version (no Software or Date stamp, a fixed SVG id salt).
 """
 
 from __future__ import annotations
@@ -16,6 +21,10 @@ import re
 from .render import family_rank
 from .tables import Table, fg_base
 
+WIDTH = 6.4  # inches: a paper's text width
+DPI = 150
+COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
+
 
 def slug(text: str, n: int = 40) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:n] or "x"
@@ -25,7 +34,7 @@ def _figure(w: float, h: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(w, h), dpi=100)
+    fig = Figure(figsize=(w, h), dpi=DPI)
     FigureCanvasAgg(fig)
     return fig
 
@@ -36,73 +45,81 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+def _svg(fig) -> bytes:
+    import matplotlib
+
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": "vlbench", "svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def _both(fig) -> tuple[bytes, bytes]:
+    return _png(fig), _svg(fig)
+
+
 def _rows(table: Table) -> list[dict]:
     keys = [c.key for c in table.columns]
     return [dict(zip(keys, r)) for r in table.rows]
 
 
-def _by_family(rows: list[dict]) -> tuple[list[str], list[str]]:
-    """Conditions grouped by perturbation family (the built-in family order, then others by name), each
-    family's conditions in the table's order; returns the conditions and their families."""
-    fam: dict[str, str] = {}
-    for r in rows:
-        fam.setdefault(r["condition"], r.get("family") or "")
-    first = {c: i for i, c in enumerate(fam)}
-    conds = sorted(fam, key=lambda c: (family_rank(fam[c]), first[c]))
-    return conds, [fam[c] for c in conds]
+def _bars(ax, rows: list[dict], conds: list[str], models: list[str], direction: str) -> None:
+    """One bar per model at each condition, with the bootstrap interval as error bar."""
+    width = 0.8 / max(1, len(models))
+    for j, model in enumerate(models):
+        xs, ys, lo, hi = [], [], [], []
+        for i, c in enumerate(conds):
+            r = next((x for x in rows if x["condition"] == c and x["direction"] == direction
+                      and x["model"] == model), None)
+            if r is None or r["delta"] is None:
+                continue
+            xs.append(i - 0.4 + width * (j + 0.5))
+            ys.append(r["delta"])
+            ok = r["ci_low"] is not None and r["ci_high"] is not None
+            lo.append(max(0.0, r["delta"] - r["ci_low"]) if ok else 0.0)
+            hi.append(max(0.0, r["ci_high"] - r["delta"]) if ok else 0.0)
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=1.5, color=COLORS[j % len(COLORS)], label=model[:40],
+               error_kw={"linewidth": 0.6})
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xticks(range(len(conds)))
+    ax.set_xticklabels(conds, rotation=30, ha="right", fontsize=6.5)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_title(f"{direction} RSUM", fontsize=8)
 
 
-def _family_bands(ax, fams: list[str]) -> None:
-    """Dotted lines between families and the family name above its group."""
-    start = 0
-    for i in range(1, len(fams) + 1):
-        if i == len(fams) or fams[i] != fams[start]:
-            if i < len(fams):
-                ax.axvline(i - 0.5, color="#999999", linewidth=0.8, linestyle=":")
-            ax.text((start + i - 1) / 2, 1.0, fams[start], transform=ax.get_xaxis_transform(), ha="center",
-                    va="bottom", fontsize=8, color="#444444")
-            start = i
+def _legend_below(fig, ax) -> None:
+    """One legend for the whole figure, below the panels (never over the data), then the tight layout."""
+    handles, labels = ax.get_legend_handles_labels()
+    ncol = max(1, min(len(labels), 4 if max(map(len, labels), default=0) <= 24 else 2))
+    rows = -(-len(labels) // ncol) if labels else 0
+    if labels:
+        fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=6.5, frameon=False)
+    fig.tight_layout(rect=(0, 0.045 + 0.055 * rows, 1, 1))
 
 
-def rsum_change_plots(changes: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes]]:
-    """(file name, caption, png) per (model, dataset) with at least one perturbation."""
+def rsum_change_plots(changes: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes, bytes]]:
+    """One figure per (dataset, perturbation family): conditions on the x axis, a bar per model."""
     groups: dict[tuple, list[dict]] = {}
     for r in _rows(changes):
-        groups.setdefault((r["model"], r["dataset"]), []).append(r)
+        groups.setdefault((r["dataset"], r.get("family") or ""), []).append(r)
     out = []
-    for (model, dataset), rows in sorted(groups.items()):
-        conds, fams = _by_family(rows)
-        fig = _figure(max(5.0, 1.0 + 0.55 * len(conds)), 3.6)
-        ax = fig.add_subplot(111)
-        width = 0.4
-        for j, (d, color) in enumerate((("i2t", "#4C72B0"), ("t2i", "#DD8452"))):
-            xs, ys, lo, hi = [], [], [], []
-            for i, c in enumerate(conds):
-                r = next((x for x in rows if x["condition"] == c and x["direction"] == d), None)
-                if r is None or r["delta"] is None:
-                    continue
-                xs.append(i + (j - 0.5) * width)
-                ys.append(r["delta"])
-                ok = r["ci_low"] is not None and r["ci_high"] is not None
-                lo.append(max(0.0, r["delta"] - r["ci_low"]) if ok else 0.0)
-                hi.append(max(0.0, r["ci_high"] - r["delta"]) if ok else 0.0)
-            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=color, label=f"{d} RSUM")
-        ax.axhline(0, color="black", linewidth=0.8)
-        _family_bands(ax, fams)
-        ax.set_xticks(range(len(conds)))
-        ax.set_xticklabels(conds, rotation=35, ha="right", fontsize=8)
-        ax.set_ylabel("RSUM change vs clean")
-        ax.set_title(f"{model} on {dataset}"[:90], fontsize=9, pad=14)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        mh = model_hash.get(model, "")[:8]
-        name = f"rsum_change--{slug(model)}-{mh}--{slug(dataset)}.png"
-        out.append((name, f"RSUM change per perturbation: {model} on {dataset} (bars: 95% bootstrap interval)",
-                    _png(fig)))
+    for (dataset, family), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], family_rank(kv[0][1]))):
+        conds = list(dict.fromkeys(r["condition"] for r in rows))
+        models = sorted({r["model"] for r in rows})
+        fig = _figure(WIDTH, 2.9)
+        axes = fig.subplots(1, 2, sharey=True)
+        for ax, d in zip(axes, ("i2t", "t2i")):
+            _bars(ax, rows, conds, models, d)
+        axes[0].set_ylabel("RSUM change vs clean", fontsize=7)
+        fig.suptitle(f"{family or 'other'} perturbations on {dataset}"[:90], fontsize=8.5)
+        _legend_below(fig, axes[0])
+        name = f"rsum_change--{slug(family or 'other')}--{slug(dataset)}"
+        out.append((f"{name}.png", f"RSUM change per {family or 'other'} perturbation on {dataset}, one bar per "
+                    "model (error bars: the run's 95% paired-bootstrap interval)", *_both(fig)))
     return out
 
 
-def clean_vs_fg_plots(t52: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes]]:
+def clean_vs_fg_plots(t52: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes, bytes]]:
     rows = _rows(t52)
     by_model: dict[str, dict[str, dict]] = {}
     for r in rows:
@@ -121,7 +138,7 @@ def clean_vs_fg_plots(t52: Table, model_hash: dict[str, str]) -> list[tuple[str,
                     pairs.append((cand, fg))
         if not pairs:
             continue
-        fig = _figure(7.0, 2.8 * len(pairs) + 0.4)
+        fig = _figure(WIDTH, 2.4 * len(pairs) + 0.4)
         for i, (base, fg) in enumerate(pairs):
             ax = fig.add_subplot(len(pairs), 1, i + 1)
             xs = range(len(metrics))
@@ -137,36 +154,44 @@ def clean_vs_fg_plots(t52: Table, model_hash: dict[str, str]) -> list[tuple[str,
         fig.tight_layout()
         mh = model_hash.get(model, "")[:8]
         out.append((f"clean_vs_fg--{slug(model)}-{mh}.png", f"Clean vs fine-grained (FG) datasets: {model}",
-                    _png(fig)))
+                    *_both(fig)))
     return out
 
 
-def corruption_plots(table: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes]]:
-    """(file name, caption, png) per (dataset, corruption family): total RSUM against severity (0 = clean),
-    one line per model and corruption."""
+def corruption_plots(table: Table, model_hash: dict[str, str]) -> list[tuple[str, str, bytes, bytes]]:
+    """One figure per (dataset, corruption family): a panel per corruption, total RSUM against severity (0 =
+    clean; only the severities run), one line per model."""
     groups: dict[tuple, dict] = {}
     for r in _rows(table):
-        line = groups.setdefault((r["dataset"], r["family"]), {}).setdefault((r["model"], r["corruption"]), {})
+        line = groups.setdefault((r["dataset"], r["family"]), {}).setdefault(r["corruption"], {}) \
+            .setdefault(r["model"], {})
         if r["rsum"] is not None:
             line[r["severity"]] = r["rsum"]
         if r["rsum_clean"] is not None:
             line[0] = r["rsum_clean"]
     out = []
-    for (dataset, family), lines in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
-        fig = _figure(6.0, 3.8)
-        ax = fig.add_subplot(111)
-        for (model, corruption), pts in sorted(lines.items()):
-            xs = sorted(pts)
-            ax.plot(xs, [pts[x] for x in xs], marker="o", label=f"{model[:30]}: {corruption}")
-        ax.set_xticks(range(6))
-        ax.set_xticklabels(["clean", "1", "2", "3", "4", "5"])
-        ax.set_xlabel("severity")
-        ax.set_ylabel("RSUM (i2t + t2i)")
-        ax.set_title(f"{family} corruptions on {dataset}"[:90], fontsize=9)
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        models = sorted({m for m, _ in lines})
+    for (dataset, family), by_corr in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        corrs = sorted(by_corr, key=str)
+        models = sorted({m for lines in by_corr.values() for m in lines})
+        sevs = sorted({s for lines in by_corr.values() for pts in lines.values() for s in pts if s is not None})
+        fig = _figure(WIDTH, 2.7)
+        axes = fig.subplots(1, len(corrs), sharey=True, squeeze=False)[0]
+        for ax, corr in zip(axes, corrs):
+            for j, model in enumerate(models):
+                pts = by_corr[corr].get(model, {})
+                xs = sorted(x for x in pts if x is not None)
+                ax.plot(xs, [pts[x] for x in xs], marker="o", markersize=2.5, linewidth=1,
+                        color=COLORS[j % len(COLORS)], label=model[:40])
+            ax.set_xticks(sevs)
+            ax.set_xticklabels([str(x) for x in sevs], fontsize=6.5)
+            ax.set_xlim(min(sevs) - 0.3, max(sevs) + 0.3)
+            ax.tick_params(axis="y", labelsize=7)
+            ax.set_title(str(corr), fontsize=7.5)
+            ax.set_xlabel("severity (0 = clean)", fontsize=6.5)
+        axes[0].set_ylabel("RSUM (i2t + t2i)", fontsize=7)
+        fig.suptitle(f"{family} corruptions on {dataset}"[:90], fontsize=8.5)
+        _legend_below(fig, axes[0])
         mh = "-".join(model_hash.get(m, "")[:6] for m in models)[:40]
         out.append((f"corruption_severity--{slug(str(family))}--{slug(dataset)}-{mh}.png",
-                    f"RSUM against severity, {family} corruptions, {dataset}", _png(fig)))
+                    f"RSUM against severity, {family} corruptions, {dataset}", *_both(fig)))
     return out

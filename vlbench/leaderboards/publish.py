@@ -8,8 +8,9 @@ Layout (one folder per table, provenance everywhere)::
     provenance.csv       one row per run used
     build_manifest.json  the build's manifest (local paths shortened to run-folder/results.json)
     table_5_2/           table_5_2.csv, table_5_2.md, README.md (columns + provenance of its rows)
-    table_5_3/  table_5_3_total/  table_5_4/  rsum_changes/  values/
-    plots/*.png
+    table_5_3/  table_5_3_total/  table_5_4/  rsum_changes/  image_corruptions/  choice_tasks/
+    provenance/  values/  (a folder per table the build made)
+    plots/*.png, plots/*.svg
     publish_manifest.json  every published file and its SHA-256
 """
 
@@ -23,12 +24,18 @@ from typing import Callable
 from .. import __version__
 from ..util.io import sha256_bytes
 from ..errors import VlbenchError
-from .build import MANIFEST, make, read_build, write_tree
+from .build import MANIFEST, PAGE_TABLES, make, read_build, write_tree
 from ..util.markdown import md_escape, md_table
 
 PUBLISH_MANIFEST = "publish_manifest.json"
 PUBLISH_KIND = "vlbench-leaderboard-publish"
-TABLE_FOLDERS = ("table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "values")
+TABLE_FOLDERS = PAGE_TABLES + ("values",)
+
+
+def table_folders(manifest: dict) -> list[str]:
+    """Every table the build made, one folder each: the page's order, then values, then any other by name."""
+    made = manifest.get("tables") or {}
+    return [n for n in TABLE_FOLDERS if n in made] + sorted(set(made) - set(TABLE_FOLDERS))
 
 
 def _short_path(p: str) -> str:
@@ -68,7 +75,7 @@ def _root_readme(m: dict, folders: list[str]) -> str:
         t = m["tables"][f]
         lines.append(f"- [{md_escape(f)}/]({f}/README.md): {md_escape(t['title'])} (rows: {t['rows']})")
     if m.get("plots"):
-        lines.append(f"- `plots/`: {len(m['plots'])} PNG plot(s)")
+        lines.append(f"- `plots/`: {len(m['plots'])} plot(s), each as PNG and SVG (same name)")
     lines += ["", "## Rules", ""] + [f"- {md_escape(k)}: {md_escape(v)}" for k, v in sorted(m["rules"].items())]
     if m.get("allow_mixed"):
         lines.append("- built with --allow-mixed: rows of incomparable runs are flagged 'mixed'")
@@ -102,9 +109,7 @@ def _table_readme(name: str, m: dict) -> str:
 def layout(manifest: dict, built: dict[str, bytes]) -> dict[str, bytes]:
     """Published relative path -> content."""
     files: dict[str, bytes] = {}
-    for name in TABLE_FOLDERS:
-        if name not in manifest["tables"]:
-            continue
+    for name in table_folders(manifest):
         for ext in ("csv", "md"):
             if f"{name}.{ext}" in built:
                 files[f"{name}/{name}.{ext}"] = built[f"{name}.{ext}"]
@@ -114,7 +119,7 @@ def layout(manifest: dict, built: dict[str, bytes]) -> dict[str, bytes]:
             files[rel] = data
     public = _public_manifest(manifest)
     files[MANIFEST] = (json.dumps(public, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
-    folders = [n for n in TABLE_FOLDERS if n in manifest["tables"]]
+    folders = table_folders(manifest)
     files["README.md"] = _root_readme(public, folders).encode("utf-8")
     files[PUBLISH_MANIFEST] = (json.dumps({"kind": PUBLISH_KIND, "vlbench_version": __version__,
                                            "files": {k: sha256_bytes(v) for k, v in sorted(files.items())}},
@@ -142,16 +147,21 @@ def refuse_links(out) -> None:
 
 
 def publish_leaderboard(out, *, build_dir=None, paths=None, allow_mixed: bool = False, plots: bool = True,
-                        warn: Callable[[str], None] | None = None) -> list[str]:
-    """Publish from a finished build (``build_dir``) or straight from results (``paths``)."""
+                        warn: Callable[[str], None] | None = None, keep_paths: bool = False) -> list[str]:
+    """Publish from a finished build (``build_dir``) or straight from results (``paths``). Model specs with
+    local paths (``clip:/home/u/my-clip``) are published as the folder's name unless ``keep_paths``."""
     if (build_dir is None) == (not paths):
         raise VlbenchError("publish needs either a built leaderboard (--from DIR) or RESULTS, not both",
                            "vlbench leaderboard publish --from BUILD --out DIR, or publish RESULTS... --out DIR")
     refuse_links(out)  # before the (slow) build, and again right before writing
     if build_dir is not None:
         manifest, built = read_build(build_dir)
+        if manifest.get("keep_local_paths") and not keep_paths:
+            raise VlbenchError(f"the build in {build_dir} keeps local paths in model specs (--keep-local-paths); "
+                               "publishing it would write them",
+                               "rebuild without --keep-local-paths, or pass --keep-local-paths to publish as well")
     else:
-        b = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn)
+        b = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn, keep_paths=keep_paths)
         manifest, built = b.manifest, b.files
     refuse_links(out)
     return write_tree(Path(out), layout(manifest, built), PUBLISH_MANIFEST, PUBLISH_KIND)

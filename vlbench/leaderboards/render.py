@@ -94,9 +94,10 @@ padding:0 1em;color:#1b1b1b}
 h1{font-size:1.5em;margin:.3em 0}h2{font-size:1.2em;margin:1.4em 0 .2em}
 table{border-collapse:collapse;margin:.3em 0 .8em;font-variant-numeric:tabular-nums;font-size:13px}
 th,td{border:1px solid #ccc;padding:.15em .4em;white-space:nowrap}
-td.wide{white-space:normal;overflow-wrap:anywhere;min-width:8em;max-width:18em}
+td.wide{white-space:normal;overflow-wrap:anywhere;min-width:6em;max-width:18em}
 th{background:#f2f2f2;cursor:pointer;user-select:none;position:sticky;top:0;white-space:normal;
-overflow-wrap:anywhere;max-width:10em;vertical-align:bottom;font-weight:600}
+overflow-wrap:normal;word-break:normal;hyphens:manual;vertical-align:bottom;font-weight:600}
+details.big>summary{cursor:pointer;color:#1a4f8b;margin:.2em 0}
 th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
 td.num{text-align:right}tbody tr:nth-child(even){background:#fafafa}
 table[data-table=ranking] td:first-child{font-weight:bold}
@@ -168,8 +169,30 @@ _JS = """
       });
     });
   });
+  // #open (or #open&sort=...) opens every collapsed table: for reading all, and for layout checks
+  if (/(^|[#&])open(&|$)/.test(window.location.hash || "")) {
+    Array.prototype.forEach.call(document.querySelectorAll("details"), function (d) { d.open = true; });
+  }
   fromHash();
   window.addEventListener("hashchange", fromHash);
+  // for layout checks (tests): headers broken between two letters or digits (never wanted)
+  var broken = 0, range = document.createRange();
+  Array.prototype.forEach.call(document.querySelectorAll("th"), function (th) {
+    var walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT), node, i, rect, top;
+    while ((node = walker.nextNode())) {
+      top = null;
+      for (i = 0; i < node.data.length; i++) {
+        range.setStart(node, i); range.setEnd(node, i + 1);
+        rect = range.getClientRects()[0];
+        if (!rect) { top = null; continue; }
+        if (top !== null && rect.top > top + 1 && /[A-Za-z0-9]/.test(node.data[i]) &&
+            /[A-Za-z0-9]/.test(node.data[i - 1])) { broken++; }
+        top = rect.top;
+      }
+    }
+  });
+  document.documentElement.setAttribute("data-broken-headers", String(broken));
+  document.documentElement.setAttribute("data-scroll-height", String(document.documentElement.scrollHeight));
   document.documentElement.setAttribute("data-js", "ready");
   // for layout checks (tests): the page's full width once laid out
   var over = Array.prototype.filter.call(document.querySelectorAll(".wrap"), function (w) {
@@ -177,6 +200,9 @@ _JS = """
   });
   document.documentElement.setAttribute("data-scroll-width", String(document.documentElement.scrollWidth));
   document.documentElement.setAttribute("data-overflowing-tables", String(over.length));
+  document.documentElement.setAttribute("data-overflowing-ids", over.map(function (w) {
+    var t = w.querySelector("table"); return t ? t.getAttribute("data-table") : "";
+  }).join(" "));
 }());
 """
 
@@ -187,13 +213,28 @@ def _esc(x) -> str:
 
 # HTML-only shortening: ids and hashes are cut (full value in the cell's title and data-v, and in the
 # provenance table / CSV files); free-text columns may wrap.
-_HTML_SHORT = {"run_id": 14, "model_hash": 8, "dataset_hash": 8, "results_hash": 8}
-_HTML_WRAP = ("flags", "perturbations", "conditions", "model_spec", "score", "model", "dataset", "worst")
+_HTML_SHORT = {"run_id": 14, "model_hash": 8, "dataset_hash": 8, "results_hash": 8, "created": 16}
+_HTML_WRAP = ("flags", "perturbations", "conditions", "model_spec", "score", "model", "dataset", "worst", "condition",
+              "corruption")
+#: short headers on the page (the full key is the header's title and the CSV header)
+_HTML_LABEL = {"direction": "dir.", "applicable": "appl.", "vlbench_version": "vlbench", "schema_version": "schema"}
+
+
+#: tables with more rows than this are collapsed on the page (<details>; the CSV and Markdown have them all)
+COLLAPSE_ROWS = 40
 
 
 def _html_column(c: Column) -> Column:
+    """Headers break only between words: underscores of a key shown as spaces (the key is the title)."""
     short = _HTML_SHORT.get(c.key, 8 if c.key.endswith("_hash") else c.short)
-    return Column(c.key, c.kind, c.digits, c.label, short)
+    return Column(c.key, c.kind, c.digits, c.label or _HTML_LABEL.get(c.key) or c.key.replace("_", " "), short)
+
+
+def _conditions_cell(v) -> str:
+    """Provenance on the page: the number of conditions a run provides, the names in provenance.csv."""
+    names = str(v or "").split()
+    return (f'<td data-v="{len(names)}" title="{_esc(" ".join(names))}"><a href="provenance.csv">'
+            f'{len(names)} condition{"" if len(names) == 1 else "s"}</a></td>')
 
 
 def html_table(table: Table) -> str:
@@ -206,7 +247,9 @@ def html_table(table: Table) -> str:
         cells = []
         for v, c in zip(row, table.columns):
             shown = display(v, c.kind, c.digits, c.short)
-            if c.kind == "text":
+            if table.name == "provenance" and c.key == "conditions":
+                cells.append(_conditions_cell(v))
+            elif c.kind == "text":
                 full = "" if v is None or shown == str(v) else f' title="{_esc(v)}" data-v="{_esc(v)}"'
                 wide = ' class="wide"' if c.key in _HTML_WRAP else ""
                 cells.append(f"<td{wide}{full}>{_esc(shown)}</td>")
@@ -275,8 +318,8 @@ def ranking_table(t52: Table, changes: Table | None) -> Table:
              Column("worst", label="largest drop"), Column("flags")])
     return Table("ranking", "Ranking of the models",
                  "Rank by mean clean RSUM (i2t + t2i, six recalls, 0-600) over the datasets each model was run on. "
-                 "Mean RSUM change: the mean change of that total over every perturbation and dataset (negative = "
-                 "less robust); largest drop names the worst one.", cols, rows, list(t52.runs))
+                 "Mean RSUM change: the mean change of that total over every caption perturbation and dataset "
+                 "(negative = less robust); largest drop names the worst one.", cols, rows, list(t52.runs))
 
 
 def pivot_5_3(t: Table, model_order: list[str]) -> Table:
@@ -337,7 +380,11 @@ def to_html(title: str, intro: list[str], tables: list[Table], figures: list[tup
     for t in tables:
         parts.append(f'<section id="{_esc(t.name)}"><h2>{_esc(t.title)}</h2><p class="note">{_esc(t.description)}'
                      f"</p>")
-        parts.append(html_table(t) if t.rows else "<p>(no rows)</p>")
+        body = html_table(t) if t.rows else "<p>(no rows)</p>"
+        if len(t.rows) > COLLAPSE_ROWS:
+            body = (f'<details class="big"><summary>show all {len(t.rows)} rows (also in {_esc(t.name)}.csv)'
+                    f"</summary>{body}</details>")
+        parts.append(body)
         parts.append("</section>")
     if figures:
         parts.append('<section id="plots"><h2>Plots</h2>')

@@ -20,20 +20,21 @@ Reading is done in three steps:
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from ..errors import VlbenchError
-from ..results import (SCHEMA_VERSION, UPGRADES, RunRecord, SchemaTooNew, UnreadableResults, parse_created,
-                       records_hash)
+from ..results import (MAX_RESULTS_BYTES, SCHEMA_VERSION, UPGRADES, RunRecord, SchemaTooNew, UnreadableResults,
+                       parse_created, parse_results_text, records_hash)
+from .integrity import check_run
 
 RESULTS_FILE = "results.json"
 CURRENT_SCHEMA = SCHEMA_VERSION  # the name older code imported; the version lives in vlbench.results
 __all__ = ["RESULTS_FILE", "CURRENT_SCHEMA", "UPGRADES", "Run", "RunRecord", "SchemaTooNew", "UnreadableResults",
-           "parse_created", "records_hash", "read_run", "discover", "load_runs", "select", "Selection", "Loaded",
+           "parse_created", "records_hash", "read_run", "discover", "discover_named", "load_runs", "select",
+           "Selection", "Loaded",
            "condition_key"]
 
 
@@ -50,9 +51,19 @@ class Run:
     #: how tables name the run: its run_id, or ``run_id~<file sha256[:8]>`` when several loaded runs
     #: share one run_id (the runner's ids have one-second resolution)
     ref: str = ""
+    #: the run folder as the user named it (a RESULTS argument, or below one): what warnings say
+    shown: str = ""
+    #: flags the integrity checks put on the run (e.g. "unverified: no results_hash")
+    integrity: list = field(default_factory=list)
 
     def __post_init__(self):
         self.ref = self.ref or self.record.run_id
+        self.shown = self.shown or os.path.dirname(self.path) or self.path
+
+    @property
+    def public(self) -> str:
+        """The run folder as published: as given when relative, else its last two path parts (no local paths)."""
+        return self.shown if not os.path.isabs(self.shown) else "/".join(Path(self.shown).parts[-2:])
 
     run_id = property(lambda self: self.record.run_id)
     created = property(lambda self: self.record.created)
@@ -83,10 +94,6 @@ class Run:
 
 def condition_key(c: str) -> tuple:
     return (c != "clean", c)
-
-
-#: results.json files larger than this are refused unread (a real one is well under 10 MB)
-MAX_RESULTS_BYTES = 64 * 2**20  # a results.json of a full sweep is a few MB
 
 
 def _read_regular(p: str) -> bytes:
@@ -121,34 +128,34 @@ def read_run(path: str | os.PathLike) -> Run:
     """Read, upgrade and validate one results.json. Raises UnreadableResults or SchemaTooNew."""
     p = str(path)
     raw = _read_regular(p)
-    if not raw.strip():
-        raise UnreadableResults(p, "the file is empty")
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UnreadableResults(p, "not UTF-8 text (corrupt file?)") from None
-    except json.JSONDecodeError as exc:
-        raise UnreadableResults(p, f"not valid JSON, truncated or corrupt ({exc.msg} at line {exc.lineno} "
-                                   f"column {exc.colno})") from None
-    return Run(p, RunRecord.from_json(doc, p), hashlib.sha256(raw).hexdigest())
+    run = Run(p, RunRecord.from_json(parse_results_text(raw, p), p), hashlib.sha256(raw).hexdigest())
+    check_run(run)  # values within their metrics' declared ranges, deltas consistent with the values
+    return run
 
 
 def discover(paths) -> list[str]:
     """results.json files named by ``paths``: a file is taken as is; a folder is searched recursively
     for files named results.json (hidden folders and symlinked folders are not entered). Sorted, unique."""
+    return sorted(discover_named(paths))
+
+
+def discover_named(paths) -> dict[str, str]:
+    """{absolute results.json path: its run folder as the user named it} (see :func:`discover`)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    found: set[str] = set()
+    found: dict[str, str] = {}
     for given in paths:
         p = Path(given)
         if p.is_file() or (p.exists() and not p.is_dir()):  # FIFOs, devices: read_run refuses them by name
-            found.add(os.path.abspath(p))
+            named = os.fspath(given)
+            found.setdefault(os.path.abspath(p), os.path.dirname(named) if p.name == RESULTS_FILE and
+                             os.path.dirname(named) else named)
         elif p.is_dir():
             n = 0
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 if RESULTS_FILE in files:
-                    found.add(os.path.abspath(os.path.join(root, RESULTS_FILE)))
+                    found.setdefault(os.path.abspath(os.path.join(root, RESULTS_FILE)), os.path.normpath(root))
                     n += 1
             if not n:
                 raise VlbenchError(f"no {RESULTS_FILE} found under {given}",
@@ -156,7 +163,7 @@ def discover(paths) -> list[str]:
         else:
             raise VlbenchError(f"results path {given} does not exist",
                                "pass run folders, results.json files or folders that contain run folders")
-    return sorted(found)
+    return found
 
 
 @dataclass
@@ -169,13 +176,18 @@ def load_runs(paths, warn: Callable[[str], None] | None = None) -> Loaded:
     """Discover and read every run; unreadable files are reported through ``warn`` and listed in
     ``skipped``; a file from a newer vlbench (SchemaTooNew) is raised."""
     runs, skipped = [], []
-    for f in discover(paths):
+    for f, shown in sorted(discover_named(paths).items()):
         try:
             runs.append(read_run(f))
+            runs[-1].shown = shown
         except UnreadableResults as exc:
-            skipped.append({"path": exc.path, "reason": exc.reason})
+            if os.path.basename(f) == RESULTS_FILE and os.path.basename(shown) != RESULTS_FILE:
+                shown = os.path.join(shown, RESULTS_FILE)  # the file, as the user named its folder
+            public = shown if not os.path.isabs(shown) else "/".join(Path(shown).parts[-2:])
+            skipped.append({"path": exc.path, "folder": public,
+                            "reason": exc.reason.replace(os.path.dirname(exc.path), os.path.dirname(public))})
             if warn:
-                warn(f"skipped {exc.path}: {exc.reason}")
+                warn(f"skipped {shown}: {exc.reason}")
     by_id: dict[str, list[Run]] = {}
     for r in runs:
         by_id.setdefault(r.run_id, []).append(r)
@@ -238,6 +250,7 @@ def select(runs: list[Run]) -> Selection:
     for path in sorted(lost):
         old, items = lost[path]
         used = any(v is old for v in values.values()) or any(v is old for v in mia.values())
-        superseded.append({"run_id": old.ref, "path": path, "created": old.created, "fully": not used,
+        superseded.append({"run_id": old.ref, "path": path, "folder": old.public, "created": old.created,
+                           "fully": not used,
                            "conditions": sorted(items, key=lambda x: condition_key(x["condition"]))})
     return Selection(values, mia, superseded)

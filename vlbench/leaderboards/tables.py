@@ -25,6 +25,11 @@ def _values(run: Run, condition: str) -> dict:
     return run.values(condition)
 
 
+def is_image(run: Run, condition: str) -> bool:
+    """An image-corruption condition (``--perturb-images``): shown in its own table, not beside captions'."""
+    return condition != "clean" and run.condition_meta(condition).get("kind") == "image"
+
+
 def _dcg_p(run: Run) -> int | None:
     p = run.record.settings.get("p")
     if isinstance(p, int):
@@ -110,7 +115,8 @@ def table_5_3(ctx: _Ctx, direction: str = "t2i") -> Table:
             if m != mh:
                 continue
             for cond, run in by_cond.items():
-                if not cond.startswith("task:"):  # choice tasks have their own table (modalities.py)
+                # choice tasks and image corruptions have their own tables (modalities.py)
+                if not cond.startswith("task:") and not is_image(run, cond):
                     conds.setdefault(cond, {})[(dn, dh)] = run
         for cond in sorted(conds, key=lambda c: (c != "clean", _first_family(ctx, conds[c], c), c)):
             cells, used = [], []
@@ -147,9 +153,9 @@ def rsum_changes(ctx: _Ctx) -> Table:
     for key in ctx.keys():
         mh, dn, dh = key
         for cond in sorted(ctx.pairs[key], key=condition_key):
-            if cond == "clean":
-                continue
             run = ctx.pairs[key][cond]
+            if cond == "clean" or is_image(run, cond):  # image corruptions: the image_corruptions table
+                continue
             v = _values(run, cond)
             deltas = {x.key: x for x in run.record.deltas if x.condition == cond}
             boots = {x.get("direction"): x for x in run.record.intervals
@@ -219,7 +225,7 @@ def long_rows(run: Run, labels: Labels, conditions=None) -> list[dict]:
         for key, value in run.values(cond).items():
             rows.append({"dataset": labels.dataset.get((dn, dh), dn), "model": labels.model[mh], "condition": cond,
                          "family": str(meta.get("family") or ""), "direction": key.direction, "metric": key.metric,
-                         "k": key.k, "value": value, "run_id": run.ref, "model_spec": run.model_spec,
+                         "k": key.k, "value": value, "run_id": run.ref, "model_spec": labels.spec(run),
                          "model_hash": mh, "dataset_name": dn, "dataset_hash": dh,
                          "metric_version": run.metric_version, "vlbench_version": run.vlbench_version,
                          "schema_version": run.original_schema, "created": run.created,
@@ -269,7 +275,7 @@ def provenance_table(selection: Selection, labels: Labels) -> Table:
         conds = sorted(used[run.path], key=condition_key)
         if any(r is run for r in selection.mia.values()):
             conds.append("model_input_analysis")
-        rows.append([run.ref, labels.model[run.model_hash], run.model_spec, run.model_hash,
+        rows.append([run.ref, labels.model[run.model_hash], labels.spec(run), run.model_hash,
                      labels.dataset[(run.dataset_name, run.dataset_hash)], run.dataset_hash, " ".join(conds),
                      run.metric_version, run.vlbench_version, run.original_schema, run.created, run.results_hash,
                      labels.run_flags(run)])
