@@ -60,6 +60,7 @@ def test_named_datasets_and_model_share_one_leaderboard(counting_plugin, two_man
 def test_unusable_names_are_refused(counting_plugin, two_manifests, tmp_path, bad):
     from vlbench.errors import VlbenchError
 
-    with pytest.raises(VlbenchError, match="--dataset-name .* is not a usable name"):
+    # raised from Python, so the message names the keyword argument (issue #22), not the flag
+    with pytest.raises(VlbenchError, match="dataset_name .* is not a usable name"):
         _run(two_manifests[0], tmp_path / "r", dataset_name=bad)
     assert not (tmp_path / "r" / "results.json").exists()
