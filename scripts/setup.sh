@@ -33,5 +33,7 @@ if ! "$VPY" -c "import nltk; nltk.data.find('corpora/wordnet')" >/dev/null 2>&1 
     fi
   }
 fi
-"$VENV/bin/vlbench" setup-language-data
+# spaCy and WordNet checked (required); NLTK's punkt_tab + averaged_perceptron_tagger_eng (the chapter protocol's
+# compatible perturbations): downloaded when online, else the offline route is printed and set-up goes on
+timeout 600 "$VENV/bin/vlbench" setup-language-data --nltk-optional
 echo "vlbench is set up in $VENV (activate with: source $VENV/bin/activate)"

@@ -32,7 +32,8 @@ def _modules() -> dict[str, Path]:
 #: the first-level parts of vlbench, lowest layer first; a part may import its own layer's parts and lower
 #: layers only (never a higher one, lazily or not). docs/architecture.md explains each.
 LAYERS = (
-    ("errors", "util", "registry", "results", "config", "lang", "sentence", "conditions", "stores"),  # foundation
+    ("errors", "util", "registry", "results", "config", "lang", "langdata", "langsetup", "sentence",
+     "conditions", "stores"),  # foundation
     ("models", "datasets", "metrics"),  # what is evaluated, on what, and how it is scored
     ("encoding", "perturbations"),  # embeddings and their cache; caption perturbations and their validity
     ("imageperturb", "shortcuts", "granularity"),  # image-side conditions; caption statistics

@@ -154,10 +154,10 @@ def _cmd_cache(args) -> int:
     if args.action == "ls":
         _print_cache(list_cache(args.cache_dir), list_perturbation_cache(args.cache_dir))
         print(f"stores under {stores.checked_root(args.cache_dir)}:")
-        print(f"  {'store':<16} {'folder':<16} {'kind':<9} {'files':>7} {'bytes':>12}  what")
-        for r in stores.usage(args.cache_dir):
-            print(f"  {r['name']:<16} {r['folder'] + '/':<16} {r['kind']:<9} {r['files']:>7} {r['bytes']:>12}  "
-                  f"{r['what']}")
+        rows = [(r["name"], r["folder"] + "/", r["kind"], r["files"], r["bytes"], r["what"])
+                for r in stores.usage(args.cache_dir)]
+        for line in columns(("store", "folder", "kind", "files", "bytes", "what"), rows, right=(3, 4)):
+            print("  " + line)
     elif args.model_hash is not None:
         n = clear_cache(args.cache_dir, args.model_hash)
         print(f"removed {n} model folder{'' if n == 1 else 's'} (vectors and text keys)")
@@ -171,17 +171,34 @@ def _cmd_cache(args) -> int:
     return 0
 
 
+def columns(header: tuple, rows: list, right: tuple = ()) -> list[str]:
+    """A plain-text table whose columns line up whatever the cell widths: each column as wide as its widest
+    cell, separated by two spaces; the columns in ``right`` (numbers) right-aligned, the last never padded."""
+    cells = [[str(c) for c in header]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    out = []
+    for r in cells:
+        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        if len(header) - 1 not in right:
+            parts[-1] = r[-1]
+        out.append("  ".join(parts).rstrip())
+    return out
+
+
 def _print_cache(rows: list, prows: list) -> None:
     if not rows:
         print("the embedding cache is empty")
     else:
-        print(f"{'model hash':<16}  {'model':<24} {'modality':<8} {'vectors':>8} {'shards':>6} {'MB':>8}  modified")
-    for r in rows:
-        print(f"{r['model_hash']:<16}  {r['model'] or '?':<24} {r['modality']:<8} {r['vectors']:>8} "
-              f"{r['shards']:>6} {r['bytes'] / 1e6:8.1f}  {r['modified']}  ({r['vectors']} vectors)")
+        table = [(r["model_hash"], r["model"] or "?", r["modality"], r["vectors"], r["shards"],
+                  f"{r['bytes'] / 1e6:.1f}", r["modified"]) for r in rows]
+        for line in columns(("model hash", "model", "modality", "vectors", "shards", "MB", "modified"), table,
+                            right=(3, 4, 5)):
+            print(line)
     print(f"perturbed captions: {len(prows)} cached set(s)")
-    for r in prows:
-        print(f"  {r['key']}  {', '.join(r['perturbations']):<40} {r['bytes'] / 1e6:8.1f} MB  {r['modified']}")
+    if prows:
+        table = [(r["key"], f"{r['bytes'] / 1e6:.1f}", r["modified"], ", ".join(r["perturbations"])) for r in prows]
+        for line in columns(("key", "MB", "modified", "perturbations"), table, right=(1,)):
+            print("  " + line)
 
 
 def _cmd_download(args) -> int:
@@ -189,14 +206,6 @@ def _cmd_download(args) -> int:
 
     for name in args.datasets:
         download_dataset(name, args.data_dir, captions_only=args.captions_only)
-    return 0
-
-
-def _cmd_setup_lang(args) -> int:
-    from . import lang
-
-    print(f"spaCy model: {lang.spacy_model_name()}")
-    print(f"WordNet: {lang.ensure_wordnet()}")
     return 0
 
 
@@ -244,7 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("datasets", nargs="+")
     d.add_argument("--data-dir", default=None)
     d.add_argument("--captions-only", action="store_true")
-    sub.add_parser("setup-language-data", help="check/install the spaCy model and WordNet")
+    _lazy_sub(sub, "setup-language-data", "vlbench.langsetup", "check/install the spaCy model, WordNet and NLTK's "
+              "tokenizer/tagger data (online, or offline --from a copied nltk_data folder)")
     return parser
 
 
@@ -263,6 +273,19 @@ def _filesystem_error(exc: OSError) -> str | None:
             f"resumes")
 
 
+def _cli_text(exc: VlbenchError) -> str:
+    """The error as the command line says it: an OptionError names the option's flag (``--batch-size``),
+    not the keyword argument the Python API names (``batch_size``)."""
+    from .errors import OptionError
+
+    if not isinstance(exc, OptionError):
+        return str(exc)
+    from .pipeline.run_options import RUN_OPTIONS
+
+    flag = exc.flag or next((o.flag for o in RUN_OPTIONS if o.field == exc.option), None)
+    return exc.cli_text(flag)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -274,8 +297,7 @@ def main(argv=None) -> int:
         print(f"vlbench: error: {exc}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
-    funcs = {"run": _cmd_run, "ls": _cmd_ls, "cache": _cmd_cache, "download": _cmd_download,
-             "setup-language-data": _cmd_setup_lang}
+    funcs = {"run": _cmd_run, "ls": _cmd_ls, "cache": _cmd_cache, "download": _cmd_download}
     if args.command is None:
         parser.print_help()
         return 2
@@ -283,7 +305,7 @@ def main(argv=None) -> int:
     try:
         return int(func(args) or 0)
     except VlbenchError as exc:
-        print(f"vlbench: error: {exc}", file=sys.stderr)
+        print(f"vlbench: error: {_cli_text(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into e.g. 'head', which stopped reading: not an error
         import os
@@ -297,8 +319,9 @@ def main(argv=None) -> int:
         print(f"vlbench: error: {fs}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("vlbench: interrupted; finished batches are in the embedding cache, run the same command to resume",
-              file=sys.stderr)
+        from .encoding.cache import interrupted_note  # issue #21 (helper E): true for the state reached
+
+        print(f"vlbench: {interrupted_note()}", file=sys.stderr)
         return 130
 
 

@@ -70,8 +70,16 @@ def nltk_search_dirs() -> list[Path]:
     else:
         dirs += [Path("/usr/share/nltk_data"), Path("/usr/local/share/nltk_data"), Path("/usr/lib/nltk_data"),
                  Path("/usr/local/lib/nltk_data")]
-    dirs.append(nltk_data_dir())
-    return dirs
+    return dirs + own_nltk_dirs()
+
+
+def own_nltk_dirs() -> list[Path]:
+    """vlbench's language-data store under the current cache root (``--cache-dir``) and, when that is
+    another folder, the one under the default root (where a plain ``vlbench setup-language-data`` puts it)."""
+    from . import stores
+    from .util.paths import cache_root
+
+    return list(dict.fromkeys([nltk_data_dir(), cache_root() / stores.STORES["language-data"].folder]))
 
 
 def wordnet_available() -> bool:
@@ -83,6 +91,15 @@ def wordnet_available() -> bool:
         if (wn / "data.noun").is_file() or (d / "corpora" / "wordnet.zip").is_file():
             return True
     return all((DEBIAN_WORDNET / f).is_file() for f in _WORDNET_FILES[:12])
+
+
+def wordnet_files() -> bool:
+    """Make WordNet findable by NLTK's own search path without importing NLTK: True when a copy is in one of
+    its folders, else (Debian's wordnet-base present) assemble one into the store; False when neither."""
+    for d in nltk_search_dirs():
+        if (d / "corpora" / "wordnet" / "lexnames").is_file() or (d / "corpora" / "wordnet.zip").is_file():
+            return True
+    return _assemble_from_debian(nltk_data_dir())
 
 
 def _assemble_from_debian(target: Path) -> bool:

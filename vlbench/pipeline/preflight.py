@@ -10,6 +10,7 @@ Nothing heavy is imported here (no torch, no transformers): the model check look
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,20 @@ def check_model(spec: str) -> list[Problem]:
                             "fix or report the plug-in that provides this model family")]
     return [Problem(item, e.message, e.hint or "", type(e)) if isinstance(e, VlbenchError) else
             Problem(item, str(e), "", ModelError) for e in found]
+
+
+def check_relevance(spec: str, protocol: str = "standard") -> list[Problem]:
+    """The fixed relevance model (--relevance, or the protocol's default), named in its role, with the
+    alternatives when it is missing (an explicit --relevance wins over the protocol's model)."""
+    from .protocol_settings import PROTOCOLS
+
+    role = (f"the {protocol} protocol's fixed relevance model for DCG" if spec == PROTOCOLS[protocol]["relevance"]
+            and protocol != "standard" else "the relevance model given by --relevance (DCG gains)")
+    fix = ("give another relevance model with --relevance: --relevance self (the evaluated model's own scores; "
+           "the label then records the deviation) or --relevance clip:<folder> (a local copy of the weights, e.g. "
+           "openai/clip-vit-base-patch32 saved with save_pretrained)")
+    return [dataclasses.replace(p, item=f"relevance model {spec!r} ({role})", fix=f"{p.fix}; or {fix}" if p.fix
+                                else fix) for p in check_model(spec)]
 
 
 def _model_suggestion(spec: str, name: str, known: list) -> str:
@@ -118,6 +133,44 @@ def check_language(perturb: str | None) -> list[Problem]:
     return out
 
 
+def check_compat_data(perturb: str | None, params: dict | None = None, variant: str | None = None) -> list[Problem]:
+    """What the authors-compatible perturbations (``--perturb-variant hendriksen2024``) need beyond spaCy and
+    WordNet: NLTK's punkt_tab / averaged_perceptron_tagger_eng files (synonyms, trigram shuffles) and the
+    ``typo`` package (typos). File and module lookups only: NLTK is not imported (that takes seconds)."""
+    if not perturb:
+        return []
+    import importlib.util
+
+    from .. import langdata
+    from .. import perturbations as P
+
+    try:
+        names = P.resolve(perturb)
+    except VlbenchError:
+        return []  # check_language reports the spec
+    out = []
+    needs = langdata.needed_by(names, params, variant)
+    missing = langdata.missing(needs)
+    if missing:
+        users = sorted({n for p in missing for n in needs[p]})
+        out.append(Problem("NLTK data", f"{', '.join(missing)} (NLTK {langdata.nltk_version()}) not found, needed by "
+                           f"the authors-compatible perturbations {', '.join(users)} (--protocol hendriksen2024 / "
+                           "--perturb-variant hendriksen2024)",
+                           langdata.hint(missing) + "; or leave these perturbations out", DataError))
+    elif needs:
+        langdata.use_store()  # NLTK, imported later by the perturbations, also searches vlbench's store
+        if any(n.startswith("synonym") for n in names):
+            from ..lang import wordnet_files
+
+            wordnet_files()  # the compatible synonyms read WordNet through NLTK's own search path
+    typos = [n for n in names if ((params or {}).get(n) or {}).get("variant", variant) == "hendriksen2024"
+             and n in ("char-swap", "missing-char", "extra-char", "nearby-char")]
+    if typos and importlib.util.find_spec("typo") is None:
+        out.append(Problem("the 'typo' package", f"the authors-compatible typos {', '.join(typos)} call the 'typo' "
+                           "package, which is not installed", "pip install typo==0.1.7 (from PyPI)", DataError))
+    return out
+
+
 def check_disk(paths: list[Path], need_bytes: int) -> list[Problem]:
     out = []
     for p in paths:
@@ -141,7 +194,8 @@ def check_dataset(name: str, *, data_dir=None, gallery="test", extra_positives=N
         ds = load_dataset(name, data_dir=data_dir, gallery=gallery, require_images=False, download=download,
                           extra_positives=extra_positives)
     except VlbenchError as exc:
-        return None, [Problem(f"dataset {name!r}", exc.message, exc.hint or "", type(exc))], False
+        return None, [Problem(f"dataset {name!r}", exc.message, exc.hint or "", type(exc)),
+                      *_images_without_captions(name, data_dir, download)], False
     try:
         check_images(ds)
     except VlbenchError as exc:
@@ -149,6 +203,15 @@ def check_dataset(name: str, *, data_dir=None, gallery="test", extra_positives=N
             return ds, [], False
         return ds, [Problem(f"images of {name!r}", exc.message, exc.hint or "", type(exc))], False
     return ds, [], True
+
+
+def _images_without_captions(name: str, data_dir, download: bool) -> list[Problem]:
+    """The built-in dataset's image folder, checked without its captions, so the first message lists both
+    (helper I, issue #22: the images appeared only on a second try)."""
+    from ..datasets.builtin import images_problem
+
+    exc = None if download else images_problem(name, data_dir)
+    return [Problem(f"images of {name!r}", exc.message, exc.hint or "", type(exc))] if exc else []
 
 
 def report(problems: list[Problem]) -> None:
@@ -169,6 +232,7 @@ def preflight(cfg):
     from .. import perturbations as P
 
     from ..metrics.specs import check_plugins
+    from . import protocol_settings as PS
     from .protocol_settings import dataset_gallery
 
     check_plugins()  # a metric plug-in that calls sys.exit while importing stops the run here
@@ -176,16 +240,23 @@ def preflight(cfg):
                                  extra_positives=cfg.extra_positives)
     problems += check_model(cfg.model)
     if cfg.relevance not in (None, "self"):  # the fixed relevance model of --relevance / --protocol
-        problems += check_model(cfg.relevance)
-    language = check_language(cfg.perturb)
-    problems += language
+        problems += check_relevance(cfg.relevance, cfg.protocol)
+    from .. import stores
+
+    with stores.using(cfg.cache_dir):  # the language-data store lies under --cache-dir when one is given
+        language = check_language(cfg.perturb)
+        problems += language
+        problems += check_compat_data(cfg.perturb, cfg.perturb_params, cfg.perturb_variant)
+    gallery = PS.gallery_problem(cfg, ds)
+    if gallery:
+        problems.append(Problem(f"gallery of {cfg.dataset!r}", *gallery, DataError))
+    # English-only perturbations on captions in another language (issue #21; vlbench.perturbations.check_language)
+    problems += [Problem("--perturb", e.message, e.hint or "", type(e)) for e in P.language_problems(cfg, ds)]
     if ds is not None:
         bad_spec = any(p.item == "--perturb" for p in language)
         n_conditions = 1 + (len(P.resolve(cfg.perturb)) if cfg.perturb and not bad_spec else 0)
         vectors = len(ds.gallery_images) + ds.n_captions * n_conditions
         need = vectors * 1024 * 4 + 64 * 2**20  # float32 vectors up to 1,024 wide, plus the run folder
-        from .. import stores
-
         paths = [Path(cfg.out) if cfg.out else Path("runs")]
         if not cfg.no_cache:
             paths.append(stores.root(cfg.cache_dir))

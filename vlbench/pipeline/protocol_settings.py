@@ -14,9 +14,12 @@ perturb_variant   standard                hendriksen2024: the authors-compatible
 dcg               DCG_CM@p and nDCG       the same; the chapter reports the unnormalized DCG_CM@p column
 ================  ======================  ==========================================================
 
-:func:`resolve` fills the settings a protocol implies (an option given explicitly wins) and names the
-result: a run whose settings equal a named protocol carries that name, otherwise ``<base>+<changed,...>``.
-The resolved protocol is recorded in results.json (``settings.protocol``) and shown in every table.
+:func:`resolve` fills the settings a protocol implies where the option was left out (None; an option given
+explicitly wins, even when it equals the standard value: ``--gallery test``, ``--relevance self``) and names
+the result: a run whose settings equal a named protocol carries that name, otherwise ``<base>+<changed,...>``;
+a folder gallery smaller than the protocol's (``--allow-partial-gallery``) adds ``[gallery=N]``. The resolved
+protocol is recorded in results.json (``settings.protocol``, with the NLTK version and data provenance when
+the authors-compatible synonyms or trigram shuffles ran) and shown in every table.
 """
 
 from __future__ import annotations
@@ -41,18 +44,19 @@ PROTOCOLS = {
 SETTINGS = tuple(PROTOCOLS["standard"])
 PERTURB_SIDES = ("both", "t2i")
 PERTURB_VARIANTS = ("standard", "hendriksen2024")
+#: the folder gallery the chapter's numbers were measured with, per built-in image folder (datasets' ``images``)
+FOLDER_GALLERY_SIZE = {"flickr30k": 31783, "coco": 40504}
+FOLDER_GALLERY_NAME = {"flickr30k": "flickr30k-images", "coco": "MS-COCO val2014"}
 
 
 def resolve(cfg):
-    """A copy of ``cfg`` with the protocol's settings filled in where the option was left at its default."""
+    """A copy of ``cfg`` with the protocol's settings filled in where the option was left unset (None); an
+    option given explicitly wins (``--protocol hendriksen2024 --gallery test`` keeps the test gallery, and the
+    label records the deviation: ``hendriksen2024+gallery=test``)."""
     if cfg.protocol not in PROTOCOLS:
         raise VlbenchError(f"unknown protocol {cfg.protocol!r}", f"use --protocol {' or '.join(PROTOCOLS)}")
-    base, std = PROTOCOLS[cfg.protocol], PROTOCOLS["standard"]
-    changes = {}
-    for name in SETTINGS:
-        value = getattr(cfg, name)
-        if value is None or (name in ("gallery", "relevance") and value == std[name]):
-            changes[name] = base[name]  # gallery and relevance default to the standard value, not None
+    base = PROTOCOLS[cfg.protocol]
+    changes = {name: base[name] for name in SETTINGS if getattr(cfg, name) is None}
     if cfg.truncate_chars == 0:  # --truncate-chars 0: no truncation, whatever the protocol
         changes["truncate_chars"] = None
     out = dataclasses.replace(cfg, **changes)
@@ -70,20 +74,76 @@ def settings_of(cfg) -> dict:
     return {name: getattr(cfg, name) for name in SETTINGS}
 
 
-def label(cfg) -> str:
-    """The protocol's name, or ``<base>+<changed settings>`` when options moved away from it."""
+def label(cfg, ds=None) -> str:
+    """The protocol's name, or ``<base>+<changed settings>`` when options moved away from it; a folder gallery
+    smaller than the protocol's (``--allow-partial-gallery``) adds its size: ``hendriksen2024[gallery=5000]``."""
     mine = settings_of(cfg)
+    partial = partial_gallery(cfg, ds)
+    tail = f"[gallery={partial[0]}]" if partial else ""
     for name, values in PROTOCOLS.items():
         if mine == values:
-            return name
+            return name + tail
     base = PROTOCOLS[cfg.protocol]
-    return cfg.protocol + "+" + ",".join(f"{k}={mine[k]}" for k in SETTINGS if mine[k] != base[k])
+    return cfg.protocol + "+" + ",".join(f"{k}={mine[k]}" for k in SETTINGS if mine[k] != base[k]) + tail
 
 
-def describe(cfg) -> dict:
-    """What results.json records under ``settings.protocol``."""
-    return {"name": label(cfg), "base": cfg.protocol, **settings_of(cfg),
-            "dcg": "DCG_CM@p unnormalized (dcg_cm) and normalized (ndcg_cm) are both reported"}
+def describe(cfg, ds=None) -> dict:
+    """What results.json records under ``settings.protocol`` (``ds``: the run's dataset, gallery applied)."""
+    out = {"name": label(cfg, ds), "base": cfg.protocol, **settings_of(cfg),
+           "dcg": "DCG_CM@p unnormalized (dcg_cm) and normalized (ndcg_cm) are both reported"}
+    partial = partial_gallery(cfg, ds)
+    if partial:
+        out["gallery_size"], out["gallery_expected"] = partial
+    if ds is not None and cfg.perturb_variant == "hendriksen2024" and cfg.perturb:
+        from .. import langdata
+        from .. import perturbations as P
+
+        from .. import stores
+
+        needs = langdata.needed_by(P.resolve(cfg.perturb), cfg.perturb_params, cfg.perturb_variant)
+        if needs:  # the compatible synonyms / trigram shuffles depend on NLTK and its data: where they came from
+            with stores.using(cfg.cache_dir):
+                out["language_data"] = langdata.provenance(tuple(needs))
+    return out
+
+
+def expected_gallery(cfg) -> int | None:
+    """The folder gallery size the protocol assumes for ``cfg.dataset`` (built-in datasets only), or None."""
+    from ..datasets.builtin import BUILTIN
+
+    spec = BUILTIN.get(cfg.dataset) if isinstance(cfg.dataset, str) else None
+    return FOLDER_GALLERY_SIZE.get(spec.images) if spec is not None else None
+
+
+def partial_gallery(cfg, ds) -> tuple[int, int] | None:
+    """(size, expected) when ``ds``'s folder gallery is smaller than the protocol's, else None."""
+    expected = expected_gallery(cfg) if cfg.gallery == "folder" and ds is not None else None
+    if expected is None:
+        return None
+    n = len(ds.gallery_images)
+    return (n, expected) if n < expected else None
+
+
+def gallery_problem(cfg, ds) -> tuple[str, str] | None:
+    """(what, fix) when the folder gallery is smaller than the protocol's and --allow-partial-gallery was not
+    given; None otherwise. Counts the image files of the test images' folder (no image is read)."""
+    expected = expected_gallery(cfg) if cfg.gallery == "folder" and ds is not None else None
+    if expected is None or cfg.allow_partial_gallery:
+        return None
+    try:
+        folder, names = _gallery_names(ds)
+    except VlbenchError:
+        return None  # the image check reports the folder itself
+    if len(names) >= expected:
+        return None
+    from ..datasets.builtin import BUILTIN
+
+    what = FOLDER_GALLERY_NAME.get(getattr(BUILTIN.get(cfg.dataset), "images", None), "image")
+    return (f"--gallery folder: {folder} holds {len(names):,} images, the protocol's t2i gallery is the whole "
+            f"{what} folder ({expected:,} images); a comparison with the published t2i numbers would be invalid",
+            f"put all {expected:,} images of {what} into {folder} (the test images stay where they are), or pass "
+            f"--allow-partial-gallery to run on {len(names):,} (the protocol label then says [gallery={len(names)}]), "
+            f"or --gallery test")
 
 
 def check(cfg) -> None:
@@ -115,6 +175,18 @@ def apply_gallery(ds, cfg):
     """With ``--gallery folder``: every other image of the test images' folder becomes a t2i distractor."""
     if cfg.gallery != "folder":
         return ds
+    problem = gallery_problem(cfg, ds)
+    if problem:
+        raise VlbenchError(*problem)
+    folder, names = _gallery_names(ds)
+    sub = folder.relative_to(ds.image_root).as_posix()
+    prefix = "" if sub in ("", ".") else sub + "/"
+    return dataclasses.replace(ds, distractors=[prefix + n for n in names[ds.n_images:]],
+                               distractor_root=ds.image_root, gallery="folder")
+
+
+def _gallery_names(ds) -> tuple[Path, list[str]]:
+    """The test images' folder and every image file name in it (test images first, then the rest by name)."""
     from ..metrics.protocols import folder_gallery
 
     if ds.image_root is None:
@@ -123,23 +195,20 @@ def apply_gallery(ds, cfg):
     if len(parents) != 1:
         raise VlbenchError(f"--gallery folder: the images of {ds.name} lie in {len(parents)} folders "
                            f"(e.g. {sorted(parents)[:2]})", "put the test images into one image folder")
-    sub = parents.pop()
-    folder = ds.image_root / sub
-    names = folder_gallery(folder, [Path(p).name for p in ds.images])
-    prefix = "" if sub in ("", ".") else sub + "/"
-    return dataclasses.replace(ds, distractors=[prefix + n for n in names[ds.n_images:]],
-                               distractor_root=ds.image_root, gallery="folder")
+    folder = ds.image_root / parents.pop()
+    return folder, folder_gallery(folder, [Path(p).name for p in ds.images])
 
 
 def truncate(cfg, texts: list[str]) -> list[str]:
     return list(texts) if not cfg.truncate_chars else [t[:cfg.truncate_chars] for t in texts]
 
 
-def encode_relevance(cfg, ds, paths: list, *, stats=None):
-    """(image, clean caption) embeddings of the fixed relevance model, or None for ``relevance=self``.
+def encode_relevance(cfg, ds, paths: list, *, stats=None, texts: list[str] | None = None):
+    """(image, caption) embeddings of the fixed relevance model, or None for ``relevance=self``.
 
-    The relevance model scores the clean (truncated) caption: a perturbed query keeps its intent, so its
-    DCG gains are those of the caption it came from.
+    ``texts``: every caption as evaluated (runner.Plan.texts(): clean, then each condition's own captions;
+    default: the clean captions). The relevance model scores the query as evaluated (the perturbed caption
+    of a perturbed query, chapter Eq. 5.1, as the authors' code does), each distinct (truncated) text once.
     """
     if cfg.relevance in (None, "self"):
         return None
@@ -148,7 +217,7 @@ def encode_relevance(cfg, ds, paths: list, *, stats=None):
     session = EncodingSession.open(cfg.relevance, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
                                    restart=cfg.restart, device=cfg.device, precision=cfg.precision,
                                    trust_remote_code=cfg.trust_remote_code, stats=stats)
-    texts = truncate(cfg, ds.captions)
+    texts = truncate(cfg, ds.captions if texts is None else texts)
     img = session.images(paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, progress=not cfg.quiet)
     txt = session.texts(texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256), progress=not cfg.quiet)
     return (np.stack([img[i] for i in range(len(paths))]), np.stack([txt[i] for i in range(len(texts))]))

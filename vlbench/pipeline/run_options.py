@@ -73,7 +73,8 @@ RUN_OPTIONS = (
                                  "scikit-learn's)", choices=C.DIGIT_SOURCES),
     Option("perturb_params", "--param", "perturbation parameter, e.g. synonym-noun.choice=random (repeatable)",
            kind="params", metavar="NAME.KEY=VALUE"),
-    Option("out", "--out", "run folder (default runs/<run id>); never overwritten"),
+    Option("out", "--out", "run folder (default runs/<run id>); a finished run there is refused unless --resume or "
+                           "--overwrite says what to do with it"),
     Option("dataset_name", "--dataset-name", "name of the dataset in results and leaderboards (default: its own, "
                                              "custom:<file name>); name two different custom datasets differently "
                                              "to put them on one leaderboard"),
@@ -82,6 +83,9 @@ RUN_OPTIONS = (
                                      "~/.cache/vlbench/data)"),
     Option("gallery", "--gallery", "candidate images for t2i: the test set, the FG release's enlarged pool, or every image in the image folder",
            choices=C.GALLERIES),
+    Option("allow_partial_gallery", "--allow-partial-gallery", "accept a --gallery folder image folder smaller than "
+           "the protocol's (Flickr30k 31,783, COCO val2014 40,504 images); the size joins the protocol label, e.g. "
+           "hendriksen2024[gallery=5000]", kind="flag"),
     Option("extra_positives", "--extra-positives", "extended positives for coco: eccv / cxc follow ECCV Caption's official protocol (annotated queries, "
                                                    "eccv_* / cxc_* metrics); eccv-all / cxc-union add them to the original positives of every query",
            choices=C.EXTRA_POSITIVES),
@@ -130,6 +134,11 @@ RUN_OPTIONS = (
                                                          "of the mean drift is within +- this (default 0.005; 0: "
                                                          "always --validity-sample captions)", kind="float"),
     Option("quiet", "--quiet", "no progress bars or table", kind="flag"),
+    Option("resume", "--resume", "--out already holds a finished run: print it as it is instead of refusing the "
+                                 "folder (same model and dataset only); an unfinished run there continues either way",
+           kind="flag"),
+    Option("overwrite", "--overwrite", "--out already holds a finished run: replace it (its results.json, "
+                                       "table.md and per-query file are deleted first)", kind="flag"),
 )
 
 

@@ -24,7 +24,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                           "the tables beside the published values with a reproduction verdict (5% relative). "
                           "See docs/reproducing.md.")
     parser.add_argument("study", choices=("hendriksen2024",), help="which publication")
-    parser.add_argument("--out", required=True, help="folder for the runs and the tables (reused to resume)")
+    parser.add_argument("--out", default=None, help="folder for the runs and the tables (reused to resume); "
+                                                    "required unless --plan-only")
     parser.add_argument("--also-standard", action="store_true", help="also run vlbench's standard protocol")
     parser.add_argument("--model", action="append", default=[], metavar="KEY=SPEC",
                         help="replace a model (align, altclip, clip, groupvit), e.g. clip=clip:/weights/clip")
@@ -37,7 +38,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--device", default=None)
     parser.add_argument("--bootstrap", type=int, default=1000, dest="n_boot")
-    parser.add_argument("--plan-only", action="store_true", help="say what the runs need and stop")
+    parser.add_argument("--allow-partial-gallery", action="store_true",
+                        help="accept image folders smaller than the chapter's t2i gallery (Flickr30k 31,783, COCO "
+                             "val2014 40,504 images); the protocol label then names the size, e.g. "
+                             "hendriksen2024[gallery=5000]")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="check what every run needs (all at once), print the plan and stop; exit 2 when "
+                             "something is missing")
 
 
 def main(args) -> int:
@@ -46,13 +53,26 @@ def main(args) -> int:
     models, datasets = _pairs(args.model, "model"), _pairs(args.dataset, "dataset")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     kind = "cpu" if args.device == "cpu" else "gpu"
-    if args.plan_only:
-        from pathlib import Path
+    from pathlib import Path
 
-        print(H.needs(H.plan(models, datasets, args.also_standard), Path(args.out), kind))
+    from .plan import check_perturb, problems, raise_if_missing
+
+    check_perturb(args.perturb)  # an unknown perturbation is refused before anything else
+    if args.plan_only:
+        out = Path(args.out) if args.out else None
+        jobs = H.plan(models, datasets, args.also_standard)
+        print(H.needs(jobs, out, kind, relevance=args.relevance, perturb=args.perturb, data_dir=args.data_dir))
+        done = (lambda j: (j.folder(out) / "results.json").is_file()) if out else None
+        found = problems(jobs, out, data_dir=args.data_dir, cache_dir=args.cache_dir, relevance=args.relevance,
+                         perturb=args.perturb, allow_partial_gallery=args.allow_partial_gallery, done=done)
+        raise_if_missing(found, sum(not (done and done(j)) for j in jobs))
+        print("every run has what it needs")
         return 0
+    if not args.out:
+        raise VlbenchError("vlbench reproduce needs --out (the folder for the runs and the tables)",
+                           "e.g. --out repro; --plan-only checks without it")
     kw = {"perturb": args.perturb, "data_dir": args.data_dir, "cache_dir": args.cache_dir, "device": args.device,
-          "n_boot": args.n_boot, "quiet": True}
+          "n_boot": args.n_boot, "quiet": True, "allow_partial_gallery": args.allow_partial_gallery}
     if args.relevance:
         kw["relevance"] = args.relevance
     summary = H.reproduce(args.out, models=models, datasets=datasets, also_standard=args.also_standard, log=log,

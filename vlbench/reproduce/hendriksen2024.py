@@ -21,6 +21,7 @@ import numpy as np
 
 from ..util.markdown import md_table
 from ..errors import VlbenchError
+from .plan import CAPTIONS, GALLERY  # noqa: F401  (re-exported: the sizes the plan checks)
 
 MODELS = {"align": "align", "altclip": "altclip", "clip": "clip", "groupvit": "groupvit"}
 DATASETS = {"coco": "coco", "coco-fg": "coco-fg", "flickr30k": "flickr30k", "flickr30k-fg": "flickr30k-fg"}
@@ -34,8 +35,6 @@ IMAGES = {"coco": "MS-COCO val2014 folder (40,504 images: the 5k test images + t
           "flickr30k-fg": "the same flickr30k-images folder"}
 SECONDS_PER_IMAGE = {"gpu": 0.004, "cpu": 0.15}
 SECONDS_PER_CAPTION = {"gpu": 0.0005, "cpu": 0.02}
-GALLERY = {"coco": 40504, "coco-fg": 40504, "flickr30k": 31783, "flickr30k-fg": 31783}
-CAPTIONS = {"coco": 25000, "coco-fg": 25000, "flickr30k": 5000, "flickr30k-fg": 5000}
 
 
 def published() -> dict:
@@ -67,21 +66,36 @@ def plan(models: dict | None = None, datasets: dict | None = None, also_standard
     return [Job(p, m, models[m], d, datasets[d]) for p in protocols for m in MODELS for d in DATASETS]
 
 
-def needs(jobs: list[Job], out: Path, device: str = "gpu") -> str:
-    """What the runs need, said before any work: weights, images, disk, time (rough)."""
-    todo = [j for j in jobs if not (j.folder(out) / "results.json").is_file()]
+def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: str | None = None,
+          perturb: str | None = "all", data_dir=None) -> str:
+    """What the runs need, said before any work: weights (the relevance model as given), images and where they
+    go, language data, disk, time (rough). The checks themselves: :func:`vlbench.reproduce.plan.problems`."""
+    from ..pipeline.protocol_settings import RELEVANCE_MODEL
+    from ..util.paths import default_data_dir
+    from .plan import check_perturb, disk_bytes
+
+    todo = [j for j in jobs if out is None or not (j.folder(out) / "results.json").is_file()]
     specs = sorted({j.model_spec for j in todo})
     data = sorted({j.dataset for j in todo})
     n_img = sum(GALLERY.get(j.dataset, 0) for j in todo)
-    n_cap = sum(CAPTIONS.get(j.dataset, 0) * 14 for j in todo)
+    n_conditions = 1 + len(check_perturb(perturb))
+    n_cap = sum(CAPTIONS.get(j.dataset, 0) * n_conditions for j in todo)
     secs = n_img * SECONDS_PER_IMAGE[device] + n_cap * SECONDS_PER_CAPTION[device]
-    disk = (n_img + n_cap) * 1024 * 4 / 1e9
+    rel = relevance or RELEVANCE_MODEL
+    chapter = any(j.protocol == "hendriksen2024" for j in todo)
+    rel_text = ("" if not chapter else " (relevance: the evaluated models' own scores, --relevance self)"
+                if rel == "self" else f", plus the relevance model {rel} for the chapter protocol's DCG"
+                + ("" if relevance else " (its default; --relevance replaces it)"))
+    images = Path(data_dir).expanduser() if data_dir else default_data_dir()
     lines = [f"{len(jobs)} run(s), {len(jobs) - len(todo)} already done (reused), {len(todo)} to do",
-             "weights: " + (", ".join(specs) + " (Hugging Face, downloaded on first use), plus the relevance model "
-                            "clip:openai/clip-vit-base-patch32 for the chapter protocol" if specs else "none"),
-             "images: " + ("; ".join(f"{d}: {IMAGES.get(d, 'its image folder')}" for d in data) if data else "none"),
-             f"disk: at most {disk:.1f} GB of embeddings in the cache (float32, up to 1,024 wide; an image folder "
-             f"shared by two datasets or protocols is encoded once per model)",
+             "weights: " + (", ".join(specs) + " (Hugging Face, downloaded on first use)" + rel_text
+                            if specs else "none"),
+             "images: " + ("; ".join(f"{d}: {IMAGES.get(d, 'its image folder')}" for d in data) +
+                           f" (built-in datasets: under {images}/images/, see docs/reproducing.md)" if data else "none"),
+             "language data: spaCy English model, WordNet, and for the chapter protocol's compatible perturbations "
+             "NLTK's punkt_tab + averaged_perceptron_tagger_eng (vlbench setup-language-data) and the typo package",
+             f"disk: at most {disk_bytes(todo, perturb) / 1e9:.1f} GB of embeddings in the cache (float32, up to "
+             f"1,024 wide; an image folder shared by two datasets or protocols is encoded once per model)",
              f"time: at most {secs / 3600:.1f} h on one {device.upper()} (rough: {SECONDS_PER_IMAGE[device]} s per "
              f"image, {SECONDS_PER_CAPTION[device]} s per caption; cached vectors cost nothing)"]
     return "\n".join(lines)
@@ -180,6 +194,11 @@ def _fmt(x, pct=False) -> str:
     return f"{100 * x:+.1f}%" if pct else f"{x:.4g}" if abs(x) < 1 else f"{x:.2f}"
 
 
+def _label(rec) -> str:
+    proto = rec.settings.get("protocol")
+    return proto.get("name", "standard") if isinstance(proto, dict) else "standard"
+
+
 def write_tables(out: Path, records: dict) -> dict:
     """``<out>/<protocol>/table_5_{2,3,4}.md`` + ``comparison.json``; returns the verdict counts."""
     pub = published()
@@ -188,18 +207,24 @@ def write_tables(out: Path, records: dict) -> dict:
         folder = out / protocol
         folder.mkdir(parents=True, exist_ok=True)
         tables = comparisons(records, protocol)
+        labels = {f"{j.model}-{j.dataset}": _label(r) for j, r in records.items() if j.protocol == protocol}
+        moved = sorted({lab for lab in labels.values() if lab != protocol})
+        note = (f"Runs whose protocol moved from {protocol}: {', '.join(moved)} (a [gallery=N] run ranked a t2i "
+                f"gallery smaller than the chapter's: its t2i cells are not comparable).\n\n" if moved else "")
         head = ["model", "dataset", "cell", "published", "measured", "abs diff", "rel diff", "verdict"]
         for name, rows in tables.items():
             body = [[r["model"], r["dataset"], r["cell"], _fmt(r["published"]), _fmt(r["measured"]),
                      _fmt(r["abs_diff"]), _fmt(r["rel_diff"], pct=True), r["verdict"]] for r in rows]
             text = (f"# {name.replace('_', ' ').title()} ({protocol} protocol): published vs measured\n\n"
                     f"Source of the published values: {pub['source']['title']}. Reproduced = within "
-                    f"{TOLERANCE:.0%} relative (Petrov and Macdonald 2022).\n\n" + md_table(head, body, pad=True) + "\n")
+                    f"{TOLERANCE:.0%} relative (Petrov and Macdonald 2022).\n\n" + note + md_table(head, body, pad=True)
+                    + "\n")
             (folder / f"{name}.md").write_text(text, encoding="utf-8")
         counts = {name: {v: sum(r["verdict"] == v for r in rows) for v in ("reproduced", "not reproduced", "not run")}
                   for name, rows in tables.items()}
         (folder / "comparison.json").write_text(json.dumps({"protocol": protocol, "tolerance": TOLERANCE,
                                                             "source": pub["source"], "counts": counts,
+                                                            "run_protocols": labels,
                                                             "tables": tables}, indent=1, allow_nan=False))
         summary[protocol] = counts
     return summary
@@ -208,9 +233,16 @@ def write_tables(out: Path, records: dict) -> dict:
 def reproduce(out, *, models: dict | None = None, datasets: dict | None = None, also_standard: bool = False,
               log=print, device_kind: str = "gpu", **run_kwargs) -> dict:
     """Plan, say what is needed, run (resuming), write the tables; returns the verdict counts per protocol."""
+    from .plan import problems, raise_if_missing
+
     out = Path(out)
     jobs = plan(models, datasets, also_standard)
-    log(needs(jobs, out, device_kind))
+    kw = {k: run_kwargs.get(k) for k in ("relevance", "data_dir")}
+    log(needs(jobs, out, device_kind, perturb=run_kwargs.get("perturb", "all"), **kw))
+    done = lambda j: (j.folder(out) / "results.json").is_file()  # noqa: E731
+    found = problems(jobs, out, cache_dir=run_kwargs.get("cache_dir"), perturb=run_kwargs.get("perturb", "all"),
+                     allow_partial_gallery=bool(run_kwargs.get("allow_partial_gallery")), done=done, **kw)
+    raise_if_missing(found, sum(not done(j) for j in jobs))  # every run checked before the first starts
     records = run_jobs(jobs, out, log=log, **run_kwargs)
     summary = write_tables(out, records)
     for protocol, counts in summary.items():
