@@ -39,7 +39,7 @@ from .ranking import (BLOCK_BYTES, DIRECTIONS, ArraySource, EmbeddingSource, Pos
                       SimilaritySource, _sorted_topk, _to_numpy, build_positives, check_finite, head_size,
                       rank_blocks)
 
-METRIC_VERSION = "1.0"  # bump on any change of semantics
+METRIC_VERSION = "1.1"  # bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores)
 DEFAULT_K = (1, 5, 10)
 DEFAULT_P = 10
 I2T_RECALLS = ("hit", "fraction")  # i2t Recall@k: any hit in the top k, or hits / min(#relevant, k)
