@@ -53,12 +53,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--data-dir", default=None, help="folder with the caption files (default: $VLBENCH_DATA_DIR "
                                                     "or ~/.cache/vlbench/data)")
     g.add_argument("--pair", dest="pairs", action="append", type=_pair, default=None, metavar="ORIG,FG",
-                   help="compare these two requested datasets (repeatable; default: coco,coco-fg and "
-                        "flickr30k,flickr30k-fg when both are requested)")
+                   help="compare these two requested datasets, written as in --dataset (repeatable; default: "
+                        "coco,coco-fg and flickr30k,flickr30k-fg when both are requested)")
     g.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for the difference CIs "
                                                                "(0: none; default 1000)")
     g.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    g.add_argument("--ci", type=float, default=0.95, help="confidence level (default 0.95)")
+    g.add_argument("--ci", type=float, default=0.95, help="confidence level, strictly between 0 and 1 "
+                                                               "(default 0.95)")
     g.add_argument("--limit", type=int, default=None, help="only the first N captions of each dataset (quick look)")
     g.add_argument("--batch-size", type=int, default=1000, help="spaCy batch size (default 1000)")
     g.add_argument("--n-process", type=int, default=1, help="spaCy worker processes (default 1; see docs)")
@@ -75,8 +76,9 @@ def _feature_options(parser: argparse.ArgumentParser) -> None:
                                   "single readings; docs/granularity.md)")
     f.add_argument("--profile", choices=["paper", "per-noun"], default=None,
                    help="paper (default): the chapter's reading of Table 5.1, NP features per caption, "
-                        "participles and predicative adjectives counted; per-noun: NP features per "
-                        "identified noun, attributive adjectives only")
+                        "participles and predicative adjectives counted, CPs inside noun phrases, numerals as "
+                        "quantifiers, depth of nouns and verbs, distinct concepts per caption; per-noun: NP "
+                        "features per identified noun, attributive adjectives only, ratios per word")
     f.add_argument("--np-unit", choices=["noun", "caption"], default=None,
                    help="adjectives, CPs, articles, quantifiers per identified noun (per-noun profile) or per "
                         "caption (paper profile)")
@@ -93,35 +95,46 @@ def _feature_options(parser: argparse.ArgumentParser) -> None:
                         "(paper profile)")
     f.add_argument("--cp-relations", default=None,
                    help="dependency relations from a noun that make a complement phrase (default prep,acl,relcl)")
+    f.add_argument("--cp-scope", choices=["noun", "np"], default=None,
+                   help="complement phrases attached to a noun (per-noun profile) or anywhere inside its "
+                        "phrase (paper profile)")
+    f.add_argument("--quantifier-set", choices=["all", "numerals"], default=None,
+                   help="quantifiers: numerals, quantifying words and 'a lot of' & co. (per-noun profile) or the "
+                        "numerals only (paper profile)")
     f.add_argument("--no-phrasal-quantifiers", dest="phrasal_quantifiers", action="store_false", default=None,
                    help="treat 'a lot of', 'a couple of', ... as nouns, not quantifiers")
     f.add_argument("--depth-synsets", choices=["max", "min", "mean", "first"], default=None,
                    help="a word's depth: max (default), min or mean over its synsets, or its first synset")
     f.add_argument("--depth-measure", choices=["min_depth", "max_depth"], default=None,
                    help="per-synset depth (default min_depth: shortest hypernym path to the root)")
-    f.add_argument("--depth-pos", default=None, help="words with a depth: NOUN (default) or NOUN,VERB")
+    f.add_argument("--depth-pos", default=None, help="words with a depth: NOUN (per-noun profile) or NOUN,VERB "
+                                                         "(paper profile)")
     f.add_argument("--no-multiword", dest="multiword", action="store_false", default=None,
                    help="do not look noun compounds up as WordNet multiwords ('fire_hydrant')")
     f.add_argument("--length-unit", choices=["chars", "chars_nospace", "words"], default=None,
                    help="caption length in characters (default), characters without spaces, or words")
     f.add_argument("--word-unit", choices=["token", "whitespace"], default=None,
                    help="a word is a spaCy token with a letter or digit (default) or a whitespace-separated chunk")
-    f.add_argument("--diversity", choices=["synonyms", "first_sense", "lemmas", "synonym_pool"], default=None,
-                   help="concept diversity numerator: distinct concepts with WordNet synonyms merged (default), "
-                        "distinct first senses, distinct lemmas, or the size of the WordNet synonym pool")
+    f.add_argument("--diversity", choices=["synonyms", "first_sense", "lemmas", "synonym_pool", "concepts"],
+                   default=None,
+                   help="concept diversity: distinct concepts among all words, per caption (concepts, paper "
+                        "profile), or per word: distinct content concepts with WordNet synonyms merged "
+                        "(synonyms, per-noun profile), distinct first senses, distinct lemmas, or the size of "
+                        "the WordNet synonym pool")
 
 
 FEATURE_ARGS = ("np_unit", "normalize", "noun_pos", "compounds_as_nouns", "participles", "predicative",
-                "cp_relations", "phrasal_quantifiers", "depth_synsets", "depth_measure", "depth_pos",
-                "multiword", "length_unit", "word_unit", "diversity")
+                "cp_relations", "cp_scope", "quantifier_set", "phrasal_quantifiers", "depth_synsets",
+                "depth_measure", "depth_pos", "multiword", "length_unit", "word_unit", "diversity")
 
 
 def main(args) -> int:
     from ..errors import VlbenchError
-    from .table import granularity_report
+    from .pairing import check_bootstrap_settings
+    from .table import check_out_dir, granularity_report
 
-    if args.bootstrap < 0:
-        raise VlbenchError("--bootstrap must be >= 0")
+    check_bootstrap_settings(args.bootstrap, args.seed, args.ci)  # before anything is loaded or parsed
+    check_out_dir(args.out)
     if args.limit is not None and args.limit < 1:
         raise VlbenchError("--limit must be >= 1")
     if args.batch_size < 1 or args.n_process < 1:

@@ -124,12 +124,15 @@ def _phrasal_skips(toks, lower, opts) -> tuple[set, dict, set, Counter]:
     return skip, proxy, skip_of, credit
 
 
-def _np_counts(toks, lower, noun_ids: set, proxy: dict, skip_of: set, opts) -> list[int]:
+def _np_counts(toks, lower, noun_ids: set, proxy: dict, skip_of: set, skip: set, opts) -> list[int]:
     """Adjectives, complement phrases, articles and quantifiers attached to the identified nouns."""
 
     def noun_of(head) -> int | None:
         h = proxy.get(head.i, head.i)
         return h if h in noun_ids else None
+
+    def inside_np(t) -> bool:  # cp_scope="np": the phrase lies inside an identified noun's phrase
+        return any(noun_of(a) is not None for a in t.ancestors)
 
     n = [0, 0, 0, 0]  # adjectives, complement phrases, articles, quantifiers
     for t in toks:
@@ -150,7 +153,10 @@ def _np_counts(toks, lower, noun_ids: set, proxy: dict, skip_of: set, opts) -> l
         if t.i not in skip_of:
             r = _conj_root(t) if dep == "conj" and pos in ("ADP", "VERB", "AUX") else t
             rel = r.dep_
-            if rel in opts.cp_relations and noun_of(r.head) is not None:
+            if opts.cp_scope == "np":
+                if rel in opts.cp_relations and (r.head.i not in skip or r.head.i in proxy) and inside_np(r):
+                    n[1] += 1
+            elif rel in opts.cp_relations and noun_of(r.head) is not None:
                 n[1] += 1
             elif ("prep" in opts.cp_relations and rel == "advmod" and r.pos_ == "ADV" and r.i == t.i
                   and noun_of(r.head) is not None and any(c.dep_ == "prep" for c in r.children)):
@@ -199,6 +205,13 @@ def _depths(toks, lower, nouns, opts) -> list[float]:
     return depths
 
 
+def _numerals(toks) -> int:
+    """quantifier_set="numerals": the cardinal numbers of the caption (universal POS ``NUM``), one per
+    number: "twenty five" is one ("twenty" is a part of "five"), "two men, one in red" is two."""
+    return sum(1 for t in toks if t.pos_ == "NUM"
+               and not (t.dep_ in ("compound", "quantmod", "nummod") and t.head.pos_ == "NUM" and t.head.i != t.i))
+
+
 def analyse_doc(doc, opts, text: str | None = None) -> dict:
     """Counts for one parsed caption (spaCy ``Doc``) under ``opts`` (FeatureOptions). ``text``: the
     caption as analysed."""
@@ -209,13 +222,19 @@ def analyse_doc(doc, opts, text: str | None = None) -> dict:
     excluded_deps = ("nummod", "quantmod") if opts.compounds_as_nouns else ("compound", "nummod", "quantmod")
     nouns = [t for t in toks if t.pos_ in opts.noun_pos and t.i not in skip and t.dep_ not in excluded_deps]
     noun_ids = {t.i for t in nouns}
-    n_adj, n_cp, n_art, n_quant = _np_counts(toks, lower, noun_ids, proxy, skip_of, opts)
-    n_quant += sum(credit[i] for i in noun_ids)
+    n_adj, n_cp, n_art, n_quant = _np_counts(toks, lower, noun_ids, proxy, skip_of, skip, opts)
+    if opts.quantifier_set == "numerals":
+        n_quant = _numerals(toks)
+    else:
+        n_quant += sum(credit[i] for i in noun_ids)
     depths = _depths(toks, lower, nouns, opts)
     n_tokens = sum(1 for t in toks if _has_alnum(t.text))
     n_ws = sum(1 for w in text.split() if _has_alnum(w))
     content = [(lower[t.i], _WN_POS[t.pos_]) for t in toks
                if t.pos_ in _WN_POS and t.i not in skip and _has_alnum(t.text)]
+    concept_words = content  # "concepts": every word, a function word is a concept of its own
+    if opts.diversity == "concepts":
+        concept_words = [(lower[t.i], _WN_POS.get(t.pos_)) for t in toks if _has_alnum(t.text)]
     return {
         "n_chars": len(text),
         "n_chars_nospace": sum(1 for ch in text if not ch.isspace()),
@@ -228,7 +247,7 @@ def analyse_doc(doc, opts, text: str | None = None) -> dict:
         "n_depth_words": len(depths),
         "depth_sum": float(sum(depths)),
         "n_content_words": len(content),
-        "n_concepts": _count_concepts(content, opts.diversity),
+        "n_concepts": _count_concepts(concept_words, opts.diversity),
     }
 
 
@@ -262,7 +281,7 @@ def _count_concepts(content: Sequence[tuple[str, str]], mode: str) -> int:
 
     owner: dict = {}
     for i, (w, p) in enumerate(items):
-        for s in synsets(w, p):
+        for s in (synsets(w, p) if p else ()):
             j = owner.setdefault(s, i)
             if j != i:
                 a, b = find(i), find(j)

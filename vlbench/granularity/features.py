@@ -40,7 +40,9 @@ _CHOICES = {
     "depth_measure": ("min_depth", "max_depth"),
     "length_unit": ("chars", "chars_nospace", "words"),
     "word_unit": ("token", "whitespace"),
-    "diversity": ("synonyms", "first_sense", "lemmas", "synonym_pool"),
+    "diversity": ("synonyms", "first_sense", "lemmas", "synonym_pool", "concepts"),
+    "cp_scope": ("noun", "np"),
+    "quantifier_set": ("all", "numerals"),
 }
 _TUPLE_CHOICES = {
     "noun_pos": ("NOUN", "PROPN"),
@@ -68,8 +70,14 @@ class FeatureOptions:
     predicative: bool = False
     #: dependency relations from a noun that make a complement phrase
     cp_relations: tuple = ("prep", "acl", "relcl")
+    #: complement phrases attached to an identified noun ("noun") or anywhere inside its phrase ("np":
+    #: "in a field" of "a man riding a horse in a field" belongs to the man's phrase)
+    cp_scope: str = "noun"
     #: "a lot of", "a couple of", "a number of", ... quantify the noun after "of"
     phrasal_quantifiers: bool = True
+    #: quantifiers: numerals, quantifying words and phrasal quantifiers ("all") or the numbers only
+    #: ("numerals": the exact quantities, universal POS NUM)
+    quantifier_set: str = "all"
     #: concept depth of a word: aggregate over its synsets ...
     depth_synsets: str = "max"
     #: ... of this per-synset measure (NLTK ``Synset.min_depth`` / ``max_depth``)
@@ -82,7 +90,8 @@ class FeatureOptions:
     length_unit: str = "chars"
     #: words: spaCy tokens with a letter or digit ("token") or whitespace-separated chunks
     word_unit: str = "token"
-    #: numerator of concept diversity (denominator: the word count)
+    #: numerator of concept diversity (denominator: the word count); "concepts": the number of distinct
+    #: concepts among all the caption's words, per caption (not divided)
     diversity: str = "synonyms"
 
     def __post_init__(self):
@@ -121,10 +130,13 @@ class FeatureOptions:
 #: named sets of readings (docs/granularity.md, "Profiles"). "per-noun": the NP features as ratios per
 #: identified noun, as section 5.3.1 defines them. "paper": the chapter's results paragraph and its two
 #: published percentages read Table 5.1 per caption ("adjectives per caption"), so the NP features are
-#: counts per caption; every other reading is the same in both.
+#: counts per caption; it also takes the readings of issue #21, each argued in docs/granularity.md: CPs
+#: anywhere inside a noun's phrase, numerals as the quantifiers, the depth of nouns and verbs, and concept
+#: diversity as the number of distinct concepts per caption.
 PROFILES = {
     "per-noun": {},
-    "paper": {"np_unit": "caption", "participles": True, "predicative": True},
+    "paper": {"np_unit": "caption", "participles": True, "predicative": True, "cp_scope": "np",
+              "quantifier_set": "numerals", "depth_pos": ("NOUN", "VERB"), "diversity": "concepts"},
 }
 DEFAULT_PROFILE = "paper"
 
@@ -202,7 +214,10 @@ def features_from_counts(c: dict, opts: FeatureOptions) -> dict:
     out["caption_length"] = float({"chars": c["n_chars"], "chars_nospace": c["n_chars_nospace"],
                                    "words": c["n_words"]}[opts.length_unit])
     out["words_per_caption"] = float(c["n_words"])
-    out["concept_diversity"] = c["n_concepts"] / c["n_words"] if c["n_words"] else nan
+    if opts.diversity == "concepts":
+        out["concept_diversity"] = float(c["n_concepts"]) if c["n_words"] else nan
+    else:
+        out["concept_diversity"] = c["n_concepts"] / c["n_words"] if c["n_words"] else nan
     return out
 
 

@@ -2,12 +2,14 @@
 
 Two datasets are paired by the image paths of their manifests, in any order (issue #12: pairing by
 line number compared image with wrong image); sets of different images are refused unless the caller
-asks for independent resampling.
+asks for independent resampling. The pairs and the bootstrap settings are checked here before any
+caption is parsed.
 """
 
 from __future__ import annotations
 
 import posixpath
+from pathlib import Path
 
 import numpy as np
 
@@ -69,3 +71,52 @@ def image_sums(per_caption, base: str, fine: str, pairing: str):
         np.add.at(cnts, inv[ok], valid.astype(float))
         stats[name] = (uniq, sums, cnts)
     return stats, paired
+
+
+def check_bootstrap_settings(n_boot, seed, ci) -> None:
+    """Refuse bootstrap settings that cannot give an interval (before any caption is parsed)."""
+    if isinstance(ci, bool) or not isinstance(ci, (int, float)) or not 0 < ci < 1:
+        raise VlbenchError(f"--ci {ci} is not a confidence level: it must lie strictly between 0 and 1",
+                           "give e.g. --ci 0.95 (Python: ci=0.95) for a 95% interval")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
+        raise VlbenchError(f"--bootstrap {n_boot} is not a number of bootstrap samples",
+                           "give a whole number >= 0 (0: no intervals), e.g. --bootstrap 1000")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise VlbenchError(f"--seed {seed} is not a valid bootstrap seed: it must be a whole number >= 0",
+                           "give e.g. --seed 0")
+
+
+def _custom_path(spec) -> str | None:
+    if not isinstance(spec, str):
+        return None
+    path = spec[len("custom:"):] if spec.startswith("custom:") else spec if spec.endswith(".jsonl") else None
+    return None if not path else str(Path(path).expanduser().resolve())
+
+
+def resolve_pairs(pairs, loaded: list[tuple]) -> list[tuple[str, str]]:
+    """Each pair's two datasets as table names. A pair names a dataset as ``--dataset`` did (the same
+    string, e.g. ``flickr30k-fg`` or ``custom:path/to/x.jsonl``), by its table name (``custom:x.jsonl``) or
+    by another path to the same manifest; anything else is refused, naming the requested datasets."""
+    by_key: dict = {}
+    for name, _, spec in loaded:
+        by_key.setdefault(name, name)
+        if isinstance(spec, str):
+            by_key.setdefault(spec.strip(), name)
+            if _custom_path(spec):
+                by_key.setdefault(("path", _custom_path(spec)), name)
+    out = []
+    for p in pairs:
+        p = tuple(p) if isinstance(p, (tuple, list)) else (p,)
+        got = [by_key.get(x.strip()) if isinstance(x, str) else None for x in p]
+        got = [g if g is not None or not _custom_path(x) else by_key.get(("path", _custom_path(x)))
+               for g, x in zip(got, p)]
+        if len(p) != 2 or any(g is None for g in got):
+            names = ", ".join(spec if isinstance(spec, str) else name for name, _, spec in loaded)
+            raise VlbenchError(f"pair {','.join(map(str, p))!r} names a dataset that was not requested",
+                               f"give --pair ORIGINAL,FINE_GRAINED with two of the requested datasets, written "
+                               f"as in --dataset: {names}")
+        if got[0] == got[1]:
+            raise VlbenchError(f"pair {','.join(p)!r} names the same dataset twice",
+                               "give an original and its fine-grained version, e.g. --pair coco,coco-fg")
+        out.append((got[0], got[1]))
+    return out

@@ -18,7 +18,7 @@ from ..util.io import atomic_write_text, dumps_strict
 from ..util.markdown import md_table
 from ..errors import VlbenchError
 from .features import (COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions, analyse_texts, resolve_options)
-from .pairing import image_sums
+from .pairing import check_bootstrap_settings, image_sums, resolve_pairs
 
 #: (original, fine-grained) pairs compared automatically when both are requested
 FG_PAIRS = (("coco", "coco-fg"), ("flickr30k", "flickr30k-fg"))
@@ -62,9 +62,13 @@ def per_caption_frame(datasets: Sequence, *, data_dir=None, options: FeatureOpti
     Columns: ``dataset``, ``caption_id``, ``image`` (the caption's image: its manifest path), ``text``,
     ``status``, ``reason``, the eight features and the raw counts.
     """
-    import pandas as pd
-
     opts = resolve_options(options, profile, **feature_options)
+    loaded = [(name, ds) for name, ds, _ in _named_datasets(datasets, data_dir)]
+    return _frame_of(loaded, opts, batch_size=batch_size, n_process=n_process, limit=limit, progress=progress)
+
+
+def _named_datasets(datasets: Sequence, data_dir) -> list[tuple]:
+    """(table name, loaded dataset, spec as given) per requested dataset; names are unique."""
     loaded = []
     for spec in datasets:
         ds = _load(spec, data_dir)
@@ -73,11 +77,18 @@ def per_caption_frame(datasets: Sequence, *, data_dir=None, options: FeatureOpti
     for item in loaded:  # two manifests with the same file name: name them by the path as given
         if isinstance(item[2], str) and sum(1 for x in loaded if x[0] == item[0]) > 1 and item[0] != item[2]:
             item[0] = item[2] if item[2].startswith("custom:") else f"custom:{item[2]}"
-    loaded = [(name, ds) for name, ds, _ in loaded]
-    names = [n for n, _ in loaded]
+    names = [item[0] for item in loaded]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise VlbenchError(f"dataset(s) requested twice: {', '.join(dup)}", "name each dataset once")
+    return [tuple(item) for item in loaded]
+
+
+def _frame_of(loaded: list[tuple], opts: FeatureOptions, *, batch_size: int, n_process: int, limit,
+              progress) -> "pd.DataFrame":
+    import pandas as pd
+
+    names = [n for n, _ in loaded]
     all_texts, meta = [], []
     for name, ds in loaded:
         caps = list(ds.captions)
@@ -152,10 +163,7 @@ def bootstrap_differences(per_caption, pairs: Sequence[tuple[str, str]], *, n_bo
     """
     import pandas as pd
 
-    if not 0 < ci < 1:
-        raise VlbenchError(f"confidence level {ci} is not in (0, 1)", "use e.g. 0.95")
-    if n_boot < 0:
-        raise VlbenchError("the number of bootstrap samples must be >= 0")
+    check_bootstrap_settings(n_boot, seed, ci)
     rows = []
     alpha = (1 - ci) / 2
     for p_idx, (base, fine) in enumerate(pairs):
@@ -236,7 +244,12 @@ class GranularityReport:
     # ---- files
     def write(self, out_dir) -> list[Path]:
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        check_out_dir(out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise VlbenchError(f"cannot create the output folder {str(out)!r}: {exc.strerror or exc}",
+                               "give --out a folder that can be created (or an existing folder)") from None
         written = []
 
         def put(name, text):
@@ -257,6 +270,18 @@ class GranularityReport:
         summary = {"options": self.options, "captions": self.captions, **self.meta}
         put("granularity_summary.json", dumps_strict(summary, indent=2) + "\n")
         return written
+
+
+def check_out_dir(out) -> None:
+    """--out must be a folder: refuse a path that is, or lies under, an existing non-folder."""
+    p = Path(out).expanduser()
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                what = "is a file" if q == p else f"lies under {str(q)!r}, which is a file"
+                raise VlbenchError(f"--out {str(out)!r} {what}, not a folder",
+                                   "give --out a folder (new or existing): the command writes several files into it")
+            return
 
 
 def _fmt(x, digits):
@@ -303,20 +328,16 @@ def granularity_report(datasets: Sequence, *, data_dir=None, pairs="auto", n_boo
     """
     if not datasets:
         raise VlbenchError("no dataset given", "name at least one dataset, e.g. --dataset coco coco-fg")
+    check_bootstrap_settings(n_boot, seed, ci)
     opts = resolve_options(options, profile, **feature_options)
     t0 = time.perf_counter()
-    per_caption = per_caption_frame(datasets, data_dir=data_dir, options=opts, batch_size=batch_size,
-                                    n_process=n_process, limit=limit, progress=progress)
+    loaded = _named_datasets(datasets, data_dir)
+    names = [name for name, _, _ in loaded]
+    pairs = default_pairs(names) if pairs == "auto" else resolve_pairs(pairs or [], loaded)  # before parsing
+    per_caption = _frame_of([(name, ds) for name, ds, _ in loaded], opts, batch_size=batch_size,
+                            n_process=n_process, limit=limit, progress=progress)
     t_feat = time.perf_counter() - t0
-    names = per_caption.attrs["datasets"]
     table = table_from_captions(per_caption)
-    if pairs == "auto":
-        pairs = default_pairs(names)
-    pairs = [tuple(p) for p in (pairs or [])]
-    for p in pairs:
-        if len(p) != 2 or any(x not in names for x in p):
-            raise VlbenchError(f"pair {p!r} names a dataset that was not requested",
-                               f"requested datasets: {', '.join(names)}")
     diff = (bootstrap_differences(per_caption, pairs, n_boot=n_boot, seed=seed, ci=ci, pairing=pairing)
             if pairs else None)
     meta = {
