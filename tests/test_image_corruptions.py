@@ -133,7 +133,7 @@ def test_byte_identical_across_worker_counts():
 
 
 def test_cache_key_and_loader_validation():
-    assert cache_key("fog", 2, 0) == "img:fog:2:seed0:imagenet-c/1"
+    assert cache_key("fog", 2, 0) == "img:fog:2:seed0:imagenet-c/2"
     assert cache_key("fog", 2, 0) != cache_key("fog", 3, 0) != cache_key("fog", 2, 1)
     with pytest.raises(VlbenchError, match="did you mean 'fog'"):
         CorruptedLoader("fgo", 1)

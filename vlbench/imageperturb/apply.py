@@ -34,24 +34,34 @@ def corrupt(image, name: str, severity: int, seed: int, image_id) -> Image.Image
 
     Greyscale, palette and alpha images become RGB first (alpha over white). Images with a side under
     32 pixels are enlarged (nearest) to 32, corrupted and shrunk back (box filter), since the reference
-    definitions assume at least that size.
+    definitions assume at least that size. Images above the pixel limit (:mod:`.guard`) are refused; a
+    plug-in's errors and bad outputs are DataErrors naming it, and it runs with NumPy's and Python's global
+    random state seeded per image (so its output does not depend on DataLoader workers).
     """
+    from .guard import call_plugin, check_size, checked_output
     from .registry import image_perturbations
     if int(severity) not in SEVERITIES or isinstance(severity, bool):
         raise VlbenchError(f"image {image_id!r}: severity {severity!r} of {name!r} is outside 1-5",
                            "use a severity from 1 to 5")
+    entry = image_perturbations.entry(name)
     fn = image_perturbations.get(name)
     rgb = _to_rgb(image, image_id)
     size = rgb.size
+    check_size(size, image_id)
     if min(size) < MIN_SIDE:
         scale = MIN_SIDE / min(size)
         rgb = rgb.resize((max(MIN_SIDE, round(size[0] * scale)), max(MIN_SIDE, round(size[1] * scale))),
                          Image.NEAREST)
     rng = np.random.Generator(np.random.PCG64(derive_seed(seed, name, int(severity), image_id)))
-    out = np.asarray(fn(np.asarray(rgb, dtype=np.uint8), int(severity), rng))
-    if out.shape != (rgb.size[1], rgb.size[0], 3):
-        raise VlbenchError(f"image perturbation {name!r} returned shape {out.shape} for image {image_id!r} "
-                           f"of size {rgb.size}", "a corruption must return an H x W x 3 array")
+    x = np.asarray(rgb, dtype=np.uint8)
+    plugin = entry.source != "builtin"
+    if plugin:  # third-party code: errors reported by name, global random state seeded per image
+        out = call_plugin(fn, name, entry.source, x, int(severity), rng,
+                          f"{int(seed)}|{name}|{int(severity)}|{image_id}", image_id)
+    else:
+        out = fn(x, int(severity), rng)
+    out = checked_output(out, name, entry.source, (rgb.size[1], rgb.size[0], 3), image_id, plugin,
+                         float(x.max()) if x.size else 0.0)
     result = Image.fromarray(np.uint8(np.clip(out, 0, 255)), "RGB")
     return result if result.size == size else result.resize(size, Image.BOX)
 

@@ -90,8 +90,22 @@ def _r1_errors(rec, direction: str) -> dict:
     return out
 
 
-def read_reference(path: str):
-    """The typed record (vlbench.results.RunRecord) of a reference run (a run folder or its results.json)."""
+def check_same_dataset(reference, name: str, digest: str, path=None) -> None:
+    """VlbenchError unless the reference run was made on the dataset (``name``, content hash ``digest``):
+    an mCE divides by the reference model's errors on the same images and captions, so another dataset's
+    run (or another subset, gallery or caption file of it) gives a meaningless ratio."""
+    ref_ds = reference.dataset
+    if ref_ds.hash != digest:
+        where = path or reference.run_id
+        raise VlbenchError(f"--mce-reference {str(where)!r} was run on another dataset: {ref_ds.name!r} (content "
+                           f"hash {ref_ds.hash[:12]}) where this run uses {name!r} ({digest[:12]})",
+                           "name a reference run made on the same dataset (same captions, images and gallery), "
+                           "or run the reference model on this one first")
+
+
+def read_reference(path: str, dataset=None):
+    """The typed record (vlbench.results.RunRecord) of a reference run (a run folder or its results.json);
+    with ``dataset`` (a vlbench Dataset), refused unless it was run on that dataset (:func:`check_same_dataset`)."""
     import json
     from pathlib import Path
 
@@ -101,11 +115,14 @@ def read_reference(path: str):
     p = Path(path).expanduser()
     p = p / "results.json" if p.is_dir() else p
     try:  # a results file is a few MB at most; a FIFO or device is refused unread
-        return RunRecord.from_json(json.loads(read_regular_file(p, 64 * 2**20).decode("utf-8")), str(p))
+        rec = RunRecord.from_json(json.loads(read_regular_file(p, 64 * 2**20).decode("utf-8")), str(p))
     except (UnreadableResults, OSError, ValueError) as exc:
         raise VlbenchError(f"--mce-reference {path!r} is not a readable vlbench run ({exc})",
                            "name the run folder (or results.json) of the reference model's --perturb-images run") \
             from None
+    if dataset is not None:
+        check_same_dataset(rec, dataset.name, dataset.content_hash(), path)
+    return rec
 
 
 def corruption_summary(rec, reference=None) -> dict | None:
@@ -118,7 +135,9 @@ def corruption_summary(rec, reference=None) -> dict | None:
         return None
     out = {"error": "100 - R@1 (percent)", "reference": None, "directions": {}}
     if reference is not None:
-        out["reference"] = {"run_id": reference.run_id, "model": reference.model.spec}
+        check_same_dataset(reference, rec.dataset.name, rec.dataset.hash)
+        out["reference"] = {"run_id": reference.run_id, "model": reference.model.spec,
+                            "dataset": reference.dataset.name, "dataset_hash": reference.dataset.hash}
     for d in ("i2t", "t2i"):
         errs = _r1_errors(rec, d)
         ref = _r1_errors(reference, d) if reference else None

@@ -9,7 +9,7 @@ from ..registry import close_matches
 from .registry import FAMILIES, NAMES, image_perturbations
 
 # Bump when any corruption's output changes (part of every corrupted-image cache key).
-IMPLEMENTATION_VERSION = "imagenet-c/1"
+IMPLEMENTATION_VERSION = "imagenet-c/2"  # 2: zoom_blur edge row/column as the reference
 SEVERITIES = (1, 2, 3, 4, 5)
 __all__ = ["FAMILIES", "NAMES", "SEVERITIES", "IMPLEMENTATION_VERSION", "ImageCondition", "family_of", "cache_key",
            "parse_spec"]

@@ -3,10 +3,12 @@
 The reference (``imagecorruptions`` 1.1.2) averages the image with crops of itself enlarged by each zoom factor of
 its severity (up to 16 factors), each enlargement a ``scipy.ndimage.zoom`` of order 1. Order-1 spline interpolation
 is bilinear, and bilinear interpolation is separable: an enlargement interpolates rows, then columns, two taps
-each (``scipy.ndimage.zoom``'s corner-aligned coordinate map,
-``in = out * (n_in - 1) / (n_out - 1)``). Two vectorised passes per factor replace a per-pixel spline evaluation. Only the rows and columns the reference keeps (the top-left H x W of the enlargement, a quirk of
-its ``clipped_zoom`` kept here) are computed. Arithmetic is float64, cast to float32 per factor as the reference
-does; the tests compare the output with the reference's on sample images.
+each (``scipy.ndimage.zoom``'s corner-aligned coordinate map, ``in = out * (n_in - 1) / (n_out - 1)``; an output
+whose ``in`` overshoots the last sample by float rounding is 0, as under the reference's ``mode='constant'``).
+Two vectorised passes per factor replace a per-pixel spline evaluation. Only the rows and columns the reference
+keeps (the top-left H x W of the enlargement, a quirk of its ``clipped_zoom`` kept here) are computed.
+Arithmetic is float64, cast to float32 per factor as the reference does. scripts/scan_zoom_blur.py compares
+the output with the reference's at every side length 32..1024 and severity (0 mismatches).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ def _taps(n_in: int, n_out: int, keep: int):
     pos = np.arange(min(keep, n_out), dtype=np.float64) * scale
     lo = np.minimum(np.floor(pos).astype(np.int64), max(n_in - 2, 0))
     frac = pos - lo
-    return lo, 1.0 - frac, frac
+    # scipy.ndimage.zoom with mode='constant' (the reference's) gives cval 0 to an output whose coordinate lies
+    # past the last input sample; ``kk * scale`` can overshoot ``n_in - 1`` by rounding for the last output
+    # (e.g. 30 -> 36 samples), and then the reference's whole edge row or column is 0: do the same.
+    outside = pos > n_in - 1
+    return lo, np.where(outside, 0.0, 1.0 - frac), np.where(outside, 0.0, frac)
 
 
 def _interp(a: np.ndarray, axis: int, n_out: int, keep: int) -> np.ndarray:

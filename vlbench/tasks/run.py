@@ -106,6 +106,15 @@ def _order_sets(cfg: TaskConfig) -> ItemSets:
         raise VlbenchError("--task order needs --dataset", "e.g. --dataset flickr30k (Flickr30k-Order) or coco")
     ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, require_images=True)
     items = order_items(ds, seed=cfg.seed)
+    skipped = ds.n_captions - len(items)
+    if not items:
+        raise DataError(f"--task order: no word-order shuffle changes any of the {ds.n_captions} captions of "
+                        f"{cfg.dataset!r} (e.g. one-word captions, or every word the same), so there is no item",
+                        "use captions of several distinct words (the order task compares each caption with its "
+                        "shuffles)")
+    if skipped:
+        _log(cfg, f"note: --task order skips {skipped} of {ds.n_captions} captions that no word-order shuffle "
+                  "changes (counted in results.json as skipped_captions)")
     paths = {}
     for i, name in enumerate(ds.images):
         paths[name] = ds.image_path(i)
@@ -114,30 +123,36 @@ def _order_sets(cfg: TaskConfig) -> ItemSets:
         desc["name"] = cfg.dataset_name.strip()
     n_cand = np.bincount([len(it.candidates) for it in items], minlength=6)[2:].tolist()
     return ItemSets({"task:order": items}, paths, desc,
-                    {"task:order": {"items": len(items), "captions": ds.n_captions,
+                    {"task:order": {"items": len(items), "captions": ds.n_captions, "skipped_captions": skipped,
                                     "items_by_candidates": dict(zip(["2", "3", "4", "5"], n_cand))}})
 
 
-def sugarcrepe_root(data_dir=None) -> Path:
-    """The folder with SugarCrepe's seven JSON files: <data-dir>/sugarcrepe (or <data-dir> itself);
-    online, missing files are downloaded there from the pinned commit."""
+def sugarcrepe_root(data_dir=None, subsets=SUGARCREPE_SUBSETS) -> Path:
+    """The folder with the JSON files of SugarCrepe's ``subsets`` (default all seven; only those asked for are
+    needed): <data-dir>/sugarcrepe (or <data-dir> itself); online, missing ones are downloaded there from the
+    pinned commit."""
     from ..util.paths import default_data_dir, offline
 
     base = Path(data_dir).expanduser() if data_dir else default_data_dir()
     for cand in (base / "sugarcrepe", base):
-        if all((cand / f"{s}.json").is_file() for s in SUGARCREPE_SUBSETS):
+        if all((cand / f"{s}.json").is_file() for s in subsets):
             return cand
     target = base / "sugarcrepe"
+    missing = [f"{s}.json" for s in subsets if not (target / f"{s}.json").is_file()]
+    where = (f"put {', '.join(missing)} from the data/ folder of github.com/RAIVNLab/sugar-crepe (commit "
+             f"{SUGARCREPE_COMMIT[:10]}, {SUGARCREPE_RAW}/<name>.json) in {target}, or pass --data-dir naming the "
+             "folder that holds them")
     if offline():
-        raise DataError(f"the SugarCrepe files ({', '.join(s + '.json' for s in SUGARCREPE_SUBSETS)}) are not in "
-                        f"{target}", f"copy the data/ folder of github.com/RAIVNLab/sugar-crepe (commit "
-                                     f"{SUGARCREPE_COMMIT[:10]}) to {target}, or pass --data-dir")
+        raise DataError(f"the SugarCrepe file{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                        f"{'are' if len(missing) > 1 else 'is'} not in {target}", where)
     from ..util.io import atomic_write_bytes
-    from ..datasets.download import http_get
+    from ..datasets.download import DownloadError, http_get
 
-    for s in SUGARCREPE_SUBSETS:
-        if not (target / f"{s}.json").is_file():
-            atomic_write_bytes(target / f"{s}.json", http_get(f"{SUGARCREPE_RAW}/{s}.json"))
+    for name in missing:
+        try:
+            atomic_write_bytes(target / name, http_get(f"{SUGARCREPE_RAW}/{name}"))
+        except DownloadError as exc:
+            raise DataError(f"could not download SugarCrepe's {name}: {exc.reason}", where) from None
     return target
 
 
@@ -156,7 +171,7 @@ def parse_sugarcrepe_spec(spec: str | None) -> list[str]:
 
 def _sugarcrepe_sets(cfg: TaskConfig) -> ItemSets:
     subsets = parse_sugarcrepe_spec(cfg.dataset)
-    root = sugarcrepe_root(cfg.data_dir)
+    root = sugarcrepe_root(cfg.data_dir, subsets)
     images = Path(cfg.images_dir).expanduser() if cfg.images_dir else coco_val2017_dir()
     sets, notes = {}, {}
     for s in subsets:
@@ -262,25 +277,10 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
 
 
 def blind_baseline(cfg: TaskConfig, sets: ItemSets) -> dict:
-    """The text-only baseline per item set (vlbench.tasks.blind), or why there is none."""
-    from .blind import SCORER, coco_caption_lm, coco_image_id
-    from .choice import evaluate_text_only
+    """The text-only baseline per item set (vlbench.tasks.blind), or why there is none (said on the console)."""
+    from .blind import blind_baseline as baseline
 
-    if cfg.task == "order" and sets.dataset["name"].startswith("coco"):
-        return {"scorer": SCORER, "available": False,
-                "why": "the scorer is trained on the COCO test captions, which this task's items are made of"}
-    exclude = set()
-    if cfg.task == "sugarcrepe":  # every image of all seven sets: one training text whatever sets are run
-        root = Path(sets.dataset["source"]["annotations"])
-        for s in SUGARCREPE_SUBSETS:
-            exclude |= {coco_image_id(row["filename"]) for row in
-                        json.loads((root / f"{s}.json").read_text(encoding="utf-8")).values()}
-    try:
-        lm, info = coco_caption_lm(cfg.data_dir, exclude - {None})
-    except DataError as exc:
-        return {"scorer": SCORER, "available": False, "why": str(exc)}
-    res = {cond: evaluate_text_only(items, lm, seed=cfg.seed) for cond, items in sets.sets.items()}
-    return {**info, "available": True, "sets": {c: r.as_dict() for c, r in res.items()}}
+    return baseline(cfg.task, sets.sets, cfg.data_dir, cfg.seed, note=lambda m: _log(cfg, f"note: {m}"))
 
 
 def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, stats, cache, out,

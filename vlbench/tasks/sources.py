@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..errors import DataError, VlbenchError
 from .choice import ChoiceItem
@@ -63,22 +63,63 @@ def sugarcrepe_items(root, subset: str, *, images_dir=None, check_images: bool =
     if not path.is_file():
         raise DataError(f"SugarCrepe file {path} not found",
                         f"put {subset}.json from github.com/RAIVNLab/sugar-crepe (data/) in {root}")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path} is not valid JSON ({exc})", "download the file again") from exc
-    items = []
-    for key, row in raw.items():
-        if not all(isinstance(row.get(f), str) and row.get(f) for f in ("filename", "caption", "negative_caption")):
-            raise DataError(f"{path} item {key!r} lacks filename / caption / negative_caption",
-                            "use the unmodified SugarCrepe file")
-        items.append(ChoiceItem(f"{subset}:{key}", row["filename"], (row["caption"], row["negative_caption"]), 0,
-                                ("positive", f"negative:{subset}")))
+    items = [ChoiceItem(f"{subset}:{key}", name, (pos, neg), 0, ("positive", f"negative:{subset}"))
+             for key, name, pos, neg in read_sugarcrepe_file(path)]
     if check_images:
         folder = Path(images_dir) if images_dir is not None else coco_val2017_dir()
         missing = [it.image for it in items if not (folder / it.image).is_file()]
         if missing:
             raise DataError(f"{len(missing)} of {len(items)} COCO val2017 images of SugarCrepe {subset} are missing "
                             f"from {folder} (first: {missing[0]})",
-                            f"unzip {COCO_VAL_URL} so the .jpg files sit in {folder}, or pass images_dir")
+                            f"unzip {COCO_VAL_URL} so the .jpg files sit in {folder}, or pass --images-dir "
+                            "(images_dir= from Python) naming the folder that holds them")
     return items
+
+
+def _bad_image_name(name: str) -> str | None:
+    """Why a task file's image name is not a plain file name inside the images folder (as manifests refuse)."""
+    if "\0" in name:
+        return "contains a NUL character"
+    parts = PurePosixPath(name.replace("\\", "/"))
+    if parts.is_absolute() or ":" in name[1:2]:
+        return "is an absolute path"
+    if ".." in parts.parts:
+        return "has a '..' component (it would leave the images folder)"
+    if not parts.parts or parts.parts == (".",):
+        return "names the images folder itself"
+    return None
+
+
+def read_sugarcrepe_file(path: Path) -> list[tuple[str, str, str, str]]:
+    """(key, image file name, positive caption, negative caption) of each item of a SugarCrepe-format file
+    (``{key: {"filename", "caption", "negative_caption"}}``); a DataError naming the file (and item) when it is
+    not UTF-8 JSON of that shape, has no items, or names an image outside the images folder."""
+    fix = "use the unmodified file from github.com/RAIVNLab/sugar-crepe (data/), or a file of the same format"
+    try:
+        raw = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DataError(f"SugarCrepe file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+                        f"offset {exc.start})", fix) from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise DataError(f"SugarCrepe file {path} is not valid JSON ({exc})", fix) from None
+    if not isinstance(raw, dict):
+        raise DataError(f"SugarCrepe file {path} holds a JSON {type(raw).__name__}, not an object of items "
+                        '({"<id>": {"filename": ..., "caption": ..., "negative_caption": ...}, ...})', fix)
+    if not raw:
+        raise DataError(f"SugarCrepe file {path} has no items", fix)
+    out = []
+    for key, row in raw.items():
+        if not isinstance(row, dict):
+            raise DataError(f"SugarCrepe file {path} item {key!r} is a JSON {type(row).__name__}, not an object "
+                            "with filename / caption / negative_caption", fix)
+        if not all(isinstance(row.get(f), str) and row.get(f).strip()
+                   for f in ("filename", "caption", "negative_caption")):
+            raise DataError(f"SugarCrepe file {path} item {key!r} lacks filename / caption / negative_caption "
+                            "(each a non-empty string)", fix)
+        why = _bad_image_name(row["filename"])
+        if why:
+            raise DataError(f"SugarCrepe file {path} item {key!r}: image name {row['filename']!r} {why}",
+                            "image names must be file names inside the images folder (--images-dir), as in "
+                            "manifests; fix the item or use the unmodified file")
+        out.append((str(key), row["filename"], row["caption"], row["negative_caption"]))
+    return out
