@@ -4,10 +4,12 @@
 For ``synonym-noun`` and ``synonym-adjective`` with default settings (and, with ``--before``, with the
 version-1.0 rule ``choice="first"``) prints the applicability rate and the counts of
 (a) capitalised lemma for a lower-case word, (b) new adjacent repeated word, (c) replacement that is only
-an inflection of the word, (d) change of grammatical number (nouns) / degree (adjectives), and (e) a new
-a/an error, classified by :mod:`vlbench.perturbations.synonym_audit` from a word diff of original and
-perturbed caption (independent of how the candidates were chosen). Also counts the replacements listed
-in the issue ("grass" -> "Gunter Grass", "fire hydrant" -> "firing hydrant", ...).
+an inflection of the word, (d) change of grammatical number (nouns) / degree (adjectives), (e) a new
+a/an error, (f) a replacement that is a word already in the caption (or a form of one: issue #21) and (g) a
+replacement that is the base of a derived word or the reverse ("bluish" -> "blue"), classified by
+:mod:`vlbench.perturbations.synonym_audit` from a word diff of original and perturbed caption (independent
+of how the candidates were chosen). Also counts the replacements listed in the issue ("grass" -> "Gunter
+Grass", "fire hydrant" -> "firing hydrant", ...).
 
     python scripts/audit_synonyms.py [--dataset coco] [--data-dir DIR] [--before] [--examples 5] [--json FILE]
 """
@@ -28,7 +30,7 @@ ISSUE_PAIRS = [("grass", "gunter grass"), ("horse", "equus caballus"), ("water",
                ("close", "near"), ("men", "work force"), ("black", "bleak"), ("other", "early"),
                ("several", "respective"), ("tall", "grandiloquent"), ("old", "older")]
 KINDS = {"synonym-noun": "noun", "synonym-adjective": "adjective"}
-CHECKS = ("capitalised", "repeat", "inflection", "number", "article")
+CHECKS = ("capitalised", "repeat", "inflection", "number", "article", "present", "derivation")
 
 
 def audit(captions, ids, choice: str | None, n_examples: int) -> dict:
@@ -68,12 +70,13 @@ def audit(captions, ids, choice: str | None, n_examples: int) -> dict:
 def show(label: str, res: dict) -> None:
     print(f"== {label} (perturb_captions {res['_seconds']:.1f} s)")
     print(f"{'perturbation':20s} {'applicable':>16s} {'(a) cap':>8s} {'(b) rep':>8s} {'(c) infl':>8s} "
-          f"{'(d) num':>8s} {'(e) a/an':>8s}")
+          f"{'(d) num':>8s} {'(e) a/an':>8s} {'(f) pres':>8s} {'(g) deriv':>9s}")
     for name in KINDS:
         r = res[name]
         c = r["counts"]
         print(f"{name:20s} {r['n_applicable']:6d} ({100 * r['applicable_rate']:5.2f} %) {c['capitalised']:8d} "
-              f"{c['repeat']:8d} {c['inflection']:8d} {c['number']:8d} {c['article']:8d}")
+              f"{c['repeat']:8d} {c['inflection']:8d} {c['number']:8d} {c['article']:8d} {c['present']:8d} "
+              f"{c['derivation']:9d}")
         if r["issue_examples"]:
             print("   issue #10 replacements:", ", ".join(f"{k} ({v})" for k, v in r["issue_examples"].items()))
         for check, ex in r["examples"].items():

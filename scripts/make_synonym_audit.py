@@ -9,7 +9,7 @@ script can be re-run. The sample: applied captions ordered by sha256("audit/<see
 first 100. ``--summary`` prints the error rates of the judged files instead (the table in
 docs/perturbations.md).
 
-    python scripts/make_synonym_audit.py [--data-dir DIR] [--n 100] [--summary]
+    python scripts/make_synonym_audit.py [--data-dir DIR] [--n 100] [--rules before,after] [--summary]
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ NAMES = ("synonym-noun", "synonym-adjective")
 RULES = {"before": {"choice": "first"}, "after": {}}
 
 
-def draw(data_dir: str, n: int, seed: int = 0) -> None:
+def draw(data_dir: str, n: int, seed: int = 0, rules=tuple(RULES)) -> None:
     import vlbench.perturbations as P
     from vlbench.datasets.core import load_dataset
 
     AUDIT.mkdir(parents=True, exist_ok=True)
     for dataset in ("coco", "flickr30k"):
         ds = load_dataset(dataset, data_dir=data_dir, require_images=False)
-        for rule, params in RULES.items():
+        for rule, params in ((r, RULES[r]) for r in rules):
             sets = P.perturb_captions(ds.captions, ds.caption_ids, list(NAMES), seed=seed,
                                       params={k: dict(params) for k in NAMES})
             for name, ps in sets.items():
@@ -73,11 +73,12 @@ def main() -> int:
     ap = caption_parser(__doc__, dataset=False)
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--rules", default="before,after", help="which rules to draw again (default both)")
     args = ap.parse_args()
     if args.summary:
         summary()
     else:
-        draw(args.data_dir, args.n)
+        draw(args.data_dir, args.n, rules=[r for r in args.rules.split(",") if r in RULES])
     return 0
 
 

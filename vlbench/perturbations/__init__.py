@@ -19,7 +19,7 @@ from ..registry import perturbations as REGISTRY
 from .base import CaptionRNG, PerturbedSet, Token
 
 __all__ = ["FAMILIES", "BUILTINS", "resolve", "perturb_captions", "PerturbedSet",
-           "CaptionRNG", "Token"]
+           "CaptionRNG", "Token", "languages", "dataset_language", "check_language", "LANGUAGE_FREE"]
 
 # name -> (target, family, version, one-line description); order = canonical order of "all"
 BUILTINS: dict[str, tuple[str, str, str, str]] = {
@@ -31,9 +31,9 @@ BUILTINS: dict[str, tuple[str, str, str, str]] = {
                    "insert one random letter into one word"),
     "nearby-char": ("vlbench.perturbations.typos:NearbyChar", "typos", "1.0",
                     "replace one letter by a QWERTY keyboard neighbour"),
-    "synonym-noun": ("vlbench.perturbations.lexical:SynonymNoun", "lexical", "2.1",
+    "synonym-noun": ("vlbench.perturbations.lexical:SynonymNoun", "lexical", "2.2",
                      "replace the first noun by its most common same-sense WordNet synonym"),
-    "synonym-adjective": ("vlbench.perturbations.lexical:SynonymAdjective", "lexical", "2.1",
+    "synonym-adjective": ("vlbench.perturbations.lexical:SynonymAdjective", "lexical", "2.2",
                           "replace the first adjective by its most common same-sense WordNet synonym"),
     "distraction-true": ("vlbench.perturbations.distraction:DistractionTrue", "distraction", "1.0",
                          "add 'and true is true' before the final punctuation"),
@@ -60,13 +60,21 @@ for _name, (_target, _family, _version, _desc) in BUILTINS.items():
 del _name, _target, _family, _version, _desc
 
 
-def resolve(spec: str) -> list[str]:
+def resolve(spec: "str | list[str] | tuple[str, ...]") -> list[str]:
     """Perturbation names for ``spec``: "all" (the 13 built-ins), a family name, a perturbation name
-    (built-in or plug-in), or a comma-separated mix of these; order kept, duplicates dropped.
+    (built-in or plug-in), a comma-separated mix of these, or a Python list / tuple of such items; order
+    kept, duplicates dropped.
 
     "all" and family names expand to the built-ins only, so that a spec means the same thing whatever
     plug-ins are installed; select plug-ins by name.
     """
+    if isinstance(spec, (list, tuple)):
+        bad = [s for s in spec if not isinstance(s, str)]
+        if bad or not spec:
+            raise VlbenchError(f"perturbation list {list(spec)!r} " + ("is empty" if not spec else
+                               f"holds {bad[0]!r}, which is not a name"),
+                               "pass names or families as strings, e.g. ['typos', 'shuffle-all-words']")
+        spec = ",".join(spec)
     if not isinstance(spec, str) or not spec.strip():
         raise VlbenchError("empty perturbation spec", "use 'all', a family (" + ", ".join(FAMILIES) +
                            ") or comma-separated perturbation names")
@@ -91,10 +99,13 @@ def resolve(spec: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def perturb_captions(captions: list[str], caption_ids: list[str], names: list[str], *, seed: int = 0,
+def perturb_captions(captions: list[str], caption_ids: list[str], names: "list[str] | str", *, seed: int = 0,
                      params: dict[str, dict] | None = None, progress: bool = False,
                      batch_size: int = 512) -> dict[str, PerturbedSet]:
     """Apply each named perturbation to every caption.
+
+    ``names``: what ``vlbench perturb --perturb`` takes, as a list or a comma-separated string: perturbation
+    names, family names ("typos") or "all".
 
     Deterministic given (seed, perturbation name, caption id): the result for a caption does not depend
     on the other captions, their order or the batch size. ``params`` maps a perturbation name to its
@@ -103,4 +114,12 @@ def perturb_captions(captions: list[str], caption_ids: list[str], names: list[st
     """
     from .engine import perturb_captions as _run
 
+    # names may be families or "all" as on the command line ("typos"), and a string or a list
+    if isinstance(names, str) or any(n not in REGISTRY for n in names if isinstance(n, str)):
+        names = resolve(names)
     return _run(captions, caption_ids, names, seed=seed, params=params, progress=progress, batch_size=batch_size)
+
+
+# languages: which perturbations need English resources (vlbench/perturbations/support/languages.py)
+from .support.languages import (LANGUAGE_FREE, LANGUAGE_FREE_COMPAT, check_language, dataset_language,  # noqa: E402
+                                language_problems, languages)

@@ -13,7 +13,9 @@ A perturbation is an object with
 * ``apply(text, *, rng, tokens=None) -> str | None``: the perturbed caption, or ``None`` when the
   perturbation cannot apply to this caption ("not applicable"). ``rng`` is a :class:`CaptionRNG`
   private to (seed, perturbation name, caption id); ``tokens`` is a tuple of :class:`Token` (spaCy
-  tokens reduced to text / offset / Penn tag / UPOS / trailing whitespace) when ``needs_parse``.
+  tokens reduced to text / offset / Penn tag / UPOS / trailing whitespace) when ``needs_parse``;
+* optionally ``languages``: ISO 639-1 codes of the caption languages it handles (absent / None: any;
+  :func:`vlbench.perturbations.check_language` refuses the others).
 
 The entry point (group ``vlbench.perturbations``) names a class or factory; vlbench calls it with the
 user's parameters as keyword arguments (``Factory(**params)``). The engine, not the plug-in, enforces
@@ -328,6 +330,7 @@ class PerturbedSet:
     n_empty_input: int = 0  # captions that were empty / had no letters or digits (counted as not applicable)
     n_rejected: int = 0  # outputs the engine refused (empty result); counted as not applicable
     resources: dict = field(default_factory=dict)  # versions of the tagger / WordNet the output depends on
+    not_applicable_reasons: dict = field(default_factory=dict)  # guarded synonyms: no_candidate, refused_by_guard
 
     @property
     def n(self) -> int:
@@ -364,7 +367,17 @@ class PerturbedSet:
             "n_rejected_output": self.n_rejected,
             "captions_hash": self.captions_hash(),
             "resources": dict(self.resources),
+            **({"not_applicable_reasons": dict(self.not_applicable_reasons)} if self.not_applicable_reasons else {}),
         }
+
+    def reason_line(self) -> str | None:
+        """One console line saying why captions were left unchanged, when the perturbation recorded it."""
+        r = self.not_applicable_reasons
+        if not r or not self.n_not_applicable:
+            return None
+        return (f"{self.name}: left {self.n_not_applicable} of {self.n} captions unchanged: {r.get('no_candidate', 0)} "
+                f"had no eligible word with a common same-sense synonym, {r.get('refused_by_guard', 0)} had candidates "
+                f"the semantic guard refused (MiniLM cosine below threshold), {self.n_empty_input} were empty")
 
     def rows(self, originals: Sequence[str], images: Sequence[str | None] | None = None) -> list[dict]:
         """One JSON-able row per caption: caption_id, image, original, perturbed, applicable."""

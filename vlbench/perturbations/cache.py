@@ -48,6 +48,7 @@ def perturbed_captions(dataset, names: list[str], *, params: dict | None, seed: 
             out = {n: PerturbedSet(**data[n]) for n in names}
             if log:
                 log(f"perturbed captions from the cache ({len(names)} perturbation(s))")
+            _log_reasons(out, log)
             return out
         except (ValueError, KeyError, TypeError):
             pass
@@ -57,4 +58,13 @@ def perturbed_captions(dataset, names: list[str], *, params: dict | None, seed: 
                              progress=progress)
     if write:
         atomic_write_text(path, json.dumps({n: dataclasses.asdict(ps) for n, ps in out.items()}))
+    _log_reasons(out, log)
     return out
+
+
+def _log_reasons(sets: dict, log) -> None:
+    """One line per perturbation that recorded why it left captions unchanged (the guarded synonyms)."""
+    for ps in sets.values():
+        line = ps.reason_line() if log and hasattr(ps, "reason_line") else None
+        if line:
+            log(line)

@@ -57,6 +57,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", action="store_true", help="show progress bars on stderr")
     parser.add_argument("--json", action="store_true", help="with --text: one JSON object per perturbation")
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors (files are still written)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="with --text: neither read nor write the remembered result of this caption")
 
 
 def parse_params(items: list[str]) -> dict[str, dict]:
@@ -131,14 +133,30 @@ def _drift(on: bool, originals: list, sets: dict):
     return semantic_drift(originals, {n: ps.texts for n, ps in sets.items()})
 
 
+class _OneCaption:
+    """The one caption of ``--text`` in the shape the perturbation cache reads (vlbench.perturbations.cache)."""
+
+    def __init__(self, text: str):
+        self.captions, self.caption_ids, self.n_captions = [text], ["text#0"], 1
+
+    def content_hash(self) -> str:
+        from ..util.io import sha256_json
+
+        return sha256_json({"text": self.captions[0]})
+
+
 def _one_text(args, names, params, batch_size: int, drift_on: bool, quiet: bool) -> int:
     """``--text``: perturb one caption and show (or write) the results."""
     text = args.text
     if not text.strip():
         print("warning: the caption is empty; every perturbation is not applicable", file=sys.stderr)
-    from . import perturb_captions
+    from .cache import perturbed_captions
 
-    sets = perturb_captions([text], ["text#0"], names, seed=args.seed, params=params, batch_size=batch_size)
+    # remembered on disk like a dataset's perturbed captions: the same sentence again loads no tagger, WordNet
+    # or encoder (the key covers text, perturbations, versions, parameters, seed and tool versions)
+    cached = not getattr(args, "no_cache", False)
+    sets = perturbed_captions(_OneCaption(text), names, params=params, seed=args.seed, read=cached, write=cached,
+                              progress=False)
     drift = _drift(drift_on, [text], sets)
     rows = []
     for name, ps in sets.items():
@@ -151,14 +169,45 @@ def _one_text(args, names, params, batch_size: int, drift_on: bool, quiet: bool)
             print(dumps_strict(row))
     elif not quiet:
         _text_table(text, rows)
+        for ps in sets.values():
+            if ps.reason_line():
+                print(ps.reason_line())
     if args.out:
         _write(args.out, sets, [text], [None], {"name": "text", "n_captions": 1}, [], args, drift)
     return 0
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse impossible option values before any work (exit status 2, a message naming the option)."""
+    from pathlib import Path
+
+    from .validity import DEFAULT_SAMPLE, PRECISION, check_mode
+
+    batch = getattr(args, "batch_size", 512)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise VlbenchError(f"--batch-size {batch!r} is not a positive integer",
+                           "pass the number of captions spaCy tags at a time, e.g. --batch-size 512")
+    size = getattr(args, "validity_sample", DEFAULT_SAMPLE)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise VlbenchError(f"--validity-sample {size!r} is not a positive integer",
+                           "pass e.g. --validity-sample 2000, or --validity off to skip the drift sample")
+    check_mode(getattr(args, "validity", "sample") or "sample", size,
+               float(getattr(args, "validity_precision", PRECISION)))
+    out = getattr(args, "out", None)
+    if out is not None:
+        p = Path(out).expanduser()
+        if not str(out).strip():
+            raise VlbenchError("--out is empty", "pass the folder to write the perturbation files to")
+        blocker = next((q for q in (p, *p.parents) if q.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise VlbenchError(f"--out {out}: {blocker} is a file, not a folder",
+                               "pass a new or existing folder for the <perturbation>.jsonl files and manifest.json")
+
+
 def main(args: argparse.Namespace) -> int:
     from . import perturb_captions, resolve
 
+    check_args(args)
     names = resolve(args.perturb)
     params = parse_params(getattr(args, "param", None) or [])
     progress = bool(getattr(args, "progress", False))
@@ -171,6 +220,9 @@ def main(args: argparse.Namespace) -> int:
     from ..datasets.core import caption_problem, load_dataset
 
     ds = load_dataset(args.dataset, data_dir=args.data_dir, require_images=False)
+    from . import check_language, dataset_language
+
+    check_language(names, dataset_language(ds), dataset=repr(args.dataset))  # English-only perturbations
     issues = list(ds.issues)
     known = {it["caption_id"] for it in issues}
     for cid, cap in zip(ds.caption_ids, ds.captions):  # custom loaders may not fill issues
@@ -189,6 +241,9 @@ def main(args: argparse.Namespace) -> int:
     if quiet:
         return 0
     _summary(sets, drift, validity=validity)
+    for ps in sets.values():  # why synonyms left captions unchanged (also in manifest.json)
+        if ps.reason_line():
+            print(ps.reason_line())
     errors = {v.get("encoder_error") for v in (validity or {}).values()} - {None}
     for e in errors:
         print(f"warning: {e}", file=sys.stderr)

@@ -7,7 +7,8 @@ They follow what the code of Hendriksen et al. (github.com/mariyahendriksen/mode
   call of ``char_swap`` / ``missing_char`` / ``extra_char`` / ``nearby_char``; exact.
 - distractions: ``caption.strip('.') + ' ' + phrase + '.'`` with the phrases "and true it true" (sic) and
   "and false is false"; exact.
-- synonyms: NLTK ``word_tokenize`` + ``pos_tag``; the first noun (NN*) / adjective (JJ*) that has a WordNet
+- synonyms: NLTK ``word_tokenize`` (NLTK 3.8.1's rules whatever NLTK is installed: :func:`nltk_tokens`) +
+  ``pos_tag``; the first noun (NN*) / adjective (JJ*) that has a WordNet
   synonym is replaced by the first lemma name of any part of speech that differs from the word
   (underscores become spaces); tokens re-joined with single spaces. Needs NLTK's tokenizer and tagger data.
 - shuffles: ARO's ``TextShuffler`` (mertyg/vision-language-models-are-bows): spaCy tokens joined with
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 from ..errors import VlbenchError
 from .base import CaptionRNG, Token
+from .support.tokenizer381 import TOKENIZER, tokenize_sentence  # noqa: F401  (NLTK 3.8.1's word tokenizer)
 
 VARIANT = "hendriksen2024"
 VERSION = "hendriksen2024-1"
@@ -49,9 +51,10 @@ def _nltk_call(what: str, fn, *args):
     try:
         return fn(*args)
     except LookupError as exc:
+        from ..langdata import hint  # the message (helper H): the offline route first, then nltk.download
+
         raise VlbenchError(f"the hendriksen2024 variant needs NLTK data for {what}, which is not installed",
-                           "python -c \"import nltk; nltk.download('punkt_tab'); "
-                           "nltk.download('averaged_perceptron_tagger_eng'); nltk.download('wordnet')\"") from exc
+                           hint(["punkt_tab", "averaged_perceptron_tagger_eng", "wordnet"])) from exc
 
 
 def typo_compat(name: str, text: str) -> str:
@@ -66,12 +69,19 @@ def distraction_compat(name: str, text: str) -> str:
 
 
 def nltk_tokens(text: str) -> list[str]:
+    """``nltk.word_tokenize(text)`` as NLTK 3.8.1 gives it: Punkt sentences (the installed NLTK's English
+    model), each split by :func:`tokenize_sentence`."""
     import nltk
-    return _nltk_call("word_tokenize (punkt_tab)", nltk.word_tokenize, text)
+    sentences = _nltk_call("word_tokenize (punkt_tab)", nltk.sent_tokenize, text)
+    return [tok for sent in sentences for tok in tokenize_sentence(sent)]
 
 
 def _first_synonym(word: str) -> str | None:
     from nltk.corpus import wordnet
+
+    from .synonym_words import skip_identity_map
+
+    skip_identity_map()  # before the lazy corpus loads: a faster load, the same synsets
     for syn in _nltk_call("WordNet (wordnet)", wordnet.synsets, word):
         for lemma in syn.lemmas():
             if lemma.name().lower() != word.lower():
@@ -138,6 +148,8 @@ _FAMILIES = {**{n: "typos" for n in TYPO_METHODS}, **{n: "distraction" for n in 
                                           "shuffle-all-but-nouns-adjectives", "shuffle-within-trigrams",
                                           "shuffle-trigrams")}}
 NAMES = tuple(_FAMILIES)
+#: the perturbations that split words with NLTK's word tokenizer (:func:`nltk_tokens`)
+NLTK_TOKENIZED = ("synonym-noun", "synonym-adjective", "shuffle-within-trigrams", "shuffle-trigrams")
 
 
 class CompatPerturbation:
@@ -153,6 +165,10 @@ class CompatPerturbation:
         self.family = _FAMILIES[name]
         self.params = {"variant": VARIANT}
         self.needs_parse = name in ("shuffle-nouns-adjectives", "shuffle-all-but-nouns-adjectives")
+        self.resources: tuple = ("spacy",) if self.needs_parse else ()
+        if name in NLTK_TOKENIZED:  # recorded: the output depends on these tokenizer rules, not on NLTK's version
+            self.params["tokenizer"] = "nltk-3.8.1"
+            self.resources = ("nltk", "wordnet") if self.family == "lexical" else ("nltk",)
 
     def apply(self, text: str, *, rng: CaptionRNG, tokens: tuple[Token, ...] | None = None) -> str | None:
         if self.family == "typos":

@@ -63,8 +63,9 @@ def _parse_pipeline():
     in the English models; when none of its patterns sets TAG it is skipped too and ``Token.pos`` comes
     from its plain tag -> POS table.
     """
-    from ..lang import nlp
+    from ..lang import nlp, spacy_model_name
 
+    _import_spacy_without_torch(spacy_model_name())
     pipe = nlp()
     disable = [p for p in pipe.pipe_names if p in ("parser", "ner", "lemmatizer", "senter", "textcat")]
     pos_map: dict[str, str] = {}
@@ -78,6 +79,23 @@ def _parse_pipeline():
                     pos_map[pats[0][0]["TAG"]] = p["attrs"]["POS"]
             disable.append("attribute_ruler")
     return pipe, disable, pos_map
+
+
+def _import_spacy_without_torch(model: str) -> None:
+    """Import spaCy without PyTorch when torch is not loaded yet and the model is not a transformer one.
+
+    thinc (spaCy's layer library) imports torch at import time whenever it is installed, which costs
+    seconds (most of ``vlbench perturb --text``); the statistical English models tag with NumPy only. torch
+    is hidden during the import alone, so a later ``import torch`` (a model, the MiniLM guard) works as usual.
+    """
+    if "spacy" in sys.modules or "torch" in sys.modules or model.endswith("_trf"):
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]  # makes "import torch" raise ImportError
+    try:
+        import spacy  # noqa: F401
+    finally:
+        if sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
 
 
 def parse(texts: Sequence[str], *, batch_size: int = 512, progress: bool = False) -> dict[str, tuple[Token, ...]]:
@@ -120,6 +138,12 @@ def resources(kinds: Sequence[str]) -> dict[str, str]:
         from ..lang import wordnet
 
         out["wordnet"] = f"WordNet {wordnet().get_version()} (NLTK {nltk.__version__})"
+    if "nltk" in kinds:  # the compatible variant's word tokenizer (vlbench.perturbations.compat.nltk_tokens)
+        import nltk
+
+        from .compat import TOKENIZER
+
+        out["nltk"] = f"{TOKENIZER} (installed NLTK {nltk.__version__})"
     return out
 
 
@@ -140,15 +164,17 @@ def _check_inputs(captions: list, caption_ids: list, names: list, seed, params: 
 
 
 def _apply_one(obj, captions: list, caption_ids: list, usable: list, parsed: dict, seed: int,
-               progress: bool) -> tuple[list, list, int, int]:
-    """One perturbation over every caption: texts, applicability, empty inputs, rejected outputs."""
+               progress: bool) -> tuple[list, list, int, int, dict]:
+    """One perturbation over every caption: texts, applicability, empty inputs, rejected outputs and (guarded
+    synonyms) why captions were left unchanged."""
     texts, applicable = [], []
     n_empty = n_rejected = 0
-    guarded = None
+    guarded, reasons = None, {}
     if getattr(obj, "guarded", False):  # semantic guard: all captions' candidates in a few batches
         from .guard import guarded_outputs
 
         guarded = guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, CaptionRNG.for_caption)
+        reasons = dict(getattr(guarded_outputs, "reasons", {}))
     it: Any = zip(captions, caption_ids, usable)
     if progress:
         it = _progress(it, total=len(captions), desc=obj.name)
@@ -171,7 +197,7 @@ def _apply_one(obj, captions: list, caption_ids: list, usable: list, parsed: dic
         else:
             texts.append(new)
             applicable.append(True)
-    return texts, applicable, n_empty, n_rejected
+    return texts, applicable, n_empty, n_rejected, reasons
 
 
 def perturb_captions(captions: list[str], caption_ids: list[str], names: list[str], *, seed: int = 0,
@@ -191,12 +217,13 @@ def perturb_captions(captions: list[str], caption_ids: list[str], names: list[st
 
     out: dict[str, PerturbedSet] = {}
     for obj in objs:
-        texts, applicable, n_empty, n_rejected = _apply_one(obj, captions, caption_ids, usable, parsed, seed,
-                                                            progress)
+        texts, applicable, n_empty, n_rejected, reasons = _apply_one(obj, captions, caption_ids, usable, parsed,
+                                                                     seed, progress)
         entry = REGISTRY.entry(obj.name)
         ps = PerturbedSet(name=obj.name, family=obj.family, version=str(obj.version), params=dict(obj.params),
                           seed=seed, caption_ids=list(caption_ids), texts=texts, applicable=applicable,
-                          source=entry.source, n_empty_input=n_empty, n_rejected=n_rejected)
+                          source=entry.source, n_empty_input=n_empty, n_rejected=n_rejected,
+                          not_applicable_reasons=reasons)
         kinds = getattr(obj, "resources", ())
         if kinds:
             ps.resources = resources(kinds)

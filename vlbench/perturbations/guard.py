@@ -200,4 +200,9 @@ def guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, rng_for) -
                            with_words=True) for i in idx]
     picked = select([captions[i] for i in idx], choices, float(obj.params["threshold"]),
                     word_threshold=obj.params.get("word_threshold"))
-    return dict(zip(idx, picked))
+    out = dict(zip(idx, picked))
+    # why a caption is left unchanged: the rules found no candidate, or the guard refused every one it tried
+    out_reasons = {"no_candidate": sum(1 for c in choices if not c),
+                   "refused_by_guard": sum(1 for c, p in zip(choices, picked) if c and p is None)}
+    guarded_outputs.reasons = out_reasons  # type: ignore[attr-defined]  # read by the engine right after
+    return out

@@ -45,12 +45,12 @@ from .synonym_words import (  # noqa: F401  (re-exported: compat.py, the audit a
     _IRREGULAR_PLURAL_FORMS, FIXED_EXPRESSIONS, _norm, _wn, _exc_plurals, _morphy_all,
     pluralize_word, pluralize_phrase, synonym_candidates, common_candidates, _fixed_pattern, _fixed_spans,
     _all_bases, _shares_base, _is_graded_form, _dominant_sense, in_fixed_expression, _AN_EXCEPTIONS,
-    _A_EXCEPTIONS, wants_an, match_case)
+    _A_EXCEPTIONS, wants_an, match_case, caption_word_forms, word_forms, is_derivation)
 
 
 class _Synonym(BasePerturbation):
     family = "lexical"
-    version = "2.1"
+    version = "2.2"
     needs_parse = True
     resources = ("spacy", "wordnet")
     defaults = {"k": 1, "choice": "common", "inflect": True, "fix_article": True, "guard": None, "threshold": None,
@@ -118,7 +118,11 @@ class _Synonym(BasePerturbation):
         if self.wn_pos == "n" and any(tokens[j].tag in NOUN_TAGS for j in _word_neighbours(tokens, i)):
             return ()  # part of a noun-noun compound (coffee table, train track): compounds are lexicalized
         near = {tokens[j].text.lower() for j in (i - 1, i + 1) if 0 <= j < len(tokens)}
-        return tuple(c for c in common_candidates(tok.text, self.wn_pos, plural) if c.lower() not in near)
+        # never a word (or a form of a word) the caption already has ("shops and stores" -> "stores and
+        # stores"), never a derivation of the word ("bluish" -> "blue", "sandy" -> "sand")
+        present = caption_word_forms(text)
+        return tuple(c for c in common_candidates(tok.text, self.wn_pos, plural)
+                     if c.lower() not in near and not (word_forms(c) & present) and not is_derivation(tok.text, c))
 
     def choices(self, text, tokens, rng=None, with_words: bool = False) -> list:
         """The perturbed captions this perturbation may output for ``text``, best first.

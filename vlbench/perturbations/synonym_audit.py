@@ -10,6 +10,9 @@ found by a word-level diff of the original and the perturbed caption, and each c
 (d) ``number``: the grammatical number (nouns: singular/plural) or degree (adjectives: positive /
     comparative / superlative) differs between the word and its replacement ("men" -> "work force");
 (e) ``article``: more a/an errors than the original ("A  woman" -> "A  adult female");
+(f) ``present``: the replacement is a word the caption already has, or a form of one ("shops and stores" ->
+    "stores and stores");
+(g) ``derivation``: the replacement is the base of a derived word or the reverse ("bluish" -> "blue");
 
 Number is read with WordNet's own morphology: a word is plural when ``morphy`` maps it to a different
 base and it is not itself a noun lemma, or when it is in WordNet's noun exception list (for a multi-word
@@ -120,7 +123,8 @@ def degree(word: str) -> str:
 
 def classify(original: str, perturbed: str, kind: str) -> dict[str, int]:
     """Counts of (a)-(d) for one caption pair; ``kind`` is "noun" or "adjective"."""
-    out = {"capitalised": 0, "repeat": 0, "inflection": 0, "number": 0, "article": 0}
+    out = {"capitalised": 0, "repeat": 0, "inflection": 0, "number": 0, "article": 0, "present": 0,
+           "derivation": 0}
     if perturbed == original:
         return out
     out["repeat"] = int(adjacent_repeats(perturbed) > adjacent_repeats(original))
@@ -136,4 +140,35 @@ def classify(original: str, perturbed: str, kind: str) -> dict[str, int]:
             out["number"] = 1
         if kind == "adjective" and degree(old) != degree(new):
             out["number"] = 1
+        if introduces_present_word(original, old, new):
+            out["present"] = 1
+        if is_derived(old, new):
+            out["derivation"] = 1
     return out
+
+
+def _forms(words) -> set[str]:
+    out = set()
+    for w in words:
+        out.add(w)
+        if len(w) > 2:
+            for p in ("n", "v", "a"):
+                out |= _bases(w, p)
+    return out
+
+
+def introduces_present_word(original: str, old: str, new: str) -> bool:
+    """(f) The replacement brings in a word that the original caption already has elsewhere, as the same word
+    or a form of it ("shops and stores" -> "stores and stores", "a store ... shops" -> "... stores")."""
+    words = lambda t: set(re.findall(r"[^\W\d_]+", t.lower()))  # noqa: E731
+    added = words(new) - words(old)  # a clitic kept on both sides ("child's" -> "kid's": s) is not new
+    return bool(_forms(added) & _forms(words(original)))
+
+
+def is_derived(old: str, new: str) -> bool:
+    """(g) The replacement is the base of a derived word or the other way round ("bluish" -> "blue",
+    "sandy" -> "sand", "wood" -> "wooden"): the two differ in meaning."""
+    from .synonym_words import is_derivation
+
+    o, n = old.lower(), new.lower()
+    return " " not in o and " " not in n and o != n and is_derivation(o, n)

@@ -14,7 +14,8 @@ Per perturbation::
 
 The sample: applied captions ordered by sha256(f"{seed}/validity/{caption_id}"); a prefix of that order is
 used: at least MIN_SAMPLE captions, then STEP more at a time until the 95 % interval of the mean drift is within
-+-PRECISION (finite-population corrected), at most ``sample_size``. So the sample depends on neither caption
++-PRECISION (finite-population corrected), at most ``sample_size`` scaled to the set (:func:`scaled_sample`: on a
+small set a quarter of its captions, at least 50). So the sample depends on neither caption
 order nor batch size, every perturbation's mean drift carries the same stated precision, and the samples of
 two perturbations are prefixes of one caption order (their drifts compare the same queries, and each original
 caption is encoded once for all of them). MiniLM encoding is the whole cost of validity on a CPU (about 300
@@ -37,6 +38,8 @@ DEFAULT_SAMPLE = 2000  # at most this many applied captions per perturbation ...
 MIN_SAMPLE = 500  # ... at least this many (25 beyond each of p05 and p95) ...
 STEP = 100  # ... growing by this many ...
 PRECISION = 0.005  # ... until the mean drift's 95 % interval is within +-0.005 (docs/perturbations.md)
+SMALL_SET_SHARE = 4  # on a small set, at most one caption in 4 of the set per perturbation ...
+SMALL_SET_FLOOR = 50  # ... but at least 50 (or every applied caption, if fewer)
 AUDIT_PAIRS = 50
 AUDIT_FILE = "validity_audit.jsonl"
 
@@ -49,6 +52,14 @@ def check_mode(mode: str, sample_size: int, precision: float = PRECISION) -> Non
     if isinstance(precision, bool) or not isinstance(precision, (int, float)) or not 0 <= precision < 1:
         raise VlbenchError(f"validity precision {precision!r} is not a number in [0, 1)",
                            "e.g. --validity-precision 0.005 (0: always --validity-sample captions)")
+
+
+def scaled_sample(n_captions: int, sample_size: int = DEFAULT_SAMPLE) -> int:
+    """The drift sample's cap for a set of ``n_captions``: ``sample_size``, but on a small set at most a quarter
+    of the set (and at least SMALL_SET_FLOOR), so that measuring validity never costs more MiniLM encodings than
+    the perturbations it describes produced captions (200 captions: 50 per perturbation, not 200). From 8,000
+    captions on the cap is ``sample_size`` itself (2,000 by default)."""
+    return max(1, min(sample_size, max(SMALL_SET_FLOOR, -(-n_captions // SMALL_SET_SHARE))))
 
 
 def _order(ids: Sequence[str], idx: Sequence[int], seed: int, salt: str) -> list[int]:
@@ -161,7 +172,8 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
     if mode == "off":
         return out
     # full: every applied caption; sample: sampling order, at most sample_size, fewer once precise enough
-    chosen = applied if mode == "full" else _order(ps.caption_ids, applied, ps.seed, "validity")[:sample_size]
+    cap = scaled_sample(n, sample_size)
+    chosen = applied if mode == "full" else _order(ps.caption_ids, applied, ps.seed, "validity")[:cap]
     try:
         check_available()
         stats = drift_stats([originals[i] for i in chosen], [ps.texts[i] for i in chosen], cache,
@@ -172,7 +184,7 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
     out["drift_n"], out["drift_mean_ci95"] = stats.pop("n"), stats.pop("mean_ci95")
     out["drift"], out["encoder"] = stats, ENCODER_NAME
     if mode == "sample":
-        out["drift_sample_size"] = sample_size
+        out["drift_sample_size"] = cap  # the cap used: sample_size, scaled down on a small set (scaled_sample)
     return out
 
 
