@@ -47,7 +47,12 @@ def _typo_module():
 
 
 def _nltk_call(what: str, fn, *args):
-    """Run an NLTK function; a missing data package becomes a VlbenchError naming the download."""
+    """Run an NLTK function (searching vlbench's language-data store too, so `vlbench perturb` and
+    ``perturb_captions`` find what `setup-language-data` installed); a missing data package becomes a
+    VlbenchError naming the offline route and the download."""
+    from ..langdata import use_store
+
+    use_store()
     try:
         return fn(*args)
     except LookupError as exc:
