@@ -38,7 +38,7 @@ LAYERS = (
     ("encoding", "perturbations"),  # embeddings and their cache; caption perturbations and their validity
     ("imageperturb", "shortcuts", "granularity"),  # image-side conditions; caption statistics
     ("pipeline",),  # a run: options, plan -> encode -> score -> record
-    ("tasks", "reproduce", "leaderboards"),  # built on runs
+    ("tasks", "reproduce", "leaderboards", "compare", "explain", "rescore"),  # built on runs
     ("cli", "__main__", "benchmark"),  # the command line; old import paths
 )
 #: parts of one layer that must not import each other (independent columns)
