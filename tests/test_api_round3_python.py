@@ -58,6 +58,11 @@ def test_run_with_a_perturbation_list(counting_plugin, manifest, tmp_path):
     ({"shortcuts": []}, ["shortcuts is given but names nothing", "shortcuts='matched,mismatched'"],
      ["--shortcuts", ""], ["--shortcuts is given but names nothing", "e.g. --shortcuts matched,mismatched"]),
     ({"perturb": []}, ["perturb is given but names nothing"], ["--perturb", ""], ["--perturb is given but names"]),
+    # the protocol options' checks (pipeline/protocol_settings.check) speak the same way
+    ({"truncate_chars": -1}, ["truncate_chars must be >= 0, got -1", "e.g. truncate_chars=330"],
+     ["--truncate-chars", "-1"], ["--truncate-chars must be >= 0", "e.g. --truncate-chars 330"]),
+    ({"relevance": "nosuchfamily:x"}, ["relevance 'nosuchfamily:x': no model family 'nosuchfamily'"],
+     ["--relevance", "nosuchfamily:x"], ["--relevance 'nosuchfamily:x': no model family", "e.g. --relevance clip:openai"]),
 ])
 def test_errors_name_keywords_in_python_and_flags_in_the_cli(counting_plugin, manifest, tmp_path, capsys, kw,
                                                              python_text, cli_args, cli_text):
@@ -118,3 +123,12 @@ def test_resume_and_overwrite_are_explicit_and_checked(counting_plugin, manifest
     assert cli.main(args + ["--resume", "--model-name", "x"]) == 0  # the label is not part of the match
     assert cli.main(args[:2] + ["counting:dim=4"] + args[3:] + ["--resume"]) == 2
     assert "holds a finished run with model 'counting', not 'counting:dim=4'" in capsys.readouterr().err
+
+
+def test_protocol_choice_errors_name_the_keyword_from_python():
+    """argparse refuses a bad --perturb-side on the command line; from Python the check names the keyword."""
+    from vlbench.pipeline.run_config import validate
+
+    with pytest.raises(OptionError) as info:
+        validate(RunConfig(model="m", dataset="d", perturb_side="left"))
+    assert str(info.value) == "unknown perturb_side 'left'\n  fix: use one of: both, t2i"

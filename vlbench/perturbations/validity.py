@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 from typing import Sequence
 
-from ..errors import VlbenchError
+from ..errors import OptionError, VlbenchError
 
 MODES = ("sample", "full", "off")
 DEFAULT_SAMPLE = 2000  # at most this many applied captions per perturbation ...
@@ -45,13 +45,15 @@ AUDIT_FILE = "validity_audit.jsonl"
 
 
 def check_mode(mode: str, sample_size: int, precision: float = PRECISION) -> None:
+    # OptionError: from Python the message names the keyword (validity_sample=), on the command line the flag
     if mode not in MODES:
-        raise VlbenchError(f"unknown --validity {mode!r}", "use sample (default), full or off")
+        raise OptionError("validity", f"unknown {{opt}} {mode!r}", "use sample (default), full or off")
     if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
-        raise VlbenchError(f"validity sample size {sample_size!r} is not a positive integer", "e.g. 2000")
+        raise OptionError("validity_sample", f"{{opt}} (the validity sample size) {sample_size!r} is not a "
+                          "positive integer", example=2000)
     if isinstance(precision, bool) or not isinstance(precision, (int, float)) or not 0 <= precision < 1:
-        raise VlbenchError(f"validity precision {precision!r} is not a number in [0, 1)",
-                           "e.g. --validity-precision 0.005 (0: always --validity-sample captions)")
+        raise OptionError("validity_precision", f"{{opt}} (the validity precision) {precision!r} is not a number "
+                          "in [0, 1)", "0: always the whole validity sample", example=0.005)
 
 
 def scaled_sample(n_captions: int, sample_size: int = DEFAULT_SAMPLE) -> int:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import VlbenchError
+from ..errors import OptionError, VlbenchError
 from ..metrics.compute import I2T_RECALLS
 
 #: sentence-transformers ``clip-ViT-B-32`` wraps these weights (openai/clip-vit-base-patch32)
@@ -152,18 +152,18 @@ def check(cfg) -> None:
                           ("perturb_variant", PERTURB_VARIANTS)):
         value = getattr(cfg, name)
         if value is not None and value not in choices:
-            raise VlbenchError(f"unknown --{name.replace('_', '-')} {value!r}", f"use one of: {', '.join(choices)}")
+            raise OptionError(name, f"unknown {{opt}} {value!r}", f"use one of: {', '.join(choices)}")
     if cfg.truncate_chars is not None and cfg.truncate_chars < 0:
-        raise VlbenchError(f"--truncate-chars must be >= 0, got {cfg.truncate_chars}",
-                           "e.g. --truncate-chars 330 (0: no truncation)")
+        raise OptionError("truncate_chars", f"{{opt}} must be >= 0, got {cfg.truncate_chars}",
+                          "0: no truncation", example=330)
     if cfg.relevance not in (None, "self"):
         from ..registry import models
         from ..models.adapter import parse_model_spec
 
         name = parse_model_spec(cfg.relevance)[0]
         if name not in models:
-            raise VlbenchError(f"--relevance {cfg.relevance!r}: no model family {name!r}",
-                               f"use --relevance self or a model spec, e.g. {RELEVANCE_MODEL}")
+            raise OptionError("relevance", f"{{opt}} {cfg.relevance!r}: no model family {name!r}",
+                              "use self or a model spec", example=RELEVANCE_MODEL)
 
 
 def dataset_gallery(cfg) -> str:
