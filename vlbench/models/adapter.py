@@ -6,13 +6,14 @@ encodes a batch of those inputs (``encode_images``), encodes a list of caption s
 (``identity``). The runner owns batching, device placement, precision, L2 normalization and caching,
 so all adapters behave the same.
 
-Built-ins: ``clip``, ``align``, ``altclip``, ``groupvit`` (Hugging Face transformers) and
-``openclip`` (open_clip). Syntax: ``NAME[:CHECKPOINT]``; CHECKPOINT is a hub id, a local folder, or
-for open_clip ``ARCH/PRETRAINED_TAG`` (``openclip:ViT-B-32/laion2b_s34b_b79k``), ``hf-hub:org/repo``
-or a local folder with ``open_clip_config.json``.
+Built-ins: ``clip``, ``align``, ``altclip``, ``groupvit``, ``siglip``, ``siglip2`` (Hugging Face
+transformers), ``openclip`` (open_clip) and ``st`` (sentence-transformers). Syntax: ``NAME[:CHECKPOINT]``;
+CHECKPOINT is a hub id, a local folder, for open_clip ``ARCH/PRETRAINED_TAG``
+(``openclip:ViT-B-32/laion2b_s34b_b79k``), ``hf-hub:org/repo`` or a local folder with
+``open_clip_config.json``, for SigLIP optionally followed by ``?lowercase=0`` etc. (siglip.py).
 
-The adapters of the built-ins live one module per kind: hf.py (transformers dual encoders) and
-openclip.py; each family is one record (families.py: loader, default checkpoint, warm-run fingerprint,
+The adapters of the built-ins live one module per kind: hf.py (transformers dual encoders), siglip.py,
+openclip.py and st.py; each family is one record (families.py: loader, default checkpoint, warm-run fingerprint,
 preflight check, static metadata) registered in ``vlbench.registry.models``; this module holds the
 protocol, the shared helpers and ``load_model``.
 

@@ -108,6 +108,20 @@ BUILTIN = {f.name: f for f in (
                 "any open_clip model, ARCH/TAG", fingerprint="vlbench.models.openclip:fingerprint",
                 preflight="vlbench.models.openclip:preflight",
                 embed_dim=512, parameters=151_277_313, licence="MIT"),
+    # SigLIP / SigLIP 2 (models/siglip.py): CHECKPOINT[?lowercase=0|1&padding=max_length|longest&attention_mask=0|1]
+    ModelFamily("siglip", "vlbench.models.siglip:load_siglip", "google/siglip-base-patch16-224",
+                "SigLIP (transformers; text padded to 64, lower-cased; options CKPT?lowercase=0)",
+                fingerprint="vlbench.models.siglip:fingerprint", preflight="vlbench.models.siglip:preflight",
+                embed_dim=768, licence="Apache-2.0", hub_checkpoints=True),
+    ModelFamily("siglip2", "vlbench.models.siglip:load_siglip2", "google/siglip2-base-patch16-224",
+                "SigLIP 2 (transformers; text padded to 64, lower-cased; options CKPT?lowercase=0)",
+                fingerprint="vlbench.models.siglip:fingerprint", preflight="vlbench.models.siglip:preflight",
+                embed_dim=768, licence="Apache-2.0", hub_checkpoints=True),
+    # sentence-transformers image-text models (models/st.py); clip-ViT-B-32 wraps openai/clip-vit-base-patch32
+    ModelFamily("st", "vlbench.models.st:load_st", "clip-ViT-B-32",
+                "sentence-transformers image-text model, NAME or folder", fingerprint="vlbench.models.st:fingerprint",
+                preflight="vlbench.models.st:preflight", embed_dim=512, parameters=151_277_313,
+                hub_checkpoints=True),
 )}
 
 for _family in BUILTIN.values():
