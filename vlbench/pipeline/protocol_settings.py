@@ -34,6 +34,9 @@ from ..metrics.compute import I2T_RECALLS
 
 #: sentence-transformers ``clip-ViT-B-32`` wraps these weights (openai/clip-vit-base-patch32)
 RELEVANCE_MODEL = "clip:openai/clip-vit-base-patch32"
+#: the authors' relevance encoder itself (models/st.py), for ``--relevance``: the same weights through
+#: sentence-transformers' own encode (an explicit --relevance wins; the label records it)
+AUTHORS_RELEVANCE_MODEL = "st:clip-ViT-B-32"
 
 PROTOCOLS = {
     "standard": {"gallery": "test", "i2t_recall": "hit", "relevance": "self", "perturb_side": "both",
@@ -163,7 +166,8 @@ def check(cfg) -> None:
         name = parse_model_spec(cfg.relevance)[0]
         if name not in models:
             raise OptionError("relevance", f"{{opt}} {cfg.relevance!r}: no model family {name!r}",
-                              "use self or a model spec", example=RELEVANCE_MODEL)
+                              f"use self or a model spec (the authors' encoder: {AUTHORS_RELEVANCE_MODEL})",
+                              example=RELEVANCE_MODEL)
 
 
 def dataset_gallery(cfg) -> str:
