@@ -1,5 +1,6 @@
 """A run's conditions, one type for all kinds: the clean set, a caption perturbation, an image perturbation
-(corruption) and a shortcut probe are each a :class:`RunCondition`.
+(corruption), a shortcut probe and a gallery with injected distractors (``--distractors``) are each a
+:class:`RunCondition`.
 
 A condition says what the model sees: the clean captions or its own (``texts``), the clean images or the
 gallery passed through an :class:`ImageTransform` (``image``), and what results.json records about it
@@ -15,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Protocol
 
 #: the kinds of condition, in the order a run lists them
-KINDS = ("clean", "caption", "image", "shortcut")
+KINDS = ("clean", "caption", "image", "shortcut", "gallery")
 
 
 class ImageTransform(Protocol):
@@ -40,6 +41,9 @@ class RunCondition:
     #: the caption perturbation's full output (vlbench.perturbations.PerturbedSet: applicability per caption),
     #: which validity and the audit file read; None for the other kinds
     perturbation: Any = field(default=None, repr=False, compare=False)
+    #: kind "gallery": the injected candidates (vlbench.datasets.distractors.DistractorSet): the clean queries
+    #: rank the real gallery plus these (vlbench/pipeline/distractors.py); None for the other kinds
+    gallery: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.kind not in KINDS:
