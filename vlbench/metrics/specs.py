@@ -174,6 +174,10 @@ BUILTINS = (
     _task("accuracy", "choice tasks (--task): items whose right caption scores strictly above every other"),
     _task("chance", "choice tasks (--task): expected accuracy of a random pick"),
     _task("blind_accuracy", "choice tasks (--task): accuracy of the text-only (blind) baseline"),
+    # --task sugarcrepe++ (its ITT accuracy is "accuracy"; docs/tasks.md)
+    _task("tot_accuracy", "--task sugarcrepe++: text-only task, cos(P1, P2) above cos(P1, N) and cos(P2, N)"),
+    _task("p1_accuracy", "--task sugarcrepe++: cos(image, P1) above cos(image, N), P2 not considered"),
+    _task("p2_accuracy", "--task sugarcrepe++: cos(image, P2) above cos(image, N), P1 not considered"),
 )
 
 

@@ -153,7 +153,8 @@ def blind_baseline(task: str, item_sets: dict, data_dir, seed: int = 0, note=Non
     from .choice import evaluate_text_only
 
     evaluated = {normalized(c) for items in item_sets.values() for it in items for c in it.candidates}
-    exclude_ids = set(SUGARCREPE_TEST_IMAGES) if task == "sugarcrepe" else set()
+    # SugarCrepe++'s images are a subset of SugarCrepe's (every file name of its five sets is in SugarCrepe's)
+    exclude_ids = set(SUGARCREPE_TEST_IMAGES) if task in ("sugarcrepe", "sugarcrepe++") else set()
     rule = {"overlap_rule": "training captions equal (normalized: lower case, words only) to any evaluated "
                             f"candidate are left out; more than {MAX_EXCLUDED_SHARE:.0%} left out: unavailable"}
     try:
@@ -169,7 +170,11 @@ def blind_baseline(task: str, item_sets: dict, data_dir, seed: int = 0, note=Non
     if left_out and note:
         note(f"blind (text-only) baseline: {left_out:,} of its {info['source_captions']:,} training captions (COCO "
              "test) equal captions of the evaluated items and were left out of its training text")
-    res = {cond: evaluate_text_only(items, lm, seed=seed) for cond, items in item_sets.items()}
+    from .sugarcrepe_pp import evaluate_triplets_text_only
+
+    # SugarCrepe++: both positives more plausible than the negative (the ITT rule without the image)
+    score = evaluate_triplets_text_only if task == "sugarcrepe++" else evaluate_text_only
+    res = {cond: score(items, lm, seed=seed) for cond, items in item_sets.items()}
     return {**info, "available": True, "sets": {c: r.as_dict() for c, r in res.items()}}
 
 

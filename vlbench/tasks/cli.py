@@ -27,8 +27,9 @@ def run_task_from_args(args) -> int:
     from .run import SHARED_OPTIONS, TaskConfig, refuse_retrieval_options, run_task
 
     refuse_retrieval_options(args.task, given_fields(args))
-    if args.images_dir is not None and args.task != "sugarcrepe":
-        raise VlbenchError(f"--images-dir applies to --task sugarcrepe, not to --task {args.task}", "leave it out")
+    if args.images_dir is not None and args.task not in ("sugarcrepe", "sugarcrepe++"):
+        raise VlbenchError(f"--images-dir applies to --task sugarcrepe and sugarcrepe++, not to --task {args.task}",
+                           "leave it out")
     cfg = TaskConfig(task=args.task, model=args.model, dataset=args.dataset, images_dir=args.images_dir,
                      **{opt: getattr(args, opt) for opt in SHARED_OPTIONS})
     res = run_task(cfg)

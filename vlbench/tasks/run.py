@@ -32,6 +32,8 @@ TASKS = {
              "--dataset names the captions (flickr30k, coco, custom:...)",
     "sugarcrepe": "SugarCrepe's seven hard-negative sets (Hsieh et al. 2023), 2-way, COCO val2017 images; "
                   "--dataset sugarcrepe[:SUBSET,...]",
+    "sugarcrepe++": "SugarCrepe++ (Dumpala et al. 2024): image, two paraphrased positives and a hard negative; ITT "
+                    "and TOT accuracies, COCO val2017 images; --dataset sugarcrepe++[:SUBSET,...]",
 }
 SUGARCREPE_COMMIT = "0047054b243992f0fad63d6f64f7544862daf846"
 SUGARCREPE_RAW = f"https://raw.githubusercontent.com/RAIVNLab/sugar-crepe/{SUGARCREPE_COMMIT}/data"
@@ -192,6 +194,9 @@ def load_item_sets(cfg: TaskConfig) -> ItemSets:
         return _order_sets(cfg)
     if cfg.task == "sugarcrepe":
         return _sugarcrepe_sets(cfg)
+    if cfg.task == "sugarcrepe++":
+        from .sugarcrepe_pp import scpp_sets
+        return scpp_sets(cfg, ItemSets, note=lambda m: _log(cfg, f"note: {m}"))
     from ..registry import close_matches
 
     m = close_matches(cfg.task, TASKS)
@@ -262,7 +267,8 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
                   f"{model_hash[:6]}{sets.dataset['hash'][:6]}-{secrets.token_hex(3)}")
         out = prepare_out(cfg.out, run_id)
         img, txt = _encode(cfg, sets, adapter, cache, stats)
-        evals = {cond: evaluate_choice(items, img, txt, seed=cfg.seed) for cond, items in sets.sets.items()}
+        evaluate = _evaluator(cfg.task)
+        evals = {cond: evaluate(items, img, txt, seed=cfg.seed) for cond, items in sets.sets.items()}
         blind = blind_baseline(cfg, sets)
         rec = _record(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out, blind)
         results = rec.to_json()
@@ -274,6 +280,12 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     finally:
         if lock is not None:
             lock.release()
+
+
+def _evaluator(task: str):
+    from .sugarcrepe_pp import TASK as SCPP, evaluate_triplets
+
+    return evaluate_triplets if task == SCPP else evaluate_choice
 
 
 def blind_baseline(cfg: TaskConfig, sets: ItemSets) -> dict:
@@ -293,6 +305,7 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
     for cond, res in evals.items():
         values.append(MetricValue(cond, MetricKey("i2t", "accuracy"), res.accuracy,
                                   {"ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n_items}))
+        values += [MetricValue(cond, MetricKey("i2t", m), v, x) for m, v, x in getattr(res, "more_values", list)()]
         values.append(MetricValue(cond, MetricKey("i2t", "chance"), res.chance))
         b = (blind.get("sets") or {}).get(cond)
         if b:
@@ -301,8 +314,7 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
     conditions = {cond: Condition(cond, {"task": cfg.task, "kind": "choice", **sets.notes.get(cond, {}),
                                          "by_kind": res.by_kind}) for cond, res in evals.items()}
     task = {"name": cfg.task, "kind": "choice", "description": TASKS[cfg.task],
-            "rule": "correct only when the right caption scores strictly above every other candidate "
-                    "(cosine similarity); a tie is a miss",
+            "rule": _rule(cfg.task),
             "ci": {"method": "percentile bootstrap over items", "n_boot": N_BOOT, "alpha": 0.05, "seed": cfg.seed},
             "blind_baseline": {k: v for k, v in blind.items() if k != "sets"}}
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
@@ -321,6 +333,13 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
                "per_item": _write_per_item(out, evals), "results_hash": sha256_json([v.to_json() for v in values])})
 
 
+def _rule(task: str) -> str:
+    from .sugarcrepe_pp import RULE, TASK as SCPP
+
+    return RULE if task == SCPP else ("correct only when the right caption scores strictly above every other "
+                                      "candidate (cosine similarity); a tie is a miss")
+
+
 def _write_per_item(out: Path, evals: dict) -> str:
     import pandas as pd
 
@@ -328,7 +347,8 @@ def _write_per_item(out: Path, evals: dict) -> str:
     for cond, res in evals.items():
         for r in res.records:
             rows.append({"condition": cond, "item_id": r.item_id, "image": r.image, "n_candidates": len(r.scores),
-                         "chosen": r.chosen, "correct": int(r.correct), "scores": json.dumps(r.scores)})
+                         "chosen": r.chosen, "correct": int(r.correct), "scores": json.dumps(r.scores),
+                         **getattr(r, "extra_columns", {})})
     name = "per_item.csv.gz"
     tmp = out / f".{name}.tmp"
     pd.DataFrame(rows).to_csv(tmp, index=False, compression={"method": "gzip", "mtime": 0})
@@ -338,7 +358,10 @@ def _write_per_item(out: Path, evals: dict) -> str:
 
 def format_task_table(rec: RunRecord) -> str:
     from ..util.markdown import md_table
+    from .sugarcrepe_pp import TASK as SCPP, format_scpp_table
 
+    if (rec.other.get("task") or {}).get("name") == SCPP:
+        return format_scpp_table(rec)
     rows = []
     for cond in rec.conditions:
         get = {v.key.metric: v for v in rec.values if v.condition == cond}
