@@ -295,7 +295,8 @@ def _read_lists(doc: dict, path: str) -> dict:
 
 
 #: the top-level fields in the order the runner writes them; ``None`` marks the typed ones
-_ORDER = ("schema_version", "metric_version", "vlbench_version", "run_id", "created", "wall_time_s", "task", "model",
+_ORDER = ("schema_version", "metric_version", "vlbench_version", "run_id", "created", "wall_time_s", "timings",
+          "hardware", "task", "model",
           "dataset", "conditions", "settings", "results", "deltas", "bootstrap", "model_input_analysis",
           "encoding", "caption_issues", "per_query", "per_item", "environment", "results_hash")
 _TYPED = {"schema_version", "metric_version", "vlbench_version", "run_id", "created", "model", "dataset",
@@ -344,6 +345,21 @@ class RunRecord:
 
     def condition(self, name: str) -> Condition:
         return self.conditions.get(name) or Condition(name, {})
+
+    @property
+    def timings(self) -> dict | None:
+        """Stage times (``{"wall_seconds", "stages": {stage: {"seconds", "items", "items_per_s"}}}``), or None
+        for runs written before they were recorded (or a malformed entry)."""
+        t = self.other.get("timings")
+        ok = (isinstance(t, dict) and _num_or_none(t.get("wall_seconds")) and isinstance(t.get("stages"), dict)
+              and all(isinstance(v, dict) and _num_or_none(v.get("seconds")) for v in t["stages"].values()))
+        return t if ok else None
+
+    @property
+    def hardware(self) -> dict | None:
+        """Device, GPU name, CPU count, torch / CUDA versions, precision, batch size, workers; None if absent."""
+        h = self.other.get("hardware")
+        return h if isinstance(h, dict) else None
 
     @property
     def results_hash(self) -> str:

@@ -40,6 +40,7 @@ class EncodeStats:
     text_seconds: float = 0.0
     image_forward_seconds: float = 0.0
     text_forward_seconds: float = 0.0
+    model_load_seconds: float = 0.0  # loading the model where encoding first needs it (pipeline/timing.py)
     oom_retries: list = field(default_factory=list)
 
     def as_dict(self):
@@ -230,7 +231,9 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
                 check_image_header(first_path[k])
         import torch
 
+        t_load = time.perf_counter()
         getattr(adapter, "real", None)  # load a lazy model here, once, not in every DataLoader worker
+        stats.model_load_seconds += time.perf_counter() - t_load
         workers = num_workers if num_workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
         flat = [k for b in mine for k in b]
         ds = _ImageSet([first_path[k] for k in flat], adapter.preprocess)

@@ -42,6 +42,7 @@ from .ranking import (BLOCK_BYTES, DIRECTIONS, ArraySource, EmbeddingSource, Pos
 METRIC_VERSION = "1.1"  # bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores)
 DEFAULT_K = (1, 5, 10)
 DEFAULT_P = 10
+TOP_KEEP = 10  # each query's best-ranked candidates kept from the scoring pass (metrics/flips.py reads them)
 I2T_RECALLS = ("hit", "fraction")  # i2t Recall@k: any hit in the top k, or hits / min(#relevant, k)
 
 
@@ -61,6 +62,8 @@ class DirectionResult:
     graded: dict = field(default_factory=dict)  # name -> per-query nDCG with graded relevance labels
     fraction_recall: dict = field(default_factory=dict)  # k -> per-query share of positives in the top k (0..1)
     plugins: dict = field(default_factory=dict)  # plug-in metric name -> per-query values
+    #: (n_queries, <=TOP_KEEP) int32: the best-ranked candidates, tie rule order (flip analysis, retrieved.npz)
+    top: np.ndarray | None = None
 
     def recall(self, k: int) -> np.ndarray:
         if k in self.fraction_recall:  # --i2t-recall fraction
@@ -164,6 +167,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     ``fraction``: the k values whose recall is the fraction recall instead of the hit rate."""
     n_q = len(queries)
     K = head_size(pos, kmax, p)
+    keep = min(TOP_KEEP, pos.n_candidates)  # the head the flip analysis keeps; the metrics read K columns
     pp = min(p, K)  # p above the gallery size: DCG@p = DCG@gallery size (nothing of size p is made)
     disc = _discounts(pp)
     out = {name: np.zeros(n_q) for name in ("r_prec", "map_r", "dcg", "ndcg")}
@@ -171,8 +175,12 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     graded = {name: src for name, src in (graded or {}).items() if direction in getattr(src, "directions", DIRECTIONS)}
     graded_out = {name: np.zeros(n_q) for name in graded}
     frac = {k: np.zeros(n_q) for k in fraction}
-    for b in rank_blocks(source, direction, queries, pos, K, block_bytes):
+    top = np.zeros((n_q, keep), dtype=np.int32)
+    for b in rank_blocks(source, direction, queries, pos, max(K, keep), block_bytes):
         s = slice(b.b0, b.b1)
+        top[s] = b.top_ix[:, :keep]
+        if keep > K:  # the exact top-K is the start of the exact longer head: every value as with K
+            b = dataclasses.replace(b, top_ix=b.top_ix[:, :K], top_v=b.top_v[:, :K], is_pos=b.is_pos[:, :K])
         best_rank[s] = _best_rank(b, pos.n_candidates)
         out["r_prec"][s], out["map_r"][s] = _precision_at_r(b, K)
         out["dcg"][s], out["ndcg"][s] = _dcg_cm(b, direction, queries, pp, disc, relevance)
@@ -184,7 +192,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
         if progress:
             progress(b.b1 - b.b0)
     return DirectionResult(direction, queries, best_rank, out["r_prec"], out["map_r"], out["dcg"], out["ndcg"],
-                           pos.counts.copy(), graded_out, frac)
+                           pos.counts.copy(), graded_out, frac, top=top)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,10 @@ def _resample(v: np.ndarray, n_boot: int, rng) -> np.ndarray:
     return np.concatenate(reps)
 
 
+#: public name of the drops' bootstrap draws (vlbench.compare reuses them)
+resample_means = _resample
+
+
 def paired_bootstrap(clean: list[M.Evaluation], pert: list[M.Evaluation], n_boot: int, seed: int) -> list[dict]:
     """CIs of the change of every metric the registry marks ``bootstrap`` (RSUM), from per-query values,
     resampling queries (paired: same queries); one generator, metrics in registry order, i2t before t2i;

@@ -181,7 +181,7 @@ def _fold_eval(part, inj: Injected, clean: M.Evaluation, kw: dict, device) -> M.
 def score_distractors(scoring, plan, enc, clean: list) -> dict:
     """Condition name -> one Evaluation per fold of every gallery condition; ``clean``: the clean
     condition's evaluations (the same queries; their ranks give the false rate)."""
-    conds = [c for c in plan.conditions if c.kind == "gallery"]
+    conds = [c for c in getattr(plan, "conditions", ()) if c.kind == "gallery"]  # a scoring-only plan has none
     if not conds:
         return {}
     ds, n = plan.ds, plan.ds.n_captions

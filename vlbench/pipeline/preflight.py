@@ -247,6 +247,9 @@ def preflight(cfg):
         language = check_language(cfg.perturb)
         problems += language
         problems += check_compat_data(cfg.perturb, cfg.perturb_params, cfg.perturb_variant)
+    from .distractors import preflight_problems
+
+    problems += [Problem(*p, DataError) for p in preflight_problems(cfg)]  # --distractors: each source is there
     gallery = PS.gallery_problem(cfg, ds)
     if gallery:
         problems.append(Problem(f"gallery of {cfg.dataset!r}", *gallery, DataError))

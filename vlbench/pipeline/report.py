@@ -55,6 +55,35 @@ def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
     return name
 
 
+def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
+    """flips.csv (hit -> miss, miss -> hit, rank changes, top-10 overlap of every condition against clean) and
+    retrieved.npz (every condition's top-10 and first-positive rank per query), from the scoring pass's
+    rankings (metrics/flips.py; docs/flips.md). Returns {(condition, direction): why not compared}."""
+    import csv
+    import io
+
+    import numpy as np
+
+    from ..metrics.flips import COLUMNS, flip_rows, retrieved_arrays
+    from ..util.io import atomic_write_text
+
+    rows, skipped = flip_rows(evals_by_cond, ks)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    w.writerows(r.cells() for r in rows)
+    atomic_write_text(out / "flips.csv", buf.getvalue())
+    to_global = None
+    if ds.folds is not None:  # fold-local candidate ids -> dataset indices (images for t2i, captions for i2t)
+        folds = [np.asarray(f, dtype=np.int64) for f in ds.folds]
+        caps = [np.flatnonzero(np.isin(ds.caption_to_image, f)) for f in folds]
+        to_global = lambda f, d, ids: (folds[f] if d == "t2i" else caps[f])[ids]  # noqa: E731
+    tmp = out / ".retrieved.tmp.npz"
+    np.savez_compressed(tmp, **retrieved_arrays(evals_by_cond, to_global))
+    tmp.replace(out / "retrieved.npz")
+    return skipped
+
+
 def _table_columns(rec: RunRecord) -> list[tuple]:
     """(header, metric, k, format, directions) of table.md: the registered metrics with a ``table`` header, in registry
     order, each for the run's k or p; a family member (graded nDCG) or an official metric only where the

@@ -16,7 +16,8 @@ model              ``model_opts``              model, model_name, revision, trus
 data               ``data_opts``               dataset, dataset_name, data_dir, gallery, extra_positives,
                                                allow_partial_gallery
 conditions         ``condition_opts``          perturb, perturb_params, perturb_images, corrupt_at, mce_reference,
-                                               shortcuts, digits, seed (perturbations, shortcut numbers, bootstrap)
+                                               shortcuts, digits, distractors, seed (perturbations, shortcut numbers,
+                                               bootstrap)
 scoring            ``scoring_opts``            k, p, relevance, graded, protocol, i2t_recall, perturb_side,
                                                truncate_chars, perturb_variant, n_boot, mia_score
 validity           ``validity_opts``           validity, validity_sample, validity_precision
@@ -93,6 +94,7 @@ class ConditionOptions:
     mce_reference: str | None = None  # run folder of a reference model for mCE (ImageNet-C)
     shortcuts: str | None = None  # shortcut probes, e.g. "matched,mismatched,caption-only,image-only,bits=2"
     digits: str = "auto"  # digit images of the shortcut probes: auto, mnist, sklearn-digits
+    distractors: str | None = None  # gallery distractors, e.g. "images:negatives/,captions:adv.txt" (distractors.md)
     seed: int = 0  # perturbations, shortcut numbers and the bootstrap
 
 
@@ -172,7 +174,7 @@ def _normalized(cfg) -> dict:
     """The list-valued options given as Python lists (or comma-separated strings) in the form the run reads:
     ``perturb=["typos", "lexical"]`` -> ``"typos,lexical"``, ``k="1,5"`` -> ``(1, 5)``, ``param=["a.b=1"]``."""
     out: dict = {}
-    for name in ("perturb", "perturb_images", "shortcuts"):
+    for name in ("perturb", "perturb_images", "shortcuts", "distractors"):
         value = getattr(cfg, name)
         if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
             out[name] = ",".join(x.strip() for x in value)
@@ -246,6 +248,10 @@ def validate(cfg: RunConfig) -> None:
     for name, value in (("out", cfg.out), ("cache_dir", None if cfg.no_cache else cfg.cache_dir)):
         check_folder(name, value)
     _check_lists(cfg)
+    if cfg.distractors is not None:  # --distractors: the spec's syntax here, its sources in the preflight
+        from ..datasets.distractors import parse_spec
+
+        parse_spec(cfg.distractors)
     if cfg.resume and cfg.overwrite:
         raise OptionError("resume", "{opt} and overwrite ask for opposite things (keep the finished run in the "
                           "output folder, or replace it)", "give one of them")

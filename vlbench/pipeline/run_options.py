@@ -56,7 +56,7 @@ RUN_OPTIONS = (
     Option("model", "--model", "NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, openclip:ViT-B-32/laion2b_s34b_b79k"),
     Option("dataset", "--dataset", "flickr30k, flickr30k-fg, coco, coco-fg, coco-1k, flickr30k-de, "
                                    "flickr30k-multi30k-{en,de,fr,cs} or custom:<manifest.jsonl> (vlbench ls datasets); "
-                                   "with --task sugarcrepe: sugarcrepe[:SUBSETS]"),
+                                   "with --task sugarcrepe: sugarcrepe[:SUBSETS]; with --task sugarcrepe++: sugarcrepe++[:SUBSETS]"),
     Option("perturb", "--perturb", "'all', a family (typos, lexical, distraction, word-order) or comma-separated "
                                    "perturbation names"),
     Option("perturb_images", "--perturb-images", "ImageNet-C corruptions as conditions: names or families with "
@@ -71,6 +71,10 @@ RUN_OPTIONS = (
                                        "image-only, bits=N (comma-separated; docs/shortcuts.md)", metavar="PROBES"),
     Option("digits", "--digits", "digit images of the shortcut probes (auto: MNIST when available, else "
                                  "scikit-learn's)", choices=C.DIGIT_SOURCES),
+    Option("distractors", "--distractors", "extra gallery candidates (never queries), comma-separated sources: "
+                                           "images:FOLDER, dataset:NAME (its images), captions:FILE (one per line); "
+                                           "adds the condition distractors:<label> with its false rate "
+                                           "(docs/distractors.md)", metavar="SPEC"),
     Option("perturb_params", "--param", "perturbation parameter, e.g. synonym-noun.choice=random (repeatable)",
            kind="params", metavar="NAME.KEY=VALUE"),
     Option("out", "--out", "run folder (default runs/<run id>); a finished run there is refused unless --resume or "

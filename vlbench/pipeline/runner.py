@@ -37,8 +37,8 @@ from ..errors import VlbenchError
 from ..metrics import compute as M
 from ..datasets.core import Dataset, load_dataset
 from ..encoding.distributed import claim_out, distributed, gather, phase, silence_library_progress
-from .report import format_table, write_per_query, write_run_files
-from . import protocol_settings as PS
+from .report import format_table, write_flips, write_per_query, write_run_files
+from . import distractors as D, protocol_settings as PS, timing as T
 from .run_config import RunConfig, validate
 from ..metrics.stats import model_input_analysis, paired_bootstrap, query_scores
 from ..results import SCHEMA_VERSION, Condition, DatasetInfo, Delta, Interval, MetricKey, MetricValue, ModelInfo, RunRecord
@@ -95,6 +95,7 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     """
     cfg = dataclasses.replace(config) if config else RunConfig(**kwargs)  # our copy: the caller's stays as given
     t0 = time.time()
+    T.start()  # where the time went (results.json timings): pipeline/timing.py
     validate(cfg)
     cfg = PS.resolve(cfg)  # the protocol's settings (--protocol), each overridable on its own
     from .rerun import finished_run  # resume / overwrite: a finished run already in cfg.out
@@ -118,7 +119,7 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
                 enc = encode(cfg, plan, shard, dist)
                 if enc is None:  # not rank 0: its share is encoded and gathered
                     return None
-                evals = score(cfg, plan, enc)
+                evals = T.timed("scoring", lambda: score(cfg, plan, enc), len)
                 return record(cfg, plan, enc, evals, t0)
         finally:
             if inited:
@@ -194,13 +195,14 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
         from .. import perturbations as P
         from ..perturbations.cache import perturbed_captions
 
-        perturbed = perturbed_captions(ds, P.resolve(cfg.perturb), params=cfg.perturb_params, seed=cfg.seed,
-                                       cache_dir=cfg.cache_dir, read=not cfg.no_cache and not cfg.restart,
-                                       write=not cfg.no_cache, progress=not cfg.quiet, log=lambda m: _log(cfg, m))
+        perturbed = T.timed("perturbation", lambda: perturbed_captions(
+            ds, P.resolve(cfg.perturb), params=cfg.perturb_params, seed=cfg.seed, cache_dir=cfg.cache_dir,
+            read=not cfg.no_cache and not cfg.restart, write=not cfg.no_cache, progress=not cfg.quiet,
+            log=lambda m: _log(cfg, m)), T.caption_count)
     from .variants import plan_variants
 
     conditions = (RunCondition.clean(), *map(RunCondition.from_perturbed, perturbed.values()),
-                  *plan_variants(cfg, ds))
+                  *plan_variants(cfg, ds), *D.plan_distractors(cfg, ds))
     return Plan(ds, conditions, tuple(_graded_sources(ds, cfg.graded)))
 
 
@@ -226,6 +228,7 @@ class Encoded:
     text_keys: tuple = ()
     #: what binding to the model adds to a condition's results entry (e.g. the corruption geometry)
     condition_meta: dict = field(default_factory=dict)
+    distractors: dict = field(default_factory=dict)  # gallery condition -> its injected candidates (distractors.py)
 
 
 def _load_model(m, o):
@@ -252,6 +255,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
 
     ds, m = plan.ds, cfg.model_opts
     session = _load_model(m, cfg.output_opts)
+    T.enter("other")
     run_id = _run_id(m.model, ds, session.model_hash)
     out = prepare_out(cfg.out, run_id) if shard.rank == 0 else None
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
@@ -260,8 +264,8 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
     texts = PS.truncate(cfg, texts)  # --truncate-chars
-    img_local = phase(dist, shard, lambda: session.images(
-        paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard))
+    img_local = T.encoding("image_decode_preprocess", session.stats, lambda: phase(dist, shard, lambda: session.images(
+        paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard)))
     _log(cfg, f"encoding {len(texts)} captions ({len(plan.perturbed) + 1} condition(s))")
     keys: list = []  # the model's inputs after its truncation, computed once for encoding and validity
 
@@ -270,7 +274,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
         return session.texts(texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress,
                              shard=shard, keys=keys)
 
-    txt_local = phase(dist, shard, texts_phase)
+    txt_local = T.encoding("text_preprocess", session.stats, lambda: phase(dist, shard, texts_phase))
     img_emb = gather(dist, shard, img_local, len(paths), "image")
     txt_emb = gather(dist, shard, txt_local, len(texts), "text")
     if shard.rank != 0:
@@ -280,12 +284,14 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
                            f"embeddings of size {txt_emb.shape[1]}",
                            "a dual encoder must map both modalities into one space (check the projection layers)")
     bound = bind_transforms(session.model, plan.variants)  # image conditions: rank 0 encodes them
-    variant_img = session.variant_images(paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers,
-                                         progress=progress, clean=img_emb, bind=False)
+    variant_img = T.encoding("image_decode_preprocess", session.stats, lambda: session.variant_images(
+        paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, clean=img_emb,
+        bind=False))
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
                    session.cache, shard.world, variant_img,
-                   PS.encode_relevance(cfg, ds, paths, stats=session.stats, texts=plan.texts()[0]),
-                   tuple(keys) if plan.perturbed else (), bound)
+                   T.timed("relevance_encode", lambda: PS.encode_relevance(cfg, ds, paths, stats=session.stats,
+                                                                           texts=plan.texts()[0])), tuple(keys), bound,
+                   D.encode_distractors(session, cfg, plan, session.stats))
 
 
 def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
@@ -301,7 +307,7 @@ def _deltas(n_boot: int, seed: int, plan: Plan, evals: dict, values: list[Metric
     deltas, boots = [], []
     for cond in (c.name for c in plan.conditions if c.kind != "clean"):
         for v in values:
-            if v.condition == cond:
+            if v.condition == cond and v.key in clean:  # false_rate (--distractors) has no clean value
                 base = clean[v.key]
                 deltas.append(Delta(cond, v.key, v.value - base, (v.value - base) / base if base else None))
         boots += [Interval(cond, b) for b in paired_bootstrap(evals["clean"], evals[cond], n_boot, seed)]
@@ -358,13 +364,17 @@ def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
 
 def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> RunResult:
     """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
+    from .embedding_index import write_index
     from .variants import variant_summaries
 
     ds = plan.ds
     values = _metric_values(evals)
-    deltas, boots = _deltas(cfg.n_boot, cfg.seed, plan, evals, values)
-    conditions = _conditions(plan, enc, _validity(cfg.validity_opts, plan, enc, log=lambda m: _log(cfg, m)))
-    per_query_file = write_per_query(enc.out, ds, evals)
+    deltas, boots = T.timed("bootstrap", lambda: _deltas(cfg.n_boot, cfg.seed, plan, evals, values), T.resamples(cfg))
+    conditions = _conditions(plan, enc, T.timed("validity", lambda: _validity(cfg.validity_opts, plan, enc,
+                                                                              log=lambda m: _log(cfg, m))))
+    per_query_file = T.timed("writing", lambda: write_per_query(enc.out, ds, evals))
+    T.timed("flips", lambda: write_flips(enc.out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
+    T.timed("writing", lambda: write_index(enc.out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}
     dataset = ds.describe()
@@ -374,7 +384,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
         model=ModelInfo(cfg.model, enc.model_hash, model), dataset=DatasetInfo(dataset["name"], dataset["hash"], dataset),
         conditions=conditions, settings=_settings(cfg, plan, enc), values=values, deltas=deltas, intervals=boots,
         model_input_analysis=_mia(cfg.mia_score, plan, evals), environment=library_versions(),
-        other={"wall_time_s": round(time.time() - t0, 3),
+        other={"wall_time_s": round(time.time() - t0, 3), **T.run_fields(cfg, enc),
                "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,

@@ -58,7 +58,10 @@ def score(scoring, plan, enc) -> dict:
     device = str(enc.adapter.device) if str(enc.adapter.device).startswith("cuda") else None
     evals = {cond: evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], scoring,
                                   plan.graded, device=device, relevance=condition_relevance(enc.relevance, off, n))
-             for cond, off in enc.offsets.items()}
+             for cond, off in enc.offsets.items() if cond not in getattr(enc, "distractors", {})}
+    from .distractors import score_distractors  # gallery conditions (--distractors): the clean queries, more candidates
+
+    evals.update(score_distractors(scoring, plan, enc, evals["clean"]))
     return PS.adjust_evaluations(scoring, plan, enc, evals)
 
 

@@ -1,0 +1,176 @@
+"""Where a run's time went: one clock per run, stages that add up to the wall time, and the hardware.
+
+Every second of a run belongs to exactly one stage: the clock always has a current stage, a nested stage
+pauses the one around it (exclusive attribution), and time outside any named stage goes to ``other``. So
+the stages sum to the wall time by construction, and ``other`` shows what no stage names (the
+torchrun gather, building result records).
+
+Encoding is split after the fact from the encode statistics (:class:`vlbench.encoding.encode.EncodeStats`),
+which time the model's forward passes and the model load where they happen: what remains of an image
+encoding step is ``image_decode_preprocess``, the time the main process spent getting images ready:
+waiting for DataLoader batches (decode and preprocess run in the worker processes while the model runs, so
+only the wait is seen; with ``--num-workers 0`` it is the decode itself), file header checks and cache
+look-ups. Worker CPU time is not summed: it overlaps the forward passes and is not wall time.
+
+The clock of the run in progress is held in a context variable, so the pipeline's steps add stages
+without passing it around; outside a run, stages are timed into a clock nobody reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import platform
+import time
+from typing import Callable
+
+#: the stages results.json names, in the order a run meets them (others are allowed)
+STAGES = ("startup_model_load", "perturbation", "image_decode_preprocess", "image_forward", "text_preprocess",
+          "text_forward", "relevance_encode", "validity", "scoring", "bootstrap", "flips", "writing", "other")
+
+
+class Clock:
+    """Exclusive stage times: ``seconds[stage]``; ``items[stage]`` where a stage counts what it did."""
+
+    def __init__(self, first: str = "other"):
+        self.t0 = self._mark = time.perf_counter()
+        self.current = first
+        self.seconds: dict[str, float] = {}
+        self.items: dict[str, int] = {}
+
+    def _switch(self, stage: str) -> str:
+        now = time.perf_counter()
+        self.seconds[self.current] = self.seconds.get(self.current, 0.0) + now - self._mark
+        self._mark, previous, self.current = now, self.current, stage
+        return previous
+
+    def enter(self, stage: str) -> None:
+        """From now on the time goes to ``stage`` (sequential code, no nesting)."""
+        self._switch(stage)
+
+    @contextlib.contextmanager
+    def stage(self, name: str, items: int | None = None):
+        previous = self._switch(name)
+        try:
+            yield self
+        finally:
+            self._switch(previous)
+            if items is not None:
+                self.count(name, items)
+
+    def count(self, stage: str, items: int) -> None:
+        self.items[stage] = self.items.get(stage, 0) + int(items)
+
+    def move(self, source: str, target: str, seconds: float) -> None:
+        """Re-attribute ``seconds`` measured inside ``source`` to ``target`` (never more than ``source`` has)."""
+        seconds = max(0.0, min(seconds, self.seconds.get(source, 0.0)))
+        self.seconds[source] = self.seconds.get(source, 0.0) - seconds
+        self.seconds[target] = self.seconds.get(target, 0.0) + seconds
+
+    def report(self) -> dict:
+        """``{"wall_seconds", "stages": {stage: {"seconds", "items", "items_per_s"}}}`` (results.json
+        ``timings``); the current stage is closed first, so the stages sum to the wall time."""
+        self._switch(self.current)
+        wall = time.perf_counter() - self.t0
+        order = [s for s in STAGES if s in self.seconds] + sorted(set(self.seconds) - set(STAGES))
+        stages = {}
+        for s in order:
+            sec, n = self.seconds[s], self.items.get(s)
+            stages[s] = {"seconds": round(sec, 6), "items": n,
+                         "items_per_s": round(n / sec, 3) if n is not None and sec > 0 else None}
+        return {"wall_seconds": round(wall, 6), "stages": stages}
+
+
+_CURRENT: contextvars.ContextVar[Clock | None] = contextvars.ContextVar("vlbench_run_clock", default=None)
+
+
+def start(first: str = "startup_model_load") -> Clock:
+    """A new clock for the run starting now (replacing any earlier run's), its time going to ``first``."""
+    clock = Clock(first)
+    _CURRENT.set(clock)
+    return clock
+
+
+def current() -> Clock:
+    """The running run's clock (a throwaway clock outside a run)."""
+    clock = _CURRENT.get()
+    return clock if clock is not None else Clock()
+
+
+def stage(name: str, items: int | None = None):
+    return current().stage(name, items)
+
+
+def enter(name: str) -> None:
+    current().enter(name)
+
+
+def timed(name: str, fn: Callable, items: Callable | None = None):
+    """``fn()`` timed as stage ``name``; ``items(result)``: how many items it handled."""
+    with stage(name):
+        out = fn()
+    if items is not None:
+        current().count(name, items(out))
+    return out
+
+
+def caption_count(perturbed: dict) -> int:
+    """Items of the perturbation stage: the captions made, over all caption perturbations."""
+    return sum(len(ps.texts) for ps in perturbed.values())
+
+
+def resamples(cfg) -> Callable:
+    """Items of the bootstrap stage: resamples drawn (n_boot per condition other than clean)."""
+    return lambda out: cfg.n_boot * len({i.condition for i in out[1]})
+
+
+_SPLITS = (("image_forward_seconds", "image_forward", "images_encoded"),
+           ("text_forward_seconds", "text_forward", "texts_encoded"),
+           ("model_load_seconds", "startup_model_load", None))
+
+
+def encoding(name: str, stats, fn: Callable):
+    """``fn()`` (an encoding step adding to ``stats``) timed as stage ``name``, whose forward passes and model
+    load (measured in ``stats`` where they happen) then move to their own stages; ``name`` keeps the rest.
+    Items: the images / texts the model encoded (cache hits are not counted)."""
+    before = {f: getattr(stats, f, 0) for f, _, _ in _SPLITS} | {c: getattr(stats, c, 0) for _, _, c in _SPLITS if c}
+    out = timed(name, fn)
+    clock = current()
+    for field, target, counter in _SPLITS:
+        clock.move(name, target, getattr(stats, field, 0.0) - before[field])
+        if counter:
+            n = getattr(stats, counter, 0) - before[counter]
+            clock.count(target, n)
+            if counter == "images_encoded" and name == "image_decode_preprocess":
+                clock.count(name, n)
+    return out
+
+
+def hardware(device, precision: str, batch_size: int, num_workers: int | None) -> dict:
+    """results.json ``hardware``: the device the model ran on, GPU name, CPU count, torch and CUDA versions
+    (read only if torch is already imported: a fully cached run does not import it for this), the
+    precision, batch size and DataLoader workers (the default: min(4, CPUs - 1))."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    gpu = cuda = version = None
+    if torch is not None:
+        version = getattr(torch, "__version__", None)
+        cuda = getattr(getattr(torch, "version", None), "cuda", None)
+        with contextlib.suppress(Exception):
+            if str(device).startswith("cuda") and torch.cuda.is_available():
+                gpu = torch.cuda.get_device_name(torch.device(str(device)))
+    workers = num_workers if num_workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
+    return {"device": str(device), "gpu_name": gpu, "cpu_count": os.cpu_count() or 1, "torch": version,
+            "cuda": cuda, "precision": str(precision), "batch_size": int(batch_size), "num_workers": int(workers),
+            "platform": platform.platform()}
+
+
+def run_fields(cfg, enc) -> dict:
+    """``timings`` and ``hardware`` of results.json for the run in progress (the clock's report so far)."""
+    m = cfg.model_opts
+    device = enc.adapter.device
+    if str(device) == "not loaded":  # a warm run: every embedding came from the cache
+        device = f"{m.device or 'auto'} (model not loaded: every embedding came from the cache)"
+    return {"timings": current().report(), "hardware": hardware(device, m.precision, m.batch_size, m.num_workers)}
