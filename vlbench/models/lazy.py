@@ -105,6 +105,13 @@ class LazyModel(ModelAdapter):
     def device(self):
         return self._real.device if self._real is not None else (self._kw.get("device") or "not loaded")
 
+    def scoring_device(self) -> str:
+        """The device the loaded model runs (or would run) on, without loading it: a warm run that loads no
+        model computes its similarities where the cold run did, so both give the same numbers bit for bit."""
+        from .adapter import pick_device
+
+        return str(self._real.device) if self._real is not None else pick_device(self._kw.get("device"))
+
     def identity(self):
         return self._resolved["identity"] if self._resolved else self.real.identity()
 

@@ -185,7 +185,9 @@ def score_distractors(scoring, plan, enc, clean: list) -> dict:
     if not conds:
         return {}
     ds, n = plan.ds, plan.ds.n_captions
-    device = str(enc.adapter.device) if str(enc.adapter.device).startswith("cuda") else None
+    from .scoring import similarity_device
+
+    device = similarity_device(enc.adapter)
     kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit")
     rel = None if enc.relevance is None else (enc.relevance[0], enc.relevance[1][:n])
     out = {}

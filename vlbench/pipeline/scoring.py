@@ -55,7 +55,7 @@ def score(scoring, plan, enc) -> dict:
     """Metrics per condition (condition -> one Evaluation per fold); ``scoring``: the run's scoring options
     (run_config.ScoringOptions), checked by validate()."""
     ds, n = plan.ds, plan.ds.n_captions
-    device = str(enc.adapter.device) if str(enc.adapter.device).startswith("cuda") else None
+    device = similarity_device(enc.adapter)
     evals = {cond: evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], scoring,
                                   plan.graded, device=device, relevance=condition_relevance(enc.relevance, off, n))
              for cond, off in enc.offsets.items() if cond not in getattr(enc, "distractors", {})}
@@ -82,3 +82,12 @@ def metric_values(evals: dict) -> list[MetricValue]:
     return [MetricValue(cond, MetricKey(r["direction"], r["metric"], r["k"]), r["value"],
                         {n: x for n, x in r.items() if n not in ("direction", "metric", "k", "value")})
             for cond, ev in evals.items() for r in mean_records(ev)]
+
+
+def similarity_device(adapter) -> str | None:
+    """"cuda[:N]" when the model runs (or, in a warm run that never loads it, would run) on a GPU, else None
+    (NumPy). Resolved the same way whether or not the model was loaded: a GPU block product rounds differently
+    from NumPy's, so a warm run must score where the cold run scored to give the same numbers."""
+    resolve = getattr(adapter, "scoring_device", None)
+    dev = str(resolve() if callable(resolve) else adapter.device)
+    return dev if dev.startswith("cuda") else None
