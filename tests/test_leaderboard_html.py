@@ -122,7 +122,7 @@ def test_page_renders_with_values_and_script(page, plain):
     assert t.root.get("data-js") == "ready"  # the inline script ran under the page's CSP
     assert list(t.tables)[0] == "ranking"
     assert set(t.tables) == {"ranking", "table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes",
-                             "provenance"}
+                             "flips", "provenance"}  # flips: the runs write flips.csv
     # a cell shows the run's value
     # run ids are shown cut to 14 characters (the full id in the cell's title and in the provenance table)
     id_cells = _column(t, "table_5_2", "run_id")

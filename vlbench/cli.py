@@ -28,8 +28,8 @@ def _add_run(sub):
                                 ", ".join(flag_of(f) for f in SHARED_OPTIONS) + " and refuses the others")
     kind.add_argument("--task", default=None, choices=["retrieval", *TASKS],
                       help="retrieval (default), or a compositional choice task: order (ARO word order, captions of "
-                           "--dataset) or sugarcrepe (see docs/tasks.md)")
-    kind.add_argument("--images-dir", default=None, help="--task sugarcrepe: the COCO val2017 image folder "
+                           "--dataset), sugarcrepe or sugarcrepe++ (see docs/tasks.md)")
+    kind.add_argument("--images-dir", default=None, help="--task sugarcrepe / sugarcrepe++: the COCO val2017 image folder "
                                                          "(default $VLBENCH_COCO_VAL2017 or <cache>/coco/val2017)")
     p.add_argument("--json", action="store_true", help="print the results records as JSON")
 
@@ -40,8 +40,8 @@ def _cmd_run(args) -> int:
 
         return run_task_from_args(args)
     if args.images_dir is not None:
-        raise VlbenchError("--images-dir applies to --task sugarcrepe, not to a retrieval run",
-                           "leave it out, or add --task sugarcrepe")
+        raise VlbenchError("--images-dir applies to --task sugarcrepe or sugarcrepe++, not to a retrieval run",
+                           "leave it out, or add --task sugarcrepe (or sugarcrepe++)")
     if not args.dataset:
         raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
     from .pipeline.run_options import config_from_args
@@ -240,7 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets (Table 5.1)")
     _lazy_sub(sub, "leaderboard", "vlbench.leaderboards.cli", "build and publish leaderboards from run folders")
+    _lazy_sub(sub, "compare", "vlbench.compare.cli", "paired comparisons of models on the same dataset's queries")
     _lazy_sub(sub, "reproduce", "vlbench.reproduce.cli", "reproduce published results (hendriksen2024: Tables 5.2-5.4)")
+    _lazy_sub(sub, "rescore", "vlbench.rescore.cli", "score a finished run's cached embeddings as other suites do")
+    _lazy_sub(sub, "explain", "vlbench.explain.cli", "a static HTML page of the queries a run's perturbations flip")
     c = sub.add_parser("cache", help="inspect or clear everything vlbench keeps under its cache folder")
     c.add_argument("action", choices=["ls", "clear"])
     c.add_argument("--cache-dir", default=None, help="the cache folder (default $VLBENCH_CACHE_DIR, else "

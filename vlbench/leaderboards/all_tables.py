@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from .modalities import choice_table, corruption_table
+from .sections import distractor_table, flips_table, rank_groups
 from .store import Selection
 from .tables import Labels, Table, _Ctx, provenance_table, rsum_changes, table_5_2, table_5_3, table_5_4, values_table
 
@@ -11,4 +12,5 @@ from .tables import Labels, Table, _Ctx, provenance_table, rsum_changes, table_5
 def build_tables(selection: Selection, labels: Labels) -> list[Table]:
     ctx = _Ctx(selection, labels)
     return [table_5_2(ctx), table_5_3(ctx, "t2i"), table_5_3(ctx, "both"), table_5_4(ctx), rsum_changes(ctx),
-            corruption_table(ctx), choice_table(ctx), values_table(selection, labels), provenance_table(selection, labels)]
+            corruption_table(ctx), choice_table(ctx), distractor_table(ctx), flips_table(ctx), *rank_groups(ctx),
+            values_table(selection, labels), provenance_table(selection, labels)]

@@ -26,11 +26,11 @@ from .tables import Labels, Table, make_labels
 MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
-PAGE_TABLES = ("table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "image_corruptions",
-               "choice_tasks", "provenance")
+PAGE_TABLES = ("rank_groups", "table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes",
+               "image_corruptions", "choice_tasks", "distractors", "flips", "provenance")
 #: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
 #: runs stays byte-identical to one made before these tables existed
-OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks")
+OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks", "distractors", "flips", "rank_groups", "rank_pairs")
 
 
 class LeaderboardWarning(UserWarning):

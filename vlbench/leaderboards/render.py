@@ -215,7 +215,7 @@ def _esc(x) -> str:
 # provenance table / CSV files); free-text columns may wrap.
 _HTML_SHORT = {"run_id": 14, "model_hash": 8, "dataset_hash": 8, "results_hash": 8, "created": 16}
 _HTML_WRAP = ("flags", "perturbations", "conditions", "model_spec", "score", "model", "dataset", "worst", "condition",
-              "corruption")
+              "corruption", "timing")
 #: short headers on the page (the full key is the header's title and the CSV header)
 _HTML_LABEL = {"direction": "dir.", "applicable": "appl.", "vlbench_version": "vlbench", "schema_version": "schema"}
 
@@ -353,12 +353,12 @@ def page_tables(tables: list[Table]) -> list[Table]:
     by = {t.name: t for t in tables}
     if "table_5_2" not in by:
         return tables
-    rank = ranking_table(by["table_5_2"], by.get("rsum_changes"))
+    from .sections import with_groups  # separable ranks: the ranking gets a group column
+
+    rank = with_groups(ranking_table(by["table_5_2"], by.get("rsum_changes")), by.get("rank_groups"))
     order = [r[1] for r in rank.rows]
-    out = [rank]
-    for t in tables:
-        out.append(pivot_5_3(t, order) if t.name in ("table_5_3", "table_5_3_total") else t)
-    return out
+    return [rank] + [pivot_5_3(t, order) if t.name in ("table_5_3", "table_5_3_total") else t
+                     for t in tables if t.name != "rank_groups"]
 
 
 def to_html(title: str, intro: list[str], tables: list[Table], figures: list[tuple[str, bytes]],

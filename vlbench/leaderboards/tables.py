@@ -26,8 +26,9 @@ def _values(run: Run, condition: str) -> dict:
 
 
 def is_image(run: Run, condition: str) -> bool:
-    """An image-corruption condition (``--perturb-images``): shown in its own table, not beside captions'."""
-    return condition != "clean" and run.condition_meta(condition).get("kind") == "image"
+    """An image-corruption condition (``--perturb-images``) or gallery distractors (``--distractors``): shown in
+    their own tables, not beside captions'."""
+    return condition != "clean" and run.condition_meta(condition).get("kind") in ("image", "gallery")
 
 
 def _dcg_p(run: Run) -> int | None:
@@ -264,7 +265,8 @@ def provenance_table(selection: Selection, labels: Labels) -> Table:
     cols = [Column("run_id"), Column("model"), Column("model_spec"), Column("model_hash", short=12),
             Column("dataset"), Column("dataset_hash", short=12), Column("conditions"), Column("metric_version"),
             Column("vlbench_version"),
-            Column("schema_version"), Column("created"), Column("results_hash", short=12), Column("flags")]
+            Column("schema_version"), Column("created"), Column("results_hash", short=12), Column("flags"),
+            Column("timing")]
     used: dict[str, list[str]] = {}
     for (mh, dn, dh, cond), run in selection.values.items():
         used.setdefault(run.path, []).append(cond)
@@ -278,11 +280,25 @@ def provenance_table(selection: Selection, labels: Labels) -> Table:
         rows.append([run.ref, labels.model[run.model_hash], labels.spec(run), run.model_hash,
                      labels.dataset[(run.dataset_name, run.dataset_hash)], run.dataset_hash, " ".join(conds),
                      run.metric_version, run.vlbench_version, run.original_schema, run.created, run.results_hash,
-                     labels.run_flags(run)])
+                     labels.run_flags(run), *_timing_cells(run)])
     rows.sort(key=lambda r: (r[4], r[1], r[0], r[11]))
+    if not any(r[-1] for r in rows):  # runs written before timings were recorded: the table as before
+        cols, rows = cols[:-1], [r[:-1] for r in rows]
     return Table("provenance", "Provenance of every row", "One row per run used: what it provides (conditions), "
                  "the exact model spec and hash, the dataset and its content hash, the metric and vlbench "
                  "versions and when it ran.", cols, rows, sorted({r[0] for r in rows}))
+
+
+def _timing_cells(run: Run) -> list:
+    """One cell from results.json's timings / hardware: "wall 12.3 s; slowest image_forward 8.1 s; cuda NVIDIA H100"
+    (empty for runs written before they were recorded)."""
+    t, h = run.record.timings or {}, run.record.hardware or {}
+    stages = [(v.get("seconds") or 0.0, k) for k, v in (t.get("stages") or {}).items()]
+    slow = max(stages, default=None)
+    parts = ([f"wall {t['wall_seconds']:.1f} s"] if isinstance(t.get("wall_seconds"), (int, float)) else []) + \
+        ([f"slowest {slow[1]} {slow[0]:.1f} s"] if slow else []) + \
+        [" ".join(str(x) for x in (h.get("device"), h.get("gpu_name")) if x)]
+    return ["; ".join(p for p in parts if p)]
 
 
 # ----------------------------------------------------------------------------------------------

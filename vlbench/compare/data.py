@@ -1,0 +1,143 @@
+"""Reading what a comparison needs from run folders: the typed results.json and the per-query values of
+per_query.csv.gz, keyed by (condition, direction) and aligned by query."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import VlbenchError
+from ..results import RunRecord, SchemaTooNew, UnreadableResults
+
+PER_QUERY = "per_query.csv.gz"
+_KEY_COLUMNS = ("condition", "fold", "direction", "query_index", "query_id")
+
+
+@dataclass
+class QueryTable:
+    """One (condition, direction) of a run: the query keys (fold, index, id) in file order and every
+    per-query column as floats (an empty cell is NaN)."""
+
+    keys: list[tuple[str, str, str]]
+    columns: dict[str, np.ndarray]
+
+
+@dataclass
+class RunData:
+    folder: str
+    record: RunRecord
+    tables: dict[tuple[str, str], QueryTable] = field(default_factory=dict)
+    header: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.record.model.spec} ({self.record.run_id})"
+
+    @property
+    def conditions(self) -> list[str]:
+        return sorted({c for c, _ in self.tables}, key=lambda c: (c != "clean", c))
+
+
+def _folder(path) -> str:
+    p = os.fspath(path)
+    return os.path.dirname(p) or "." if os.path.basename(p) == "results.json" else p
+
+
+def read_per_query(path: str, conditions: set[str] | None = None) -> tuple[list[str], dict]:
+    """(header, {(condition, direction): QueryTable}) of a per_query.csv.gz; ``conditions``: read only these."""
+    raw: dict[tuple[str, str], tuple[list, list]] = {}
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if not header or any(c not in header for c in _KEY_COLUMNS):
+            raise VlbenchError(f"{path} is not a per-query file of a vlbench run (its header lacks "
+                               f"{', '.join(c for c in _KEY_COLUMNS if c not in (header or []))})",
+                               "re-run the model with 'vlbench run' to write it again")
+        ci, fi, di, qi, ii = (header.index(c) for c in _KEY_COLUMNS)
+        for row in reader:
+            if conditions is not None and row[ci] not in conditions:
+                continue
+            keys, rows = raw.setdefault((row[ci], row[di]), ([], []))
+            keys.append((row[fi], row[qi], row[ii]))
+            rows.append(row)
+    values = [i for i, h in enumerate(header) if h not in _KEY_COLUMNS]
+    out = {}
+    for key, (keys, rows) in raw.items():
+        out[key] = QueryTable(keys, {header[i]: _floats([r[i] if i < len(r) else "" for r in rows]) for i in values})
+    return header, out
+
+
+def _floats(cells: list[str]) -> np.ndarray:
+    """A column of cells as floats: an empty cell is NaN, True/False are 1/0, other text is NaN."""
+    try:
+        return np.array([c or "nan" for c in cells], dtype=np.float64)
+    except ValueError:
+        def one(c):
+            try:
+                return float(c)
+            except ValueError:
+                return {"True": 1.0, "False": 0.0}.get(c, np.nan)
+        return np.array([one(c) for c in cells], dtype=np.float64)
+
+
+def load_run(path, conditions: set[str] | None = None) -> RunData:
+    """A run folder (or its results.json) with its per-query values; refused by name when unreadable."""
+    folder = _folder(path)
+    try:
+        record = RunRecord.load(folder)
+    except (UnreadableResults, SchemaTooNew) as exc:
+        raise VlbenchError(f"run {folder} cannot be read: {exc}", "pass run folders written by 'vlbench run'") \
+            from None
+    name = record.other.get("per_query") or PER_QUERY
+    pq = os.path.join(folder, str(name))
+    if not os.path.isfile(pq):
+        raise VlbenchError(f"run {folder} has no {name}: a comparison needs the per-query values",
+                           "re-run the model with 'vlbench run' (it writes per_query.csv.gz into the run folder)")
+    try:
+        header, tables = read_per_query(pq, conditions)
+    except (OSError, EOFError, ValueError, csv.Error) as exc:
+        raise VlbenchError(f"{pq} cannot be read ({exc})", "re-run the model with 'vlbench run'") from None
+    return RunData(folder, record, tables, header)
+
+
+def _protocol(rec: RunRecord) -> dict:
+    s = rec.settings or {}
+    proto = s.get("protocol") if isinstance(s.get("protocol"), dict) else {}
+    return {"k": s.get("k"), "protocol": proto.get("name"), "i2t_recall": proto.get("i2t_recall"),
+            "gallery": proto.get("gallery"), "relevance": s.get("relevance")}
+
+
+def check_comparable(runs: list[RunData]) -> None:
+    """Refuse runs on different datasets (content hash) or scored differently (k, protocol)."""
+    first = runs[0]
+    for r in runs[1:]:
+        a, b = first.record.dataset, r.record.dataset
+        if a.hash != b.hash:
+            raise VlbenchError(
+                f"runs {first.folder} and {r.folder} are on different datasets: {a.name} [{str(a.hash)[:12]}] vs "
+                f"{b.name} [{str(b.hash)[:12]}] (content hash differs), so their queries cannot be paired",
+                "compare runs of the same dataset (same images and captions)")
+        pa, pb = _protocol(first.record), _protocol(r.record)
+        diff = [f"{k}: {pa[k]} vs {pb[k]}" for k in pa if pa[k] != pb[k]]
+        if diff:
+            raise VlbenchError(f"runs {first.folder} and {r.folder} were scored differently ({'; '.join(diff)})",
+                               "compare runs made with the same --k, protocol and relevance options")
+
+
+def check_same_queries(runs: list[RunData], condition: str, direction: str) -> None:
+    """Refuse a (condition, direction) whose queries differ between runs, naming the first difference."""
+    base = runs[0].tables[(condition, direction)].keys
+    for r in runs[1:]:
+        keys = r.tables[(condition, direction)].keys
+        if keys != base:
+            where = next((i for i, (x, y) in enumerate(zip(base, keys)) if x != y), min(len(base), len(keys)))
+            what = (f"{len(base)} vs {len(keys)} queries" if len(base) != len(keys) else
+                    f"query {where}: {base[where][2]} (fold {base[where][0]}) vs {keys[where][2]}")
+            raise VlbenchError(f"runs {runs[0].folder} and {r.folder} do not share the queries of {condition} "
+                               f"{direction} ({what}); paired comparisons need the same queries in the same order",
+                               "compare runs of the same dataset, folds and perturbation settings")

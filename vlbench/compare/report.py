@@ -1,0 +1,80 @@
+"""A comparison record as a Markdown table (printed), and comparison.json / .csv / .md written into a folder."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+from ..util.io import atomic_write_bytes
+from ..util.markdown import md_table
+from .engine import ROW_KEYS
+
+FILES = ("comparison.json", "comparison.csv", "comparison.md")
+
+
+def _num(x, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{x:.{digits}f}"
+
+
+def _p(x) -> str:
+    if x is None:
+        return ""
+    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
+
+
+def to_markdown(rec: dict) -> str:
+    runs = {r["run_id"]: r["model"] for r in rec["runs"]}
+    head = ["A", "B", "condition", "dir.", "kind", "n", "A", "B", "A - B", "95% CI", "p", "p adj.", "separable"]
+    rows = []
+    for r in rec["rows"]:
+        rows.append([runs[r["run_a"]], runs[r["run_b"]], r["condition"], r["direction"], r["kind"],
+                     str(r["n_queries"]), _num(r["a"]), _num(r["b"]), _num(r["diff"]),
+                     f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]", _p(r["p"]), _p(r["p_adj"]),
+                     "yes" if r["separable"] else "no"])
+    test = {"randomization": "paired sign-flip randomization test (two-sided; exact where marked in the JSON, "
+                             "else Monte Carlo with the +1 correction)",
+            "bootstrap": "paired bootstrap test (two-sided)", "ttest": "paired two-tailed t-test"}[rec["test"]]
+    lines = [f"Comparison of {len(rec['runs'])} runs on {rec['dataset']['name']} [{rec['dataset']['hash'][:12]}], "
+             f"metric {rec['metric']} (per-query mean; A, B: the runs' means, for 'robustness' rows their change "
+             f"against clean)", "", md_table(head, rows), "",
+             f"Test: {test}; {rec['n_resamples']} resamples, seed {rec['seed']}; 95% CI: paired percentile "
+             f"bootstrap. Correction: {rec['correction']} over the family of {rec['family_size']} comparisons; "
+             f"separable = adjusted p < {rec['alpha']}. robustness = per query (A_cond - A_clean) - "
+             f"(B_cond - B_clean). See docs/compare.md."]
+    lines += [f"Note: {n}" for n in rec["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(rec: dict) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(list(ROW_KEYS) + ["metric", "test", "correction"])
+    for r in rec["rows"]:
+        w.writerow(["" if r[k] is None else ("%.6f" % r[k] if isinstance(r[k], float) else r[k]) for k in ROW_KEYS] +
+                   [rec["metric"], rec["test"], rec["correction"]])
+    return buf.getvalue()
+
+
+def _clean(x):
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_clean(v) for v in x]
+    return x
+
+
+def write(rec: dict, out) -> list[Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = {"comparison.json": json.dumps(_clean(rec), indent=1, allow_nan=False) + "\n",
+            "comparison.csv": to_csv(rec), "comparison.md": to_markdown(rec)}
+    for name in FILES:
+        atomic_write_bytes(out / name, data[name].encode("utf-8"))
+    return [out / n for n in FILES]

@@ -1,0 +1,184 @@
+"""Leaderboard sections built from files beside results.json, read only when present (older runs lack them):
+
+* rank groups -- which models are separable: a paired sign-flip randomization test of every pair of models on
+  the per-query clean RSUM of per_query.csv.gz (:mod:`vlbench.compare.paired`), Holm-corrected over the pairs,
+  shown as a compact letter display in the ranking (models sharing a letter are not separable);
+* flips -- each run's flips.csv at the smallest k: queries going hit -> miss and miss -> hit, top-10 overlap;
+* distractors -- conditions of kind "gallery" (``--distractors``): false rate and the change of RSUM.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import os
+
+from .store import condition_key
+from .table_types import Column, Table
+from .tables import _Ctx, _values
+
+ALPHA = 0.05
+SEED = 0
+MIN_RESAMPLES = 2000
+
+
+def _folder(run) -> str:
+    return os.path.dirname(run.path) or "."
+
+
+def _clean_rsum(run) -> dict | None:
+    """{direction: (query keys, per-query RSUM)} of the run's clean condition, or None without the file."""
+    from ..compare.data import read_per_query
+
+    path = os.path.join(_folder(run), str(run.record.other.get("per_query") or "per_query.csv.gz"))
+    if not os.path.isfile(path):
+        return None
+    try:
+        _, tabs = read_per_query(path, {"clean"})
+    except Exception:  # an unreadable per-query file: the model has no group (noted in the table)
+        return None
+    out = {d: (t.keys, t.columns.get("rsum")) for (c, d), t in tabs.items()}
+    return out if {"i2t", "t2i"} <= set(out) and all(v[1] is not None for v in out.values()) else None
+
+
+def _pair_strata(qa: dict, qb: dict):
+    """Paired per-query differences over the datasets both models have (same queries), each direction weighted
+    1 / number of shared datasets: the statistic is the difference of mean clean total RSUM."""
+    shared = [ds for ds in qa if ds in qb and all(qa[ds][d][0] == qb[ds][d][0] for d in ("i2t", "t2i"))]
+    strata = [qa[ds][d][1] - qb[ds][d][1] for ds in shared for d in ("i2t", "t2i")]
+    return strata, [1.0 / len(shared)] * len(strata) if shared else []
+
+
+def _criterion(q: dict) -> float:
+    return sum(float(q[ds]["i2t"][1].mean() + q[ds]["t2i"][1].mean()) for ds in q) / len(q)
+
+
+def rank_groups(ctx: _Ctx) -> list[Table]:
+    """The rank_groups table (one row per model) and rank_pairs (one row per pair of models)."""
+    from ..compare import paired as P
+
+    per_model: dict[str, dict] = {}
+    for (mh, dn, dh), by_cond in ctx.pairs.items():
+        run = by_cond.get("clean")
+        q = _clean_rsum(run) if run is not None else None
+        if q is not None:
+            per_model.setdefault(mh, {})[(dn, dh)] = q
+    order = sorted(per_model, key=lambda m: (-_criterion(per_model[m]), ctx.model(m), m))
+    pairs = list(itertools.combinations(order, 2))
+    n_res = max(MIN_RESAMPLES, math.ceil(2 * len(pairs) / ALPHA))
+    stats = []
+    for a, b in pairs:
+        strata, w = _pair_strata(per_model[a], per_model[b])
+        if not strata:
+            stats.append((None, None))
+            continue
+        p, _ = P.sign_flip_p(strata, w, n_res, P.generator(SEED, f"{a}|{b}", "rank"))
+        stats.append((P.statistic(strata, w), p))
+    adj = P.adjust([p for _, p in stats], "holm")
+    sep = {frozenset(pr) for pr, q in zip(pairs, adj) if q is not None and q < ALPHA}
+    let = P.letters(order, sep)
+    adjacent = sum(frozenset(x) in sep for x in zip(order, order[1:]))
+    desc = (f"Models sharing a letter are not separable: paired sign-flip randomization test (two-sided, "
+            f"{n_res} sign patterns, seed {SEED}, +1 correction) of the difference of mean clean total RSUM on "
+            f"the per-query values (per_query.csv.gz) of the datasets both models ran on, Holm-corrected over "
+            f"{len(pairs)} pairs, alpha {ALPHA}. {adjacent} of {max(len(order) - 1, 0)} adjacent pairs are "
+            f"separable. Pairs: rank_pairs.csv; reading: docs/compare.md.")
+    rows = [[i + 1, ctx.model(m), _criterion(per_model[m]), let[m], len(per_model[m])] for i, m in enumerate(order)]
+    groups = Table("rank_groups", "Separable ranks", desc,
+                   [Column("rank", "int"), Column("model"), Column("mean_clean_rsum", "num", 1, "mean clean RSUM"),
+                    Column("group"), Column("datasets", "int")], rows, sorted(ctx.sel.values[k].ref for k in
+                                                                                 ctx.sel.values if k[3] == "clean"
+                                                                                 and k[0] in per_model))
+    prow = [[ctx.model(a), ctx.model(b), d, p, q, q is not None and q < ALPHA]
+            for (a, b), (d, p), q in zip(pairs, stats, adj)]
+    pairs_t = Table("rank_pairs", "Pairwise model differences (rank groups)", desc,
+                    [Column("model_a"), Column("model_b"), Column("diff", "num", 2), Column("p", "num", 4),
+                     Column("p_holm", "num", 4), Column("separable")], prow, groups.runs)
+    return [groups, pairs_t]
+
+
+def with_groups(rank: Table, groups: Table | None) -> Table:
+    """The page's ranking with a group column (letters) and the test stated under its title."""
+    if groups is None or not groups.rows:
+        return rank
+    letter = {r[1]: r[3] for r in groups.rows}
+    i = rank.column("model") + 1
+    cols = rank.columns[:i] + [Column("group", label="group")] + rank.columns[i:]
+    rows = [r[:i] + [letter.get(r[1], "")] + r[i:] for r in rank.rows]
+    return Table(rank.name, rank.title, rank.description + " Group: " + groups.description, cols, rows, rank.runs)
+
+
+def _read_flips(run) -> list[dict]:
+    path = os.path.join(_folder(run), "flips.csv")
+    if not os.path.isfile(path):
+        return []
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return []
+
+
+def _f(x):
+    try:
+        return float(x) if x not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def flips_table(ctx: _Ctx) -> Table:
+    """One row per (dataset, model, condition): flips at the run's smallest k and the t2i top-10 overlap."""
+    cols = [Column("dataset"), Column("model"), Column("condition"), Column("k", "int"),
+            Column("i2t_hit_to_miss", "int", label="i2t hit→miss"), Column("i2t_miss_to_hit", "int", label="i2t miss→hit"),
+            Column("t2i_hit_to_miss", "int", label="t2i hit→miss"), Column("t2i_miss_to_hit", "int", label="t2i miss→hit"),
+            Column("t2i_top10_overlap", "num", 3, "t2i top-10 overlap"), Column("run_id")]
+    rows, runs, cache = [], set(), {}
+    for key in ctx.keys():
+        mh, dn, dh = key
+        for cond in sorted(ctx.pairs[key], key=condition_key):
+            run = ctx.pairs[key][cond]
+            recs = [r for r in cache.setdefault(run.path, _read_flips(run)) if r.get("condition") == cond]
+            ks = sorted({int(_f(r.get("k")) or 0) for r in recs} - {0})
+            if not ks:
+                continue
+            by = {r.get("direction"): r for r in recs if int(_f(r.get("k")) or 0) == ks[0]}
+            cell = lambda d, c: _f(by.get(d, {}).get(c))  # noqa: E731
+            rows.append([ctx.dataset(dn, dh), ctx.model(mh), cond, ks[0], cell("i2t", "hit_to_miss"),
+                         cell("i2t", "miss_to_hit"), cell("t2i", "hit_to_miss"), cell("t2i", "miss_to_hit"),
+                         cell("t2i", "top10_overlap"), run.ref])
+            runs.add(run.ref)
+    return Table("flips", "Flips: queries that change between clean and each condition",
+                 "From each run's flips.csv at its smallest k: queries whose hit (a positive within the top k) turns "
+                 "into a miss and back, per direction, and the mean overlap of the t2i top-10 lists with clean "
+                 "(1 = the same images retrieved). Every k and the rank-change percentiles: the runs' flips.csv.",
+                 cols, rows, sorted(runs))
+
+
+def distractor_table(ctx: _Ctx) -> Table:
+    """Conditions of kind "gallery": false rate, R@1 and the RSUM change against clean with its interval."""
+    cols = [Column("dataset"), Column("model"), Column("condition"), Column("direction"),
+            Column("false_rate", "num", 2, "false rate %"), Column("recall@1", "num", 2, "R@1"),
+            Column("rsum", "num", 2, "RSUM"), Column("delta", "num", 2), Column("ci_low", "num", 2),
+            Column("ci_high", "num", 2), Column("run_id")]
+    rows, runs = [], set()
+    for key in ctx.keys():
+        mh, dn, dh = key
+        for cond in sorted(ctx.pairs[key], key=condition_key):
+            run = ctx.pairs[key][cond]
+            if cond == "clean" or run.condition_meta(cond).get("kind") != "gallery":
+                continue
+            v, clean = _values(run, cond), _values(run, "clean")
+            for d in ("i2t", "t2i"):
+                b = next((x.fields for x in run.record.intervals if x.condition == cond and x.get("direction") == d
+                          and x.get("metric") == "rsum"), {})
+                val, base = v.get((d, "rsum", None)), clean.get((d, "rsum", None))
+                rows.append([ctx.dataset(dn, dh), ctx.model(mh), cond, d, v.get((d, "false_rate", None)),
+                             v.get((d, "recall", 1)), val, b.get("delta", None if val is None or base is None
+                                                                 else val - base), b.get("ci_low"), b.get("ci_high"),
+                             run.ref])
+                runs.add(run.ref)
+    return Table("distractors", "Gallery distractors: false rate and change against the gallery without them",
+                 "Conditions of --distractors: the clean queries scored against the gallery plus injected candidates. "
+                 "false rate: percent of queries whose best injected candidate outranks every positive; delta: RSUM "
+                 "minus clean RSUM, with the run's paired bootstrap 95% interval.", cols, rows, sorted(runs))
