@@ -17,7 +17,7 @@ from conftest import ROOT, excerpt_rows, write_images
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NEEDS_CAPTIONS = {"granularity.md"}
-NEEDS_RUNS = {"leaderboards.md"}
+NEEDS_RUNS = {"leaderboards.md", "flips.md"}
 
 
 def _blocks(path: Path) -> list[str]:
