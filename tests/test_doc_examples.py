@@ -30,8 +30,9 @@ def test_every_doc_with_python_has_blocks_found():
 
 
 @pytest.fixture
-def _registries_restored():
-    """Examples may register plug-ins in the process (docs/extending.md); later tests must not see them."""
+def _registries_restored(counting_plugin):
+    """Examples may register plug-ins in the process (docs/extending.md); later tests must not see them. The
+    session's counting plug-in is registered before the snapshot, so restoring keeps it for later tests."""
     from vlbench import registry
 
     regs = (registry.models, registry.datasets, registry.perturbations, registry.metrics)

@@ -178,16 +178,14 @@ def _fold_eval(part, inj: Injected, clean: M.Evaluation, kw: dict, device) -> M.
     return M.Evaluation(out["i2t"], out["t2i"], clean.k, clean.p, {})
 
 
-def score_distractors(scoring, plan, enc, clean: list) -> dict:
+def score_distractors(scoring, plan, enc, clean: list, device: str | None = None) -> dict:
     """Condition name -> one Evaluation per fold of every gallery condition; ``clean``: the clean
     condition's evaluations (the same queries; their ranks give the false rate)."""
     conds = [c for c in getattr(plan, "conditions", ()) if c.kind == "gallery"]  # a scoring-only plan has none
     if not conds:
         return {}
     ds, n = plan.ds, plan.ds.n_captions
-    from .scoring import similarity_device
-
-    device = similarity_device(enc.adapter)
+    # device: where the run computes its similarities (pipeline.scoring.similarity_device), passed in
     kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit")
     rel = None if enc.relevance is None else (enc.relevance[0], enc.relevance[1][:n])
     out = {}

@@ -61,7 +61,7 @@ def score(scoring, plan, enc) -> dict:
              for cond, off in enc.offsets.items() if cond not in getattr(enc, "distractors", {})}
     from .distractors import score_distractors  # gallery conditions (--distractors): the clean queries, more candidates
 
-    evals.update(score_distractors(scoring, plan, enc, evals["clean"]))
+    evals.update(score_distractors(scoring, plan, enc, evals["clean"], device=device))
     return PS.adjust_evaluations(scoring, plan, enc, evals)
 
 
