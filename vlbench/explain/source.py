@@ -1,0 +1,211 @@
+"""What the failure browser reads from a finished run folder, and from the dataset the run evaluated.
+
+A run folder gives ``results.json`` (the dataset's spec, hash and source, every condition's meta: the
+perturbation's name, parameters and seed, the corruption's severity, seed and geometry) and ``retrieved.npz``
+(per condition and direction the top-10 candidates and the 1-based rank of the first positive, in the
+dataset's query order). The captions, images and perturbed captions come from the dataset, loaded again from
+the recorded spec and checked against the recorded content hash, so the page shows what the model read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError, VlbenchError
+
+RETRIEVED = "retrieved.npz"
+#: the direction the browser shows per condition kind: a caption perturbation changes t2i queries, an image
+#: corruption i2t queries (its t2i side, a corrupted gallery, is not browsed)
+DIRECTION = {"caption": "t2i", "image": "i2t"}
+
+
+def condition_kind(meta: dict) -> str:
+    """clean, caption, image, shortcut, gallery, ... from a results.json condition entry."""
+    if meta.get("kind"):
+        return str(meta["kind"])
+    return "caption" if meta.get("perturbation") else "clean"
+
+
+@dataclass
+class RunSource:
+    """One run folder, read: its results, its retrieved lists and its dataset (images reachable)."""
+
+    folder: Path
+    results: dict
+    retrieved: dict  # array name -> array (retrieved.npz)
+    ds: object  # vlbench Dataset, content hash equal to the run's
+    perturbed: dict = field(default_factory=dict)  # caption condition -> its perturbed captions (list of str)
+    image_path: object = None  # gallery index -> image file (image_locator); None: the dataset's own
+    flip_rows: dict = field(default_factory=dict)  # read_flips: the run's flips.csv
+
+    @property
+    def conditions(self) -> dict:
+        return self.results.get("conditions") or {}
+
+    def ranks(self, condition: str, direction: str) -> np.ndarray:
+        return np.asarray(self.retrieved[f"{condition}|{direction}|rank"]).astype(np.int64)
+
+    def top(self, condition: str, direction: str) -> np.ndarray:
+        return np.asarray(self.retrieved[f"{condition}|{direction}"]).astype(np.int64)
+
+    def query_index(self, direction: str) -> np.ndarray:
+        """Row of a retrieved.npz array -> the dataset's query index (caption for t2i, image for i2t): the
+        identity on one gallery; with folds, rows go fold by fold (per_query.csv.gz order)."""
+        ds = self.ds
+        if ds.folds is None:
+            return np.arange(ds.n_captions if direction == "t2i" else ds.n_images)
+        folds = [np.asarray(f, dtype=np.int64) for f in ds.folds]
+        if direction == "i2t":
+            return np.concatenate(folds)
+        return np.concatenate([np.flatnonzero(np.isin(ds.caption_to_image, f)) for f in folds])
+
+    def has(self, condition: str, direction: str) -> bool:
+        return f"{condition}|{direction}" in self.retrieved and f"{condition}|{direction}|rank" in self.retrieved
+
+
+def read_results(folder: Path) -> dict:
+    path = folder / "results.json"
+    if not path.is_file():
+        raise VlbenchError(f"{folder} is not a finished run folder (no results.json)",
+                           "pass the folder that 'vlbench run --out' wrote")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise VlbenchError(f"{path} cannot be read ({type(exc).__name__}: {exc})",
+                           "pass an intact run folder (re-run 'vlbench run' with a new --out)") from None
+
+
+def read_retrieved(folder: Path, results: dict | None = None) -> dict:
+    path = folder / RETRIEVED
+    task = (results or {}).get("task")
+    if task:
+        name = task.get("name") if isinstance(task, dict) else task
+        raise VlbenchError(f"run {folder} is a choice-task run (--task {name}): it ranks no gallery, so no query "
+                           "flips", "explain a retrieval run (vlbench run without --task); a task run's items are "
+                           "in its per_item.csv.gz")
+    if not path.is_file():
+        raise VlbenchError(f"run {folder} has no {RETRIEVED} (the top-10 lists the failure browser shows): it was "
+                           "written by a vlbench that did not keep them, or the file was removed",
+                           "re-run the same 'vlbench run' command with a new --out: the embedding cache makes it "
+                           "cheap (nothing is encoded again)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {name: z[name] for name in z.files}
+    except (OSError, ValueError) as exc:
+        raise VlbenchError(f"{path} cannot be read ({type(exc).__name__}: {exc})",
+                           "re-run the 'vlbench run' command with a new --out to write it again") from None
+
+
+def read_flips(folder: Path) -> dict:
+    """(condition, direction) -> rows of the run's flips.csv in k order (empty when the run has none)."""
+    import csv
+
+    path = folder / "flips.csv"
+    if not path.is_file():
+        return {}
+    out: dict = {}
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                out.setdefault((row["condition"], row["direction"]), []).append(row)
+    except (OSError, ValueError, KeyError, csv.Error):
+        return {}  # the page's own counts stand without it
+    for rows in out.values():
+        rows.sort(key=lambda r: int(r.get("k") or 0))
+    return out
+
+
+def _dataset_spec(results: dict, dataset: str | None) -> str:
+    if dataset:
+        return dataset
+    info = results.get("dataset") or {}
+    manifest = (info.get("source") or {}).get("manifest")
+    return f"custom:{manifest}" if manifest else str(info.get("name") or "")
+
+
+def load_run_dataset(results: dict, *, dataset: str | None = None, data_dir=None):
+    """The run's dataset, loaded from the recorded spec (or ``dataset``), its content hash checked."""
+    from ..datasets.core import load_dataset
+
+    info = results.get("dataset") or {}
+    spec = _dataset_spec(results, dataset)
+    gallery = info.get("gallery") or "test"
+    try:
+        ds = load_dataset(spec, data_dir=data_dir, gallery="test" if gallery in ("test", "folder") else gallery,
+                          require_images=False, download=False, extra_positives=info.get("extra_positives"))
+    except VlbenchError as exc:
+        raise DataError(f"the dataset of run {results.get('run_id')} ({spec!r}) cannot be loaded: {exc.message}",
+                        "pass --dataset SPEC (and --data-dir DIR) naming where the run's dataset is now") from None
+    if gallery == "folder":
+        from types import SimpleNamespace
+
+        from ..pipeline.protocol_settings import apply_gallery
+
+        ds = apply_gallery(ds, SimpleNamespace(gallery="folder", allow_partial_gallery=True, dataset=spec,
+                                               protocol=None))
+    if info.get("hash") and ds.content_hash() != info["hash"]:
+        raise DataError(f"the dataset loaded from {spec!r} is not the one run {results.get('run_id')} evaluated "
+                        f"(content hash {ds.content_hash()[:12]}, the run's {info['hash'][:12]})",
+                        "pass --dataset SPEC and --data-dir DIR naming the run's own captions and images")
+    return ds
+
+
+def image_locator(ds, images_dir=None):
+    """Gallery index -> image file. ``images_dir``: where the images are now, either as the dataset lays them out
+    (``DIR/<path in the dataset>``) or all in one folder (``DIR/<file name>``), whichever holds the first image."""
+    if images_dir is None:
+        return ds.image_path
+    from ..datasets.core import safe_join
+
+    root, names = Path(images_dir), ds.gallery_images
+    if names and not (root / names[0]).is_file() and (root / Path(names[0]).name).is_file():
+        return lambda i: root / Path(names[i]).name
+    return lambda i: safe_join(root, names[i])
+
+
+def check_images(locate, indices, folder) -> None:
+    """Every image the page shows is a readable file; else one error naming the folder and the option."""
+    missing = [locate(i) for i in sorted(set(int(i) for i in indices)) if not locate(i).is_file()]
+    if missing:
+        raise DataError(f"{len(missing)} image(s) the page shows are not in {folder} (first: {missing[0]})",
+                        "pass --images-dir DIR (the folder that holds the run's images, as the dataset lays them "
+                        "out or all in one folder) or --data-dir DIR")
+
+
+def _constructor_params(meta: dict) -> dict:
+    """What rebuilds a perturbation from its recorded params: a variant (hendriksen2024) takes only its name
+    (the tokenizer rules it records come with it)."""
+    params = dict(meta.get("params") or {})
+    variant = params.get("variant")
+    return {"variant": variant} if variant not in (None, "standard") else params
+
+
+def perturbed_texts(ds, conditions: dict, *, cache_dir=None, log=None) -> dict:
+    """caption condition -> its perturbed captions as the run made them (its perturbation cache first), each
+    checked against the captions hash the run recorded."""
+    from ..perturbations.cache import perturbed_captions
+
+    names = [c for c, m in conditions.items() if condition_kind(m) == "caption"]
+    if not names:
+        return {}
+    seeds = {int(conditions[c].get("seed", 0)) for c in names}
+    out = {}
+    for seed in sorted(seeds):
+        group = [c for c in names if int(conditions[c].get("seed", 0)) == seed]
+        params = {conditions[c].get("name", c): _constructor_params(conditions[c]) for c in group}
+        sets = perturbed_captions(ds, [conditions[c].get("name", c) for c in group], params=params, seed=seed,
+                                  cache_dir=cache_dir, read=True, write=False, progress=False, log=log)
+        for c in group:
+            ps = sets[conditions[c].get("name", c)]
+            want = conditions[c].get("captions_hash")
+            if want and ps.captions_hash() != want:
+                raise VlbenchError(f"perturbation {c!r} now gives other captions than the run's (captions hash "
+                                   f"{ps.captions_hash()[:12]}, the run's {want[:12]}): another vlbench or language "
+                                   "tool version", "explain with the vlbench and language data that made the run, "
+                                   "or pass its --cache-dir (where its perturbed captions are kept)")
+            out[c] = list(ps.texts)
+    return out
