@@ -101,6 +101,17 @@ def test_run_equals_an_independent_per_item_computation(tiny_models, scpp_data, 
     assert res.results["dataset"]["source"]["sha256"]["swap_obj"] == hashlib.sha256(
         (FIXTURE / "swap_obj.json").read_bytes()).hexdigest()
     assert res.results["conditions"]["task:sugarcrepe++:swap_obj"]["pinned_file"] is False
+    # the leaderboard's choice-task table shows ITT and, for SugarCrepe++, TOT with its interval
+    from vlbench.leaderboards import build_leaderboard
+
+    build_leaderboard([res.out_dir], tmp_path / "lb", plots=False)
+    with open(tmp_path / "lb" / "choice_tasks.csv", newline="") as fh:
+        table_rows = {r["set"]: r for r in csv.DictReader(fh)}
+    for s in SUBSETS:
+        row, cond = table_rows[f"sugarcrepe++:{s}"], f"task:sugarcrepe++:{s}"
+        assert float(row["accuracy"]) == pytest.approx(records[(cond, "accuracy")]["value"], abs=0.005)
+        assert float(row["tot"]) == pytest.approx(records[(cond, "tot_accuracy")]["value"], abs=0.005)
+        assert float(row["tot_ci_high"]) == pytest.approx(records[(cond, "tot_accuracy")]["ci_high"], abs=0.005)
 
 
 def test_evaluate_triplets_by_hand():

@@ -77,10 +77,19 @@ def choice_table(ctx: _Ctx) -> Table:
                          acc.get("value"), acc.get("ci_low"), acc.get("ci_high"),
                          recs.get("chance", {}).get("value"), recs.get("blind_accuracy", {}).get("value"), run.ref,
                          ctx.lab.run_flags(run)])
+            tot = recs.get("tot_accuracy", {})  # SugarCrepe++'s text-only task (TOT)
+            rows[-1][-2:-2] = [tot.get("value"), tot.get("ci_low"), tot.get("ci_high")]
             runs.add(run.ref)
     rows.sort(key=lambda r: (r[2], r[3], r[0], r[1]))
-    return Table("choice_tasks", "Compositional choice tasks: accuracy",
-                 "vlbench run --task order|sugarcrepe: percent of items where the right caption scores strictly "
-                 "above every other candidate (a tie is a miss), with a 95% percentile bootstrap interval over "
-                 "items, the chance level, and a blind text-only baseline (a caption bigram model picking the more "
-                 "plausible text without the image; docs/tasks.md).", cols, rows, sorted(runs))
+    text = ("vlbench run --task order|sugarcrepe|sugarcrepe++: percent of items where the right caption scores "
+            "strictly above every other candidate (SugarCrepe++: ITT, both paraphrases above the negative; a tie is a "
+            "miss), with a 95% percentile bootstrap interval over items, the chance level, and a blind text-only "
+            "baseline (a caption bigram model picking the more plausible text without the image; docs/tasks.md).")
+    if any(r[-5] is not None for r in rows):  # SugarCrepe++ runs: its TOT accuracy beside ITT
+        cols[-2:-2] = [Column("tot", "num", 2, "TOT % (text only)"), Column("tot_ci_low", "num", 2),
+                       Column("tot_ci_high", "num", 2)]
+        text += (" TOT (SugarCrepe++ only): the two paraphrases' text embeddings closer to each other than either "
+                 "is to the negative.")
+    else:
+        rows = [r[:-5] + r[-2:] for r in rows]
+    return Table("choice_tasks", "Compositional choice tasks: accuracy", text, cols, rows, sorted(runs))
