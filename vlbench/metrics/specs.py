@@ -178,6 +178,9 @@ BUILTINS = (
     _task("tot_accuracy", "--task sugarcrepe++: text-only task, cos(P1, P2) above cos(P1, N) and cos(P2, N)"),
     _task("p1_accuracy", "--task sugarcrepe++: cos(image, P1) above cos(image, N), P2 not considered"),
     _task("p2_accuracy", "--task sugarcrepe++: cos(image, P2) above cos(image, N), P1 not considered"),
+    # --distractors (pipeline/distractors.py puts its per-query values beside the evaluation's, docs/distractors.md)
+    Metric("false_rate", "%", "[0, 100]", False, "--distractors: percent of queries whose best injected "
+           "candidate outranks every positive (a gallery condition only)", column=False, kind="gallery"),
 )
 
 
