@@ -183,3 +183,38 @@ def test_cli_writes_json_csv_md(runs, tmp_path, capsys):
     assert not any(x["direction"] == "both" for x in rec["rows"])  # "both" is the RSUM total only
     csv_rows = (tmp_path / "o" / "comparison.csv").read_text().splitlines()
     assert len(csv_rows) == 1 + len(rec["rows"]) and csv_rows[0].startswith("run_a,run_b,model_a")
+
+
+def test_the_leaderboard_reads_a_comparison_record(runs, tmp_path, capsys):
+    """The record vlbench compare writes is read by 'leaderboard build --comparison': its rows appear as the
+    paired_comparisons table (values as recorded); a record about a run the leaderboard does not use is left
+    out with a warning naming it; no local path is shown."""
+    import csv
+
+    from vlbench.cli import main
+
+    a, b, other = runs["counting:dim=16"], runs["counting:dim=24"], runs["other"]
+    assert main(["compare", str(a), str(b), "--n-resamples", str(N), "--out", str(tmp_path / "ab")]) == 0
+    rec = json.loads((tmp_path / "ab" / "comparison.json").read_text())
+    stale = tmp_path / "stale" / "comparison.json"  # names a run id this leaderboard does not have
+    stale.parent.mkdir()
+    stale.write_text(json.dumps(dict(rec, runs=[dict(rec["runs"][0], run_id="gone-run")] + rec["runs"][1:])))
+    capsys.readouterr()
+    assert main(["leaderboard", "build", str(a), str(b), "--out", str(tmp_path / "lb"), "--no-plots",
+                 "--comparison", str(tmp_path / "ab"), "--comparison", str(stale)]) == 0
+    err = capsys.readouterr().err
+    assert "comparison stale/comparison.json left out: its run(s) gone-run" in err
+    with open(tmp_path / "lb" / "paired_comparisons.csv", newline="") as fh:
+        got = list(csv.DictReader(fh))
+    assert len(got) == len(rec["rows"]) > 0
+    for row, want in zip(got, rec["rows"]):
+        assert (row["model_a"], row["model_b"], row["condition"], row["direction"]) == (
+            "counting:dim=16", "counting:dim=24", want["condition"], want["direction"])
+        assert float(row["diff"]) == pytest.approx(want["diff"], abs=1e-6)
+        assert float(row["p_adj"]) == pytest.approx(want["p_adj"], abs=1e-6)
+        assert row["separable"] == ("yes" if want["separable"] else "no") and row["record"] == "ab/comparison.json"
+    page = (tmp_path / "lb" / "index.html").read_text()
+    assert "Paired model comparisons" in page and str(tmp_path) not in page
+    assert main(["leaderboard", "build", str(a), str(other), "--out", str(tmp_path / "lb2"), "--no-plots",
+                 "--comparison", str(tmp_path / "ab")]) == 0  # b is not in this build: left out, named
+    assert "left out: its run(s)" in capsys.readouterr().err

@@ -27,7 +27,7 @@ MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
 PAGE_TABLES = ("rank_groups", "table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes",
-               "image_corruptions", "choice_tasks", "distractors", "flips", "provenance")
+               "image_corruptions", "choice_tasks", "distractors", "flips", "paired_comparisons", "provenance")
 #: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
 #: runs stays byte-identical to one made before these tables existed
 OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks", "distractors", "flips", "rank_groups", "rank_pairs")
@@ -191,8 +191,8 @@ def _manifest(allow_mixed: bool, loaded: Loaded, selection: Selection, labels: L
 
 
 def make(paths, *, allow_mixed: bool = False, plots: bool = True,
-         warn: Callable[[str], None] | None = None, keep_paths: bool = False) -> Built:
-    """Everything a build writes, in memory."""
+         warn: Callable[[str], None] | None = None, keep_paths: bool = False, comparisons=()) -> Built:
+    """Everything a build writes, in memory; ``comparisons``: ``vlbench compare`` records to show."""
     warn = warn or _default_warn
     loaded = load_runs(paths, warn=warn)
     if not loaded.runs:
@@ -202,6 +202,12 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
     selection = select(loaded.runs)
     labels = make_labels(loaded.runs, selection, allow_mixed, keep_paths)
     tables = {t.name: t for t in build_tables(selection, labels) if t.rows or t.name not in OPTIONAL_PAGE_TABLES}
+    if comparisons:  # vlbench compare records (--comparison): their rows whose runs this build uses
+        from .sections import comparison_table, read_comparisons
+        from .tables import _Ctx
+
+        tables["paired_comparisons"] = comparison_table(_Ctx(selection, labels), read_comparisons(comparisons, warn),
+                                                        warn)
     notes = _notes(loaded, selection, labels, warn)
     files = _table_files(tables)
     figures: list[tuple[str, str, bytes]] = []
@@ -286,7 +292,8 @@ def _file_mode() -> int:
 
 
 def build_leaderboard(paths, out, allow_mixed: bool = False, *, plots: bool = True,
-                      warn: Callable[[str], None] | None = None, keep_paths: bool = False) -> BuildResult:
+                      warn: Callable[[str], None] | None = None, keep_paths: bool = False,
+                      comparisons=()) -> BuildResult:
     """Build the leaderboard of the runs under ``paths`` into the folder ``out``.
 
     ``paths``: run folders, results.json files or folders holding run folders (searched recursively).
@@ -294,7 +301,8 @@ def build_leaderboard(paths, out, allow_mixed: bool = False, *, plots: bool = Tr
     listed in the manifest's ``skipped``. Raises VlbenchError for incomparable runs unless
     ``allow_mixed``. Model specs with local paths are shortened to the folder's name unless ``keep_paths``.
     """
-    built = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn, keep_paths=keep_paths)
+    built = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn, keep_paths=keep_paths,
+                 comparisons=comparisons)
     written = write_tree(Path(out), built.files, MANIFEST, MANIFEST_KIND)
     return BuildResult(Path(out), written, built.manifest, built.tables)
 

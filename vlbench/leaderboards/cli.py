@@ -26,6 +26,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--no-plots", action="store_true", help="skip the plots (PNG and SVG)")
     b.add_argument("--keep-local-paths", action="store_true",
                    help="keep local paths in model specs (default: clip:/home/u/my-clip is shown as clip:my-clip)")
+    b.add_argument("--comparison", action="append", default=[], metavar="RECORD",
+                   help="a 'vlbench compare' record (comparison.json or its folder) to show as the paired "
+                        "comparisons table; repeatable")
     p = sub.add_parser("publish", help="lay out a built leaderboard (or RESULTS) as a folder to commit/upload",
                        description="Write one folder per table with a README.md giving the provenance of every "
                                    "row, plus index.html, plots and manifests.")
@@ -46,7 +49,7 @@ def main(args) -> int:
     cmd = getattr(args, "lb_command", None)
     if cmd == "build":
         res = build_leaderboard(args.results, args.out, allow_mixed=args.allow_mixed, plots=not args.no_plots,
-                                warn=stderr_warn, keep_paths=args.keep_local_paths)
+                                warn=stderr_warn, keep_paths=args.keep_local_paths, comparisons=args.comparison)
         m = res.manifest
         print(f"leaderboard: {len(m['runs'])} run(s) used, {len(m['superseded'])} superseded, "
               f"{len(m['skipped'])} skipped; wrote {len(res.files)} files to {res.out}")

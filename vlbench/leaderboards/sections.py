@@ -182,3 +182,56 @@ def distractor_table(ctx: _Ctx) -> Table:
                  "Conditions of --distractors: the clean queries scored against the gallery plus injected candidates. "
                  "false rate: percent of queries whose best injected candidate outranks every positive; delta: RSUM "
                  "minus clean RSUM, with the run's paired bootstrap 95% interval.", cols, rows, sorted(runs))
+
+
+def read_comparisons(paths, warn) -> list[tuple[str, dict]]:
+    """(path, record) of every ``vlbench compare`` record given (a comparison.json, or a folder holding one);
+    an unreadable or malformed one is skipped with a warning naming it."""
+    import json
+    from pathlib import Path
+
+    out = []
+    for given in paths or ():
+        p = Path(given)
+        p = p / "comparison.json" if p.is_dir() else p
+        try:
+            if p.stat().st_size > 64 * 2 ** 20:
+                raise ValueError("larger than 64 MiB")
+            rec = json.loads(p.read_text("utf-8"))
+            if not (isinstance(rec, dict) and isinstance(rec.get("rows"), list) and isinstance(rec.get("runs"), list)
+                    and isinstance(rec.get("dataset"), dict)):
+                raise ValueError("not a record written by 'vlbench compare'")
+        except (OSError, ValueError, RecursionError) as exc:
+            warn(f"comparison {given} skipped: {exc}")
+            continue
+        out.append((p.name if p.name != "comparison.json" else f"{p.parent.name}/{p.name}", rec))  # no local path
+    return out
+
+
+def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
+    """The rows of ``vlbench compare`` records whose two runs both provide values in this leaderboard (a
+    comparison of a superseded or absent run is skipped with a warning naming the record and the run)."""
+    used = {r.record.run_id for r in ctx.sel.used_runs()}
+    cols = [Column("dataset"), Column("model_a", label="model A"), Column("model_b", label="model B"),
+            Column("condition"), Column("direction"), Column("kind"), Column("metric"), Column("n", "int"),
+            Column("diff", "num", 2, "A - B"), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
+            Column("p_adj", "num", 4, "p adj."), Column("separable"), Column("test"), Column("record")]
+    rows = []
+    for path, rec in records:
+        models = {r.get("run_id"): (r.get("model_hash"), r.get("model")) for r in rec["runs"] if isinstance(r, dict)}
+        missing = sorted({rid for rid in models if rid not in used})
+        if missing:
+            warn(f"comparison {path} left out: its run(s) {', '.join(missing)} are not among this leaderboard's "
+                 "runs (superseded or not given); compare the runs the leaderboard uses")
+            continue
+        name = lambda rid: ctx.lab.model.get(models[rid][0], models[rid][1])  # noqa: E731
+        test = f"{rec.get('test')}, {rec.get('correction')} over {rec.get('family_size')}"
+        for r in rec["rows"]:
+            rows.append([rec["dataset"].get("name"), name(r["run_a"]), name(r["run_b"]), r["condition"],
+                         r["direction"], r["kind"], rec.get("metric"), r["n_queries"], r["diff"], r["ci_low"],
+                         r["ci_high"], r["p_adj"], "yes" if r["separable"] else "no", test, path])
+    return Table("paired_comparisons", "Paired model comparisons (vlbench compare)",
+                 "Rows of the vlbench compare records given with --comparison: the paired per-query difference A - B "
+                 "(robustness rows: the difference of the two models' changes against clean) with its paired "
+                 "bootstrap 95% interval and the multiplicity-adjusted p-value; separable = adjusted p < the "
+                 "record's alpha. docs/compare.md.", cols, rows, [])
