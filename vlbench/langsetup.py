@@ -6,7 +6,6 @@ What is checked and where it is looked for: :mod:`vlbench.langdata`.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -16,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import DataError
+from .util.io import sha256_file
 from .langdata import (OFFLINE_ROUTE, PACKAGES, PROVENANCE, TAGGER, TOKENIZER, find, hint, layout, missing,
                        nltk_version, read_provenance, store, verify)
 
@@ -94,14 +94,6 @@ def _unpack(source: Path, work: Path) -> Path:
     return work / "archive"
 
 
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 # ---------------------------------------------------------------- installing
 
 def _copy_into_store(root: Path, packages, source: str) -> Path:
@@ -122,7 +114,7 @@ def _copy_into_store(root: Path, packages, source: str) -> Path:
             shutil.rmtree(target)
         os.replace(tmp, target)
         recorded[p] = {"source": source, "installed": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                       "nltk": nltk_version(), "sha256": {f: _digest(target / f) for f in files}}
+                       "nltk": nltk_version(), "sha256": {f: sha256_file(target / f) for f in files}}
     (own / PROVENANCE).write_text(json.dumps(recorded, indent=1, sort_keys=True), encoding="utf-8")
     return own
 
@@ -211,7 +203,7 @@ def fetch(packages=(TOKENIZER, TAGGER)) -> Path:
     recorded = read_provenance(own)
     for p in packages:
         recorded[p] = {"source": "nltk.download", "nltk": nltk_version(),
-                       "sha256": {f: _digest(own / layout()[p][0] / f) for f in layout()[p][1]}}
+                       "sha256": {f: sha256_file(own / layout()[p][0] / f) for f in layout()[p][1]}}
     (own / PROVENANCE).write_text(json.dumps(recorded, indent=1, sort_keys=True), encoding="utf-8")
     return own
 

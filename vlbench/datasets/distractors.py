@@ -15,12 +15,11 @@ turns the set into a condition and scores it; this module only reads and checks 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DataError, OptionError
-from ..util.io import sha256_json
+from ..util.io import sha256_file, sha256_json
 from .core import IMAGE_EXTS
 
 KINDS = ("images", "dataset", "captions")
@@ -114,14 +113,6 @@ def _caption_lines(path: Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 @dataclass(frozen=True)
 class DistractorSet:
     """The injected candidates: image files (t2i) and captions (i2t), each in spec order."""
@@ -166,6 +157,6 @@ def load_distractors(spec, data_dir=None) -> DistractorSet:
             found = _caption_lines(Path(value).expanduser())
             captions += found
         sources.append((kind, value, len(found)))
-    digest = sha256_json({"images": [_file_sha256(p) for p in images], "captions": captions})
+    digest = sha256_json({"images": [sha256_file(p) for p in images], "captions": captions})
     text = spec if isinstance(spec, str) else ",".join(spec)
     return DistractorSet(text, tuple(sources), tuple(images), tuple(captions), digest)

@@ -66,14 +66,19 @@ def sugarcrepe_items(root, subset: str, *, images_dir=None, check_images: bool =
     items = [ChoiceItem(f"{subset}:{key}", name, (pos, neg), 0, ("positive", f"negative:{subset}"))
              for key, name, pos, neg in read_sugarcrepe_file(path)]
     if check_images:
-        folder = Path(images_dir) if images_dir is not None else coco_val2017_dir()
-        missing = [it.image for it in items if not (folder / it.image).is_file()]
-        if missing:
-            raise DataError(f"{len(missing)} of {len(items)} COCO val2017 images of SugarCrepe {subset} are missing "
-                            f"from {folder} (first: {missing[0]})",
-                            f"unzip {COCO_VAL_URL} so the .jpg files sit in {folder}, or pass --images-dir "
-                            "(images_dir= from Python) naming the folder that holds them")
+        check_coco_images(items, images_dir, f"SugarCrepe {subset}")
     return items
+
+
+def check_coco_images(items, images_dir, what: str) -> None:
+    """A DataError naming the folder when some of the items' COCO val2017 images are not in ``images_dir``
+    (default: the COCO val2017 folder of ``--task sugarcrepe``); ``what`` names the item set."""
+    folder = Path(images_dir) if images_dir is not None else coco_val2017_dir()
+    missing = [it.image for it in items if not (folder / it.image).is_file()]
+    if missing:
+        raise DataError(f"{len(missing)} of {len(items)} COCO val2017 images of {what} are missing from {folder} "
+                        f"(first: {missing[0]})", f"unzip {COCO_VAL_URL} so the .jpg files sit in {folder}, or pass "
+                        "--images-dir (images_dir= from Python) naming the folder that holds them")
 
 
 def _bad_image_name(name: str) -> str | None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import DataError, VlbenchError
 from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
-from .sources import COCO_VAL_URL, _bad_image_name, coco_val2017_dir
+from .sources import _bad_image_name, check_coco_images, coco_val2017_dir
 
 TASK = "sugarcrepe++"
 SCPP_SUBSETS = ("replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
@@ -213,13 +213,7 @@ def scpp_items(root, subset: str, *, images_dir=None, check_images: bool = True)
         raise DataError(f"SugarCrepe++ file {path} not found", f"put data/{subset}.json of {SCPP_REPO} in {root}")
     items = read_scpp_file(path, subset)
     if check_images:
-        folder = Path(images_dir) if images_dir is not None else coco_val2017_dir()
-        missing = [it.image for it in items if not (folder / it.image).is_file()]
-        if missing:
-            raise DataError(f"{len(missing)} of {len(items)} COCO val2017 images of SugarCrepe++ {subset} are "
-                            f"missing from {folder} (first: {missing[0]})",
-                            f"unzip {COCO_VAL_URL} so the .jpg files sit in {folder}, or pass --images-dir naming "
-                            "the folder that holds them")
+        check_coco_images(items, images_dir, f"SugarCrepe++ {subset}")
     return items
 
 
