@@ -14,6 +14,7 @@ spacy = pytest.importorskip("spacy")
 from vlbench.errors import VlbenchError  # noqa: E402
 from vlbench.granularity.features import (PROFILES, FeatureOptions, analyse_doc,  # noqa: E402
                                           features_from_counts, profile_options)
+from test_granularity_features import wordnet_ready  # noqa: E402,F401  (the one WordNet-or-skip fixture)
 
 PAPER = FeatureOptions.from_kwargs(**profile_options("paper"))
 PER_NOUN = FeatureOptions.from_kwargs(**profile_options("per-noun"))
@@ -22,16 +23,6 @@ PER_NOUN = FeatureOptions.from_kwargs(**profile_options("per-noun"))
 @pytest.fixture(scope="module")
 def vocab():
     return spacy.blank("en").vocab
-
-
-@pytest.fixture(scope="module")
-def wordnet_ready():
-    from vlbench import lang
-
-    try:
-        return lang.wordnet()
-    except Exception as exc:  # pragma: no cover - depends on the machine
-        pytest.skip(f"WordNet is not available: {exc}")
 
 
 def gold(vocab, spec: str):

@@ -56,31 +56,26 @@ def _gemma_tokenizer():
     return GemmaTokenizer(vocab=model["vocab"], merges=merges, model_max_length=64, padding_side="right")
 
 
-def save_siglip(folder: Path, seed: int = 0) -> Path:
+def _save_siglip_arch(folder: Path, tok, seed: int) -> Path:
+    """A tiny SiglipModel with the tokenizer ``tok``, saved as a checkpoint folder."""
     import torch
     from transformers import SiglipConfig, SiglipImageProcessor, SiglipModel
 
     torch.manual_seed(seed)
-    tok = _spiece_tokenizer(folder.parent / f"{folder.name}-spm")
     cfg = SiglipConfig(text_config=_text_kw(len(tok)), vision_config=_vision_kw(image_size=IMAGE_SIZE, patch_size=8))
     SiglipModel(cfg).save_pretrained(folder)
     tok.save_pretrained(folder)
     SiglipImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}).save_pretrained(folder)
     return folder
+
+
+def save_siglip(folder: Path, seed: int = 0) -> Path:
+    return _save_siglip_arch(folder, _spiece_tokenizer(folder.parent / f"{folder.name}-spm"), seed)
 
 
 def save_siglip2_fixed(folder: Path, seed: int = 0) -> Path:
     """The fixed-resolution SigLIP 2 form: a SigLIP architecture with a Gemma tokenizer."""
-    import torch
-    from transformers import SiglipConfig, SiglipImageProcessor, SiglipModel
-
-    torch.manual_seed(seed)
-    tok = _gemma_tokenizer()
-    cfg = SiglipConfig(text_config=_text_kw(len(tok)), vision_config=_vision_kw(image_size=IMAGE_SIZE, patch_size=8))
-    SiglipModel(cfg).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    SiglipImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}).save_pretrained(folder)
-    return folder
+    return _save_siglip_arch(folder, _gemma_tokenizer(), seed)
 
 
 def save_siglip2_naflex(folder: Path, seed: int = 0) -> Path:

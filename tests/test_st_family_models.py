@@ -5,7 +5,6 @@ through the real classes and saved with SentenceTransformer.save) gives the vect
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 
@@ -13,10 +12,8 @@ import numpy as np
 import pytest
 
 CAPTIONS = ["a man riding a horse on a beach", "two dogs play in the snow", "a red car parked near a building"]
-IMAGES = {"a.png": (255, 50, 0), "b.png": (0, 255, 0), "c.png": (0, 0, 255), "d.png": (255, 0, 0),
-          "e.png": (255, 255, 0)}
-LISTED = {"a.png": ["a red car", "a green car"], "b.png": ["a green tree", "a blue door"],
-          "c.png": ["a blue sky", "the blue sea"]}
+# the chapter-protocol run's data (5 colour images, 3 of them listed with captions; d, e: the folder gallery)
+from test_protocol_run import CAPTIONS as LISTED, IMAGES, folder_manifest  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")
@@ -101,19 +98,6 @@ def test_st_model_run_end_to_end(st_folder, manifest, tmp_path):
     assert cold.results["model"]["identity"]["adapter"] == "vlbench.st"
     assert warm.results["encoding"]["model_loaded"] is False
     assert warm.results["model"]["hash"] == cold.results["model"]["hash"]
-
-
-@pytest.fixture
-def folder_manifest(tmp_path):
-    from PIL import Image
-
-    folder = tmp_path / "data" / "images"
-    folder.mkdir(parents=True)
-    for name, rgb in IMAGES.items():
-        Image.fromarray(np.full((20, 20, 3), rgb, dtype=np.uint8)).save(folder / name)
-    path = tmp_path / "data" / "m.jsonl"
-    path.write_text("".join(json.dumps({"image": f"images/{n}", "captions": c}) + "\n" for n, c in LISTED.items()))
-    return path
 
 
 def test_relevance_st_folder_under_the_chapter_protocol(st_folder, folder_manifest, tmp_path):
