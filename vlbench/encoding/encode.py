@@ -205,6 +205,11 @@ def _slice(batch, a, b):
     return batch[a:b]
 
 
+def default_workers() -> int:
+    """DataLoader workers when --num-workers is not given: one CPU left to the main process, at most 4."""
+    return min(4, max(0, (os.cpu_count() or 1) - 1))
+
+
 def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: int | None = None,
                   cache: EmbeddingCache | None = None, stats: EncodeStats | None = None, progress: bool = True,
                   shard: Shard = SINGLE) -> dict[int, np.ndarray]:
@@ -234,7 +239,7 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
         t_load = time.perf_counter()
         getattr(adapter, "real", None)  # load a lazy model here, once, not in every DataLoader worker
         stats.model_load_seconds += time.perf_counter() - t_load
-        workers = num_workers if num_workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
+        workers = num_workers if num_workers is not None else default_workers()
         flat = [k for b in mine for k in b]
         ds = _ImageSet([first_path[k] for k in flat], adapter.preprocess)
         sampler, pos = [], 0

@@ -137,13 +137,25 @@ def file_problem(path: str | os.PathLike) -> DataError | None:
     return None
 
 
+#: (path, device, inode, size, mtime in ns) -> content key: a run's steps (images, image conditions, the relevance
+#: model, the embedding index) ask for the same gallery's keys; each file is read and hashed once per process,
+#: and again as soon as it is rewritten (any change of size, mtime or inode)
+_KEYS: dict[tuple, str] = {}
+
+
 def file_key(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
+    """The content key of an image file ("img:" + SHA-256 of its bytes)."""
     try:
+        st = os.stat(path)
+        memo = (os.fspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if memo in _KEYS:
+            return _KEYS[memo]
+        h = hashlib.sha256()
         with open(path, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     except OSError as exc:  # missing, a folder, a name too long, no permission: a message, not a traceback
         raise (file_problem(path) or DataError(f"image file {_shown(Path(path))} cannot be read ({exc.strerror})",
                                                "check the file and its permissions")) from None
-    return "img:" + h.hexdigest()
+    _KEYS[memo] = key = "img:" + h.hexdigest()
+    return key

@@ -55,9 +55,8 @@ class EncodingSession:
                             progress=progress, shard=shard, keys=keys)
 
     def variant_images(self, paths: list, variants: list, *, batch_size: int = 64, num_workers: int | None = None,
-                       progress: bool = True, clean: np.ndarray | None = None,
-                       bind: bool = True) -> dict[str, np.ndarray]:
+                       progress: bool = True, clean: np.ndarray | None = None) -> dict[str, np.ndarray]:
         from .variant_images import encode_variant_images
 
         return encode_variant_images(self.model, paths, variants, batch_size=batch_size, num_workers=num_workers,
-                                     cache=self.cache, stats=self.stats, progress=progress, clean=clean, bind=bind)
+                                     cache=self.cache, stats=self.stats, progress=progress, clean=clean)

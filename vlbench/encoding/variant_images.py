@@ -15,7 +15,7 @@ import numpy as np
 from ..conditions import ImageTransform, Variant
 from ..errors import DataError, VlbenchError
 from .cache import item_key
-from .encode import EncodeStats, _Collate, _Encoder, _encode_batches, _Failed, _from_cache, _raise_failed, _slice, \
+from .encode import EncodeStats, default_workers, _Collate, _Encoder, _encode_batches, _Failed, _from_cache, _raise_failed, _slice, \
     file_key, load_image
 
 
@@ -54,6 +54,14 @@ class _VariantImages:
         return last[1]
 
 
+def variant_key(transform, index: int, content: str) -> str:
+    """The cache key of gallery image ``index`` (content key ``content``) under an image transform: its clean
+    key when the transform leaves the image alone (its ``key`` is None), else one keyed by the transform too.
+    The encode step and the run's embedding index (vlbench rescore) both use this one rule."""
+    k = transform.key(index, content)
+    return item_key(content) if k is None else item_key(f"{k}|{content}")
+
+
 def bind_transforms(adapter, conditions: list) -> dict[str, dict]:
     """Bind each condition's image transform to the model (e.g. the corruption geometry follows the model's
     input size); returns {condition name: what its results entry gains}, for the record step to place."""
@@ -68,7 +76,7 @@ def bind_transforms(adapter, conditions: list) -> dict[str, dict]:
 def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batch_size: int = 64,
                           num_workers: int | None = None, cache=None, stats: EncodeStats | None = None,
                           progress: bool = True, contents: list[str] | None = None,
-                          clean: np.ndarray | None = None, bind: bool = True) -> dict[str, np.ndarray]:
+                          clean: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """{variant label: (len(paths), d) embeddings} for the variants that transform images.
 
     All variants share one DataLoader (workers decode and transform while the model encodes); an image a
@@ -80,9 +88,7 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
 
     stats = stats if stats is not None else EncodeStats()
     t_start = time.perf_counter()
-    contents = contents or [file_key(p) for p in paths]
-    if bind:
-        bind_transforms(adapter, variants)
+    contents = contents or [file_key(p) for p in paths]  # the transforms are bound first (bind_transforms)
     keys: dict[str, list[str]] = {}
     first_job: dict[str, tuple] = {}
     for v in variants:
@@ -90,8 +96,7 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
             continue
         row = []
         for i, (p, c) in enumerate(zip(paths, contents)):
-            k = v.image.key(i, c)
-            k = item_key(c) if k is None else item_key(f"{k}|{c}")
+            k = variant_key(v.image, i, c)
             row.append(k)
             if k not in first_job:
                 first_job[k] = (str(p), i, c, v.image if k != item_key(c) else _identity)
@@ -106,7 +111,7 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
         import torch
 
         getattr(adapter, "real", None)  # load a lazy model once, here
-        workers = num_workers if num_workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
+        workers = num_workers if num_workers is not None else default_workers()
         batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]
         loader = torch.utils.data.DataLoader(_VariantImages([first_job[k] for k in todo], adapter.preprocess),
                                              batch_size=batch_size, shuffle=False, num_workers=workers,

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .compute import TOP_KEEP
 from .ranking import DIRECTIONS
 
-TOP = 10  # the length of the compared top lists and of retrieved.npz rows
+TOP = TOP_KEEP  # the length of the compared top lists and of retrieved.npz rows: what the ranking pass keeps
 COLUMNS = ("condition", "direction", "k", "n_queries", "hit_to_miss", "miss_to_hit", "rank_change_median",
            "rank_change_p90", "top10_overlap")
 

@@ -51,7 +51,8 @@ def write_index(out: Path | None, plan, enc) -> Path | None:
     if out is None:
         return None
     from ..encoding.cache import item_key
-    from ..encoding.images import file_key
+    from ..encoding.images import file_key  # hashed once per process: the encode step's keys come back
+    from ..encoding.variant_images import variant_key
 
     ds = plan.ds
     contents = [file_key(ds.image_path(i)) for i in range(len(ds.gallery_images))]
@@ -64,10 +65,7 @@ def write_index(out: Path | None, plan, enc) -> Path | None:
         images = "clean"
         if c.image is not None and c.name in enc.variant_img:
             images = c.name
-            keys = []
-            for i, content in enumerate(contents):
-                k = c.image.key(i, content)
-                keys.append(item_key(content) if k is None else item_key(f"{k}|{content}"))
+            keys = [variant_key(c.image, i, content) for i, content in enumerate(contents)]
             arrays[f"image_keys|{c.name}"] = np.array(keys, dtype="U64")
         conditions.append({"name": c.name, "kind": c.kind, "images": images, "text_offset": enc.offsets[c.name]})
     arrays["text_keys"] = np.array([item_key("txt:" + k) for k in enc.text_keys], dtype="U64")

@@ -285,8 +285,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
                            "a dual encoder must map both modalities into one space (check the projection layers)")
     bound = bind_transforms(session.model, plan.variants)  # image conditions: rank 0 encodes them
     variant_img = T.encoding("image_decode_preprocess", session.stats, lambda: session.variant_images(
-        paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, clean=img_emb,
-        bind=False))
+        paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, clean=img_emb))
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
                    session.cache, shard.world, variant_img,
                    T.timed("relevance_encode", lambda: PS.encode_relevance(cfg, ds, paths, stats=session.stats,

@@ -161,7 +161,9 @@ def hardware(device, precision: str, batch_size: int, num_workers: int | None) -
         with contextlib.suppress(Exception):
             if str(device).startswith("cuda") and torch.cuda.is_available():
                 gpu = torch.cuda.get_device_name(torch.device(str(device)))
-    workers = num_workers if num_workers is not None else min(4, max(0, (os.cpu_count() or 1) - 1))
+    from ..encoding.encode import default_workers  # the count the encode step used when none was given
+
+    workers = num_workers if num_workers is not None else default_workers()
     return {"device": str(device), "gpu_name": gpu, "cpu_count": os.cpu_count() or 1, "torch": version,
             "cuda": cuda, "precision": str(precision), "batch_size": int(batch_size), "num_workers": int(workers),
             "platform": platform.platform()}
