@@ -218,3 +218,13 @@ def test_the_leaderboard_reads_a_comparison_record(runs, tmp_path, capsys):
     assert main(["leaderboard", "build", str(a), str(other), "--out", str(tmp_path / "lb2"), "--no-plots",
                  "--comparison", str(tmp_path / "ab")]) == 0  # b is not in this build: left out, named
     assert "left out: its run(s)" in capsys.readouterr().err
+
+
+def test_the_interval_is_labelled_with_its_level(runs):
+    """--alpha sets both the separability threshold and the interval (1 - alpha); the table says which."""
+    from vlbench.compare import compare_runs
+    from vlbench.compare.report import to_markdown
+
+    a, b = runs["counting:dim=16"], runs["counting:dim=24"]
+    assert "| 90% CI |" in to_markdown(compare_runs([a, b], n_resamples=N, alpha=0.1))
+    assert "| 95% CI |" in to_markdown(compare_runs([a, b], n_resamples=N))

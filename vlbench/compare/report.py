@@ -29,7 +29,8 @@ def _p(x) -> str:
 
 def to_markdown(rec: dict) -> str:
     runs = {r["run_id"]: r["model"] for r in rec["runs"]}
-    head = ["A", "B", "condition", "dir.", "kind", "n", "A", "B", "A - B", "95% CI", "p", "p adj.", "separable"]
+    level = f"{100 * (1 - rec['alpha']):g}%"  # the interval's level is 1 - alpha, as its p-values' threshold
+    head = ["A", "B", "condition", "dir.", "kind", "n", "A", "B", "A - B", f"{level} CI", "p", "p adj.", "separable"]
     rows = []
     for r in rec["rows"]:
         rows.append([runs[r["run_a"]], runs[r["run_b"]], r["condition"], r["direction"], r["kind"],
@@ -42,7 +43,7 @@ def to_markdown(rec: dict) -> str:
     lines = [f"Comparison of {len(rec['runs'])} runs on {rec['dataset']['name']} [{rec['dataset']['hash'][:12]}], "
              f"metric {rec['metric']} (per-query mean; A, B: the runs' means, for 'robustness' rows their change "
              f"against clean)", "", md_table(head, rows), "",
-             f"Test: {test}; {rec['n_resamples']} resamples, seed {rec['seed']}; 95% CI: paired percentile "
+             f"Test: {test}; {rec['n_resamples']} resamples, seed {rec['seed']}; {level} CI: paired percentile "
              f"bootstrap. Correction: {rec['correction']} over the family of {rec['family_size']} comparisons; "
              f"separable = adjusted p < {rec['alpha']}. robustness = per query (A_cond - A_clean) - "
              f"(B_cond - B_clean). See docs/compare.md."]

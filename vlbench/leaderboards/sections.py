@@ -233,5 +233,6 @@ def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
     return Table("paired_comparisons", "Paired model comparisons (vlbench compare)",
                  "Rows of the vlbench compare records given with --comparison: the paired per-query difference A - B "
                  "(robustness rows: the difference of the two models' changes against clean) with its paired "
-                 "bootstrap 95% interval and the multiplicity-adjusted p-value; separable = adjusted p < the "
+                 "bootstrap interval at 1 - the record's alpha (95% by default) and the multiplicity-adjusted "
+                 "p-value; separable = adjusted p < the "
                  "record's alpha. docs/compare.md.", cols, rows, [])

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import VlbenchError
+from ..util.io import write_json
 from . import suites as S
 
 SUITES = ("clip_benchmark", "mieb", "mmeb", "eccv", "cxc")
@@ -119,9 +120,7 @@ def rescore(run_dir, suites, *, cache_dir=None, seed: int = 0, conditions=None, 
         if write:
             out = Path(run_dir) / "rescore" / f"{suite}.json"
             out.parent.mkdir(exist_ok=True)
-            tmp = out.with_name(out.name + ".tmp")
-            tmp.write_text(json.dumps(docs[suite], indent=2) + "\n")
-            tmp.replace(out)
+            write_json(out, docs[suite])  # strict JSON (a NaN mean becomes null), written atomically
     return docs
 
 
