@@ -276,3 +276,20 @@ def test_data_in_the_default_store_is_found_by_a_run_with_another_cache_dir(tmp_
         monkeypatch.setenv("NLTK_DATA", "")
         langdata.use_store()
         assert os.environ["NLTK_DATA"].split(os.pathsep) == [str(tmp_path / "other-cache" / "nltk_data"), str(default)]
+
+
+def test_a_from_copy_is_installed_before_wordnet_is_required(monkeypatch, tmp_path, capsys):
+    """Offline with no WordNet yet, the --from copy is what can bring it (_copy_wordnet): the copy must be
+    installed before WordNet is looked for, else the command stops at 'WordNet is not available'."""
+    from types import SimpleNamespace
+
+    from vlbench import lang, langsetup
+
+    calls = []
+    monkeypatch.setattr(langsetup, "install_from", lambda src: calls.append("install_from") or tmp_path / "own")
+    monkeypatch.setattr(lang, "ensure_wordnet", lambda: calls.append("ensure_wordnet") or tmp_path / "wn")
+    monkeypatch.setattr(lang, "spacy_model_name", lambda: "en_core_web_sm")
+    args = SimpleNamespace(cache_dir=str(tmp_path / "cache"), source=str(tmp_path / "copy"), nltk_optional=False)
+    assert langsetup.main(args) == 0
+    assert calls == ["install_from", "ensure_wordnet"]
+    assert f"installed from {tmp_path / 'copy'} into {tmp_path / 'own'}" in capsys.readouterr().out

@@ -232,10 +232,12 @@ def main(args) -> int:
 
     with stores.using(args.cache_dir):
         print(f"spaCy model: {lang.spacy_model_name()}")
-        print(f"WordNet: {lang.ensure_wordnet()}")
         packages = (TOKENIZER, TAGGER)
-        if args.source:
-            print(f"NLTK {', '.join(packages)}: installed from {args.source} into {install_from(args.source)}")
+        # a --from copy is installed before WordNet is looked for: it may be what brings WordNet (offline)
+        installed = install_from(args.source) if args.source else None
+        print(f"WordNet: {lang.ensure_wordnet()}")
+        if installed is not None:
+            print(f"NLTK {', '.join(packages)}: installed from {args.source} into {installed}")
         elif not missing(packages):
             print(f"NLTK {', '.join(packages)}: " + ", ".join(f"{p} in {find(p)}" for p in packages))
         else:

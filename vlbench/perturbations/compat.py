@@ -46,13 +46,25 @@ def _typo_module():
     return typo
 
 
+_STORES_SEARCHED: set = set()  # cache roots whose language-data store NLTK already searches
+
+
+def _search_store() -> None:
+    """Make NLTK search vlbench's language-data store (once per cache root, not on every NLTK call)."""
+    from .. import stores
+    from ..langdata import use_store
+
+    root = str(stores.root())  # the current cache root (--cache-dir / stores.using)
+    if root not in _STORES_SEARCHED:
+        use_store()
+        _STORES_SEARCHED.add(root)
+
+
 def _nltk_call(what: str, fn, *args):
     """Run an NLTK function (searching vlbench's language-data store too, so `vlbench perturb` and
     ``perturb_captions`` find what `setup-language-data` installed); a missing data package becomes a
     VlbenchError naming the offline route and the download."""
-    from ..langdata import use_store
-
-    use_store()
+    _search_store()
     try:
         return fn(*args)
     except LookupError as exc:

@@ -173,8 +173,7 @@ def _apply_one(obj, captions: list, caption_ids: list, usable: list, parsed: dic
     if getattr(obj, "guarded", False):  # semantic guard: all captions' candidates in a few batches
         from .guard import guarded_outputs
 
-        guarded = guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, CaptionRNG.for_caption)
-        reasons = dict(getattr(guarded_outputs, "reasons", {}))
+        guarded, reasons = guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, CaptionRNG.for_caption)
     it: Any = zip(captions, caption_ids, usable)
     if progress:
         it = _progress(it, total=len(captions), desc=obj.name)

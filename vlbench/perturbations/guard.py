@@ -192,8 +192,10 @@ def select(originals: Sequence[str], choices: Sequence[Sequence], threshold: flo
     return out
 
 
-def guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, rng_for) -> dict[int, str | None]:
-    """index -> output (or None) for every usable caption of a guarded perturbation ``obj``."""
+def guarded_outputs(obj, captions, caption_ids, usable, parsed, seed,
+                    rng_for) -> tuple[dict[int, str | None], dict[str, int]]:
+    """(index -> output (or None) for every usable caption of a guarded perturbation ``obj``, how many captions
+    were left unchanged for each reason)."""
     check_available()
     idx = [i for i, ok in enumerate(usable) if ok]
     choices = [obj.choices(captions[i], parsed.get(captions[i]), rng_for(seed, obj.name, caption_ids[i]),
@@ -204,5 +206,4 @@ def guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, rng_for) -
     # why a caption is left unchanged: the rules found no candidate, or the guard refused every one it tried
     out_reasons = {"no_candidate": sum(1 for c in choices if not c),
                    "refused_by_guard": sum(1 for c, p in zip(choices, picked) if c and p is None)}
-    guarded_outputs.reasons = out_reasons  # type: ignore[attr-defined]  # read by the engine right after
-    return out
+    return out, out_reasons
