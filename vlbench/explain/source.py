@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError, VlbenchError
+from ..results import MAX_RESULTS_BYTES
+from ..util.io import read_regular_file
 
 RETRIEVED = "retrieved.npz"
 #: the direction the browser shows per condition kind: a caption perturbation changes t2i queries, an image
@@ -72,9 +74,9 @@ def read_results(folder: Path) -> dict:
     if not path.is_file():
         raise VlbenchError(f"{folder} is not a finished run folder (no results.json)",
                            "pass the folder that 'vlbench run --out' wrote")
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+    try:  # a regular file of a bounded size, as every results reader (a FIFO would block)
+        return json.loads(read_regular_file(path, MAX_RESULTS_BYTES).decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
         raise VlbenchError(f"{path} cannot be read ({type(exc).__name__}: {exc})",
                            "pass an intact run folder (re-run 'vlbench run' with a new --out)") from None
 

@@ -190,14 +190,14 @@ def read_comparisons(paths, warn) -> list[tuple[str, dict]]:
     import json
     from pathlib import Path
 
+    from ..util.io import read_regular_file
+
     out = []
     for given in paths or ():
         p = Path(given)
         p = p / "comparison.json" if p.is_dir() else p
-        try:
-            if p.stat().st_size > 64 * 2 ** 20:
-                raise ValueError("larger than 64 MiB")
-            rec = json.loads(p.read_text("utf-8"))
+        try:  # a regular file of at most 64 MiB (a FIFO or /dev/zero would block the build)
+            rec = json.loads(read_regular_file(p, 64 * 2 ** 20).decode("utf-8"))
             if not (isinstance(rec, dict) and isinstance(rec.get("rows"), list) and isinstance(rec.get("runs"), list)
                     and isinstance(rec.get("dataset"), dict)):
                 raise ValueError("not a record written by 'vlbench compare'")
