@@ -14,24 +14,11 @@ spacy = pytest.importorskip("spacy")
 from vlbench.errors import VlbenchError  # noqa: E402
 from vlbench.granularity.features import (PROFILES, FeatureOptions, analyse_doc,  # noqa: E402
                                           features_from_counts, profile_options)
-from test_granularity_features import wordnet_ready  # noqa: E402,F401  (the one WordNet-or-skip fixture)
+# the gold-parse builder and the fixtures of the feature tests (one copy of each)
+from test_granularity_features import gold, vocab, wordnet_ready  # noqa: E402,F401
 
 PAPER = FeatureOptions.from_kwargs(**profile_options("paper"))
 PER_NOUN = FeatureOptions.from_kwargs(**profile_options("per-noun"))
-
-
-@pytest.fixture(scope="module")
-def vocab():
-    return spacy.blank("en").vocab
-
-
-def gold(vocab, spec: str):
-    """Doc from 'word/POS/TAG/dep/head' items (head = absolute index; ROOT points at itself)."""
-    from spacy.tokens import Doc
-
-    items = [x.split("/") for x in spec.split()]
-    return Doc(vocab, words=[i[0] for i in items], pos=[i[1] for i in items], tags=[i[2] for i in items],
-               deps=[i[3] for i in items], heads=[int(i[4]) for i in items])
 
 
 def feats(doc, opts):
