@@ -32,7 +32,11 @@ CASES = {
     "truncate-k-p": dict(perturb="nearby-char,shuffle-all-words", truncate_chars=30, k=(1, 3), p=5, n_boot=100),
     "fraction-t2i-side": dict(perturb="synonym-noun,distraction-true", i2t_recall="fraction", perturb_side="t2i",
                               n_boot=100, validity="full"),
+    # the study's protocol preset with every perturbation (its fixed relevance model: the tiny CLIP itself)
+    "protocol-perturb-all": dict(protocol="hendriksen2024", perturb="all", n_boot=50, relevance="<model>"),
 }
+#: the reproduction of the study on the stand-in: 4 models x 4 datasets, all the tiny CLIP on the manifest
+REPRODUCE = "reproduce-standin"
 INPUTS = Path(os.environ.get("VLBENCH_SAME_NUMBERS_INPUTS", "/tmp/vlbench-same-numbers-inputs"))
 #: keys whose values differ between any two runs (ids, clocks, caches, paths)
 VOLATILE = {"run_id", "created", "wall_time_s", "cache", "cache_dir", "per_query", "timings", "model_loaded",
@@ -60,6 +64,7 @@ def run_all(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model, man = _data(INPUTS)  # one place for every set: the model spec (its path) enters the model hash
     for case, kw in CASES.items():
+        kw = {k: (f"clip:{model}" if v == "<model>" else v) for k, v in kw.items()}
         vlbench.run(model=f"clip:{model}", dataset=f"custom:{man}", dataset_name="same-numbers",
                     out=str(out / case), cache_dir=str(out / "_cache"), quiet=True, num_workers=0, **kw)
         print(f"{case}: {out / case / 'results.json'}")
@@ -67,6 +72,22 @@ def run_all(out: Path) -> None:
                     "--dataset", f"custom:{man}", "--out", str(out / "task-order"), "--cache-dir", str(out / "_cache"),
                     "--quiet", "--num-workers", "0"], check=True)
     print(f"task-order: {out / 'task-order' / 'results.json'}")
+    args = [sys.executable, "-m", "vlbench", "reproduce", "hendriksen2024", "--out", str(out / REPRODUCE),
+            "--perturb", "distraction,shuffle-all-words", "--relevance", f"clip:{model}", "--bootstrap", "5",
+            "--cache-dir", str(out / "_cache")]
+    for key in ("align", "altclip", "clip", "groupvit"):
+        args += ["--model", f"{key}=clip:{model}"]
+    for key in ("coco", "coco-fg", "flickr30k", "flickr30k-fg"):
+        args += ["--dataset", f"{key}=custom:{man}"]
+    subprocess.run(args, check=True)
+    print(f"{REPRODUCE}: {out / REPRODUCE}")
+
+
+def _reproduce_files(root: Path) -> list[str]:
+    """The JSON files of the reproduction (its comparison and every run's results.json), relative names."""
+    base = root / REPRODUCE
+    return sorted(str(p.relative_to(base)) for p in base.rglob("*.json") if p.name in ("results.json",
+                                                                                      "comparison.json"))
 
 
 def _clean(x, out: str):
@@ -98,9 +119,19 @@ def _diff(a, b, path="") -> list[str]:
 
 def compare(before: Path, after: Path) -> int:
     n_diff = 0
-    for case in [*CASES, "task-order"]:
-        a = _clean(json.loads((before / case / "results.json").read_text()), str(before.resolve()))
-        b = _clean(json.loads((after / case / "results.json").read_text()), str(after.resolve()))
+    files = [f"{case}/results.json" for case in [*CASES, "task-order"]]
+    files += [f"{REPRODUCE}/{f}" for f in _reproduce_files(before)]
+    missing = sorted(set(f"{REPRODUCE}/{f}" for f in _reproduce_files(after)) - set(files))
+    if missing:
+        print(f"only after: {missing}")
+        n_diff += len(missing)
+    for case in files:
+        if not (after / case).is_file():
+            print(f"{case}: missing after")
+            n_diff += 1
+            continue
+        a = _clean(json.loads((before / case).read_text()), str(before.resolve()))
+        b = _clean(json.loads((after / case).read_text()), str(after.resolve()))
         d = _diff(a, b)
         n_diff += len(d)
         n_vals = len(a.get("results", []))
