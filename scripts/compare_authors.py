@@ -51,7 +51,7 @@ def _first_diff(a: str, b: str) -> int:
 
 
 def typo_positions(captions) -> None:
-    from vlbench.perturbations.compat import typo_compat
+    from vlbench.studies.hendriksen2024.compat import typo_compat
 
     same = n = 0
     for c in captions:

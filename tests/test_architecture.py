@@ -38,8 +38,9 @@ LAYERS = (
     ("encoding", "perturbations"),  # embeddings and their cache; caption perturbations and their validity
     ("imageperturb", "shortcuts", "granularity"),  # image-side conditions; caption statistics
     ("pipeline",),  # a run: options, plan -> encode -> score -> record
-    ("tasks", "reproduce", "leaderboards", "compare", "explain", "rescore"),  # built on runs
+    ("tasks", "leaderboards", "compare", "explain", "rescore"),  # built on runs
     ("cli", "__main__", "benchmark"),  # the command line; old import paths
+    ("studies",),  # published protocols on top of the library; they plug in through the registries only
 )
 #: parts of one layer that must not import each other (independent columns)
 INDEPENDENT = [("models", "datasets", "metrics"), ("encoding", "perturbations")]
@@ -244,3 +245,36 @@ def test_folder_sizes():
         if len(mods) > MAX_FOLDER_MODULES or lines > MAX_FOLDER_LINES:
             bad.append(f"{folder.relative_to(ROOT)}: {len(mods)} modules, {lines} lines")
     assert bad == []
+
+
+def test_the_library_never_imports_a_study():
+    """Everything outside vlbench/studies/ is the library: no module of it imports a study (lazily or not);
+    studies reach it through the registries (entry point group vlbench.studies)."""
+    known = _modules()
+    bad = [f"{mod} imports {dep}" for mod, path in known.items() if _part(mod) != "studies"
+           for dep in _imports(mod, path, known) if _part(dep) == "studies"]
+    assert bad == []
+
+
+#: what names one publication; the library outside vlbench/studies/ must not (issue #28)
+_STUDY_WORDS = re.compile(r"hendriksen|thesis|chapter", re.I)
+
+
+def test_no_study_is_named_outside_its_folder():
+    bad = []
+    for path in sorted(PKG.rglob("*")):
+        rel = path.relative_to(PKG)
+        if not path.is_file() or rel.parts[0] == "studies" or path.suffix in (".pyc",):
+            continue
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if _STUDY_WORDS.search(line):
+                bad.append(f"vlbench/{rel}:{n}: {line.strip()[:80]}")
+    assert bad == []
+
+
+def test_studies_are_registered_through_entry_points_only():
+    """The one place that names a built-in study is pyproject.toml's entry point group."""
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '[project.entry-points."vlbench.studies"]' in text
+    for study in sorted(p.name for p in (PKG / "studies").iterdir() if (p / "__init__.py").is_file()):
+        assert f'{study} = "vlbench.studies.{study}.registration:register"' in text

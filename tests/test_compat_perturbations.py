@@ -7,7 +7,7 @@ import json
 import pytest
 
 from vlbench.errors import VlbenchError
-from vlbench.perturbations import compat
+from vlbench.studies.hendriksen2024 import compat
 from vlbench.perturbations.base import CaptionRNG, Token
 from vlbench.perturbations.engine import instantiate
 
@@ -74,7 +74,7 @@ def test_variant_keeps_names_and_separate_version():
 
 
 def test_bad_variant_and_extra_params_are_clear():
-    with pytest.raises(VlbenchError, match="unknown variant"):
+    with pytest.raises(VlbenchError, match="unknown perturbation variant"):
         instantiate("char-swap", {"variant": "nope"})
     with pytest.raises(VlbenchError, match="takes no parameters"):
         instantiate("char-swap", {"variant": "hendriksen2024", "rate": 0.5})
@@ -156,7 +156,7 @@ def test_synonym_matches_authors_procedure(shared_captions):
     import nltk
     from nltk.corpus import wordnet
 
-    from vlbench.perturbations.compat import nltk_tokens
+    from vlbench.studies.hendriksen2024.compat import nltk_tokens
 
     def authors(caption, tags):  # their replace_nouns_with_synonyms, num_of_words_to_replace=1
         new, counter = [], 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import protocol_reference as P
-from vlbench.metrics.protocols import folder_gallery
+from vlbench.datasets.folders import folder_gallery
 from vlbench.errors import DataError, VlbenchError
 
 

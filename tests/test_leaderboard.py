@@ -116,9 +116,9 @@ def built(board, tmp_path_factory):
 # ----------------------------------------------------------------------------------------------
 # the cells are the runs' values
 
-def test_table_5_2_cells_equal_results_json(board, built):
+def test_clean_retrieval_cells_equal_results_json(board, built):
     out, _ = built
-    rows = _csv(out / "table_5_2.csv")
+    rows = _csv(out / "clean_retrieval.csv")
     by_id = _by_run_id(board["dirs"])
     assert len(rows) == 4  # 2 models x 2 datasets
     assert {(r["model"], r["dataset"]) for r in rows} == {
@@ -143,8 +143,8 @@ def test_table_5_2_cells_equal_results_json(board, built):
         assert row["flags"] == ""
 
 
-@pytest.mark.parametrize("name,direction", [("table_5_3", "t2i"), ("table_5_3_total", "both")])
-def test_table_5_3_cells_equal_results_json(board, built, name, direction):
+@pytest.mark.parametrize("name,direction", [("rsum_per_perturbation", "t2i"), ("rsum_per_perturbation_total", "both")])
+def test_rsum_per_perturbation_cells_equal_results_json(board, built, name, direction):
     out, _ = built
     rows = _csv(out / f"{name}.csv")
     datasets = ["custom:flickr-mini-fg.jsonl", "custom:flickr-mini.jsonl"]
@@ -160,10 +160,10 @@ def test_table_5_3_cells_equal_results_json(board, built, name, direction):
             assert float(row[ds]) == pytest.approx(_val(res, row["condition"], direction, "rsum"), abs=TOL)
 
 
-def test_table_5_4_and_rsum_changes_equal_results_json(board, built):
+def test_model_input_similarity_and_rsum_changes_equal_results_json(board, built):
     out, _ = built
     by_id = _by_run_id(board["dirs"])
-    rows = _csv(out / "table_5_4.csv")
+    rows = _csv(out / "model_input_similarity.csv")
     assert len(rows) == 4
     for row in rows:
         mia = by_id[row["run_id"]]["model_input_analysis"]
@@ -260,7 +260,7 @@ def test_changed_captions_are_refused_unless_allow_mixed(board, tmp_path):
 
     with pytest.warns(UserWarning, match="allow-mixed"):
         res = build_leaderboard(board["dirs"] + [board["changed"]], tmp_path / "mixed", allow_mixed=True, plots=False)
-    rows = _csv(tmp_path / "mixed" / "table_5_2.csv")
+    rows = _csv(tmp_path / "mixed" / "clean_retrieval.csv")
     assert len(rows) == 5
     ch = _res(board["changed"])
     mixed = [r for r in rows if r["dataset"].startswith("custom:flickr-mini.jsonl [")]
@@ -283,7 +283,7 @@ def test_cli_refuses_mixed_and_names_runs(board, tmp_path, capsys):
     rc = main(["leaderboard", "build", *map(str, board["dirs"]), str(board["changed"]), "--out", str(tmp_path / "o"),
                "--allow-mixed", "--no-plots"])
     assert "warning: building with --allow-mixed" in capsys.readouterr().err
-    assert rc == 0 and (tmp_path / "o" / "table_5_2.csv").is_file()
+    assert rc == 0 and (tmp_path / "o" / "clean_retrieval.csv").is_file()
 
 
 def test_different_metric_version_is_refused(board, tmp_path):
@@ -297,7 +297,7 @@ def test_different_metric_version_is_refused(board, tmp_path):
         build_leaderboard(rest + [other], tmp_path / "x", plots=False)
     assert "metric version" in str(exc.value) and str(other) in str(exc.value)
     build_leaderboard(rest + [other], tmp_path / "ok", allow_mixed=True, plots=False, warn=lambda m: None)
-    flags = {r["run_id"]: r["flags"] for r in _csv(tmp_path / "ok" / "table_5_2.csv")}
+    flags = {r["run_id"]: r["flags"] for r in _csv(tmp_path / "ok" / "clean_retrieval.csv")}
     from vlbench.metrics.compute import METRIC_VERSION
     assert set(flags.values()) == {f"mixed: metric version {METRIC_VERSION}", "mixed: metric version 2.0"}
 
@@ -325,11 +325,11 @@ def test_duplicate_runs_newest_wins_per_condition(board, tmp_path):
 
     rerun = _copy_run(src, tmp_path / "rerun", newer_clean_only)
     res = build_leaderboard(board["dirs"] + [rerun], tmp_path / "lb", plots=False)
-    row = next(r for r in _csv(tmp_path / "lb" / "table_5_2.csv")
+    row = next(r for r in _csv(tmp_path / "lb" / "clean_retrieval.csv")
                if r["model"] == MODELS[0] and r["dataset"] == "custom:flickr-mini.jsonl")
     assert row["run_id"] == "rerun-clean" and float(row["t2i_recall@1"]) == 99.0
     # the older run still provides the perturbed conditions it alone has
-    t53 = {(r["model"], r["condition"]): r for r in _csv(tmp_path / "lb" / "table_5_3.csv")}
+    t53 = {(r["model"], r["condition"]): r for r in _csv(tmp_path / "lb" / "rsum_per_perturbation.csv")}
     assert float(t53[(MODELS[0], "shuffle-all-words")]["custom:flickr-mini.jsonl"]) == pytest.approx(
         _val(orig, "shuffle-all-words", "t2i", "rsum"), abs=TOL)
     (sup,) = res.manifest["superseded"]
@@ -348,7 +348,7 @@ def test_runs_sharing_a_run_id_are_told_apart(board, tmp_path):
     twin = _copy_run(src, tmp_path / "twin", lambda d: d["dataset"].update(name="custom:other.jsonl", hash="f" * 64))
     run_id = _res(src)["run_id"]
     res = build_leaderboard([src, twin], tmp_path / "lb", plots=False)
-    refs = sorted(r["run_id"] for r in _csv(tmp_path / "lb" / "table_5_2.csv"))
+    refs = sorted(r["run_id"] for r in _csv(tmp_path / "lb" / "clean_retrieval.csv"))
     want = sorted(f"{run_id}~{sha256_file(d / 'results.json')[:8]}" for d in (src, twin))
     assert refs == want and refs[0] != refs[1]
     assert sorted(r["run_id"] for r in res.manifest["runs"]) == want
@@ -370,11 +370,11 @@ def test_one_spec_with_two_hashes_gets_distinct_labels(board, tmp_path):
 
     a = _copy_run(src, tmp_path / "a", fp16)
     build_leaderboard([src, a], tmp_path / "lb", plots=False)
-    assert sorted(r["model"] for r in _csv(tmp_path / "lb" / "table_5_2.csv")) == \
+    assert sorted(r["model"] for r in _csv(tmp_path / "lb" / "clean_retrieval.csv")) == \
         [f"{MODELS[0]} [fp16]", f"{MODELS[0]} [fp32]"]
     b = _copy_run(src, tmp_path / "b", other)
     build_leaderboard([src, a, b], tmp_path / "lb2", plots=False)
-    got = {r["run_id"]: r["model"] for r in _csv(tmp_path / "lb2" / "table_5_2.csv")}
+    got = {r["run_id"]: r["model"] for r in _csv(tmp_path / "lb2" / "clean_retrieval.csv")}
     assert got["other-run"] == f"{MODELS[0]} [bbbbbbbb]" and got["fp16-run"] == f"{MODELS[0]} [aaaaaaaa]"
 
 
@@ -399,7 +399,7 @@ def test_corrupt_and_foreign_results_are_skipped_by_name(board, tmp_path, capsys
         assert f"warning: skipped {p / 'results.json'}" in err and why in err
     m = json.loads((out / "build_manifest.json").read_text())
     assert sorted(s["path"] for s in m["skipped"]) == sorted(str(p / "results.json") for p in (bad, edited, foreign))
-    assert len(_csv(out / "table_5_2.csv")) == 4  # the other rows are all there
+    assert len(_csv(out / "clean_retrieval.csv")) == 4  # the other rows are all there
     assert "skipped unreadable results file" in (out / "leaderboard.md").read_text()
 
 
@@ -472,7 +472,7 @@ def test_formula_injection_and_markup_are_neutralized(board, tmp_path):
             d["run_id"] = f"evil-{i}"
         dirs.append(_copy_run(board["runs"][(MODELS[0], "flickr-mini")], tmp_path / f"r{i}", edit))
     build_leaderboard(dirs, tmp_path / "lb", plots=False)
-    text = (tmp_path / "lb" / "table_5_2.csv").read_text()
+    text = (tmp_path / "lb" / "clean_retrieval.csv").read_text()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert sorted(r["model"] for r in rows) == sorted(names.values())
     # numbers are not touched: negative changes stay numbers
@@ -483,7 +483,7 @@ def test_formula_injection_and_markup_are_neutralized(board, tmp_path):
             assert not cell.startswith(("=", "+", "@")) and not (cell.startswith("-") and not _is_number(cell))
     html = (tmp_path / "lb" / "index.html").read_text()
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;|x" in html
-    md = (tmp_path / "lb" / "table_5_2.md").read_text()
+    md = (tmp_path / "lb" / "clean_retrieval.md").read_text()
     assert "<script>" not in md
     assert "&lt;script&gt;alert(1)&lt;/script&gt;\\|x" in md  # the pipe cannot split the row
 
@@ -536,7 +536,7 @@ def test_publish_from_build_and_from_results(board, built, tmp_path, capsys):
     out, res = built
     pub = tmp_path / "pub"
     assert main(["leaderboard", "publish", "--from", str(out), "--out", str(pub)]) == 0
-    for folder in ("table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes", "values"):
+    for folder in ("clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes", "values"):
         assert (pub / folder / f"{folder}.csv").read_bytes() == (out / f"{folder}.csv").read_bytes()
         assert (pub / folder / "README.md").is_file()
     assert (pub / "index.html").is_file() and list((pub / "plots").glob("*.png"))
@@ -566,7 +566,7 @@ def test_publish_refuses_an_edited_build(board, tmp_path, capsys):
     from vlbench.leaderboards import build_leaderboard
 
     build_leaderboard(board["dirs"][:1], tmp_path / "b", plots=False)
-    with open(tmp_path / "b" / "table_5_2.csv", "a") as fh:
+    with open(tmp_path / "b" / "clean_retrieval.csv", "a") as fh:
         fh.write("x,y\n")
     assert main(["leaderboard", "publish", "--from", str(tmp_path / "b"), "--out", str(tmp_path / "p")]) == 2
     assert "changed after the build" in capsys.readouterr().err
@@ -580,7 +580,7 @@ def test_rebuild_replaces_old_files(board, tmp_path):
     assert list((out / "plots").glob("*.png"))
     build_leaderboard(board["dirs"][:1], out, plots=False)
     assert not (out / "plots").exists()
-    assert len(_csv(out / "table_5_2.csv")) == 1
+    assert len(_csv(out / "clean_retrieval.csv")) == 1
 
 
 def test_different_protocols_are_refused_unless_allow_mixed(board, tmp_path):
@@ -596,7 +596,7 @@ def test_different_protocols_are_refused_unless_allow_mixed(board, tmp_path):
         build_leaderboard(rest + [other], tmp_path / "x", plots=False)
     assert "evaluation protocols" in str(exc.value) and "protocol hendriksen2024" in str(exc.value)
     res = build_leaderboard(rest + [other], tmp_path / "ok", allow_mixed=True, plots=False, warn=lambda m: None)
-    flags = {r["run_id"]: r["flags"] for r in _csv(tmp_path / "ok" / "table_5_2.csv")}
+    flags = {r["run_id"]: r["flags"] for r in _csv(tmp_path / "ok" / "clean_retrieval.csv")}
     assert set(flags.values()) == {"mixed: protocol standard", "mixed: protocol hendriksen2024"}
     manifest = json.loads((tmp_path / "ok" / "build_manifest.json").read_text())
     assert {r.get("protocol", "standard") for r in manifest["runs"]} == {"standard", "hendriksen2024"}

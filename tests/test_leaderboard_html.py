@@ -121,14 +121,14 @@ def test_page_renders_with_values_and_script(page, plain):
     t = plain
     assert t.root.get("data-js") == "ready"  # the inline script ran under the page's CSP
     assert list(t.tables)[0] == "ranking"
-    assert set(t.tables) == {"ranking", "table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes",
+    assert set(t.tables) == {"ranking", "clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes",
                              "flips", "provenance"}  # flips: the runs write flips.csv
     # a cell shows the run's value
     # run ids are shown cut to 14 characters (the full id in the cell's title and in the provenance table)
-    id_cells = _column(t, "table_5_2", "run_id")
+    id_cells = _column(t, "clean_retrieval", "run_id")
     run_ids = [a.get("title", text) for a, text in id_cells]
     assert all(text == a["title"][:14] + "\u2026" for a, text in id_cells)
-    rsums = _column(t, "table_5_2", "t2i_rsum")
+    rsums = _column(t, "clean_retrieval", "t2i_rsum")
     for d in dirs:
         res = json.loads((d / "results.json").read_text())
         want = next(r["value"] for r in res["results"] if (r["condition"], r["direction"], r["metric"]) ==
@@ -164,7 +164,7 @@ def test_text_column_with_colons_sorts(page, tmp_path):
     """A column key holding ':' (model labels such as counting:dim=16, Table 5.3's columns on the page)
     can be named in the hash."""
     index, _ = page
-    t = _render(index, "#sort=" + quote("table_5_3:counting:dim=16:asc", safe=""), tmp_path)
-    assert t.attrs["table_5_3"].get("data-sorted-by") == "counting:dim=16:asc"
-    vals = [float(a["data-v"]) for a, _ in _column(t, "table_5_3", "counting:dim=16")]
+    t = _render(index, "#sort=" + quote("rsum_per_perturbation:counting:dim=16:asc", safe=""), tmp_path)
+    assert t.attrs["rsum_per_perturbation"].get("data-sorted-by") == "counting:dim=16:asc"
+    vals = [float(a["data-v"]) for a, _ in _column(t, "rsum_per_perturbation", "counting:dim=16")]
     assert vals == sorted(vals) and len(vals) == 3  # clean + 2 perturbations on one dataset

@@ -125,7 +125,7 @@ def test_ranking_is_first_and_its_numbers_come_from_the_results(runs, built):
         assert float(r[keys.index("mean_rsum_change")][0]["data-v"]) == pytest.approx(-10.5 * (i + 1), abs=1e-6)
         assert r[keys.index("worst")][1].startswith("shuffle-trigrams")
     # Table 5.3 on the page: a column per model, a row per dataset x condition
-    head53, *rows53 = page.tables["table_5_3"]
+    head53, *rows53 = page.tables["rsum_per_perturbation"]
     assert [a["data-key"] for a, _ in head53][3:7] == MODELS[::-1]
     assert len(rows53) == 2 * 14
 
@@ -167,24 +167,24 @@ def test_publish_refuses_an_out_folder_holding_a_link(built, tmp_path, capsys, l
 
     outside = tmp_path / "outside"
     outside.mkdir()
-    victim = outside / "table_5_2.csv"
+    victim = outside / "clean_retrieval.csv"
     victim.write_text("precious\n")
     pub = tmp_path / "pub"
     assert main(["leaderboard", "publish", "--from", str(built), "--out", str(pub)]) == 0
     before = sorted(p.relative_to(pub) for p in pub.rglob("*"))
-    shutil.rmtree(pub / "table_5_2")
-    link = pub / "table_5_2"
+    shutil.rmtree(pub / "clean_retrieval")
+    link = pub / "clean_retrieval"
     if link_kind == "folder":
         link.symlink_to(outside, target_is_directory=True)
     else:
         link.mkdir()
-        (link / "table_5_2.csv").symlink_to(victim)
-        link = link / "table_5_2.csv"
+        (link / "clean_retrieval.csv").symlink_to(victim)
+        link = link / "clean_retrieval.csv"
     capsys.readouterr()
     assert main(["leaderboard", "publish", "--from", str(built), "--out", str(pub)]) == 2
     err = capsys.readouterr().err
     assert str(link) in err and "symbolic link" in err and "rm " in err
-    assert victim.read_text() == "precious\n" and sorted(p.name for p in outside.iterdir()) == ["table_5_2.csv"]
+    assert victim.read_text() == "precious\n" and sorted(p.name for p in outside.iterdir()) == ["clean_retrieval.csv"]
     link.unlink()
     assert main(["leaderboard", "publish", "--from", str(built), "--out", str(pub)]) == 0
     assert sorted(p.relative_to(pub) for p in pub.rglob("*")) == before

@@ -62,7 +62,7 @@ def test_choice_table_and_no_task_rows_in_retrieval_tables(runs):
     assert row["task"] == "order" and row["set"] == "order" and int(row["items"]) == acc["n"]
     assert float(row["accuracy"]) == pytest.approx(acc["value"], abs=1e-6)
     assert float(row["ci_low"]) == pytest.approx(acc["ci_low"], abs=1e-6)
-    assert not any(r["condition"].startswith("task:") for r in _csv(runs / "lb" / "table_5_3.csv"))
+    assert not any(r["condition"].startswith("task:") for r in _csv(runs / "lb" / "rsum_per_perturbation.csv"))
 
 
 def test_page_shows_the_new_tables_and_severity_plots(runs):

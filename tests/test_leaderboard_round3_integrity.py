@@ -114,7 +114,7 @@ def test_an_edited_value_is_refused_by_name(tmp_path, value, rehash, reason):
     assert skip["path"] == str(bad / "results.json") and reason in skip["reason"]
     assert any(f"skipped {bad / 'results.json'}" in str(w.message) and reason in str(w.message) for w in caught)
     # the edited run is nowhere in the tables: only model 0's clean t2i R@1 (40 + 1) is shown
-    t52 = (tmp_path / "lb" / "table_5_2.csv").read_text().splitlines()
+    t52 = (tmp_path / "lb" / "clean_retrieval.csv").read_text().splitlines()
     assert len(t52) == 2 and t52[1].split(",")[6] == "41.000000"  # dataset, model, i2t R@1/5/10, DCG, t2i R@1
     assert t52[1].split(",")[1] == "clip:model-0" and good.name == "good"
     assert "clip:model-1" not in (tmp_path / "lb" / "values.csv").read_text()
@@ -189,7 +189,7 @@ def test_a_file_without_results_hash_is_flagged_unverified(tmp_path):
     run = synth_run(tmp_path / "r")
     _edit(run, lambda d: d.pop("results_hash"), rehash=False)
     build_leaderboard([run], tmp_path / "lb", plots=False)
-    row = (tmp_path / "lb" / "table_5_2.csv").read_text().splitlines()[1]
+    row = (tmp_path / "lb" / "clean_retrieval.csv").read_text().splitlines()[1]
     assert row.endswith(",unverified: no results_hash")
 
 
@@ -250,11 +250,11 @@ def test_explicit_model_name_wins_over_a_newer_bare_spec(tmp_path):
               perturb=["char-swap"], created="2026-11-20T10:00:00")
     synth_run(tmp_path / "runs" / "bare", spec="clip:/home/alice/ckpt/my-clip", created="2026-11-21T10:00:00")
     build_leaderboard([tmp_path / "runs"], tmp_path / "lb", plots=False)
-    rows = (tmp_path / "lb" / "table_5_2.csv").read_text().splitlines()
+    rows = (tmp_path / "lb" / "clean_retrieval.csv").read_text().splitlines()
     assert rows[1].split(",")[1] == "My CLIP (ours)"
     # without any --model-name the label is the spec with its local path shortened to the folder's name
     build_leaderboard([tmp_path / "runs" / "bare"], tmp_path / "lb2", plots=False)
-    assert (tmp_path / "lb2" / "table_5_2.csv").read_text().splitlines()[1].split(",")[1] == "clip:my-clip"
+    assert (tmp_path / "lb2" / "clean_retrieval.csv").read_text().splitlines()[1].split(",")[1] == "clip:my-clip"
 
 
 def test_warnings_name_the_run_folders_given(tmp_path, monkeypatch):

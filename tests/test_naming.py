@@ -50,7 +50,7 @@ def test_named_datasets_and_model_share_one_leaderboard(counting_plugin, two_man
     rb = _run(b, tmp_path / "rb", dataset_name="flickr-part-b", model_name="Counting (16-d)")
     assert ra.results["dataset"]["name"] == "flickr-part-a" and ra.results["model"]["label"] == "Counting (16-d)"
     build_leaderboard([ra.out_dir, rb.out_dir], tmp_path / "lb", plots=False)
-    with open(tmp_path / "lb" / "table_5_2.csv", newline="") as fh:
+    with open(tmp_path / "lb" / "clean_retrieval.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert sorted((r["dataset"], r["model"]) for r in rows) == [("flickr-part-a", "Counting (16-d)"),
                                                                ("flickr-part-b", "Counting (16-d)")]

@@ -179,7 +179,7 @@ def test_task_config_is_frozen():
 
 def test_protocol_resolution_returns_a_new_config():
     """resolve() used to assign perturb_params on its result; with a frozen RunConfig it builds a copy."""
-    from vlbench.pipeline import protocol_settings as PS
+    from vlbench.pipeline import presets as PS
 
     cfg = RunConfig(model="m", dataset="d", protocol="hendriksen2024", perturb="shuffle-all-words")
     out = PS.resolve(cfg)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vlbench.perturbations.compat import CompatPerturbation, nltk_tokens, synonym_compat
-from vlbench.perturbations.support.tokenizer381 import tokenize_sentence
+from vlbench.studies.hendriksen2024.compat import CompatPerturbation, nltk_tokens, synonym_compat
+from vlbench.studies.hendriksen2024.tokenizer381 import tokenize_sentence
 
 NLTK_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nltk"
 

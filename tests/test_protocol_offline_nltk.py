@@ -87,20 +87,21 @@ def only_store(monkeypatch):
 
 
 def test_missing_data_named_with_the_offline_route(only_store):
-    from vlbench.pipeline.preflight import check_compat_data
+    from vlbench.pipeline.preflight import check_variant_data
 
     assert langdata.missing([langdata.TOKENIZER, langdata.TAGGER]) == [langdata.TOKENIZER, langdata.TAGGER]
-    found = check_compat_data("all", None, "hendriksen2024")
+    found = check_variant_data("all", None, "hendriksen2024")
     nltk_problem = [p for p in found if p.item == "NLTK data"]
     assert len(nltk_problem) == 1
     p = nltk_problem[0]
     # exactly the 4 of 13 compatible perturbations that tokenize / tag with NLTK
-    assert ("shuffle-trigrams, shuffle-within-trigrams, synonym-adjective, synonym-noun (--protocol" in p.what
+    assert ("hendriksen2024 variant of the perturbations shuffle-trigrams, shuffle-within-trigrams, "
+            "synonym-adjective, synonym-noun (--perturb-variant" in p.what
             and "punkt_tab, averaged_perceptron_tagger_eng" in p.what)
     assert langdata.OFFLINE_ROUTE in p.fix and "nltk.download('punkt_tab')" in p.fix
-    assert check_compat_data("all", None, "standard") == []  # vlbench's own perturbations need neither
+    assert check_variant_data("all", None, "standard") == []  # vlbench's own perturbations need neither
     # only the trigram shuffles: the tokenizer alone
-    only = check_compat_data("shuffle-trigrams", {"shuffle-trigrams": {"variant": "hendriksen2024"}}, None)
+    only = check_variant_data("shuffle-trigrams", {"shuffle-trigrams": {"variant": "hendriksen2024"}}, None)
     assert [p.what.split(" (NLTK")[0] for p in only] == ["punkt_tab"]
 
 
@@ -115,7 +116,7 @@ Image.new("RGB", (8, 8)).save("{tmp_path}/img/a.png")
 Path("{tmp_path}/m.jsonl").write_text(json.dumps({{"image": "img/a.png", "captions": ["a red car"]}}) + "\\n")
 from vlbench.pipeline.preflight import preflight
 from vlbench.pipeline.runner import RunConfig
-from vlbench.pipeline.protocol_settings import resolve
+from vlbench.pipeline.presets import resolve
 from vlbench.cli import main
 cfg = resolve(RunConfig(model="clip:{tmp_path}/no-such-model", dataset="custom:{tmp_path}/m.jsonl", perturb="all",
                         protocol="hendriksen2024", relevance="self", out="{tmp_path}/run"))
@@ -169,7 +170,7 @@ def test_chapter_protocol_runs_all_13_compatible_perturbations_offline(tmp_path,
                "--cache-dir", str(cache), "--validity", "off", "--bootstrap", "5", "--quiet"])
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
-    from vlbench.perturbations.compat import NAMES
+    from vlbench.studies.hendriksen2024.compat import NAMES
 
     assert len(NAMES) == 13 and set(NAMES) <= set(res["conditions"])
     proto = res["settings"]["protocol"]

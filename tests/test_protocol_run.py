@@ -109,12 +109,12 @@ def test_single_settings_and_label(tmp_path, folder_manifest, colour_models):
 
 
 def test_truncate_chars(colour_models):
-    from vlbench.pipeline import protocol_settings as PS
+    from vlbench.pipeline import presets, relevance
 
-    cfg = PS.resolve(RunConfig(model="x", dataset="y", protocol="hendriksen2024"))
-    assert PS.truncate(cfg, ["x" * 400, "short"]) == ["x" * 330, "short"]
-    cfg0 = PS.resolve(RunConfig(model="x", dataset="y", protocol="hendriksen2024", truncate_chars=0))
-    assert cfg0.truncate_chars is None and PS.label(cfg0) == "hendriksen2024+truncate_chars=None"
+    cfg = presets.resolve(RunConfig(model="x", dataset="y", protocol="hendriksen2024"))
+    assert relevance.truncate(cfg, ["x" * 400, "short"]) == ["x" * 330, "short"]
+    cfg0 = presets.resolve(RunConfig(model="x", dataset="y", protocol="hendriksen2024", truncate_chars=0))
+    assert cfg0.truncate_chars is None and presets.label(cfg0) == "hendriksen2024+truncate_chars=None"
 
 
 def test_bad_relevance_names_the_option():

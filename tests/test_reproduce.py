@@ -9,7 +9,7 @@ import pytest
 
 from test_protocol_run import colour_models, folder_manifest  # noqa: F401  (fixtures)
 from vlbench.cli import main
-from vlbench.reproduce import hendriksen2024 as H
+from vlbench.studies.hendriksen2024.reproduce import run as H
 
 
 def test_published_values_ship_with_their_source():

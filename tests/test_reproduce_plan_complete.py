@@ -12,7 +12,7 @@ from conftest import write_images
 from test_protocol_run import colour_models, folder_manifest  # noqa: F401  (fixtures)
 from vlbench.cli import main
 from vlbench.errors import VlbenchError
-from vlbench.pipeline import protocol_settings as PS
+from vlbench.pipeline import galleries as PS
 from vlbench.pipeline.runner import RunConfig, run
 
 
@@ -95,7 +95,7 @@ def test_a_run_refuses_a_small_folder_gallery_and_labels_it_when_allowed(tmp_pat
     assert proto["gallery_size"] == 5 and proto["gallery_expected"] == 8
     assert "protocol: hendriksen2024+relevance=colour-rel[gallery=5]" in (tmp_path / "allowed" / "table.md").read_text()
     # the reproduction's tables say so too
-    from vlbench.reproduce import hendriksen2024 as H
+    from vlbench.studies.hendriksen2024.reproduce import run as H
 
     job = H.Job("hendriksen2024", "clip", vec, "coco", "custom")
     H.write_tables(tmp_path / "repro", {job: res.record})

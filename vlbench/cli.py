@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import registry
 from .errors import VlbenchError
 
 
@@ -108,7 +109,9 @@ def _cmd_ls(args) -> int:
     from .imageperturb import image_perturbations
 
     sections = [("models", registry.models), ("datasets", registry.datasets),
-                ("perturbations", registry.perturbations), ("image-perturbations", image_perturbations)]
+                ("perturbations", registry.perturbations), ("image-perturbations", image_perturbations),
+                ("protocols", registry.protocols), ("perturbation-variants", registry.perturbation_variants),
+                ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions)]
     want = args.what
     for title, reg in sections:
         if want and want != title:
@@ -129,6 +132,8 @@ def _cmd_ls(args) -> int:
                   '{"image": "<path relative to the manifest>", "captions": [...]}')
         for name, err in reg.plugin_errors.items():
             print(f"  ! {name}: {err}")
+    for name, err in registry.study_errors.items():
+        print(f"! study {name}: BROKEN: {err}")
     if not want or want == "tasks":
         from .tasks.cli import print_tasks
 
@@ -225,6 +230,24 @@ def _lazy_sub(sub, name, module, help_text):
     return p
 
 
+def _reproduce_sub(sub):
+    """``vlbench reproduce NAME``: one sub-command per registered reproduction (a study's; each entry is a
+    module or object with ``configure(parser)`` and ``main(args)``)."""
+    p = sub.add_parser("reproduce", help="reproduce published results: " + ", ".join(registry.reproductions.names()),
+                       description="Reproduce published results; one sub-command per registered reproduction.")
+    which = p.add_subparsers(dest="study", metavar="STUDY", required=True)
+    for entry in registry.reproductions.entries():
+        q = which.add_parser(entry.name, help=entry.description)
+        try:
+            target = registry.reproductions.get(entry.name)
+        except VlbenchError as exc:  # a broken study: say so when used
+            q.set_defaults(_func=lambda a, exc=exc: (_ for _ in ()).throw(exc))
+            continue
+        target.configure(q)
+        q.set_defaults(_func=target.main)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -233,15 +256,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vlbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
-    ls = sub.add_parser("ls", help="list models, datasets, perturbations and metrics (plug-ins included)")
+    ls = sub.add_parser("ls", help="list models, datasets, perturbations, metrics, protocols, ... (plug-ins and studies included)")
     ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
-                                                "metrics"])
+                                                "metrics", "protocols", "perturbation-variants",
+                                                "granularity-profiles", "reproductions"])
     ls.add_argument("--check", action="store_true", help="import every plug-in to find broken ones (slower)")
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
-    _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets (Table 5.1)")
+    _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets")
     _lazy_sub(sub, "leaderboard", "vlbench.leaderboards.cli", "build and publish leaderboards from run folders")
     _lazy_sub(sub, "compare", "vlbench.compare.cli", "paired comparisons of models on the same dataset's queries")
-    _lazy_sub(sub, "reproduce", "vlbench.reproduce.cli", "reproduce published results (hendriksen2024: Tables 5.2-5.4)")
+    _reproduce_sub(sub)
     _lazy_sub(sub, "rescore", "vlbench.rescore.cli", "score a finished run's cached embeddings as other suites do")
     _lazy_sub(sub, "explain", "vlbench.explain.cli", "a static HTML page of the queries a run's perturbations flip")
     c = sub.add_parser("cache", help="inspect or clear everything vlbench keeps under its cache folder")

@@ -1,9 +1,8 @@
 """NLTK's tokenizer and tagger data (``punkt_tab``, ``averaged_perceptron_tagger_eng``): found, checked,
 installed online or from a copy, and recorded.
 
-The authors-compatible perturbations (``--perturb-variant hendriksen2024``, the chapter protocol) tokenize
-and tag with NLTK: the synonyms need both packages, the trigram shuffles the tokenizer. Neither PyPI nor
-Debian ships them, so besides ``nltk.download`` (online) there is a checked offline route:
+Perturbation variants that tokenize and tag with NLTK name the packages each of their perturbations reads
+(``PerturbationVariant.nltk_data``; :func:`needed_by`). Neither PyPI nor Debian ships them, so besides ``nltk.download`` (online) there is a checked offline route:
 
     vlbench setup-language-data --from <folder copied from a machine with nltk_data>
 
@@ -21,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-
+from . import registry
 
 TOKENIZER, TAGGER = "punkt_tab", "averaged_perceptron_tagger_eng"
 #: package -> (folder under an nltk_data root, its files)
@@ -34,9 +33,6 @@ PACKAGES = {
 #: NLTK before 3.9 reads pickles under other names
 LEGACY = {TOKENIZER: ("tokenizers/punkt/PY3", ("english.pickle",)),
           TAGGER: ("taggers/averaged_perceptron_tagger", ("averaged_perceptron_tagger.pickle",))}
-#: which perturbations of the authors-compatible variant need which package
-NEEDS = {"synonym-noun": (TOKENIZER, TAGGER), "synonym-adjective": (TOKENIZER, TAGGER),
-         "shuffle-within-trigrams": (TOKENIZER,), "shuffle-trigrams": (TOKENIZER,)}
 OFFLINE_ROUTE = "vlbench setup-language-data --from <folder copied from a machine with nltk_data>"
 PROVENANCE = "vlbench-language-data.json"
 
@@ -83,14 +79,15 @@ def missing(packages) -> list[str]:
 
 
 def needed_by(names, params: dict | None = None, variant: str | None = None) -> dict[str, list[str]]:
-    """package -> the perturbations (of ``names``) that need it, for those run under the authors' variant
-    (``params[name]['variant']`` or ``variant``)."""
+    """package -> the perturbations (of ``names``) that need it, for those run under a registered variant
+    (``params[name]['variant']`` or ``variant``) whose record names NLTK data (``nltk_data``)."""
     out: dict[str, list[str]] = {}
     for name in names:
         v = ((params or {}).get(name) or {}).get("variant") or variant
-        if v == "hendriksen2024":
-            for package in NEEDS.get(name, ()):
-                out.setdefault(package, []).append(name)
+        if v in (None, "standard") or v not in registry.perturbation_variants:
+            continue
+        for package in registry.perturbation_variants.get(v).nltk_data.get(name, ()):
+            out.setdefault(package, []).append(name)
     return out
 
 

@@ -213,7 +213,7 @@ def fetch(packages=(TOKENIZER, TAGGER)) -> Path:
 def configure(parser) -> None:
     parser.description = ("Check and install the language data: the spaCy English model, WordNet, and NLTK's "
                           "punkt_tab tokenizer and averaged_perceptron_tagger_eng tagger (needed by the "
-                          "authors-compatible perturbations of --protocol hendriksen2024). Online, missing NLTK "
+                          "perturbation variants that tokenize with NLTK: vlbench ls perturbation-variants). Online, missing NLTK "
                           "data is downloaded; offline, give --from with an nltk_data folder (or a .zip/.tar.gz of "
                           "one) copied from a machine that has it. See docs/reproducing.md.")
     parser.add_argument("--from", dest="source", default=None, metavar="FOLDER_OR_ARCHIVE",
@@ -244,8 +244,8 @@ def main(args) -> int:
             try:
                 if offline():
                     raise DataError(f"NLTK's {' and '.join(missing(packages))} are not installed and this machine is "
-                                    "offline (they are needed by the authors-compatible perturbations of --protocol "
-                                    "hendriksen2024)", hint(missing(packages)))
+                                    "offline (they are needed by the perturbation variants that tokenize with NLTK; "
+                                    "vlbench ls perturbation-variants)", hint(missing(packages)))
                 print(f"NLTK {', '.join(packages)}: downloaded into {fetch(tuple(missing(packages)))}")
             except DataError as exc:
                 if not args.nltk_optional:

@@ -3,6 +3,11 @@
 * names are kebab-case slugs; registering a name twice is an error;
 * entries may be lazy ``"module:attr"`` strings, so nothing heavy is imported until used;
 * third-party packages add entries through the entry-point groups ``vlbench.<kind>``;
+* a *study* (a publication's protocol preset, its perturbation variant, its reproduction, ...) plugs in through
+  the entry-point group ``vlbench.studies``: each entry is a function that registers the study's parts into
+  these registries. Studies load once per process, after the built-ins and before the plug-ins, whichever
+  registry is read first; the studies vlbench itself ships (``vlbench/studies/``) load even when plug-in
+  discovery is off;
   plug-ins are discovered lazily, a plug-in that fails to load is reported (``vlbench ls``)
   and only fails a run that selects it, built-ins win name clashes, and
   ``VLBENCH_DISABLE_PLUGIN_AUTOLOAD=1`` turns discovery off;
@@ -59,7 +64,33 @@ def close_matches(name: str, choices, n: int = 3) -> list[str]:
 
 
 BUILTIN_MODULES = {"models": "vlbench.models.adapter", "datasets": "vlbench.datasets.builtin",
-                   "perturbations": "vlbench.perturbations", "metrics": "vlbench.metrics.specs"}
+                   "perturbations": "vlbench.perturbations", "metrics": "vlbench.metrics.specs",
+                   "protocols": "vlbench.pipeline.presets", "granularity_profiles": "vlbench.granularity.features"}
+STUDY_GROUP = "vlbench.studies"
+#: name -> why a study's registration failed (shown by ``vlbench ls``; a run that needs its parts fails then)
+study_errors: dict[str, str] = {}
+_studies = {"loaded": False}
+
+
+def _autoload_off() -> bool:
+    return os.environ.get(PLUGIN_ENV, "").strip() not in ("", "0")
+
+
+def load_studies() -> None:
+    """Call the registration function of every study (entry-point group ``vlbench.studies``), once."""
+    if _studies["loaded"]:
+        return
+    _studies["loaded"] = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=STUDY_GROUP):
+        dist = getattr(ep, "dist", None)
+        if _autoload_off() and (dist is None or dist.name != "vlbench"):
+            continue
+        try:
+            ep.load()()
+        except Exception as exc:  # a broken study fails only what uses its parts (they stay unregistered)
+            study_errors[ep.name] = f"{ep.value}: {type(exc).__name__}: {exc}"
 
 
 class Registry:
@@ -96,7 +127,8 @@ class Registry:
         self._plugins_loaded = True
         if self.builtin_module:  # built-ins register first, so they win name clashes whatever the import order
             importlib.import_module(self.builtin_module)
-        if os.environ.get(PLUGIN_ENV, "").strip() not in ("", "0"):
+        load_studies()
+        if _autoload_off():
             return
         from importlib.metadata import entry_points
 
@@ -156,6 +188,14 @@ models = Registry("models", BUILTIN_MODULES["models"])
 datasets = Registry("datasets", BUILTIN_MODULES["datasets"])
 perturbations = Registry("perturbations", BUILTIN_MODULES["perturbations"])
 metrics = Registry("metrics", BUILTIN_MODULES["metrics"])
+#: named evaluation protocols: presets of run-option values (vlbench.pipeline.presets.Protocol)
+protocols = Registry("protocols", BUILTIN_MODULES["protocols"])
+#: other implementations of the registered perturbations (vlbench.perturbations.variants.PerturbationVariant)
+perturbation_variants = Registry("perturbation_variants")
+#: reproductions of published results, ``vlbench reproduce NAME`` (an object with ``configure(parser)``, ``main(args)``)
+reproductions = Registry("reproductions")
+#: named sets of granularity feature readings (a dict of vlbench.granularity.FeatureOptions values)
+granularity_profiles = Registry("granularity_profiles", BUILTIN_MODULES["granularity_profiles"])
 
 
 def plugin_versions() -> dict[str, str]:
@@ -170,3 +210,29 @@ def plugin_versions() -> dict[str, str]:
             if e.source.startswith("plugin:"):
                 out[f"{reg.kind}/{e.name}"] = e.source[len("plugin:"):]
     return out
+
+
+class Names:
+    """The names of a registry as a read-only sequence, read when used (argparse ``choices``, help texts), so
+    defining an option does not load the registry: ``Names(protocols)``; ``first``: names listed before them."""
+
+    def __init__(self, reg: Registry, first: tuple = ()):
+        self._reg, self._first = reg, tuple(first)
+
+    def _all(self) -> list[str]:
+        return [*self._first, *(n for n in self._reg.names() if n not in self._first)]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __contains__(self, name) -> bool:
+        return name in self._all()
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __getitem__(self, i):
+        return self._all()[i]
+
+    def __repr__(self) -> str:
+        return repr(tuple(self._all()))

@@ -7,11 +7,11 @@ leaderboard's mean over datasets). Every function here takes the strata and weig
 * :func:`bootstrap_dist` / :func:`percentile_ci` / :func:`bootstrap_p` -- ``T`` when the queries of each
   stratum are resampled with replacement, drawn exactly as the runs' drop intervals draw them
   (:func:`vlbench.metrics.stats.resample_means`): its percentile interval and a two-sided bootstrap p-value;
-* :func:`sign_flip_p` -- the two-sided paired randomization test: under the null hypothesis that the two models
+* :func:`sign_flip_p` -- the two-sided paired randomization test: if the two models
   are exchangeable on every query, each difference keeps or flips its sign with probability 1/2. Exact (every
   sign pattern of the nonzero differences) when there are at most ``n_resamples`` patterns, else a Monte Carlo
   test with the +1 correction (Phipson & Smyth 2010): ``p = (1 + #{|T_b| >= |T|}) / (n_resamples + 1)``;
-* :func:`ttest_p` -- the thesis' paired two-tailed t-test (scipy.stats.ttest_rel), one stratum only;
+* :func:`ttest_p` -- the paired two-tailed t-test (scipy.stats.ttest_rel), one stratum only;
 * :func:`adjust` -- Holm / Bonferroni adjusted p-values over a family;
 * :func:`letters` -- a compact letter display of which models are separable.
 """

@@ -50,6 +50,9 @@ class Recipe:
 class ImageSource:
     url: str
     sha256: str | None  # None: not pinned upstream (the digest is recorded in the dataset's provenance)
+    #: the full image folder the test images are drawn from and its size (``--gallery folder`` ranks all of it)
+    folder: str | None = None
+    folder_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,11 @@ class DatasetSpec:
 IMAGE_SOURCES = {
     "flickr30k": ImageSource(
         "https://huggingface.co/datasets/nlphuji/flickr_1k_test_image_text_retrieval/resolve/main/"
-        "images_flickr_1k_test.zip", "b0fa9970cc1680a9334818b9da151a62024772b72b961e1454eb6e9866dd7cee"),
+        "images_flickr_1k_test.zip", "b0fa9970cc1680a9334818b9da151a62024772b72b961e1454eb6e9866dd7cee",
+        folder="flickr30k-images", folder_size=31783),
     "coco": ImageSource(
         "https://huggingface.co/datasets/nlphuji/mscoco_2014_5k_test_image_text_retrieval/resolve/main/"
-        "images_mscoco_2014_5k_test.zip", None),
+        "images_mscoco_2014_5k_test.zip", None, folder="MS-COCO val2014", folder_size=40504),
 }
 
 _FLICKR = Recipe("multi30k", {"images": f"{MULTI30K}/image_splits/test_2016_images.txt",

@@ -145,7 +145,7 @@ def load_run_dataset(results: dict, *, dataset: str | None = None, data_dir=None
     if gallery == "folder":
         from types import SimpleNamespace
 
-        from ..pipeline.protocol_settings import apply_gallery
+        from ..pipeline.galleries import apply_gallery
 
         ds = apply_gallery(ds, SimpleNamespace(gallery="folder", allow_partial_gallery=True, dataset=spec,
                                                protocol=None))
@@ -179,7 +179,7 @@ def check_images(locate, indices, folder) -> None:
 
 
 def _constructor_params(meta: dict) -> dict:
-    """What rebuilds a perturbation from its recorded params: a variant (hendriksen2024) takes only its name
+    """What rebuilds a perturbation from its recorded params: a registered variant takes only its name
     (the tokenizer rules it records come with it)."""
     params = dict(meta.get("params") or {})
     variant = params.get("variant")

@@ -1,4 +1,4 @@
-"""Caption granularity statistics (thesis chapter 5, section 5.3, Table 5.1).
+"""Caption granularity statistics: how fine-grained the captions of a test set are (eight features per caption).
 
 >>> from vlbench.granularity import granularity_table, caption_features
 >>> granularity_table(["coco", "coco-fg"], data_dir="/path/to/captions")   # doctest: +SKIP

@@ -1,4 +1,4 @@
-"""``vlbench granularity``: Table 5.1 for one or more datasets (captions only; no image is needed).
+"""``vlbench granularity``: the granularity table of one or more datasets (captions only; no image is needed).
 
 Prints the table (one row per feature, one column per dataset) and writes to ``--out``:
 
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+from .. import registry
 
 DEFAULT_OUT = "runs/granularity"
 
@@ -41,7 +43,7 @@ def _pair(s: str) -> tuple[str, str]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Granularity statistics of caption sets (thesis Table 5.1): adjectives, complement "
+    parser.description = ("Granularity statistics of caption sets: adjectives, complement "
                           "phrases, articles and quantifiers (per caption or per noun: --profile), WordNet concept depth, caption length, "
                           "words per caption and concept diversity, averaged over captions; for coco/coco-fg "
                           "and flickr30k/flickr30k-fg, the difference with bootstrap confidence intervals. "
@@ -74,14 +76,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _feature_options(parser: argparse.ArgumentParser) -> None:
     f = parser.add_argument_group("feature readings (a profile sets them all; the options below override "
                                   "single readings; docs/granularity.md)")
-    f.add_argument("--profile", choices=["paper", "per-noun"], default=None,
-                   help="paper (default): the chapter's reading of Table 5.1, NP features per caption, "
-                        "participles and predicative adjectives counted, CPs inside noun phrases, numerals as "
-                        "quantifiers, depth of nouns and verbs, distinct concepts per caption; per-noun: NP "
-                        "features per identified noun, attributive adjectives only, ratios per word")
+    f.add_argument("--profile", choices=registry.Names(registry.granularity_profiles), default=None,
+                   help="per-caption (default): NP features per caption, participles and predicative adjectives "
+                        "counted, CPs inside noun phrases, numerals as quantifiers, depth of nouns and verbs, "
+                        "distinct concepts per caption; per-noun: NP features per identified noun with the "
+                        "definitions' readings; others: registered profiles (a study's reading of its table)")
     f.add_argument("--np-unit", choices=["noun", "caption"], default=None,
                    help="adjectives, CPs, articles, quantifiers per identified noun (per-noun profile) or per "
-                        "caption (paper profile)")
+                        "caption (per-caption profile)")
     f.add_argument("--normalize", choices=["none", "fg"], default=None,
                    help="analyse captions as released (default) or in the FG release's form "
                         "(lowercase, no punctuation) so originals and FG versions are formatted alike")
@@ -89,18 +91,18 @@ def _feature_options(parser: argparse.ArgumentParser) -> None:
     f.add_argument("--compounds-as-nouns", action="store_true", default=None,
                    help="count compound modifiers ('motor' in 'motor bike') as nouns of their own")
     f.add_argument("--participles", action="store_true", default=None,
-                   help="count attributive participles ('a crocheted hat') as adjectives (paper profile)")
+                   help="count attributive participles ('a crocheted hat') as adjectives (per-caption profile)")
     f.add_argument("--predicative", action="store_true", default=None,
                    help="count predicative adjectives ('the dog is brown') as adjectives of the subject "
-                        "(paper profile)")
+                        "(per-caption profile)")
     f.add_argument("--cp-relations", default=None,
                    help="dependency relations from a noun that make a complement phrase (default prep,acl,relcl)")
     f.add_argument("--cp-scope", choices=["noun", "np"], default=None,
                    help="complement phrases attached to a noun (per-noun profile) or anywhere inside its "
-                        "phrase (paper profile)")
+                        "phrase (per-caption profile)")
     f.add_argument("--quantifier-set", choices=["all", "numerals"], default=None,
                    help="quantifiers: numerals, quantifying words and 'a lot of' & co. (per-noun profile) or the "
-                        "numerals only (paper profile)")
+                        "numerals only (per-caption profile)")
     f.add_argument("--no-phrasal-quantifiers", dest="phrasal_quantifiers", action="store_false", default=None,
                    help="treat 'a lot of', 'a couple of', ... as nouns, not quantifiers")
     f.add_argument("--depth-synsets", choices=["max", "min", "mean", "first"], default=None,
@@ -108,7 +110,7 @@ def _feature_options(parser: argparse.ArgumentParser) -> None:
     f.add_argument("--depth-measure", choices=["min_depth", "max_depth"], default=None,
                    help="per-synset depth (default min_depth: shortest hypernym path to the root)")
     f.add_argument("--depth-pos", default=None, help="words with a depth: NOUN (per-noun profile) or NOUN,VERB "
-                                                         "(paper profile)")
+                                                         "(per-caption profile)")
     f.add_argument("--no-multiword", dest="multiword", action="store_false", default=None,
                    help="do not look noun compounds up as WordNet multiwords ('fire_hydrant')")
     f.add_argument("--length-unit", choices=["chars", "chars_nospace", "words"], default=None,
@@ -117,7 +119,7 @@ def _feature_options(parser: argparse.ArgumentParser) -> None:
                    help="a word is a spaCy token with a letter or digit (default) or a whitespace-separated chunk")
     f.add_argument("--diversity", choices=["synonyms", "first_sense", "lemmas", "synonym_pool", "concepts"],
                    default=None,
-                   help="concept diversity: distinct concepts among all words, per caption (concepts, paper "
+                   help="concept diversity: distinct concepts among all words, per caption (concepts, per-caption "
                         "profile), or per word: distinct content concepts with WordNet synonyms merged "
                         "(synonyms, per-noun profile), distinct first senses, distinct lemmas, or the size of "
                         "the WordNet synonym pool")

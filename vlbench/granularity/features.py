@@ -1,4 +1,4 @@
-"""Per-caption granularity features (thesis chapter 5, section 5.3.1, Table 5.1).
+"""Per-caption granularity features: adjectives, complement phrases, articles, quantifiers, concept depth and diversity.
 
 Eight features, each computed per caption and then averaged per dataset:
 
@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from typing import Callable, Iterable
 
+from .. import registry
 from ..errors import VlbenchError
 from .counts import _wn, analyse_doc
 
@@ -127,26 +128,29 @@ class FeatureOptions:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
 
-#: named sets of readings (docs/granularity.md, "Profiles"). "per-noun": the NP features as ratios per
-#: identified noun, as section 5.3.1 defines them. "paper": the chapter's results paragraph and its two
-#: published percentages read Table 5.1 per caption ("adjectives per caption"), so the NP features are
-#: counts per caption; it also takes the readings of issue #21, each argued in docs/granularity.md: CPs
-#: anywhere inside a noun's phrase, numerals as the quantifiers, the depth of nouns and verbs, and concept
-#: diversity as the number of distinct concepts per caption.
+#: the library's named sets of readings (docs/granularity.md, "Profiles"); more come from the registry
+#: (``vlbench.registry.granularity_profiles``, e.g. a study's reading of its own table). "per-noun": the NP
+#: features as ratios per identified noun. "per-caption" (the default): the NP features as counts per
+#: caption ("adjectives per caption"), CPs anywhere inside a noun's phrase, numerals as the quantifiers,
+#: the depth of nouns and verbs, and concept diversity as the number of distinct concepts per caption
+#: (each reading argued in docs/granularity.md).
 PROFILES = {
     "per-noun": {},
-    "paper": {"np_unit": "caption", "participles": True, "predicative": True, "cp_scope": "np",
-              "quantifier_set": "numerals", "depth_pos": ("NOUN", "VERB"), "diversity": "concepts"},
+    "per-caption": {"np_unit": "caption", "participles": True, "predicative": True, "cp_scope": "np",
+                    "quantifier_set": "numerals", "depth_pos": ("NOUN", "VERB"), "diversity": "concepts"},
 }
-DEFAULT_PROFILE = "paper"
+DEFAULT_PROFILE = "per-caption"
+for _name, _readings in PROFILES.items():
+    registry.granularity_profiles.register(_name, _readings, description="built-in feature readings")
 
 
 def profile_options(profile: str | None = None, **overrides) -> dict:
     """The keyword options of a named profile, with ``overrides`` (not None) on top."""
     name = DEFAULT_PROFILE if profile is None else profile
-    if name not in PROFILES:
-        raise VlbenchError(f"unknown granularity profile {name!r}", f"use one of: {', '.join(PROFILES)}")
-    out = dict(PROFILES[name])
+    if name not in registry.granularity_profiles:
+        raise VlbenchError(f"unknown granularity profile {name!r}",
+                           f"use one of: {', '.join(registry.granularity_profiles.names())}")
+    out = dict(registry.granularity_profiles.get(name))
     out.update({k: v for k, v in overrides.items() if v is not None})
     return out
 

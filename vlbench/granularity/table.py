@@ -1,4 +1,4 @@
-"""Dataset-level granularity: Table 5.1 (one row per feature, one column per dataset), the
+"""Dataset-level granularity: the granularity table (one row per feature, one column per dataset), the
 FG-minus-original differences with paired bootstrap confidence intervals, and the files the
 ``vlbench granularity`` command writes.
 """
@@ -112,7 +112,7 @@ def _frame_of(loaded: list[tuple], opts: FeatureOptions, *, batch_size: int, n_p
 
 
 def table_from_captions(per_caption) -> "pd.DataFrame":
-    """Table 5.1: the mean of each feature over a dataset's analysed captions (NaN values skipped)."""
+    """The granularity table: the mean of each feature over a dataset's analysed captions (NaN values skipped)."""
     import pandas as pd
 
     names = per_caption.attrs.get("datasets") or list(dict.fromkeys(per_caption["dataset"]))
@@ -257,7 +257,7 @@ class GranularityReport:
             written.append(out / name)
 
         put("granularity.csv", self.table.to_csv(float_format="%.6g"))
-        put("granularity.md", "# Caption granularity (thesis Table 5.1)\n\n" + self.table_markdown() + "\n\n"
+        put("granularity.md", "# Caption granularity\n\n" + self.table_markdown() + "\n\n"
             + self.exclusions_text(limit=20) + "\n")
         if self.differences is not None and not self.differences.empty:
             put("granularity_diff.csv", self.differences.to_csv(index=False, float_format="%.6g"))
@@ -373,10 +373,10 @@ def _wordnet_version() -> str:
 
 
 def granularity_table(datasets: Sequence, *, data_dir=None, **feature_options):
-    """Table 5.1 as a pandas DataFrame: index ``feature`` (the eight ``FEATURES``), one column per
+    """The granularity table as a pandas DataFrame: index ``feature`` (the eight ``FEATURES``), one column per
     dataset (its name, or ``custom:<file>``), values = dataset means of the per-caption features.
 
-    ``profile`` names a set of readings (``"paper"``, the default, or ``"per-noun"``; see
+    ``profile`` names a set of readings (``"per-caption"``, the default, ``"per-noun"`` or a registered one; see
     docs/granularity.md); ``feature_options`` are fields of ``FeatureOptions`` set on top of it, plus
     ``batch_size``, ``n_process`` and ``limit`` (first N captions of each dataset). Caption counts and
     exclusions are in ``table.attrs["captions"]``.

@@ -4,7 +4,7 @@ Importing this package imports neither torch nor matplotlib nor pandas; pandas i
 :func:`load_results`, matplotlib only when plots are drawn.
 
 * :func:`load_results` -- every value of the given runs as a long pandas DataFrame;
-* :func:`build_leaderboard` -- CSV / Markdown tables (Tables 5.2, 5.3, 5.4 of the chapter, RSUM
+* :func:`build_leaderboard` -- CSV / Markdown tables (clean retrieval, RSUM per perturbation, model-input analysis, RSUM
   changes, every value, provenance), one HTML page, PNG plots and a manifest, into a folder;
 * :func:`publish_leaderboard` -- a built leaderboard laid out for committing or uploading.
 

@@ -1,4 +1,4 @@
-"""Every leaderboard table, in page order: the chapter's tables (tables.py), then the other modalities'
+"""Every leaderboard table, in page order: the retrieval tables (tables.py), then the other modalities'
 (modalities.py: image corruptions, choice tasks), then the long values table and the provenance."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 from .modalities import choice_table, corruption_table
 from .sections import distractor_table, flips_table, rank_groups
 from .store import Selection
-from .tables import Labels, Table, _Ctx, provenance_table, rsum_changes, table_5_2, table_5_3, table_5_4, values_table
+from .tables import Labels, Table, _Ctx, provenance_table, rsum_changes, clean_retrieval, rsum_per_perturbation, model_input_similarity, values_table
 
 
 def build_tables(selection: Selection, labels: Labels) -> list[Table]:
     ctx = _Ctx(selection, labels)
-    return [table_5_2(ctx), table_5_3(ctx, "t2i"), table_5_3(ctx, "both"), table_5_4(ctx), rsum_changes(ctx),
+    return [clean_retrieval(ctx), rsum_per_perturbation(ctx, "t2i"), rsum_per_perturbation(ctx, "both"), model_input_similarity(ctx), rsum_changes(ctx),
             corruption_table(ctx), choice_table(ctx), distractor_table(ctx), flips_table(ctx), *rank_groups(ctx),
             values_table(selection, labels), provenance_table(selection, labels)]

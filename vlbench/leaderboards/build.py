@@ -26,7 +26,7 @@ from .tables import Labels, Table, make_labels
 MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
-PAGE_TABLES = ("rank_groups", "table_5_2", "table_5_3", "table_5_3_total", "table_5_4", "rsum_changes",
+PAGE_TABLES = ("rank_groups", "clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes",
                "image_corruptions", "choice_tasks", "distractors", "flips", "paired_comparisons", "provenance")
 #: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
 #: runs stays byte-identical to one made before these tables existed
@@ -101,8 +101,8 @@ def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
 def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[[str], None]) -> list[str]:
     """The build's notes (also in the manifest); warnings for what the user should know."""
     notes = [
-        "Table 5.3 (table_5_3) shows text-to-image RSUM (t2i R@1 + R@5 + R@10), as in the chapter; "
-        "table_5_3_total shows the total RSUM (i2t + t2i).",
+        "RSUM per perturbation (rsum_per_perturbation) shows text-to-image RSUM (t2i R@1 + R@5 + R@10); "
+        "rsum_per_perturbation_total shows the total RSUM (i2t + t2i).",
         "Duplicate runs (same model hash, dataset and dataset hash, condition): the newest run (by its "
         "'created' time, then run id) provides the values; the others are listed as superseded in "
         f"{MANIFEST}.",
@@ -173,7 +173,7 @@ def _manifest(allow_mixed: bool, loaded: Loaded, selection: Selection, labels: L
         "rules": {
             "duplicates": "newest run per (model hash, dataset name, dataset hash, condition) wins; "
                           "ties broken by run id, results hash, file SHA-256, path",
-            "table_5_3_rsum": "t2i (table_5_3), total = i2t + t2i (table_5_3_total)",
+            "rsum_per_perturbation": "t2i (rsum_per_perturbation), total = i2t + t2i (rsum_per_perturbation_total)",
             "mixed": "refused unless allow_mixed: several dataset hashes for one dataset name, or several "
                      "metric versions",
         },
@@ -216,7 +216,7 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
 
         by_label = {lab: h for h, lab in labels.model.items()}
         drawn = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
-                 P.clean_vs_fg_plots(tables["table_5_2"], by_label) +
+                 P.clean_vs_fg_plots(tables["clean_retrieval"], by_label) +
                  (P.corruption_plots(tables["image_corruptions"], by_label) if "image_corruptions" in tables
                   else []))
         for name, cap, png, svg in drawn:  # PNG for the page, SVG (vector) for a paper

@@ -7,8 +7,8 @@ Layout (one folder per table, provenance everywhere)::
     leaderboard.md       all tables in one Markdown file
     provenance.csv       one row per run used
     build_manifest.json  the build's manifest (local paths shortened to run-folder/results.json)
-    table_5_2/           table_5_2.csv, table_5_2.md, README.md (columns + provenance of its rows)
-    table_5_3/  table_5_3_total/  table_5_4/  rsum_changes/  image_corruptions/  choice_tasks/
+    clean_retrieval/           clean_retrieval.csv, clean_retrieval.md, README.md (columns + provenance of its rows)
+    rsum_per_perturbation/  rsum_per_perturbation_total/  model_input_similarity/  rsum_changes/  image_corruptions/  choice_tasks/
     provenance/  values/  (a folder per table the build made)
     plots/*.png, plots/*.svg
     publish_manifest.json  every published file and its SHA-256

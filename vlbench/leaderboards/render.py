@@ -109,7 +109,7 @@ figcaption{font-size:12px;color:#555}code{font-size:90%}
 """
 
 # Sorting: click a header (numbers: descending first), or give the URL a hash such as
-# #sort=table_5_2:t2i_rsum:desc (several joined by &). After the script ran, the <html> element
+# #sort=clean_retrieval:t2i_rsum:desc (several joined by &). After the script ran, the <html> element
 # carries data-js="ready", data-scroll-width (the laid-out width) and data-overflowing-tables (how many
 # tables scroll sideways in their box), and each sorted table
 # data-sorted-by="KEY:DIR".
@@ -261,7 +261,7 @@ def html_table(table: Table) -> str:
             f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody></table></div>")
 
 
-# Page-only views (the CSV files stay tidy): a ranking of the models first, Table 5.3 with a column per model.
+# Page-only views (the CSV files stay tidy): a ranking of the models first, RSUM per perturbation with a column per model.
 
 def family_rank(family: str) -> tuple[int, str]:
     """Sort key of a perturbation family: the built-in families in their order (typos, lexical,
@@ -322,7 +322,7 @@ def ranking_table(t52: Table, changes: Table | None) -> Table:
                  "(negative = less robust); largest drop names the worst one.", cols, rows, list(t52.runs))
 
 
-def pivot_5_3(t: Table, model_order: list[str]) -> Table:
+def pivot_rsum(t: Table, model_order: list[str]) -> Table:
     """Rows dataset x condition, a column per model (the CSV keeps rows model x condition)."""
     base = {"model", "condition", "family", "rsum", "flags"}
     dsets = [c.key for c in t.columns if c.key not in base]
@@ -349,15 +349,15 @@ def pivot_5_3(t: Table, model_order: list[str]) -> Table:
 
 
 def page_tables(tables: list[Table]) -> list[Table]:
-    """The page's tables: the ranking first (when Table 5.2 is there), Table 5.3 pivoted."""
+    """The page's tables: the ranking first (when clean retrieval is there), RSUM per perturbation pivoted."""
     by = {t.name: t for t in tables}
-    if "table_5_2" not in by:
+    if "clean_retrieval" not in by:
         return tables
     from .sections import with_groups  # separable ranks: the ranking gets a group column
 
-    rank = with_groups(ranking_table(by["table_5_2"], by.get("rsum_changes")), by.get("rank_groups"))
+    rank = with_groups(ranking_table(by["clean_retrieval"], by.get("rsum_changes")), by.get("rank_groups"))
     order = [r[1] for r in rank.rows]
-    return [rank] + [pivot_5_3(t, order) if t.name in ("table_5_3", "table_5_3_total") else t
+    return [rank] + [pivot_rsum(t, order) if t.name in ("rsum_per_perturbation", "rsum_per_perturbation_total") else t
                      for t in tables if t.name != "rank_groups"]
 
 

@@ -1,4 +1,4 @@
-"""Leaderboard tables (Tables 5.2, 5.3, 5.4 of the chapter, RSUM changes, every value) as plain data.
+"""Leaderboard tables (clean retrieval, RSUM per perturbation, model-input analysis, RSUM changes, every value) as plain data.
 
 Everything here is pure Python on :class:`~vlbench.leaderboards.store.Run` objects: no pandas, no
 plotting. Rows are sorted by (dataset label, model label, hashes, condition, ...) so that the tables
@@ -76,7 +76,7 @@ class _Ctx:
 # ----------------------------------------------------------------------------------------------
 # the tables
 
-def table_5_2(ctx: _Ctx) -> Table:
+def clean_retrieval(ctx: _Ctx) -> Table:
     cols = [Column("dataset"), Column("model")]
     for d in ("i2t", "t2i"):
         cols += [Column(f"{d}_recall@{k}", "num", 2, f"{d} R@{k}") for k in (1, 5, 10)]
@@ -98,12 +98,12 @@ def table_5_2(ctx: _Ctx) -> Table:
                 ctx.lab.run_flags(run)]
         rows.append(row)
         runs.add(run.ref)
-    return Table("table_5_2", "Table 5.2: clean retrieval performance",
+    return Table("clean_retrieval", "Clean retrieval",
                  "One row per model and dataset, clean captions: Recall@1/5/10 and DCG_CM@p (p in column "
                  "dcg_p) per direction, and RSUM (R@1 + R@5 + R@10) per direction.", cols, rows, sorted(runs))
 
 
-def table_5_3(ctx: _Ctx, direction: str = "t2i") -> Table:
+def rsum_per_perturbation(ctx: _Ctx, direction: str = "t2i") -> Table:
     """RSUM per perturbation (rows: model x condition, columns: datasets)."""
     dsets = ctx.datasets()
     cols = [Column("model"), Column("condition"), Column("family"), Column("rsum")]
@@ -129,11 +129,11 @@ def table_5_3(ctx: _Ctx, direction: str = "t2i") -> Table:
                     runs.add(run.ref)
             rows.append([ctx.model(mh), cond, _first_family(ctx, conds[cond], cond), direction] + cells +
                         [ctx.lab.run_flags(*used)])
-    which = "text-to-image RSUM (t2i R@1 + R@5 + R@10), as in the chapter" if direction == "t2i" else \
+    which = "text-to-image RSUM (t2i R@1 + R@5 + R@10)" if direction == "t2i" else \
         "total RSUM (i2t + t2i: six recalls)" if direction == "both" else f"{direction} RSUM"
-    name = "table_5_3" if direction == "t2i" else f"table_5_3_{'total' if direction == 'both' else direction}"
+    name = "rsum_per_perturbation" if direction == "t2i" else f"rsum_per_perturbation_{'total' if direction == 'both' else direction}"
     short = "t2i" if direction == "t2i" else "total" if direction == "both" else direction
-    return Table(name, f"Table 5.3: RSUM per perturbation ({short})",
+    return Table(name, f"RSUM per perturbation ({short})",
                  f"Rows: model x condition (clean = no perturbation); columns: datasets. Cells: {which} "
                  f"(column rsum names the direction: 'both' = total).", cols, rows, sorted(runs))
 
@@ -184,7 +184,7 @@ def rsum_changes(ctx: _Ctx) -> Table:
                  sorted(runs))
 
 
-def table_5_4(ctx: _Ctx) -> Table:
+def model_input_similarity(ctx: _Ctx) -> Table:
     cols = [Column("dataset"), Column("model")] + [Column(g, "num", 4) for g in MIA_GROUPS]
     cols += [Column("pairs", "int"), Column("n_perturbations", "int"), Column("perturbations"),
              Column("score"), Column("run_id"), Column("flags")]
@@ -199,7 +199,7 @@ def table_5_4(ctx: _Ctx) -> Table:
                     [mia.get("pairs"), len(perts), " ".join(perts), mia.get("score"), run.ref,
                      ctx.lab.run_flags(run)])
         runs.add(run.ref)
-    return Table("table_5_4", "Table 5.4: model-input analysis (Jaccard similarity per group)",
+    return Table("model_input_similarity", "Model-input analysis (Jaccard similarity per group)",
                  "For each run with two or more perturbations: t2i caption queries are grouped by whether "
                  "their per-query score decreased, increased or stayed unchanged under each perturbation; "
                  "cells are the Jaccard similarity of those query sets, averaged over perturbation pairs.",

@@ -154,7 +154,7 @@ def _dcg_cm(b: RankedBlock, direction: str, queries: np.ndarray, pp: int, disc: 
 
 
 def _fraction_recall(b: RankedBlock, K: int, ks: tuple) -> dict:
-    """Per query and k: positives in the top k / min(R, k) (the chapter authors' i2t recall)."""
+    """Per query and k: positives in the top k / min(R, k) (the fraction i2t recall)."""
     cum = np.cumsum(b.is_pos, axis=1)
     return {k: cum[:, min(k, K) - 1] / np.minimum(b.n_pos, k) for k in ks}
 

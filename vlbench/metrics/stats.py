@@ -1,5 +1,5 @@
 """Statistics over per-query results: the paired bootstrap of a perturbation's metric changes (the metrics
-the registry marks ``bootstrap``: RSUM) and the model-input analysis of the chapter (Table 5.4)."""
+the registry marks ``bootstrap``: RSUM) and the model-input analysis (which queries each perturbation moves, and how alike those sets are)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def query_scores(evals: list[M.Evaluation], how: str) -> np.ndarray:
 
 
 def model_input_analysis(clean_scores: np.ndarray, pert_scores: dict[str, np.ndarray]) -> dict:
-    """Chapter 5.5.4 / Table 5.4, reading documented in docs/metrics.md:
+    """The model-input analysis, reading documented in docs/metrics.md:
     for each perturbation, t2i caption queries fall into decreased / increased / unchanged by the
     change of their per-query score against clean; for each group, the Jaccard similarity of the
     query sets of every pair of perturbations, averaged over the pairs (pairs where both sets are

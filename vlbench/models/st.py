@@ -4,7 +4,7 @@ NAME is a sentence-transformers model name (``clip-ViT-B-32`` means the hub repo
 ``sentence-transformers/clip-ViT-B-32``), a hub id ``org/name``, or a local folder written by
 ``SentenceTransformer.save``. Texts and images are encoded with the model's own ``encode`` (its tokenizer,
 truncation and image processor), so the vectors are the ones sentence-transformers gives, before the
-runner's L2 normalization. This is the chapter's relevance encoder: ``--relevance st:clip-ViT-B-32``.
+runner's L2 normalization. ``--relevance st:clip-ViT-B-32`` uses it as a fixed relevance encoder for DCG gains.
 """
 
 from __future__ import annotations

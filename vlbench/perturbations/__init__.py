@@ -121,5 +121,5 @@ def perturb_captions(captions: list[str], caption_ids: list[str], names: "list[s
 
 
 # languages: which perturbations need English resources (vlbench/perturbations/support/languages.py)
-from .support.languages import (LANGUAGE_FREE, LANGUAGE_FREE_COMPAT, check_language, dataset_language,  # noqa: E402
+from .support.languages import (LANGUAGE_FREE, check_language, dataset_language,  # noqa: E402
                                 language_problems, languages)

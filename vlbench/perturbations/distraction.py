@@ -4,7 +4,7 @@ Placement (``position="before-final-punctuation"``, default): the caption is spl
 ``body + gap + final + trail`` where ``final`` is the trailing run of sentence-final punctuation
 (``. ! ? …``) and ``gap`` / ``trail`` the whitespace before / after it; the result is
 ``body + " " + phrase + gap + final + trail``. So "... the London Bridge." becomes
-"... the London Bridge and true is true." (the chapter's Figure 5.1), "A dog" becomes
+"... the London Bridge and true is true." (docs/perturbations.md), "A dog" becomes
 "A dog and true is true", and a caption ending in a closing quote or bracket gets the phrase after it.
 ``position="end"``: ``caption.rstrip() + " " + phrase`` (after any final punctuation).
 

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from ..errors import VlbenchError
 from ..registry import perturbations as REGISTRY
+from . import variants
 from .base import CaptionRNG, PerturbedSet, Token, usable_text
 
 _REQUIRED = ("name", "family", "version", "params", "needs_parse", "apply")
@@ -15,21 +16,17 @@ _REQUIRED = ("name", "family", "version", "params", "needs_parse", "apply")
 def instantiate(name: str, params: dict | None = None, variant: str | None = None):
     """The perturbation object registered under ``name``, built with ``params``.
 
-    ``variant="hendriksen2024"`` (or ``params={"variant": "hendriksen2024"}``) gives the authors-compatible
-    variant of a built-in perturbation (vlbench/perturbations/compat.py); ``None`` / ``"standard"`` the
-    registered one.
+    ``variant=NAME`` (or ``params={"variant": NAME}``) gives a registered variant's implementation of the
+    perturbation (vlbench/perturbations/variants.py); ``None`` / ``"standard"`` the registered one.
     """
     params = dict(params or {})
     variant = params.pop("variant", variant)
-    if variant not in (None, "standard"):
-        from . import compat
-        if variant != compat.VARIANT:
-            raise VlbenchError(f"perturbation {name!r}: unknown variant {variant!r}",
-                               f"use variant=standard or variant={compat.VARIANT}")
+    if not variants.is_standard(variant):
+        record = variants.get(variant)
         if params:
             raise VlbenchError(f"perturbation {name!r}: the {variant} variant takes no parameters, got {params}",
-                               "drop the other parameters; the variant fixes them as the authors did")
-        return compat.CompatPerturbation(name)
+                               "drop the other parameters; the variant fixes them")
+        return record.make(name)
     entry = REGISTRY.entry(name)
     target = REGISTRY.get(name)
     is_factory = isinstance(target, type) or (callable(target) and not hasattr(target, "apply"))
@@ -121,8 +118,9 @@ def _progress(it, total: int, desc: str):
     return tqdm(it, total=total, desc=desc, file=sys.stderr, leave=False)
 
 
-def resources(kinds: Sequence[str]) -> dict[str, str]:
-    """Versions of the language resources a perturbation's output depends on."""
+def resources(kinds: Sequence[str], tokenizer: str | None = None) -> dict[str, str]:
+    """Versions of the language resources a perturbation's output depends on (``tokenizer``: how a variant's
+    own word tokenizer is described, for kind ``nltk``)."""
     out = {}
     if "spacy" in kinds:
         import spacy
@@ -138,12 +136,10 @@ def resources(kinds: Sequence[str]) -> dict[str, str]:
         from ..lang import wordnet
 
         out["wordnet"] = f"WordNet {wordnet().get_version()} (NLTK {nltk.__version__})"
-    if "nltk" in kinds:  # the compatible variant's word tokenizer (vlbench.perturbations.compat.nltk_tokens)
+    if "nltk" in kinds:  # a variant's word tokenizer (its record's ``tokenizer``)
         import nltk
 
-        from .compat import TOKENIZER
-
-        out["nltk"] = f"{TOKENIZER} (installed NLTK {nltk.__version__})"
+        out["nltk"] = f"{tokenizer or 'nltk.word_tokenize'} (installed NLTK {nltk.__version__})"
     return out
 
 
@@ -225,6 +221,6 @@ def perturb_captions(captions: list[str], caption_ids: list[str], names: list[st
                           not_applicable_reasons=reasons)
         kinds = getattr(obj, "resources", ())
         if kinds:
-            ps.resources = resources(kinds)
+            ps.resources = resources(kinds, getattr(obj, "tokenizer", None))
         out[obj.name] = ps
     return out

@@ -67,7 +67,7 @@ class _Shuffle(BasePerturbation):
 class ShuffleNounsAdjectives(_Shuffle):
     """Shuffle the nouns among the noun slots and the adjectives among the adjective slots
     (``mode="separate"``, ARO's code), or nouns and adjectives together over their joint slots
-    (``mode="joint"``, as drawn in the chapter's Figure 5.1). Every other word stays in place."""
+    (``mode="joint"``, as docs/perturbations.md draws it). Every other word stays in place."""
 
     name = "shuffle-nouns-adjectives"
     needs_parse = True

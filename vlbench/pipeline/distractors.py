@@ -27,7 +27,7 @@ from ..conditions import RunCondition
 from ..datasets.distractors import check_source, load_distractors, parse_spec
 from ..metrics import compute as M
 from ..metrics.specs import DIRECTIONS
-from . import protocol_settings as PS
+from .relevance import truncate
 
 PREFIX = "distractors:"
 FALSE_RATE = "false_rate"
@@ -77,7 +77,7 @@ def _encode(session, cfg, d, progress: bool) -> tuple:
     m = cfg.model_opts
     img = _stack(session.images(list(d.images), batch_size=m.batch_size, num_workers=m.num_workers,
                                 progress=progress), len(d.images)) if d.images else None
-    texts = PS.truncate(cfg, list(d.captions))
+    texts = truncate(cfg, list(d.captions))
     txt = _stack(session.texts(texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress),
                  len(texts)) if texts else None
     return img, txt

@@ -60,10 +60,9 @@ def check_model(spec: str) -> list[Problem]:
 def check_relevance(spec: str, protocol: str = "standard") -> list[Problem]:
     """The fixed relevance model (--relevance, or the protocol's default), named in its role, with the
     alternatives when it is missing (an explicit --relevance wins over the protocol's model)."""
-    from .protocol_settings import PROTOCOLS
+    from .presets import fixed_relevance_role
 
-    role = (f"the {protocol} protocol's fixed relevance model for DCG" if spec == PROTOCOLS[protocol]["relevance"]
-            and protocol != "standard" else "the relevance model given by --relevance (DCG gains)")
+    role = fixed_relevance_role(spec, protocol)
     fix = ("give another relevance model with --relevance: --relevance self (the evaluated model's own scores; "
            "the label then records the deviation) or --relevance clip:<folder> (a local copy of the weights, e.g. "
            "openai/clip-vit-base-patch32 saved with save_pretrained)")
@@ -133,16 +132,17 @@ def check_language(perturb: str | None) -> list[Problem]:
     return out
 
 
-def check_compat_data(perturb: str | None, params: dict | None = None, variant: str | None = None) -> list[Problem]:
-    """What the authors-compatible perturbations (``--perturb-variant hendriksen2024``) need beyond spaCy and
-    WordNet: NLTK's punkt_tab / averaged_perceptron_tagger_eng files (synonyms, trigram shuffles) and the
-    ``typo`` package (typos). File and module lookups only: NLTK is not imported (that takes seconds)."""
+def check_variant_data(perturb: str | None, params: dict | None = None, variant: str | None = None) -> list[Problem]:
+    """What the perturbation variants of a run (``--perturb-variant``, a protocol's variant) need beyond spaCy
+    and WordNet, as their records say: NLTK data files and Python modules. File and module lookups only: NLTK
+    is not imported (that takes seconds)."""
     if not perturb:
         return []
     import importlib.util
 
     from .. import langdata
     from .. import perturbations as P
+    from ..perturbations import variants
 
     try:
         names = P.resolve(perturb)
@@ -153,21 +153,29 @@ def check_compat_data(perturb: str | None, params: dict | None = None, variant: 
     missing = langdata.missing(needs)
     if missing:
         users = sorted({n for p in missing for n in needs[p]})
+        used = sorted({variants.variant_of(n, params, variant) for n in users})
         out.append(Problem("NLTK data", f"{', '.join(missing)} (NLTK {langdata.nltk_version()}) not found, needed by "
-                           f"the authors-compatible perturbations {', '.join(users)} (--protocol hendriksen2024 / "
-                           "--perturb-variant hendriksen2024)",
+                           f"the {' and '.join(used)} variant of the perturbations {', '.join(users)} "
+                           f"(--perturb-variant, or the protocol's)",
                            langdata.hint(missing) + "; or leave these perturbations out", DataError))
     elif needs:
         langdata.use_store()  # NLTK, imported later by the perturbations, also searches vlbench's store
         if any(n.startswith("synonym") for n in names):
             from ..lang import wordnet_files
 
-            wordnet_files()  # the compatible synonyms read WordNet through NLTK's own search path
-    typos = [n for n in names if ((params or {}).get(n) or {}).get("variant", variant) == "hendriksen2024"
-             and n in ("char-swap", "missing-char", "extra-char", "nearby-char")]
-    if typos and importlib.util.find_spec("typo") is None:
-        out.append(Problem("the 'typo' package", f"the authors-compatible typos {', '.join(typos)} call the 'typo' "
-                           "package, which is not installed", "pip install typo==0.1.7 (from PyPI)", DataError))
+            wordnet_files()  # NLTK-based synonyms read WordNet through NLTK's own search path
+    lacking: dict = {}
+    for n in names:
+        v = variants.variant_of(n, params, variant)
+        if variants.is_standard(v) or v not in variants.REGISTRY:
+            continue
+        module = variants.get(v).modules.get(n)
+        if module and importlib.util.find_spec(module[0]) is None:
+            lacking.setdefault((v, *module), []).append(n)
+    for (v, module, requirement), users in lacking.items():
+        out.append(Problem(f"the {module!r} package", f"the {v} variant of {', '.join(users)} calls the "
+                           f"{module!r} package, which is not installed", f"pip install {requirement} (from PyPI)",
+                           DataError))
     return out
 
 
@@ -232,8 +240,7 @@ def preflight(cfg):
     from .. import perturbations as P
 
     from ..metrics.specs import check_plugins
-    from . import protocol_settings as PS
-    from .protocol_settings import dataset_gallery
+    from .galleries import dataset_gallery, gallery_problem
 
     check_plugins()  # a metric plug-in that calls sys.exit while importing stops the run here
     ds, problems, complete = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=dataset_gallery(cfg),
@@ -246,11 +253,11 @@ def preflight(cfg):
     with stores.using(cfg.cache_dir):  # the language-data store lies under --cache-dir when one is given
         language = check_language(cfg.perturb)
         problems += language
-        problems += check_compat_data(cfg.perturb, cfg.perturb_params, cfg.perturb_variant)
+        problems += check_variant_data(cfg.perturb, cfg.perturb_params, cfg.perturb_variant)
     from .distractors import preflight_problems
 
     problems += [Problem(*p, DataError) for p in preflight_problems(cfg)]  # --distractors: each source is there
-    gallery = PS.gallery_problem(cfg, ds)
+    gallery = gallery_problem(cfg, ds)
     if gallery:
         problems.append(Problem(f"gallery of {cfg.dataset!r}", *gallery, DataError))
     # English-only perturbations on captions in another language (issue #21; vlbench.perturbations.check_language)

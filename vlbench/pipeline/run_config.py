@@ -24,7 +24,7 @@ validity           ``validity_opts``           validity, validity_sample, validi
 output             ``output_opts``             out, cache_dir, no_cache, restart, quiet, resume, overwrite
 =================  ==========================  ================================================================
 
-The protocol settings (protocol_settings.py) are scoring options except ``gallery`` (data).
+The protocol settings (presets.py) are scoring options except ``gallery`` (data).
 """
 
 from __future__ import annotations
@@ -44,15 +44,18 @@ from ..perturbations.validity import MODES as VALIDITY_MODES
 from ..perturbations.validity import PRECISION as VALIDITY_PRECISION
 from ..perturbations.validity import check_mode
 from ..shortcuts import DIGIT_SOURCES
-from .protocol_settings import I2T_RECALLS, PERTURB_SIDES, PERTURB_VARIANTS, PROTOCOLS
+from .. import registry
+from .galleries import GALLERIES
+from .presets import PERTURB_SIDES, STANDARD_VARIANT, check as check_protocol
 
 #: the choices of the options that have them, declared once (here or in the module that checks them):
 #: the CLI's choices, validate() and the modules below read these
-GALLERIES = ("test", "fg-pool", "folder")
 RELEVANCES = ("self",)
 MIA_SCORES = ("rsum", "rank")
 GRADED_KINDS = ("rouge-l", "minilm")
-PROTOCOL_NAMES = tuple(PROTOCOLS)
+PROTOCOL_NAMES = registry.Names(registry.protocols, first=("standard",))
+PERTURB_VARIANTS = registry.Names(registry.perturbation_variants, first=(STANDARD_VARIANT,))
+I2T_RECALLS = M.I2T_RECALLS
 __all__ = ["RunConfig", "validate", "check_folder", "GROUPS", "GALLERIES", "EXTRA_POSITIVES", "RELEVANCES",
            "MIA_SCORES", "GRADED_KINDS", "CORRUPT_AT", "DIGIT_SOURCES", "PRECISIONS", "VALIDITY_MODES",
            "PROTOCOL_NAMES", "I2T_RECALLS", "PERTURB_SIDES", "PERTURB_VARIANTS"]
@@ -79,7 +82,7 @@ class DataOptions:
     dataset: str
     dataset_name: str | None = None  # the name results and leaderboards use (default: the dataset's own)
     data_dir: str | None = None
-    gallery: str | None = None  # None: the protocol's (test; folder under hendriksen2024); explicit wins
+    gallery: str | None = None  # None: the protocol's (standard: test); explicit wins
     extra_positives: str | None = None
     allow_partial_gallery: bool = False  # a folder gallery smaller than the protocol's (labelled [gallery=N])
 
@@ -104,13 +107,13 @@ class ScoringOptions:
     the metrics' cut-offs and the statistics."""
     k: tuple = M.DEFAULT_K
     p: int = M.DEFAULT_P
-    relevance: str | None = None  # None: the protocol's (self; its fixed model under hendriksen2024)
+    relevance: str | None = None  # None: the protocol's (standard: self); explicit wins
     graded: tuple = ()  # graded-relevance nDCG labels: "rouge-l", "minilm"
-    protocol: str = "standard"  # standard | hendriksen2024
+    protocol: str = "standard"  # a registered protocol (vlbench ls protocols)
     i2t_recall: str | None = None  # hit | fraction
     perturb_side: str | None = None  # both | t2i
     truncate_chars: int | None = None  # cut captions to this many characters (0: none)
-    perturb_variant: str | None = None  # standard | hendriksen2024 (authors-compatible perturbations)
+    perturb_variant: str | None = None  # standard | a registered perturbation variant
     n_boot: int = 1000
     mia_score: str = "rsum"
 
@@ -266,8 +269,6 @@ def validate(cfg: RunConfig) -> None:
         from ..models.adapter import pick_device  # imports torch: only for an explicit accelerator
 
         pick_device(cfg.device)  # a warm run would otherwise meet the missing device only when scoring
-    from .protocol_settings import check as check_protocol
-
     check_protocol(cfg)  # --protocol's settings, --relevance MODEL
     for name, value in (("dataset_name", cfg.dataset_name), ("model_name", cfg.model_name)):
         if value is not None and (not isinstance(value, str) or not value.strip() or not value.isprintable()

@@ -88,8 +88,8 @@ RUN_OPTIONS = (
     Option("gallery", "--gallery", "candidate images for t2i: the test set, the FG release's enlarged pool, or every image in the image folder",
            choices=C.GALLERIES),
     Option("allow_partial_gallery", "--allow-partial-gallery", "accept a --gallery folder image folder smaller than "
-           "the protocol's (Flickr30k 31,783, COCO val2014 40,504 images); the size joins the protocol label, e.g. "
-           "hendriksen2024[gallery=5000]", kind="flag"),
+           "the dataset's full folder (Flickr30k 31,783, COCO val2014 40,504 images); the size joins the protocol "
+           "label, e.g. <protocol>[gallery=5000]", kind="flag"),
     Option("extra_positives", "--extra-positives", "extended positives for coco: eccv / cxc follow ECCV Caption's official protocol (annotated queries, "
                                                    "eccv_* / cxc_* metrics); eccv-all / cxc-union add them to the original positives of every query",
            choices=C.EXTRA_POSITIVES),
@@ -103,17 +103,17 @@ RUN_OPTIONS = (
     Option("p", "--dcg-p", "DCG_CM rank cut-off p (default 10)", kind="int"),
     Option("relevance", "--relevance", "relevance of non-positives in DCG_CM: 'self' (the evaluated similarity) or a "
                                        "fixed relevance model spec, e.g. clip:openai/clip-vit-base-patch32", metavar="MODEL"),
-    Option("protocol", "--protocol", "evaluation protocol: standard, or hendriksen2024 (the chapter authors' code; "
-                                     "docs/reproducing.md); the options below override its single settings",
+    Option("protocol", "--protocol", "evaluation protocol: a named preset of the options below (vlbench ls "
+                                     "protocols; docs/studies.md); each of them overrides its single setting",
            choices=C.PROTOCOL_NAMES),
     Option("i2t_recall", "--i2t-recall", "i2t Recall@k: hit (any relevant caption in the top k) or fraction "
-                                         "(hits / min(#relevant, k), Hendriksen et al.)", choices=C.I2T_RECALLS),
+                                         "(hits / min(#relevant, k))", choices=C.I2T_RECALLS),
     Option("perturb_side", "--perturb-side", "where perturbed captions go: both directions, or t2i queries only",
            choices=C.PERTURB_SIDES),
     Option("truncate_chars", "--truncate-chars", "cut captions to N characters before encoding (0: no cut)",
            kind="int", metavar="N"),
-    Option("perturb_variant", "--perturb-variant", "perturbation implementations: standard, or hendriksen2024 "
-                                                   "(the authors-compatible variants)",
+    Option("perturb_variant", "--perturb-variant", "perturbation implementations: standard, or a registered "
+                                                   "variant (vlbench ls perturbation-variants)",
            choices=C.PERTURB_VARIANTS),
     Option("cache_dir", "--cache-dir", "cache root of every store: embeddings, perturbed captions, model identities, "
                                        "MiniLM vectors, ... (default $VLBENCH_CACHE_DIR or ~/.cache/vlbench; see "

@@ -38,7 +38,7 @@ from ..metrics import compute as M
 from ..datasets.core import Dataset, load_dataset
 from ..encoding.distributed import claim_out, distributed, gather, phase, silence_library_progress
 from .report import format_table, write_flips, write_per_query, write_run_files
-from . import distractors as D, protocol_settings as PS, timing as T
+from . import distractors as D, galleries, presets, relevance, timing as T
 from .run_config import RunConfig, validate
 from ..metrics.stats import model_input_analysis, paired_bootstrap, query_scores
 from ..results import SCHEMA_VERSION, Condition, DatasetInfo, Delta, Interval, MetricKey, MetricValue, ModelInfo, RunRecord
@@ -97,7 +97,7 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     t0 = time.time()
     T.start()  # where the time went (results.json timings): pipeline/timing.py
     validate(cfg)
-    cfg = PS.resolve(cfg)  # the protocol's settings (--protocol), each overridable on its own
+    cfg = presets.resolve(cfg)  # the protocol's settings (--protocol), each overridable on its own
     from .rerun import finished_run  # resume / overwrite: a finished run already in cfg.out
 
     done = finished_run(cfg, lambda m: _log(cfg, m))
@@ -181,9 +181,9 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
     """Data and perturbations first: cheap, and bad input fails before a model is loaded. ``ds``: the dataset
     as the preflight loaded it, complete with its images (None: load it here, downloading what is missing)."""
     if ds is None:
-        ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=PS.dataset_gallery(cfg), require_images=True,
+        ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=galleries.dataset_gallery(cfg), require_images=True,
                           extra_positives=cfg.extra_positives)
-    ds = PS.apply_gallery(ds, cfg)  # --gallery folder
+    ds = galleries.apply_gallery(ds, cfg)  # --gallery folder
     if cfg.dataset_name:
         ds = dataclasses.replace(ds, name=cfg.dataset_name.strip())
     if ds.issues:
@@ -263,7 +263,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     _log(cfg, f"encoding {len(paths)} images with {m.model} ({m.precision})"
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
-    texts = PS.truncate(cfg, texts)  # --truncate-chars
+    texts = relevance.truncate(cfg, texts)  # --truncate-chars
     img_local = T.encoding("image_decode_preprocess", session.stats, lambda: phase(dist, shard, lambda: session.images(
         paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard)))
     _log(cfg, f"encoding {len(texts)} captions ({len(plan.perturbed) + 1} condition(s))")
@@ -288,7 +288,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
         paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, clean=img_emb))
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
                    session.cache, shard.world, variant_img,
-                   T.timed("relevance_encode", lambda: PS.encode_relevance(cfg, ds, paths, stats=session.stats,
+                   T.timed("relevance_encode", lambda: relevance.encode_relevance(cfg, ds, paths, stats=session.stats,
                                                                            texts=plan.texts()[0])), tuple(keys), bound,
                    D.encode_distractors(session, cfg, plan, session.stats))
 
@@ -354,7 +354,7 @@ def _metric_values(evals: dict) -> list[MetricValue]:
 
 def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
     return {"k": list(cfg.k), "p": cfg.p, "relevance": cfg.relevance, "seed": cfg.seed,
-            "protocol": PS.describe(cfg, plan.ds),  # plan.ds: a partial folder gallery names its size
+            "protocol": presets.describe(cfg, plan.ds),  # plan.ds: a partial folder gallery names its size
             "graded_relevance": {name: src.describe() for name, src in plan.graded[0].items()},
             "precision": cfg.precision, "device": str(enc.adapter.device), "batch_size": cfg.batch_size,
             "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",

@@ -4,17 +4,18 @@ by metric key, and the typed metric values.
 Every metric comes out of ONE scoring pass per condition and fold (``metrics.compute.evaluate``): the
 protocol's i2t recall (``--i2t-recall fraction``) and the official ECCV / CxC ground truth
 (``--extra-positives eccv`` / ``cxc``) are inputs of that pass, not edits of its results. The only
-step after it is the ``--perturb-side t2i`` rule (protocol_settings.adjust_evaluations), which builds new
+step after it is the ``--perturb-side t2i`` rule (:func:`adjust_evaluations`), which builds new
 evaluations with the clean i2t side.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..metrics import compute as M
 from ..results import MetricKey, MetricValue
-from . import protocol_settings as PS
 
 
 def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=None, relevance=None) -> list:
@@ -38,8 +39,8 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
 
 def condition_relevance(relevance, off: int, n: int):
     """The fixed relevance model's (image, caption) embeddings of the condition whose captions start at
-    ``off`` of Plan.texts(): the captions as evaluated (chapter Eq. 5.1: the relevance of the candidate to
-    the query), so a perturbed t2i query's gains come from the perturbed caption and an i2t query's from
+    ``off`` of Plan.texts(): the captions as evaluated (the relevance of the candidate to the query is
+    that of the query as evaluated), so a perturbed t2i query's gains come from the perturbed caption and an i2t query's from
     the perturbed gallery captions it ranks. Images: the clean gallery (the relevance model does not
     encode image corruptions). None: relevance = the evaluated similarity."""
     if relevance is None:
@@ -62,7 +63,17 @@ def score(scoring, plan, enc) -> dict:
     from .distractors import score_distractors  # gallery conditions (--distractors): the clean queries, more candidates
 
     evals.update(score_distractors(scoring, plan, enc, evals["clean"], device=device))
-    return PS.adjust_evaluations(scoring, plan, enc, evals)
+    return adjust_evaluations(scoring, plan, enc, evals)
+
+
+def adjust_evaluations(cfg, plan, enc, evals: dict) -> dict:
+    """The i2t side under ``--perturb-side t2i``: perturbed conditions get new evaluations with the clean i2t
+    side (perturbed captions are t2i queries only). The fraction recall (``--i2t-recall fraction``) is an
+    input of the scoring pass itself (metrics.compute.evaluate(i2t_recall=...)); nothing is edited in place."""
+    if cfg.perturb_side != "t2i":
+        return evals
+    return {cond: [dataclasses.replace(ev, i2t=clean.i2t) for ev, clean in zip(evs, evals["clean"])]
+            if cond in plan.perturbed else evs for cond, evs in evals.items()}
 
 
 def mean_records(evals: list) -> list[dict]:

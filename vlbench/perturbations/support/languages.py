@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from ...errors import VlbenchError
 from ...registry import perturbations as REGISTRY
+from ..variants import get as variant_get
 
 #: built-ins that work on captions in any language (letters and whitespace only); every other built-in
 #: needs English: the spaCy English tagger, WordNet, an English phrase or the English QWERTY map
 LANGUAGE_FREE = frozenset({"char-swap", "missing-char", "extra-char", "shuffle-all-words",
                            "shuffle-within-trigrams", "shuffle-trigrams"})
-#: the same for the hendriksen2024 variant (its trigram shuffles split words with NLTK's English tokenizer)
-LANGUAGE_FREE_COMPAT = frozenset({"char-swap", "missing-char", "extra-char", "shuffle-all-words"})
 _NEEDS = {"typos": "the English QWERTY keyboard map", "lexical": "the English tagger and WordNet",
           "distraction": "an English phrase", "word-order": "the English part-of-speech tagger"}
 _LANG_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
@@ -26,7 +25,7 @@ def languages(name: str, variant: str | None = None) -> frozenset | None:
     """The caption languages (ISO 639-1 codes) perturbation ``name`` supports: None = any language. A plug-in
     declares them with a ``languages`` attribute (an iterable of codes, or None / absent for any)."""
     if name in _builtins():
-        free = LANGUAGE_FREE_COMPAT if variant not in (None, "standard") else LANGUAGE_FREE
+        free = LANGUAGE_FREE if variant in (None, "standard") else variant_get(variant).language_free
         return None if name in free else frozenset({"en"})
     langs = getattr(REGISTRY.get(name), "languages", None)
     return None if langs is None else frozenset(str(x).lower() for x in langs)
@@ -55,7 +54,7 @@ def check_language(names, language: str | None, *, dataset: str = "the dataset",
     if not bad:
         return
     builtins = _builtins()
-    free = sorted(LANGUAGE_FREE_COMPAT if variant not in (None, "standard") else LANGUAGE_FREE,
+    free = sorted(LANGUAGE_FREE if variant in (None, "standard") else variant_get(variant).language_free,
                   key=list(builtins).index)
     why = sorted({_NEEDS.get(builtins[n][1], "English resources") if n in builtins else "English" for n in bad})
     lname = _LANG_NAMES.get(lang, lang)

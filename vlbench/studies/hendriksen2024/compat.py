@@ -23,9 +23,13 @@ carry the variant so cached results of the two never mix.
 
 from __future__ import annotations
 
-from ..errors import VlbenchError
-from .base import CaptionRNG, Token
-from .support.tokenizer381 import TOKENIZER, tokenize_sentence  # noqa: F401  (NLTK 3.8.1's word tokenizer)
+from vlbench import langdata, stores
+from vlbench.errors import VlbenchError
+from vlbench.perturbations.base import CaptionRNG, Token
+from vlbench.perturbations.support.languages import LANGUAGE_FREE
+from vlbench.perturbations.synonym_words import skip_identity_map
+from vlbench.perturbations.variants import PerturbationVariant
+from .tokenizer381 import TOKENIZER, tokenize_sentence
 
 VARIANT = "hendriksen2024"
 VERSION = "hendriksen2024-1"
@@ -51,12 +55,9 @@ _STORES_SEARCHED: set = set()  # cache roots whose language-data store NLTK alre
 
 def _search_store() -> None:
     """Make NLTK search vlbench's language-data store (once per cache root, not on every NLTK call)."""
-    from .. import stores
-    from ..langdata import use_store
-
     root = str(stores.root())  # the current cache root (--cache-dir / stores.using)
     if root not in _STORES_SEARCHED:
-        use_store()
+        langdata.use_store()
         _STORES_SEARCHED.add(root)
 
 
@@ -68,10 +69,8 @@ def _nltk_call(what: str, fn, *args):
     try:
         return fn(*args)
     except LookupError as exc:
-        from ..langdata import hint  # the message (helper H): the offline route first, then nltk.download
-
         raise VlbenchError(f"the hendriksen2024 variant needs NLTK data for {what}, which is not installed",
-                           hint(["punkt_tab", "averaged_perceptron_tagger_eng", "wordnet"])) from exc
+                           langdata.hint(["punkt_tab", "averaged_perceptron_tagger_eng", "wordnet"])) from exc
 
 
 def typo_compat(name: str, text: str) -> str:
@@ -95,8 +94,6 @@ def nltk_tokens(text: str) -> list[str]:
 
 def _first_synonym(word: str) -> str | None:
     from nltk.corpus import wordnet
-
-    from .synonym_words import skip_identity_map
 
     skip_identity_map()  # before the lazy corpus loads: a faster load, the same synsets
     for syn in _nltk_call("WordNet (wordnet)", wordnet.synsets, word):
@@ -173,6 +170,7 @@ class CompatPerturbation:
     """One perturbation under the authors-compatible variant; same name as the standard one."""
 
     version = VERSION
+    tokenizer = TOKENIZER  # how results describe the word tokenizer (resource kind "nltk")
 
     def __init__(self, name: str):
         if name not in _FAMILIES:
@@ -198,3 +196,16 @@ class CompatPerturbation:
 
     def __repr__(self) -> str:
         return f"<perturbation {self.name} v{self.version} {self.params}>"
+
+
+#: the variant's record (``--perturb-variant hendriksen2024``): what it implements and what it needs
+VARIANT_RECORD = PerturbationVariant(
+    VARIANT, CompatPerturbation, NAMES,
+    nltk_data={"synonym-noun": (langdata.TOKENIZER, langdata.TAGGER),
+               "synonym-adjective": (langdata.TOKENIZER, langdata.TAGGER),
+               "shuffle-within-trigrams": (langdata.TOKENIZER,), "shuffle-trigrams": (langdata.TOKENIZER,)},
+    modules={n: ("typo", "typo==0.1.7") for n in TYPO_METHODS},
+    # its trigram shuffles split words with NLTK's English tokenizer, so they are English-only here
+    language_free=frozenset(LANGUAGE_FREE - {"shuffle-within-trigrams", "shuffle-trigrams"}),
+    tokenizer=TOKENIZER,
+    description="the authors-compatible implementations of the 13 perturbations (Hendriksen et al.'s code)")

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..util.markdown import md_table
-from ..errors import VlbenchError
+from vlbench.util.markdown import md_table
+from vlbench.errors import VlbenchError
 from .plan import CAPTIONS, GALLERY  # noqa: F401  (re-exported: the sizes the plan checks)
 
 MODELS = {"align": "align", "altclip": "altclip", "clip": "clip", "groupvit": "groupvit"}
@@ -39,7 +39,7 @@ SECONDS_PER_CAPTION = {"gpu": 0.0005, "cpu": 0.02}
 
 def published() -> dict:
     """The published values of Tables 5.2-5.4 and their source (package data)."""
-    text = resources.files("vlbench.reproduce").joinpath("data/hendriksen2024_published.json").read_text("utf-8")
+    text = resources.files(__package__).joinpath("data/published.json").read_text("utf-8")
     return json.loads(text)
 
 
@@ -70,8 +70,8 @@ def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: 
           perturb: str | None = "all", data_dir=None) -> str:
     """What the runs need, said before any work: weights (the relevance model as given), images and where they
     go, language data, disk, time (rough). The checks themselves: :func:`vlbench.reproduce.plan.problems`."""
-    from ..pipeline.protocol_settings import RELEVANCE_MODEL
-    from ..util.paths import default_data_dir
+    from ..protocol import RELEVANCE_MODEL
+    from vlbench.util.paths import default_data_dir
     from .plan import check_perturb, disk_bytes
 
     todo = [j for j in jobs if out is None or not (j.folder(out) / "results.json").is_file()]
@@ -103,8 +103,8 @@ def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: 
 
 def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
     """Run (or reuse) every job; returns {job: RunRecord}."""
-    from ..pipeline.runner import RunConfig, run
-    from ..results import RunRecord
+    from vlbench.pipeline.runner import RunConfig, run
+    from vlbench.results import RunRecord
 
     records = {}
     for n, job in enumerate(jobs, start=1):
@@ -124,7 +124,7 @@ def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
 
 
 def _get(rec, cond: str, direction: str, metric: str, k=None):
-    from ..results import MetricKey
+    from vlbench.results import MetricKey
 
     return rec.values_of(cond).get(MetricKey(direction, metric, k)) if cond in rec.conditions else None
 

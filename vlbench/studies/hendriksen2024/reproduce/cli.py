@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import VlbenchError
+from vlbench.errors import VlbenchError
 
 
 def _pairs(values: list[str], what: str) -> dict:
@@ -23,7 +23,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                           "protocol (hendriksen2024), resuming through the cache and existing run folders, and write "
                           "the tables beside the published values with a reproduction verdict (5% relative). "
                           "See docs/reproducing.md.")
-    parser.add_argument("study", choices=("hendriksen2024",), help="which publication")
     parser.add_argument("--out", default=None, help="folder for the runs and the tables (reused to resume); "
                                                     "required unless --plan-only")
     parser.add_argument("--also-standard", action="store_true", help="also run vlbench's standard protocol")
@@ -48,7 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    from . import hendriksen2024 as H
+    from . import run as H
 
     models, datasets = _pairs(args.model, "model"), _pairs(args.dataset, "dataset")
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731

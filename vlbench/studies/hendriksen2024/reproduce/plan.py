@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import VlbenchError
+from vlbench.errors import VlbenchError
 
 #: images and captions per dataset key (the chapter's folder galleries; 5 captions per test image)
 GALLERY = {"coco": 40504, "coco-fg": 40504, "flickr30k": 31783, "flickr30k-fg": 31783}
@@ -22,7 +22,7 @@ CAPTIONS = {"coco": 25000, "coco-fg": 25000, "flickr30k": 5000, "flickr30k-fg": 
 
 def check_perturb(perturb: str | None) -> list[str]:
     """The perturbation names of ``perturb`` (an unknown name is refused here, before anything else)."""
-    from .. import perturbations as P
+    from vlbench import perturbations as P
 
     if not perturb:
         return []
@@ -40,14 +40,15 @@ def _runs(jobs) -> str:
 
 def _gallery(key: str, spec: str, data_dir, allow_partial: bool):
     """A Problem when the chapter protocol's folder gallery of built-in ``spec`` is smaller than the protocol's."""
-    from ..datasets.builtin import BUILTIN
-    from ..datasets.core import IMAGE_EXTS
-    from ..pipeline.preflight import Problem
-    from ..pipeline.protocol_settings import FOLDER_GALLERY_NAME, FOLDER_GALLERY_SIZE
-    from ..util.paths import default_data_dir
+    from vlbench.datasets.builtin import BUILTIN
+    from vlbench.datasets.core import IMAGE_EXTS
+    from vlbench.pipeline.preflight import Problem
+    from vlbench.datasets.specs import IMAGE_SOURCES
+    from vlbench.util.paths import default_data_dir
 
     b = BUILTIN.get(spec)
-    expected = FOLDER_GALLERY_SIZE.get(b.images) if b is not None else None
+    source = IMAGE_SOURCES.get(b.images) if b is not None else None
+    expected = source.folder_size if source is not None else None
     if expected is None or allow_partial:
         return None
     folder = (Path(data_dir).expanduser() if data_dir else default_data_dir()) / "images" / b.images
@@ -57,7 +58,7 @@ def _gallery(key: str, spec: str, data_dir, allow_partial: bool):
             have = sum(1 for e in it if e.name.lower().endswith(IMAGE_EXTS) and e.is_file())
     if have >= expected:
         return None
-    what = FOLDER_GALLERY_NAME[b.images]
+    what = source.folder
     return Problem(f"t2i gallery of {key} (hendriksen2024)",
                    f"the chapter protocol ranks every image of {folder} ({have:,} there now) and needs the whole "
                    f"{what} folder: {expected:,} images (the test images included)",
@@ -66,7 +67,7 @@ def _gallery(key: str, spec: str, data_dir, allow_partial: bool):
 
 
 def _dataset_problems(todo, data_dir, allow_partial: bool) -> list:
-    from ..pipeline.preflight import check_dataset
+    from vlbench.pipeline.preflight import check_dataset
 
     problems = []
     by_spec: dict[str, list] = {}
@@ -91,9 +92,9 @@ def _for(problem, jobs):
 def problems(jobs, out: Path | None, *, data_dir=None, cache_dir=None, relevance: str | None = None,
              perturb: str | None = "all", allow_partial_gallery: bool = False, done=None) -> list:
     """Every missing item of every run still to do (a list of preflight.Problem)."""
-    from .. import stores
-    from ..pipeline.preflight import check_compat_data, check_disk, check_language, check_model, check_relevance
-    from ..pipeline.protocol_settings import RELEVANCE_MODEL
+    from vlbench import stores
+    from vlbench.pipeline.preflight import check_variant_data, check_disk, check_language, check_model, check_relevance
+    from ..protocol import RELEVANCE_MODEL
 
     todo = [j for j in jobs if not (done or (lambda j: False))(j)]
     if not todo:
@@ -112,7 +113,7 @@ def problems(jobs, out: Path | None, *, data_dir=None, cache_dir=None, relevance
     found += _dataset_problems(todo, data_dir, allow_partial_gallery)
     found += check_language(perturb)
     if chapter:
-        found += [_for(p, chapter) for p in check_compat_data(perturb, None, "hendriksen2024")]
+        found += [_for(p, chapter) for p in check_variant_data(perturb, None, "hendriksen2024")]
     paths = ([out] if out else []) + [stores.root(cache_dir)]
     found += check_disk(paths, disk_bytes(todo, perturb))
     return found
@@ -128,7 +129,7 @@ def raise_if_missing(found: list, n_runs: int) -> None:
     """One message with every missing item (PreflightError, exit 2), or nothing."""
     if not found:
         return
-    from ..pipeline.preflight import PreflightError
+    from vlbench.pipeline.preflight import PreflightError
 
     lines = [f"  - {p.item}: {p.what}\n      fix: {p.fix}" for p in found]
     raise PreflightError(f"reproduce: {len(found)} thing(s) the {n_runs} run(s) to do need are missing\n"
