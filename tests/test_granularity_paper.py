@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("spacy")
 pd = pytest.importorskip("pandas")
 
+from vlbench import registry  # noqa: E402
 from vlbench.errors import VlbenchError  # noqa: E402
 from vlbench.granularity import caption_features, granularity_report, granularity_table  # noqa: E402
 from vlbench.granularity import cli as gcli  # noqa: E402
@@ -41,18 +42,20 @@ def write(path: Path, rows: list[dict]) -> str:
 
 
 def test_profiles_are_named_option_sets():
-    assert set(PROFILES) == {"paper", "per-noun"}
+    assert set(PROFILES) == {"per-caption", "per-noun"}  # the library's; the study adds "paper" (the same readings)
+    assert profile_options("paper") == profile_options("per-caption") == PROFILES["per-caption"]
+    assert registry.granularity_profiles.entry("paper").source == "study:hendriksen2024"
     assert FeatureOptions.from_kwargs(**profile_options("per-noun")) == FeatureOptions()
     paper = FeatureOptions.from_kwargs(**profile_options("paper"))
     assert (paper.np_unit, paper.participles, paper.predicative) == ("caption", True, True)
-    assert profile_options(None) == profile_options("paper")               # the default profile
+    assert profile_options(None) == profile_options("per-caption")         # the default profile
     assert profile_options("paper", np_unit="noun", participles=None)["np_unit"] == "noun"  # override
     with pytest.raises(VlbenchError, match="unknown granularity profile"):
         profile_options("table-5.1")
     parser = argparse.ArgumentParser()
     gcli.configure(parser)
     choices = next(a.choices for a in parser._actions if a.dest == "profile")
-    assert sorted(choices) == sorted(PROFILES)                            # the CLI offers every profile
+    assert sorted(choices) == sorted([*PROFILES, "paper"])                # the CLI offers every profile
 
 
 def test_paper_and_per_noun_readings_by_hand(language):
@@ -97,7 +100,7 @@ def test_cli_profile_flag_and_override(tmp_path, language, capsys):
         return pd.read_csv(out / "granularity.csv", index_col="feature").iloc[:, 0], summary
 
     t, s = table()
-    assert t["adjectives"] == 1.0 and s["profile"] == "paper"       # per caption: 1 adjective
+    assert t["adjectives"] == 1.0 and s["profile"] == "per-caption"  # per caption: 1 adjective
     t, s = table("--profile", "per-noun")
     assert t["adjectives"] == 0.5 and s["profile"] == "per-noun"    # 1 adjective / 2 nouns
     t, s = table("--profile", "paper", "--np-unit", "noun")                  # one reading overridden

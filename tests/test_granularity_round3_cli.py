@@ -99,4 +99,4 @@ def test_the_new_readings_have_flags_that_override_the_profile(tmp_path, languag
     summary = json.loads((tmp_path / "out" / "granularity_summary.json").read_text())
     o = summary["options"]
     assert (o["cp_scope"], o["quantifier_set"], o["depth_pos"], o["diversity"]) == ("noun", "all", ["NOUN"], "synonyms")
-    assert o["np_unit"] == "caption" and summary["profile"] == "paper"  # the rest of the paper profile stays
+    assert o["np_unit"] == "caption" and summary["profile"] == "per-caption"  # the rest of the default profile stays

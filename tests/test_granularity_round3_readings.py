@@ -12,7 +12,7 @@ import pytest
 spacy = pytest.importorskip("spacy")
 
 from vlbench.errors import VlbenchError  # noqa: E402
-from vlbench.granularity.features import (PROFILES, FeatureOptions, analyse_doc,  # noqa: E402
+from vlbench.granularity.features import (FeatureOptions, analyse_doc,  # noqa: E402
                                           features_from_counts, profile_options)
 # the gold-parse builder and the fixtures of the feature tests (one copy of each)
 from test_granularity_features import gold, vocab, wordnet_ready  # noqa: E402,F401
@@ -30,10 +30,12 @@ MAN_RIDING = ("a/DET/DT/det/1 man/NOUN/NN/ROOT/1 riding/VERB/VBG/acl/1 a/DET/DT/
 
 
 def test_the_paper_profile_names_the_four_readings():
-    assert PROFILES["paper"]["cp_scope"] == "np"
-    assert PROFILES["paper"]["quantifier_set"] == "numerals"
-    assert PROFILES["paper"]["depth_pos"] == ("NOUN", "VERB")
-    assert PROFILES["paper"]["diversity"] == "concepts"
+    for name in ("paper", "per-caption"):  # the study's profile and the library's default read the same
+        readings = profile_options(name)
+        assert readings["cp_scope"] == "np"
+        assert readings["quantifier_set"] == "numerals"
+        assert readings["depth_pos"] == ("NOUN", "VERB")
+        assert readings["diversity"] == "concepts"
     # FeatureOptions' own defaults (the per-noun profile) keep the earlier readings
     assert (PER_NOUN.cp_scope, PER_NOUN.quantifier_set, PER_NOUN.depth_pos, PER_NOUN.diversity) == \
         ("noun", "all", ("NOUN",), "synonyms")
