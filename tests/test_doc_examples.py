@@ -1,8 +1,9 @@
 """Every Python example in README.md and docs/*.md runs as written (issue #12).
 
 Each file's ```python blocks run in order in one namespace, in a fresh working folder that holds what
-the prose around them says a user has: a `runs/` folder with finished runs (leaderboards) and, for the
-granularity examples, the real caption files in $VLBENCH_DATA_DIR (skipped without ../shared)."""
+the prose around them says a user has: a `runs/` folder with finished runs (leaderboards), the README's tiny
+CLIP and 12-image manifest (`models/tiny-clip`, `data/manifest.jsonl`: what scripts/readme_demo.py builds) and,
+for the granularity examples, the real caption files in $VLBENCH_DATA_DIR (skipped without ../shared)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from conftest import ROOT, excerpt_rows, write_images
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NEEDS_CAPTIONS = {"granularity.md"}
 NEEDS_RUNS = {"leaderboards.md", "flips.md"}
+NEEDS_MODEL = {"README.md"}
 
 
 def _blocks(path: Path) -> list[str]:
@@ -55,6 +57,10 @@ def test_examples_run_as_written(doc, tmp_path, monkeypatch, request, _registrie
         for name in ("flickr30k_test.jsonl", "flickr30k_fg_test.jsonl"):
             (data / name).symlink_to(shared / name)
         monkeypatch.setenv("VLBENCH_DATA_DIR", str(data))
+    if doc.name in NEEDS_MODEL:
+        request.getfixturevalue("manifest")  # data/manifest.jsonl + data/images/, as the README's run reads them
+        (tmp_path / "models").mkdir()
+        (tmp_path / "models" / "tiny-clip").symlink_to(request.getfixturevalue("tiny_models")("clip"))
     if doc.name in NEEDS_RUNS:
         request.getfixturevalue("counting_plugin")
         from vlbench.pipeline.runner import run
