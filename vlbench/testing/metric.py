@@ -160,11 +160,11 @@ def check_metric(metric) -> Report:
     c = Checker("metric", metric if isinstance(metric, str) else getattr(metric, "name", type(metric).__name__))
     with c.check("load"):
         m = METRICS.get(metric) if isinstance(metric, str) else metric
-    _check_record(c, m)
-    if m.expand is not None:  # a family: its registered members are metrics of their own
+    if getattr(m, "expand", None) is not None:  # a family (ndcg_<labels>): its registered members are metrics
         for member in m.instances:
             c.report.passed += [f"{member.name}: {name}" for name in check_metric(member).passed]
         return c.report
+    _check_record(c, m)
     evs = _evaluations()
     if m.kind == "official":
         _check_official(c, m, evs["perfect"][0])

@@ -21,6 +21,7 @@ from .common import Checker, Report, json_problem, short
 CAPTIONS = ("A man in a red shirt rides a brown horse on the beach.", "Two young dogs play in the snow",
             "a woman holding an umbrella walks past a blue car", "Three people sitting at a wooden table eat pizza.",
             "Children are playing football in a green park near the old bridge.",
+            "A big dog jumps over a small fence.", "An elderly man sits on a wooden bench.",
             "An amphibious plane is floating in front of the London Bridge.")
 #: captions at the edges of what the engine passes on: one word, one letter, punctuation, digits, extra spaces,
 #: non-English and non-Latin text, a very long caption
