@@ -10,6 +10,7 @@ results: plain JSON, the same on every call. So a vector must not depend on its 
 from __future__ import annotations
 
 import pickle
+import sys
 
 import numpy as np
 
@@ -92,10 +93,19 @@ def _check_images(c: Checker, model, atol: float) -> np.ndarray:
     with c.check("batch slicing"):  # the encoder halves a batch on out-of-memory errors: batch[a:b]
         part = _vectors(c, model.encode_images(model.collate(items)[1:3]), 2, "image embeddings")
         _close(c, part, vecs[1:3], atol, "collate(items)[1:3] encodes to the vectors of items 1 and 2")
-    with c.check("preprocess picklable"):  # DataLoader workers may receive it by pickling
+    _check_picklable(c, model)
+    return vecs
+
+
+def _check_picklable(c: Checker, model) -> None:
+    """DataLoader workers that are spawned (macOS, Windows, Python 3.14's forkserver) receive preprocess and
+    collate by pickling, which finds the adapter's class by its module."""
+    if type(model).__module__ not in sys.modules:  # defined in an exec'd namespace (a doc page, a notebook cell)
+        c.skip("preprocess picklable", f"its class's module {type(model).__module__!r} is not importable")
+        return
+    with c.check("preprocess picklable"):
         pickle.loads(pickle.dumps(model.preprocess))
         pickle.loads(pickle.dumps(model.collate))
-    return vecs
 
 
 def _check_text_helpers(c: Checker, model, texts: list[str]) -> list[str]:

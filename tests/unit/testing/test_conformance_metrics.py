@@ -40,14 +40,15 @@ class _SumsInsteadOfMean(Metric):
         return [(None, float(np.sum(self.raw(r, ev))))]
 
 
+VALUES = "per-query values and aggregate"
 BROKEN = [  # (the clause it breaks, how, the metric)
     ("record", "not-a-slug", replace(GOOD, name="Reciprocal Rank")),
     ("record", "unknown-param-kind", replace(GOOD, param="q")),
-    ("per-query values and aggregate", "one-value-short", replace(GOOD, per_query=lambda r, ev: (1.0 / r.best_rank)[:-1])),
-    ("per-query values and aggregate", "outside-its-range", replace(GOOD, per_query=lambda r, ev: r.best_rank * 1.0)),
-    ("per-query values and aggregate", "nan", replace(GOOD, per_query=lambda r, ev: np.full(len(r.best_rank), np.nan))),
-    ("per-query values and aggregate", "random", replace(GOOD, per_query=lambda r, ev: np.random.rand(len(r.best_rank)))),
-    ("per-query values and aggregate", "sum-not-mean", _SumsInsteadOfMean(**{f: getattr(GOOD, f) for f in (
+    (VALUES, "one-value-short", replace(GOOD, per_query=lambda r, ev: (1.0 / r.best_rank)[:-1])),
+    (VALUES, "outside-its-range", replace(GOOD, per_query=lambda r, ev: r.best_rank * 1.0)),
+    (VALUES, "nan", replace(GOOD, per_query=lambda r, ev: np.full(len(r.best_rank), np.nan))),
+    (VALUES, "random", replace(GOOD, per_query=lambda r, ev: np.random.rand(len(r.best_rank)))),
+    (VALUES, "sum-not-mean", _SumsInsteadOfMean(**{f: getattr(GOOD, f) for f in (
         "name", "unit", "value_range", "higher_is_better", "description", "per_query")})),
     ("perfect beats worst", "wrong-direction",
      replace(GOOD, per_query=lambda r, ev: 1.0 - 1.0 / r.best_rank, value_range="[0, 1)")),
