@@ -26,7 +26,11 @@ def test_a_manifest_dataset_passes_by_name_factory_and_object(manifest):
     assert "loads the same twice" in report.skipped and report.passed[-1] == "image files"
 
 
-@pytest.mark.parametrize("name", list(BUILTIN))
+#: the MS-COCO 5k sets (25,000 captions, loaded twice: about a second each) are in the slow lane
+BIG = {n for n, s in BUILTIN.items() if s.images == "coco"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in BIG else n for n in BUILTIN])
 def test_every_builtin_dataset_passes_on_its_caption_file(name, shared_captions):
     spec = BUILTIN[name]
     if not ((shared_captions / spec.captions).is_file() or (shared_captions / spec.captions.split("/")[-1]).is_file()):
