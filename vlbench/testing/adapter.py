@@ -157,10 +157,10 @@ def check_adapter(adapter, *, texts=None, atol: float = 1e-4, device: str = "cpu
     """Check a model adapter: a :class:`~vlbench.ModelAdapter` object or a model spec (``"NAME[:CHECKPOINT]"``,
     loaded with ``load_model`` on ``device``). ``texts``: captions to use instead of the built-in sample.
     Returns the :class:`Report` of the checks passed; raises :class:`ConformanceError` at the first failure."""
-    model = load_model(adapter, device=device) if isinstance(adapter, str) else adapter
-    name = adapter if isinstance(adapter, str) else getattr(model, "spec", None) or type(model).__name__
-    c = Checker("model adapter", name)
+    c = Checker("model adapter", adapter if isinstance(adapter, str) else
+                getattr(adapter, "spec", None) or type(adapter).__name__)
     with c.check("protocol"):
+        model = load_model(adapter, device=device) if isinstance(adapter, str) else adapter
         missing = [m for m in ("identity", "preprocess", "collate", "encode_images", "encode_texts", "text_keys",
                                "text_lengths", "model_hash") if not callable(getattr(model, m, None))]
         c.expect(isinstance(model, ModelAdapter) or not missing, "a ModelAdapter (subclass vlbench.ModelAdapter)",

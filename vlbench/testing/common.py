@@ -16,6 +16,9 @@ class ConformanceError(AssertionError):
         self.expected, self.found = expected, found
         super().__init__(f"{kind} {plugin!r} fails the check {check!r}: expected {expected}; found {found}")
 
+    def __reduce__(self):  # picklable with its fields (pytest-xdist, multiprocessing)
+        return type(self), (self.kind, self.plugin, self.check, self.expected, self.found)
+
 
 @dataclass
 class Report:

@@ -135,3 +135,11 @@ def test_the_st_family_passes_on_a_tiny_model(tiny_models, tmp_path):
 
         st.SentenceTransformer(modules=[CLIPModel(str(tiny_models("clip")))], device="cpu").save(str(tmp_path / "st"))
     assert "text batch independence" in check_adapter(f"st:{tmp_path / 'st'}").passed
+
+
+@pytest.mark.slow  # load_model imports torch (to pick the device)
+def test_a_spec_is_loaded_as_a_run_loads_it_and_a_failing_loader_fails_the_protocol(counting_plugin):
+    assert check_adapter("counting:dim=8").plugin == "counting:dim=8"
+    with pytest.raises(ConformanceError) as err:
+        check_adapter("counting:fail")
+    assert err.value.check == "protocol" and "broken on purpose" in err.value.found

@@ -70,3 +70,12 @@ def test_a_param_metric_must_give_values_at_its_k():
                   aggregate=lambda r, ev, x: 0.5, value_range="[0, 1]")
     with pytest.raises(ConformanceError, match="perfect beats worst"):  # a constant aggregate ranks nothing
         check_metric(bad)
+
+
+def test_checking_leaves_no_plugin_marked_as_used(monkeypatch):
+    """evaluate() computes installed metric plug-ins; the check must not make them count as used by a run."""
+    registry.metrics.names()
+    entry = registry.Entry("reciprocal-rank", GOOD, "", "plugin:test")
+    monkeypatch.setitem(registry.metrics._entries, "reciprocal-rank", entry)
+    check_metric("recall")
+    assert "computed" not in entry.meta and "reciprocal-rank" not in str(registry.plugin_versions())
