@@ -37,13 +37,13 @@ LAYERS = (
     ("models", "datasets", "metrics"),  # what is evaluated, on what, and how it is scored
     ("encoding", "perturbations"),  # embeddings and their cache; caption perturbations and their validity
     ("imageperturb", "shortcuts", "granularity"),  # image-side conditions; caption statistics
-    ("pipeline",),  # a run: options, plan -> encode -> score -> record
+    ("pipeline", "testing"),  # a run: options, plan -> encode -> score -> record; plug-in conformance checks
     ("tasks", "leaderboards", "compare", "explain", "rescore"),  # built on runs
     ("cli", "__main__", "benchmark"),  # the command line; old import paths
     ("studies",),  # published protocols on top of the library; they plug in through the registries only
 )
 #: parts of one layer that must not import each other (independent columns)
-INDEPENDENT = [("models", "datasets", "metrics"), ("encoding", "perturbations")]
+INDEPENDENT = [("models", "datasets", "metrics"), ("encoding", "perturbations"), ("pipeline", "testing")]
 MAX_FOLDER_MODULES = 15
 MAX_FOLDER_LINES = 3000
 

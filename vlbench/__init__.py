@@ -31,7 +31,7 @@ _EXPORTS = {
     "VlbenchError": "errors",
 }
 _SUBPACKAGES = ("models", "datasets", "metrics", "encoding", "pipeline", "granularity", "leaderboards", "perturbations",
-                "imageperturb", "shortcuts", "tasks", "registry", "config", "errors", "results")
+                "imageperturb", "shortcuts", "tasks", "registry", "config", "errors", "results", "testing")
 
 __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 

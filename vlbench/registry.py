@@ -47,6 +47,11 @@ class Entry:
         return self._loaded
 
 
+def valid_name(name) -> bool:
+    """Whether ``name`` is a registrable name: a lowercase slug (``my-model``, ``r_precision``)."""
+    return isinstance(name, str) and bool(_SLUG.match(name))
+
+
 def resolve(target: str) -> Any:
     module, _, attr = target.partition(":")
     obj = importlib.import_module(module)
@@ -110,7 +115,7 @@ class Registry:
                 self.register(name, obj, description=description, source=source, **meta)
                 return obj
             return deco
-        if not _SLUG.match(name):
+        if not valid_name(name):
             raise VlbenchError(f"invalid {self.kind} name {name!r}",
                                "use a lowercase kebab-case slug such as 'my-model'")
         if name in self._entries:
