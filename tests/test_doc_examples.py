@@ -19,7 +19,7 @@ from conftest import ROOT, excerpt_rows, write_images
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NEEDS_CAPTIONS = {"granularity.md"}
 NEEDS_RUNS = {"leaderboards.md", "flips.md"}
-NEEDS_MODEL = {"README.md"}
+NEEDS_MODEL = {"README.md", "studies.md"}
 
 
 def _blocks(path: Path) -> list[str]:
@@ -37,7 +37,8 @@ def _registries_restored(counting_plugin):
     session's counting plug-in is registered before the snapshot, so restoring keeps it for later tests."""
     from vlbench import registry
 
-    regs = (registry.models, registry.datasets, registry.perturbations, registry.metrics)
+    regs = (registry.models, registry.datasets, registry.perturbations, registry.metrics, registry.protocols,
+            registry.perturbation_variants, registry.granularity_profiles, registry.reproductions)
     for reg in regs:
         reg.names()  # built-ins and installed plug-ins first, so the snapshot holds them
     saved = [dict(reg._entries) for reg in regs]
