@@ -127,6 +127,8 @@ def _cmd_ls(args) -> int:
             mark = "!" if broken else " "
             print(f"{mark} {e.name:<34} {('(' + fam + ') ') if fam else ''}{desc}{src}"
                   + (f"  BROKEN: {broken}" if broken else ""))
+            if e.meta.get("licence") or e.meta.get("citation"):  # a dataset record's terms and what to cite
+                print(f"  {'':<34}   licence: {e.meta.get('licence') or '?'}; cite: {e.meta.get('citation') or '?'}")
         if title == "datasets":
             print(f"  {'custom:<manifest.jsonl>':<34} your own test set: one JSON line per image, "
                   '{"image": "<path relative to the manifest>", "captions": [...]}')

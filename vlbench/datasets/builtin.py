@@ -148,7 +148,8 @@ class BuiltinDataset:
 
 
 for _spec in BUILTIN.values():
-    DATASETS.register(_spec.name, BuiltinDataset(_spec), description=_spec.description)
+    DATASETS.register(_spec.name, BuiltinDataset(_spec), description=_spec.description,
+                      licence=_spec.licence, citation=_spec.citation)
 
 
 def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:

@@ -26,10 +26,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..util.io import sha256_file
 from ..errors import DataError
+from ..util.io import sha256_file
+from .specs import BUILTIN, EXTRA_POSITIVE_KINDS
 
-KINDS = ("cxc", "eccv", "cxc-union", "eccv-all")
+KINDS = EXTRA_POSITIVE_KINDS
 OFFICIAL = ("cxc", "eccv")
 ECCV_REPO = "https://github.com/naver-ai/eccv-caption/tree/b51f56cfd1a5f530a04c8f54eba880d302ccd7a5/eccv_caption/data"
 
@@ -57,7 +58,8 @@ def _map_ids(path: Path, query_index: dict, target_index: dict) -> tuple[dict, i
 def load_extra_positives(ds, kind: str, data_dir):
     if kind not in KINDS:
         raise DataError(f"unknown extended positives {kind!r}", f"use one of {', '.join(KINDS)}")
-    if ds.name != "coco":
+    spec = BUILTIN.get(ds.name)
+    if spec is None or kind not in spec.extra_positives:
         from .core import no_extra_positives
 
         raise no_extra_positives(kind, ds.name)

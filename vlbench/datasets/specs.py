@@ -68,6 +68,12 @@ class DatasetSpec:
     pool_size: int | None = None  # the enlarged gallery size the release describes
     language: str | None = None  # ISO 639-1 code of the captions when not English (recorded in the provenance)
     n_images: int | None = None  # test images (lets a check count the image folder before the captions are there)
+    #: the coarse dataset whose images this one re-captions at a finer grain (granularity pairs, FG plots)
+    fine_grained_of: str | None = None
+    #: the extended-positive kinds (``--extra-positives``) whose ground truth exists for this dataset
+    extra_positives: tuple[str, ...] = ()
+    licence: str | None = None  # the terms the captions and images come with, as their sources state them
+    citation: str | None = None  # what to cite for the captions (and the split)
 
 
 IMAGE_SOURCES = {
@@ -85,24 +91,40 @@ _FLICKR = Recipe("multi30k", {"images": f"{MULTI30K}/image_splits/test_2016_imag
 _COCO = Recipe("karpathy_json", {"url": CVLR})
 _COCO_SHA = "45e4d927e1b544438122c43012ae876bb651211987a7ddad16a62618b6c708cc"
 
+#: the extended-positive kinds (``--extra-positives``; vlbench.datasets.positives); the ground truth exists for coco
+EXTRA_POSITIVE_KINDS = ("cxc", "eccv", "cxc-union", "eccv-all")
+# as the sources state them (../shared/data/captions/SOURCES.md keeps the quotes)
+_FLICKR_TERMS = ("Flickr30k terms: non-commercial research and educational use; images under the Flickr Terms of "
+                 "Use (no licence file in the caption source)")
+_FLICKR_CITE = "Young et al., TACL 2014 (captions); Karpathy and Fei-Fei, CVPR 2015 (the 1k test split)"
+_COCO_TERMS = "MS-COCO terms of use (no licence file in the caption source)"
+_COCO_CITE = "Lin et al., ECCV 2014 (MS-COCO); Karpathy and Fei-Fei, CVPR 2015 (the 5k test split)"
+_FG_TERMS = "no licence stated by the FG release; the underlying images' terms apply"
+_FG_CITE = "Chen, Yao and Jin, SIGIR 2023 (the fine-grained captions)"
+_MULTI30K_CITE = "Elliott et al., 2016 (Multi30K); Young et al., TACL 2014 (Flickr30k)"
+
 SPECS = (
     DatasetSpec("flickr30k", "flickr30k_test.jsonl",
                 "2b6fe218e2c802e7c14d444505d2c543c48c016dbeae32638b564800fbb667ec", "flickr30k",
-                "Flickr30k 1k test (Karpathy split), 1,000 images x 5 captions", _FLICKR),
+                "Flickr30k 1k test (Karpathy split), 1,000 images x 5 captions", _FLICKR, licence=_FLICKR_TERMS,
+                citation=_FLICKR_CITE),
     DatasetSpec("flickr30k-fg", "flickr30k_fg_test.jsonl",
                 "3a9ddca8666b85e24324997cf5dd965d7fa8efabf1d73b5c284e4b1a3de4e44b", "flickr30k",
                 "Flickr30k-FG (Chen, Yao & Jin, SIGIR 2023): same images, fine-grained captions",
                 Recipe("fg_reorder", {"url": f"{FG}/Annotations/Flickr30K_FG_ann.json", "order_of": "flickr30k"}),
-                fg_pool="Flickr30K", pool_size=6867),
+                fg_pool="Flickr30K", pool_size=6867, fine_grained_of="flickr30k", licence=_FG_TERMS,
+                citation=_FG_CITE),
     DatasetSpec("coco", "coco5k_test.jsonl", _COCO_SHA, "coco",
-                "MS-COCO 5k test (Karpathy split), 5,000 images x 5 captions", _COCO),
+                "MS-COCO 5k test (Karpathy split), 5,000 images x 5 captions", _COCO,
+                extra_positives=EXTRA_POSITIVE_KINDS, licence=_COCO_TERMS, citation=_COCO_CITE),
     DatasetSpec("coco-fg", "coco5k_fg_test.jsonl",
                 "59af2dfbc396456fae0809a6ea8e249371128eb56f1b73a5139ce08662bbfcb1", "coco",
                 "MS-COCO-FG (Chen, Yao & Jin, SIGIR 2023): same images, fine-grained captions",
                 Recipe("fg_reorder", {"url": f"{FG}/Annotations/MSCOCO_FG_ann.json", "order_of": "coco"}),
-                fg_pool="MSCOCO", pool_size=31244),
+                fg_pool="MSCOCO", pool_size=31244, fine_grained_of="coco", licence=_FG_TERMS, citation=_FG_CITE),
     DatasetSpec("coco-1k", "coco5k_test.jsonl", _COCO_SHA, "coco",
-                "MS-COCO 1k: the five 1k folds of the 5k test set, reported as their mean", _COCO, folds=5),
+                "MS-COCO 1k: the five 1k folds of the 5k test set, reported as their mean", _COCO, folds=5,
+                licence=_COCO_TERMS, citation=_COCO_CITE),
 )
 
 _LANGS = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
@@ -119,7 +141,8 @@ MULTILINGUAL = (
                 "3fb810bcce8cd292cef631741da62b08b1322dbb561428fbcf7de2e5525273b7", "flickr30k",
                 "Flickr30k 1k test with 5 independent German descriptions per image (Multi30K task 2)",
                 Recipe("multi30k", {"images": f"{MULTI30K}/image_splits/test_2016_images.txt",
-                                    "captions": MULTI30K + "/raw/test_2016.{j}.de.gz"}), language="de"),
+                                    "captions": MULTI30K + "/raw/test_2016.{j}.de.gz"}), language="de",
+                licence=_FLICKR_TERMS, citation=_MULTI30K_CITE),
 ) + tuple(
     DatasetSpec(f"flickr30k-multi30k-{lang}", f"multi30k/flickr30k_multi30k_{lang}_test.jsonl", sha, "flickr30k",
                 "Flickr30k 1k test, 1 caption per image: " + (
@@ -127,7 +150,7 @@ MULTILINGUAL = (
                 + " (Multi30K task 1)",
                 Recipe("multi30k", {"images": f"{MULTI30K_RAW}/task1/image_splits/test_2016_flickr.txt",
                                     "captions": f"{MULTI30K_RAW}/task1/raw/test_2016_flickr.{lang}.gz", "files": 1}),
-                language=lang)
+                language=lang, licence=_FLICKR_TERMS, citation=_MULTI30K_CITE)
     for lang, sha in _MULTI30K_SHA.items())
 
 SPECS = SPECS + MULTILINGUAL

@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..datasets.specs import BUILTIN as BUILTIN_SPECS
 from ..util.io import atomic_write_text, dumps_strict
 from ..util.markdown import md_table
 from ..errors import VlbenchError
@@ -21,7 +22,8 @@ from .features import (COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions,
 from .pairing import check_bootstrap_settings, image_sums, resolve_pairs
 
 #: (original, fine-grained) pairs compared automatically when both are requested
-FG_PAIRS = (("coco", "coco-fg"), ("flickr30k", "flickr30k-fg"))
+#: (original, fine-grained) built-in datasets on the same images, from the dataset records
+FG_PAIRS = tuple(sorted((s.fine_grained_of, s.name) for s in BUILTIN_SPECS.values() if s.fine_grained_of))
 
 FEATURE_LABELS = {
     "adjectives": "Adjectives", "complement_phrases": "CPs", "articles": "Articles",
