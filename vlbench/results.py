@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from .errors import VlbenchError
+from .runfolder import MAX_RESULTS_BYTES, RESULTS
 
 #: the one results schema version this vlbench writes (minor versions only add fields)
 SCHEMA_VERSION = 1
@@ -34,8 +35,6 @@ DIRECTIONS = ("i2t", "t2i", "both")
 UPGRADES: dict[int, Callable[[dict], dict]] = {}
 
 
-#: results.json files larger than this are refused unread (a results.json of a full sweep is a few MB)
-MAX_RESULTS_BYTES = 64 * 2**20
 #: deepest nesting of arrays / objects accepted (the runner writes at most 6 levels)
 MAX_NESTING = 64
 
@@ -392,9 +391,9 @@ class RunRecord:
 
         from .util.io import read_regular_file
 
-        p = os.path.join(path, "results.json") if os.path.isdir(path) else os.fspath(path)
+        p = os.path.join(path, RESULTS) if os.path.isdir(path) else os.fspath(path)
         if os.path.isdir(path) and not os.path.lexists(p):
-            raise UnreadableResults(os.fspath(path), "is a folder without results.json: not a run folder written "
+            raise UnreadableResults(os.fspath(path), f"is a folder without {RESULTS}: not a run folder written "
                                                      "by 'vlbench run' (or the run did not finish)")
         try:
             raw = read_regular_file(p, MAX_RESULTS_BYTES)

@@ -14,10 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import OptionError
+from ..runfolder import EXPLAIN_PAGE, read_results
 
 __all__ = ["explain"]
 
-DEFAULT_NAME = "explain.html"
+DEFAULT_NAME = EXPLAIN_PAGE  # the name older code imported
 
 
 class _View:
@@ -114,7 +115,7 @@ def explain(run_dir, out=None, *, per_perturbation: int = 5, seed: int = 0, imag
     from .flips import sections
     from .render import page
     from .source import (RunSource, check_images, image_locator, load_run_dataset, perturbed_texts, read_flips,
-                         read_results, read_retrieved)
+                         read_retrieved)
 
     if per_perturbation < 1:
         raise OptionError("per_perturbation", f"{{opt}} must be >= 1, got {per_perturbation}", example=5,

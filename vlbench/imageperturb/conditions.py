@@ -8,6 +8,7 @@ and cached under (corruption, severity, seed, implementation version, image cont
 from __future__ import annotations
 
 from ..errors import VlbenchError
+from ..runfolder import MAX_RESULTS_BYTES, results_path
 from .spec import IMPLEMENTATION_VERSION, family_of, parse_spec
 
 PREFIX = "img:"
@@ -113,9 +114,9 @@ def read_reference(path: str, dataset=None):
     from ..util.io import read_regular_file
 
     p = Path(path).expanduser()
-    p = p / "results.json" if p.is_dir() else p
+    p = results_path(p) if p.is_dir() else p
     try:  # a results file is a few MB at most; a FIFO or device is refused unread
-        rec = RunRecord.from_json(json.loads(read_regular_file(p, 64 * 2**20).decode("utf-8")), str(p))
+        rec = RunRecord.from_json(json.loads(read_regular_file(p, MAX_RESULTS_BYTES).decode("utf-8")), str(p))
     except (UnreadableResults, OSError, ValueError) as exc:
         raise VlbenchError(f"--mce-reference {path!r} is not a readable vlbench run ({exc})",
                            "name the run folder (or results.json) of the reference model's --perturb-images run") \

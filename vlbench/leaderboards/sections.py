@@ -14,6 +14,7 @@ import itertools
 import math
 import os
 
+from ..runfolder import FLIPS, PER_QUERY
 from .store import condition_key
 from .table_types import Column, Table
 from .tables import _Ctx, _values
@@ -31,7 +32,7 @@ def _clean_rsum(run) -> dict | None:
     """{direction: (query keys, per-query RSUM)} of the run's clean condition, or None without the file."""
     from ..compare.data import read_per_query
 
-    path = os.path.join(_folder(run), str(run.record.other.get("per_query") or "per_query.csv.gz"))
+    path = os.path.join(_folder(run), str(run.record.other.get("per_query") or PER_QUERY))
     if not os.path.isfile(path):
         return None
     try:
@@ -110,7 +111,7 @@ def with_groups(rank: Table, groups: Table | None) -> Table:
 
 
 def _read_flips(run) -> list[dict]:
-    path = os.path.join(_folder(run), "flips.csv")
+    path = os.path.join(_folder(run), FLIPS)
     if not os.path.isfile(path):
         return []
     try:

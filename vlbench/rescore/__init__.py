@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import VlbenchError
+from ..runfolder import RESCORE_DIR
 from ..util.io import write_json
 from . import suites as S
 
@@ -118,7 +119,7 @@ def rescore(run_dir, suites, *, cache_dir=None, seed: int = 0, conditions=None, 
                        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                        "results": records}
         if write:
-            out = Path(run_dir) / "rescore" / f"{suite}.json"
+            out = Path(run_dir) / RESCORE_DIR / f"{suite}.json"
             out.parent.mkdir(exist_ok=True)
             write_json(out, docs[suite])  # strict JSON (a NaN mean becomes null), written atomically
     return docs

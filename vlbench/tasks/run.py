@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import secrets
 import sys
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from ..util.env import library_versions
 from ..util.io import sha256_file, sha256_json
 from ..errors import DataError, VlbenchError
 from ..results import Condition, DatasetInfo, MetricKey, MetricValue, ModelInfo, RunRecord
+from ..runfolder import PER_ITEM, claim_out, new_run_id, prepare_out, results_path, write_results
 from .choice import N_BOOT, ChoiceItem, distinct_images, distinct_texts, evaluate_choice
 from .sources import SUGARCREPE_SUBSETS, coco_val2017_dir, order_items, sugarcrepe_items
 
@@ -248,23 +248,19 @@ def _encode(cfg: TaskConfig, sets: ItemSets, adapter, cache, stats):
 
 def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     """Run a choice task: ``run_task(task="order", model="clip", dataset="flickr30k", out="runs/x")``."""
-    from ..encoding.distributed import claim_out as _claim_out
     from ..encoding.session import EncodingSession
-    from ..pipeline.runner import prepare_out, slug
 
     cfg = dataclasses.replace(config) if config else TaskConfig(**kwargs)
     t0 = time.time()
     _check(cfg)
-    lock = _claim_out(cfg.out)
+    lock = claim_out(cfg.out)
     try:
         sets = load_item_sets(cfg)  # data first: bad input fails before a model is loaded
         session = EncodingSession.open(cfg.model, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
                                        restart=cfg.restart, device=cfg.device, precision=cfg.precision,
                                        trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
         adapter, model_hash, cache, stats = session.model, session.model_hash, session.cache, session.stats
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-        run_id = (f"{stamp}-{slug(cfg.model.split(':')[0])}-{cfg.task}-{slug(sets.dataset['name'])}-"
-                  f"{model_hash[:6]}{sets.dataset['hash'][:6]}-{secrets.token_hex(3)}")
+        run_id = new_run_id(cfg.model, sets.dataset["name"], model_hash, sets.dataset["hash"], task=cfg.task)
         out = prepare_out(cfg.out, run_id)
         img, txt = _encode(cfg, sets, adapter, cache, stats)
         evaluate = _evaluator(cfg.task)
@@ -272,10 +268,8 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
         blind = blind_baseline(cfg, sets)
         rec = _record(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out, blind)
         results = rec.to_json()
-        from ..pipeline.report import write_run_files
-
-        write_run_files(out, results, format_task_table(rec))
-        _log(cfg, f"wrote {out / 'results.json'}")
+        write_results(out, results, format_task_table(rec))
+        _log(cfg, f"wrote {results_path(out)}")
         return TaskRunResult(out, results, evals, rec)
     finally:
         if lock is not None:
@@ -349,7 +343,7 @@ def _write_per_item(out: Path, evals: dict) -> str:
             rows.append({"condition": cond, "item_id": r.item_id, "image": r.image, "n_candidates": len(r.scores),
                          "chosen": r.chosen, "correct": int(r.correct), "scores": json.dumps(r.scores),
                          **getattr(r, "extra_columns", {})})
-    name = "per_item.csv.gz"
+    name = PER_ITEM
     tmp = out / f".{name}.tmp"
     pd.DataFrame(rows).to_csv(tmp, index=False, compression={"method": "gzip", "mtime": 0})
     tmp.replace(out / name)
