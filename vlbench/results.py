@@ -28,7 +28,11 @@ from .runfolder import MAX_RESULTS_BYTES, RESULTS
 
 #: the one results schema version this vlbench writes (minor versions only add fields)
 SCHEMA_VERSION = 1
-DIRECTIONS = ("i2t", "t2i", "both")
+#: the two query directions (image -> caption, caption -> image), in the order every table and file lists
+#: them: the one definition every module imports
+DIRECTIONS = ("i2t", "t2i")
+#: the directions a metric record may name: the two query directions and ``both`` (totals over the two)
+RECORD_DIRECTIONS = DIRECTIONS + ("both",)
 
 #: version n -> function turning a version-n document into a version n+1 document
 #: (v1 is the first released schema; when v2 comes, add 1: _v1_to_v2 here and type v2 below)
@@ -261,7 +265,7 @@ def _read_values(doc: dict, path: str) -> list[MetricValue]:
     _need(isinstance(recs, list) and recs, path, "no result records")
     out, seen = [], set()
     for i, r in enumerate(recs):
-        ok = (isinstance(r, dict) and _is_str(r.get("condition")) and r.get("direction") in DIRECTIONS
+        ok = (isinstance(r, dict) and _is_str(r.get("condition")) and r.get("direction") in RECORD_DIRECTIONS
               and _is_str(r.get("metric")) and _is_k(r.get("k")) and _num_or_none(r.get("value")))
         _need(ok, path, f"result record {i} is malformed: {str(r)[:120]}")
         key = (r["condition"], r["direction"], r["metric"], r["k"])

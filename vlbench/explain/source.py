@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError, VlbenchError
+from ..datasets.folds import fold_index_maps
 from ..runfolder import FLIPS, RETRIEVED
 
 #: the direction the browser shows per condition kind: a caption perturbation changes t2i queries, an image
@@ -57,10 +58,8 @@ class RunSource:
         ds = self.ds
         if ds.folds is None:
             return np.arange(ds.n_captions if direction == "t2i" else ds.n_images)
-        folds = [np.asarray(f, dtype=np.int64) for f in ds.folds]
-        if direction == "i2t":
-            return np.concatenate(folds)
-        return np.concatenate([np.flatnonzero(np.isin(ds.caption_to_image, f)) for f in folds])
+        side = 0 if direction == "i2t" else 1  # i2t rows are images, t2i rows captions
+        return np.concatenate([m[side] for m in fold_index_maps(ds.caption_to_image, ds.folds)])
 
     def has(self, condition: str, direction: str) -> bool:
         return f"{condition}|{direction}" in self.retrieved and f"{condition}|{direction}|rank" in self.retrieved

@@ -8,6 +8,7 @@ and cached under (corruption, severity, seed, implementation version, image cont
 from __future__ import annotations
 
 from ..errors import VlbenchError
+from ..results import DIRECTIONS
 from ..runfolder import MAX_RESULTS_BYTES, results_path
 from .spec import IMPLEMENTATION_VERSION, family_of, parse_spec
 
@@ -139,7 +140,7 @@ def corruption_summary(rec, reference=None) -> dict | None:
         check_same_dataset(reference, rec.dataset.name, rec.dataset.hash)
         out["reference"] = {"run_id": reference.run_id, "model": reference.model.spec,
                             "dataset": reference.dataset.name, "dataset_hash": reference.dataset.hash}
-    for d in ("i2t", "t2i"):
+    for d in DIRECTIONS:
         errs = _r1_errors(rec, d)
         ref = _r1_errors(reference, d) if reference else None
         ce = corruption_errors(errs, ref)

@@ -14,6 +14,7 @@ import itertools
 import math
 import os
 
+from ..results import DIRECTIONS
 from ..runfolder import FLIPS, PER_QUERY
 from .store import condition_key
 from .table_types import Column, Table
@@ -46,8 +47,8 @@ def _clean_rsum(run) -> dict | None:
 def _pair_strata(qa: dict, qb: dict):
     """Paired per-query differences over the datasets both models have (same queries), each direction weighted
     1 / number of shared datasets: the statistic is the difference of mean clean total RSUM."""
-    shared = [ds for ds in qa if ds in qb and all(qa[ds][d][0] == qb[ds][d][0] for d in ("i2t", "t2i"))]
-    strata = [qa[ds][d][1] - qb[ds][d][1] for ds in shared for d in ("i2t", "t2i")]
+    shared = [ds for ds in qa if ds in qb and all(qa[ds][d][0] == qb[ds][d][0] for d in DIRECTIONS)]
+    strata = [qa[ds][d][1] - qb[ds][d][1] for ds in shared for d in DIRECTIONS]
     return strata, [1.0 / len(shared)] * len(strata) if shared else []
 
 
@@ -170,7 +171,7 @@ def distractor_table(ctx: _Ctx) -> Table:
             if cond == "clean" or run.condition_meta(cond).get("kind") != "gallery":
                 continue
             v, clean = _values(run, cond), _values(run, "clean")
-            for d in ("i2t", "t2i"):
+            for d in DIRECTIONS:
                 b = next((x.fields for x in run.record.intervals if x.condition == cond and x.get("direction") == d
                           and x.get("metric") == "rsum"), {})
                 val, base = v.get((d, "rsum", None)), clean.get((d, "rsum", None))

@@ -35,8 +35,8 @@ import numpy as np
 
 from .. import registry
 from ..errors import VlbenchError
+from ..results import DIRECTIONS
 
-DIRECTIONS = ("i2t", "t2i")
 AGGREGATES = {"mean": np.mean, "median": np.median}
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..conditions import RunCondition
 from ..datasets.distractors import check_source, load_distractors, parse_spec
+from ..datasets.folds import fold_captions
 from ..metrics import compute as M
 from ..metrics.specs import DIRECTIONS
 from . import protocol_settings as PS
@@ -141,7 +142,7 @@ def _parts(ds, img, txt, relevance, graded):
         yield img, txt, ds.caption_to_image, ds.extra_positives, graded[0], relevance
         return
     for fold, g in zip(ds.folds, graded):
-        caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
+        caps = fold_captions(ds.caption_to_image, fold)
         rel = None if relevance is None else (relevance[0][fold], relevance[1][caps])
         yield img[fold], txt[caps], ds.subset(fold).caption_to_image, None, g, rel
 

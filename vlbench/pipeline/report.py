@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..runfolder import FLIPS, PER_QUERY, RETRIEVED, results_path, write_results
+from ..datasets.folds import fold_index_maps
 from ..util.markdown import md_table
 from ..results import MetricKey, RunRecord
 from ..metrics import compute as M
@@ -76,9 +77,8 @@ def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
     atomic_write_text(out / FLIPS, buf.getvalue())
     to_global = None
     if ds.folds is not None:  # fold-local candidate ids -> dataset indices (images for t2i, captions for i2t)
-        folds = [np.asarray(f, dtype=np.int64) for f in ds.folds]
-        caps = [np.flatnonzero(np.isin(ds.caption_to_image, f)) for f in folds]
-        to_global = lambda f, d, ids: (folds[f] if d == "t2i" else caps[f])[ids]  # noqa: E731
+        maps = fold_index_maps(ds.caption_to_image, ds.folds)
+        to_global = lambda f, d, ids: maps[f][0 if d == "t2i" else 1][ids]  # noqa: E731
     tmp = out / ".retrieved.tmp.npz"
     np.savez_compressed(tmp, **retrieved_arrays(evals_by_cond, to_global))
     tmp.replace(out / RETRIEVED)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import VlbenchError
+from ..datasets.folds import fold_caption_to_image, fold_captions
 from ..runfolder import RESCORE_DIR
 from ..util.io import write_json
 from . import suites as S
@@ -68,10 +69,8 @@ def _parts(gt: dict, img: np.ndarray, txt: np.ndarray):
         return
     for fold in gt["folds"]:
         fold = np.asarray(fold, dtype=np.int64)
-        remap = -np.ones(gt["n_gallery"], dtype=np.int64)
-        remap[fold] = np.arange(len(fold))
-        caps = np.flatnonzero(np.isin(c2i, fold))
-        yield img[fold] @ txt[caps].T, S.positives(remap[c2i[caps]], len(fold))
+        caps = fold_captions(c2i, fold)
+        yield img[fold] @ txt[caps].T, S.positives(fold_caption_to_image(c2i, fold, gt["n_gallery"]), len(fold))
 
 
 def score_suite(suite: str, gt: dict, img: np.ndarray, txt: np.ndarray, seed: int = 0) -> list[tuple]:
