@@ -32,7 +32,7 @@ def _modules() -> dict[str, Path]:
 #: the first-level parts of vlbench, lowest layer first; a part may import its own layer's parts and lower
 #: layers only (never a higher one, lazily or not). docs/architecture.md explains each.
 LAYERS = (
-    ("errors", "util", "registry", "results", "config", "lang", "langdata", "langsetup", "sentence",
+    ("errors", "util", "registry", "runfolder", "results", "config", "lang", "langdata", "langsetup", "sentence",
      "conditions", "stores"),  # foundation
     ("models", "datasets", "metrics"),  # what is evaluated, on what, and how it is scored
     ("encoding", "perturbations"),  # embeddings and their cache; caption perturbations and their validity
@@ -278,3 +278,17 @@ def test_studies_are_registered_through_entry_points_only():
     assert '[project.entry-points."vlbench.studies"]' in text
     for study in sorted(p.name for p in (PKG / "studies").iterdir() if (p / "__init__.py").is_file()):
         assert f'{study} = "vlbench.studies.{study}.registration:register"' in text
+
+
+def test_run_folder_file_names_have_one_owner():
+    """issue #28: a run folder's file names are written as literals in vlbench/runfolder.py only; every
+    other module names them through its constants (so a renamed or added file is one edit)."""
+    import vlbench.runfolder as RF
+
+    names = [RF.RESULTS, RF.TABLE, RF.PER_QUERY, RF.PER_ITEM, RF.VALIDITY_AUDIT, RF.FLIPS, RF.RETRIEVED,
+             RF.EMBEDDING_KEYS, RF.EXPLAIN_PAGE]
+    literal = re.compile("[\"'](" + "|".join(re.escape(n) for n in names) + ")[\"']")
+    bad = [f"{mod}: {m.group(0)}" for mod, path in _modules().items() if mod != "vlbench.runfolder"
+           for m in literal.finditer(path.read_text())]
+    assert not bad, "name these files through vlbench.runfolder's constants:\n" + "\n".join(bad)
+    assert set(RF.RUN_FILES) >= set(names) - {RF.EXPLAIN_PAGE} and RF.RUN_FILES[-1] == RF.RESULTS

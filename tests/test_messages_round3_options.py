@@ -122,7 +122,7 @@ def test_a_saved_tiny_model_passes_the_folder_check(tiny_models):
 
 
 def test_digit_bank_fallback_is_printed(manifest, monkeypatch, capsys, tmp_path):
-    import vlbench.shortcuts as S
+    import vlbench.shortcuts.digits as S
     from vlbench.pipeline.run_config import RunConfig
     from vlbench.pipeline.variants import plan_variants
 

@@ -123,3 +123,36 @@ def test_environment_plugins_lists_only_the_plugins_used(monkeypatch):
     assert _env.library_versions()["plugins"] == {}  # installed, none used
     models.get("used-model")
     assert _env.library_versions()["plugins"] == {"models/used-model": "used-model-dist 1.0"}
+
+
+# 3 images x 3 captions, caption j belongs to image j. Worked by hand:
+# t2i: caption0 column [.9,.1,.2] -> image0 rank 1; caption1 [.1,.9,.2] -> rank 1; caption2 [.8,.7,.3] -> rank 3
+# i2t: every image's own caption scores highest in its row -> ranks 1, 1, 1
+S3 = np.array([[.9, .1, .8], [.1, .9, .7], [.2, .2, .3]], dtype=np.float32)
+#: reciprocal rank cut at k (param "k"), reported as the MEDIAN, in percent:
+#: t2i k=1 [1, 1, 0] -> median 1 -> 100.0 (the mean would be 66.67); k=5 [1, 1, 1/3] -> 100.0 (mean 77.78)
+RR_AT = Metric("rr-at", "%", "[0, 100]", True, "reciprocal rank, 0 beyond k", param="k", aggregate="median",
+               percent=True, per_query=lambda r, ev, k: np.where(r.best_rank <= k, 1.0 / r.best_rank, 0.0))
+#: an aggregate of its own: the worst best-positive rank (t2i 3, i2t 1)
+WORST = Metric("worst-rank", "rank", "[1, n]", False, "worst best-positive rank", per_query=lambda r, ev: r.best_rank,
+               aggregate=lambda r, ev, x: float(r.best_rank.max()))
+
+
+def test_plugin_param_and_aggregate_are_honoured_as_for_a_builtin(monkeypatch):
+    """issue #28: a plug-in's param, aggregate and percent take the built-ins' path (they were ignored: one
+    mean record with k=None)."""
+    for name, m in (("rr-at", RR_AT), ("worst-rank", WORST)):
+        monkeypatch.setitem(registry.metrics._entries, name, registry.Entry(name, m, "", "plugin:test"))
+    ev = M.evaluate(M.ArraySource(S3), [0, 1, 2], k=(1, 5))
+    recs = [(r["direction"], r["metric"], r["k"], r["value"]) for r in ev.records()]
+    mine = [x for x in recs if x[1] in ("rr-at", "worst-rank")]
+    assert mine == [("i2t", "rr-at", 1, 100.0), ("i2t", "rr-at", 5, 100.0), ("i2t", "worst-rank", None, 1.0),
+                    ("t2i", "rr-at", 1, 100.0), ("t2i", "rr-at", 5, 100.0), ("t2i", "worst-rank", None, 3.0)]
+    # after each direction's built-in retrieval records, before the next direction's
+    names = [x[1] for x in recs if x[0] == "i2t"]
+    assert names.index("rr-at") > names.index("ndcg_cm")
+    cols = ev.per_query("t2i")
+    np.testing.assert_allclose(cols["rr-at@1"], [100, 100, 0])
+    np.testing.assert_allclose(cols["rr-at@5"], [100, 100, 100 / 3])
+    np.testing.assert_array_equal(cols["worst-rank"], [1, 1, 3])
+    assert list(cols)[-3:] == ["rr-at@1", "rr-at@5", "worst-rank"]  # after the built-in columns

@@ -198,3 +198,31 @@ def test_condition_filter_and_unknown_condition(finished):
     with pytest.raises(VlbenchError) as e:
         rescore(finished["run"], ["clip_benchmark"], conditions=["nope"])
     assert "'nope'" in e.value.message and "clean" in e.value.hint
+
+
+def test_a_suite_registered_in_a_test_file_rescores_a_run(finished, tmp_path):
+    """issue #28: a rescore suite is one registered record; a new one (here, in this file) is scored and
+    written by the kernel with no other module edited. Its numbers, by hand: the t2i hit@1 (the caption's
+    image ranks first, ties to the lower index) from the same embeddings."""
+    import shutil
+
+    from vlbench.rescore import Suite, per_fold, register_suite, unregister_suite
+
+    def top1(sim, pos, seed):
+        hits = [float(np.argmax(sim[:, j]) == pos["t2i"][j][0]) for j in range(sim.shape[1])]
+        return [("t2i", "top1", 1, float(np.mean(hits)))]
+
+    suite = register_suite(Suite("top1", "t2i hit@1; fractions", "a test", "argmax: lower index", per_fold(top1)))
+    run = tmp_path / "run"
+    shutil.copytree(finished["run"], run)
+    try:
+        docs = rescore(run, ["top1"], conditions=["clean"])
+        doc = json.loads((run / "rescore" / "top1.json").read_text())
+        assert doc == docs["top1"] and doc["convention"] == "t2i hit@1; fractions" and doc["seed"] is None
+        _, sims = _sims(finished)
+        c2i = np.repeat(np.arange(12), 5)
+        want = float(np.mean(np.argmax(sims["clean"], axis=0) == c2i))
+        assert doc["results"] == [{"condition": "clean", "direction": "t2i", "metric": "top1", "k": 1,
+                                   "value": pytest.approx(want), "value_percent": pytest.approx(100 * want)}]
+    finally:
+        unregister_suite("top1")

@@ -74,7 +74,7 @@ def test_offline_digit_source_falls_back_and_is_recorded(monkeypatch, tmp_path):
     def offline(root, download):
         raise OSError("no network")
 
-    monkeypatch.setattr(sc, "_mnist_bank", offline)
+    monkeypatch.setattr("vlbench.shortcuts.digits._mnist_bank", offline)  # where the bank is loaded
     bank = sc.load_digit_bank("auto", cache_dir=tmp_path)
     assert bank.source == "sklearn-digits"
     assert sorted(bank.images) == list(range(10)) and sum(len(v) for v in bank.images.values()) == 1797

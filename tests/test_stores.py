@@ -28,7 +28,7 @@ def every_store_run(tiny_models, manifest, tmp_path, monkeypatch):
     text keys, embeddings), --perturb with validity on (perturbed captions, MiniLM vectors, drift summaries),
     --shortcuts (the digit bank) and a fixed relevance model (a second model's session)."""
     import vlbench.perturbations.guard as G
-    import vlbench.shortcuts as sc
+    import vlbench.shortcuts.digits as sc
     from vlbench.pipeline.runner import run
 
     def fake_mnist(root, download):  # what torchvision leaves: the download under the digit store

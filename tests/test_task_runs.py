@@ -202,3 +202,38 @@ def test_ls_lists_tasks_datasets_and_image_perturbations(capsys):
                  "jpeg_compression", "flickr30k-de", "flickr30k-multi30k-cs"):
         assert name in out
     assert main(["ls", "tasks"]) == 0 and "datasets:" not in capsys.readouterr().out
+
+
+def test_a_task_registered_in_a_test_file_runs_end_to_end(counting_plugin, manifest, tmp_path):
+    """issue #28: a choice task is one registered record; a new one (here, in this file) runs through the
+    kernel with no other module edited: item sets from its load hook, its own rule and table."""
+    from vlbench.datasets.core import load_dataset
+    from vlbench.tasks import ChoiceItem, ChoiceTask, ItemSets, register_task, unregister_task
+
+    def load(cfg, note):  # each image: its first caption against the next image's first caption
+        ds = load_dataset(cfg.dataset, require_images=True)
+        first = [ds.captions[ds.captions_of(i)[0]] for i in range(ds.n_images)]
+        items = [ChoiceItem(f"own-{i}", name, (first[i], first[(i + 1) % ds.n_images]))
+                 for i, name in enumerate(ds.images)]
+        note(f"{len(items)} items")
+        return ItemSets({"task:own-caption": items}, {n: ds.image_path(i) for i, n in enumerate(ds.images)},
+                        ds.describe(), {"task:own-caption": {"items": len(items)}})
+
+    task = register_task(ChoiceTask("own-caption", "an image's own caption against another image's", load,
+                                    rule="own caption above the other", table=lambda rec: "own-caption table"))
+    try:
+        res = run_task(task="own-caption", model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "r"),
+                       quiet=True, num_workers=0, no_cache=True)
+        doc = json.loads((tmp_path / "r" / "results.json").read_text())
+        assert doc["task"]["name"] == "own-caption" and doc["task"]["rule"] == "own caption above the other"
+        assert list(doc["conditions"]) == ["task:own-caption"]
+        rows = _per_item(res.out_dir)
+        acc = {r["metric"]: r for r in doc["results"]}["accuracy"]
+        assert acc["n"] == len(rows) == 12
+        assert acc["value"] == pytest.approx(100 * np.mean([int(r["correct"]) for r in rows]))
+        assert (tmp_path / "r" / "table.md").read_text() == "own-caption table\n"
+        from vlbench.tasks.run import TASKS
+
+        assert TASKS["own-caption"] == task.description
+    finally:
+        unregister_task(task.name)

@@ -24,18 +24,21 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from .errors import VlbenchError
+from .runfolder import MAX_RESULTS_BYTES, RESULTS
 
 #: the one results schema version this vlbench writes (minor versions only add fields)
 SCHEMA_VERSION = 1
-DIRECTIONS = ("i2t", "t2i", "both")
+#: the two query directions (image -> caption, caption -> image), in the order every table and file lists
+#: them: the one definition every module imports
+DIRECTIONS = ("i2t", "t2i")
+#: the directions a metric record may name: the two query directions and ``both`` (totals over the two)
+RECORD_DIRECTIONS = DIRECTIONS + ("both",)
 
 #: version n -> function turning a version-n document into a version n+1 document
 #: (v1 is the first released schema; when v2 comes, add 1: _v1_to_v2 here and type v2 below)
 UPGRADES: dict[int, Callable[[dict], dict]] = {}
 
 
-#: results.json files larger than this are refused unread (a results.json of a full sweep is a few MB)
-MAX_RESULTS_BYTES = 64 * 2**20
 #: deepest nesting of arrays / objects accepted (the runner writes at most 6 levels)
 MAX_NESTING = 64
 
@@ -262,7 +265,7 @@ def _read_values(doc: dict, path: str) -> list[MetricValue]:
     _need(isinstance(recs, list) and recs, path, "no result records")
     out, seen = [], set()
     for i, r in enumerate(recs):
-        ok = (isinstance(r, dict) and _is_str(r.get("condition")) and r.get("direction") in DIRECTIONS
+        ok = (isinstance(r, dict) and _is_str(r.get("condition")) and r.get("direction") in RECORD_DIRECTIONS
               and _is_str(r.get("metric")) and _is_k(r.get("k")) and _num_or_none(r.get("value")))
         _need(ok, path, f"result record {i} is malformed: {str(r)[:120]}")
         key = (r["condition"], r["direction"], r["metric"], r["k"])
@@ -392,9 +395,9 @@ class RunRecord:
 
         from .util.io import read_regular_file
 
-        p = os.path.join(path, "results.json") if os.path.isdir(path) else os.fspath(path)
+        p = os.path.join(path, RESULTS) if os.path.isdir(path) else os.fspath(path)
         if os.path.isdir(path) and not os.path.lexists(p):
-            raise UnreadableResults(os.fspath(path), "is a folder without results.json: not a run folder written "
+            raise UnreadableResults(os.fspath(path), f"is a folder without {RESULTS}: not a run folder written "
                                                      "by 'vlbench run' (or the run did not finish)")
         try:
             raw = read_regular_file(p, MAX_RESULTS_BYTES)

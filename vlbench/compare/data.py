@@ -13,8 +13,8 @@ import numpy as np
 
 from ..errors import VlbenchError
 from ..results import RunRecord, SchemaTooNew, UnreadableResults
+from ..runfolder import PER_QUERY, RESULTS
 
-PER_QUERY = "per_query.csv.gz"
 _KEY_COLUMNS = ("condition", "fold", "direction", "query_index", "query_id")
 
 
@@ -45,7 +45,7 @@ class RunData:
 
 def _folder(path) -> str:
     p = os.fspath(path)
-    return os.path.dirname(p) or "." if os.path.basename(p) == "results.json" else p
+    return os.path.dirname(p) or "." if os.path.basename(p) == RESULTS else p
 
 
 def read_per_query(path: str, conditions: set[str] | None = None) -> tuple[list[str], dict]:

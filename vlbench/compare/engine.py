@@ -9,12 +9,12 @@ import math
 import numpy as np
 
 from ..errors import OptionError, VlbenchError
+from ..results import DIRECTIONS
 from . import paired as P
 from .data import RunData, check_comparable, check_same_queries, load_run
 
 TESTS = ("randomization", "bootstrap", "ttest")
 CORRECTIONS = ("holm", "bonferroni", "none")
-DIRECTIONS = ("i2t", "t2i")
 RECORD_KIND = "vlbench-comparison"
 ROW_KEYS = ("run_a", "run_b", "model_a", "model_b", "condition", "direction", "kind", "n_queries", "a", "b", "diff",
             "ci_low", "ci_high", "p", "p_adj", "separable", "exact")

@@ -72,6 +72,7 @@ def _clean(x):
 
 
 def write(rec: dict, out) -> list[Path]:
+    """Write a :func:`compare_runs` record as comparison.json, comparison.csv and comparison.md into ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = {"comparison.json": json.dumps(_clean(rec), indent=1, allow_nan=False) + "\n",

@@ -100,13 +100,14 @@ class Dataset:
 
     def subset(self, image_indices, name: str | None = None) -> "Dataset":
         """The dataset restricted to some images (and their captions); used for coco-1k folds."""
+        from .folds import fold_caption_to_image, fold_captions
+
         image_indices = np.asarray(image_indices, dtype=np.int64)
-        remap = -np.ones(self.n_images, dtype=np.int64)
-        remap[image_indices] = np.arange(len(image_indices))
-        keep = np.flatnonzero(remap[self.caption_to_image] >= 0)
+        keep = fold_captions(self.caption_to_image, image_indices)
         return Dataset(
             name=name or self.name, images=[self.images[i] for i in image_indices],
-            captions=[self.captions[j] for j in keep], caption_to_image=remap[self.caption_to_image[keep]],
+            captions=[self.captions[j] for j in keep],
+            caption_to_image=fold_caption_to_image(self.caption_to_image, image_indices, self.n_images),
             caption_ids=[self.caption_ids[j] for j in keep], image_root=self.image_root,
             gallery=self.gallery, source=dict(self.source),
         )

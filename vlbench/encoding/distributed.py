@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from pathlib import Path
 
 from ..errors import VlbenchError
+from ..runfolder import claim_out  # noqa: F401  re-exported: the run folder owns its claim
 
 
 def distributed(cfg: RunConfig):
@@ -75,27 +75,6 @@ def gather(dist, shard, local: dict, n: int, what: str):
     for part in parts:
         merged.update(part)
     return stack(merged, n, what)
-
-
-def claim_out(out) -> "FolderLock | None":
-    """Claim --out for this run (rank 0 of a torchrun launch): a second live run with the same --out is
-    refused at once, and a folder holding a finished run is never reused."""
-    import os
-
-    from ..util.io import FolderLock
-
-    if not out or int(os.environ.get("RANK", "0")) != 0:
-        return None
-    try:
-        lock = FolderLock(out).acquire()
-    except BlockingIOError as exc:
-        raise VlbenchError(f"another vlbench run ({exc}) is writing to {out}",
-                           "wait for it to finish, or pass another --out folder") from None
-    if (Path(out) / "results.json").exists():
-        lock.release()
-        raise VlbenchError(f"{out} already holds a finished run (results.json)",
-                           "runs are never overwritten: pass another --out folder")
-    return lock
 
 
 def silence_library_progress() -> None:

@@ -9,17 +9,15 @@ the recorded spec and checked against the recorded content hash, so the page sho
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import DataError, VlbenchError
-from ..results import MAX_RESULTS_BYTES
-from ..util.io import read_regular_file
+from ..datasets.folds import fold_index_maps
+from ..runfolder import FLIPS, RETRIEVED
 
-RETRIEVED = "retrieved.npz"
 #: the direction the browser shows per condition kind: a caption perturbation changes t2i queries, an image
 #: corruption i2t queries (its t2i side, a corrupted gallery, is not browsed)
 DIRECTION = {"caption": "t2i", "image": "i2t"}
@@ -60,25 +58,11 @@ class RunSource:
         ds = self.ds
         if ds.folds is None:
             return np.arange(ds.n_captions if direction == "t2i" else ds.n_images)
-        folds = [np.asarray(f, dtype=np.int64) for f in ds.folds]
-        if direction == "i2t":
-            return np.concatenate(folds)
-        return np.concatenate([np.flatnonzero(np.isin(ds.caption_to_image, f)) for f in folds])
+        side = 0 if direction == "i2t" else 1  # i2t rows are images, t2i rows captions
+        return np.concatenate([m[side] for m in fold_index_maps(ds.caption_to_image, ds.folds)])
 
     def has(self, condition: str, direction: str) -> bool:
         return f"{condition}|{direction}" in self.retrieved and f"{condition}|{direction}|rank" in self.retrieved
-
-
-def read_results(folder: Path) -> dict:
-    path = folder / "results.json"
-    if not path.is_file():
-        raise VlbenchError(f"{folder} is not a finished run folder (no results.json)",
-                           "pass the folder that 'vlbench run --out' wrote")
-    try:  # a regular file of a bounded size, as every results reader (a FIFO would block)
-        return json.loads(read_regular_file(path, MAX_RESULTS_BYTES).decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise VlbenchError(f"{path} cannot be read ({type(exc).__name__}: {exc})",
-                           "pass an intact run folder (re-run 'vlbench run' with a new --out)") from None
 
 
 def read_retrieved(folder: Path, results: dict | None = None) -> dict:
@@ -106,7 +90,7 @@ def read_flips(folder: Path) -> dict:
     """(condition, direction) -> rows of the run's flips.csv in k order (empty when the run has none)."""
     import csv
 
-    path = folder / "flips.csv"
+    path = folder / FLIPS
     if not path.is_file():
         return {}
     out: dict = {}

@@ -3,6 +3,9 @@
 Light to import (no numpy/scipy/skimage/torch): names, families, the ``--perturb-images`` spec parser,
 cache keys and the registry load here; :func:`corrupt` and :class:`CorruptedLoader` import the heavy
 reference implementation on first use.
+
+To add an image perturbation: register it in :data:`image_perturbations` (:mod:`.registry`; a plug-in
+through the entry-point group, docs/extending.md). This file holds no logic beyond lazy re-exports.
 """
 
 from __future__ import annotations

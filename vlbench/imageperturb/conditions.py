@@ -8,6 +8,8 @@ and cached under (corruption, severity, seed, implementation version, image cont
 from __future__ import annotations
 
 from ..errors import VlbenchError
+from ..results import DIRECTIONS
+from ..runfolder import MAX_RESULTS_BYTES, results_path
 from .spec import IMPLEMENTATION_VERSION, family_of, parse_spec
 
 PREFIX = "img:"
@@ -113,9 +115,9 @@ def read_reference(path: str, dataset=None):
     from ..util.io import read_regular_file
 
     p = Path(path).expanduser()
-    p = p / "results.json" if p.is_dir() else p
+    p = results_path(p) if p.is_dir() else p
     try:  # a results file is a few MB at most; a FIFO or device is refused unread
-        rec = RunRecord.from_json(json.loads(read_regular_file(p, 64 * 2**20).decode("utf-8")), str(p))
+        rec = RunRecord.from_json(json.loads(read_regular_file(p, MAX_RESULTS_BYTES).decode("utf-8")), str(p))
     except (UnreadableResults, OSError, ValueError) as exc:
         raise VlbenchError(f"--mce-reference {path!r} is not a readable vlbench run ({exc})",
                            "name the run folder (or results.json) of the reference model's --perturb-images run") \
@@ -138,7 +140,7 @@ def corruption_summary(rec, reference=None) -> dict | None:
         check_same_dataset(reference, rec.dataset.name, rec.dataset.hash)
         out["reference"] = {"run_id": reference.run_id, "model": reference.model.spec,
                             "dataset": reference.dataset.name, "dataset_hash": reference.dataset.hash}
-    for d in ("i2t", "t2i"):
+    for d in DIRECTIONS:
         errs = _r1_errors(rec, d)
         ref = _r1_errors(reference, d) if reference else None
         ce = corruption_errors(errs, ref)

@@ -336,3 +336,52 @@ def read_build(build_dir) -> tuple[dict, dict[str, bytes]]:
     files[MANIFEST] = mpath.read_bytes()
     return manifest, files
 
+
+#: columns of :func:`load_results`, in order
+RESULT_COLUMNS = ["model", "model_spec", "model_hash", "dataset", "dataset_name", "dataset_hash", "condition",
+                  "family", "direction", "metric", "k", "value", "kept", "run_id", "created", "metric_version",
+                  "vlbench_version", "schema_version", "perturbation_version", "perturbation_seed", "captions_hash",
+                  "source"]
+
+
+def load_results(paths, *, errors: str = "warn"):
+    """Every value of the runs under ``paths`` as a long pandas DataFrame (:data:`RESULT_COLUMNS`).
+
+    ``paths``: a run folder, a results.json file, a folder holding run folders (searched
+    recursively), or a list of these. ``kept`` is True for the values a leaderboard would show (the
+    newest run per model hash, dataset hash and condition); superseded duplicates have False.
+    ``errors``: what to do with an unreadable results.json: "warn" (skip it with a warning),
+    "ignore" (skip it silently) or "raise". Skipped files are in ``df.attrs["skipped"]``.
+    """
+    import pandas as pd
+
+    from ..errors import VlbenchError
+    from .tables import long_order, long_rows, make_labels
+
+    if errors not in ("warn", "ignore", "raise"):
+        raise ValueError("errors must be 'warn', 'ignore' or 'raise'")
+
+    def warn(msg):
+        if errors == "warn":
+            warnings.warn(msg, UserWarning, stacklevel=3)
+
+    loaded = load_runs(paths, warn=warn)
+    if errors == "raise" and loaded.skipped:
+        s = loaded.skipped[0]
+        raise VlbenchError(f"{s['path']}: {s['reason']}", "remove or re-create this run, or use errors='warn'")
+    selection = select(loaded.runs)
+    labels = make_labels(loaded.runs, selection, allow_mixed=True, keep_paths=True)
+    rows = []
+    for run in loaded.runs:
+        for r in long_rows(run, labels):
+            r["kept"] = selection.values.get((run.model_hash, run.dataset_name, run.dataset_hash, r["condition"])) is run
+            rows.append(r)
+    rows.sort(key=lambda x: long_order(x) + (not x["kept"], x["run_id"], x["source"]))
+    df = pd.DataFrame([[r[c] for c in RESULT_COLUMNS] for r in rows], columns=RESULT_COLUMNS)
+    df["k"] = df["k"].astype("Int64")
+    df["perturbation_seed"] = pd.array([s if isinstance(s, int) and not isinstance(s, bool) else None
+                                        for s in df["perturbation_seed"]], dtype="Int64")
+    df["value"] = df["value"].astype("float64")
+    df["kept"] = df["kept"].astype(bool)
+    df.attrs["skipped"] = loaded.skipped
+    return df

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..results import MetricValue, RunRecord, UnreadableResults
+from ..results import DIRECTIONS, MetricValue, RunRecord, UnreadableResults
 
 _RANGE = re.compile(r"^\[(-?\d+(?:\.\d+)?), (-?\d+(?:\.\d+)?)\]$")
 INF = math.inf
@@ -57,7 +57,7 @@ def bounds(rec: RunRecord, v: MetricValue, declared: dict | None = None,
     """The range value ``v`` of the run ``rec`` must lie in."""
     m, d = v.key.metric, v.key.direction
     if m == "rsum":
-        dirs = ("i2t", "t2i") if d == "both" else (d,)
+        dirs = DIRECTIONS if d == "both" else (d,)
         recalls = _recall_counts(rec) if recalls is None else recalls
         n = sum(recalls.get((v.condition, x), 0) for x in dirs)
         return 0.0, 100.0 * (n or 3 * len(dirs))

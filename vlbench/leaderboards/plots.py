@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import re
 
+from ..results import DIRECTIONS
 from .render import family_rank
 from .tables import Table, fg_base
 
@@ -108,7 +109,7 @@ def rsum_change_plots(changes: Table, model_hash: dict[str, str]) -> list[tuple[
         models = sorted({r["model"] for r in rows})
         fig = _figure(WIDTH, 2.9)
         axes = fig.subplots(1, 2, sharey=True)
-        for ax, d in zip(axes, ("i2t", "t2i")):
+        for ax, d in zip(axes, DIRECTIONS):
             _bars(ax, rows, conds, models, d)
         axes[0].set_ylabel("RSUM change vs clean", fontsize=7)
         fig.suptitle(f"{family or 'other'} perturbations on {dataset}"[:90], fontsize=8.5)
@@ -124,7 +125,7 @@ def clean_vs_fg_plots(t52: Table, model_hash: dict[str, str]) -> list[tuple[str,
     by_model: dict[str, dict[str, dict]] = {}
     for r in rows:
         by_model.setdefault(r["model"], {})[r["dataset"]] = r
-    metrics = [f"{d}_recall@{k}" for d in ("i2t", "t2i") for k in (1, 5, 10)]
+    metrics = [f"{d}_recall@{k}" for d in DIRECTIONS for k in (1, 5, 10)]
     out = []
     for model, dsets in sorted(by_model.items()):
         pairs = []

@@ -14,6 +14,8 @@ import itertools
 import math
 import os
 
+from ..results import DIRECTIONS
+from ..runfolder import FLIPS, PER_QUERY
 from .store import condition_key
 from .table_types import Column, Table
 from .tables import _Ctx, _values
@@ -31,7 +33,7 @@ def _clean_rsum(run) -> dict | None:
     """{direction: (query keys, per-query RSUM)} of the run's clean condition, or None without the file."""
     from ..compare.data import read_per_query
 
-    path = os.path.join(_folder(run), str(run.record.other.get("per_query") or "per_query.csv.gz"))
+    path = os.path.join(_folder(run), str(run.record.other.get("per_query") or PER_QUERY))
     if not os.path.isfile(path):
         return None
     try:
@@ -45,8 +47,8 @@ def _clean_rsum(run) -> dict | None:
 def _pair_strata(qa: dict, qb: dict):
     """Paired per-query differences over the datasets both models have (same queries), each direction weighted
     1 / number of shared datasets: the statistic is the difference of mean clean total RSUM."""
-    shared = [ds for ds in qa if ds in qb and all(qa[ds][d][0] == qb[ds][d][0] for d in ("i2t", "t2i"))]
-    strata = [qa[ds][d][1] - qb[ds][d][1] for ds in shared for d in ("i2t", "t2i")]
+    shared = [ds for ds in qa if ds in qb and all(qa[ds][d][0] == qb[ds][d][0] for d in DIRECTIONS)]
+    strata = [qa[ds][d][1] - qb[ds][d][1] for ds in shared for d in DIRECTIONS]
     return strata, [1.0 / len(shared)] * len(strata) if shared else []
 
 
@@ -110,7 +112,7 @@ def with_groups(rank: Table, groups: Table | None) -> Table:
 
 
 def _read_flips(run) -> list[dict]:
-    path = os.path.join(_folder(run), "flips.csv")
+    path = os.path.join(_folder(run), FLIPS)
     if not os.path.isfile(path):
         return []
     try:
@@ -169,7 +171,7 @@ def distractor_table(ctx: _Ctx) -> Table:
             if cond == "clean" or run.condition_meta(cond).get("kind") != "gallery":
                 continue
             v, clean = _values(run, cond), _values(run, "clean")
-            for d in ("i2t", "t2i"):
+            for d in DIRECTIONS:
                 b = next((x.fields for x in run.record.intervals if x.condition == cond and x.get("direction") == d
                           and x.get("metric") == "rsum"), {})
                 val, base = v.get((d, "rsum", None)), clean.get((d, "rsum", None))

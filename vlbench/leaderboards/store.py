@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import VlbenchError
+from ..runfolder import RESULTS
 from ..results import (MAX_RESULTS_BYTES, SCHEMA_VERSION, UPGRADES, RunRecord, SchemaTooNew, UnreadableResults,
                        parse_created, parse_results_text, records_hash)
 from .integrity import check_run
 
-RESULTS_FILE = "results.json"
+RESULTS_FILE = RESULTS  # the name older code imported; the run folder (vlbench.runfolder) owns it
 CURRENT_SCHEMA = SCHEMA_VERSION  # the name older code imported; the version lives in vlbench.results
 __all__ = ["RESULTS_FILE", "CURRENT_SCHEMA", "UPGRADES", "Run", "RunRecord", "SchemaTooNew", "UnreadableResults",
            "parse_created", "records_hash", "read_run", "discover", "discover_named", "load_runs", "select",

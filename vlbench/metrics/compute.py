@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 
 from .official import official_values
-from .specs import builtins, plugin_columns, plugin_metrics
+from .specs import builtins, from_stored, plugin_columns, plugin_metrics
 from .ranking import (BLOCK_BYTES, DIRECTIONS, ArraySource, EmbeddingSource, Positives, RankedBlock,  # noqa: F401
                       SimilaritySource, _sorted_topk, _to_numpy, build_positives, check_finite, head_size,
                       rank_blocks)
@@ -61,7 +61,9 @@ class DirectionResult:
     n_positives: np.ndarray
     graded: dict = field(default_factory=dict)  # name -> per-query nDCG with graded relevance labels
     fraction_recall: dict = field(default_factory=dict)  # k -> per-query share of positives in the top k (0..1)
-    plugins: dict = field(default_factory=dict)  # plug-in metric name -> per-query values
+    #: column name -> per-query values computed outside the ranking pass: the plug-in metrics' (as their
+    #: per_query gives them) and the distractors' false rate; read through specs.from_stored metrics
+    plugins: dict = field(default_factory=dict)
     #: (n_queries, <=TOP_KEEP) int32: the best-ranked candidates, tie rule order (flip analysis, retrieved.npz)
     top: np.ndarray | None = None
 
@@ -211,6 +213,9 @@ class Evaluation:
     k: tuple = DEFAULT_K
     p: int = DEFAULT_P
     official: dict = field(default_factory=dict)
+    #: the metrics after the built-in retrieval ones, per direction: the plug-ins, then (a gallery condition)
+    #: the false rate; each reads its per-query values from ``DirectionResult.plugins`` (specs.from_stored)
+    extra: tuple = ()
 
     def direction(self, d: str) -> DirectionResult:
         return self.i2t if d == "i2t" else self.t2i
@@ -221,8 +226,7 @@ class Evaluation:
         out = []
         for d in DIRECTIONS:
             out.extend(self._records(d, builtins("retrieval")))
-            out.extend(dict(direction=d, metric=name, k=None, value=float(vals.mean()))
-                       for name, vals in self.direction(d).plugins.items())
+            out.extend(self._records(d, self.extra))
         for m in builtins("retrieval"):
             if m.total:
                 total = sum(rec["value"] for rec in out if rec["metric"] == m.name)
@@ -246,7 +250,8 @@ class Evaluation:
         for m in builtins():
             for i in m.members(r):
                 cols.update(i.columns(r, self))
-        cols.update(r.plugins)
+        for m in self.extra:
+            cols.update(m.columns(r, self))
         return cols
 
 
@@ -256,7 +261,8 @@ def with_plugins(ev: Evaluation) -> Evaluation:
     if not plugins:
         return ev
     return dataclasses.replace(ev, **{d: dataclasses.replace(ev.direction(d), plugins=plugin_columns(
-        ev.direction(d), ev, plugins)) for d in DIRECTIONS})
+        ev.direction(d), ev, plugins)) for d in DIRECTIONS}, extra=ev.extra + tuple(
+        from_stored(m, e.name) for e, m in plugins))
 
 
 def flat_keys(records: list[dict]) -> dict:

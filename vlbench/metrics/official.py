@@ -27,6 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import DataError, VlbenchError
+from ..results import DIRECTIONS
 from .ranking import _sorted_topk
 
 BLOCK_ROWS = 1024
@@ -133,6 +134,6 @@ def official_values(official: dict, sim: np.ndarray, ks=(1, 5, 10)) -> dict:
     kind, img_ids, cap_ids, gt = official["kind"], official["image_ids"], official["caption_ids"], official["gt"]
     if kind == "eccv":
         m = eccv_metrics(sim, img_ids, cap_ids, gt)
-        return {(d, name, None): 100.0 * m[d][key] for d in ("i2t", "t2i") for key, name in ECCV_NAMES.items()}
+        return {(d, name, None): 100.0 * m[d][key] for d in DIRECTIONS for key, name in ECCV_NAMES.items()}
     r = cxc_recalls(sim, img_ids, cap_ids, gt, ks=tuple(ks))
-    return {(d, "cxc_recall", int(k)): 100.0 * r[d][k] for d in ("i2t", "t2i") for k in ks}
+    return {(d, "cxc_recall", int(k)): 100.0 * r[d][k] for d in DIRECTIONS for k in ks}

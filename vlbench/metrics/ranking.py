@@ -16,8 +16,9 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from ..results import DIRECTIONS
+
 BLOCK_BYTES = 32 << 20
-DIRECTIONS = ("i2t", "t2i")
 
 
 # ---------------------------------------------------------------------------------------------

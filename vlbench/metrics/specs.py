@@ -16,16 +16,20 @@ Kinds: ``retrieval`` metrics are computed by ``compute.evaluate`` from the ranki
 
 Plug-ins: an entry point in the group ``vlbench.metrics`` whose target is a ``Metric``, e.g.
 ``[project.entry-points."vlbench.metrics"] hits-at-3 = "mypkg.metrics:HITS3"``. Its ``per_query``
-gets ``(DirectionResult, Evaluation)`` and returns one value per query; the reported value is
-their mean, written as records ``{direction, metric, k=None, value}`` after the built-ins and as a
-per-query column. A plug-in that fails to load or to compute is skipped with a warning and is not
-listed among the plug-ins used by a run. A plug-in whose import calls ``sys.exit`` stops the run
-before any work (exit 2, naming it): ``check_plugins`` runs in the preflight. An entry point that does
+gets ``(DirectionResult, Evaluation)`` (and the k or p with a ``param``) and returns one value per query.
+Its per-query values are computed once, when the evaluation is made (:func:`plugin_columns`); from then on
+it takes the built-ins' path (:func:`from_stored`: ``Metric.values`` and ``Metric.columns``), so its
+``param``, ``aggregate`` and ``percent`` mean what they mean for a built-in. Its records
+``{direction, metric, k, value}`` (metric: the registered name) follow the built-in retrieval records of
+each direction, and its columns the built-in columns. A plug-in that fails to load or to compute is
+skipped with a warning and is not listed among the plug-ins used by a run. A plug-in whose import calls
+``sys.exit`` stops the run before any work (exit 2, naming it): ``check_plugins`` runs in the preflight. An entry point that does
 not name a ``Metric`` is listed as broken by ``vlbench ls metrics``, with the reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from dataclasses import dataclass
@@ -35,8 +39,8 @@ import numpy as np
 
 from .. import registry
 from ..errors import VlbenchError
+from ..results import DIRECTIONS
 
-DIRECTIONS = ("i2t", "t2i")
 AGGREGATES = {"mean": np.mean, "median": np.median}
 
 
@@ -180,7 +184,7 @@ BUILTINS = (
     _task("p2_accuracy", "--task sugarcrepe++: cos(image, P2) above cos(image, N), P1 not considered"),
     # --distractors (pipeline/distractors.py puts its per-query values beside the evaluation's, docs/distractors.md)
     Metric("false_rate", "%", "[0, 100]", False, "--distractors: percent of queries whose best injected "
-           "candidate outranks every positive (a gallery condition only)", column=False, kind="gallery"),
+           "candidate outranks every positive (a gallery condition only)", kind="gallery"),
 )
 
 
@@ -262,22 +266,59 @@ def plugin_metrics() -> list:
     return out
 
 
+def from_stored(m: Metric, name: str | None = None) -> Metric:
+    """``m`` (named ``name``) reading its per-query values from ``r.plugins``, where they were put once
+    (:func:`plugin_columns` for a plug-in, the distractor scorer for ``false_rate``): its records and
+    columns then come from ``Metric.values`` / ``Metric.columns``, the built-ins' path (param, aggregate,
+    percent as declared)."""
+    name = name or m.name
+
+    def stored(r, ev, x=None):
+        return r.plugins.get(m.column_name(x, name))
+
+    return dataclasses.replace(m, name=name, per_query=stored)
+
+
+def builtin(name: str) -> Metric:
+    """The built-in metric ``name`` (a family's member by its own name)."""
+    for m in builtins():
+        for i in m.instances or (m,):
+            if i.name == name:
+                return i
+    raise KeyError(name)
+
+
+def _plugin_values(name: str, m: Metric, r, ev) -> dict:
+    """{column name: per-query float64 array (as per_query gives them)} of one plug-in on one direction."""
+    got = {}
+    for x in m.params(ev):
+        q = m.raw(r, ev, x)
+        if q is None:  # does not apply (as for a built-in)
+            continue
+        vals = np.asarray(q, dtype=np.float64)
+        if vals.shape != r.best_rank.shape:
+            raise ValueError(f"returned shape {vals.shape}, expected {r.best_rank.shape}")
+        got[m.column_name(x, name)] = vals
+    if callable(m.aggregate):  # an aggregate of its own that fails is found here, not while writing records
+        for x in m.params(ev):
+            m.aggregate(r, ev, x)
+    return got
+
+
 def plugin_columns(r, ev, plugins: list) -> dict:
-    """{name: per-query array} of the plug-in metrics that apply to r's direction; marks the
-    entries that were computed (only those count as used plug-ins in results)."""
+    """{column name: per-query array} of the plug-in metrics that apply to r's direction (one per k or p
+    with a ``param``); marks the entries that were computed (only those count as used plug-ins in results)."""
     cols = {}
     for e, m in plugins:
         if r.direction not in m.directions:
             continue
         try:
-            vals = np.asarray(m.per_query(r, ev), dtype=np.float64)
-            if vals.shape != r.best_rank.shape:
-                raise ValueError(f"returned shape {vals.shape}, expected {r.best_rank.shape}")
+            got = _plugin_values(e.name, m, r, ev)
         except Exception as exc:
             warnings.warn(f"metric plug-in {e.name!r} ({e.source}) failed: {exc}", stacklevel=2)
             continue
         e.meta["computed"] = True
-        cols[e.name] = vals
+        cols.update(got)
     return cols
 
 

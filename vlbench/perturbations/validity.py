@@ -32,6 +32,7 @@ import hashlib
 from typing import Sequence
 
 from ..errors import OptionError, VlbenchError
+from ..runfolder import VALIDITY_AUDIT
 
 MODES = ("sample", "full", "off")
 DEFAULT_SAMPLE = 2000  # at most this many applied captions per perturbation ...
@@ -41,7 +42,7 @@ PRECISION = 0.005  # ... until the mean drift's 95 % interval is within +-0.005 
 SMALL_SET_SHARE = 4  # on a small set, at most one caption in 4 of the set per perturbation ...
 SMALL_SET_FLOOR = 50  # ... but at least 50 (or every applied caption, if fewer)
 AUDIT_PAIRS = 50
-AUDIT_FILE = "validity_audit.jsonl"
+AUDIT_FILE = VALIDITY_AUDIT  # the name older code imported; vlbench.runfolder owns it
 
 
 def check_mode(mode: str, sample_size: int, precision: float = PRECISION) -> None:

@@ -25,12 +25,15 @@ import numpy as np
 
 from ..conditions import RunCondition
 from ..datasets.distractors import check_source, load_distractors, parse_spec
+from ..datasets.folds import fold_captions
 from ..metrics import compute as M
-from ..metrics.specs import DIRECTIONS
+from ..metrics.specs import DIRECTIONS, builtin, from_stored
 from .relevance import truncate
 
 PREFIX = "distractors:"
 FALSE_RATE = "false_rate"
+#: the registered false_rate metric, reading the per-query values this module puts beside the evaluation's
+_FALSE_RATE_METRIC = from_stored(builtin(FALSE_RATE))
 TIES = "injected candidates come after the real ones: an exact tie goes to the real candidate"
 
 
@@ -141,7 +144,7 @@ def _parts(ds, img, txt, relevance, graded):
         yield img, txt, ds.caption_to_image, ds.extra_positives, graded[0], relevance
         return
     for fold, g in zip(ds.folds, graded):
-        caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
+        caps = fold_captions(ds.caption_to_image, fold)
         rel = None if relevance is None else (relevance[0][fold], relevance[1][caps])
         yield img[fold], txt[caps], ds.subset(fold).caption_to_image, None, g, rel
 
@@ -175,7 +178,7 @@ def _fold_eval(part, inj: Injected, clean: M.Evaluation, kw: dict, device) -> M.
             raise RuntimeError(f"distractors: the {d} queries differ from the clean ones")  # a bug, not a user error
         false = np.where(res.best_rank > base.best_rank, 100.0, 0.0)
         out[d] = dataclasses.replace(res, plugins={**res.plugins, FALSE_RATE: false})
-    return M.Evaluation(out["i2t"], out["t2i"], clean.k, clean.p, {})
+    return M.Evaluation(out["i2t"], out["t2i"], clean.k, clean.p, {}, extra=clean.extra + (_FALSE_RATE_METRIC,))
 
 
 def score_distractors(scoring, plan, enc, clean: list, device: str | None = None) -> dict:

@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import VlbenchError
+from ..runfolder import EMBEDDING_KEYS, require_finished
 
-FILENAME = "embedding_keys.npz"
+FILENAME = EMBEDDING_KEYS  # the name older code imported; vlbench.runfolder owns it
 FORMAT = "vlbench-embedding-keys/1"
 #: the condition kinds whose gallery is the dataset's (clean or transformed image by image); others (a
 #: gallery grown by --distractors) are listed in ``not_indexed`` and not re-scored
@@ -84,9 +85,7 @@ def read_index(run_dir) -> tuple[dict, dict]:
     """(meta, arrays) of a run folder's index. Raises VlbenchError naming the fix when the run has none."""
     run_dir = Path(run_dir)
     path = run_dir / FILENAME
-    if not (run_dir / "results.json").is_file():
-        raise VlbenchError(f"{run_dir} is not a finished run folder (no results.json)",
-                           "pass the folder 'vlbench run --out' wrote")
+    require_finished(run_dir)
     if not path.is_file():
         raise VlbenchError(f"run {run_dir} has no {FILENAME}: it was written by a vlbench without "
                            "'vlbench rescore' support (or the file was removed)",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..runfolder import FLIPS, PER_QUERY, RETRIEVED, results_path, write_results
+from ..datasets.folds import fold_index_maps
 from ..util.markdown import md_table
 from ..results import MetricKey, RunRecord
 from ..metrics import compute as M
@@ -42,7 +44,7 @@ def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
                 cells.update((k, _column_text(v)) for k, v in cols.items())
                 header.extend(k for k in cells if k not in header)
                 blocks.append((len(q), cells))
-    name = "per_query.csv.gz"
+    name = PER_QUERY
     tmp = out / f".{name}.tmp"
     with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz, \
             io.TextIOWrapper(gz, encoding="utf-8", newline="") as fh:
@@ -72,15 +74,14 @@ def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS)
     w.writerows(r.cells() for r in rows)
-    atomic_write_text(out / "flips.csv", buf.getvalue())
+    atomic_write_text(out / FLIPS, buf.getvalue())
     to_global = None
     if ds.folds is not None:  # fold-local candidate ids -> dataset indices (images for t2i, captions for i2t)
-        folds = [np.asarray(f, dtype=np.int64) for f in ds.folds]
-        caps = [np.flatnonzero(np.isin(ds.caption_to_image, f)) for f in folds]
-        to_global = lambda f, d, ids: (folds[f] if d == "t2i" else caps[f])[ids]  # noqa: E731
+        maps = fold_index_maps(ds.caption_to_image, ds.folds)
+        to_global = lambda f, d, ids: maps[f][0 if d == "t2i" else 1][ids]  # noqa: E731
     tmp = out / ".retrieved.tmp.npz"
     np.savez_compressed(tmp, **retrieved_arrays(evals_by_cond, to_global))
-    tmp.replace(out / "retrieved.npz")
+    tmp.replace(out / RETRIEVED)
     return skipped
 
 
@@ -140,16 +141,8 @@ def format_table(rec: RunRecord) -> str:
 
 
 def write_run_files(out: Path, results: dict, table: str) -> None:
-    """results.json (never replaced: a folder that received a finished run meanwhile is an error) and table.md."""
-    from ..util.io import atomic_write_text, write_json
-    from ..errors import VlbenchError
-
-    try:
-        write_json(out / "results.json", results, replace=False)
-    except FileExistsError:
-        raise VlbenchError(f"{out} received a finished run from another process while this one ran",
-                           "runs are never overwritten: pass another --out folder") from None
-    atomic_write_text(out / "table.md", table + "\n")
+    """results.json (never replaced) and table.md: :func:`vlbench.runfolder.write_results`."""
+    write_results(out, results, table)
 
 
 def print_run_result(res, *, as_json: bool, quiet: bool) -> None:
@@ -160,5 +153,5 @@ def print_run_result(res, *, as_json: bool, quiet: bool) -> None:
         print(json.dumps(res.results["results"], indent=1))
     elif not quiet:
         print(res.table())
-        print(f"\nresults: {res.out_dir / 'results.json'}")
+        print(f"\nresults: {results_path(res.out_dir)}")
 

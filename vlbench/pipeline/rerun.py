@@ -14,9 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import OptionError
+from ..runfolder import RESULTS, RUN_FILES, is_finished, remove_run_files  # noqa: F401  RUN_FILES re-exported
 
-#: the files a finished retrieval run leaves in its folder (results.json last: it marks the run finished)
-RUN_FILES = ("table.md", "per_query.csv.gz", "validity_audit.jsonl", "results.json")
 
 
 def expected_dataset_name(cfg) -> str:
@@ -47,7 +46,7 @@ def finished_run(cfg, log):
     """The finished run in ``cfg.out`` to return as it is (``resume``), or None: nothing finished there, or
     ``overwrite`` removed it (``log`` says so), so the run goes ahead. With neither, a finished run there is
     refused here, before any work."""
-    if not cfg.out or not (Path(cfg.out) / "results.json").exists():
+    if not cfg.out or not is_finished(cfg.out):
         return None
     out = Path(cfg.out)
     if cfg.resume:
@@ -63,13 +62,11 @@ def finished_run(cfg, log):
             f"nothing was recomputed")
         return out, rec
     if not cfg.overwrite:
-        raise OptionError("out", f"{{opt}} {str(out)!r} already holds a finished run (results.json)",
+        raise OptionError("out", f"{{opt}} {str(out)!r} already holds a finished run ({RESULTS})",
                           "pass another {opt} folder; to get that run back as it is ask for resume, to replace it "
                           "for overwrite (resume=True / overwrite=True in Python, --resume / --overwrite on the "
                           "command line)")
     if cfg.overwrite:
-        removed = [name for name in RUN_FILES if (out / name).is_file()]
-        for name in removed:
-            (out / name).unlink(missing_ok=True)
+        removed = remove_run_files(out)
         log(f"{out} held a finished run: replacing it (overwrite); removed {', '.join(removed)}")
     return None

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
-import re
 import sys
 import time
 from types import MappingProxyType
@@ -38,6 +37,7 @@ from ..metrics import compute as M
 from ..datasets.core import Dataset, load_dataset
 from ..encoding.distributed import claim_out, distributed, gather, phase, silence_library_progress
 from .report import format_table, write_flips, write_per_query, write_run_files
+from ..runfolder import new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
 from . import distractors as D, galleries, presets, relevance, timing as T
 from .run_config import RunConfig, validate
 from ..metrics.stats import model_input_analysis, paired_bootstrap, query_scores
@@ -60,20 +60,6 @@ class RunResult:
 def _log(cfg: RunConfig, msg: str) -> None:
     if not cfg.quiet:
         print(msg, file=sys.stderr, flush=True)
-
-
-def slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-")[:60] or "x"
-
-
-def prepare_out(out: str | None, run_id: str) -> Path:
-    """The run folder (``--out``, else runs/<run id>), made; a finished run's folder is refused."""
-    out = Path(out) if out else Path("runs") / run_id
-    if (out / "results.json").exists():
-        raise VlbenchError(f"{out} already holds a finished run (results.json)",
-                           "runs are never overwritten: pass another --out folder")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def _graded_sources(ds: Dataset, graded: tuple) -> list[dict]:
@@ -242,11 +228,7 @@ def _load_model(m, o):
 
 
 def _run_id(model_spec: str, ds: Dataset, model_hash: str) -> str:
-    import secrets
-
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    return (f"{stamp}-{slug(model_spec.split(':')[0])}-{slug(ds.name)}-{model_hash[:6]}"
-            f"{ds.content_hash()[:6]}-{secrets.token_hex(3)}")
+    return new_run_id(model_spec, ds.name, model_hash, ds.content_hash())
 
 
 def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
@@ -392,7 +374,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec)})
     results = rec.to_json()
     _write_results(enc.out, results, rec)
-    _log(cfg, f"wrote {enc.out / 'results.json'}")
+    _log(cfg, f"wrote {results_path(enc.out)}")
     return RunResult(enc.out, results, evals, rec)
 
 

@@ -14,6 +14,7 @@ import dataclasses
 
 import numpy as np
 
+from ..datasets.folds import fold_captions
 from ..metrics import compute as M
 from ..results import MetricKey, MetricValue
 
@@ -30,7 +31,7 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
     out = []
     for fold, g in zip(ds.folds, graded):
         sub = ds.subset(fold)
-        caps = np.flatnonzero(np.isin(ds.caption_to_image, fold))
+        caps = fold_captions(ds.caption_to_image, fold)
         rel = None if relevance is None else M.EmbeddingSource(relevance[0][fold], relevance[1][caps], device=device)
         out.append(M.evaluate(M.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device), sub.caption_to_image,
                               graded=g, relevance=rel, **kw))

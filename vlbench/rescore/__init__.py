@@ -1,134 +1,17 @@
-"""``vlbench rescore RUN --as SUITE``: a finished run's embeddings scored as other suites score them.
+"""``vlbench rescore RUN --as SUITE``: a finished run's cached embeddings scored as other suites score them.
 
-The run folder's ``embedding_keys.npz`` (vlbench.pipeline.embedding_index) names the model hash, the
-embedding-cache folder and the ordered cache keys of every condition's images and captions; the vectors come
-from the cache, the ground truth from the index. No model is loaded and torch is not imported (the ECCV /
-CxC ranking head may import it for speed on a large matrix, as vlbench's scorer does). Results go to
-``RUN/rescore/<suite>.json``, beside results.json, which is never changed. docs/rescore.md has the
-conventions; vlbench.rescore.suites their definitions.
+What lives here: the rescore kernel (:mod:`.engine`: read a run's embedding index and cache, score every
+condition, write ``RUN/rescore/<suite>.json``), the suite records and their registry (:mod:`.registry`), the
+built-in suites, one record each (:mod:`.suites`: clip_benchmark, mieb, mmeb, eccv, cxc) and the command
+line (:mod:`.cli`). docs/rescore.md has the conventions.
+
+To add a suite: one module that builds a ``Suite`` (its convention notes and a ``score`` function, e.g.
+``per_fold(fn)``) and calls ``register_suite``; nothing else changes. This file holds no logic: it
+re-exports the public names.
 """
 
-from __future__ import annotations
+from .engine import format_table, load_embeddings, rescore, score_suite
+from .registry import Suite, check_suites, per_fold, register_suite, suites, unregister_suite
 
-import datetime as _dt
-import json
-import os
-from pathlib import Path
-
-import numpy as np
-
-from ..errors import VlbenchError
-from ..util.io import write_json
-from . import suites as S
-
-SUITES = ("clip_benchmark", "mieb", "mmeb", "eccv", "cxc")
-
-
-def _vectors(cache, modality: str, keys: np.ndarray, run_dir, cache_dir) -> np.ndarray:
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    found, vecs = cache.lookup(modality, [str(k) for k in uniq])
-    if not found.all():
-        raise VlbenchError(f"{int((~found).sum())} of {len(uniq)} {modality} embeddings of run {run_dir} are not in "
-                           f"the embedding cache at {cache_dir} (cleared, or another --cache-dir?)",
-                           "pass the run's cache with --cache-dir, or re-run the 'vlbench run' command with a new "
-                           "--out (it encodes what is missing and writes a new run)")
-    return vecs[inverse.reshape(-1)]
-
-
-def load_embeddings(run_dir, cache_dir=None) -> tuple[dict, dict]:
-    """(index meta, {condition: (image embeddings, caption embeddings)}) of a finished run, from the cache."""
-    from ..encoding.cache import EmbeddingCache
-    from ..pipeline.embedding_index import read_index
-
-    meta, arrays = read_index(run_dir)
-    root = cache_dir or meta.get("cache_dir")
-    if root is None:
-        raise VlbenchError(f"run {run_dir} was made with --no-cache: its embeddings were not kept",
-                           "re-run it without --no-cache (with a new --out), then rescore that run")
-    if not os.path.isdir(root):
-        raise VlbenchError(f"the embedding cache {root} of run {run_dir} does not exist",
-                           "pass the folder that holds it with --cache-dir")
-    cache = EmbeddingCache(root, meta["model_hash"], read=True, write=False, warn=lambda m: None)
-    images = {name[len("image_keys|"):]: _vectors(cache, "image", a, run_dir, root)
-              for name, a in arrays.items() if name.startswith("image_keys|")}
-    texts, n = arrays["text_keys"], meta["n_captions"]
-    out = {}
-    for c in meta["conditions"]:
-        off = c["text_offset"]
-        out[c["name"]] = (images[c["images"]], _vectors(cache, "text", texts[off:off + n], run_dir, root))
-    return meta, out
-
-
-def _parts(gt: dict, img: np.ndarray, txt: np.ndarray):
-    """(similarity, positives) per fold (one part without folds), as vlbench's scorer splits them."""
-    c2i = np.asarray(gt["caption_to_image"], dtype=np.int64)
-    if not gt.get("folds"):
-        yield img @ txt.T, S.positives(c2i, len(img))
-        return
-    for fold in gt["folds"]:
-        fold = np.asarray(fold, dtype=np.int64)
-        remap = -np.ones(gt["n_gallery"], dtype=np.int64)
-        remap[fold] = np.arange(len(fold))
-        caps = np.flatnonzero(np.isin(c2i, fold))
-        yield img[fold] @ txt[caps].T, S.positives(remap[c2i[caps]], len(fold))
-
-
-def score_suite(suite: str, gt: dict, img: np.ndarray, txt: np.ndarray, seed: int = 0) -> list[tuple]:
-    """(direction, metric, k, value) of one suite on one condition's embeddings (the mean over folds)."""
-    if suite in ("eccv", "cxc"):
-        off = gt.get("official")
-        if not off or off.get("kind") != suite:
-            raise VlbenchError(f"--as {suite} needs the official {suite.upper()} ground truth, which this run "
-                               f"does not hold", f"re-run with --extra-positives {suite} on the COCO 5k test split")
-        off = dict(off, gt={d: {int(q): v for q, v in rows.items()} for d, rows in off["gt"].items()})
-        return S.official(img @ txt.T, off, suite)
-    fn = {"clip_benchmark": S.clip_benchmark, "mieb": S.mieb, "mmeb": lambda s, p: S.mmeb(s, p, seed)}[suite]
-    per_fold = [fn(sim, pos) for sim, pos in _parts(gt, img, txt)]
-    return [(d, m, k, float(np.mean([f[i][3] for f in per_fold]))) for i, (d, m, k, _) in enumerate(per_fold[0])]
-
-
-def check_suites(names) -> list[str]:
-    bad = [s for s in names if s not in SUITES]
-    if bad or not names:
-        raise VlbenchError(f"unknown suite {bad[0]!r}" if bad else "no suite given",
-                           f"pass --as with one of: {', '.join(SUITES)}")
-    return list(dict.fromkeys(names))
-
-
-def rescore(run_dir, suites, *, cache_dir=None, seed: int = 0, conditions=None, write: bool = True) -> dict:
-    """{suite: document} for a finished run; each document is written to RUN/rescore/<suite>.json."""
-    suites = check_suites(list(suites))
-    meta, emb = load_embeddings(run_dir, cache_dir)
-    names = list(conditions) if conditions else list(emb)
-    missing = [c for c in names if c not in emb]
-    if missing:
-        why = ("is not re-scored (its gallery is not the dataset's)" if missing[0] in meta.get("not_indexed", ())
-               else "has no such condition")
-        raise VlbenchError(f"run {run_dir} condition {missing[0]!r}: {why}",
-                           f"conditions that can be re-scored: {', '.join(emb)}")
-    docs = {}
-    for suite in suites:
-        records = [{"condition": c, "direction": d, "metric": m, "k": k, "value": v,
-                    "value_percent": v if suite in ("eccv", "cxc") else 100.0 * v}
-                   for c in names for d, m, k, v in score_suite(suite, meta["ground_truth"], *emb[c], seed=seed)]
-        conv = {n: x for n, x in S.CONVENTIONS[suite].items() if n != "names"}
-        docs[suite] = {"suite": suite, **conv, "run_id": meta["run_id"], "model_hash": meta["model_hash"],
-                       "seed": seed if suite == "mmeb" else None, "folds": "mean over folds" if
-                       meta["ground_truth"].get("folds") else None,
-                       "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                       "results": records}
-        if write:
-            out = Path(run_dir) / "rescore" / f"{suite}.json"
-            out.parent.mkdir(exist_ok=True)
-            write_json(out, docs[suite])  # strict JSON (a NaN mean becomes null), written atomically
-    return docs
-
-
-def format_table(docs: dict) -> str:
-    """One line per (suite, condition, direction, metric), values in percent."""
-    lines = [f"{'suite':<15} {'condition':<24} {'dir':<4} {'metric':<28} {'value %':>8}"]
-    for suite, doc in docs.items():
-        for r in doc["results"]:
-            lines.append(f"{suite:<15} {r['condition'][:24]:<24} {r['direction']:<4} {r['metric']:<28} "
-                         f"{r['value_percent']:>8.2f}")
-    return "\n".join(lines)
+__all__ = ["format_table", "load_embeddings", "rescore", "score_suite", "Suite", "check_suites", "per_fold",
+           "register_suite", "suites", "unregister_suite"]

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ..runfolder import RESCORE_DIR
+
 
 def configure(p) -> None:
-    from . import SUITES
+    from .registry import suites
+
+    names = list(suites())
 
     p.description = ("Score a finished run's cached embeddings as other suites do (no model is loaded): "
                      "writes RUN/rescore/<suite>.json beside results.json and prints a table.")
     p.add_argument("run", help="a finished run folder (vlbench run --out)")
-    p.add_argument("--as", dest="suites", action="append", choices=SUITES, required=True, metavar="SUITE",
-                   help=f"a suite's convention, repeatable: {', '.join(SUITES)}")
+    p.add_argument("--as", dest="suites", action="append", choices=names, required=True, metavar="SUITE",
+                   help=f"a suite's convention, repeatable: {', '.join(names)}")
     p.add_argument("--cache-dir", default=None, help="the embedding cache, if not where the run kept it")
     p.add_argument("--condition", action="append", default=None,
                    help="score only this condition (repeatable; default: all of the run's conditions)")
@@ -23,5 +29,5 @@ def main(args) -> int:
     docs = rescore(args.run, args.suites, cache_dir=args.cache_dir, seed=args.seed, conditions=args.condition)
     print(format_table(docs))
     for suite in docs:
-        print(f"wrote {args.run}/rescore/{suite}.json")
+        print(f"wrote {Path(args.run) / RESCORE_DIR / suite}.json")
     return 0

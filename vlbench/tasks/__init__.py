@@ -1,17 +1,24 @@
-"""Compositional choice tasks: given an image, pick the right caption among candidates.
+"""Compositional choice tasks (``vlbench run --task NAME``): given an image, pick the right caption among candidates.
 
-Item sources: :func:`order_items` (ARO's COCO-Order / Flickr30k-Order built with vlbench's own word-order
-perturbations), :func:`sugarcrepe_items` (SugarCrepe's seven hard-negative sets) and :func:`scpp_items`
-(SugarCrepe++'s triplets, scored by :func:`evaluate_triplets`: ITT and TOT). Scoring:
-:func:`evaluate_choice` from embeddings, :func:`run_choice_task` from a model adapter.
+What lives here: the task records and their registry (:mod:`.registry`: ``ChoiceTask``, ``register_task``,
+``get_task``); one module per built-in task, each one record (:mod:`.order`: ARO's COCO-Order /
+Flickr30k-Order built with vlbench's own word-order perturbations; :mod:`.sugarcrepe`: SugarCrepe's seven
+hard-negative sets; :mod:`.sugarcrepe_pp`: SugarCrepe++'s triplets, ITT and TOT); the shared scoring
+(:mod:`.choice`: :func:`evaluate_choice` from embeddings, :func:`run_choice_task` from a model adapter), item
+sources (:mod:`.sources`), the blind text-only baseline (:mod:`.blind`) and the run (:mod:`.run`).
+
+To add a task: one module that builds a ``ChoiceTask`` (a ``load`` hook giving the item sets; optionally its
+own ``evaluate``, blind scorer, rule and table) and calls ``register_task``; nothing else changes
+(docs/tasks.md). This file holds no logic: it re-exports the public names.
 """
 
 from .choice import ChoiceItem, ChoiceRecord, ChoiceResult, distinct_images, distinct_texts, evaluate_choice, \
     evaluate_text_only, run_choice_task
+from .registry import ChoiceTask, ItemSets, get_task, register_task, tasks, unregister_task
 from .sources import ORDER_PERTURBATIONS, SUGARCREPE_SUBSETS, coco_val2017_dir, order_items, sugarcrepe_items
 from .sugarcrepe_pp import SCPP_SUBSETS, TripletItem, TripletResult, evaluate_triplets, scpp_items
 
 __all__ = ["ChoiceItem", "ChoiceRecord", "ChoiceResult", "distinct_images", "distinct_texts", "evaluate_choice",
-           "evaluate_text_only", "run_choice_task", "ORDER_PERTURBATIONS", "SUGARCREPE_SUBSETS",
-           "coco_val2017_dir", "order_items", "sugarcrepe_items", "SCPP_SUBSETS", "TripletItem", "TripletResult",
-           "evaluate_triplets", "scpp_items"]
+           "evaluate_text_only", "run_choice_task", "ChoiceTask", "ItemSets", "get_task", "register_task", "tasks",
+           "unregister_task", "ORDER_PERTURBATIONS", "SUGARCREPE_SUBSETS", "coco_val2017_dir", "order_items",
+           "sugarcrepe_items", "SCPP_SUBSETS", "TripletItem", "TripletResult", "evaluate_triplets", "scpp_items"]

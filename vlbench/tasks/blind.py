@@ -147,14 +147,16 @@ def coco_caption_lm(data_dir, exclude_ids: set[int], exclude_texts=frozenset()) 
     return BigramLM(texts), info
 
 
-def blind_baseline(task: str, item_sets: dict, data_dir, seed: int = 0, note=None) -> dict:
-    """The text-only accuracy per item set (``{condition: [ChoiceItem]}``), or why there is none; ``note``
-    (e.g. a console printer) is told when the baseline is unavailable or left captions out of its training."""
-    from .choice import evaluate_text_only
+def blind_baseline(task, item_sets: dict, data_dir, seed: int = 0, note=None) -> dict:
+    """The text-only accuracy per item set (``{condition: [ChoiceItem]}``) of ``task`` (a registered
+    ChoiceTask or its name: its ``text_only`` scorer, its ``blind_excluded_images``), or why there is none;
+    ``note`` (e.g. a console printer) is told when the baseline is unavailable or left captions out of its
+    training."""
+    from .registry import get_task
 
+    task = get_task(task) if isinstance(task, str) else task
     evaluated = {normalized(c) for items in item_sets.values() for it in items for c in it.candidates}
-    # SugarCrepe++'s images are a subset of SugarCrepe's (every file name of its five sets is in SugarCrepe's)
-    exclude_ids = set(SUGARCREPE_TEST_IMAGES) if task in ("sugarcrepe", "sugarcrepe++") else set()
+    exclude_ids = set(task.blind_excluded_images)
     rule = {"overlap_rule": "training captions equal (normalized: lower case, words only) to any evaluated "
                             f"candidate are left out; more than {MAX_EXCLUDED_SHARE:.0%} left out: unavailable"}
     try:
@@ -170,11 +172,7 @@ def blind_baseline(task: str, item_sets: dict, data_dir, seed: int = 0, note=Non
     if left_out and note:
         note(f"blind (text-only) baseline: {left_out:,} of its {info['source_captions']:,} training captions (COCO "
              "test) equal captions of the evaluated items and were left out of its training text")
-    from .sugarcrepe_pp import evaluate_triplets_text_only
-
-    # SugarCrepe++: both positives more plausible than the negative (the ITT rule without the image)
-    score = evaluate_triplets_text_only if task == "sugarcrepe++" else evaluate_text_only
-    res = {cond: score(items, lm, seed=seed) for cond, items in item_sets.items()}
+    res = {cond: task.text_only(items, lm, seed=seed) for cond, items in item_sets.items()}
     return {**info, "available": True, "sets": {c: r.as_dict() for c, r in res.items()}}
 
 

@@ -24,12 +24,13 @@ def run_task_from_args(args) -> int:
     """``vlbench run --task NAME ...``: a retrieval-only option given (on the command line or in the --config
     file, whatever its value) is an error naming it, never silently ignored."""
     from ..pipeline.run_options import given_fields
+    from .registry import get_task, tasks
     from .run import SHARED_OPTIONS, TaskConfig, refuse_retrieval_options, run_task
 
     refuse_retrieval_options(args.task, given_fields(args))
-    if args.images_dir is not None and args.task not in ("sugarcrepe", "sugarcrepe++"):
-        raise VlbenchError(f"--images-dir applies to --task sugarcrepe and sugarcrepe++, not to --task {args.task}",
-                           "leave it out")
+    if args.images_dir is not None and not get_task(args.task).images_dir:
+        takes = " and ".join(n for n, t in tasks().items() if t.images_dir)
+        raise VlbenchError(f"--images-dir applies to --task {takes}, not to --task {args.task}", "leave it out")
     cfg = TaskConfig(task=args.task, model=args.model, dataset=args.dataset, images_dir=args.images_dir,
                      **{opt: getattr(args, opt) for opt in SHARED_OPTIONS})
     res = run_task(cfg)

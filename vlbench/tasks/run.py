@@ -11,32 +11,23 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import secrets
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from .. import __version__
 from ..util.env import library_versions
-from ..util.io import sha256_file, sha256_json
-from ..errors import DataError, VlbenchError
+from ..util.io import sha256_json
+from ..errors import VlbenchError
 from ..results import Condition, DatasetInfo, MetricKey, MetricValue, ModelInfo, RunRecord
-from .choice import N_BOOT, ChoiceItem, distinct_images, distinct_texts, evaluate_choice
-from .sources import SUGARCREPE_SUBSETS, coco_val2017_dir, order_items, sugarcrepe_items
+from ..runfolder import PER_ITEM, claim_out, new_run_id, prepare_out, results_path, write_results
+from .choice import N_BOOT, distinct_images, distinct_texts
+from .registry import ItemSets, TaskDescriptions, get_task, tasks
+from .sugarcrepe import SUGARCREPE_COMMIT, SUGARCREPE_RAW, parse_sugarcrepe_spec, sugarcrepe_root  # noqa: F401  re-exported
 
-TASKS = {
-    "order": "ARO-style word order (COCO-Order / Flickr30k-Order): each caption against its word-order shuffles; "
-             "--dataset names the captions (flickr30k, coco, custom:...)",
-    "sugarcrepe": "SugarCrepe's seven hard-negative sets (Hsieh et al. 2023), 2-way, COCO val2017 images; "
-                  "--dataset sugarcrepe[:SUBSET,...]",
-    "sugarcrepe++": "SugarCrepe++ (Dumpala et al. 2024): image, two paraphrased positives and a hard negative; ITT "
-                    "and TOT accuracies, COCO val2017 images; --dataset sugarcrepe++[:SUBSET,...]",
-}
-SUGARCREPE_COMMIT = "0047054b243992f0fad63d6f64f7544862daf846"
-SUGARCREPE_RAW = f"https://raw.githubusercontent.com/RAIVNLab/sugar-crepe/{SUGARCREPE_COMMIT}/data"
+#: name -> description of every registered task (vlbench.tasks.registry), read when used
+TASKS = TaskDescriptions()
 
 
 #: the retrieval-run options a choice task takes too: declared once, in RunConfig (same defaults, same CLI flags)
@@ -88,120 +79,14 @@ class TaskConfig(_TaskFields):
         super().__init__(**kwargs)
 
 
-@dataclass
-class ItemSets:
-    sets: dict  # condition -> list[ChoiceItem]
-    image_path: dict  # image key -> file path
-    dataset: dict  # the results' "dataset" entry
-    notes: dict
-
-
 def _log(cfg: TaskConfig, msg: str) -> None:
     if not cfg.quiet:
         print(msg, file=sys.stderr, flush=True)
 
 
-def _order_sets(cfg: TaskConfig) -> ItemSets:
-    from ..datasets.core import load_dataset
-
-    if not cfg.dataset:
-        raise VlbenchError("--task order needs --dataset", "e.g. --dataset flickr30k (Flickr30k-Order) or coco")
-    ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, require_images=True)
-    items = order_items(ds, seed=cfg.seed)
-    skipped = ds.n_captions - len(items)
-    if not items:
-        raise DataError(f"--task order: no word-order shuffle changes any of the {ds.n_captions} captions of "
-                        f"{cfg.dataset!r} (e.g. one-word captions, or every word the same), so there is no item",
-                        "use captions of several distinct words (the order task compares each caption with its "
-                        "shuffles)")
-    if skipped:
-        _log(cfg, f"note: --task order skips {skipped} of {ds.n_captions} captions that no word-order shuffle "
-                  "changes (counted in results.json as skipped_captions)")
-    paths = {}
-    for i, name in enumerate(ds.images):
-        paths[name] = ds.image_path(i)
-    desc = ds.describe()
-    if cfg.dataset_name:
-        desc["name"] = cfg.dataset_name.strip()
-    n_cand = np.bincount([len(it.candidates) for it in items], minlength=6)[2:].tolist()
-    return ItemSets({"task:order": items}, paths, desc,
-                    {"task:order": {"items": len(items), "captions": ds.n_captions, "skipped_captions": skipped,
-                                    "items_by_candidates": dict(zip(["2", "3", "4", "5"], n_cand))}})
-
-
-def sugarcrepe_root(data_dir=None, subsets=SUGARCREPE_SUBSETS) -> Path:
-    """The folder with the JSON files of SugarCrepe's ``subsets`` (default all seven; only those asked for are
-    needed): <data-dir>/sugarcrepe (or <data-dir> itself); online, missing ones are downloaded there from the
-    pinned commit."""
-    from ..util.paths import default_data_dir, offline
-
-    base = Path(data_dir).expanduser() if data_dir else default_data_dir()
-    for cand in (base / "sugarcrepe", base):
-        if all((cand / f"{s}.json").is_file() for s in subsets):
-            return cand
-    target = base / "sugarcrepe"
-    missing = [f"{s}.json" for s in subsets if not (target / f"{s}.json").is_file()]
-    where = (f"put {', '.join(missing)} from the data/ folder of github.com/RAIVNLab/sugar-crepe (commit "
-             f"{SUGARCREPE_COMMIT[:10]}, {SUGARCREPE_RAW}/<name>.json) in {target}, or pass --data-dir naming the "
-             "folder that holds them")
-    if offline():
-        raise DataError(f"the SugarCrepe file{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                        f"{'are' if len(missing) > 1 else 'is'} not in {target}", where)
-    from ..util.io import atomic_write_bytes
-    from ..datasets.download import DownloadError, http_get
-
-    for name in missing:
-        try:
-            atomic_write_bytes(target / name, http_get(f"{SUGARCREPE_RAW}/{name}"))
-        except DownloadError as exc:
-            raise DataError(f"could not download SugarCrepe's {name}: {exc.reason}", where) from None
-    return target
-
-
-def parse_sugarcrepe_spec(spec: str | None) -> list[str]:
-    """``sugarcrepe`` (all seven) or ``sugarcrepe:swap_obj,swap_att``."""
-    name, _, rest = (spec or "sugarcrepe").partition(":")
-    if name != "sugarcrepe":
-        raise VlbenchError(f"--task sugarcrepe reads --dataset sugarcrepe[:SUBSET,...], not {spec!r}",
-                           f"e.g. --dataset sugarcrepe or --dataset sugarcrepe:{SUGARCREPE_SUBSETS[0]}")
-    subsets = [s.strip() for s in rest.split(",") if s.strip()] or list(SUGARCREPE_SUBSETS)
-    bad = [s for s in subsets if s not in SUGARCREPE_SUBSETS]
-    if bad:
-        raise VlbenchError(f"unknown SugarCrepe subset {bad[0]!r}", f"use some of {', '.join(SUGARCREPE_SUBSETS)}")
-    return list(dict.fromkeys(subsets))
-
-
-def _sugarcrepe_sets(cfg: TaskConfig) -> ItemSets:
-    subsets = parse_sugarcrepe_spec(cfg.dataset)
-    root = sugarcrepe_root(cfg.data_dir, subsets)
-    images = Path(cfg.images_dir).expanduser() if cfg.images_dir else coco_val2017_dir()
-    sets, notes = {}, {}
-    for s in subsets:
-        sets[f"task:sugarcrepe:{s}"] = sugarcrepe_items(root, s, images_dir=images)
-        notes[f"task:sugarcrepe:{s}"] = {"items": len(sets[f"task:sugarcrepe:{s}"])}
-    keys = dict.fromkeys(it.image for items in sets.values() for it in items)
-    files = {s: sha256_file(root / f"{s}.json") for s in subsets}
-    name = (cfg.dataset_name or "sugarcrepe").strip()
-    desc = {"name": name, "hash": sha256_json({"files": files}), "n_images": len(keys),
-            "n_items": sum(len(v) for v in sets.values()), "subsets": subsets,
-            "source": {"annotations": str(root), "sha256": files, "images": str(images),
-                       "repository": f"github.com/RAIVNLab/sugar-crepe@{SUGARCREPE_COMMIT}"}}
-    return ItemSets(sets, {k: images / k for k in keys}, desc, notes)
-
-
 def load_item_sets(cfg: TaskConfig) -> ItemSets:
-    if cfg.task == "order":
-        return _order_sets(cfg)
-    if cfg.task == "sugarcrepe":
-        return _sugarcrepe_sets(cfg)
-    if cfg.task == "sugarcrepe++":
-        from .sugarcrepe_pp import scpp_sets
-        return scpp_sets(cfg, ItemSets, note=lambda m: _log(cfg, f"note: {m}"))
-    from ..registry import close_matches
-
-    m = close_matches(cfg.task, TASKS)
-    raise VlbenchError(f"unknown task {cfg.task!r}", (f"did you mean {m[0]!r}? " if m else "") +
-                       f"the tasks are {', '.join(TASKS)} (vlbench ls tasks)")
+    """The item sets of the run's task (its registered record's ``load``); an unknown task names the known."""
+    return get_task(cfg.task).load(cfg, lambda m: _log(cfg, f"note: {m}"))
 
 
 @dataclass
@@ -248,44 +133,32 @@ def _encode(cfg: TaskConfig, sets: ItemSets, adapter, cache, stats):
 
 def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     """Run a choice task: ``run_task(task="order", model="clip", dataset="flickr30k", out="runs/x")``."""
-    from ..encoding.distributed import claim_out as _claim_out
     from ..encoding.session import EncodingSession
-    from ..pipeline.runner import prepare_out, slug
 
     cfg = dataclasses.replace(config) if config else TaskConfig(**kwargs)
     t0 = time.time()
     _check(cfg)
-    lock = _claim_out(cfg.out)
+    lock = claim_out(cfg.out)
     try:
         sets = load_item_sets(cfg)  # data first: bad input fails before a model is loaded
         session = EncodingSession.open(cfg.model, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
                                        restart=cfg.restart, device=cfg.device, precision=cfg.precision,
                                        trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
         adapter, model_hash, cache, stats = session.model, session.model_hash, session.cache, session.stats
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-        run_id = (f"{stamp}-{slug(cfg.model.split(':')[0])}-{cfg.task}-{slug(sets.dataset['name'])}-"
-                  f"{model_hash[:6]}{sets.dataset['hash'][:6]}-{secrets.token_hex(3)}")
+        run_id = new_run_id(cfg.model, sets.dataset["name"], model_hash, sets.dataset["hash"], task=cfg.task)
         out = prepare_out(cfg.out, run_id)
         img, txt = _encode(cfg, sets, adapter, cache, stats)
-        evaluate = _evaluator(cfg.task)
+        evaluate = get_task(cfg.task).evaluate
         evals = {cond: evaluate(items, img, txt, seed=cfg.seed) for cond, items in sets.sets.items()}
         blind = blind_baseline(cfg, sets)
         rec = _record(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out, blind)
         results = rec.to_json()
-        from ..pipeline.report import write_run_files
-
-        write_run_files(out, results, format_task_table(rec))
-        _log(cfg, f"wrote {out / 'results.json'}")
+        write_results(out, results, format_task_table(rec))
+        _log(cfg, f"wrote {results_path(out)}")
         return TaskRunResult(out, results, evals, rec)
     finally:
         if lock is not None:
             lock.release()
-
-
-def _evaluator(task: str):
-    from .sugarcrepe_pp import TASK as SCPP, evaluate_triplets
-
-    return evaluate_triplets if task == SCPP else evaluate_choice
 
 
 def blind_baseline(cfg: TaskConfig, sets: ItemSets) -> dict:
@@ -313,8 +186,8 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
                                       {"ci_low": b["ci_low"], "ci_high": b["ci_high"], "n": b["n_items"]}))
     conditions = {cond: Condition(cond, {"task": cfg.task, "kind": "choice", **sets.notes.get(cond, {}),
                                          "by_kind": res.by_kind}) for cond, res in evals.items()}
-    task = {"name": cfg.task, "kind": "choice", "description": TASKS[cfg.task],
-            "rule": _rule(cfg.task),
+    kind = get_task(cfg.task)
+    task = {"name": cfg.task, "kind": "choice", "description": kind.description, "rule": kind.rule,
             "ci": {"method": "percentile bootstrap over items", "n_boot": N_BOOT, "alpha": 0.05, "seed": cfg.seed},
             "blind_baseline": {k: v for k, v in blind.items() if k != "sets"}}
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
@@ -333,13 +206,6 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
                "per_item": _write_per_item(out, evals), "results_hash": sha256_json([v.to_json() for v in values])})
 
 
-def _rule(task: str) -> str:
-    from .sugarcrepe_pp import RULE, TASK as SCPP
-
-    return RULE if task == SCPP else ("correct only when the right caption scores strictly above every other "
-                                      "candidate (cosine similarity); a tie is a miss")
-
-
 def _write_per_item(out: Path, evals: dict) -> str:
     import pandas as pd
 
@@ -349,7 +215,7 @@ def _write_per_item(out: Path, evals: dict) -> str:
             rows.append({"condition": cond, "item_id": r.item_id, "image": r.image, "n_candidates": len(r.scores),
                          "chosen": r.chosen, "correct": int(r.correct), "scores": json.dumps(r.scores),
                          **getattr(r, "extra_columns", {})})
-    name = "per_item.csv.gz"
+    name = PER_ITEM
     tmp = out / f".{name}.tmp"
     pd.DataFrame(rows).to_csv(tmp, index=False, compression={"method": "gzip", "mtime": 0})
     tmp.replace(out / name)
@@ -358,10 +224,9 @@ def _write_per_item(out: Path, evals: dict) -> str:
 
 def format_task_table(rec: RunRecord) -> str:
     from ..util.markdown import md_table
-    from .sugarcrepe_pp import TASK as SCPP, format_scpp_table
-
-    if (rec.other.get("task") or {}).get("name") == SCPP:
-        return format_scpp_table(rec)
+    kind = tasks().get((rec.other.get("task") or {}).get("name"))
+    if kind is not None and kind.table is not None:  # a task with a table of its own (SugarCrepe++)
+        return kind.table(rec)
     rows = []
     for cond in rec.conditions:
         get = {v.key.metric: v for v in rec.values if v.condition == cond}

@@ -22,7 +22,9 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import DataError, VlbenchError
+from .blind import SUGARCREPE_TEST_IMAGES
 from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
+from .registry import ChoiceTask, ItemSets, register_task
 from .sources import _bad_image_name, check_coco_images, coco_val2017_dir
 
 TASK = "sugarcrepe++"
@@ -254,8 +256,8 @@ def scpp_root(data_dir=None, subsets=SCPP_SUBSETS, note=None) -> Path:
     return target
 
 
-def scpp_sets(cfg, item_sets_cls, note=None):
-    """The item sets of ``vlbench run --task sugarcrepe++`` (an ``ItemSets`` of vlbench.tasks.run)."""
+def scpp_sets(cfg, note=None) -> ItemSets:
+    """The item sets of ``vlbench run --task sugarcrepe++``: one per subset named by ``--dataset``."""
     from ..util.io import sha256_file, sha256_json
 
     subsets = parse_scpp_spec(cfg.dataset)
@@ -276,7 +278,7 @@ def scpp_sets(cfg, item_sets_cls, note=None):
             "n_items": sum(len(v) for v in sets.values()), "subsets": subsets,
             "source": {"annotations": str(root), "sha256": files, "images": str(images),
                        "repository": f"{SCPP_REPO}@{SCPP_COMMIT}"}}
-    return item_sets_cls(sets, {k: images / k for k in keys}, desc, notes)
+    return ItemSets(sets, {k: images / k for k in keys}, desc, notes)
 
 
 def format_scpp_table(rec) -> str:
@@ -293,3 +295,11 @@ def format_scpp_table(rec) -> str:
                      f"{get['chance'].value:.2f}", cell(get.get("blind_accuracy"))])
     return md_table(["set", "items", "ITT %", "TOT %", "image P1>N %", "image P2>N %", "chance %",
                      "blind ITT (text-only) %"], rows, pad=True)
+
+
+SUGARCREPE_PP = register_task(ChoiceTask(
+    TASK, "SugarCrepe++ (Dumpala et al. 2024): image, two paraphrased positives and a hard negative; ITT and TOT "
+          "accuracies, COCO val2017 images; --dataset sugarcrepe++[:SUBSET,...]", scpp_sets,
+    evaluate=evaluate_triplets, text_only=evaluate_triplets_text_only, rule=RULE, table=format_scpp_table,
+    # its images are a subset of SugarCrepe's (every file name of its five sets is in SugarCrepe's)
+    images_dir=True, blind_excluded_images=SUGARCREPE_TEST_IMAGES))

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from vlbench.errors import VlbenchError
+from vlbench.runfolder import RESULTS
 
 
 def _pairs(values: list[str], what: str) -> dict:
@@ -61,7 +62,7 @@ def main(args) -> int:
         out = Path(args.out) if args.out else None
         jobs = H.plan(models, datasets, args.also_standard)
         print(H.needs(jobs, out, kind, relevance=args.relevance, perturb=args.perturb, data_dir=args.data_dir))
-        done = (lambda j: (j.folder(out) / "results.json").is_file()) if out else None
+        done = (lambda j: (j.folder(out) / RESULTS).is_file()) if out else None
         found = problems(jobs, out, data_dir=args.data_dir, cache_dir=args.cache_dir, relevance=args.relevance,
                          perturb=args.perturb, allow_partial_gallery=args.allow_partial_gallery, done=done)
         raise_if_missing(found, sum(not (done and done(j)) for j in jobs))

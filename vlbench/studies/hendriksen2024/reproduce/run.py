@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from vlbench.util.markdown import md_table
 from vlbench.errors import VlbenchError
+from vlbench.runfolder import RESULTS
+from vlbench.util.markdown import md_table
 from .plan import CAPTIONS, GALLERY  # noqa: F401  (re-exported: the sizes the plan checks)
 
 MODELS = {"align": "align", "altclip": "altclip", "clip": "clip", "groupvit": "groupvit"}
@@ -74,7 +75,7 @@ def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: 
     from vlbench.util.paths import default_data_dir
     from .plan import check_perturb, disk_bytes
 
-    todo = [j for j in jobs if out is None or not (j.folder(out) / "results.json").is_file()]
+    todo = [j for j in jobs if out is None or not (j.folder(out) / RESULTS).is_file()]
     specs = sorted({j.model_spec for j in todo})
     data = sorted({j.dataset for j in todo})
     n_img = sum(GALLERY.get(j.dataset, 0) for j in todo)
@@ -109,9 +110,9 @@ def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
     records = {}
     for n, job in enumerate(jobs, start=1):
         folder = job.folder(out)
-        if (folder / "results.json").is_file():
+        if (folder / RESULTS).is_file():
             log(f"[{n}/{len(jobs)}] {folder.name}: reused")
-            records[job] = RunRecord.from_json(json.loads((folder / "results.json").read_text()))
+            records[job] = RunRecord.from_json(json.loads((folder / RESULTS).read_text()))
             continue
         log(f"[{n}/{len(jobs)}] {folder.name}: running")
         kw = dict(run_kwargs)
@@ -239,7 +240,7 @@ def reproduce(out, *, models: dict | None = None, datasets: dict | None = None, 
     jobs = plan(models, datasets, also_standard)
     kw = {k: run_kwargs.get(k) for k in ("relevance", "data_dir")}
     log(needs(jobs, out, device_kind, perturb=run_kwargs.get("perturb", "all"), **kw))
-    done = lambda j: (j.folder(out) / "results.json").is_file()  # noqa: E731
+    done = lambda j: (j.folder(out) / RESULTS).is_file()  # noqa: E731
     found = problems(jobs, out, cache_dir=run_kwargs.get("cache_dir"), perturb=run_kwargs.get("perturb", "all"),
                      allow_partial_gallery=bool(run_kwargs.get("allow_partial_gallery")), done=done, **kw)
     raise_if_missing(found, sum(not done(j) for j in jobs))  # every run checked before the first starts

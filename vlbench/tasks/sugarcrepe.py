@@ -1,0 +1,85 @@
+"""``--task sugarcrepe``: SugarCrepe's seven hard-negative sets (Hsieh et al. 2023), one registered record.
+
+Files: ``data/<subset>.json`` of github.com/RAIVNLab/sugar-crepe at a pinned commit (downloaded when online);
+images: COCO val2017 (``--images-dir``). Each item is an image with its caption and one hard negative.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import DataError, VlbenchError
+from ..util.io import sha256_file, sha256_json
+from .blind import SUGARCREPE_TEST_IMAGES
+from .registry import ChoiceTask, ItemSets, register_task
+from .sources import SUGARCREPE_SUBSETS, coco_val2017_dir, sugarcrepe_items
+
+SUGARCREPE_COMMIT = "0047054b243992f0fad63d6f64f7544862daf846"
+SUGARCREPE_RAW = f"https://raw.githubusercontent.com/RAIVNLab/sugar-crepe/{SUGARCREPE_COMMIT}/data"
+
+
+def sugarcrepe_root(data_dir=None, subsets=SUGARCREPE_SUBSETS) -> Path:
+    """The folder with the JSON files of SugarCrepe's ``subsets`` (default all seven; only those asked for are
+    needed): <data-dir>/sugarcrepe (or <data-dir> itself); online, missing ones are downloaded there from the
+    pinned commit."""
+    from ..util.paths import default_data_dir, offline
+
+    base = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    for cand in (base / "sugarcrepe", base):
+        if all((cand / f"{s}.json").is_file() for s in subsets):
+            return cand
+    target = base / "sugarcrepe"
+    missing = [f"{s}.json" for s in subsets if not (target / f"{s}.json").is_file()]
+    where = (f"put {', '.join(missing)} from the data/ folder of github.com/RAIVNLab/sugar-crepe (commit "
+             f"{SUGARCREPE_COMMIT[:10]}, {SUGARCREPE_RAW}/<name>.json) in {target}, or pass --data-dir naming the "
+             "folder that holds them")
+    if offline():
+        raise DataError(f"the SugarCrepe file{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                        f"{'are' if len(missing) > 1 else 'is'} not in {target}", where)
+    from ..util.io import atomic_write_bytes
+    from ..datasets.download import DownloadError, http_get
+
+    for name in missing:
+        try:
+            atomic_write_bytes(target / name, http_get(f"{SUGARCREPE_RAW}/{name}"))
+        except DownloadError as exc:
+            raise DataError(f"could not download SugarCrepe's {name}: {exc.reason}", where) from None
+    return target
+
+
+def parse_sugarcrepe_spec(spec: str | None) -> list[str]:
+    """``sugarcrepe`` (all seven) or ``sugarcrepe:swap_obj,swap_att``."""
+    name, _, rest = (spec or "sugarcrepe").partition(":")
+    if name != "sugarcrepe":
+        raise VlbenchError(f"--task sugarcrepe reads --dataset sugarcrepe[:SUBSET,...], not {spec!r}",
+                           f"e.g. --dataset sugarcrepe or --dataset sugarcrepe:{SUGARCREPE_SUBSETS[0]}")
+    subsets = [s.strip() for s in rest.split(",") if s.strip()] or list(SUGARCREPE_SUBSETS)
+    bad = [s for s in subsets if s not in SUGARCREPE_SUBSETS]
+    if bad:
+        raise VlbenchError(f"unknown SugarCrepe subset {bad[0]!r}", f"use some of {', '.join(SUGARCREPE_SUBSETS)}")
+    return list(dict.fromkeys(subsets))
+
+
+def sugarcrepe_sets(cfg, note=None) -> ItemSets:
+    """The item sets of ``--task sugarcrepe``: one per subset named by ``--dataset``."""
+    subsets = parse_sugarcrepe_spec(cfg.dataset)
+    root = sugarcrepe_root(cfg.data_dir, subsets)
+    images = Path(cfg.images_dir).expanduser() if cfg.images_dir else coco_val2017_dir()
+    sets, notes = {}, {}
+    for s in subsets:
+        sets[f"task:sugarcrepe:{s}"] = sugarcrepe_items(root, s, images_dir=images)
+        notes[f"task:sugarcrepe:{s}"] = {"items": len(sets[f"task:sugarcrepe:{s}"])}
+    keys = dict.fromkeys(it.image for items in sets.values() for it in items)
+    files = {s: sha256_file(root / f"{s}.json") for s in subsets}
+    name = (cfg.dataset_name or "sugarcrepe").strip()
+    desc = {"name": name, "hash": sha256_json({"files": files}), "n_images": len(keys),
+            "n_items": sum(len(v) for v in sets.values()), "subsets": subsets,
+            "source": {"annotations": str(root), "sha256": files, "images": str(images),
+                       "repository": f"github.com/RAIVNLab/sugar-crepe@{SUGARCREPE_COMMIT}"}}
+    return ItemSets(sets, {k: images / k for k in keys}, desc, notes)
+
+
+SUGARCREPE = register_task(ChoiceTask(
+    "sugarcrepe", "SugarCrepe's seven hard-negative sets (Hsieh et al. 2023), 2-way, COCO val2017 images; "
+                  "--dataset sugarcrepe[:SUBSET,...]", sugarcrepe_sets, images_dir=True,
+    blind_excluded_images=SUGARCREPE_TEST_IMAGES))
