@@ -150,14 +150,24 @@ def test_sugarcrepe_on_synthetic_images(sugarcrepe_root, tmp_path):
     items = tasks.sugarcrepe_items(sugarcrepe_root, "swap_obj", images_dir=tmp_path)
     res = tasks.run_choice_task(CountingAdapter(), items, image_root=tmp_path, batch_size=50)
     # independent: same images as decoded from disk
-    ad, hits = CountingAdapter(), []
+    ad, hits, margins = CountingAdapter(), [], []
     for it in items:
         with Image.open(tmp_path / it.image) as im:
             v = ad.preprocess(im.convert("RGB")) @ ad.proj
         t = ad.encode_texts(list(it.candidates))
         cos = t @ v / (np.linalg.norm(t, axis=1) * np.linalg.norm(v))
         hits.append(cos[0] > cos[1])
-    assert res.accuracy == pytest.approx(100 * np.mean(hits), abs=1e-9) and res.chance == 50.0
+        margins.append(abs(cos[0] - cos[1]))
+    # item by item; a near tie (margin < 1e-5) may go either way with the float32 order of the run's batched
+    # encoding (on CI's AVX-512 machine 1 of the 6 near ties of 245 flipped), so near ties are left out of the
+    # item comparison and bound
+    # the accuracy's difference instead
+    got = [r.correct for r in res.records]
+    sure = [i for i, m in enumerate(margins) if m >= 1e-5]
+    bad = [(i, margins[i], got[i], bool(hits[i])) for i in sure if got[i] != bool(hits[i])]
+    assert bad == [] and len(sure) >= len(items) - 10, (bad, len(sure))
+    assert abs(res.accuracy - 100 * np.mean(hits)) <= 100 * (len(items) - len(sure)) / len(items)
+    assert res.chance == 50.0
     # text-only blind baseline: prefer the shorter caption, checked by hand
     blind = tasks.evaluate_text_only(items, lambda texts: [-len(t) for t in texts])
     assert blind.accuracy == pytest.approx(100 * np.mean([len(a) < len(b) for a, b in
