@@ -160,8 +160,7 @@ def test_sugarcrepe_on_synthetic_images(sugarcrepe_root, tmp_path):
         margins.append(abs(cos[0] - cos[1]))
     # item by item; a near tie (margin < 1e-5) may go either way with the float32 order of the run's batched
     # encoding (on CI's AVX-512 machine 1 of the 6 near ties of 245 flipped), so near ties are left out of the
-    # item comparison and bound
-    # the accuracy's difference instead
+    # item comparison and bound the accuracy's difference instead
     got = [r.correct for r in res.records]
     sure = [i for i, m in enumerate(margins) if m >= 1e-5]
     bad = [(i, margins[i], got[i], bool(hits[i])) for i in sure if got[i] != bool(hits[i])]
