@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .util.io import read_regular_file
 from .errors import VlbenchError
+from .util.io import read_regular_file
 
 MAX_CONFIG_BYTES = 1 << 20
 _JOINED = ("k", "graded-relevance")  # options that take one comma-separated value
@@ -45,8 +45,8 @@ def config_tokens(doc: dict, parser: argparse.ArgumentParser, path: str) -> list
         name = str(key).replace("_", "-")
         action = actions.get(name)
         if action is None or name in ("help", "config"):
-            raise VlbenchError(f"--config {path}: unknown key {key!r}",
-                               f"keys are vlbench run's long options: {', '.join(sorted(set(actions) - {'help', 'config'}))}")
+            known = ", ".join(sorted(set(actions) - {"help", "config"}))
+            raise VlbenchError(f"--config {path}: unknown key {key!r}", f"keys are vlbench run's long options: {known}")
         tokens += _tokens(name, value, action, path)
     return tokens
 

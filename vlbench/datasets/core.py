@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..util.io import sha256_file, sha256_json
 from ..errors import DataError
 from ..registry import datasets as DATASETS
+from ..util.io import sha256_file, sha256_json
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 
@@ -98,7 +98,7 @@ class Dataset:
             "caption_issues": len(self.issues),
         }
 
-    def subset(self, image_indices, name: str | None = None) -> "Dataset":
+    def subset(self, image_indices, name: str | None = None) -> Dataset:
         """The dataset restricted to some images (and their captions); used for coco-1k folds."""
         image_indices = np.asarray(image_indices, dtype=np.int64)
         remap = -np.ones(self.n_images, dtype=np.int64)
@@ -272,7 +272,7 @@ def read_manifest(path: str | os.PathLike) -> tuple[list[dict], list[int]]:
 def check_images(ds: Dataset, limit: int = 5) -> None:
     """Fail with the missing files listed (and how to get them) if any image is absent."""
     missing = []
-    for i, name in enumerate(ds.gallery_images):
+    for i in range(len(ds.gallery_images)):
         p = ds.image_path(i)
         try:
             present = p.is_file()

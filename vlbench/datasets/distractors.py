@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import DataError, OptionError
 from ..util.io import sha256_file, sha256_json
-from .core import IMAGE_EXTS
+from .core import IMAGE_EXTS, load_dataset
 
 KINDS = ("images", "dataset", "captions")
 EXAMPLE = "images:negatives/,captions:adversarial.txt"
@@ -97,8 +97,6 @@ def check_source(kind: str, value: str, data_dir=None) -> tuple[str, str] | None
 
 
 def _dataset(name: str, data_dir):
-    from .core import load_dataset
-
     return load_dataset(name, data_dir=data_dir, require_images=False, download=False)
 
 

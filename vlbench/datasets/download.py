@@ -25,9 +25,9 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from ..errors import DataError
 from ..util.io import atomic_write_bytes, sha256_bytes, sha256_file
 from ..util.paths import offline
-from ..errors import DataError
 from .specs import BUILTIN, IMAGE_SOURCES
 
 

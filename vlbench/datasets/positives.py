@@ -26,8 +26,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..util.io import sha256_file
 from ..errors import DataError
+from ..util.io import sha256_file
+from .core import no_extra_positives
+from .official import attach_official
 
 KINDS = ("cxc", "eccv", "cxc-union", "eccv-all")
 OFFICIAL = ("cxc", "eccv")
@@ -58,8 +60,6 @@ def load_extra_positives(ds, kind: str, data_dir):
     if kind not in KINDS:
         raise DataError(f"unknown extended positives {kind!r}", f"use one of {', '.join(KINDS)}")
     if ds.name != "coco":
-        from .core import no_extra_positives
-
         raise no_extra_positives(kind, ds.name)
     data_dir = Path(data_dir)
     ids_file = _find(data_dir, "coco5k_test_ids.jsonl")
@@ -81,8 +81,6 @@ def load_extra_positives(ds, kind: str, data_dir):
     base = kind.split("-")[0]
     files = {d: _find(data_dir, f"{base}_{d}.json") for d in ("caption_to_image", "image_to_caption")}
     if kind in OFFICIAL:
-        from .official import attach_official
-
         return attach_official(ds, kind, files, image_index, caption_index, ids_file)
     t2i, dropped_t2i = _map_ids(files["caption_to_image"], caption_index, image_index)
     i2t, dropped_i2t = _map_ids(files["image_to_caption"], image_index, caption_index)

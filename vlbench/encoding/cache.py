@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import stores
-from ..util.io import atomic_write_bytes, atomic_write_text
 from ..errors import VlbenchError
+from ..util.io import atomic_write_bytes, atomic_write_text
 
 MIN_HASH_PREFIX = 8  # `cache clear --model-hash` needs an exact hash or an unambiguous prefix this long
 

@@ -4,19 +4,29 @@ and the claim on ``--out`` that keeps two runs out of one folder."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 from ..errors import VlbenchError
+from ..util.io import FolderLock
+from .encode import SINGLE, Shard, stack
 
 
-def distributed(cfg: RunConfig):
+class _RunSettings(Protocol):
+    """What distributed() reads of the run's settings (the pipeline's RunConfig, a dataclass); named by shape
+    because the pipeline is a layer above encoding."""
+
+    device: str | None
+
+
+_Settings = TypeVar("_Settings", bound=_RunSettings)
+
+
+def distributed(cfg: _Settings) -> tuple[_Settings, Shard, Any, bool]:
     """(the rank's config, Shard, dist module or None, whether we initialized it) for torchrun launches;
     under torchrun with CUDA the rank's config names its own GPU (``device="cuda:<LOCAL_RANK>"``)."""
-    import os
-
-    from .encode import SINGLE, Shard
-
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return cfg, SINGLE, None, False
@@ -63,8 +73,6 @@ def phase(dist, shard, work):
 
 
 def gather(dist, shard, local: dict, n: int, what: str):
-    from .encode import stack
-
     if dist is None:
         return stack(local, n, what)
     parts = [None] * shard.world if shard.rank == 0 else None
@@ -77,12 +85,9 @@ def gather(dist, shard, local: dict, n: int, what: str):
     return stack(merged, n, what)
 
 
-def claim_out(out) -> "FolderLock | None":
+def claim_out(out) -> FolderLock | None:
     """Claim --out for this run (rank 0 of a torchrun launch): a second live run with the same --out is
     refused at once, and a folder holding a finished run is never reused."""
-    import os
-
-    from ..util.io import FolderLock
 
     if not out or int(os.environ.get("RANK", "0")) != 0:
         return None
@@ -101,8 +106,6 @@ def claim_out(out) -> "FolderLock | None":
 def silence_library_progress() -> None:
     """--quiet: no progress bars from the hub client or transformers (weight loading) either. Both read
     HF_HUB_DISABLE_PROGRESS_BARS when imported; an already imported transformers is told directly."""
-    import os
-
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     if "transformers" in sys.modules:
         sys.modules["transformers"].utils.logging.disable_progress_bar()

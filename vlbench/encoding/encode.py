@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -153,7 +153,8 @@ class _Encoder:
                     raise
                 new = max(1, size // 2)
                 self.stats.oom_retries.append({"what": self.what, "from": size, "to": new})
-                warnings.warn(f"out of memory encoding {self.what} with batch size {size}; retrying with {new}")
+                warnings.warn(f"out of memory encoding {self.what} with batch size {size}; retrying with {new}",
+                              stacklevel=1)  # the encoder's own loop, where the retry happens
                 _free_gpu()
                 size = self.limit = new
                 continue

@@ -8,7 +8,9 @@ import numpy as np
 from PIL import Image
 
 from ..errors import VlbenchError
-from .spec import SEVERITIES
+from .guard import call_plugin, check_size, checked_output
+from .registry import image_perturbations
+from .spec import SEVERITIES, cache_key
 
 MIN_SIDE = 32  # the reference needs at least 32 x 32 pixels
 
@@ -38,8 +40,6 @@ def corrupt(image, name: str, severity: int, seed: int, image_id) -> Image.Image
     plug-in's errors and bad outputs are DataErrors naming it, and it runs with NumPy's and Python's global
     random state seeded per image (so its output does not depend on DataLoader workers).
     """
-    from .guard import call_plugin, check_size, checked_output
-    from .registry import image_perturbations
     if int(severity) not in SEVERITIES or isinstance(severity, bool):
         raise VlbenchError(f"image {image_id!r}: severity {severity!r} of {name!r} is outside 1-5",
                            "use a severity from 1 to 5")
@@ -98,7 +98,6 @@ class CorruptedLoader:
     """
 
     def __init__(self, name: str, severity: int, seed: int = 0, input_size: int | None = None):
-        from .spec import cache_key
         self.name, self.severity, self.seed = name, int(severity), int(seed)
         self.input_size = None if input_size is None else int(input_size)
         if self.input_size is not None and self.input_size < MIN_SIDE:

@@ -7,7 +7,12 @@ and cached under (corruption, severity, seed, implementation version, image cont
 
 from __future__ import annotations
 
+from ..conditions import RunCondition as Variant
 from ..errors import VlbenchError
+from ..results import RunRecord, UnreadableResults
+from ..util.io import read_regular_file
+from .apply import CorruptedLoader, _to_rgb, corrupt, fit_to_input, model_input_size
+from .mce import corruption_errors, error_from_metric
 from .spec import IMPLEMENTATION_VERSION, family_of, parse_spec
 
 PREFIX = "img:"
@@ -23,8 +28,6 @@ class CorruptionTransform:
     ``at="original"``: corrupt the decoded image at its own size."""
 
     def __init__(self, name: str, severity: int, seed: int, at: str = "input"):
-        from .apply import CorruptedLoader
-
         if at not in CORRUPT_AT:
             raise VlbenchError(f"unknown corruption geometry {at!r}", "use --corrupt-at input or original")
         self.name, self.severity, self.seed, self.at = name, int(severity), int(seed), at
@@ -33,8 +36,6 @@ class CorruptionTransform:
     def bind(self, adapter) -> dict:
         """Fix the geometry from the model's preprocessing (called once per run, before cache keys); returns
         what the condition's results entry gains from it (the geometry and the cache key it implies)."""
-        from .apply import CorruptedLoader, model_input_size
-
         size = model_input_size(adapter.preprocess) if self.at == "input" else None
         self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size)
         return {"corrupted_at": size or "original size", "cache_key": self.loader.cache_key}
@@ -45,8 +46,6 @@ class CorruptionTransform:
     def __call__(self, image, index: int, content: str):
         """Same pixels as ``self.loader(image, content)``; the fit to the input geometry is shared by the
         conditions of one image (consecutive calls with the same image object)."""
-        from .apply import _to_rgb, corrupt, fit_to_input
-
         size = self.loader.input_size
         if size is None:
             return self.loader(image, content)
@@ -61,8 +60,6 @@ _FITTED = None  # (decoded image, size, fitted image) of the last call, per proc
 
 def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
     """The Variants of a ``--perturb-images`` spec (``gaussian_noise:3,motion_blur:1-5,all:3``)."""
-    from ..conditions import RunCondition as Variant
-
     if not spec:
         return []
     out = []
@@ -80,8 +77,6 @@ def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
 
 def _r1_errors(rec, direction: str) -> dict:
     """{(corruption, severity): 100 - R@1} of one direction, from a run's typed record."""
-    from .mce import error_from_metric
-
     out = {}
     for c, cond in rec.conditions.items():
         r1 = rec.value(c, direction, "recall", 1)
@@ -109,8 +104,6 @@ def read_reference(path: str, dataset=None):
     import json
     from pathlib import Path
 
-    from ..results import RunRecord, UnreadableResults
-    from ..util.io import read_regular_file
 
     p = Path(path).expanduser()
     p = p / "results.json" if p.is_dir() else p
@@ -129,8 +122,6 @@ def corruption_summary(rec, reference=None) -> dict | None:
     """mCE per direction (ImageNet-C, error = 100 - R@1) of the run record ``rec``, relative to
     ``reference`` (the record of another model's run on the same conditions) when given, else
     unnormalised (mean error)."""
-    from .mce import corruption_errors
-
     if not any(c.meta.get("kind") == "image" for c in rec.conditions.values()):
         return None
     out = {"error": "100 - R@1 (percent)", "reference": None, "directions": {}}

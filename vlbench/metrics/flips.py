@@ -40,7 +40,7 @@ class FlipRow:
 
     def cells(self) -> list[str]:
         def num(x):
-            return "" if x is None or x != x else "%.6g" % x
+            return "" if x is None or x != x else f"{x:.6g}"
 
         return [self.condition, self.direction, str(self.k), str(self.n_queries), str(self.hit_to_miss),
                 str(self.miss_to_hit), num(self.rank_change_median), num(self.rank_change_p90),

@@ -22,7 +22,7 @@ in R and can never be retrieved. The top lists come from the shared tie-broken r
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -11,8 +11,8 @@ captions and images.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class Positives:
         return q * self.n_candidates + self.idx  # sorted because idx is sorted within each query
 
     @classmethod
-    def from_lists(cls, lists: Sequence[Sequence[int]], n_candidates: int) -> "Positives":
+    def from_lists(cls, lists: Sequence[Sequence[int]], n_candidates: int) -> Positives:
         """Sorted, de-duplicated positives per query (one vectorized pass: no per-row numpy call)."""
         rows = [r if isinstance(r, (list, tuple, np.ndarray)) else list(r) for r in lists]
         n = len(rows)

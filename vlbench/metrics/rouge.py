@@ -17,7 +17,7 @@ token) word operations instead of sum of all reference lengths (54 k instead of 
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import stores
-from ..util.io import atomic_write_bytes, atomic_write_text, sha256_json
+from ..errors import ModelError
 from ..registry import models as MODELS
-from .adapter import EMBED_CODE_VERSION, ModelAdapter, load_model, parse_model_spec
+from ..util.io import atomic_write_bytes, atomic_write_text, sha256_json
+from .adapter import EMBED_CODE_VERSION, ModelAdapter, load_model, parse_model_spec, pick_device
 from .families import model_family
 
 
@@ -71,7 +72,7 @@ class LazyModel(ModelAdapter):
                 except (OSError, ValueError):
                     self._resolved = None
         if self._resolved is None:
-            self.real  # unknown model: load now (errors surface before any work)
+            _ = self.real  # unknown model: load now (errors surface before any work)
 
     def _memo_path(self) -> Path:
         return stores.path("model-identity", self._root) / f"{self._fp[:32]}.json"
@@ -92,7 +93,6 @@ class LazyModel(ModelAdapter):
                     atomic_write_text(self._memo_path(),
                                       json.dumps(rec, sort_keys=True, default=str))
                 if stale:  # e.g. a library upgrade changed the preprocessing: never mix the two
-                    from ..errors import ModelError
 
                     raise ModelError(f"model {self.spec!r} now has another identity than the one remembered from "
                                      f"an earlier run (hash {self._resolved['model_hash'][:12]} -> "
@@ -108,8 +108,6 @@ class LazyModel(ModelAdapter):
     def scoring_device(self) -> str:
         """The device the loaded model runs (or would run) on, without loading it: a warm run that loads no
         model computes its similarities where the cold run did, so both give the same numbers bit for bit."""
-        from .adapter import pick_device
-
         return str(self._real.device) if self._real is not None else pick_device(self._kw.get("device"))
 
     def identity(self):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ..errors import ModelError, VlbenchError
+from ..registry import close_matches
 from .adapter import ModelAdapter, _dir_fingerprint, _load_error, local_fingerprint, openclip_embed_dim, torch_dtype
 from .families import OPENCLIP_DEFAULT
 from .hub import hub_problem, openclip_repo
@@ -34,7 +35,6 @@ class OpenCLIPAdapter(ModelAdapter):
             else:
                 arch, _, tag = ck.partition("/")
                 if arch not in open_clip.list_models():
-                    from ..registry import close_matches
                     m = close_matches(arch, open_clip.list_models())
                     raise ModelError(f"unknown open_clip architecture {arch!r}",
                                      f"did you mean {', '.join(m)}?" if m else "see open_clip.list_models()")

@@ -29,6 +29,7 @@ The sigmoid loss's learned ``logit_scale`` and ``logit_bias`` map a cosine to a 
 from __future__ import annotations
 
 from ..errors import ModelError
+from .adapter import _as_features, torch_dtype
 from .hf import HFDualEncoder
 from .hf import fingerprint as hf_fingerprint
 from .hf import preflight as hf_preflight
@@ -154,7 +155,6 @@ class SiglipEncoder(HFDualEncoder):
             return super().encode_images(batch)
         import torch
 
-        from .adapter import _as_features, torch_dtype
 
         inputs = {k: v.to(self.device) for k, v in batch.items()}
         inputs["pixel_values"] = inputs["pixel_values"].to(dtype=torch_dtype(self.precision))
@@ -164,7 +164,6 @@ class SiglipEncoder(HFDualEncoder):
     def encode_texts(self, texts):
         import torch
 
-        from .adapter import _as_features
 
         tok = self._tokenize(texts)
         keep = ("input_ids", "attention_mask") if self.options["attention_mask"] == "1" else ("input_ids",)

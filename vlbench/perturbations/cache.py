@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 
-from .. import stores
+from .. import __version__, stores
+from ..lang import SPACY_MODELS
 from ..util.io import atomic_write_text, sha256_json
+from . import PerturbedSet, perturb_captions
+from .engine import instantiate
 
 
 def _tool_versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
-    from ..lang import SPACY_MODELS
 
     out = {}
     for dist in ("spacy", "nltk", "nlpaug", *[m.replace("_", "-") for m in SPACY_MODELS]):
@@ -33,9 +35,6 @@ def perturbed_captions(dataset, names: list[str], *, params: dict | None, seed: 
     """
     import dataclasses
 
-    from .. import __version__
-    from . import PerturbedSet, perturb_captions
-    from .engine import instantiate
 
     objs = {n: instantiate(n, (params or {}).get(n)) for n in names}
     key = sha256_json({"dataset": dataset.content_hash(), "seed": seed, "vlbench": __version__,

@@ -15,10 +15,13 @@ The threshold is chosen from data: see docs/perturbations.md ("Semantic guard").
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from typing import Callable, Sequence
 
+from .. import stores
 from ..errors import VlbenchError
+from ..util.io import atomic_write_bytes
+from .drift import INSTALL_HINT, encode, model_dir
 
 DEFAULT_THRESHOLD = 0.80
 DEFAULT_WORD_THRESHOLD = 0.60
@@ -59,14 +62,10 @@ class VectorCache:
             self._root, self._disk = before
 
     def _dir(self):
-        from .. import stores
-
         return stores.path("minilm-vectors", self._root)
 
     def result_file(self, key: str):
         """Where a result computed from this cache's vectors (a drift summary) is remembered: None without disk."""
-        from .. import stores
-
         return stores.path("validity-drift", self._root) / f"{key[:32]}.json" if self._disk else None
 
     def _load_disk(self, keys: dict) -> None:
@@ -93,7 +92,6 @@ class VectorCache:
 
         import numpy as np
 
-        from ..util.io import atomic_write_bytes
 
         keys = np.array([hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts])
         buf = io.BytesIO()
@@ -104,8 +102,6 @@ class VectorCache:
 
     def encode_fn(self):
         if self._encode is None:
-            from .drift import encode
-
             self._encode = encode
         return self._encode
 
@@ -149,8 +145,6 @@ def shared_cache() -> VectorCache:
 
 def check_available() -> None:
     """Raise VlbenchError if the guard's encoder cannot be loaded (names the fix)."""
-    from .drift import INSTALL_HINT, model_dir
-
     try:
         model_dir()
     except VlbenchError as exc:

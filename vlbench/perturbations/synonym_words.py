@@ -5,8 +5,9 @@ perturbation classes so each module reads in one sitting."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
+from ..lang import wordnet
 
 PLURAL_TAGS = frozenset({"NNS", "NNPS"})
 
@@ -38,8 +39,9 @@ FIXED_EXPRESSIONS = (
     "traffic light", "traffic lights", "parking meter", "parking lot", "tennis racket", "tennis court",
     "baseball bat", "baseball game", "hot air balloon", "fire truck", "fire engine", "double decker",
     "ice cream", "french fries", "home plate", "big ben", "more than", "a lot", "lots of", "each other",
-    "other side", "in the middle", "middle of", "first base", "second base", "third base", "high chair", "cutting board", "stuffed animal",
-    "police officer", "hard hat", "hard hats", "school aged", "middle aged", "mega phone", "bus stop", "train station", "train tracks", "side walk", "air port", "frisbee golf",
+    "other side", "in the middle", "middle of", "first base", "second base", "third base", "high chair",
+    "cutting board", "stuffed animal", "police officer", "hard hat", "hard hats", "school aged", "middle aged",
+    "mega phone", "bus stop", "train station", "train tracks", "side walk", "air port", "frisbee golf",
 )
 
 
@@ -48,8 +50,6 @@ def _norm(s: str) -> str:
 
 
 def _wn():
-    from ..lang import wordnet
-
     skip_identity_map()
     return wordnet()
 
@@ -80,7 +80,7 @@ def skip_identity_map() -> None:
     WordNetCorpusReader.map_wn = map_wn
 
 
-@lru_cache(maxsize=None)
+@cache
 def _exc_plurals() -> dict[str, frozenset]:
     """singular -> plurals listed in WordNet's noun exception file (noun.exc)."""
     rev: dict[str, set] = {}

@@ -29,9 +29,11 @@ with the synonym guard), so strings the guard already encoded are not encoded ag
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import OptionError, VlbenchError
+from ..util.io import atomic_write_text, dumps_strict
+from .guard import ENCODER_NAME, check_available, shared_cache
 
 MODES = ("sample", "full", "off")
 DEFAULT_SAMPLE = 2000  # at most this many applied captions per perturbation ...
@@ -79,8 +81,6 @@ def drift_stats(originals, perturbed, cache=None, *, population: int | None = No
     every pair is used. Returns the summary plus ``n`` (pairs used) and ``mean_ci95`` (the interval's half
     width; 0 when the pairs are the whole population). Remembered on disk per pair list, rule and encoder, so a
     warm run reads one small file instead of the vectors."""
-    from .guard import ENCODER_NAME, shared_cache
-
     cache = shared_cache() if cache is None else cache
     population = len(originals) if population is None else population
     rule = f"{precision}/{MIN_SAMPLE}/{STEP}/{population}" if precision is not None else "all"
@@ -99,8 +99,6 @@ def drift_stats(originals, perturbed, cache=None, *, population: int | None = No
     stats = _drift_summary(list(originals), list(perturbed), cache, population, precision)
     if path is not None:
         try:
-            from ..util.io import atomic_write_text, dumps_strict
-
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, dumps_strict(stats))
         except OSError:  # a read-only cache only costs time later
@@ -162,8 +160,6 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
     keys of the perturbed captions): the evaluated model's input after truncation (None: effective_rate None).
     ``precision``: the sample grows until the mean drift's 95 % half width is at most this (0: always
     ``sample_size`` captions, or all applied ones if fewer)."""
-    from .guard import ENCODER_NAME, check_available
-
     n = len(originals)
     applied = [i for i, a in enumerate(ps.applicable) if a]
     out = {"applicable_rate": len(applied) / n if n else 0.0, "effective_rate": None, "drift": None,
@@ -192,8 +188,6 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
 
 def all_validity(originals, sets: dict, **kw) -> dict:
     """name -> validity for every PerturbedSet; the drift of all perturbations in one encoding pass."""
-    from .guard import shared_cache
-
     cache = kw.pop("cache", None)
     cache = shared_cache() if cache is None else cache
     return {name: validity(originals, ps, cache=cache, **kw) for name, ps in sets.items()}
@@ -251,7 +245,5 @@ def run_validity(originals: Sequence[str], perturbed: dict, keys: tuple, *, mode
 
 def write_audit(out_dir, originals: Sequence[str], perturbed: dict) -> None:
     """The run folder's audit file: fixed-seed (original, perturbed) pairs per perturbation, to judge by eye."""
-    from ..util.io import atomic_write_text, dumps_strict
-
     rows = audit_rows(list(originals), perturbed)
     atomic_write_text(out_dir / AUDIT_FILE, "".join(dumps_strict(r) + "\n" for r in rows))
