@@ -88,5 +88,6 @@ def expand_config(argv: list[str], parser: argparse.ArgumentParser) -> list[str]
             rest.append(tok)
     if path is None:
         return argv
-    run_parser = parser._subparsers._group_actions[0].choices["run"]
+    # argparse keeps its subcommands only on private attributes (set when the CLI built its subparsers)
+    run_parser = parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr,index]
     return ["run", *config_tokens(load_toml(path), run_parser, path), *rest]

@@ -292,8 +292,8 @@ def check_images(ds: Dataset, limit: int = 5) -> None:
 # ----------------------------------------------------------------------------------------------
 # custom manifests
 
-def load_custom(path: str, *, require_images: bool = True) -> Dataset:
-    path = Path(path).expanduser()
+def load_custom(manifest: str | Path, *, require_images: bool = True) -> Dataset:
+    path = Path(manifest).expanduser()
     rows, lines = read_manifest(path)
     root = path.parent.resolve()
     for row, n in zip(rows, lines):  # validate paths up front: names the line

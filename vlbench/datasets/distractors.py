@@ -147,14 +147,17 @@ def load_distractors(spec, data_dir=None) -> DistractorSet:
         if kind == "images":
             found = _folder_images(Path(value).expanduser())
             images += found
+            count = len(found)
         elif kind == "dataset":
             ds = _dataset(value, data_dir)
             found = [ds.image_path(i) for i in range(ds.n_images)]
             images += found
+            count = len(found)
         else:
-            found = _caption_lines(Path(value).expanduser())
-            captions += found
-        sources.append((kind, value, len(found)))
+            lines = _caption_lines(Path(value).expanduser())
+            captions += lines
+            count = len(lines)
+        sources.append((kind, value, count))
     digest = sha256_json({"images": [sha256_file(p) for p in images], "captions": captions})
     text = spec if isinstance(spec, str) else ",".join(spec)
     return DistractorSet(text, tuple(sources), tuple(images), tuple(captions), digest)

@@ -63,7 +63,8 @@ def load_extra_positives(ds, kind: str, data_dir):
         raise no_extra_positives(kind, ds.name)
     data_dir = Path(data_dir)
     ids_file = _find(data_dir, "coco5k_test_ids.jsonl")
-    image_index, caption_index = {}, {}
+    image_index: dict = {}
+    caption_index: dict = {}
     position = {cid: n for n, cid in enumerate(ds.caption_ids)}  # "<image>#<j>" -> caption index
     for n, line in enumerate(ids_file.read_text().splitlines(), start=1):
         if not line.strip():

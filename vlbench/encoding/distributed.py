@@ -7,7 +7,7 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from ..errors import VlbenchError
 from ..util.io import FolderLock
@@ -18,6 +18,7 @@ class _RunSettings(Protocol):
     """What distributed() reads of the run's settings (the pipeline's RunConfig, a dataclass); named by shape
     because the pipeline is a layer above encoding."""
 
+    __dataclass_fields__: ClassVar[dict[str, Any]]
     device: str | None
 
 
@@ -75,11 +76,11 @@ def phase(dist, shard, work):
 def gather(dist, shard, local: dict, n: int, what: str):
     if dist is None:
         return stack(local, n, what)
-    parts = [None] * shard.world if shard.rank == 0 else None
+    parts: list[Any] | None = [None] * shard.world if shard.rank == 0 else None
     dist.gather_object(local, parts, dst=0)
-    if shard.rank != 0:
+    if parts is None:  # not rank 0
         return None
-    merged = {}
+    merged: dict = {}
     for part in parts:
         merged.update(part)
     return stack(merged, n, what)

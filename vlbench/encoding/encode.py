@@ -226,7 +226,7 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
     stats.images_cached += len(uniq) - len(todo)
     todo = shard.agree(todo)  # every rank follows rank 0's plan (caches may differ between machines)
     encoded: set = set()
-    first_path = {}
+    first_path: dict = {}
     for k, p in zip(keys, paths):
         first_path.setdefault(k, p)
     batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]

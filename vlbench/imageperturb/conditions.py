@@ -55,7 +55,7 @@ class CorruptionTransform:
         return corrupt(_FITTED[2], self.name, self.severity, self.seed, content)
 
 
-_FITTED = None  # (decoded image, size, fitted image) of the last call, per process
+_FITTED: tuple | None = None  # (decoded image, size, fitted image) of the last call, per process
 
 
 def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
@@ -124,7 +124,8 @@ def corruption_summary(rec, reference=None) -> dict | None:
     unnormalised (mean error)."""
     if not any(c.meta.get("kind") == "image" for c in rec.conditions.values()):
         return None
-    out = {"error": "100 - R@1 (percent)", "reference": None, "directions": {}}
+    directions: dict[str, dict] = {}
+    out = {"error": "100 - R@1 (percent)", "reference": None, "directions": directions}
     if reference is not None:
         check_same_dataset(reference, rec.dataset.name, rec.dataset.hash)
         out["reference"] = {"run_id": reference.run_id, "model": reference.model.spec,
@@ -133,5 +134,5 @@ def corruption_summary(rec, reference=None) -> dict | None:
         errs = _r1_errors(rec, d)
         ref = _r1_errors(reference, d) if reference else None
         ce = corruption_errors(errs, ref)
-        out["directions"][d] = {"ce": ce, "mce": sum(ce.values()) / len(ce)}
+        directions[d] = {"ce": ce, "mce": sum(ce.values()) / len(ce)}
     return out

@@ -68,7 +68,7 @@ def _as_lists(extra, n: int, name: str) -> list[list[int]]:
     if extra is None:
         return [[] for _ in range(n)]
     if isinstance(extra, dict):
-        out = [[] for _ in range(n)]
+        out: list[list[int]] = [[] for _ in range(n)]
         for q, v in extra.items():
             q = int(q)
             if not 0 <= q < n:
@@ -94,7 +94,7 @@ def build_positives(caption_to_image, n_gallery: int, extra_positives=None):
         raise ValueError(f"extra_positives keys must be 'i2t' and/or 't2i', got {sorted(unknown)}")
     i2t_extra = _as_lists(extra_positives.get("i2t"), n_gallery, "i2t")
     t2i_extra = _as_lists(extra_positives.get("t2i"), n_captions, "t2i")
-    by_image = [[] for _ in range(n_gallery)]
+    by_image: list[list[int]] = [[] for _ in range(n_gallery)]
     for j, i in enumerate(c2i):
         by_image[i].append(j)
     i2t_lists = [by_image[i] + i2t_extra[i] for i in range(n_gallery)]

@@ -119,7 +119,7 @@ class _LcsIndex:
                 continue
             d = dense_slot[t]
             if d >= 0:
-                u, w = buf[0], buf[1]
+                u, w = buf[0], buf[1]  # type: ignore[index]  # allocated above when there are dense tokens
                 np.bitwise_and(V, self.dense[d], out=u)
                 np.add(V, u, out=w)
                 np.subtract(V, u, out=V)

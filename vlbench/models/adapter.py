@@ -45,6 +45,7 @@ class ModelAdapter:
     """Base class and protocol of a model adapter."""
 
     name: str = "model"
+    device: str  # where the loaded model runs ("cpu", "cuda:0"); set by each adapter
 
     def identity(self) -> dict:
         """JSON-able description of everything that changes a vector (checkpoint, revision,

@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,8 +61,8 @@ class LazyModel(ModelAdapter):
         self._kw = load_kwargs
         self._real: ModelAdapter | None = None
         self._root = Path(cache_root) if cache_root else None
-        self._resolved = None
-        self._fp = None
+        self._resolved: dict | None = None
+        self._fp: str | None = None
         if self._root is not None and reuse:
             self._fp = fingerprint(spec, precision=load_kwargs.get("precision", "fp32"),
                                    trust_remote_code=load_kwargs.get("trust_remote_code", False),
@@ -75,6 +76,7 @@ class LazyModel(ModelAdapter):
             _ = self.real  # unknown model: load now (errors surface before any work)
 
     def _memo_path(self) -> Path:
+        assert self._fp is not None  # called only once the model has a fingerprint
         return stores.path("model-identity", self._root) / f"{self._fp[:32]}.json"
 
     @property
@@ -87,13 +89,13 @@ class LazyModel(ModelAdapter):
             with stores.using(self._root):  # a local checkpoint's file digests: under this cache root too
                 self._real = load_model(self.spec, **self._kw)
             if self._root is not None and self._fp:
-                rec = {"identity": self._real.identity(), "model_hash": self._real.model_hash(), "spec": self.spec}
+                rec: dict[str, Any] = {"identity": self._real.identity(), "model_hash": self._real.model_hash(),
+                                       "spec": self.spec}
                 stale = self._resolved is not None and self._resolved.get("model_hash") != rec["model_hash"]
                 if self._resolved is None or stale:
                     atomic_write_text(self._memo_path(),
                                       json.dumps(rec, sort_keys=True, default=str))
-                if stale:  # e.g. a library upgrade changed the preprocessing: never mix the two
-
+                if stale and self._resolved is not None:  # e.g. a library upgrade changed the preprocessing
                     raise ModelError(f"model {self.spec!r} now has another identity than the one remembered from "
                                      f"an earlier run (hash {self._resolved['model_hash'][:12]} -> "
                                      f"{rec['model_hash'][:12]})", "run the same command again: it will use the "

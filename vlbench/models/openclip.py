@@ -33,7 +33,7 @@ class OpenCLIPAdapter(ModelAdapter):
             elif ck.startswith("hf-hub:"):
                 model_name, pretrained = ck, None
             else:
-                arch, _, tag = ck.partition("/")
+                arch, tag = ck.partition("/")[::2]
                 if arch not in open_clip.list_models():
                     m = close_matches(arch, open_clip.list_models())
                     raise ModelError(f"unknown open_clip architecture {arch!r}",
@@ -120,7 +120,7 @@ def preflight(checkpoint: str, **_) -> list:
             return [ModelError(f"local folder {str(local)!r} does not exist",
                                "give a folder with open_clip_config.json and the weights file")]
         return []
-    arch, _, tag = checkpoint.partition("/")
+    arch, tag = checkpoint.partition("/")[::2]
     if tag in ("", "random", "none") or Path(tag).expanduser().is_file():
         return []
     repo = openclip_repo(arch, tag)

@@ -71,17 +71,19 @@ def _tokenizer_lowercase_off(tok) -> None:
     if getattr(tok, "do_lower_case", False):
         tok.do_lower_case = False
     backend = getattr(tok, "_tokenizer", None)
+    if backend is None:
+        return
     norm = getattr(backend, "normalizer", None)
     if norm is None:
         return
-    from tokenizers import normalizers as N
+    from tokenizers import normalizers
 
-    if isinstance(norm, N.Lowercase):
+    if isinstance(norm, normalizers.Lowercase):
         backend.normalizer = None
-    elif isinstance(norm, N.Sequence):
+    elif isinstance(norm, normalizers.Sequence):
         parts = [norm[i] for i in range(len(norm))]
-        if any(isinstance(p, N.Lowercase) for p in parts):
-            backend.normalizer = N.Sequence([p for p in parts if not isinstance(p, N.Lowercase)])
+        if any(isinstance(p, normalizers.Lowercase) for p in parts):
+            backend.normalizer = normalizers.Sequence([p for p in parts if not isinstance(p, normalizers.Lowercase)])
 
 
 class SiglipEncoder(HFDualEncoder):

@@ -15,7 +15,7 @@ def _tool_versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
 
-    out = {}
+    out: dict[str, str | None] = {}
     for dist in ("spacy", "nltk", "nlpaug", *[m.replace("_", "-") for m in SPACY_MODELS]):
         try:
             out[dist] = version(dist)

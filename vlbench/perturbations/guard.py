@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from .. import stores
 from ..errors import VlbenchError
@@ -39,15 +40,13 @@ class VectorCache:
     def __init__(self, encode_fn: Callable | None = None, disk: bool = False):
         self._encode = encode_fn
         self._vec: dict = {}
-        self._disk, self._loaded = disk, set()
-        self._root = None
+        self._disk, self._loaded = disk, set[str]()
+        self._root: Path | None = None
 
     def configure(self, cache_dir=None, disk: bool = True) -> None:
         """Keep the vectors under ``<cache_dir>/minilm-vectors/`` (None: the default cache folder), or, with
         ``disk=False`` (``--no-cache``), neither read nor write them on disk. A run calls this with its own
         ``--cache-dir``/``--no-cache``, so everything a run caches lies in one folder."""
-        from pathlib import Path
-
         self._root = Path(cache_dir).expanduser() if cache_dir else None
         self._disk = disk
 

@@ -223,7 +223,8 @@ def _fixed_pattern():
 @lru_cache(maxsize=4096)
 def _fixed_spans(text: str) -> tuple[tuple[int, int], ...]:
     """Spans of fixed expressions in ``text`` (overlapping matches included: one search per start)."""
-    pat, low, out = _fixed_pattern(), text.lower(), []
+    pat, low = _fixed_pattern(), text.lower()
+    out: list[tuple[int, int]] = []
     pos = 0
     while True:
         m = pat.search(low, pos)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import OptionError, VlbenchError
 from ..util.io import atomic_write_text, dumps_strict
@@ -134,7 +135,7 @@ def sequential_prefix(drifts_of, total: int, population: int, precision: float |
     while True:
         d = drifts_of(n)
         half = _half_width(d, population)
-        if n >= total or half <= precision:
+        if n >= total or (precision is not None and half <= precision):
             return n, d, half
         n = min(n + STEP, total)
 
@@ -162,7 +163,7 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
     ``sample_size`` captions, or all applied ones if fewer)."""
     n = len(originals)
     applied = [i for i, a in enumerate(ps.applicable) if a]
-    out = {"applicable_rate": len(applied) / n if n else 0.0, "effective_rate": None, "drift": None,
+    out: dict[str, Any] = {"applicable_rate": len(applied) / n if n else 0.0, "effective_rate": None, "drift": None,
            "drift_mode": mode, "drift_n": 0, "encoder": None}
     if input_keys is not None and n:
         ko, kp = input_keys
@@ -238,7 +239,7 @@ def run_validity(originals: Sequence[str], perturbed: dict, keys: tuple, *, mode
         out[name] = validity(originals, ps, input_keys=(clean_keys, cond_keys[name]), mode=mode,
                              sample_size=sample_size, precision=precision)
         log(f"validity {name}: {short(out[name])}")
-    for e in sorted({v.get("encoder_error") for v in out.values()} - {None}):
+    for e in sorted({e for v in out.values() if (e := v.get("encoder_error")) is not None}):
         print(f"warning: {e}", file=sys.stderr, flush=True)  # the run goes on, but the reader must know
     return out
 

@@ -62,7 +62,7 @@ def shortcut_variants(spec: str, ds, *, seed: int, digits: str = "auto", cache_d
                 "captions": "numbers appended" if on_captions else "clean"}
         out.append(Variant(PREFIX + p, meta,
                            image=ShortcutTransform(plan.image_numbers, bank, seed) if on_images else None,
-                           texts=apply_plan_to_captions(list(ds.captions), plan) if on_captions else None,
+                           texts=tuple(apply_plan_to_captions(list(ds.captions), plan)) if on_captions else None,
                            kind="shortcut"))
     return out
 
