@@ -13,8 +13,11 @@ Set-up order, so the same code works online and on machines without internet:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -30,8 +33,6 @@ _WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv", "index.noun"
 
 @cache
 def spacy_model_name() -> str:
-    import importlib.util
-
     names = ([os.environ["VLBENCH_SPACY_MODEL"]] if os.environ.get("VLBENCH_SPACY_MODEL") else []) + list(SPACY_MODELS)
     for name in names:
         if importlib.util.find_spec(name) is not None:
@@ -57,8 +58,6 @@ def nltk_data_dir() -> Path:
 def nltk_search_dirs() -> list[Path]:
     """The folders NLTK looks for data in (its ``nltk.data.path``), computed without importing nltk
     (which pulls in scipy and scikit-learn: seconds), plus vlbench's own copy."""
-    import sys
-
     dirs = [Path(p) for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
     dirs.append(Path("~/nltk_data").expanduser())
     for prefix in dict.fromkeys((sys.prefix, sys.exec_prefix, getattr(sys, "base_prefix", sys.prefix))):
@@ -101,7 +100,6 @@ def wordnet_files() -> bool:
 def _assemble_from_debian(target: Path) -> bool:
     if not all((DEBIAN_WORDNET / f).is_file() for f in _WORDNET_FILES[:12]):
         return False
-    import tempfile
 
     wn = target / "corpora" / "wordnet"
     wn.parent.mkdir(parents=True, exist_ok=True)

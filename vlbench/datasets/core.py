@@ -13,8 +13,10 @@ when ``require_images=True``.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import posixpath
 import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -128,8 +130,6 @@ def _trusted_roots() -> list[Path]:
 
 def normalize_image_path(rel: str) -> str:
     """One spelling per file: ``images/./a.png`` and ``images//a.png`` are ``images/a.png``."""
-    import posixpath
-
     return posixpath.normpath(rel.replace("\\", "/")) if rel else rel
 
 
@@ -212,8 +212,6 @@ MANIFEST_KEYS = frozenset({"image", "captions"})
 def _misspelt_keys(obj: dict) -> list[str]:
     """Extra keys that look like a misspelling of a manifest key ("imgae", "caption"): refused, so a typo never
     silently drops data. Other extra keys (an id, a source, metadata) are allowed and ignored."""
-    import difflib
-
     return sorted(k for k in set(obj) - MANIFEST_KEYS
                   if isinstance(k, str) and difflib.get_close_matches(k.lower(), MANIFEST_KEYS, n=1, cutoff=0.7))
 

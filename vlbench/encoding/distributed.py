@@ -89,7 +89,6 @@ def gather(dist, shard, local: dict, n: int, what: str):
 def claim_out(out) -> FolderLock | None:
     """Claim --out for this run (rank 0 of a torchrun launch): a second live run with the same --out is
     refused at once, and a folder holding a finished run is never reused."""
-
     if not out or int(os.environ.get("RANK", "0")) != 0:
         return None
     try:

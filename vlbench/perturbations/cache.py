@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from importlib.metadata import PackageNotFoundError, version
 
 from .. import __version__, stores
 from ..lang import SPACY_MODELS
@@ -12,8 +14,6 @@ from .engine import instantiate
 
 
 def _tool_versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
 
     out: dict[str, str | None] = {}
     for dist in ("spacy", "nltk", "nlpaug", *[m.replace("_", "-") for m in SPACY_MODELS]):
@@ -33,8 +33,6 @@ def perturbed_captions(dataset, names: list[str], *, params: dict | None, seed: 
     changed tagger or WordNet recomputes. An unreadable file is recomputed and overwritten atomically.
     log: optional callable(str) for one-line progress notes.
     """
-    import dataclasses
-
 
     objs = {n: instantiate(n, (params or {}).get(n)) for n in names}
     key = sha256_json({"dataset": dataset.content_hash(), "seed": seed, "vlbench": __version__,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .. import __version__
 from ..datasets.core import caption_problem, load_dataset
@@ -179,8 +180,6 @@ def _one_text(args, names, params, batch_size: int, drift_on: bool, quiet: bool)
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse impossible option values before any work (exit status 2, a message naming the option)."""
-    from pathlib import Path
-
 
     batch = getattr(args, "batch_size", 512)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -213,7 +212,6 @@ def main(args: argparse.Namespace) -> int:
     quiet = bool(getattr(args, "quiet", False))
     if args.text is not None:
         return _one_text(args, names, params, batch_size, drift_on, quiet)
-
 
     ds = load_dataset(args.dataset, data_dir=args.data_dir, require_images=False)
 
@@ -261,8 +259,6 @@ def _validity(captions, sets, args) -> dict | None:
 
 
 def _write(out_dir, sets, originals, images, dataset: dict, issues, args, drift, validity=None) -> None:
-    from pathlib import Path
-
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

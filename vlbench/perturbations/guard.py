@@ -15,6 +15,8 @@ The threshold is chosen from data: see docs/perturbations.md ("Semantic guard").
 
 from __future__ import annotations
 
+import hashlib
+import io
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,11 +88,7 @@ class VectorCache:
                 self._vec[t] = disk[k]
 
     def _save_disk(self, texts, emb) -> None:
-        import hashlib
-        import io
-
         import numpy as np
-
 
         keys = np.array([hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts])
         buf = io.BytesIO()
@@ -108,8 +106,6 @@ class VectorCache:
         # sorted: the batches (and so the last bits of each vector) do not depend on the callers' order
         new = sorted({t for t in texts if t not in self._vec})
         if new and self._disk:
-            import hashlib
-
             self._load_disk({t: hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in new})
             new = [t for t in new if t not in self._vec]
         if not new:

@@ -38,6 +38,8 @@ the article's case. Nothing else in the caption changes.
 
 from __future__ import annotations
 
+import re
+
 from ..errors import VlbenchError
 from .base import ADJ_TAGS, NOUN_TAGS, BasePerturbation, analyze_units, check_bool, check_choice, check_int
 from .guard import DEFAULT_THRESHOLD, DEFAULT_WORD_THRESHOLD
@@ -227,8 +229,6 @@ def _word_neighbours(tokens, i: int) -> list[int]:
 
 def _repeats(text: str) -> int:
     """Adjacent repeated words (case-insensitive, punctuation at word ends ignored)."""
-    import re
-
     words = [w for w in (re.sub(r"^\W+|\W+$", "", x).lower() for x in text.split()) if w]
     return sum(a == b for a, b in zip(words, words[1:]))
 

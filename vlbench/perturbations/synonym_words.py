@@ -5,6 +5,7 @@ perturbation classes so each module reads in one sitting."""
 
 from __future__ import annotations
 
+import re
 from functools import cache, lru_cache
 
 from ..lang import wordnet
@@ -214,8 +215,6 @@ def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def _fixed_pattern():
-    import re
-
     alts = sorted((r"\s+".join(re.escape(p) for p in e.split(" ")) for e in FIXED_EXPRESSIONS), key=len, reverse=True)
     return re.compile(r"(?<![a-z])(?:" + "|".join(alts) + r")(?![a-z])")
 
@@ -315,8 +314,6 @@ def is_derivation(word: str, cand: str) -> bool:
 def caption_word_forms(text: str) -> frozenset:
     """Every word of ``text`` (lower case, alphabetic runs) with its WordNet base forms as a noun, verb and
     adjective: "shops and stores" -> {shops, shop, and, stores, store}. A synonym must not be one of them."""
-    import re
-
     out: set = set()
     for w in re.findall(r"[^\W\d_]+", text.lower()):
         out.add(w)

@@ -29,6 +29,9 @@ with the synonym guard), so strings the guard already encoded are not encoded ag
 from __future__ import annotations
 
 import hashlib
+import json
+import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,8 +93,6 @@ def drift_stats(originals, perturbed, cache=None, *, population: int | None = No
     path = cache.result_file(key)
     if path is not None and path.is_file():
         try:
-            import json
-
             stats = json.loads(path.read_text())
             if isinstance(stats, dict) and "n" in stats:  # a file of another shape is computed again
                 return stats
@@ -109,8 +110,6 @@ def drift_stats(originals, perturbed, cache=None, *, population: int | None = No
 
 def _half_width(d, population: int) -> float:
     """95 % half width of the mean of ``d``, a simple random sample without replacement of ``population``."""
-    import math
-
     n = len(d)
     if n >= population:
         return 0.0
@@ -231,8 +230,6 @@ def run_validity(originals: Sequence[str], perturbed: dict, keys: tuple, *, mode
     as the encode step keyed them (token ids after the model's truncation and after --truncate-chars), so
     ``effective_rate`` counts what the evaluated model really saw change.
     """
-    import sys
-
     clean_keys, cond_keys = keys
     out = {}
     for name, ps in perturbed.items():
