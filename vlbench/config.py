@@ -15,16 +15,17 @@ import sys
 from .errors import VlbenchError
 from .util.io import read_regular_file
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
 MAX_CONFIG_BYTES = 1 << 20
 _JOINED = ("k", "graded-relevance")  # options that take one comma-separated value
 
 
 def load_toml(path: str) -> dict:
     """The TOML document at ``path``; VlbenchError naming the file and the fault otherwise."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
     try:
         raw = read_regular_file(path, MAX_CONFIG_BYTES)
     except OSError as exc:

@@ -78,7 +78,7 @@ def _load():
             import pkg_resources  # noqa: F401
         except ImportError:
             shim = types.ModuleType("pkg_resources")
-            shim.resource_filename = lambda pkg, name: str(
+            shim.resource_filename = lambda pkg, name: str(  # type: ignore[attr-defined]  # a stand-in module
                 importlib.resources.files(pkg.split(".")[0]).joinpath(name.lstrip("./")))
             sys.modules["pkg_resources"] = shim
     try:

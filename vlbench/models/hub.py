@@ -91,10 +91,13 @@ def openclip_table():
     saved = {k: sys.modules.get(k) for k in ("_vlbench_open_clip", "safetensors.torch")}
     sys.modules["_vlbench_open_clip"] = pkg
     if "torch" not in sys.modules:
-        sys.modules["safetensors.torch"] = None  # ImportError inside: open_clip then skips safetensors
+        # None in sys.modules makes the import raise ImportError: open_clip then skips safetensors
+        sys.modules["safetensors.torch"] = None  # type: ignore[assignment]
     try:
         for name in ("constants", "version", "pretrained"):
             sub = importlib.util.spec_from_file_location(f"_vlbench_open_clip.{name}", root / f"{name}.py")
+            if sub is None or sub.loader is None:
+                return None
             mod = importlib.util.module_from_spec(sub)
             sys.modules[sub.name] = mod
             sub.loader.exec_module(mod)

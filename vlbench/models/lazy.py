@@ -104,7 +104,7 @@ class LazyModel(ModelAdapter):
         return self._real
 
     @property
-    def device(self):
+    def device(self):  # type: ignore[override]  # read-only here: the loaded model's device (or the requested one)
         return self._real.device if self._real is not None else (self._kw.get("device") or "not loaded")
 
     def scoring_device(self) -> str:
