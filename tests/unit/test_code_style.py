@@ -4,11 +4,11 @@ can see them.
 
 A function-level import of a vlbench module is accepted only when that module is heavy (it pulls a heavy
 third-party package in at import time, directly or through the vlbench modules it imports at top level, and the
-importing module does not have it already) or when the import line (or the line above it) says why in a
-``# lazy: <reason>`` comment (for example, to break an import-time cycle). A function-level import of the
-standard library needs such a comment too. Third-party imports (numpy, PIL, torch, ...) may stay in functions:
-keeping ``vlbench --help`` and the light commands fast is their reason. Read from the source with ast; nothing is
-imported."""
+importing module does not have it already) or when a ``# lazy: <reason>`` comment says why, on the import's line,
+the line above it or the ``def`` line of the function (to break an import-time cycle, or to keep a module that
+``vlbench --help`` imports light). A function-level import of the standard library needs such a comment too.
+Third-party imports (numpy, PIL, torch, ...) may stay in functions: keeping ``vlbench --help`` and the light
+commands fast is their reason. Read from the source with ast; nothing is imported."""
 
 from __future__ import annotations
 
@@ -161,12 +161,31 @@ def _short_aliases(mod: str) -> list[str]:
     return bad
 
 
-def _unexplained_lazy_imports(mod: str) -> list[str]:
+def _explained(mod: str) -> set[int]:
+    """Line numbers of the function-level imports that say why they are there: ``# lazy: <reason>`` on the
+    import's line, on the line above it, or on the ``def`` line of a function around it (then for all of them)."""
     lines = MODULES[mod].read_text().splitlines()
+
+    def noted(n: int) -> bool:
+        return 1 <= n <= len(lines) and bool(_LAZY_NOTE.search(lines[n - 1]))
+
+    out = set()
+    for fn in ast.walk(_TREES[mod]):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body_start = fn.body[0].lineno
+            whole = any(noted(n) for n in range(fn.lineno, body_start))  # the def line(s)
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and (
+                        whole or noted(node.lineno) or noted(node.lineno - 1)):
+                    out.add(node.lineno)
+    return out
+
+
+def _unexplained_lazy_imports(mod: str) -> list[str]:
+    explained = _explained(mod)
     bad = []
     for node in _SPLIT[mod][1]:
-        here = lines[node.lineno - 1] + (lines[node.lineno - 2] if node.lineno > 1 else "")
-        if _LAZY_NOTE.search(here):
+        if node.lineno in explained:
             continue
         for target, _ in _targets(node, mod, MODULES[mod]):
             if target not in MODULES or target == mod:
@@ -178,14 +197,13 @@ def _unexplained_lazy_imports(mod: str) -> list[str]:
 
 
 def _lazy_stdlib_imports(mod: str) -> list[str]:
-    lines = MODULES[mod].read_text().splitlines()
+    explained = _explained(mod)
     bad = []
     for node in _SPLIT[mod][1]:
-        if isinstance(node, ast.ImportFrom) and node.level:
+        if (isinstance(node, ast.ImportFrom) and node.level) or node.lineno in explained:
             continue
-        here = lines[node.lineno - 1] + (lines[node.lineno - 2] if node.lineno > 1 else "")
         roots = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-        if not _LAZY_NOTE.search(here) and any(r.split(".")[0] in sys.stdlib_module_names for r in roots):
+        if any(r.split(".")[0] in sys.stdlib_module_names for r in roots):
             bad.append(f"{mod}:{node.lineno} imports {', '.join(roots)} (standard library) inside a function")
     return bad
 
@@ -205,7 +223,8 @@ def test_heavy_modules_are_found():
 def test_the_checks_catch_a_bad_module(monkeypatch, tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from vlbench import stores as st\n\n\ndef f():\n    import json\n    from vlbench import errors\n"
-                   "    import os  # lazy: a stated reason\n")
+                   "    import os  # lazy: a stated reason\n\n\ndef g():  # lazy: a reason for all of them\n"
+                   "    import sys\n    from vlbench import util\n")
     tree = ast.parse(bad.read_text())
     monkeypatch.setitem(MODULES, "vlbench.bad", bad)
     monkeypatch.setitem(_TREES, "vlbench.bad", tree)

@@ -7,7 +7,6 @@ reference implementation on first use.
 
 from __future__ import annotations
 
-from . import apply, mce
 from .registry import image_perturbations
 from .spec import FAMILIES, IMPLEMENTATION_VERSION, NAMES, SEVERITIES, ImageCondition, cache_key, family_of, parse_spec
 
@@ -18,7 +17,11 @@ __all__ = ["FAMILIES", "IMPLEMENTATION_VERSION", "NAMES", "SEVERITIES", "ImageCo
 
 def __getattr__(name):  # lazy: keeps `vlbench ls` free of numpy/scipy/skimage
     if name in ("corrupt", "CorruptedLoader", "derive_seed", "fit_to_input", "model_input_size"):
+        from . import apply
+
         return getattr(apply, name)
     if name in ("mean_corruption_error", "corruption_errors"):
+        from . import mce
+
         return getattr(mce, name)
     raise AttributeError(name)

@@ -14,7 +14,6 @@ from ..conditions import RunCondition as Variant
 from ..errors import VlbenchError
 from ..results import RunRecord, UnreadableResults
 from ..util.io import read_regular_file
-from .apply import CorruptedLoader, _to_rgb, corrupt, fit_to_input, model_input_size
 from .mce import corruption_errors, error_from_metric
 from .spec import IMPLEMENTATION_VERSION, family_of, parse_spec
 
@@ -33,12 +32,16 @@ class CorruptionTransform:
     def __init__(self, name: str, severity: int, seed: int, at: str = "input"):
         if at not in CORRUPT_AT:
             raise VlbenchError(f"unknown corruption geometry {at!r}", "use --corrupt-at input or original")
+        from .apply import CorruptedLoader  # lazy: PIL; --help imports this module
+
         self.name, self.severity, self.seed, self.at = name, int(severity), int(seed), at
         self.loader = CorruptedLoader(name, severity, seed)
 
     def bind(self, adapter) -> dict:
         """Fix the geometry from the model's preprocessing (called once per run, before cache keys); returns
         what the condition's results entry gains from it (the geometry and the cache key it implies)."""
+        from .apply import CorruptedLoader, model_input_size  # lazy: PIL; --help imports this module
+
         size = model_input_size(adapter.preprocess) if self.at == "input" else None
         self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size)
         return {"corrupted_at": size or "original size", "cache_key": self.loader.cache_key}
@@ -49,6 +52,8 @@ class CorruptionTransform:
     def __call__(self, image, index: int, content: str):
         """Same pixels as ``self.loader(image, content)``; the fit to the input geometry is shared by the
         conditions of one image (consecutive calls with the same image object)."""
+        from .apply import _to_rgb, corrupt, fit_to_input  # lazy: PIL; --help imports this module
+
         size = self.loader.input_size
         if size is None:
             return self.loader(image, content)

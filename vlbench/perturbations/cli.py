@@ -20,12 +20,9 @@ import sys
 from pathlib import Path
 
 from .. import __version__
-from ..datasets.core import caption_problem, load_dataset
 from ..errors import VlbenchError
 from ..util.io import atomic_write_text, dumps_strict, sha256_bytes, sha256_json, write_json
 from . import check_language, dataset_language, perturb_captions, resolve
-from .cache import perturbed_captions
-from .drift import semantic_drift
 from .validity import DEFAULT_SAMPLE, MODES, PRECISION, all_validity, check_mode
 
 FORMAT = "vlbench-perturbations/1"
@@ -133,6 +130,7 @@ def _report_issues(issues: list[dict], limit: int = 5) -> None:
 def _drift(on: bool, originals: list, sets: dict):
     if not on:
         return None
+    from .drift import semantic_drift  # lazy: vlbench --help imports this module (its parser)
 
     return semantic_drift(originals, {n: ps.texts for n, ps in sets.items()})
 
@@ -149,6 +147,8 @@ class _OneCaption:
 
 def _one_text(args, names, params, batch_size: int, drift_on: bool, quiet: bool) -> int:
     """``--text``: perturb one caption and show (or write) the results."""
+    from .cache import perturbed_captions  # lazy: vlbench --help imports this module (its parser)
+
     text = args.text
     if not text.strip():
         print("warning: the caption is empty; every perturbation is not applicable", file=sys.stderr)
@@ -203,6 +203,8 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..datasets.core import caption_problem, load_dataset  # lazy: vlbench --help imports this module (its parser)
+
     check_args(args)
     names = resolve(args.perturb)
     params = parse_params(getattr(args, "param", None) or [])

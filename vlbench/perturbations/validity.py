@@ -37,7 +37,6 @@ from typing import Any
 
 from ..errors import OptionError, VlbenchError
 from ..util.io import atomic_write_text, dumps_strict
-from .guard import ENCODER_NAME, check_available, shared_cache
 
 MODES = ("sample", "full", "off")
 DEFAULT_SAMPLE = 2000  # at most this many applied captions per perturbation ...
@@ -85,6 +84,8 @@ def drift_stats(originals, perturbed, cache=None, *, population: int | None = No
     every pair is used. Returns the summary plus ``n`` (pairs used) and ``mean_ci95`` (the interval's half
     width; 0 when the pairs are the whole population). Remembered on disk per pair list, rule and encoder, so a
     warm run reads one small file instead of the vectors."""
+    from .guard import ENCODER_NAME, shared_cache  # lazy: the parser of `vlbench perturb` reads this module
+
     cache = shared_cache() if cache is None else cache
     population = len(originals) if population is None else population
     rule = f"{precision}/{MIN_SAMPLE}/{STEP}/{population}" if precision is not None else "all"
@@ -160,10 +161,12 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
     keys of the perturbed captions): the evaluated model's input after truncation (None: effective_rate None).
     ``precision``: the sample grows until the mean drift's 95 % half width is at most this (0: always
     ``sample_size`` captions, or all applied ones if fewer)."""
+    from .guard import ENCODER_NAME, check_available  # lazy: the parser of `vlbench perturb` reads this module
+
     n = len(originals)
     applied = [i for i, a in enumerate(ps.applicable) if a]
-    out: dict[str, Any] = {"applicable_rate": len(applied) / n if n else 0.0, "effective_rate": None, "drift": None,
-           "drift_mode": mode, "drift_n": 0, "encoder": None}
+    out: dict[str, Any] = {"applicable_rate": len(applied) / n if n else 0.0, "effective_rate": None,
+                           "drift": None, "drift_mode": mode, "drift_n": 0, "encoder": None}
     if input_keys is not None and n:
         ko, kp = input_keys
         out["effective_rate"] = sum(a != b for a, b in zip(ko, kp)) / n
@@ -188,6 +191,8 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
 
 def all_validity(originals, sets: dict, **kw) -> dict:
     """name -> validity for every PerturbedSet; the drift of all perturbations in one encoding pass."""
+    from .guard import shared_cache  # lazy: the parser of `vlbench perturb` reads this module
+
     cache = kw.pop("cache", None)
     cache = shared_cache() if cache is None else cache
     return {name: validity(originals, ps, cache=cache, **kw) for name, ps in sets.items()}
