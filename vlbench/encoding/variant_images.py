@@ -93,7 +93,6 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
     All variants share one DataLoader (workers decode and transform while the model encodes); an image a
     transform leaves alone (key None) reuses the clean embedding (``clean``, rows aligned with ``paths``).
     """
-
     from tqdm.auto import tqdm
 
     stats = stats if stats is not None else EncodeStats()

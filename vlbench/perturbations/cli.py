@@ -180,7 +180,6 @@ def _one_text(args, names, params, batch_size: int, drift_on: bool, quiet: bool)
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse impossible option values before any work (exit status 2, a message naming the option)."""
-
     batch = getattr(args, "batch_size", 512)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise VlbenchError(f"--batch-size {batch!r} is not a positive integer",
@@ -261,7 +260,6 @@ def _validity(captions, sets, args) -> dict | None:
 
 
 def _write(out_dir, sets, originals, images, dataset: dict, issues, args, drift, validity=None) -> None:
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     entries = {}
