@@ -11,9 +11,10 @@ asking which kind it holds. Conditions are frozen: no step changes another step'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 #: the kinds of condition, in the order a run lists them
 KINDS = ("clean", "caption", "image", "shortcut", "gallery")
@@ -57,11 +58,11 @@ class RunCondition:
         return self.name
 
     @classmethod
-    def clean(cls) -> "RunCondition":
+    def clean(cls) -> RunCondition:
         return cls("clean", {"perturbation": None})
 
     @classmethod
-    def from_perturbed(cls, ps) -> "RunCondition":
+    def from_perturbed(cls, ps) -> RunCondition:
         """The condition of one caption perturbation's output (a PerturbedSet)."""
         return cls(ps.name, {"perturbation": ps.name, **ps.describe()}, texts=tuple(ps.texts), kind="caption",
                    perturbation=ps)

@@ -12,8 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .util.io import read_regular_file
 from .errors import VlbenchError
+from .util.io import read_regular_file
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 MAX_CONFIG_BYTES = 1 << 20
 _JOINED = ("k", "graded-relevance")  # options that take one comma-separated value
@@ -21,10 +26,6 @@ _JOINED = ("k", "graded-relevance")  # options that take one comma-separated val
 
 def load_toml(path: str) -> dict:
     """The TOML document at ``path``; VlbenchError naming the file and the fault otherwise."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
     try:
         raw = read_regular_file(path, MAX_CONFIG_BYTES)
     except OSError as exc:
@@ -45,8 +46,8 @@ def config_tokens(doc: dict, parser: argparse.ArgumentParser, path: str) -> list
         name = str(key).replace("_", "-")
         action = actions.get(name)
         if action is None or name in ("help", "config"):
-            raise VlbenchError(f"--config {path}: unknown key {key!r}",
-                               f"keys are vlbench run's long options: {', '.join(sorted(set(actions) - {'help', 'config'}))}")
+            known = ", ".join(sorted(set(actions) - {"help", "config"}))
+            raise VlbenchError(f"--config {path}: unknown key {key!r}", f"keys are vlbench run's long options: {known}")
         tokens += _tokens(name, value, action, path)
     return tokens
 
@@ -88,5 +89,6 @@ def expand_config(argv: list[str], parser: argparse.ArgumentParser) -> list[str]
             rest.append(tok)
     if path is None:
         return argv
-    run_parser = parser._subparsers._group_actions[0].choices["run"]
+    # argparse keeps its subcommands only on private attributes (set when the CLI built its subparsers)
+    run_parser = parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr,index]
     return ["run", *config_tokens(load_toml(path), run_parser, path), *rest]

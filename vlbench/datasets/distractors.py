@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import DataError, OptionError
 from ..util.io import sha256_file, sha256_json
-from .core import IMAGE_EXTS
+from .core import IMAGE_EXTS, load_dataset
 
 KINDS = ("images", "dataset", "captions")
 EXAMPLE = "images:negatives/,captions:adversarial.txt"
@@ -97,8 +97,6 @@ def check_source(kind: str, value: str, data_dir=None) -> tuple[str, str] | None
 
 
 def _dataset(name: str, data_dir):
-    from .core import load_dataset
-
     return load_dataset(name, data_dir=data_dir, require_images=False, download=False)
 
 
@@ -149,14 +147,17 @@ def load_distractors(spec, data_dir=None) -> DistractorSet:
         if kind == "images":
             found = _folder_images(Path(value).expanduser())
             images += found
+            count = len(found)
         elif kind == "dataset":
             ds = _dataset(value, data_dir)
             found = [ds.image_path(i) for i in range(ds.n_images)]
             images += found
+            count = len(found)
         else:
-            found = _caption_lines(Path(value).expanduser())
-            captions += found
-        sources.append((kind, value, len(found)))
+            lines = _caption_lines(Path(value).expanduser())
+            captions += lines
+            count = len(lines)
+        sources.append((kind, value, count))
     digest = sha256_json({"images": [sha256_file(p) for p in images], "captions": captions})
     text = spec if isinstance(spec, str) else ",".join(spec)
     return DistractorSet(text, tuple(sources), tuple(images), tuple(captions), digest)

@@ -23,11 +23,12 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
+from ..errors import DataError
 from ..util.io import atomic_write_bytes, sha256_bytes, sha256_file
 from ..util.paths import offline
-from ..errors import DataError
 from .specs import BUILTIN, IMAGE_SOURCES
 
 
@@ -86,7 +87,8 @@ def _fg_reorder(data_dir: Path, url: str, order_of: str) -> bytes:
 
 
 #: recipe step (vlbench.datasets.specs.RECIPE_STEPS) -> function(data_dir, **args) -> file bytes
-STEPS = {"multi30k": _multi30k, "karpathy_json": _karpathy_json, "fg_reorder": _fg_reorder}
+STEPS: dict[str, Callable[..., bytes]] = {
+    "multi30k": _multi30k, "karpathy_json": _karpathy_json, "fg_reorder": _fg_reorder}
 
 
 def fetch_captions(name: str, data_dir: Path) -> Path:
@@ -141,7 +143,7 @@ def fetch_images(name: str, ds, data_dir: Path) -> None:
                             f"and unzip its images into {root}") from None
         digest = sha256_file(zpath)
         if src.sha256 and digest != src.sha256:
-            raise DataError(f"{src.url} has sha256 {digest}, expected {src['sha256']}",
+            raise DataError(f"{src.url} has sha256 {digest}, expected {src.sha256}",
                             "the archive changed or is corrupt: retry, or download it by hand")
         wanted = set(ds.images)
         root.mkdir(parents=True, exist_ok=True)

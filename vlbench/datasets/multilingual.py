@@ -20,7 +20,6 @@ import unicodedata
 
 from .specs import MULTILINGUAL  # noqa: F401  (the records: flickr30k-de, flickr30k-multi30k-*)
 
-
 # ----------------------------------------------------------------------------------------------
 # tokenizer coverage
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from ..util.io import sha256_file
 from ..errors import DataError
+from ..util.io import sha256_file
 
 
 def _read(path) -> dict:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..util.io import sha256_file
+from .core import no_extra_positives
+from .official import attach_official
 from .specs import BUILTIN, EXTRA_POSITIVE_KINDS
 
 KINDS = EXTRA_POSITIVE_KINDS
@@ -60,12 +62,11 @@ def load_extra_positives(ds, kind: str, data_dir):
         raise DataError(f"unknown extended positives {kind!r}", f"use one of {', '.join(KINDS)}")
     spec = BUILTIN.get(ds.name)
     if spec is None or kind not in spec.extra_positives:
-        from .core import no_extra_positives
-
         raise no_extra_positives(kind, ds.name)
     data_dir = Path(data_dir)
     ids_file = _find(data_dir, "coco5k_test_ids.jsonl")
-    image_index, caption_index = {}, {}
+    image_index: dict = {}
+    caption_index: dict = {}
     position = {cid: n for n, cid in enumerate(ds.caption_ids)}  # "<image>#<j>" -> caption index
     for n, line in enumerate(ids_file.read_text().splitlines(), start=1):
         if not line.strip():
@@ -83,8 +84,6 @@ def load_extra_positives(ds, kind: str, data_dir):
     base = kind.split("-")[0]
     files = {d: _find(data_dir, f"{base}_{d}.json") for d in ("caption_to_image", "image_to_caption")}
     if kind in OFFICIAL:
-        from .official import attach_official
-
         return attach_official(ds, kind, files, image_index, caption_index, ids_file)
     t2i, dropped_t2i = _map_ids(files["caption_to_image"], caption_index, image_index)
     i2t, dropped_i2t = _map_ids(files["image_to_caption"], image_index, caption_index)

@@ -35,12 +35,13 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .. import stores
-from ..util.io import atomic_write_bytes, atomic_write_text
 from ..errors import VlbenchError
+from ..util.io import atomic_write_bytes, atomic_write_text
 
 MIN_HASH_PREFIX = 8  # `cache clear --model-hash` needs an exact hash or an unambiguous prefix this long
 
@@ -79,8 +80,8 @@ class EmbeddingCache:
         self._index: dict[str, dict[str, tuple[Path, int]]] = {}
         self._legacy: dict[str, dict[str, Path]] = {}  # shards without a checksum (older vlbench): never used
         self._refused: set[Path] = set()  # shards already reported in this process
-        self.stats = {"hits": 0, "misses": 0, "shards_written": 0, "bad_shards": 0, "unverified_shards": 0,
-                      "vanished_shards": 0, "refused_shards": []}
+        self.stats: dict[str, Any] = {"hits": 0, "misses": 0, "shards_written": 0, "bad_shards": 0,
+                                      "unverified_shards": 0, "vanished_shards": 0, "refused_shards": []}
 
     def _load_index(self, modality: str) -> dict[str, tuple[Path, int]]:
         """key -> (shard, row) from the shards' keys alone (vectors are read, and proven, on lookup)."""
@@ -149,12 +150,14 @@ class EmbeddingCache:
                           f"(`vlbench cache clear`?): its {len(wanted)} item(s) are encoded again")
             return None
         except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
-            return self._refuse(modality, shard, f"unreadable: {type(exc).__name__}", len(wanted))
+            self._refuse(modality, shard, f"unreadable: {type(exc).__name__}", len(wanted))
+            return None
         problem = _shard_problem(self.model_hash, modality, keys, vecs, stored)
         if problem is None and any(_key_at(keys, r) != k for k, r in wanted):
             problem = "its keys changed since the cache was indexed"
         if problem is not None:
-            return self._refuse(modality, shard, problem, len(wanted))
+            self._refuse(modality, shard, problem, len(wanted))
+            return None
         return vecs
 
     def _refuse(self, modality: str, shard: Path, problem: str, len_keys: int | None) -> None:
@@ -263,7 +266,7 @@ def _warn(message: str) -> None:
 
 def list_cache(root=None) -> list[dict]:
     """One row per cached model and modality: hash, label, shards, vectors, bytes, modified."""
-    out = []
+    out: list[dict] = []
     base = stores.path("embeddings", stores.checked_root(root))
     if not base.is_dir():
         return out

@@ -4,19 +4,29 @@ and the claim on ``--out`` that keeps two runs out of one folder."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from ..errors import VlbenchError
 from ..runfolder import claim_out  # noqa: F401  re-exported: the run folder owns its claim
+from .encode import SINGLE, Shard, stack
 
 
-def distributed(cfg: RunConfig):
+class _RunSettings(Protocol):
+    """What distributed() reads of the run's settings (the pipeline's RunConfig, a dataclass); named by shape
+    because the pipeline is a layer above encoding."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+    device: str | None
+
+
+_Settings = TypeVar("_Settings", bound=_RunSettings)
+
+
+def distributed(cfg: _Settings) -> tuple[_Settings, Shard, Any, bool]:
     """(the rank's config, Shard, dist module or None, whether we initialized it) for torchrun launches;
     under torchrun with CUDA the rank's config names its own GPU (``device="cuda:<LOCAL_RANK>"``)."""
-    import os
-
-    from .encode import SINGLE, Shard
-
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return cfg, SINGLE, None, False
@@ -63,15 +73,13 @@ def phase(dist, shard, work):
 
 
 def gather(dist, shard, local: dict, n: int, what: str):
-    from .encode import stack
-
     if dist is None:
         return stack(local, n, what)
-    parts = [None] * shard.world if shard.rank == 0 else None
+    parts: list[Any] | None = [None] * shard.world if shard.rank == 0 else None
     dist.gather_object(local, parts, dst=0)
-    if shard.rank != 0:
+    if parts is None:  # not rank 0
         return None
-    merged = {}
+    merged: dict = {}
     for part in parts:
         merged.update(part)
     return stack(merged, n, what)
@@ -80,8 +88,6 @@ def gather(dist, shard, local: dict, n: int, what: str):
 def silence_library_progress() -> None:
     """--quiet: no progress bars from the hub client or transformers (weight loading) either. Both read
     HF_HUB_DISABLE_PROGRESS_BARS when imported; an already imported transformers is told directly."""
-    import os
-
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     if "transformers" in sys.modules:
         sys.modules["transformers"].utils.logging.disable_progress_bar()

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -153,7 +153,8 @@ class _Encoder:
                     raise
                 new = max(1, size // 2)
                 self.stats.oom_retries.append({"what": self.what, "from": size, "to": new})
-                warnings.warn(f"out of memory encoding {self.what} with batch size {size}; retrying with {new}")
+                warnings.warn(f"out of memory encoding {self.what} with batch size {size}; retrying with {new}",
+                              stacklevel=1)  # the encoder's own loop, where the retry happens
                 _free_gpu()
                 size = self.limit = new
                 continue
@@ -225,7 +226,7 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
     stats.images_cached += len(uniq) - len(todo)
     todo = shard.agree(todo)  # every rank follows rank 0's plan (caches may differ between machines)
     encoded: set = set()
-    first_path = {}
+    first_path: dict = {}
     for k, p in zip(keys, paths):
         first_path.setdefault(k, p)
     batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stores
+from ..models.lazy import LazyModel
 from .cache import EmbeddingCache
 from .encode import SINGLE, EncodeStats, Shard, encode_images, encode_texts
+from .variant_images import encode_variant_images
 
 
 @dataclass
@@ -30,12 +32,10 @@ class EncodingSession:
     def open(cls, spec: str, *, cache_dir: str | os.PathLike | None = None, no_cache: bool = False,
              restart: bool = False, device: str | None = None, precision: str = "fp32",
              trust_remote_code: bool = False, revision: str | None = None,
-             stats: EncodeStats | None = None) -> "EncodingSession":
+             stats: EncodeStats | None = None) -> EncodingSession:
         """The session of model ``spec``. ``no_cache``: neither read nor write vectors or the identity memo;
         ``restart``: re-encode and re-identify (the cache is still written). ``stats``: share the counters
         of another session (the relevance model adds to the run's)."""
-        from ..models.lazy import LazyModel
-
         root = None if no_cache else stores.root(cache_dir)
         with stores.using(cache_dir):  # a local checkpoint's file digests follow --cache-dir (even --no-cache)
             model = LazyModel(spec, root, reuse=not restart, device=device, precision=precision,
@@ -56,7 +56,5 @@ class EncodingSession:
 
     def variant_images(self, paths: list, variants: list, *, batch_size: int = 64, num_workers: int | None = None,
                        progress: bool = True, clean: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        from .variant_images import encode_variant_images
-
         return encode_variant_images(self.model, paths, variants, batch_size=batch_size, num_workers=num_workers,
                                      cache=self.cache, stats=self.stats, progress=progress, clean=clean)

@@ -12,11 +12,22 @@ import time
 
 import numpy as np
 
-from ..conditions import ImageTransform, Variant
+from ..conditions import Variant
 from ..errors import DataError, VlbenchError
 from .cache import item_key
-from .encode import EncodeStats, default_workers, _Collate, _Encoder, _encode_batches, _Failed, _from_cache, _raise_failed, _slice, \
-    file_key, load_image
+from .encode import (
+    EncodeStats,
+    _Collate,
+    _encode_batches,
+    _Encoder,
+    _Failed,
+    _from_cache,
+    _raise_failed,
+    _slice,
+    default_workers,
+    file_key,
+    load_image,
+)
 
 
 class _VariantImages:
@@ -82,8 +93,6 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
     All variants share one DataLoader (workers decode and transform while the model encodes); an image a
     transform leaves alone (key None) reuses the clean embedding (``clean``, rows aligned with ``paths``).
     """
-    import os
-
     from tqdm.auto import tqdm
 
     stats = stats if stats is not None else EncodeStats()

@@ -10,20 +10,21 @@ through the entry-point group, docs/extending.md). This file holds no logic beyo
 
 from __future__ import annotations
 
-from .spec import (FAMILIES, IMPLEMENTATION_VERSION, NAMES, SEVERITIES, ImageCondition, cache_key,
-                   family_of, parse_spec)
 from .registry import image_perturbations
+from .spec import FAMILIES, IMPLEMENTATION_VERSION, NAMES, SEVERITIES, ImageCondition, cache_key, family_of, parse_spec
 
 __all__ = ["FAMILIES", "IMPLEMENTATION_VERSION", "NAMES", "SEVERITIES", "ImageCondition", "cache_key",
-           "family_of", "parse_spec", "image_perturbations", "corrupt", "CorruptedLoader", "fit_to_input", "model_input_size",
-           "mean_corruption_error"]
+           "family_of", "parse_spec", "image_perturbations", "corrupt", "CorruptedLoader", "fit_to_input",
+           "model_input_size", "mean_corruption_error"]
 
 
 def __getattr__(name):  # lazy: keeps `vlbench ls` free of numpy/scipy/skimage
     if name in ("corrupt", "CorruptedLoader", "derive_seed", "fit_to_input", "model_input_size"):
         from . import apply
+
         return getattr(apply, name)
     if name in ("mean_corruption_error", "corruption_errors"):
         from . import mce
+
         return getattr(mce, name)
     raise AttributeError(name)

@@ -8,7 +8,9 @@ import numpy as np
 from PIL import Image
 
 from ..errors import VlbenchError
-from .spec import SEVERITIES
+from .guard import call_plugin, check_size, checked_output
+from .registry import image_perturbations
+from .spec import SEVERITIES, cache_key
 
 MIN_SIDE = 32  # the reference needs at least 32 x 32 pixels
 
@@ -38,8 +40,6 @@ def corrupt(image, name: str, severity: int, seed: int, image_id) -> Image.Image
     plug-in's errors and bad outputs are DataErrors naming it, and it runs with NumPy's and Python's global
     random state seeded per image (so its output does not depend on DataLoader workers).
     """
-    from .guard import call_plugin, check_size, checked_output
-    from .registry import image_perturbations
     if int(severity) not in SEVERITIES or isinstance(severity, bool):
         raise VlbenchError(f"image {image_id!r}: severity {severity!r} of {name!r} is outside 1-5",
                            "use a severity from 1 to 5")
@@ -51,7 +51,7 @@ def corrupt(image, name: str, severity: int, seed: int, image_id) -> Image.Image
     if min(size) < MIN_SIDE:
         scale = MIN_SIDE / min(size)
         rgb = rgb.resize((max(MIN_SIDE, round(size[0] * scale)), max(MIN_SIDE, round(size[1] * scale))),
-                         Image.NEAREST)
+                         Image.Resampling.NEAREST)
     rng = np.random.Generator(np.random.PCG64(derive_seed(seed, name, int(severity), image_id)))
     x = np.asarray(rgb, dtype=np.uint8)
     plugin = entry.source != "builtin"
@@ -63,7 +63,7 @@ def corrupt(image, name: str, severity: int, seed: int, image_id) -> Image.Image
     out = checked_output(out, name, entry.source, (rgb.size[1], rgb.size[0], 3), image_id, plugin,
                          float(x.max()) if x.size else 0.0)
     result = Image.fromarray(np.uint8(np.clip(out, 0, 255)), "RGB")
-    return result if result.size == size else result.resize(size, Image.BOX)
+    return result if result.size == size else result.resize(size, Image.Resampling.BOX)
 
 
 def fit_to_input(image: Image.Image, size: int) -> Image.Image:
@@ -74,7 +74,7 @@ def fit_to_input(image: Image.Image, size: int) -> Image.Image:
     scale = size / min(w, h)
     nw, nh = max(size, round(w * scale)), max(size, round(h * scale))
     if (nw, nh) != (w, h):
-        image = image.resize((nw, nh), Image.BICUBIC)
+        image = image.resize((nw, nh), Image.Resampling.BICUBIC)
     left, top = int(round((nw - size) / 2.0)), int(round((nh - size) / 2.0))
     return image.crop((left, top, left + size, top + size))
 
@@ -98,7 +98,6 @@ class CorruptedLoader:
     """
 
     def __init__(self, name: str, severity: int, seed: int = 0, input_size: int | None = None):
-        from .spec import cache_key
         self.name, self.severity, self.seed = name, int(severity), int(seed)
         self.input_size = None if input_size is None else int(input_size)
         if self.input_size is not None and self.input_size < MIN_SIDE:

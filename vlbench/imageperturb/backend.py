@@ -29,6 +29,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import VlbenchError
+from . import glass, zoom
 
 _LOCK = threading.Lock()
 _MODULE = None
@@ -77,7 +78,7 @@ def _load():
             import pkg_resources  # noqa: F401
         except ImportError:
             shim = types.ModuleType("pkg_resources")
-            shim.resource_filename = lambda pkg, name: str(
+            shim.resource_filename = lambda pkg, name: str(  # type: ignore[attr-defined]  # a stand-in module
                 importlib.resources.files(pkg.split(".")[0]).joinpath(name.lstrip("./")))
             sys.modules["pkg_resources"] = shim
     try:
@@ -114,13 +115,11 @@ def run_reference(name: str, x: np.ndarray, severity: int, legacy_seed: int) -> 
 
 
 def _fast_glass():
-    from .glass import glass_blur
-    return glass_blur
+    return glass.glass_blur
 
 
 def _fast_zoom():
-    from .zoom import zoom_blur
-    return lambda x, severity, legacy_seed: zoom_blur(x, severity)  # draws no random numbers
+    return lambda x, severity, legacy_seed: zoom.zoom_blur(x, severity)  # draws no random numbers
 
 
 _FAST = {"glass_blur": _fast_glass, "zoom_blur": _fast_zoom}

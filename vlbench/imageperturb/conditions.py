@@ -7,9 +7,15 @@ and cached under (corruption, severity, seed, implementation version, image cont
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from ..conditions import RunCondition as Variant
 from ..errors import VlbenchError
-from ..results import DIRECTIONS
+from ..results import DIRECTIONS, RunRecord, UnreadableResults
 from ..runfolder import MAX_RESULTS_BYTES, results_path
+from ..util.io import read_regular_file
+from .mce import corruption_errors, error_from_metric
 from .spec import IMPLEMENTATION_VERSION, family_of, parse_spec
 
 PREFIX = "img:"
@@ -25,17 +31,17 @@ class CorruptionTransform:
     ``at="original"``: corrupt the decoded image at its own size."""
 
     def __init__(self, name: str, severity: int, seed: int, at: str = "input"):
-        from .apply import CorruptedLoader
-
         if at not in CORRUPT_AT:
             raise VlbenchError(f"unknown corruption geometry {at!r}", "use --corrupt-at input or original")
+        from .apply import CorruptedLoader  # lazy: PIL; --help imports this module
+
         self.name, self.severity, self.seed, self.at = name, int(severity), int(seed), at
         self.loader = CorruptedLoader(name, severity, seed)
 
     def bind(self, adapter) -> dict:
         """Fix the geometry from the model's preprocessing (called once per run, before cache keys); returns
         what the condition's results entry gains from it (the geometry and the cache key it implies)."""
-        from .apply import CorruptedLoader, model_input_size
+        from .apply import CorruptedLoader, model_input_size  # lazy: PIL; --help imports this module
 
         size = model_input_size(adapter.preprocess) if self.at == "input" else None
         self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size)
@@ -47,7 +53,7 @@ class CorruptionTransform:
     def __call__(self, image, index: int, content: str):
         """Same pixels as ``self.loader(image, content)``; the fit to the input geometry is shared by the
         conditions of one image (consecutive calls with the same image object)."""
-        from .apply import _to_rgb, corrupt, fit_to_input
+        from .apply import _to_rgb, corrupt, fit_to_input  # lazy: PIL; --help imports this module
 
         size = self.loader.input_size
         if size is None:
@@ -58,13 +64,11 @@ class CorruptionTransform:
         return corrupt(_FITTED[2], self.name, self.severity, self.seed, content)
 
 
-_FITTED = None  # (decoded image, size, fitted image) of the last call, per process
+_FITTED: tuple | None = None  # (decoded image, size, fitted image) of the last call, per process
 
 
 def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
     """The Variants of a ``--perturb-images`` spec (``gaussian_noise:3,motion_blur:1-5,all:3``)."""
-    from ..conditions import RunCondition as Variant
-
     if not spec:
         return []
     out = []
@@ -82,8 +86,6 @@ def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
 
 def _r1_errors(rec, direction: str) -> dict:
     """{(corruption, severity): 100 - R@1} of one direction, from a run's typed record."""
-    from .mce import error_from_metric
-
     out = {}
     for c, cond in rec.conditions.items():
         r1 = rec.value(c, direction, "recall", 1)
@@ -108,12 +110,6 @@ def check_same_dataset(reference, name: str, digest: str, path=None) -> None:
 def read_reference(path: str, dataset=None):
     """The typed record (vlbench.results.RunRecord) of a reference run (a run folder or its results.json);
     with ``dataset`` (a vlbench Dataset), refused unless it was run on that dataset (:func:`check_same_dataset`)."""
-    import json
-    from pathlib import Path
-
-    from ..results import RunRecord, UnreadableResults
-    from ..util.io import read_regular_file
-
     p = Path(path).expanduser()
     p = results_path(p) if p.is_dir() else p
     try:  # a results file is a few MB at most; a FIFO or device is refused unread
@@ -131,11 +127,10 @@ def corruption_summary(rec, reference=None) -> dict | None:
     """mCE per direction (ImageNet-C, error = 100 - R@1) of the run record ``rec``, relative to
     ``reference`` (the record of another model's run on the same conditions) when given, else
     unnormalised (mean error)."""
-    from .mce import corruption_errors
-
     if not any(c.meta.get("kind") == "image" for c in rec.conditions.values()):
         return None
-    out = {"error": "100 - R@1 (percent)", "reference": None, "directions": {}}
+    directions: dict[str, dict] = {}
+    out = {"error": "100 - R@1 (percent)", "reference": None, "directions": directions}
     if reference is not None:
         check_same_dataset(reference, rec.dataset.name, rec.dataset.hash)
         out["reference"] = {"run_id": reference.run_id, "model": reference.model.spec,
@@ -144,5 +139,5 @@ def corruption_summary(rec, reference=None) -> dict | None:
         errs = _r1_errors(rec, d)
         ref = _r1_errors(reference, d) if reference else None
         ce = corruption_errors(errs, ref)
-        out["directions"][d] = {"ce": ce, "mce": sum(ce.values()) / len(ce)}
+        directions[d] = {"ce": ce, "mce": sum(ce.values()) / len(ce)}
     return out

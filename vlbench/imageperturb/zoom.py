@@ -58,5 +58,5 @@ def zoom_blur(x: np.ndarray, severity: int) -> np.ndarray:
     for factor in FACTORS[severity - 1]:
         layer = _enlarged(img, factor)
         out[:layer.shape[0], :layer.shape[1]] += layer
-    img = (img + out) / (len(FACTORS[severity - 1]) + 1)
-    return np.clip(img, 0, 1) * 255
+    blended = (img + out) / (len(FACTORS[severity - 1]) + 1)
+    return np.clip(blended, 0, 1) * 255

@@ -40,7 +40,7 @@ class FlipRow:
 
     def cells(self) -> list[str]:
         def num(x):
-            return "" if x is None or x != x else "%.6g" % x
+            return "" if x is None or x != x else f"{x:.6g}"
 
         return [self.condition, self.direction, str(self.k), str(self.n_queries), str(self.hit_to_miss),
                 str(self.miss_to_hit), num(self.rank_change_median), num(self.rank_change_p90),
@@ -84,10 +84,16 @@ def pad_top(top: np.ndarray, width: int = TOP) -> np.ndarray:
     return out
 
 
+def _best_ranks(evals: list, direction: str) -> np.ndarray:
+    ranks = _stack(evals, direction, "best_rank")
+    assert ranks is not None  # every evaluation keeps its best ranks (only ``top`` is optional)
+    return ranks
+
+
 def direction_rows(name: str, direction: str, clean: list, cond: list, ks) -> list[FlipRow]:
     """The flips.csv rows of one condition and direction (its evaluations already aligned with clean's)."""
-    r0 = _stack(clean, direction, "best_rank").astype(np.int64)
-    r1 = _stack(cond, direction, "best_rank").astype(np.int64)
+    r0 = _best_ranks(clean, direction).astype(np.int64)
+    r1 = _best_ranks(cond, direction).astype(np.int64)
     change = r1 - r0
     med = float(np.median(change)) if len(change) else float("nan")
     p90 = float(np.percentile(change, 90)) if len(change) else float("nan")
@@ -132,17 +138,18 @@ def retrieved_arrays(evals: dict, to_global=None) -> dict[str, np.ndarray]:
     out = {}
     for name, evs in evals.items():
         for d in DIRECTIONS:
-            tops = []
+            tops: list[np.ndarray] = []
+            complete = True  # every fold kept its top candidates
             for f, e in enumerate(evs):
                 t = e.direction(d).top
                 if t is None:
-                    tops = None
+                    complete = False
                     break
                 t = pad_top(t)
                 if to_global is not None:
                     t = np.where(t >= 0, to_global(f, d, np.maximum(t, 0)), -1).astype(np.int32)
                 tops.append(t)
-            if tops is not None:
+            if complete:
                 out[f"{name}|{d}"] = np.concatenate(tops) if tops else np.zeros((0, TOP), dtype=np.int32)
-            out[f"{name}|{d}|rank"] = _stack(evs, d, "best_rank").astype(np.int32)
+            out[f"{name}|{d}|rank"] = _best_ranks(evs, d).astype(np.int32)
     return out

@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graded_sources import GRADED_VERSION, MiniLMRelevance, RougeLRelevance, load_minilm  # noqa: F401
+from ..errors import UnknownNameError
 from .compute import SimilaritySource, _discounts, _sorted_topk, graded_ndcg_rows
+from .graded_sources import GRADED_VERSION, MiniLMRelevance, RougeLRelevance, load_minilm  # noqa: F401
 from .rouge import _LcsIndex, _popcount64, lcs_lengths, rouge_l, tokenize  # noqa: F401
 
 __all__ = ["tokenize", "lcs_lengths", "rouge_l", "RougeLRelevance", "MiniLMRelevance", "PrecomputedRelevance",
@@ -84,7 +85,6 @@ def graded_relevance(kind: str, captions, caption_to_image, n_images: int, **kw)
         return RougeLRelevance(captions, caption_to_image, n_images, **kw)
     if k in ("minilm", "all-minilm-l6-v2"):
         return MiniLMRelevance(captions, caption_to_image, n_images, **kw)
-    from ..errors import UnknownNameError
 
     raise UnknownNameError(f"unknown graded relevance {kind!r}", "use 'rouge-l' or 'minilm'")
 

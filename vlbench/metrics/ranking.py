@@ -11,8 +11,8 @@ captions and images.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -45,7 +45,7 @@ class Positives:
         return q * self.n_candidates + self.idx  # sorted because idx is sorted within each query
 
     @classmethod
-    def from_lists(cls, lists: Sequence[Sequence[int]], n_candidates: int) -> "Positives":
+    def from_lists(cls, lists: Sequence[Sequence[int]], n_candidates: int) -> Positives:
         """Sorted, de-duplicated positives per query (one vectorized pass: no per-row numpy call)."""
         rows = [r if isinstance(r, (list, tuple, np.ndarray)) else list(r) for r in lists]
         n = len(rows)
@@ -69,7 +69,7 @@ def _as_lists(extra, n: int, name: str) -> list[list[int]]:
     if extra is None:
         return [[] for _ in range(n)]
     if isinstance(extra, dict):
-        out = [[] for _ in range(n)]
+        out: list[list[int]] = [[] for _ in range(n)]
         for q, v in extra.items():
             q = int(q)
             if not 0 <= q < n:
@@ -95,7 +95,7 @@ def build_positives(caption_to_image, n_gallery: int, extra_positives=None):
         raise ValueError(f"extra_positives keys must be 'i2t' and/or 't2i', got {sorted(unknown)}")
     i2t_extra = _as_lists(extra_positives.get("i2t"), n_gallery, "i2t")
     t2i_extra = _as_lists(extra_positives.get("t2i"), n_captions, "t2i")
-    by_image = [[] for _ in range(n_gallery)]
+    by_image: list[list[int]] = [[] for _ in range(n_gallery)]
     for j, i in enumerate(c2i):
         by_image[i].append(j)
     i2t_lists = [by_image[i] + i2t_extra[i] for i in range(n_gallery)]

@@ -17,7 +17,7 @@ token) word operations instead of sum of all reference lengths (54 k instead of 
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -119,7 +119,7 @@ class _LcsIndex:
                 continue
             d = dense_slot[t]
             if d >= 0:
-                u, w = buf[0], buf[1]
+                u, w = buf[0], buf[1]  # type: ignore[index]  # allocated above when there are dense tokens
                 np.bitwise_and(V, self.dense[d], out=u)
                 np.add(V, u, out=w)
                 np.subtract(V, u, out=V)

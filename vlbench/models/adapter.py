@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ..util.paths import offline
+from .. import stores
 from ..errors import ModelError, VlbenchError
+from ..util.io import atomic_write_text
+from ..util.paths import offline
 from .families import model_family  # the built-in family records register themselves here
+from .identity import ModelIdentity
 
 EMBED_CODE_VERSION = "2"  # bump when the encoding code changes what a vector is
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -41,6 +45,7 @@ class ModelAdapter:
     """Base class and protocol of a model adapter."""
 
     name: str = "model"
+    device: str  # where the loaded model runs ("cpu", "cuda:0"); set by each adapter
 
     def identity(self) -> dict:
         """JSON-able description of everything that changes a vector (checkpoint, revision,
@@ -74,8 +79,6 @@ class ModelAdapter:
 
     def model_identity(self):
         """The typed, frozen form of ``identity()`` (vlbench.models.identity.ModelIdentity)."""
-        from .identity import ModelIdentity
-
         return ModelIdentity.from_dict(self.identity())
 
     def model_hash(self) -> str:
@@ -132,9 +135,6 @@ def _dir_fingerprint(path: Path) -> dict:
     was restored (``cp -p``, ``touch -d``, an unpacked archive) reuse the old digest and so the old
     cached vectors (issue #12); ctime cannot be set back by a user and a rename gives a new inode.
     """
-    from .. import stores
-    from ..util.io import atomic_write_text
-
     memo_path = stores.path("file-digests") / "digests.json"  # the current cache root (stores.using)
     try:
         memo = json.loads(memo_path.read_text())

@@ -25,8 +25,9 @@ openclip.py); this module holds only records, so nothing here imports an adapter
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from ..registry import models as MODELS
 from ..registry import resolve

@@ -23,7 +23,11 @@ class HFDualEncoder(ModelAdapter):
 
         cls_name = model_class
         self.name = family
-        self.checkpoint = checkpoint or BUILTIN[family].default_checkpoint
+        default = BUILTIN[family].default_checkpoint if family in BUILTIN else None
+        if not (checkpoint or default):
+            raise ModelError(f"{family}: no checkpoint given and the family has no default one",
+                             f"name one: --model {family}:<checkpoint>")
+        self.checkpoint: str = checkpoint or default  # type: ignore[assignment]  # one of the two is set (above)
         self.precision = precision
         self.device = device
         source = str(Path(self.checkpoint).expanduser()) if Path(self.checkpoint).expanduser().exists() \
@@ -42,11 +46,11 @@ class HFDualEncoder(ModelAdapter):
                              "the tokenizer files are missing: re-download the checkpoint")
         # the weights load on first use: a fully cached (warm) run never needs them
         self._model = None
-        self._load_args = (cls_name, source, kw)
+        self._load_args: tuple = (cls_name, source, kw)
         cfg = self.config
         text_cfg = getattr(cfg, "text_config", None)
-        limits = [getattr(text_cfg, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
-        limits = [x for x in limits if isinstance(x, int) and 0 < x < 100_000]
+        found = [getattr(text_cfg, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
+        limits = [x for x in found if isinstance(x, int) and 0 < x < 100_000]
         self.max_length = min(limits) if limits else 77
         if family == "altclip":  # XLM-R positions start after the padding index
             pad = getattr(text_cfg, "pad_token_id", 1) or 1

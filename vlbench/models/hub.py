@@ -7,8 +7,11 @@ no torch, no transformers, and open_clip's table is read without its package imp
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
+import sys
+import types
 from functools import lru_cache
 from pathlib import Path
 
@@ -79,10 +82,6 @@ def openclip_table():
     """open_clip's table of pretrained tags, loaded without importing torch: open_clip's package import
     pulls torch in (seconds), the table module needs only two small sibling modules. The module is
     loaded under a private package name, with ``safetensors.torch`` masked for the duration."""
-    import importlib.util
-    import sys
-    import types
-
     spec = importlib.util.find_spec("open_clip")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -92,10 +91,13 @@ def openclip_table():
     saved = {k: sys.modules.get(k) for k in ("_vlbench_open_clip", "safetensors.torch")}
     sys.modules["_vlbench_open_clip"] = pkg
     if "torch" not in sys.modules:
-        sys.modules["safetensors.torch"] = None  # ImportError inside: open_clip then skips safetensors
+        # None in sys.modules makes the import raise ImportError: open_clip then skips safetensors
+        sys.modules["safetensors.torch"] = None  # type: ignore[assignment]
     try:
         for name in ("constants", "version", "pretrained"):
             sub = importlib.util.spec_from_file_location(f"_vlbench_open_clip.{name}", root / f"{name}.py")
+            if sub is None or sub.loader is None:
+                return None
             mod = importlib.util.module_from_spec(sub)
             sys.modules[sub.name] = mod
             sub.loader.exec_module(mod)

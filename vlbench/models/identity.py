@@ -32,7 +32,7 @@ class ModelIdentity:
     present: tuple = ()  # which typed fields the adapter gave (absent ones stay out of the dict)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ModelIdentity":
+    def from_dict(cls, d: dict) -> ModelIdentity:
         rest = {k: v for k, v in d.items() if k not in _TYPED}
         return cls(adapter=str(d.get("adapter", "")), checkpoint=d.get("checkpoint"), revision=d.get("revision"),
                    precision=d.get("precision"), embed_dim=d.get("embed_dim"),

@@ -20,13 +20,15 @@ import hashlib
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .. import stores
-from ..util.io import atomic_write_bytes, atomic_write_text, sha256_json
+from ..errors import ModelError
 from ..registry import models as MODELS
-from .adapter import EMBED_CODE_VERSION, ModelAdapter, load_model, parse_model_spec
+from ..util.io import atomic_write_bytes, atomic_write_text, sha256_json
+from .adapter import EMBED_CODE_VERSION, ModelAdapter, load_model, parse_model_spec, pick_device
 from .families import model_family
 
 
@@ -59,8 +61,8 @@ class LazyModel(ModelAdapter):
         self._kw = load_kwargs
         self._real: ModelAdapter | None = None
         self._root = Path(cache_root) if cache_root else None
-        self._resolved = None
-        self._fp = None
+        self._resolved: dict | None = None
+        self._fp: str | None = None
         if self._root is not None and reuse:
             self._fp = fingerprint(spec, precision=load_kwargs.get("precision", "fp32"),
                                    trust_remote_code=load_kwargs.get("trust_remote_code", False),
@@ -71,9 +73,10 @@ class LazyModel(ModelAdapter):
                 except (OSError, ValueError):
                     self._resolved = None
         if self._resolved is None:
-            self.real  # unknown model: load now (errors surface before any work)
+            _ = self.real  # unknown model: load now (errors surface before any work)
 
     def _memo_path(self) -> Path:
+        assert self._fp is not None  # called only once the model has a fingerprint
         return stores.path("model-identity", self._root) / f"{self._fp[:32]}.json"
 
     @property
@@ -86,14 +89,13 @@ class LazyModel(ModelAdapter):
             with stores.using(self._root):  # a local checkpoint's file digests: under this cache root too
                 self._real = load_model(self.spec, **self._kw)
             if self._root is not None and self._fp:
-                rec = {"identity": self._real.identity(), "model_hash": self._real.model_hash(), "spec": self.spec}
+                rec: dict[str, Any] = {"identity": self._real.identity(), "model_hash": self._real.model_hash(),
+                                       "spec": self.spec}
                 stale = self._resolved is not None and self._resolved.get("model_hash") != rec["model_hash"]
                 if self._resolved is None or stale:
                     atomic_write_text(self._memo_path(),
                                       json.dumps(rec, sort_keys=True, default=str))
-                if stale:  # e.g. a library upgrade changed the preprocessing: never mix the two
-                    from ..errors import ModelError
-
+                if stale and self._resolved is not None:  # e.g. a library upgrade changed the preprocessing
                     raise ModelError(f"model {self.spec!r} now has another identity than the one remembered from "
                                      f"an earlier run (hash {self._resolved['model_hash'][:12]} -> "
                                      f"{rec['model_hash'][:12]})", "run the same command again: it will use the "
@@ -102,14 +104,12 @@ class LazyModel(ModelAdapter):
         return self._real
 
     @property
-    def device(self):
+    def device(self):  # type: ignore[override]  # read-only here: the loaded model's device (or the requested one)
         return self._real.device if self._real is not None else (self._kw.get("device") or "not loaded")
 
     def scoring_device(self) -> str:
         """The device the loaded model runs (or would run) on, without loading it: a warm run that loads no
         model computes its similarities where the cold run did, so both give the same numbers bit for bit."""
-        from .adapter import pick_device
-
         return str(self._real.device) if self._real is not None else pick_device(self._kw.get("device"))
 
     def identity(self):

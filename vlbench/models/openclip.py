@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ..errors import ModelError, VlbenchError
+from ..registry import close_matches
 from .adapter import ModelAdapter, _dir_fingerprint, _load_error, local_fingerprint, openclip_embed_dim, torch_dtype
 from .families import OPENCLIP_DEFAULT
 from .hub import hub_problem, openclip_repo
@@ -32,9 +33,8 @@ class OpenCLIPAdapter(ModelAdapter):
             elif ck.startswith("hf-hub:"):
                 model_name, pretrained = ck, None
             else:
-                arch, _, tag = ck.partition("/")
+                arch, tag = ck.partition("/")[::2]
                 if arch not in open_clip.list_models():
-                    from ..registry import close_matches
                     m = close_matches(arch, open_clip.list_models())
                     raise ModelError(f"unknown open_clip architecture {arch!r}",
                                      f"did you mean {', '.join(m)}?" if m else "see open_clip.list_models()")
@@ -120,7 +120,7 @@ def preflight(checkpoint: str, **_) -> list:
             return [ModelError(f"local folder {str(local)!r} does not exist",
                                "give a folder with open_clip_config.json and the weights file")]
         return []
-    arch, _, tag = checkpoint.partition("/")
+    arch, tag = checkpoint.partition("/")[::2]
     if tag in ("", "random", "none") or Path(tag).expanduser().is_file():
         return []
     repo = openclip_repo(arch, tag)

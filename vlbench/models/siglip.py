@@ -29,6 +29,7 @@ The sigmoid loss's learned ``logit_scale`` and ``logit_bias`` map a cosine to a 
 from __future__ import annotations
 
 from ..errors import ModelError
+from .adapter import _as_features, torch_dtype
 from .hf import HFDualEncoder
 from .hf import fingerprint as hf_fingerprint
 from .hf import preflight as hf_preflight
@@ -70,17 +71,19 @@ def _tokenizer_lowercase_off(tok) -> None:
     if getattr(tok, "do_lower_case", False):
         tok.do_lower_case = False
     backend = getattr(tok, "_tokenizer", None)
+    if backend is None:
+        return
     norm = getattr(backend, "normalizer", None)
     if norm is None:
         return
-    from tokenizers import normalizers as N
+    from tokenizers import normalizers
 
-    if isinstance(norm, N.Lowercase):
+    if isinstance(norm, normalizers.Lowercase):
         backend.normalizer = None
-    elif isinstance(norm, N.Sequence):
+    elif isinstance(norm, normalizers.Sequence):
         parts = [norm[i] for i in range(len(norm))]
-        if any(isinstance(p, N.Lowercase) for p in parts):
-            backend.normalizer = N.Sequence([p for p in parts if not isinstance(p, N.Lowercase)])
+        if any(isinstance(p, normalizers.Lowercase) for p in parts):
+            backend.normalizer = normalizers.Sequence([p for p in parts if not isinstance(p, normalizers.Lowercase)])
 
 
 class SiglipEncoder(HFDualEncoder):
@@ -154,8 +157,6 @@ class SiglipEncoder(HFDualEncoder):
             return super().encode_images(batch)
         import torch
 
-        from .adapter import _as_features, torch_dtype
-
         inputs = {k: v.to(self.device) for k, v in batch.items()}
         inputs["pixel_values"] = inputs["pixel_values"].to(dtype=torch_dtype(self.precision))
         with torch.inference_mode():
@@ -163,8 +164,6 @@ class SiglipEncoder(HFDualEncoder):
 
     def encode_texts(self, texts):
         import torch
-
-        from .adapter import _as_features
 
         tok = self._tokenize(texts)
         keep = ("input_ids", "attention_mask") if self.options["attention_mask"] == "1" else ("input_ids",)

@@ -30,12 +30,12 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import NamedTuple, Sequence
+from functools import cache, lru_cache
+from typing import NamedTuple
 
 from ..errors import VlbenchError
-
 
 # ----------------------------------------------------------------------------------------------
 # deterministic per-caption randomness
@@ -61,7 +61,7 @@ class CaptionRNG:
         self._buf: list[int] = []
 
     @classmethod
-    def for_caption(cls, seed: int, name: str, caption_id: str) -> "CaptionRNG":
+    def for_caption(cls, seed: int, name: str, caption_id: str) -> CaptionRNG:
         return cls(caption_key(seed, name, caption_id))
 
     def _u64(self) -> int:
@@ -137,7 +137,7 @@ CLITICS = frozenset({"'s", "'", "’s", "’", "n't", "n’t", "'re", "’re", "
                      "'m", "’m"})
 
 
-@lru_cache(maxsize=None)
+@cache
 def is_punct_char(ch: str) -> bool:
     return unicodedata.category(ch).startswith("P")
 

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from importlib.metadata import PackageNotFoundError, version
 
-from .. import stores
+from .. import __version__, stores
+from ..lang import SPACY_MODELS
 from ..util.io import atomic_write_text, sha256_json
+from . import PerturbedSet, perturb_captions
+from .engine import instantiate
 
 
 def _tool_versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from ..lang import SPACY_MODELS
-
-    out = {}
+    out: dict[str, str | None] = {}
     for dist in ("spacy", "nltk", "nlpaug", *[m.replace("_", "-") for m in SPACY_MODELS]):
         try:
             out[dist] = version(dist)
@@ -31,12 +32,6 @@ def perturbed_captions(dataset, names: list[str], *, params: dict | None, seed: 
     changed tagger or WordNet recomputes. An unreadable file is recomputed and overwritten atomically.
     log: optional callable(str) for one-line progress notes.
     """
-    import dataclasses
-
-    from .. import __version__
-    from . import PerturbedSet, perturb_captions
-    from .engine import instantiate
-
     objs = {n: instantiate(n, (params or {}).get(n)) for n in names}
     key = sha256_json({"dataset": dataset.content_hash(), "seed": seed, "vlbench": __version__,
                        "perturbations": {n: [str(o.version), o.params] for n, o in objs.items()},

@@ -17,16 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
-from ..util.io import atomic_write_text, dumps_strict, sha256_bytes, write_json
+from .. import __version__
 from ..errors import VlbenchError
+from ..util.io import atomic_write_text, dumps_strict, sha256_bytes, sha256_json, write_json
+from . import check_language, dataset_language, perturb_captions, resolve
+from .validity import DEFAULT_SAMPLE, MODES, PRECISION, all_validity, check_mode
 
 FORMAT = "vlbench-perturbations/1"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from .validity import DEFAULT_SAMPLE, MODES, PRECISION
-
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", metavar="NAME",
                      help="built-in dataset (flickr30k, coco, flickr30k-fg, coco-fg, ...) or custom:<manifest.jsonl>")
@@ -128,7 +130,7 @@ def _report_issues(issues: list[dict], limit: int = 5) -> None:
 def _drift(on: bool, originals: list, sets: dict):
     if not on:
         return None
-    from .drift import semantic_drift
+    from .drift import semantic_drift  # lazy: vlbench --help imports this module (its parser)
 
     return semantic_drift(originals, {n: ps.texts for n, ps in sets.items()})
 
@@ -140,17 +142,16 @@ class _OneCaption:
         self.captions, self.caption_ids, self.n_captions = [text], ["text#0"], 1
 
     def content_hash(self) -> str:
-        from ..util.io import sha256_json
-
         return sha256_json({"text": self.captions[0]})
 
 
 def _one_text(args, names, params, batch_size: int, drift_on: bool, quiet: bool) -> int:
     """``--text``: perturb one caption and show (or write) the results."""
+    from .cache import perturbed_captions  # lazy: vlbench --help imports this module (its parser)
+
     text = args.text
     if not text.strip():
         print("warning: the caption is empty; every perturbation is not applicable", file=sys.stderr)
-    from .cache import perturbed_captions
 
     # remembered on disk like a dataset's perturbed captions: the same sentence again loads no tagger, WordNet
     # or encoder (the key covers text, perturbations, versions, parameters, seed and tool versions)
@@ -179,10 +180,6 @@ def _one_text(args, names, params, batch_size: int, drift_on: bool, quiet: bool)
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse impossible option values before any work (exit status 2, a message naming the option)."""
-    from pathlib import Path
-
-    from .validity import DEFAULT_SAMPLE, PRECISION, check_mode
-
     batch = getattr(args, "batch_size", 512)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise VlbenchError(f"--batch-size {batch!r} is not a positive integer",
@@ -205,7 +202,7 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from . import perturb_captions, resolve
+    from ..datasets.core import caption_problem, load_dataset  # lazy: vlbench --help imports this module (its parser)
 
     check_args(args)
     names = resolve(args.perturb)
@@ -217,10 +214,7 @@ def main(args: argparse.Namespace) -> int:
     if args.text is not None:
         return _one_text(args, names, params, batch_size, drift_on, quiet)
 
-    from ..datasets.core import caption_problem, load_dataset
-
     ds = load_dataset(args.dataset, data_dir=args.data_dir, require_images=False)
-    from . import check_language, dataset_language
 
     check_language(names, dataset_language(ds), dataset=repr(args.dataset))  # English-only perturbations
     issues = list(ds.issues)
@@ -258,7 +252,6 @@ def _validity(captions, sets, args) -> dict | None:
     mode = getattr(args, "validity", "off") or "off"
     if mode == "off":
         return None
-    from .validity import DEFAULT_SAMPLE, PRECISION, all_validity, check_mode
 
     size = int(getattr(args, "validity_sample", DEFAULT_SAMPLE))
     precision = float(getattr(args, "validity_precision", PRECISION))
@@ -267,10 +260,6 @@ def _validity(captions, sets, args) -> dict | None:
 
 
 def _write(out_dir, sets, originals, images, dataset: dict, issues, args, drift, validity=None) -> None:
-    from pathlib import Path
-
-    from .. import __version__
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     entries = {}

@@ -15,10 +15,16 @@ The threshold is chosen from data: see docs/perturbations.md ("Semantic guard").
 
 from __future__ import annotations
 
+import hashlib
+import io
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from typing import Callable, Sequence
+from pathlib import Path
 
+from .. import stores
 from ..errors import VlbenchError
+from ..util.io import atomic_write_bytes
+from .drift import INSTALL_HINT, encode, model_dir
 
 DEFAULT_THRESHOLD = 0.80
 DEFAULT_WORD_THRESHOLD = 0.60
@@ -36,15 +42,13 @@ class VectorCache:
     def __init__(self, encode_fn: Callable | None = None, disk: bool = False):
         self._encode = encode_fn
         self._vec: dict = {}
-        self._disk, self._loaded = disk, set()
-        self._root = None
+        self._disk, self._loaded = disk, set[str]()
+        self._root: Path | None = None
 
     def configure(self, cache_dir=None, disk: bool = True) -> None:
         """Keep the vectors under ``<cache_dir>/minilm-vectors/`` (None: the default cache folder), or, with
         ``disk=False`` (``--no-cache``), neither read nor write them on disk. A run calls this with its own
         ``--cache-dir``/``--no-cache``, so everything a run caches lies in one folder."""
-        from pathlib import Path
-
         self._root = Path(cache_dir).expanduser() if cache_dir else None
         self._disk = disk
 
@@ -59,14 +63,10 @@ class VectorCache:
             self._root, self._disk = before
 
     def _dir(self):
-        from .. import stores
-
         return stores.path("minilm-vectors", self._root)
 
     def result_file(self, key: str):
         """Where a result computed from this cache's vectors (a drift summary) is remembered: None without disk."""
-        from .. import stores
-
         return stores.path("validity-drift", self._root) / f"{key[:32]}.json" if self._disk else None
 
     def _load_disk(self, keys: dict) -> None:
@@ -88,12 +88,7 @@ class VectorCache:
                 self._vec[t] = disk[k]
 
     def _save_disk(self, texts, emb) -> None:
-        import hashlib
-        import io
-
         import numpy as np
-
-        from ..util.io import atomic_write_bytes
 
         keys = np.array([hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts])
         buf = io.BytesIO()
@@ -104,8 +99,6 @@ class VectorCache:
 
     def encode_fn(self):
         if self._encode is None:
-            from .drift import encode
-
             self._encode = encode
         return self._encode
 
@@ -113,8 +106,6 @@ class VectorCache:
         # sorted: the batches (and so the last bits of each vector) do not depend on the callers' order
         new = sorted({t for t in texts if t not in self._vec})
         if new and self._disk:
-            import hashlib
-
             self._load_disk({t: hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in new})
             new = [t for t in new if t not in self._vec]
         if not new:
@@ -149,8 +140,6 @@ def shared_cache() -> VectorCache:
 
 def check_available() -> None:
     """Raise VlbenchError if the guard's encoder cannot be loaded (names the fix)."""
-    from .drift import INSTALL_HINT, model_dir
-
     try:
         model_dir()
     except VlbenchError as exc:

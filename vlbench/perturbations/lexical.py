@@ -38,14 +38,43 @@ the article's case. Nothing else in the caption changes.
 
 from __future__ import annotations
 
+import re
+
 from ..errors import VlbenchError
 from .base import ADJ_TAGS, NOUN_TAGS, BasePerturbation, analyze_units, check_bool, check_choice, check_int
+from .guard import DEFAULT_THRESHOLD, DEFAULT_WORD_THRESHOLD
 from .synonym_words import (  # noqa: F401  (re-exported: compat.py, the audit and tests import them from here)
-    PLURAL_TAGS, IRREGULAR_PLURALS, VISUAL_NOUN_FILES, COLOUR_WORDS, MASS_NOUNS, PREDICATIVE_ONLY,
-    _IRREGULAR_PLURAL_FORMS, FIXED_EXPRESSIONS, _norm, _wn, _exc_plurals, _morphy_all,
-    pluralize_word, pluralize_phrase, synonym_candidates, common_candidates, _fixed_pattern, _fixed_spans,
-    _all_bases, _shares_base, _is_graded_form, _dominant_sense, in_fixed_expression, _AN_EXCEPTIONS,
-    _A_EXCEPTIONS, wants_an, match_case, caption_word_forms, word_forms, is_derivation)
+    _A_EXCEPTIONS,
+    _AN_EXCEPTIONS,
+    _IRREGULAR_PLURAL_FORMS,
+    COLOUR_WORDS,
+    FIXED_EXPRESSIONS,
+    IRREGULAR_PLURALS,
+    MASS_NOUNS,
+    PLURAL_TAGS,
+    PREDICATIVE_ONLY,
+    VISUAL_NOUN_FILES,
+    _all_bases,
+    _dominant_sense,
+    _exc_plurals,
+    _fixed_pattern,
+    _fixed_spans,
+    _is_graded_form,
+    _morphy_all,
+    _norm,
+    _shares_base,
+    _wn,
+    caption_word_forms,
+    common_candidates,
+    in_fixed_expression,
+    is_derivation,
+    match_case,
+    pluralize_phrase,
+    pluralize_word,
+    synonym_candidates,
+    wants_an,
+    word_forms,
+)
 
 
 class _Synonym(BasePerturbation):
@@ -69,12 +98,8 @@ class _Synonym(BasePerturbation):
             self.params["guard"] = "minilm" if self.params["choice"] == "common" else "off"
         check_choice(self.name, "guard", self.params["guard"], ("minilm", "off"))
         if self.params["threshold"] is None:
-            from .guard import DEFAULT_THRESHOLD
-
             self.params["threshold"] = DEFAULT_THRESHOLD if self.params["guard"] == "minilm" else None
         if self.params["word_threshold"] is None:
-            from .guard import DEFAULT_WORD_THRESHOLD
-
             self.params["word_threshold"] = DEFAULT_WORD_THRESHOLD if self.params["guard"] == "minilm" else None
         for key in ("threshold", "word_threshold"):
             t = self.params[key]
@@ -204,8 +229,6 @@ def _word_neighbours(tokens, i: int) -> list[int]:
 
 def _repeats(text: str) -> int:
     """Adjacent repeated words (case-insensitive, punctuation at word ends ignored)."""
-    import re
-
     words = [w for w in (re.sub(r"^\W+|\W+$", "", x).lower() for x in text.split()) if w]
     return sum(a == b for a, b in zip(words, words[1:]))
 

@@ -26,6 +26,10 @@ from __future__ import annotations
 import difflib
 import re
 
+from ..lang import wordnet
+from .lexical import wants_an
+from .synonym_words import is_derivation
+
 _PUNCT = re.compile(r"^[^\w]+|[^\w]+$")
 _SUFFIXES = ("s", "es", "er", "est", "ed", "ing", "r", "st", "d", "ier", "iest", "ies")
 _IRREGULAR_PLURALS = {"people", "men", "women", "children", "feet", "teeth", "mice", "geese", "oxen", "dice"}
@@ -33,8 +37,6 @@ _DEGREE_WORDS = {"more", "most", "less", "least", "better", "best", "worse", "wo
 
 
 def _wn():
-    from ..lang import wordnet
-
     return wordnet()
 
 
@@ -66,8 +68,6 @@ def adjacent_repeats(text: str) -> int:
 
 def article_errors(text: str) -> int:
     """Number of "a" before a vowel letter / "an" before a consonant letter (any spacing)."""
-    from .lexical import wants_an
-
     words = [_strip(w) for w in text.split()]
     return sum(1 for x, y in zip(words, words[1:])
                if y[:1].isalpha() and ((x.lower() == "a" and wants_an(y)) or (x.lower() == "an" and not wants_an(y))))
@@ -168,7 +168,5 @@ def introduces_present_word(original: str, old: str, new: str) -> bool:
 def is_derived(old: str, new: str) -> bool:
     """(g) The replacement is the base of a derived word or the other way round ("bluish" -> "blue",
     "sandy" -> "sand", "wood" -> "wooden"): the two differ in meaning."""
-    from .synonym_words import is_derivation
-
     o, n = old.lower(), new.lower()
     return " " not in o and " " not in n and o != n and is_derivation(o, n)

@@ -5,8 +5,10 @@ perturbation classes so each module reads in one sitting."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+import re
+from functools import cache, lru_cache
 
+from ..lang import wordnet
 
 PLURAL_TAGS = frozenset({"NNS", "NNPS"})
 
@@ -38,8 +40,9 @@ FIXED_EXPRESSIONS = (
     "traffic light", "traffic lights", "parking meter", "parking lot", "tennis racket", "tennis court",
     "baseball bat", "baseball game", "hot air balloon", "fire truck", "fire engine", "double decker",
     "ice cream", "french fries", "home plate", "big ben", "more than", "a lot", "lots of", "each other",
-    "other side", "in the middle", "middle of", "first base", "second base", "third base", "high chair", "cutting board", "stuffed animal",
-    "police officer", "hard hat", "hard hats", "school aged", "middle aged", "mega phone", "bus stop", "train station", "train tracks", "side walk", "air port", "frisbee golf",
+    "other side", "in the middle", "middle of", "first base", "second base", "third base", "high chair",
+    "cutting board", "stuffed animal", "police officer", "hard hat", "hard hats", "school aged", "middle aged",
+    "mega phone", "bus stop", "train station", "train tracks", "side walk", "air port", "frisbee golf",
 )
 
 
@@ -48,8 +51,6 @@ def _norm(s: str) -> str:
 
 
 def _wn():
-    from ..lang import wordnet
-
     skip_identity_map()
     return wordnet()
 
@@ -80,7 +81,7 @@ def skip_identity_map() -> None:
     WordNetCorpusReader.map_wn = map_wn
 
 
-@lru_cache(maxsize=None)
+@cache
 def _exc_plurals() -> dict[str, frozenset]:
     """singular -> plurals listed in WordNet's noun exception file (noun.exc)."""
     rev: dict[str, set] = {}
@@ -214,8 +215,6 @@ def common_candidates(word: str, wn_pos: str, plural: bool) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def _fixed_pattern():
-    import re
-
     alts = sorted((r"\s+".join(re.escape(p) for p in e.split(" ")) for e in FIXED_EXPRESSIONS), key=len, reverse=True)
     return re.compile(r"(?<![a-z])(?:" + "|".join(alts) + r")(?![a-z])")
 
@@ -223,7 +222,8 @@ def _fixed_pattern():
 @lru_cache(maxsize=4096)
 def _fixed_spans(text: str) -> tuple[tuple[int, int], ...]:
     """Spans of fixed expressions in ``text`` (overlapping matches included: one search per start)."""
-    pat, low, out = _fixed_pattern(), text.lower(), []
+    pat, low = _fixed_pattern(), text.lower()
+    out: list[tuple[int, int]] = []
     pos = 0
     while True:
         m = pat.search(low, pos)
@@ -314,8 +314,6 @@ def is_derivation(word: str, cand: str) -> bool:
 def caption_word_forms(text: str) -> frozenset:
     """Every word of ``text`` (lower case, alphabetic runs) with its WordNet base forms as a noun, verb and
     adjective: "shops and stores" -> {shops, shop, and, stores, store}. A synonym must not be one of them."""
-    import re
-
     out: set = set()
     for w in re.findall(r"[^\W\d_]+", text.lower()):
         out.add(w)

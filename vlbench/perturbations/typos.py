@@ -32,8 +32,8 @@ def _qwerty_neighbours() -> dict[str, tuple[str, ...]]:
     pos = {ch: (r, c) for r, row in enumerate(QWERTY_ROWS) for c, ch in enumerate(row)}
     out = {}
     for ch, (r, c) in pos.items():
-        out[ch] = tuple(sorted(o for o, (r2, c2) in pos.items()
-                               if o != ch and ((r2 == r and abs(c2 - c) == 1) or (abs(r2 - r) == 1 and abs(c2 - c) <= 1))))
+        out[ch] = tuple(sorted(o for o, (r2, c2) in pos.items() if o != ch and (
+            (r2 == r and abs(c2 - c) == 1) or (abs(r2 - r) == 1 and abs(c2 - c) <= 1))))
     return out
 
 

@@ -29,10 +29,15 @@ with the synonym guard), so strings the guard already encoded are not encoded ag
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import OptionError, VlbenchError
 from ..runfolder import VALIDITY_AUDIT
+from ..util.io import atomic_write_text, dumps_strict
 
 MODES = ("sample", "full", "off")
 DEFAULT_SAMPLE = 2000  # at most this many applied captions per perturbation ...
@@ -80,7 +85,7 @@ def drift_stats(originals, perturbed, cache=None, *, population: int | None = No
     every pair is used. Returns the summary plus ``n`` (pairs used) and ``mean_ci95`` (the interval's half
     width; 0 when the pairs are the whole population). Remembered on disk per pair list, rule and encoder, so a
     warm run reads one small file instead of the vectors."""
-    from .guard import ENCODER_NAME, shared_cache
+    from .guard import ENCODER_NAME, shared_cache  # lazy: the parser of `vlbench perturb` reads this module
 
     cache = shared_cache() if cache is None else cache
     population = len(originals) if population is None else population
@@ -90,8 +95,6 @@ def drift_stats(originals, perturbed, cache=None, *, population: int | None = No
     path = cache.result_file(key)
     if path is not None and path.is_file():
         try:
-            import json
-
             stats = json.loads(path.read_text())
             if isinstance(stats, dict) and "n" in stats:  # a file of another shape is computed again
                 return stats
@@ -100,8 +103,6 @@ def drift_stats(originals, perturbed, cache=None, *, population: int | None = No
     stats = _drift_summary(list(originals), list(perturbed), cache, population, precision)
     if path is not None:
         try:
-            from ..util.io import atomic_write_text, dumps_strict
-
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, dumps_strict(stats))
         except OSError:  # a read-only cache only costs time later
@@ -111,8 +112,6 @@ def drift_stats(originals, perturbed, cache=None, *, population: int | None = No
 
 def _half_width(d, population: int) -> float:
     """95 % half width of the mean of ``d``, a simple random sample without replacement of ``population``."""
-    import math
-
     n = len(d)
     if n >= population:
         return 0.0
@@ -137,7 +136,7 @@ def sequential_prefix(drifts_of, total: int, population: int, precision: float |
     while True:
         d = drifts_of(n)
         half = _half_width(d, population)
-        if n >= total or half <= precision:
+        if n >= total or (precision is not None and half <= precision):
             return n, d, half
         n = min(n + STEP, total)
 
@@ -163,12 +162,12 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
     keys of the perturbed captions): the evaluated model's input after truncation (None: effective_rate None).
     ``precision``: the sample grows until the mean drift's 95 % half width is at most this (0: always
     ``sample_size`` captions, or all applied ones if fewer)."""
-    from .guard import ENCODER_NAME, check_available
+    from .guard import ENCODER_NAME, check_available  # lazy: the parser of `vlbench perturb` reads this module
 
     n = len(originals)
     applied = [i for i, a in enumerate(ps.applicable) if a]
-    out = {"applicable_rate": len(applied) / n if n else 0.0, "effective_rate": None, "drift": None,
-           "drift_mode": mode, "drift_n": 0, "encoder": None}
+    out: dict[str, Any] = {"applicable_rate": len(applied) / n if n else 0.0, "effective_rate": None,
+                           "drift": None, "drift_mode": mode, "drift_n": 0, "encoder": None}
     if input_keys is not None and n:
         ko, kp = input_keys
         out["effective_rate"] = sum(a != b for a, b in zip(ko, kp)) / n
@@ -193,7 +192,7 @@ def validity(originals: Sequence[str], ps, *, input_keys=None, mode: str = "samp
 
 def all_validity(originals, sets: dict, **kw) -> dict:
     """name -> validity for every PerturbedSet; the drift of all perturbations in one encoding pass."""
-    from .guard import shared_cache
+    from .guard import shared_cache  # lazy: the parser of `vlbench perturb` reads this module
 
     cache = kw.pop("cache", None)
     cache = shared_cache() if cache is None else cache
@@ -237,22 +236,18 @@ def run_validity(originals: Sequence[str], perturbed: dict, keys: tuple, *, mode
     as the encode step keyed them (token ids after the model's truncation and after --truncate-chars), so
     ``effective_rate`` counts what the evaluated model really saw change.
     """
-    import sys
-
     clean_keys, cond_keys = keys
     out = {}
     for name, ps in perturbed.items():
         out[name] = validity(originals, ps, input_keys=(clean_keys, cond_keys[name]), mode=mode,
                              sample_size=sample_size, precision=precision)
         log(f"validity {name}: {short(out[name])}")
-    for e in sorted({v.get("encoder_error") for v in out.values()} - {None}):
+    for e in sorted({e for v in out.values() if (e := v.get("encoder_error")) is not None}):
         print(f"warning: {e}", file=sys.stderr, flush=True)  # the run goes on, but the reader must know
     return out
 
 
 def write_audit(out_dir, originals: Sequence[str], perturbed: dict) -> None:
     """The run folder's audit file: fixed-seed (original, perturbed) pairs per perturbation, to judge by eye."""
-    from ..util.io import atomic_write_text, dumps_strict
-
     rows = audit_rows(list(originals), perturbed)
     atomic_write_text(out_dir / AUDIT_FILE, "".join(dumps_strict(r) + "\n" for r in rows))

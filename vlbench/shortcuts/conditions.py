@@ -8,7 +8,9 @@ mismatched and image-only probes, so it is rendered and encoded once for all thr
 
 from __future__ import annotations
 
+from ..conditions import RunCondition as Variant
 from ..errors import VlbenchError
+from ..util.paths import offline
 from . import N_DIGITS, PROBES, apply_plan_to_captions, load_digit_bank, parse_probe, probe_plan, render
 
 PREFIX = "shortcut:"
@@ -45,10 +47,7 @@ def parse_probes(spec: str) -> list[str]:
 
 
 def shortcut_variants(spec: str, ds, *, seed: int, digits: str = "auto", cache_dir=None) -> list:
-    from ..conditions import RunCondition as Variant
-
     probes = parse_probes(spec)
-    from ..util.paths import offline
 
     bank = load_digit_bank(digits, cache_dir=cache_dir, download=not offline())
     out = []
@@ -63,7 +62,7 @@ def shortcut_variants(spec: str, ds, *, seed: int, digits: str = "auto", cache_d
                 "captions": "numbers appended" if on_captions else "clean"}
         out.append(Variant(PREFIX + p, meta,
                            image=ShortcutTransform(plan.image_numbers, bank, seed) if on_images else None,
-                           texts=apply_plan_to_captions(list(ds.captions), plan) if on_captions else None,
+                           texts=tuple(apply_plan_to_captions(list(ds.captions), plan)) if on_captions else None,
                            kind="shortcut"))
     return out
 

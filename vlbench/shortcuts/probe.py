@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
 from ..errors import VlbenchError
+from ..metrics.compute import EmbeddingSource, evaluate
 from . import DigitBank, ProbePlan, apply_plan_to_captions, probe_plan, render
 
 
@@ -39,8 +40,6 @@ def run_probe(adapter, images: Sequence, captions: Sequence[str], caption_to_ima
     ``image_ids`` seed the digit exemplars (default: the image index). Similarity: the dot product of the
     adapter's embeddings (L2-normalised here, i.e. cosine).
     """
-    from ..metrics.compute import EmbeddingSource, evaluate
-
     n = len(images)
     ids = [str(i) for i in range(n)] if image_ids is None else [str(x) for x in image_ids]
     if len(ids) != n:
