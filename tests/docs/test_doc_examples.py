@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, excerpt_rows, write_images
+from support.data import ROOT, excerpt_rows, write_images
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NEEDS_CAPTIONS = {"granularity.md"}

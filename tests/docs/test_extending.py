@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from support.data import ROOT
 
 EXAMPLES = ROOT / "docs" / "examples"
 NAMES = ("model_plugin", "dataset_plugin", "perturbation_plugin", "metric_plugin")

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import excerpt_rows, write_images
+from support.data import excerpt_rows, write_images
 from vlbench.encoding.encode import check_image_header, file_key, load_image, max_aspect
 from vlbench.errors import DataError, VlbenchError
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from support.data import ROOT
 from vlbench import stores
 
 

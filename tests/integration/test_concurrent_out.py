@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, write_images
+from support.data import ROOT, write_images
 
 
 def _setup(tmp_path, plugin_env):

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import excerpt_rows, write_images
+from support.data import excerpt_rows, write_images
 
 
 def _dataset(folder, rows):

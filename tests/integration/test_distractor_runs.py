@@ -10,7 +10,7 @@ import pytest
 import vlbench
 from vlbench import cli
 from vlbench.errors import DataError, OptionError
-from conftest import read_counts, write_images
+from support.data import read_counts, write_images
 
 
 def _run(manifest, out, **kw):

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support.browser import BROWSER, NEEDS_BROWSER
+
 from vlbench.cli import main
 
 COLOURS = [("red", (220, 30, 30)), ("green", (30, 200, 40)), ("blue", (30, 40, 220)), ("yellow", (230, 220, 30)),
@@ -58,7 +60,7 @@ def colour_run(tmp_path_factory):
     from vlbench import registry
 
     if "colour-vec" not in registry.models:
-        registry.models.register("colour-vec", "colour_model:load_vec", source="plugin:test")
+        registry.models.register("colour-vec", "support.colour_model:load_vec", source="plugin:test")
     root = tmp_path_factory.mktemp("explain")
     rng = np.random.default_rng(0)
     (root / "data" / "images").mkdir(parents=True)
@@ -267,14 +269,11 @@ def test_deterministic_under_the_seed(colour_run, explained, tmp_path):
     assert len(chosen) > 1
 
 
+@NEEDS_BROWSER
 def test_screenshot_in_headless_chromium(explained, tmp_path):
-    import shutil
     import subprocess
 
-    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),
-                   None)
-    if browser is None:
-        pytest.skip("no headless browser found (install Debian's 'chromium' package)")
+    browser = BROWSER
     shot = tmp_path / "explain.png"
     cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
            "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1100,1600",

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import read_counts
+from support.data import read_counts
 from vlbench.cli import main
 from vlbench.imageperturb import NAMES
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 from PIL import Image
 
-from conftest import ROOT, excerpt_rows, write_images
+from support.data import ROOT, excerpt_rows, write_images
 from vlbench.encoding.encode import load_image
 from vlbench.errors import DataError
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SHARED_CAPTIONS, excerpt_rows, write_images
+from support.data import ROOT, SHARED_CAPTIONS, excerpt_rows, write_images
 
 MODELS = ["counting:dim=16", "counting:dim=24"]
 PERTURB = "distraction-true,shuffle-all-words"

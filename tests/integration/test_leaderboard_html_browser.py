@@ -17,23 +17,11 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import excerpt_rows, write_images
+from support.browser import BROWSER, NEEDS_BROWSER
+from support.data import excerpt_rows, write_images
 
 
-def _browser() -> str | None:
-    env = os.environ.get("VLBENCH_CHROMIUM")
-    if env:
-        return env if Path(env).is_file() else None
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
-BROWSER = _browser()
-pytestmark = pytest.mark.skipif(BROWSER is None, reason="no headless browser found (install Debian's 'chromium' "
-                                                        "package or set VLBENCH_CHROMIUM)")
+pytestmark = NEEDS_BROWSER
 
 
 class _Tables(HTMLParser):

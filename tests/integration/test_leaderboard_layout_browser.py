@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import excerpt_rows, write_images
-from test_leaderboard_html import BROWSER
+from support.data import excerpt_rows, write_images
+from support.browser import BROWSER, NEEDS_BROWSER
 
 PERTURBATIONS = ["char-swap", "missing-char", "extra-char", "nearby-char", "synonym-noun", "synonym-adjective",
                  "distraction-true", "distraction-false", "shuffle-nouns-adjectives", "shuffle-all-words",
@@ -27,8 +27,6 @@ FAMILY = {p: ("typos" if i < 4 else "lexical" if i < 6 else "distraction" if i <
           for i, p in enumerate(PERTURBATIONS)}
 DATASETS = {"custom:flickr30k-test-excerpt.jsonl": "a" * 64, "custom:mscoco-5k-test-excerpt.jsonl": "b" * 64}
 MODELS = [f"hf:example-org/clip-vit-large-patch14-variant-{i}" for i in range(4)]
-NEEDS_BROWSER = pytest.mark.skipif(BROWSER is None, reason="no headless browser found (install Debian's "
-                                                           "'chromium' package or set VLBENCH_CHROMIUM)")
 
 
 def _synth(doc: dict, model_i: int, dataset: str) -> dict:

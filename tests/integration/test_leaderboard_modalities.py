@@ -15,7 +15,7 @@ from vlbench.cli import main
 def runs(tiny_models, tmp_path_factory):
     import shutil
 
-    from conftest import excerpt_rows, write_images
+    from support.data import excerpt_rows, write_images
 
     root = tmp_path_factory.mktemp("lbmod")
     rows = excerpt_rows(10)

@@ -18,11 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from test_leaderboard_html import BROWSER
-from test_leaderboard_round3_integrity import CORRUPTIONS, PERTURBATIONS, synth_run
+from support.browser import BROWSER, NEEDS_BROWSER
+from support.synthetic_runs import CORRUPTIONS, PERTURBATIONS, synth_run
 
-NEEDS_BROWSER = pytest.mark.skipif(BROWSER is None, reason="no headless browser found (install Debian's "
-                                                           "'chromium' package or set VLBENCH_CHROMIUM)")
 DATASETS = {"custom:flickr30k-test.jsonl": "a" * 64, "custom:mscoco-5k-test.jsonl": "b" * 64}
 
 

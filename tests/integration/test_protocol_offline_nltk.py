@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from test_protocol_run import folder_manifest  # noqa: F401  (fixture)
 from vlbench import langdata, langsetup
 from vlbench.cli import main
 from vlbench.errors import DataError
 
-SHARED_NLTK = Path(__file__).resolve().parents[2] / "shared" / "data" / "nltk"
+from support.data import SHARED_NLTK
+
 TAGGER_DIR = "taggers/averaged_perceptron_tagger_eng"
 PUNKT_DIR = "tokenizers/punkt_tab/english"
 

@@ -45,7 +45,7 @@ def test_every_metric_in_every_results_json_of_the_suite_is_listed(tmp_path_fact
     root = tmp_path_factory.getbasetemp()
     found = _run_results(root)
     if len(found) < 5:  # run alone: make the kinds of runs the suite makes
-        from conftest import excerpt_rows, write_images
+        from support.data import excerpt_rows, write_images
 
         from vlbench import run
 

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from test_protocol_run import colour_models, folder_manifest  # noqa: F401  (fixtures)
 from vlbench.cli import main
 from vlbench.reproduce import hendriksen2024 as H
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, read_counts, write_images
+from support.data import ROOT, read_counts, write_images
 from vlbench.encoding.encode import load_image
 from vlbench.errors import DataError, ModelError, VlbenchError
 

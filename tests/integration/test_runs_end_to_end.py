@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, read_counts
+from support.data import ROOT, read_counts
 
 FAMILIES = ["clip", "align", "altclip", "groupvit", "openclip"]
 METRICS = {("recall", 1), ("recall", 5), ("recall", 10), ("rsum", None), ("medr", None), ("meanr", None),
@@ -138,7 +138,7 @@ def test_images_and_texts_encoded_once_and_cached(counting_plugin, manifest, tmp
 
 
 def test_duplicate_captions_encoded_once(counting_plugin, tmp_path, monkeypatch):
-    from conftest import write_images
+    from support.data import write_images
     from vlbench.pipeline.runner import run
 
     names = write_images(tmp_path / "d", 3)

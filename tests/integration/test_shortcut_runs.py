@@ -15,7 +15,7 @@ def digit_reader():
     from vlbench import registry
 
     if "digit-reader" not in registry.models:
-        registry.models.register("digit-reader", "shortcut_reader:load", source="plugin:test")
+        registry.models.register("digit-reader", "support.shortcut_reader:load", source="plugin:test")
     return "digit-reader"
 
 
@@ -25,7 +25,7 @@ def colour_manifest(tmp_path):
     content alone cannot tell image i from image i + 5 (clean R@1 about 50%)."""
     from PIL import Image
 
-    from shortcut_reader import COLOURS
+    from support.shortcut_reader import COLOURS
 
     names = list(COLOURS)
     rng = np.random.default_rng(0)

@@ -126,7 +126,7 @@ def test_sugarcrepe_missing_images_error_names_the_folder(tmp_path, capsys):
 
 
 def test_warm_task_run_encodes_nothing(counting_plugin, manifest, tmp_path, monkeypatch):
-    from conftest import read_counts
+    from support.data import read_counts
 
     counts = tmp_path / "counts.jsonl"
     monkeypatch.setenv("VLBENCH_COUNT_FILE", str(counts))

@@ -20,7 +20,9 @@ from vlbench.metrics import graded as G
 from vlbench.metrics.compute import ArraySource, build_positives, _direction
 from vlbench.errors import UnknownNameError, VlbenchError
 
-EXCERPT = Path(__file__).parent / "fixtures" / "flickr30k_excerpt.jsonl"
+from support.data import FIXTURES
+
+EXCERPT = FIXTURES / "flickr30k_excerpt.jsonl"
 
 
 # --------------------------------------------------------------------------------------------

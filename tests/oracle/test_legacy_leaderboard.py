@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from conftest import TESTS
+from support.data import TESTS
 
 LEGACY = TESTS / "fixtures" / "legacy_v1"
 

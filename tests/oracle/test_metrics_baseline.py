@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-FIX = Path(__file__).parent / "fixtures"
+from support.data import FIXTURES as FIX
+
 sys.path.insert(0, str(FIX))
 
 from make_metrics_baseline import case_result  # noqa: E402
 
-from vlbench.benchmark import metrics as M  # noqa: E402
+from vlbench.metrics import compute as M  # noqa: E402
 
 BASE = json.loads((FIX / "metrics_baseline.json").read_text())
 

@@ -80,7 +80,7 @@ def test_all_equal_ties_index_tiebreak():
 # --------------------------------------------------------------------------------------------
 
 def test_all_equal_reversed_mapping_per_query():
-    from vlbench.benchmark.metrics import ArraySource, evaluate
+    from vlbench.metrics.compute import ArraySource, evaluate
 
     S = np.zeros((3, 3), dtype=np.float32)
     res = vlbench.score(S, [2, 1, 0], k=(1, 2, 3))
@@ -186,7 +186,7 @@ def test_ragged_with_distractor():
         "rsum": 460.0,
     }, tol=1e-9)
     # the distractor is not an i2t query
-    from vlbench.benchmark.metrics import ArraySource, evaluate
+    from vlbench.metrics.compute import ArraySource, evaluate
     ev = evaluate(ArraySource(S), B_C2I, k=(1, 2, 3), p=3)
     assert list(ev.per_query("i2t")["query"]) == [0, 1]
     assert list(ev.per_query("i2t")["best_rank"]) == [1, 2]
@@ -538,7 +538,7 @@ def test_positives_from_lists_equal_a_per_row_build():
 
     import numpy as np
 
-    from vlbench.benchmark.ranking import Positives
+    from vlbench.metrics.ranking import Positives
 
     rng = random.Random(0)
     for _ in range(200):

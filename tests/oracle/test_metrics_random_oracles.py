@@ -23,9 +23,9 @@ from torchmetrics.functional.retrieval import (
 )
 
 import vlbench
-from vlbench.benchmark.metrics import ArraySource, EmbeddingSource, evaluate
+from vlbench.metrics.compute import ArraySource, EmbeddingSource, evaluate
 
-from oracles import eccv_scores, oracle_score, per_query, positives
+from support.oracles import eccv_scores, oracle_score, per_query, positives
 
 TOL = 1e-9
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-import protocol_reference as P
+from support import protocol_reference as P
 from vlbench.metrics.protocols import folder_gallery
 from vlbench.errors import DataError, VlbenchError
 

@@ -1,4 +1,5 @@
-"""Two deterministic test model plug-ins for the protocol tests (tests/test_protocol_run.py).
+"""Two deterministic test model plug-ins for the protocol tests (tests/unit/pipeline/test_protocol.py), and the
+colour dataset they are worked by hand on (the ``folder_manifest`` fixture).
 
 ``colour-vec``: an image is its mean RGB colour; a caption is the vector of its first colour word
 (red, green, blue, yellow), except that a caption containing "true" reads as blue (so the distraction
@@ -12,6 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from vlbench.models.adapter import ModelAdapter
+
+#: the ``folder_manifest`` dataset: 5 solid-colour images in the folder, 3 of them listed in the manifest
+FOLDER_IMAGES = {"a.png": (255, 50, 0), "b.png": (0, 255, 0), "c.png": (0, 0, 255), "d.png": (255, 0, 0),
+                 "e.png": (255, 255, 0)}
+FOLDER_CAPTIONS = {"a.png": ["a red car", "a green car"], "b.png": ["a green tree", "a blue door"],
+                   "c.png": ["a blue sky", "the blue sea"]}
 
 WORDS = {"red": (1.0, 0.0, 0.0), "green": (0.0, 1.0, 0.0), "blue": (0.0, 0.0, 1.0), "yellow": (1.0, 1.0, 0.0)}
 

@@ -75,7 +75,7 @@ def test_quiet_run_prints_nothing_not_even_weight_loading_bars(tiny_models, mani
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from support.data import ROOT
 
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_DISABLE_PROGRESS_BARS",
                                                             "TRANSFORMERS_NO_ADVISORY_WARNINGS")}

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from conftest import excerpt_rows, write_images
+from support.data import excerpt_rows, write_images
 
 N = 400  # resamples: small keeps the test fast; the computation is the same for 10000
 

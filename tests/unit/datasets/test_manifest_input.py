@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import write_images
+from support.data import write_images
 from vlbench.datasets.core import load_custom
 from vlbench.errors import DataError
 
@@ -79,7 +79,7 @@ def test_download_of_an_unknown_name_is_a_clear_error():
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from support.data import ROOT
 
     proc = subprocess.run([sys.executable, "-m", "vlbench", "download", "flickr30"], capture_output=True,
                           text=True, cwd=ROOT, timeout=60)

@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from support.data import ROOT
 from vlbench.encoding.cache import EmbeddingCache, clear_cache, list_cache
 
 

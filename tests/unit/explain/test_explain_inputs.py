@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import excerpt_rows, write_images
+from support.data import excerpt_rows, write_images
 from vlbench.cli import main
 
 

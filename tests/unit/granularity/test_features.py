@@ -20,43 +20,11 @@ spacy = pytest.importorskip("spacy")
 from vlbench.granularity.features import (FEATURES, FeatureOptions, analyse_doc, caption_features,  # noqa: E402
                                           features_from_counts, normalize_text, text_problem)
 
-
-@pytest.fixture(scope="module")
-def vocab():
-    return spacy.blank("en").vocab
-
-
-def gold(vocab, spec: str):
-    """Doc from 'word/POS/TAG/dep/head' items (head = absolute index; ROOT points at itself)."""
-    from spacy.tokens import Doc
-
-    items = [x.split("/") for x in spec.split()]
-    return Doc(vocab, words=[i[0] for i in items], pos=[i[1] for i in items], tags=[i[2] for i in items],
-               deps=[i[3] for i in items], heads=[int(i[4]) for i in items])
+from support.gold_parse import gold  # noqa: E402
 
 
 def counts(doc, **opts):
     return analyse_doc(doc, FeatureOptions(**opts))
-
-
-@pytest.fixture(scope="module")
-def wordnet_ready():
-    from vlbench import lang
-
-    try:
-        return lang.wordnet()
-    except Exception as exc:  # pragma: no cover - depends on the machine
-        pytest.skip(f"WordNet is not available: {exc}")
-
-
-@pytest.fixture(scope="module")
-def parser_ready():
-    from vlbench import lang
-
-    try:
-        return lang.nlp()
-    except Exception as exc:  # pragma: no cover
-        pytest.skip(f"no spaCy English model: {exc}")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from vlbench.errors import VlbenchError  # noqa: E402
 from vlbench.granularity import table as gtable  # noqa: E402
 from vlbench.granularity.pairing import resolve_pairs  # noqa: E402
 
-FIX = Path(__file__).parent / "fixtures"
+from support.data import FIXTURES as FIX
+
 COCO_X = FIX / "granularity_coco_excerpt.jsonl"
 COCO_FG_X = FIX / "granularity_coco_fg_excerpt.jsonl"
 

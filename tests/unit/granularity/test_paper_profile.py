@@ -22,7 +22,8 @@ from vlbench.granularity import caption_features, granularity_report, granularit
 from vlbench.granularity import cli as gcli  # noqa: E402
 from vlbench.granularity.features import PROFILES, FeatureOptions, profile_options  # noqa: E402
 
-FIX = Path(__file__).parent / "fixtures"
+from support.data import FIXTURES as FIX
+
 COCO_X = FIX / "granularity_coco_excerpt.jsonl"
 COCO_FG_X = FIX / "granularity_coco_fg_excerpt.jsonl"
 

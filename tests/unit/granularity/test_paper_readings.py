@@ -14,8 +14,7 @@ spacy = pytest.importorskip("spacy")
 from vlbench.errors import VlbenchError  # noqa: E402
 from vlbench.granularity.features import (PROFILES, FeatureOptions, analyse_doc,  # noqa: E402
                                           features_from_counts, profile_options)
-# the gold-parse builder and the fixtures of the feature tests (one copy of each)
-from test_granularity_features import gold, vocab, wordnet_ready  # noqa: E402,F401
+from support.gold_parse import gold  # noqa: E402
 
 PAPER = FeatureOptions.from_kwargs(**profile_options("paper"))
 PER_NOUN = FeatureOptions.from_kwargs(**profile_options("per-noun"))

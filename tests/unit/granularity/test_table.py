@@ -21,7 +21,8 @@ from vlbench.granularity import FEATURES, caption_features, granularity_report, 
 from vlbench.granularity import cli as gcli  # noqa: E402
 from vlbench.errors import VlbenchError  # noqa: E402
 
-FIX = Path(__file__).parent / "fixtures"
+from support.data import FIXTURES as FIX
+
 COCO_X = FIX / "granularity_coco_excerpt.jsonl"
 COCO_FG_X = FIX / "granularity_coco_fg_excerpt.jsonl"
 BAD = FIX / "granularity_bad_captions.jsonl"

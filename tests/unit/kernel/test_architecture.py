@@ -9,7 +9,7 @@ import ast
 import re
 from pathlib import Path
 
-from conftest import ROOT
+from support.data import ROOT
 
 PKG = ROOT / "vlbench"
 MAX_MODULE_LINES = 400

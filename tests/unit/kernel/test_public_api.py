@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from conftest import ROOT
+from support.data import ROOT
 
 
 def test_every_public_name_resolves():

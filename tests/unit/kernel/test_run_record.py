@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import TESTS
+from support.data import TESTS
 
 from vlbench.results import (SCHEMA_VERSION, UPGRADES, MetricKey, RunRecord, SchemaTooNew, UnreadableResults,
                              records_hash)

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import TESTS
+from support.data import TESTS
 
 from vlbench.results import MetricKey, RunRecord, UnreadableResults
 

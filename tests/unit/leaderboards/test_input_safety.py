@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from conftest import excerpt_rows, write_images
+from support.data import excerpt_rows, write_images
 
 
 @pytest.fixture(scope="module")

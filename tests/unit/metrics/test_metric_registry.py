@@ -14,6 +14,8 @@ from vlbench import registry
 from vlbench.metrics import compute as M
 from vlbench.metrics.specs import Metric, describe, register_builtins
 
+from support.data import ROOT
+
 # 2 images x 4 captions; caption j belongs to image c2i[j]. Worked by hand:
 # t2i best ranks: caption0 col [.9,.3] -> image0 rank 1; caption1 [.2,.7] -> image0 rank 2;
 # caption2 [.8,.6] -> image1 rank 2; caption3 [.1,.5] -> image1 rank 1.  MRR t2i = (1+.5+.5+1)/4 = .75
@@ -88,7 +90,7 @@ def test_extending_doc_metric_example_is_the_tested_plugin():
     """docs/extending.md's metric example is the file the plug-in package ships (and the tests run)."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     example = (root / "docs/examples/metric_plugin.py").read_text()
     assert example == (root / "tests/plugin_pkg/vlbench_counting_plugin/metrics.py").read_text()
     doc = (root / "docs/extending.md").read_text()

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, read_counts
+from support.data import ROOT, read_counts
 from vlbench.errors import ModelError
 
 

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from support.data import ROOT
 from vlbench.models.adapter import load_model
 from vlbench.errors import ModelError, UnknownNameError, VlbenchError
 

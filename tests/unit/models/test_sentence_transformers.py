@@ -13,13 +13,13 @@ import pytest
 
 CAPTIONS = ["a man riding a horse on a beach", "two dogs play in the snow", "a red car parked near a building"]
 # the chapter-protocol run's data (5 colour images, 3 of them listed with captions; d, e: the folder gallery)
-from test_protocol_run import CAPTIONS as LISTED, IMAGES, folder_manifest  # noqa: E402,F401
+from support.colour_model import FOLDER_CAPTIONS as LISTED, FOLDER_IMAGES as IMAGES  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def st_folder(tmp_path_factory):
     st = pytest.importorskip("sentence_transformers", reason="the st family needs sentence-transformers")
-    import tiny_models as T
+    from support import tiny_models as T
 
     root = tmp_path_factory.mktemp("tiny-st")
     clip = T.save_clip(root / "clip", seed=3)

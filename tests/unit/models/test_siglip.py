@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiny_models import CORPUS, IMAGE_SIZE
+from support.tiny_models import CORPUS, IMAGE_SIZE
 
 CAPTIONS = ["A Man riding a HORSE on a beach.", "two dogs play in the snow", "A red CAR parked near a building"]
 

@@ -11,7 +11,9 @@ import pytest
 from vlbench.perturbations.compat import CompatPerturbation, nltk_tokens, synonym_compat
 from vlbench.perturbations.support.tokenizer381 import tokenize_sentence
 
-NLTK_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nltk"
+from support.data import SHARED_NLTK
+
+NLTK_DATA = SHARED_NLTK
 
 # the three COCO test captions, their NLTK 3.8.1 tokens, and the authors' synonym outputs with NLTK 3.8.1
 # (worked out with NLTK 3.8.1's own NLTKWordTokenizer, pos_tag and WordNet's first differing lemma)

@@ -13,9 +13,10 @@ import vlbench.perturbations as P
 from vlbench.errors import UnknownNameError, VlbenchError
 from vlbench.perturbations import cli
 
-TESTS = Path(__file__).parent
+from support.data import SHARED_DATA, TESTS
+
 EXCERPT = TESTS / "fixtures" / "captions_excerpt.jsonl"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "captions"
+SHARED = SHARED_DATA / "captions"
 CHAPTER = "An amphibious plane is floating in front of the London Bridge."
 ROW_KEYS = ["caption_id", "image", "original", "perturbed", "applicable"]
 

@@ -13,9 +13,10 @@ import vlbench.perturbations as P
 from vlbench.cli import main as vlbench_main
 from vlbench.errors import VlbenchError
 
-TESTS = Path(__file__).parent
+from support.data import SHARED_DATA, TESTS
+
 EXCERPT = TESTS / "fixtures" / "captions_excerpt.jsonl"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "captions"
+SHARED = SHARED_DATA / "captions"
 
 
 def cli(argv, capsys):

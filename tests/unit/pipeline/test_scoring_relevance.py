@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.test_protocol_run import _values, colour_models, folder_manifest  # noqa: F401 (fixtures)
+from support.runs import values_by_k as _values
 from vlbench.pipeline.runner import RunConfig, run
 
 H = 1 / math.sqrt(2)  # cos(yellow, red) = cos(yellow, green) under colour-rel
@@ -44,7 +44,7 @@ def recolour():
 @pytest.fixture
 def rel_texts(monkeypatch):
     """Every text the relevance model encodes, in call order."""
-    import colour_model  # as the model registry imports it (tests/ is on sys.path)
+    from support import colour_model  # as the model registry imports it (tests/ is on sys.path)
 
     seen = []
     orig = colour_model.ColourModel.encode_texts

@@ -11,7 +11,7 @@ import pytest
 
 from vlbench.metrics import compute as M
 from vlbench.metrics.ranking import EmbeddingSource, duplicate_rows
-from tests.oracles import oracle_score
+from support.oracles import oracle_score
 
 N = 60  # images; caption i belongs to image i
 L = N - 1  # the second copy of caption 0 and of image 0

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import excerpt_rows, write_images
+from support.data import excerpt_rows, write_images
 from vlbench.pipeline import timing as T
 from vlbench.results import RunRecord
 

@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from conftest import write_images
-from test_protocol_run import colour_models, folder_manifest  # noqa: F401  (fixtures)
+from support.data import write_images
 from vlbench.cli import main
 from vlbench.errors import VlbenchError
 from vlbench.pipeline import protocol_settings as PS

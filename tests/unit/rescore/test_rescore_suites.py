@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, excerpt_rows, write_images
+from support.data import ROOT, excerpt_rows, write_images
 from vlbench.errors import VlbenchError
 from vlbench.rescore import load_embeddings, rescore, score_suite
 from vlbench.rescore.suites import mmeb_candidates

@@ -88,7 +88,7 @@ def test_evaluating_the_training_text_itself_is_refused(coco_rows):
 
 def test_order_run_on_custom_named_coco_manifest(counting_plugin, coco_rows, tmp_path, capsys):
     """The issue's case end to end: COCO test captions in a custom manifest named 'my-set'."""
-    from conftest import write_images
+    from support.data import write_images
     from vlbench.cli import main
 
     rows = coco_rows[200:206]

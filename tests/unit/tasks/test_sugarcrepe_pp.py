@@ -17,8 +17,9 @@ from vlbench.cli import main
 from vlbench.errors import DataError, VlbenchError
 from vlbench.tasks.run import run_task
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sugarcrepe_pp"
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from support.data import FIXTURES, SHARED_DATA
+
+FIXTURE = FIXTURES / "sugarcrepe_pp"
 SUBSETS = ("swap_obj", "replace_att")
 
 

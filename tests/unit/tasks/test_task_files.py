@@ -90,7 +90,7 @@ def test_swap_obj_runs_with_only_its_own_file(counting_plugin, tmp_path):
 
 
 def test_order_task_on_captions_no_shuffle_changes(counting_plugin, tmp_path, capsys):
-    from conftest import write_images
+    from support.data import write_images
 
     names = write_images(tmp_path / "d" / "images", 3)
     manifest = tmp_path / "d" / "m.jsonl"
