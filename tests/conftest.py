@@ -205,3 +205,29 @@ def vocab():
     """A blank English vocab for gold parses (support/gold_parse.py)."""
     spacy = pytest.importorskip("spacy")
     return spacy.blank("en").vocab
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the fast lane
+
+
+def pytest_collection_modifyitems(config, items):
+    """``pytest tests/unit`` (every argument a folder in tests/unit, no -m) is the fast lane: it leaves out the unit
+    tests marked ``slow`` (real caption sets, bigger models). The whole suite, ``-m slow``, a test file or test id,
+    or any path outside tests/unit runs them."""
+    unit = TESTS / "unit"
+    paths = [Path(str(a)).resolve() for a in config.args]
+    if config.option.markexpr or not paths or not all(p.is_dir() and (p == unit or unit in p.parents) for p in paths):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config._vlbench_fast_lane = len(slow)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    n = getattr(config, "_vlbench_fast_lane", 0)
+    if n:
+        terminalreporter.write_line(f"fast lane: {n} unit tests marked slow were left out (pytest -m slow tests/unit, "
+                                    "or the whole suite, runs them)")

@@ -1,6 +1,6 @@
 """docs/extending.md: its four examples are the files in docs/examples (verbatim), and the run that puts
 them together gives the numbers a computation by hand gives (similarities from the example model's own
-vectors, ranks with the stated tie rule). tests/test_doc_examples.py runs the page's blocks as written."""
+vectors, ranks with the stated tie rule). tests/docs/test_doc_examples.py runs the page's blocks as written."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`vlbench explain RUN`: the failure browser of a real small run, checked against a recomputation.
 
 Data: 8 colour images (red, green, blue, yellow, each in two shades) with two captions each that name the colour.
-Model: colour-vec (tests/colour_model.py: an image is its mean colour, a caption its first colour word, "true"
+Model: colour-vec (tests/support/colour_model.py: an image is its mean colour, a caption its first colour word, "true"
 reads as blue). Conditions: distraction-true (every caption reads as blue: the red, green and yellow captions that
 hit go hit -> miss in t2i), char-swap, and fog at severity 5 (colours fade to grey: the red and green images
 that hit read as yellow and go hit -> miss in i2t). Of two shades the one nearer the pure colour wins in

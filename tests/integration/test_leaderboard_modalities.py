@@ -15,14 +15,10 @@ from vlbench.cli import main
 def runs(tiny_models, tmp_path_factory):
     import shutil
 
-    from support.data import excerpt_rows, write_images
+    from support.data import write_manifest
 
     root = tmp_path_factory.mktemp("lbmod")
-    rows = excerpt_rows(10)
-    names = write_images(root / "data" / "images", len(rows))
-    man = root / "data" / "m.jsonl"
-    man.write_text("".join(json.dumps({"image": f"images/{n}", "captions": r["captions"]}) + "\n"
-                           for n, r in zip(names, rows)))
+    man = write_manifest(root / "data", 10, name="m.jsonl")
     spec = f"clip:{tiny_models('clip')}"
     common = ["--model", spec, "--dataset", f"custom:{man}", "--quiet", "--num-workers", "0"]
     assert main(["run"] + common + ["--perturb-images", "gaussian_noise:1-2,contrast:1", "--bootstrap", "100",

@@ -30,7 +30,7 @@ def _listed(capsys) -> set[str]:
 
 def _official_records(kind: str) -> list[dict]:
     """The records of the score step with the official ECCV / CxC ground truth (the tiny fixture of
-    tests/test_eccv_official.py's hand-worked case)."""
+    tests/oracle/test_eccv_official_package.py's hand-worked case)."""
     sim = np.array([[0.1, 0.8, 0.5, 0.9], [0.9, 0.2, 0.3, 0.1]])
     official = {"kind": kind, "image_ids": [10, 20], "caption_ids": [0, 1, 2, 3],
                 "gt": {"i2t": {10: [1, 2]}, "t2i": {0: [20], 3: [10, 20]}}}

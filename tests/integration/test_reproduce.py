@@ -1,5 +1,5 @@
 """`vlbench reproduce hendriksen2024` end to end with deterministic tiny models and a small synthetic stand-in
-dataset (tests/colour_model.py; the data of tests/test_protocol_run.py), and the published values it ships."""
+dataset (tests/support/colour_model.py; the data of tests/unit/pipeline/test_protocol.py), and the published values it ships."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_reproduce_end_to_end_and_resume(tmp_path, folder_manifest, colour_model
     comp = json.loads((tmp_path / "r" / "hendriksen2024" / "comparison.json").read_text())
     cell = next(r for r in comp["tables"]["table_5_2"]
                 if (r["model"], r["dataset"], r["cell"]) == ("clip", "coco", "t2i_R@1"))
-    # hand-worked in tests/test_protocol_run.py: t2i R@1 over the whole folder = 3/6
+    # hand-worked in tests/unit/pipeline/test_protocol.py: t2i R@1 over the whole folder = 3/6
     assert cell["measured"] == pytest.approx(50.0) and cell["published"] == 16.15
     assert cell["verdict"] == "not reproduced" and cell["rel_diff"] == pytest.approx((50.0 - 16.15) / 16.15)
     i2t5 = next(r for r in comp["tables"]["table_5_2"]

@@ -161,7 +161,7 @@ def test_synonym_matches_authors_procedure(shared_captions):
     def authors(caption, tags):  # their replace_nouns_with_synonyms, num_of_words_to_replace=1
         new, counter = [], 0
         # their word_tokenize under their pinned NLTK 3.8.1 (vlbench reproduces its rules: compat.nltk_tokens;
-        # tests/test_perturb_round3_nltk.py checks them on the quote captions where 3.9+ differs)
+        # tests/unit/perturbations/test_nltk381_tokenizer.py checks them on the quote captions where 3.9+ differs)
         for word, pos in nltk.pos_tag(nltk_tokens(caption)):
             if pos in tags and counter < 1:
                 syns = []

@@ -1,6 +1,6 @@
 """Randomised comparisons of vlbench's retrieval metrics against independent oracles.
 
-* tests/oracles.py: slow loop/sort implementations written from the definitions;
+* tests/support/oracles.py: slow loop/sort implementations written from the definitions;
 * ECCV Caption style mAP@R / R-Precision (numpy cumsum, stable argsort);
 * torchmetrics.functional.retrieval where its semantics match (see the comments there);
 * properties: caption / image permutation invariance, block-size invariance, numpy vs torch.

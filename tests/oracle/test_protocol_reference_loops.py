@@ -1,4 +1,4 @@
-"""hendriksen2024 protocol pieces (the reference loops in tests/protocol_reference.py and the folder gallery),
+"""hendriksen2024 protocol pieces (the reference loops in tests/support/protocol_reference.py and the folder gallery),
 checked against values worked out by hand."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Test-only code (moved out of vlbench/metrics/protocols.py, issue #20): the package computes the fraction
 recall in its one scoring pass (vlbench.metrics.compute, ``i2t_recall="fraction"``) and DCG_CM with a fixed
 relevance model there too; these plain loops are the independent statement of what the authors' code does
-(github.com/mariyahendriksen/model-robustness-for-itr), checked by tests/test_compat_protocols.py:
+(github.com/mariyahendriksen/model-robustness-for-itr), checked by tests/oracle/test_protocol_reference_loops.py:
 
 - i2t Recall@k is the *fraction* of the image's relevant captions found in the top k,
   ``hits / min(n_relevant, k)`` (their ``recall_at_k``), not the hit rate (1 if any is found).

@@ -1,4 +1,4 @@
-"""A test model plug-in that can read the shortcut digits (for tests/test_shortcut_runs.py).
+"""A test model plug-in that can read the shortcut digits (for tests/integration/test_shortcut_runs.py).
 
 Its embedding is [content (3), digit code (60)]. Content: an image's mean colour, a caption's colour word.
 Code: one-hot per (position, digit) of the six digits it reads, times ``WEIGHT``: on an image by template

@@ -69,6 +69,7 @@ def test_other_os_errors_are_not_disguised(monkeypatch):
         cli.main(["ls"])
 
 
+@pytest.mark.slow  # a whole run in a subprocess
 def test_quiet_run_prints_nothing_not_even_weight_loading_bars(tiny_models, manifest, tmp_path):
     """--quiet silences the libraries' bars too (transformers shows one while loading weights)."""
     import os

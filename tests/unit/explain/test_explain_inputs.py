@@ -9,18 +9,14 @@ import shutil
 import numpy as np
 import pytest
 
-from support.data import excerpt_rows, write_images
+from support.data import write_manifest
 from vlbench.cli import main
 
 
 @pytest.fixture(scope="module")
 def clip_run(tmp_path_factory, tiny_models):
     root = tmp_path_factory.mktemp("explain-inputs")
-    rows = excerpt_rows(6)
-    names = write_images(root / "data" / "images", len(rows))
-    manifest = root / "data" / "m.jsonl"
-    manifest.write_text("".join(json.dumps({"image": f"images/{n}", "captions": r["captions"]}) + "\n"
-                                for n, r in zip(names, rows)))
+    manifest = write_manifest(root / "data", 6, name="m.jsonl")
     out = root / "run"
     assert main(["run", "--model", f"clip:{tiny_models('clip')}", "--dataset", f"custom:{manifest}", "--perturb",
                  "char-swap", "--perturb-images", "gaussian_noise:3", "--out", str(out), "--quiet",

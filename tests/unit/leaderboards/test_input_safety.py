@@ -3,27 +3,17 @@ are FIFOs, devices or huge; output folders holding links to elsewhere."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 
 import pytest
 
-from support.data import excerpt_rows, write_images
+from support.runs import counting_run
 
 
 @pytest.fixture(scope="module")
 def one_run(tmp_path_factory, counting_plugin):
-    from vlbench.pipeline.runner import run
-
-    root = tmp_path_factory.mktemp("safety")
-    rows = excerpt_rows(6)
-    names = write_images(root / "data", len(rows))
-    man = root / "data" / "m.jsonl"
-    man.write_text("\n".join(json.dumps({"image": n, "captions": r["captions"]}) for n, r in zip(names, rows)))
-    return run(model="counting:dim=16", dataset=f"custom:{man}", out=str(root / "run"), quiet=True,
-               perturb="char-swap,distraction-true",
-               num_workers=0, n_boot=20, no_cache=True).out_dir
+    return counting_run(tmp_path_factory.mktemp("safety"), 6, perturb="char-swap,distraction-true")
 
 
 def _build(args, capsys):

@@ -70,6 +70,7 @@ def test_monkeypatched_plugin_is_listed_and_computed(fresh_metrics, monkeypatch)
     assert "metrics/mrr" in used and "metrics/broken" not in used  # broken: never computed, not "in use"
 
 
+@pytest.mark.slow  # pip-installs the plug-in package, runs a subprocess
 def test_plugin_package_metric_installed_for_real(plugin_env, tmp_path, manifest):
     ls = subprocess.run([sys.executable, "-m", "vlbench", "ls", "metrics"], capture_output=True, text=True,
                         env=plugin_env, cwd=tmp_path, timeout=120)

@@ -61,6 +61,7 @@ def test_long_captions_are_truncated_by_tokens(tiny_models, family):
     assert np.allclose(np.asarray(emb[0].detach()), np.asarray(emb[1].detach()), atol=1e-5)
 
 
+@pytest.mark.slow  # pip-installs the plug-in package, runs a subprocess
 def test_plugin_installed_for_real_is_discovered(plugin_env, tmp_path, manifest):
     """The example plug-in package, pip-installed for real, found through its entry point."""
     env = plugin_env

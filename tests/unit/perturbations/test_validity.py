@@ -284,6 +284,7 @@ def test_perturb_cli_shows_validity(tmp_path, capsys):
     assert v["applicable_rate"] == 1.0 and v["drift_n"] == 2 and 0 < v["drift"]["mean"] < 1
 
 
+@pytest.mark.slow  # whole runs with every perturbation and the real MiniLM
 @needs_minilm
 def test_run_perturb_all_carries_validity_for_all_13_and_the_leaderboard_shows_it(counting_plugin, manifest,
                                                                                     tmp_path):
@@ -356,6 +357,7 @@ def test_run_validity_off_and_missing_encoder(counting_plugin, manifest, tmp_pat
             quiet=True, validity="most")
 
 
+@pytest.mark.slow  # whole runs with every perturbation and the real MiniLM
 def test_run_keeps_minilm_vectors_and_drift_in_its_own_cache_folder(counting_plugin, manifest, tmp_path,
                                                                     monkeypatch):
     """--cache-dir holds everything a run caches (MiniLM vectors and drift summaries included), a warm run

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from vlbench.pipeline.runner import RunConfig, run
@@ -42,7 +43,7 @@ def test_hendriksen2024_protocol_hand_worked(tmp_path, folder_manifest, colour_m
     clean_t2i = res.evaluations["clean"][0].t2i
     assert clean_t2i.dcg[0] == pytest.approx(1 + 1 / math.log2(3) + 1 / math.log2(4))
     # perturbed c0: ranking c, a, b, d, e -> gains 0, 1, 0, 1, 1 (relevance of the perturbed caption, which
-    # colour-rel still reads as "red"; tests/test_scoring_fidelity_relevance.py has a case where it differs)
+    # colour-rel still reads as "red"; tests/unit/pipeline/test_scoring_relevance.py has a case where it differs)
     pert_t2i = res.evaluations["distraction-true"][0].t2i
     assert pert_t2i.dcg[0] == pytest.approx(1 / math.log2(3) + 1 / math.log2(5) + 1 / math.log2(6))
     # the authors-compatible distraction was applied, and the protocol is recorded and shown

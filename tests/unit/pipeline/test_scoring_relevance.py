@@ -1,6 +1,6 @@
 """DCG_CM gains from a fixed relevance model score the captions AS EVALUATED (chapter Eq. 5.1), hand-worked.
 
-Data and models as in tests/test_protocol_run.py (5 solid-colour images, 3 listed; tests/colour_model.py).
+Data and models as in tests/unit/pipeline/test_protocol.py (5 solid-colour images, 3 listed; tests/support/colour_model.py).
 A test perturbation recolours "red" as "yellow", so the relevance model reads the perturbed caption
 differently from the clean one: c0 "a red car" -> "a yellow car". colour-rel: images are the one-hot of
 their strongest channel (a, d, e red; b green; c blue), a caption the unit vector of its first colour word.

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from support.data import excerpt_rows, write_images
+from support.data import write_manifest
 from vlbench.pipeline import timing as T
 from vlbench.results import RunRecord
 
@@ -19,11 +19,7 @@ NAMED = ("startup_model_load", "perturbation", "image_decode_preprocess", "image
 @pytest.fixture(scope="module")
 def small_run(tiny_models, tmp_path_factory):
     root = tmp_path_factory.mktemp("timed")
-    rows = excerpt_rows(12)
-    names = write_images(root / "data" / "images", len(rows))
-    man = root / "data" / "manifest.jsonl"
-    man.write_text("".join(json.dumps({"image": f"images/{n}", "captions": r["captions"]}) + "\n"
-                           for n, r in zip(names, rows)))
+    man = write_manifest(root / "data", 12)
     from vlbench.cli import main
 
     common = ["--model", f"clip:{tiny_models('clip')}", "--dataset", f"custom:{man}", "--perturb", "char-swap",
