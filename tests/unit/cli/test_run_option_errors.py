@@ -89,6 +89,7 @@ def test_quiet_run_prints_nothing_not_even_weight_loading_bars(tiny_models, mani
     assert "Loading" not in proc.stderr and "%|" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow  # whole runs to warm the cache
 def test_cuda_requested_without_cuda_on_a_warm_cache(tiny_models, manifest, tmp_path, capsys):
     """A warm run loads no model, so the missing device used to surface only when scoring, as a traceback,
     leaving an empty run folder behind."""
@@ -104,6 +105,7 @@ def test_cuda_requested_without_cuda_on_a_warm_cache(tiny_models, manifest, tmp_
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow  # whole runs to warm the cache
 def test_unknown_device_is_refused_on_a_warm_cache_too(tiny_models, manifest, tmp_path, capsys):
     """A warm run loads no model: '--device tpu' used to be recorded in results.json with exit 0."""
     model = f"clip:{tiny_models('clip')}"

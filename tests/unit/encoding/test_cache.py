@@ -55,6 +55,7 @@ def test_killed_write_leaves_no_entry(tmp_path, monkeypatch):
     assert not found.any()
 
 
+@pytest.mark.slow  # two runs of a tiny CLIP
 def test_precision_and_checkpoint_change_the_cache_folder(tiny_models, counting_plugin, manifest, tmp_path):
     from vlbench.pipeline.runner import run
 
@@ -80,6 +81,7 @@ def test_cache_cli_ls_and_clear(counting_plugin, manifest, tmp_path):
     assert clear_cache(cache) == 1 and list_cache(cache) == []
 
 
+@pytest.mark.slow  # a 20,000 x 20,000 block-wise scoring pass
 def test_block_metrics_memory_is_bounded():
     """From embeddings, the metric code holds O(block) memory, not the n_images x n_captions matrix."""
     from vlbench.metrics.compute import EmbeddingSource, evaluate

@@ -31,6 +31,7 @@ def _err(capsys, argv) -> str:
     return capsys.readouterr().err
 
 
+@pytest.mark.slow  # read a whole run of a tiny CLIP
 def test_refusals_name_the_problem_and_the_fix(clip_run, capsys, tmp_path):
     out, manifest, root = clip_run
     err = _err(capsys, ["explain", str(tmp_path)])
@@ -69,6 +70,7 @@ def _rig_image_flip(out, dst):
     return dst
 
 
+@pytest.mark.slow  # read a whole run of a tiny CLIP
 def test_images_moved_then_found_with_images_dir(clip_run, capsys, tmp_path):
     out, manifest, root = clip_run
     run = _rig_image_flip(out, tmp_path / "run")

@@ -110,6 +110,7 @@ def _reference(img, txt, c2i, direction):
     return ranks, order[:, :10]
 
 
+@pytest.mark.slow  # a whole run of a tiny CLIP
 def test_small_run_equals_numpy_recomputation(tiny_models, manifest, tmp_path, monkeypatch):
     import vlbench.pipeline.scoring as S
     from vlbench.pipeline.runner import run

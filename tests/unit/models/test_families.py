@@ -51,6 +51,7 @@ def _run_twice(model, manifest, tmp_path, monkeypatch):
     return cold, warm, after_cold, read_counts(counts)
 
 
+@pytest.mark.slow  # a cold and a warm run
 def test_plugin_family_with_a_fingerprint_hook_gets_a_warm_run_that_loads_no_model(family_plugin, manifest,
                                                                                   tmp_path, monkeypatch):
     family_plugin(fingerprint=lambda checkpoint, **kw: {"toy-version": 1}, default_checkpoint="dim=16")
@@ -64,6 +65,7 @@ def test_plugin_family_with_a_fingerprint_hook_gets_a_warm_run_that_loads_no_mod
     assert warm.results["model"]["identity"]["embed_dim"] == 16
 
 
+@pytest.mark.slow  # a cold and a warm run
 def test_plain_loader_plugin_keeps_working_without_the_warm_path(counting_plugin, manifest, tmp_path, monkeypatch):
     cold, warm, after_cold, after_warm = _run_twice(counting_plugin, manifest, tmp_path, monkeypatch)
     assert cold.results["encoding"]["model_loaded"] is True and warm.results["encoding"]["model_loaded"] is True
@@ -71,6 +73,7 @@ def test_plain_loader_plugin_keeps_working_without_the_warm_path(counting_plugin
     assert warm.results["results"] == cold.results["results"]
 
 
+@pytest.mark.slow  # a cold and a warm run
 def test_fingerprint_hook_returning_none_loads_the_model(family_plugin, manifest, tmp_path, monkeypatch):
     family_plugin(fingerprint=lambda checkpoint, **kw: None)
     _, warm, _, _ = _run_twice("counting-family", manifest, tmp_path, monkeypatch)

@@ -15,6 +15,8 @@ CAPTIONS = ["a man riding a horse on a beach", "two dogs play in the snow", "a r
 # the chapter-protocol run's data (5 colour images, 3 of them listed with captions; d, e: the folder gallery)
 from support.colour_model import FOLDER_CAPTIONS as LISTED, FOLDER_IMAGES as IMAGES  # noqa: E402
 
+pytestmark = pytest.mark.slow  # sentence-transformers and a saved model of its own: seconds per test
+
 
 @pytest.fixture(scope="module")
 def st_folder(tmp_path_factory):

@@ -104,6 +104,7 @@ def test_jsonl_rows_and_manifest(excerpt_runs):
         assert {"version", "params", "family", "seed"} <= set(entry)
 
 
+@pytest.mark.slow  # every perturbation over a caption file
 def test_summary_table_is_printed(tmp_path, capsys):
     assert run(["--dataset", f"custom:{EXCERPT}", "--perturb", "distraction,shuffle-trigrams"]) == 0
     out = capsys.readouterr().out
@@ -232,6 +233,7 @@ def test_text_mode_prints_a_readable_table_by_default(capsys):
     assert not any(line.lstrip().startswith("{") for line in out)
 
 
+@pytest.mark.slow  # every perturbation over a caption file
 def test_quiet_prints_nothing_but_writes_files(capsys, tmp_path):
     assert run(["--dataset", f"custom:{EXCERPT}", "--perturb", "distraction-true", "--quiet",
                 "--out", str(tmp_path / "o")]) == 0

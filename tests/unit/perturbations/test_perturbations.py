@@ -246,7 +246,8 @@ def _corpus(name: str):
     return caps[:2000], ids[:2000]
 
 
-@pytest.fixture(scope="module", params=["excerpt", pytest.param("shared", marks=pytest.mark.slow)])  # shared: 5,000 real captions
+@pytest.fixture(scope="module", params=[pytest.param("excerpt", marks=pytest.mark.slow),
+                                               pytest.param("shared", marks=pytest.mark.slow)])  # 300 / 5,000 captions
 def corpus(request):
     """Captions, ids, spaCy tokens and all 13 perturbations (seed 0) for one corpus; computed once."""
     from vlbench.perturbations.engine import parse

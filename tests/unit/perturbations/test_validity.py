@@ -243,6 +243,7 @@ def _perturb_args(out, **kw):
     return argparse.Namespace(**base)
 
 
+@pytest.mark.slow  # every perturbation over a caption file, in several orders and batch sizes
 @needs_minilm
 def test_determinism_files_byte_identical_in_any_order_and_batch_size(tmp_path):
     """Same seed: byte-identical <perturbation>.jsonl whatever the perturbation order and the batch size;

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 MODEL = "counting:dim=16"
 
 
@@ -12,6 +14,7 @@ def _records(out) -> list:
     return json.loads((out / "results.json").read_text())["results"]
 
 
+@pytest.mark.slow  # two whole runs
 def test_config_file_equals_the_same_flags(manifest, tmp_path, counting_plugin):
     from vlbench.cli import main
 

@@ -54,6 +54,7 @@ def _unit(x) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
+@pytest.mark.slow  # a whole task run of a tiny CLIP
 def test_run_equals_an_independent_per_item_computation(tiny_models, scpp_data, tmp_path):
     import torch
 
