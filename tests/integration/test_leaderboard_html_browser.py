@@ -8,8 +8,6 @@ Set VLBENCH_CHROMIUM to use another binary."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path

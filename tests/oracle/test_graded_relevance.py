@@ -11,7 +11,6 @@ import math
 import random
 import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -7,7 +7,6 @@ tiny blocks. Exact equality (not a tolerance): a refactor must not move a single
 
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -7,6 +7,8 @@ import errno
 import pytest
 
 from vlbench import cli
+from vlbench.errors import OptionError
+from vlbench.pipeline.run_config import RunConfig, validate
 
 
 @pytest.fixture
@@ -29,6 +31,12 @@ def test_negative_numbers_are_refused(run_args, tmp_path, capsys, extra, message
     err = capsys.readouterr().err
     assert message in err and "fix:" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+    # the same check from Python is an OptionError naming the keyword
+    field = extra[0][2:].replace("-", "_")
+    with pytest.raises(OptionError) as info:
+        validate(RunConfig(model="counting", dataset="custom:m.jsonl", out=str(tmp_path / "p"),
+                           **{field: extra[1] if field == "device" else int(extra[1])}))
+    assert info.value.option == field
 
 
 @pytest.mark.parametrize("opt", ["--out", "--cache-dir"])

@@ -11,7 +11,6 @@ import pytest
 
 pytest.importorskip("pandas")
 
-from pathlib import Path  # noqa: E402
 
 from vlbench import cli  # noqa: E402
 from vlbench.errors import VlbenchError  # noqa: E402

@@ -89,8 +89,6 @@ def test_plugin_package_metric_installed_for_real(plugin_env, tmp_path, manifest
 
 def test_extending_doc_metric_example_is_the_tested_plugin():
     """docs/extending.md's metric example is the file the plug-in package ships (and the tests run)."""
-    from pathlib import Path
-
     root = ROOT
     example = (root / "docs/examples/metric_plugin.py").read_text()
     assert example == (root / "tests/plugin_pkg/vlbench_counting_plugin/metrics.py").read_text()

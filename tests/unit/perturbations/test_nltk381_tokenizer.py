@@ -4,7 +4,6 @@ from a one-letter word, which changed the authors' output on 3 COCO test caption
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -4,7 +4,6 @@ refused on non-English captions (perturb CLI and a run's preflight), family name
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest

@@ -90,6 +90,7 @@ def test_resume_returns_the_finished_run_and_overwrite_replaces_it(counting_plug
     first = _run(manifest, out, perturb=["char-swap"])
     with pytest.raises(OptionError, match="out '.*' already holds a finished run") as info:
         _run(manifest, out, perturb=["char-swap"])  # never silently
+    assert info.value.option == "out"
     assert "resume=True" in str(info.value) and "overwrite=True" in str(info.value)
     again = _run(manifest, out, perturb=["char-swap"], resume=True, quiet=False)
     assert again.record.run_id == first.record.run_id  # read back, nothing recomputed
@@ -97,6 +98,7 @@ def test_resume_returns_the_finished_run_and_overwrite_replaces_it(counting_plug
     assert "returned as it is (resume)" in capsys.readouterr().err
     with pytest.raises(OptionError, match="no condition missing-char") as info:
         _run(manifest, out, perturb=["char-swap", "missing-char"], resume=True)
+    assert info.value.option == "resume"
     assert "overwrite" in str(info.value)
     replaced = _run(manifest, out, perturb=["char-swap", "missing-char"], overwrite=True, quiet=False)
     assert replaced.record.run_id != first.record.run_id
@@ -108,10 +110,12 @@ def test_resume_returns_the_finished_run_and_overwrite_replaces_it(counting_plug
 
 
 def test_resume_and_overwrite_are_explicit_and_checked(counting_plugin, manifest, tmp_path, capsys):
-    with pytest.raises(OptionError, match="resume and overwrite ask for opposite things"):
+    with pytest.raises(OptionError, match="resume and overwrite ask for opposite things") as info:
         validate(RunConfig(model="m", dataset="d", out=str(tmp_path), resume=True, overwrite=True))
-    with pytest.raises(OptionError, match="overwrite needs the run folder"):
+    assert info.value.option == "resume"
+    with pytest.raises(OptionError, match="overwrite needs the run folder") as info:
         validate(RunConfig(model="m", dataset="d", overwrite=True))
+    assert info.value.option == "overwrite"
     out = tmp_path / "o"
     args = ["run", "--model", "counting", "--dataset", f"custom:{manifest}", "--quiet", "--validity", "off",
             "--bootstrap", "5", "--out", str(out)]
@@ -131,4 +135,5 @@ def test_protocol_choice_errors_name_the_keyword_from_python():
 
     with pytest.raises(OptionError) as info:
         validate(RunConfig(model="m", dataset="d", perturb_side="left"))
+    assert info.value.option == "perturb_side"
     assert str(info.value) == "unknown perturb_side 'left'\n  fix: use one of: both, t2i"

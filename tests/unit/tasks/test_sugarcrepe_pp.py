@@ -8,7 +8,6 @@ import gzip
 import hashlib
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
