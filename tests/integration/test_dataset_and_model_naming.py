@@ -58,9 +58,10 @@ def test_named_datasets_and_model_share_one_leaderboard(counting_plugin, two_man
 
 @pytest.mark.parametrize("bad", ["", "   ", "two\nlines"])
 def test_unusable_names_are_refused(counting_plugin, two_manifests, tmp_path, bad):
-    from vlbench.errors import VlbenchError
+    from vlbench.errors import OptionError
 
     # raised from Python, so the message names the keyword argument (issue #22), not the flag
-    with pytest.raises(VlbenchError, match="dataset_name .* is not a usable name"):
+    with pytest.raises(OptionError, match="dataset_name .* is not a usable name") as err:
         _run(two_manifests[0], tmp_path / "r", dataset_name=bad)
+    assert err.value.option == "dataset_name"
     assert not (tmp_path / "r" / "results.json").exists()

@@ -9,55 +9,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-from support.browser import BROWSER, NEEDS_BROWSER
+from support.browser import BROWSER, NEEDS_BROWSER, Tables as _Tables
 from support.data import excerpt_rows, write_images
 
 
 pytestmark = NEEDS_BROWSER
-
-
-class _Tables(HTMLParser):
-    """table data-table -> list of rows; a row is a list of (attrs, text) per cell."""
-
-    def __init__(self):
-        super().__init__()
-        self.tables: dict[str, list] = {}
-        self.attrs: dict[str, dict] = {}
-        self.root: dict = {}
-        self._table = self._row = self._cell = None
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        if tag == "html":
-            self.root = a
-        elif tag == "table" and "data-table" in a:
-            self._table = a["data-table"]
-            self.tables[self._table] = []
-            self.attrs[self._table] = a
-        elif tag == "tr" and self._table:
-            self._row = []
-        elif tag in ("td", "th") and self._row is not None:
-            self._cell = [a, ""]
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self._row.append(tuple(self._cell))
-            self._cell = None
-        elif tag == "tr" and self._row is not None:
-            self.tables[self._table].append(self._row)
-            self._row = None
-        elif tag == "table":
-            self._table = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell[1] += data
 
 
 def _render(page: Path, fragment: str, tmp_path: Path) -> _Tables:

@@ -98,7 +98,7 @@ def built(runs):
 
 
 def test_ranking_is_first_and_its_numbers_come_from_the_results(runs, built):
-    from test_leaderboard_html import _Tables
+    from support.browser import Tables as _Tables
 
     _, dirs = runs
     page = _Tables()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,41 @@ def find_browser() -> str | None:
 BROWSER = find_browser()
 NEEDS_BROWSER = pytest.mark.skipif(BROWSER is None, reason="no headless browser found (install Debian's 'chromium' "
                                                            "package or set VLBENCH_CHROMIUM)")
+
+
+class Tables(HTMLParser):
+    """A leaderboard page's tables: table data-table -> list of rows; a row is a list of (attrs, text) per cell."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables: dict[str, list] = {}
+        self.attrs: dict[str, dict] = {}
+        self.root: dict = {}
+        self._table = self._row = self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "html":
+            self.root = a
+        elif tag == "table" and "data-table" in a:
+            self._table = a["data-table"]
+            self.tables[self._table] = []
+            self.attrs[self._table] = a
+        elif tag == "tr" and self._table:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = [a, ""]
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append(tuple(self._cell))
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.tables[self._table].append(self._row)
+            self._row = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[1] += data
