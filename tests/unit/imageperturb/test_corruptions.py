@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vlbench.errors import VlbenchError
+from vlbench.errors import UnknownNameError, VlbenchError
 from vlbench.imageperturb import (NAMES, ImageCondition, CorruptedLoader, cache_key, corrupt, family_of,
                                   mean_corruption_error, parse_spec)
 from vlbench.imageperturb.apply import derive_seed
@@ -135,7 +135,7 @@ def test_byte_identical_across_worker_counts():
 def test_cache_key_and_loader_validation():
     assert cache_key("fog", 2, 0) == "img:fog:2:seed0:imagenet-c/2"
     assert cache_key("fog", 2, 0) != cache_key("fog", 3, 0) != cache_key("fog", 2, 1)
-    with pytest.raises(VlbenchError, match="did you mean 'fog'"):
+    with pytest.raises(UnknownNameError, match="did you mean 'fog'"):
         CorruptedLoader("fgo", 1)
     with pytest.raises(VlbenchError, match="outside 1-5"):
         corrupt(Image.new("RGB", (40, 40)), "fog", 6, 0, "a")

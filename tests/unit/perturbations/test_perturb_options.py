@@ -10,7 +10,7 @@ import pytest
 
 import vlbench.perturbations as P
 from vlbench.cli import main as vlbench_main
-from vlbench.errors import VlbenchError
+from vlbench.errors import UnknownNameError, VlbenchError
 
 from support.data import SHARED_DATA, TESTS
 
@@ -128,7 +128,7 @@ def test_perturb_captions_takes_family_names_and_lists():
     assert P.perturb_captions(caps, ids, ["distraction"])["distraction-false"].texts == [
         "A small dog runs and false is false.", "Two cats sleep and false is false."]
     assert P.resolve(["typos", "shuffle-all-words"])[-1] == "shuffle-all-words"
-    with pytest.raises(VlbenchError, match="did you mean 'typos'"):
+    with pytest.raises(UnknownNameError, match="did you mean 'typos'"):
         P.perturb_captions(caps, ids, ["typoz"])
     with pytest.raises(VlbenchError, match="is empty"):
         P.resolve([])
