@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support.data import SHARED_CAPTIONS, TESTS, ROOT, write_manifest
+from support.data import ROOT, SHARED_CAPTIONS, TESTS, write_manifest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
