@@ -44,7 +44,7 @@ def make_inputs(root: Path, n_images: int = 40) -> tuple[Path, Path]:
     import numpy as np
     from PIL import Image
 
-    import tiny_models
+    from support import tiny_models
 
     model = tiny_models.save_clip(root / "tiny-clip")
     src = SHARED if SHARED.is_file() else ROOT / "tests" / "fixtures" / "flickr30k_excerpt.jsonl"

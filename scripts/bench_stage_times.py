@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def prepare(out: Path) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
-    from tiny_models import clip_bpe_files
+    from support.tiny_models import clip_bpe_files
 
     clip_bpe_files(str(out / "bpe"))
     rows = [json.loads(x) for x in (ROOT.parent / "shared" / "data" / "captions" / "flickr30k_test.jsonl")

@@ -42,7 +42,7 @@ def make_model(folder: Path) -> Path:
     import torch
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPTokenizer
 
-    import tiny_models
+    from support import tiny_models
 
     torch.manual_seed(0)
     CLIPModel(CLIPConfig()).save_pretrained(folder)

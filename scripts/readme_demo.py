@@ -2,7 +2,7 @@
 
     python scripts/readme_demo.py DIR     # DIR/models/tiny-clip, DIR/models/tiny-clip-b, DIR/data/manifest.jsonl
 
-The models are CLIPs built through transformers' real classes with random weights (tests/tiny_models.py; seeds 0
+The models are CLIPs built through transformers' real classes with random weights (tests/support/tiny_models.py; seeds 0
 and 1, 16-d embeddings), saved with save_pretrained and loaded by vlbench as a local checkpoint. The data is 12
 synthetic colour images (tests/conftest.py's write_images) with five real Flickr30k captions each
 (tests/fixtures/flickr30k_excerpt.jsonl). Random weights score near chance. Then, inside DIR, the README's commands:

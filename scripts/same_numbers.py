@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test helpers (tests/support)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -44,18 +44,13 @@ VOLATILE = {"run_id", "created", "wall_time_s", "cache", "cache_dir", "per_query
 
 
 def _data(root: Path) -> tuple[Path, Path]:
-    import tiny_models
-    from conftest import excerpt_rows, write_images
+    from support import tiny_models
+    from support.data import write_manifest
 
     model = root / "tiny-clip"
     if not model.exists():
         tiny_models.SAVERS["clip"](model, seed=0)
-    rows = excerpt_rows(12)
-    names = write_images(root / "data" / "images", len(rows))
-    man = root / "data" / "manifest.jsonl"
-    man.write_text("".join(json.dumps({"image": f"images/{n}", "captions": r["captions"]}) + "\n"
-                           for n, r in zip(names, rows)))
-    return model, man
+    return model, write_manifest(root / "data", 12)
 
 
 def run_all(out: Path) -> None:

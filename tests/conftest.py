@@ -1,8 +1,13 @@
-"""Shared fixtures. No test downloads anything: HF_HUB_OFFLINE=1 is set for the whole session."""
+"""The suite's fixtures (the only conftest.py; plain helpers are in tests/support/, see its __init__).
+
+No test downloads anything (HF_HUB_OFFLINE=1 for the whole session) and none reads or writes the user's home
+folder: the session and every test get their own cache root (VLBENCH_CACHE_DIR under pytest's tmp folder), and
+WordNet is assembled once per session into the session's language-data store (or read from the nltk_data
+folder named by VLBENCH_TEST_NLTK_DATA), which is put on NLTK's search path.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -10,44 +15,95 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support.data import ROOT, SHARED_CAPTIONS, TESTS, write_manifest
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-TESTS = Path(__file__).parent
-ROOT = TESTS.parent
-sys.path.insert(0, str(TESTS))
-sys.path.insert(0, str(TESTS / "plugin_pkg"))
 
-SHARED_CAPTIONS = Path(os.environ.get("VLBENCH_SHARED_CAPTIONS", ROOT.parent / "shared" / "data" / "captions"))
-EXCERPT = TESTS / "fixtures" / "flickr30k_excerpt.jsonl"
+# ------------------------------------------------------------------------------------------------------------
+# isolation
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory) -> Path:
+    """The session's cache root (session-scoped fixtures run before any test's own one is set), and WordNet in
+    its language-data store, assembled once from Debian's wordnet-base files unless NLTK already finds it or
+    VLBENCH_TEST_NLTK_DATA names an nltk_data folder to use."""
+    from vlbench import lang
+
+    mp = pytest.MonkeyPatch()
+    root = tmp_path_factory.mktemp("session-cache")
+    mp.setenv("VLBENCH_CACHE_DIR", str(root))
+    explicit = os.environ.get("VLBENCH_TEST_NLTK_DATA")
+    store = Path(explicit) if explicit else lang.nltk_data_dir()
+    if not explicit:
+        lang.wordnet_files()  # a copy in the store (or NLTK finds one already); no nltk import
+    import nltk
+
+    if store.is_dir() and str(store) not in nltk.data.path:
+        nltk.data.path.insert(0, str(store))
+    yield root
+    mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch, _session_cache):
+    """Each test gets its own embedding cache and store root (nothing under $HOME)."""
+    monkeypatch.setenv("VLBENCH_CACHE_DIR", str(tmp_path / "vlbench-cache"))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# data
 
 
 @pytest.fixture(scope="session")
 def shared_captions() -> Path:
     if not (SHARED_CAPTIONS / "flickr30k_test.jsonl").is_file():
-        pytest.skip(f"the real caption files are not at {SHARED_CAPTIONS} (set VLBENCH_SHARED_CAPTIONS)")
+        pytest.skip(f"the real caption files are not at {SHARED_CAPTIONS} (set VLBENCH_SHARED_DATA or "
+                    "VLBENCH_SHARED_CAPTIONS)")
     return SHARED_CAPTIONS
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path, monkeypatch):
-    """Each test gets its own embedding cache and run folder root."""
-    monkeypatch.setenv("VLBENCH_CACHE_DIR", str(tmp_path / "vlbench-cache"))
-    # keep the language data where the session already assembled it (shared, read-only use)
-    home_nltk = Path(os.path.expanduser("~")) / ".cache" / "vlbench" / "nltk_data"
-    if home_nltk.is_dir():
-        import nltk
+@pytest.fixture
+def tiny_manifest(tmp_path) -> Path:
+    """A custom dataset: 12 synthetic images with real Flickr30k captions (5 each), tmp_path/data/manifest.jsonl."""
+    return write_manifest(tmp_path / "data", 12)
 
-        if str(home_nltk) not in nltk.data.path:
-            nltk.data.path.insert(0, str(home_nltk))
+
+@pytest.fixture
+def manifest(tiny_manifest) -> Path:
+    """The tiny manifest under its older name."""
+    return tiny_manifest
+
+
+@pytest.fixture
+def folder_manifest(tmp_path) -> Path:
+    """The colour dataset of the protocol tests (support/colour_model.py): 5 solid-colour images in the folder,
+    3 of them listed with two captions each."""
+    from PIL import Image
+
+    from support.colour_model import FOLDER_CAPTIONS, FOLDER_IMAGES
+    from support.data import write_rows
+
+    folder = tmp_path / "data" / "images"
+    folder.mkdir(parents=True)
+    for name, rgb in FOLDER_IMAGES.items():
+        Image.fromarray(np.full((20, 20, 3), rgb, dtype=np.uint8)).save(folder / name)
+    return write_rows(tmp_path / "data" / "m.jsonl", [{"image": f"images/{n}", "captions": c}
+                                                      for n, c in FOLDER_CAPTIONS.items()])
+
+
+# ------------------------------------------------------------------------------------------------------------
+# models and runs
 
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """family -> folder of a tiny saved model, built on first use."""
-    import tiny_models as T
+    from support import tiny_models as T
 
     root = tmp_path_factory.mktemp("tiny-models")
     made: dict[str, Path] = {}
@@ -61,41 +117,9 @@ def tiny_models(tmp_path_factory):
     return get
 
 
-def write_images(folder: Path, n: int, seed: int = 0, fmt: str = "png") -> list[str]:
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    names = []
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(n):
-        base = rng.integers(0, 255, size=3)
-        arr = np.clip(base + rng.normal(0, 40, size=(24 + i, 30, 3)), 0, 255).astype(np.uint8)
-        name = f"img{i:03d}.{fmt}"
-        Image.fromarray(arr).save(folder / name)
-        names.append(name)
-    return names
-
-
-def excerpt_rows(n: int | None = None) -> list[dict]:
-    rows = [json.loads(x) for x in EXCERPT.read_text().splitlines() if x.strip()]
-    return rows[:n] if n else rows
-
-
-@pytest.fixture
-def manifest(tmp_path) -> Path:
-    """A custom dataset: 12 synthetic images with real Flickr30k captions (5 each)."""
-    rows = excerpt_rows(12)
-    names = write_images(tmp_path / "data" / "images", len(rows))
-    path = tmp_path / "data" / "manifest.jsonl"
-    with open(path, "w") as fh:
-        for name, row in zip(names, rows):
-            fh.write(json.dumps({"image": f"images/{name}", "captions": row["captions"]}) + "\n")
-    return path
-
-
 @pytest.fixture(scope="session")
 def counting_plugin():
-    """Register the example plug-in in-process (the real install is tested in test_plugins.py)."""
+    """Register the example plug-in in-process (the real install is tested with plugin_env)."""
     from vlbench import registry
 
     if "counting" not in registry.models:
@@ -103,24 +127,34 @@ def counting_plugin():
     return "counting"
 
 
-def read_counts(path: Path) -> dict:
-    out = {"images": 0, "texts": 0}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            out[rec["kind"]] += rec["n"]
-    return out
+@pytest.fixture(scope="session")
+def colour_models():
+    """The colour-vec and colour-rel plug-ins of support/colour_model.py, registered in-process."""
+    from vlbench import registry
+
+    for name, target in (("colour-vec", "support.colour_model:load_vec"),
+                         ("colour-rel", "support.colour_model:load_rel")):
+        if name not in registry.models:
+            registry.models.register(name, target, source="plugin:test")
+    return "colour-vec", "colour-rel"
+
+
+@pytest.fixture
+def tiny_run(counting_plugin, tmp_path) -> Path:
+    """The folder of a finished small run: the counting plug-in on 6 excerpt images, clean + char-swap."""
+    from support.runs import counting_run
+
+    return counting_run(tmp_path / "tiny-run")
 
 
 @pytest.fixture(scope="session")
 def plugin_env(tmp_path_factory):
     """Environment for subprocesses in which the example plug-in package is pip-installed for real."""
+    import shutil
     import subprocess
 
     target = tmp_path_factory.mktemp("plugin-site")
     build = tmp_path_factory.mktemp("plugin-src")
-    import shutil
-
     shutil.copytree(TESTS / "plugin_pkg", build / "pkg")  # build outside the repo: no build/ dirs in tests/
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                           "--no-index", "--target", str(target), str(build / "pkg")],
@@ -128,6 +162,10 @@ def plugin_env(tmp_path_factory):
     if pip.returncode != 0:
         pytest.skip(f"could not pip-install the plug-in package here: {pip.stderr[-300:]}")
     return dict(os.environ, PYTHONPATH=f"{target}{os.pathsep}{ROOT}", OMP_NUM_THREADS="1")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# language data
 
 
 @pytest.fixture(scope="session")
@@ -140,3 +178,56 @@ def language():
         lang.wordnet()
     except Exception as exc:  # pragma: no cover
         pytest.skip(f"spaCy model or WordNet missing: {exc}")
+
+
+@pytest.fixture(scope="session")
+def wordnet_ready():
+    from vlbench import lang
+
+    try:
+        return lang.wordnet()
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"WordNet is not available: {exc}")
+
+
+@pytest.fixture(scope="session")
+def parser_ready():
+    from vlbench import lang
+
+    try:
+        return lang.nlp()
+    except Exception as exc:  # pragma: no cover
+        pytest.skip(f"no spaCy English model: {exc}")
+
+
+@pytest.fixture(scope="session")
+def vocab():
+    """A blank English vocab for gold parses (support/gold_parse.py)."""
+    spacy = pytest.importorskip("spacy")
+    return spacy.blank("en").vocab
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the fast lane
+
+
+def pytest_collection_modifyitems(config, items):
+    """``pytest tests/unit`` (every argument a folder in tests/unit, no -m) is the fast lane: it leaves out the unit
+    tests marked ``slow`` (real caption sets, bigger models). The whole suite, ``-m slow``, a test file or test id,
+    or any path outside tests/unit runs them."""
+    unit = TESTS / "unit"
+    paths = [Path(str(a)).resolve() for a in config.args]
+    if config.option.markexpr or not paths or not all(p.is_dir() and (p == unit or unit in p.parents) for p in paths):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config._vlbench_fast_lane = len(slow)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    n = getattr(config, "_vlbench_fast_lane", 0)
+    if n:
+        terminalreporter.write_line(f"fast lane: {n} unit tests marked slow were left out (pytest -m slow tests/unit, "
+                                    "or the whole suite, runs them)")

@@ -5,7 +5,7 @@ options (:func:`add_run_options`, one argparse group per RunConfig option group,
 them grouped), the ``--config run.toml`` keys (vlbench/config.py reads the keys off these argparse
 options) and the Python API (``RunConfig(**fields)``) therefore share one definition: the field's
 default is the option's default, its group is the group that declares the field, and the choice lists
-come from run_config.py. tests/test_run_options.py checks that every field has exactly one option and
+come from run_config.py. tests/unit/pipeline/test_run_options.py checks that every field has exactly one option and
 the other way round.
 
 The parsed arguments also say which options were given (on the command line or in the ``--config``

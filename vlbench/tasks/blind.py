@@ -32,7 +32,7 @@ from ..errors import DataError
 SCORER = "coco-caption-bigram-kn"
 MAX_EXCLUDED_SHARE = 0.5  # more of the training text than this among the evaluated captions: no baseline
 # COCO ids of the Karpathy 5k test images used by SugarCrepe's seven sets (commit 0047054b24; counted from the
-# files, checked by tests/test_tasks_round3_blind.py): pinned so the training text is the same whatever files
+# files, checked by tests/unit/tasks/test_blind_baseline.py): pinned so the training text is the same whatever files
 # are present
 SUGARCREPE_TEST_IMAGES = frozenset((
     8277, 22892, 23034, 33638, 38048, 42070, 45550, 46497, 48924, 51961, 52017, 54593, 54931, 58636, 63602,

@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 import pytest
+from support import tiny_models
 
-import tiny_models
 from vlbench import ModelAdapter
 from vlbench.testing import ConformanceError, check_adapter
 
@@ -117,10 +117,8 @@ def test_every_builtin_family_passes_on_a_tiny_model(family, tiny_models):
 @pytest.mark.parametrize("family, kind", [("siglip", "siglip"), ("siglip2", "siglip2-fixed"),
                                           ("siglip2", "siglip2-naflex")])
 def test_the_siglip_families_pass_on_a_tiny_model(family, kind, tmp_path):
-    try:  # the SigLIP tiny-model builders live beside the family's own tests
-        from test_siglip_family import SAVERS
-    except ImportError as exc:
-        pytest.skip(f"the tiny SigLIP builders (tests/test_siglip_family.py) are not importable: {exc}")
+    from support.tiny_siglip import SAVERS
+
     assert "text batch independence" in check_adapter(f"{family}:{SAVERS[kind](tmp_path / kind)}").passed
 
 

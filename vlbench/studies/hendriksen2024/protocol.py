@@ -18,7 +18,7 @@ dcg               DCG_CM@p and nDCG       the same; the chapter reports the unno
 
 Each setting stays a run option of its own (an explicit option wins; the label records the deviation,
 e.g. ``hendriksen2024+gallery=test``). Row-by-row reference implementations of the fraction recall, the
-fixed-relevance DCG and the cut live in the tests (tests/protocol_reference.py).
+fixed-relevance DCG and the cut live in the tests (tests/support/protocol_reference.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,166 @@
+"""Everything a run needs is checked up front, in seconds, and listed at once (issue #12):
+an uncached hub id on a machine without network used to fail only after perturbing every caption and a
+minute of the hub client's retries."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.data import ROOT, excerpt_rows, write_images
+from vlbench.pipeline import preflight as PF
+from vlbench.errors import DataError, ModelError
+
+
+@pytest.fixture
+def manifest_one_missing(tmp_path):
+    rows = excerpt_rows(3)
+    names = write_images(tmp_path / "d", 3)
+    (tmp_path / "d" / names[2]).unlink()
+    man = tmp_path / "d" / "m.jsonl"
+    man.write_text("\n".join(json.dumps({"image": n, "captions": r["captions"]}) for n, r in zip(names, rows)))
+    return man
+
+
+def _run(args, tmp_path, offline=True):
+    env = dict(os.environ, HF_HOME=str(tmp_path / "empty-hf-home"), VLBENCH_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("HF_HUB_CACHE", None)
+    if offline:
+        env["HF_HUB_OFFLINE"] = "1"
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "vlbench", "run", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+    return proc, time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("model, repo", [("clip", "openai/clip-vit-base-patch32"),
+                                         ("openclip", "laion/CLIP-ViT-B-32-laion2B-s34B-b79K"),
+                                         ("align:kakaobrain/align-base", "kakaobrain/align-base"),
+                                         ("openclip:hf-hub:org/some-model", "org/some-model")])
+def test_uncached_hub_model_offline_fails_fast_listing_everything(manifest_one_missing, tmp_path, model, repo):
+    proc, seconds = _run(["--model", model, "--dataset", f"custom:{manifest_one_missing}", "--perturb", "all",
+                          "--out", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr
+    assert "2 thing(s) it needs are missing" in err
+    assert "img002.png" in err and f"'{repo}' is not in the local Hugging Face cache" in err
+    assert f"hf download {repo}" in err
+    assert "perturbing" not in err and "Traceback" not in err and "Retrying" not in err
+    assert not (tmp_path / "o").exists()  # no empty run folder left behind
+    assert seconds < 10, f"took {seconds:.1f} s"
+
+
+def test_missing_local_folder_is_named_without_a_hub_hint(manifest_one_missing, tmp_path):
+    proc, seconds = _run(["--model", "clip:./models/nonexist", "--dataset", f"custom:{manifest_one_missing}"],
+                         tmp_path)
+    assert proc.returncode == 2
+    assert "local folder 'models/nonexist' does not exist" in proc.stderr
+    assert "hf download" not in proc.stderr
+    assert seconds < 10
+
+
+def test_one_problem_keeps_its_own_error_class(tmp_path, manifest_one_missing, tiny_models):
+    from vlbench.pipeline.runner import run
+
+    with pytest.raises(DataError, match="img002.png"):
+        run(model=f"clip:{tiny_models('clip')}", dataset=f"custom:{manifest_one_missing}", quiet=True,
+            out=str(tmp_path / "o"))
+    with pytest.raises(ModelError, match="does not exist"):
+        run(model=f"clip:{tmp_path / 'nope'}", dataset=f"custom:{_complete_manifest(tmp_path)}", quiet=True,
+            out=str(tmp_path / "o2"))
+
+
+def _complete_manifest(tmp_path):
+    rows = excerpt_rows(2)
+    names = write_images(tmp_path / "ok", 2)
+    man = tmp_path / "ok" / "m.jsonl"
+    man.write_text("\n".join(json.dumps({"image": n, "captions": r["captions"]}) for n, r in zip(names, rows)))
+    return man
+
+
+def test_network_probe_without_offline_variables(monkeypatch):
+    """No offline variable set and no network: the probe says so in one short timeout, no retries."""
+    import socket
+
+    for var in ("VLBENCH_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    calls = []
+
+    def refuse(addr, timeout=None):
+        calls.append((addr, timeout))
+        raise OSError("Network is unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    PF.network_reachable.cache_clear()
+    try:
+        assert PF.network_reachable() is False
+        assert calls and all(t <= PF.PROBE_TIMEOUT for _, t in calls)
+        p = PF.check_model("clip:someorg/not-cached-anywhere")
+        assert len(p) == 1 and "cannot be reached" in p[0].what
+    finally:
+        PF.network_reachable.cache_clear()
+
+
+def test_disk_check_names_the_folder(tmp_path):
+    probs = PF.check_disk([tmp_path / "out"], need_bytes=2**62)
+    assert len(probs) == 1 and str(tmp_path / "out") in probs[0].item and "MB free" in probs[0].what
+    assert PF.check_disk([tmp_path / "out"], need_bytes=1) == []
+
+
+def test_openclip_table_is_read_without_torch():
+    code = ("import sys; from vlbench.models.hub import openclip_repo;"
+            "print(openclip_repo('ViT-B-32', 'laion2b_s34b_b79k'), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.stdout.split() == ["laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "False"], out.stderr
+
+
+@pytest.mark.parametrize("model, suggestion", [("kakaobrain/align-base", "align:kakaobrain/align-base"),
+                                               ("hf-hub:timm/x", "openclip:hf-hub:timm/x")])
+def test_unknown_model_family_is_refused_up_front_with_did_you_mean(manifest_one_missing, tmp_path, model,
+                                                                   suggestion):
+    write_images(manifest_one_missing.parent, 3)  # all images present: the model is the only problem
+    proc, _ = _run(["--model", model, "--dataset", f"custom:{manifest_one_missing}", "--perturb", "all",
+                    "--out", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"unknown model family '{model.partition(':')[0]}'" in proc.stderr
+    assert f"did you mean '--model {suggestion}'" in proc.stderr
+    assert "perturbing" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_model_suggestions_for_other_unknown_specs():
+    assert "'clip'" in PF.check_model("clpi")[0].fix
+    assert "openclip:ViT-B-32/laion2b_s34b_b79k" in PF.check_model("ViT-B-32/laion2b_s34b_b79k")[0].fix
+    assert "clip:openai/clip-vit-large-patch14" in PF.check_model("openai/clip-vit-large-patch14")[0].fix
+
+
+def test_language_check_finds_wordnet_by_its_files_without_importing_nltk(tmp_path, monkeypatch):
+    from vlbench import lang
+
+    code = ("import sys; from vlbench.pipeline.preflight import check_language; check_language('all'); "
+            "print('nltk' in sys.modules, 'scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
+    # nothing anywhere -> missing; NLTK_DATA with corpora/wordnet/data.noun, or corpora/wordnet.zip -> found
+    monkeypatch.setattr(lang, "DEBIAN_WORDNET", tmp_path / "no-debian")
+    monkeypatch.setattr(lang, "nltk_search_dirs", lambda: [tmp_path / "a", tmp_path / "b"])
+    assert not lang.wordnet_available()
+    problems = PF.check_language("synonym-noun")
+    assert [p.item for p in problems if p.item == "WordNet"] == ["WordNet"]
+    (tmp_path / "b" / "corpora").mkdir(parents=True)
+    (tmp_path / "b" / "corpora" / "wordnet.zip").write_bytes(b"PK")
+    assert lang.wordnet_available()
+    monkeypatch.undo()
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "nd"))
+    assert lang.nltk_search_dirs()[0] == tmp_path / "nd"
+    (tmp_path / "nd" / "corpora" / "wordnet").mkdir(parents=True)
+    (tmp_path / "nd" / "corpora" / "wordnet" / "data.noun").write_text("x")
+    monkeypatch.setattr(lang, "DEBIAN_WORDNET", tmp_path / "no-debian")
+    assert lang.wordnet_available()
