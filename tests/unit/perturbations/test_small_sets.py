@@ -40,11 +40,11 @@ def test_validity_uses_the_scaled_cap(monkeypatch):
 
 
 def test_perturb_text_remembers_its_result(monkeypatch, capsys):
-    from vlbench.perturbations import engine
+    from vlbench.perturbations import cache  # the perturbed-caption cache calls perturb_captions on a miss
 
     calls = []
-    real = engine.perturb_captions
-    monkeypatch.setattr(engine, "perturb_captions", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    real = cache.perturb_captions
+    monkeypatch.setattr(cache, "perturb_captions", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     argv = ["perturb", "--text", "A small dog runs on the beach.", "--perturb", "typos,distraction"]
     assert vlbench_main(argv) == 0
     first = capsys.readouterr().out
