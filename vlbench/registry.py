@@ -20,8 +20,10 @@ import difflib
 import importlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from importlib.metadata import entry_points
+from typing import Any
 
 from .errors import UnknownNameError, VlbenchError
 
@@ -86,7 +88,6 @@ def load_studies() -> None:
     if _studies["loaded"]:
         return
     _studies["loaded"] = True
-    from importlib.metadata import entry_points
 
     for ep in entry_points(group=STUDY_GROUP):
         dist = getattr(ep, "dist", None)
@@ -135,7 +136,6 @@ class Registry:
         load_studies()
         if _autoload_off():
             return
-        from importlib.metadata import entry_points
 
         for ep in entry_points(group=f"vlbench.{self.kind}"):
             dist = getattr(ep, "dist", None)

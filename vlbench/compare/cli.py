@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .engine import CORRECTIONS, TESTS
+from . import report
+from .engine import CORRECTIONS, TESTS, compare_runs
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -28,9 +29,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def main(a: argparse.Namespace) -> int:
-    from . import report
-    from .engine import compare_runs
-
     rec = compare_runs(a.runs, metric=a.metric, test=a.test, correction=a.correction, n_resamples=a.n_resamples,
                        seed=a.seed, alpha=a.alpha)
     print(report.to_markdown(rec), end="")

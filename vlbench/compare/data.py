@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import os
 from dataclasses import dataclass, field
 

@@ -30,7 +30,7 @@ CHUNK = 100  # replicates drawn per block (memory: CHUNK x queries)
 def generator(seed: int, key: str, what: str) -> np.random.Generator:
     """The generator of one comparison: seeded by (seed, CRC-32 of "key|what"), so a row's values do not
     depend on which other rows are computed."""
-    return np.random.default_rng([int(seed), zlib.crc32(f"{key}|{what}".encode("utf-8"))])
+    return np.random.default_rng([int(seed), zlib.crc32(f"{key}|{what}".encode())])
 
 
 def statistic(strata: list[np.ndarray], weights: list[float]) -> float:
@@ -41,7 +41,7 @@ def bootstrap_dist(strata: list[np.ndarray], weights: list[float], n_resamples: 
                    rng: np.random.Generator) -> np.ndarray:
     """T over ``n_resamples`` bootstrap resamples: each stratum's queries resampled with replacement, strata in
     order, from one generator (the draws of :func:`vlbench.metrics.stats.resample_means`)."""
-    from ..metrics.stats import resample_means
+    from ..metrics.stats import resample_means  # lazy: vlbench --help imports this module; keep it light
 
     return sum(w * resample_means(np.asarray(d, dtype=np.float64), n_resamples, rng) for d, w in zip(strata, weights))
 

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import DataError
 from ..registry import datasets as DATASETS
 from ..util.io import sha256_file, sha256_json
+from .folds import fold_caption_to_image, fold_captions
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 
@@ -102,7 +103,6 @@ class Dataset:
 
     def subset(self, image_indices, name: str | None = None) -> Dataset:
         """The dataset restricted to some images (and their captions); used for coco-1k folds."""
-        from .folds import fold_caption_to_image, fold_captions
 
         image_indices = np.asarray(image_indices, dtype=np.int64)
         keep = fold_captions(self.caption_to_image, image_indices)

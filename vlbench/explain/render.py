@@ -169,7 +169,7 @@ def section_html(view, sec: Section) -> str:
 def page(view, sections: list[Section], title: str, intro: str) -> str:
     """The whole page (thumbnails are made while the sections render, so the style comes last to assemble)."""
     toc = "".join(f'<li><a href="#c-{esc(s.condition)}">{esc(s.condition)}</a> '
-                  + (f"<span class=note>not shown</span>" if s.skipped else
+                  + ("<span class=note>not shown</span>" if s.skipped else
                      f"{s.n_hit_to_miss} hit\u2192miss, {s.n_miss_to_hit} miss\u2192hit") + "</li>" for s in sections)
     body = "".join(section_html(view, s) for s in sections)
     return ("<!DOCTYPE html>\n<html lang=\"en\" data-page=\"vlbench-explain\"><head><meta charset=\"utf-8\">"

@@ -10,6 +10,8 @@ is cheap (pandas, numpy and spaCy load on first use), so ``vlbench --help`` stay
 
 from __future__ import annotations
 
+import importlib
+
 _EXPORTS = {
     "FEATURES": "features", "FeatureOptions": "features", "analyse_doc": "features",
     "caption_features": "features", "PROFILES": "features", "DEFAULT_PROFILE": "features", "normalize_text": "features", "text_problem": "features",
@@ -23,8 +25,6 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name):
     if name in _EXPORTS:
-        import importlib
-
         return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -7,7 +7,7 @@ live here; docs/granularity.md describes the readings and ``FeatureOptions`` (fe
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 # ----------------------------------------------------------------------------------------------
 # closed word classes (see docs/granularity.md, "Quantifiers" and "Articles")
@@ -44,7 +44,7 @@ _LEMMAS: dict = {}
 
 
 def _wn():
-    from .. import lang
+    from .. import lang  # lazy: vlbench ls imports this module; keep it light
 
     return lang.wordnet()
 

@@ -8,17 +8,19 @@ from __future__ import annotations
 import math
 import posixpath
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
+from .. import lang
+from ..datasets.core import Dataset, load_dataset
 from ..datasets.specs import BUILTIN as BUILTIN_SPECS
+from ..errors import VlbenchError
 from ..util.io import atomic_write_text, dumps_strict
 from ..util.markdown import md_table
-from ..errors import VlbenchError
-from .features import (COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions, analyse_texts, resolve_options)
+from .features import COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions, analyse_texts, resolve_options
 from .pairing import check_bootstrap_settings, image_sums, resolve_pairs
 
 #: (original, fine-grained) pairs compared automatically when both are requested
@@ -34,7 +36,6 @@ FEATURE_LABELS = {
 
 def _load(spec, data_dir):
     """A dataset's captions (images are never needed here)."""
-    from ..datasets.core import Dataset, load_dataset
 
     if isinstance(spec, Dataset):
         return spec
@@ -87,7 +88,7 @@ def _named_datasets(datasets: Sequence, data_dir) -> list[tuple]:
 
 
 def _frame_of(loaded: list[tuple], opts: FeatureOptions, *, batch_size: int, n_process: int, limit,
-              progress) -> "pd.DataFrame":
+              progress) -> pd.DataFrame:
     import pandas as pd
 
     names = [n for n, _ in loaded]
@@ -113,7 +114,7 @@ def _frame_of(loaded: list[tuple], opts: FeatureOptions, *, batch_size: int, n_p
     return df
 
 
-def table_from_captions(per_caption) -> "pd.DataFrame":
+def table_from_captions(per_caption) -> pd.DataFrame:
     """The granularity table: the mean of each feature over a dataset's analysed captions (NaN values skipped)."""
     import pandas as pd
 
@@ -213,9 +214,9 @@ def bootstrap_differences(per_caption, pairs: Sequence[tuple[str, str]], *, n_bo
 
 @dataclass
 class GranularityReport:
-    table: "pd.DataFrame"                 # feature x dataset
-    per_caption: "pd.DataFrame"
-    differences: "pd.DataFrame | None"    # long form, one row per (pair, feature)
+    table: pd.DataFrame                 # feature x dataset
+    per_caption: pd.DataFrame
+    differences: pd.DataFrame | None    # long form, one row per (pair, feature)
     captions: dict                        # caption_report()
     options: dict
     meta: dict = field(default_factory=dict)
@@ -357,8 +358,6 @@ def granularity_report(datasets: Sequence, *, data_dir=None, pairs="auto", n_boo
 
 def _spacy_model_info() -> str:
     try:
-        from .. import lang
-
         m = lang.nlp().meta
         return f"{lang.spacy_model_name()} {m.get('version', '?')}"
     except Exception:  # pragma: no cover - informative only
@@ -367,8 +366,6 @@ def _spacy_model_info() -> str:
 
 def _wordnet_version() -> str:
     try:
-        from .. import lang
-
         return str(lang.wordnet().get_version())
     except Exception:  # pragma: no cover
         return "unknown"

@@ -6,7 +6,17 @@ from __future__ import annotations
 from .modalities import choice_table, corruption_table
 from .sections import distractor_table, flips_table, rank_groups
 from .store import Selection
-from .tables import Labels, Table, _Ctx, provenance_table, rsum_changes, clean_retrieval, rsum_per_perturbation, model_input_similarity, values_table
+from .tables import (
+    Labels,
+    Table,
+    _Ctx,
+    clean_retrieval,
+    model_input_similarity,
+    provenance_table,
+    rsum_changes,
+    rsum_per_perturbation,
+    values_table,
+)
 
 
 def build_tables(selection: Selection, labels: Labels) -> list[Table]:

@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    from .build import build_leaderboard, stderr_warn
+    from .build import build_leaderboard, stderr_warn  # lazy: vlbench --help imports this module; keep it light
 
     cmd = getattr(args, "lb_command", None)
     if cmd == "build":
@@ -55,7 +55,7 @@ def main(args) -> int:
               f"{len(m['skipped'])} skipped; wrote {len(res.files)} files to {res.out}")
         return 0
     if cmd == "publish":
-        from .publish import publish_leaderboard
+        from .publish import publish_leaderboard  # lazy: vlbench --help imports this module; keep it light
 
         if args.build_dir and args.results:
             raise VlbenchError("give either --from BUILD or RESULTS, not both",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 
+from ..metrics.specs import builtins
 from ..results import DIRECTIONS, MetricValue, RunRecord, UnreadableResults
 
 _RANGE = re.compile(r"^\[(-?\d+(?:\.\d+)?), (-?\d+(?:\.\d+)?)\]$")
@@ -26,7 +27,6 @@ INF = math.inf
 
 def _declared() -> dict[str, tuple[float, float]]:
     """{metric name: (low, high)} of the registered metrics whose declared range is two numbers."""
-    from ..metrics.specs import builtins
 
     out = {}
     for m in builtins():

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .. import __version__
-from ..util.io import sha256_bytes
 from ..errors import VlbenchError
-from .build import MANIFEST, PAGE_TABLES, make, read_build, write_tree
+from ..util.io import sha256_bytes
 from ..util.markdown import md_escape, md_table
+from .build import MANIFEST, PAGE_TABLES, make, read_build, write_tree
 
 PUBLISH_MANIFEST = "publish_manifest.json"
 PUBLISH_KIND = "vlbench-leaderboard-publish"

@@ -18,7 +18,9 @@ import html
 import io
 import math
 
+from ..perturbations import FAMILIES
 from ..util.markdown import md_escape, md_table
+from .sections import with_groups
 from .tables import Column, Table
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -266,7 +268,6 @@ def html_table(table: Table) -> str:
 def family_rank(family: str) -> tuple[int, str]:
     """Sort key of a perturbation family: the built-in families in their order (typos, lexical,
     distraction, word-order), then any other family by name."""
-    from ..perturbations import FAMILIES  # names only; imports no model code
 
     order = list(FAMILIES)
     return (order.index(family), "") if family in order else (len(order), family or "")
@@ -353,7 +354,6 @@ def page_tables(tables: list[Table]) -> list[Table]:
     by = {t.name: t for t in tables}
     if "clean_retrieval" not in by:
         return tables
-    from .sections import with_groups  # separable ranks: the ranking gets a group column
 
     rank = with_groups(ranking_table(by["clean_retrieval"], by.get("rsum_changes")), by.get("rank_groups"))
     order = [r[1] for r in rank.rows]

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import math
 import os
+from pathlib import Path
 
+from ..compare import paired
+from ..compare.data import read_per_query
 from ..results import DIRECTIONS
 from ..runfolder import FLIPS, PER_QUERY
+from ..util.io import read_regular_file
 from .store import condition_key
 from .table_types import Column, Table
 from .tables import _Ctx, _values
@@ -31,7 +36,6 @@ def _folder(run) -> str:
 
 def _clean_rsum(run) -> dict | None:
     """{direction: (query keys, per-query RSUM)} of the run's clean condition, or None without the file."""
-    from ..compare.data import read_per_query
 
     path = os.path.join(_folder(run), str(run.record.other.get("per_query") or PER_QUERY))
     if not os.path.isfile(path):
@@ -58,7 +62,6 @@ def _criterion(q: dict) -> float:
 
 def rank_groups(ctx: _Ctx) -> list[Table]:
     """The rank_groups table (one row per model) and rank_pairs (one row per pair of models)."""
-    from ..compare import paired as P
 
     per_model: dict[str, dict] = {}
     for (mh, dn, dh), by_cond in ctx.pairs.items():
@@ -75,11 +78,11 @@ def rank_groups(ctx: _Ctx) -> list[Table]:
         if not strata:
             stats.append((None, None))
             continue
-        p, _ = P.sign_flip_p(strata, w, n_res, P.generator(SEED, f"{a}|{b}", "rank"))
-        stats.append((P.statistic(strata, w), p))
-    adj = P.adjust([p for _, p in stats], "holm")
+        p, _ = paired.sign_flip_p(strata, w, n_res, paired.generator(SEED, f"{a}|{b}", "rank"))
+        stats.append((paired.statistic(strata, w), p))
+    adj = paired.adjust([p for _, p in stats], "holm")
     sep = {frozenset(pr) for pr, q in zip(pairs, adj) if q is not None and q < ALPHA}
-    let = P.letters(order, sep)
+    let = paired.letters(order, sep)
     adjacent = sum(frozenset(x) in sep for x in zip(order, order[1:]))
     desc = (f"Models sharing a letter are not separable: paired sign-flip randomization test (two-sided, "
             f"{n_res} sign patterns, seed {SEED}, +1 correction) of the difference of mean clean total RSUM on "
@@ -189,10 +192,7 @@ def distractor_table(ctx: _Ctx) -> Table:
 def read_comparisons(paths, warn) -> list[tuple[str, dict]]:
     """(path, record) of every ``vlbench compare`` record given (a comparison.json, or a folder holding one);
     an unreadable or malformed one is skipped with a warning naming it."""
-    import json
-    from pathlib import Path
 
-    from ..util.io import read_regular_file
 
     out = []
     for given in paths or ():

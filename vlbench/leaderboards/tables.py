@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ..metrics.specs import metric_order
+from . import validity_cells
 from .labels import Labels, make_labels  # noqa: F401  (make_labels: imported from here by build and load_results)
 from .store import Run, Selection, condition_key
 from .table_types import Column, Table
@@ -145,11 +146,10 @@ def _first_family(ctx: _Ctx, runs_by_ds: dict, cond: str) -> str:
 
 def rsum_changes(ctx: _Ctx) -> Table:
     """Long table of RSUM changes with the runs' paired-bootstrap intervals and the validity cells."""
-    from . import validity_cells as VC
     cols = [Column("dataset"), Column("model"), Column("condition"), Column("family"), Column("direction"),
             Column("rsum_clean", "num", 2), Column("rsum", "num", 2), Column("delta", "num", 2),
             Column("rel", "num", 4), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
-            Column("n_boot", "int")] + VC.COLUMNS + [Column("run_id"), Column("flags")]
+            Column("n_boot", "int")] + validity_cells.COLUMNS + [Column("run_id"), Column("flags")]
     rows, runs = [], set()
     for key in ctx.keys():
         mh, dn, dh = key
@@ -174,10 +174,10 @@ def rsum_changes(ctx: _Ctx) -> Table:
                 rows.append([ctx.dataset(dn, dh), ctx.model(mh), cond, ctx.family(run, cond), d,
                              clean if clean is not None else (val - delta if delta is not None else None),
                              val, delta, rel, b.get("ci_low"), b.get("ci_high"), b.get("n_boot"),
-                             *VC.cells(run, cond), run.ref, ctx.lab.run_flags(run)])
+                             *validity_cells.cells(run, cond), run.ref, ctx.lab.run_flags(run)])
                 runs.add(run.ref)
     rows.sort(key=lambda r: (r[0], r[1], condition_key(r[2]), DIR_ORDER[r[4]]))
-    cols, rows, extra = VC.keep_if_measured(cols, rows)  # runs without validity: the table as before
+    cols, rows, extra = validity_cells.keep_if_measured(cols, rows)  # runs without validity: the table as before
     return Table("rsum_changes", "RSUM change under each perturbation",
                  "RSUM under the perturbation minus clean RSUM of the same run, relative change, and the "
                  "run's paired-bootstrap 95% interval of the change (queries resampled)." + extra, cols, rows,

@@ -28,16 +28,28 @@ ranking.py; here each per-query value is a small function of a ranked block (the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from .official import official_values
+from .ranking import (  # noqa: F401
+    BLOCK_BYTES,
+    DIRECTIONS,
+    ArraySource,
+    EmbeddingSource,
+    Positives,
+    RankedBlock,
+    SimilaritySource,
+    _sorted_topk,
+    _to_numpy,
+    build_positives,
+    check_finite,
+    head_size,
+    rank_blocks,
+)
 from .specs import builtins, from_stored, plugin_columns, plugin_metrics
-from .ranking import (BLOCK_BYTES, DIRECTIONS, ArraySource, EmbeddingSource, Positives, RankedBlock,  # noqa: F401
-                      SimilaritySource, _sorted_topk, _to_numpy, build_positives, check_finite, head_size,
-                      rank_blocks)
 
 METRIC_VERSION = "1.1"  # bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores)
 DEFAULT_K = (1, 5, 10)

@@ -32,8 +32,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -204,7 +204,7 @@ def builtins(kind: str | None = None) -> tuple:
     return tuple(m for m in BUILTINS if kind is None or m.kind == kind)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def graded_metric(name: str) -> Metric:
     """The metric of graded labels ``name`` (``ndcg_<name>``): the registered one for the run's label kinds
     (rouge_l, minilm), the same definition for labels passed to ``evaluate(graded=...)`` under another name."""
@@ -220,7 +220,7 @@ def metric_order() -> dict:
     return {i.name: n for n, i in enumerate(i for m in builtins() for i in m.instances or (m,))}
 
 
-def _load(e) -> "Metric":
+def _load(e) -> Metric:
     """Load one plug-in entry as a Metric; SystemExit becomes a VlbenchError naming the plug-in."""
     try:
         m = e.load()

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import compute as M
+from . import compute
 from .specs import DIRECTIONS, builtins
 
 
-def per_query_column(evals: list[M.Evaluation], direction: str, column: str) -> np.ndarray | None:
+def per_query_column(evals: list[compute.Evaluation], direction: str, column: str) -> np.ndarray | None:
     """One per-query column over the folds, or None where an evaluation lacks it."""
     cols = [e.per_query(direction).get(column) for e in evals]
     return None if any(c is None for c in cols) else np.concatenate(cols)
 
 
-def per_query_rsum(evals: list[M.Evaluation], direction: str) -> np.ndarray:
+def per_query_rsum(evals: list[compute.Evaluation], direction: str) -> np.ndarray:
     return per_query_column(evals, direction, "rsum")
 
 
@@ -33,7 +33,7 @@ def _resample(v: np.ndarray, n_boot: int, rng) -> np.ndarray:
 resample_means = _resample
 
 
-def paired_bootstrap(clean: list[M.Evaluation], pert: list[M.Evaluation], n_boot: int, seed: int) -> list[dict]:
+def paired_bootstrap(clean: list[compute.Evaluation], pert: list[compute.Evaluation], n_boot: int, seed: int) -> list[dict]:
     """CIs of the change of every metric the registry marks ``bootstrap`` (RSUM), from per-query values,
     resampling queries (paired: same queries); one generator, metrics in registry order, i2t before t2i;
     "both" for a metric with a total (the sum of the two directions' changes)."""
@@ -60,7 +60,7 @@ def paired_bootstrap(clean: list[M.Evaluation], pert: list[M.Evaluation], n_boot
     return out
 
 
-def query_scores(evals: list[M.Evaluation], how: str) -> np.ndarray:
+def query_scores(evals: list[compute.Evaluation], how: str) -> np.ndarray:
     """Per t2i caption query: the score whose change groups queries in the model-input analysis."""
     if how == "rsum":
         return per_query_rsum(evals, "t2i")

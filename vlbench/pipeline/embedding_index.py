@@ -20,6 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..encoding.cache import item_key
+from ..encoding.images import file_key
+from ..encoding.variant_images import variant_key
 from ..errors import VlbenchError
 from ..runfolder import EMBEDDING_KEYS, require_finished
 
@@ -51,9 +54,6 @@ def write_index(out: Path | None, plan, enc) -> Path | None:
     """Write ``out/embedding_keys.npz`` for the run (``plan``, ``enc``: the runner's Plan and Encoded)."""
     if out is None:
         return None
-    from ..encoding.cache import item_key
-    from ..encoding.images import file_key  # hashed once per process: the encode step's keys come back
-    from ..encoding.variant_images import variant_key
 
     ds = plan.ds
     contents = [file_key(ds.image_path(i)) for i in range(len(ds.gallery_images))]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import stores
 from ..errors import VlbenchError
 
 N_DIGITS = 6
@@ -52,7 +53,6 @@ def load_digit_bank(source: str = "auto", *, cache_dir: str | os.PathLike | None
         raise VlbenchError(f"unknown digit source {source!r}", "use 'auto', 'mnist' or 'sklearn-digits'")
     if source == "sklearn-digits":
         return _sklearn_bank()
-    from .. import stores
 
     root = stores.path("digits", cache_dir)
     try:

@@ -6,7 +6,9 @@ import json
 import os
 from pathlib import Path, PurePosixPath
 
+from .. import stores
 from ..errors import DataError, VlbenchError
+from ..perturbations import perturb_captions
 from .choice import ChoiceItem
 
 # ARO (Yuksekgonul et al., ICLR 2023) compares each caption with 4 shuffles made by these functions
@@ -25,7 +27,6 @@ def order_items(dataset, seed: int = 0, *, perturbations=ORDER_PERTURBATIONS) ->
     to a caption or returns it unchanged is left out (ARO keeps it, so its item can hold the true caption
     twice); duplicate shuffles are kept once; a caption with no distinct shuffle gives no item.
     """
-    from ..perturbations import perturb_captions
 
     names = list(perturbations)
     sets = perturb_captions(list(dataset.captions), list(dataset.caption_ids), names, seed=seed)
@@ -48,7 +49,6 @@ def coco_val2017_dir() -> Path:
     env = os.environ.get("VLBENCH_COCO_VAL2017")
     if env:
         return Path(env)
-    from .. import stores
 
     return stores.path("coco-images") / "val2017"
 

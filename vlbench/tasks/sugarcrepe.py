@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..datasets.download import DownloadError, http_get
 from ..errors import DataError, VlbenchError
-from ..util.io import sha256_file, sha256_json
+from ..util.io import atomic_write_bytes, sha256_file, sha256_json
+from ..util.paths import default_data_dir, offline
 from .blind import SUGARCREPE_TEST_IMAGES
 from .registry import ChoiceTask, ItemSets, register_task
 from .sources import SUGARCREPE_SUBSETS, coco_val2017_dir, sugarcrepe_items
@@ -22,7 +24,6 @@ def sugarcrepe_root(data_dir=None, subsets=SUGARCREPE_SUBSETS) -> Path:
     """The folder with the JSON files of SugarCrepe's ``subsets`` (default all seven; only those asked for are
     needed): <data-dir>/sugarcrepe (or <data-dir> itself); online, missing ones are downloaded there from the
     pinned commit."""
-    from ..util.paths import default_data_dir, offline
 
     base = Path(data_dir).expanduser() if data_dir else default_data_dir()
     for cand in (base / "sugarcrepe", base):
@@ -36,8 +37,6 @@ def sugarcrepe_root(data_dir=None, subsets=SUGARCREPE_SUBSETS) -> Path:
     if offline():
         raise DataError(f"the SugarCrepe file{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                         f"{'are' if len(missing) > 1 else 'is'} not in {target}", where)
-    from ..util.io import atomic_write_bytes
-    from ..datasets.download import DownloadError, http_get
 
     for name in missing:
         try:

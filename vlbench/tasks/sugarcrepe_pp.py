@@ -14,14 +14,19 @@ bootstrap interval over items (:func:`vlbench.tasks.choice.bootstrap_ci`, same s
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
+from ..datasets.download import DownloadError, http_get
 from ..errors import DataError, VlbenchError
+from ..util.io import atomic_write_bytes, sha256_file, sha256_json
+from ..util.markdown import md_table
+from ..util.paths import default_data_dir, offline
 from .blind import SUGARCREPE_TEST_IMAGES
 from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
 from .registry import ChoiceTask, ItemSets, register_task
@@ -222,7 +227,6 @@ def scpp_items(root, subset: str, *, images_dir=None, check_images: bool = True)
 def scpp_root(data_dir=None, subsets=SCPP_SUBSETS, note=None) -> Path:
     """The folder with the files of ``subsets``: <data-dir>/sugarcrepe_pp (or <data-dir> itself); online, missing
     ones are downloaded there from the pinned commit and checked against their pinned sha256."""
-    from ..util.paths import default_data_dir, offline
 
     base = Path(data_dir).expanduser() if data_dir else default_data_dir()
     for cand in (base / "sugarcrepe_pp", base):
@@ -235,10 +239,7 @@ def scpp_root(data_dir=None, subsets=SCPP_SUBSETS, note=None) -> Path:
              f"in {target}, or pass --data-dir naming the folder that holds them")
     if offline():
         raise DataError(f"the SugarCrepe++ file(s) {names} are not in {target}", where)
-    import hashlib
 
-    from ..datasets.download import DownloadError, http_get
-    from ..util.io import atomic_write_bytes
 
     for s in missing:
         try:
@@ -258,7 +259,6 @@ def scpp_root(data_dir=None, subsets=SCPP_SUBSETS, note=None) -> Path:
 
 def scpp_sets(cfg, note=None) -> ItemSets:
     """The item sets of ``vlbench run --task sugarcrepe++``: one per subset named by ``--dataset``."""
-    from ..util.io import sha256_file, sha256_json
 
     subsets = parse_scpp_spec(cfg.dataset)
     root = scpp_root(cfg.data_dir, subsets, note)
@@ -283,7 +283,6 @@ def scpp_sets(cfg, note=None) -> ItemSets:
 
 def format_scpp_table(rec) -> str:
     """table.md of a SugarCrepe++ run: ITT, TOT, P1, P2 with their intervals, chance and the blind ITT."""
-    from ..util.markdown import md_table
 
     def cell(v):
         return f"{v.value:.2f} [{v.extra['ci_low']:.2f}, {v.extra['ci_high']:.2f}]" if v else "-"

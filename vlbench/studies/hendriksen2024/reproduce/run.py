@@ -20,9 +20,14 @@ from pathlib import Path
 import numpy as np
 
 from vlbench.errors import VlbenchError
+from vlbench.pipeline.runner import RunConfig, run
+from vlbench.results import MetricKey, RunRecord
 from vlbench.runfolder import RESULTS
 from vlbench.util.markdown import md_table
-from .plan import CAPTIONS, GALLERY  # noqa: F401  (re-exported: the sizes the plan checks)
+from vlbench.util.paths import default_data_dir
+
+from ..protocol import RELEVANCE_MODEL
+from .plan import CAPTIONS, GALLERY, check_perturb, disk_bytes, problems, raise_if_missing  # noqa: F401  (re-exported: the sizes the plan checks)
 
 MODELS = {"align": "align", "altclip": "altclip", "clip": "clip", "groupvit": "groupvit"}
 DATASETS = {"coco": "coco", "coco-fg": "coco-fg", "flickr30k": "flickr30k", "flickr30k-fg": "flickr30k-fg"}
@@ -71,9 +76,6 @@ def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: 
           perturb: str | None = "all", data_dir=None) -> str:
     """What the runs need, said before any work: weights (the relevance model as given), images and where they
     go, language data, disk, time (rough). The checks themselves: :func:`vlbench.reproduce.plan.problems`."""
-    from ..protocol import RELEVANCE_MODEL
-    from vlbench.util.paths import default_data_dir
-    from .plan import check_perturb, disk_bytes
 
     todo = [j for j in jobs if out is None or not (j.folder(out) / RESULTS).is_file()]
     specs = sorted({j.model_spec for j in todo})
@@ -104,8 +106,6 @@ def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: 
 
 def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
     """Run (or reuse) every job; returns {job: RunRecord}."""
-    from vlbench.pipeline.runner import RunConfig, run
-    from vlbench.results import RunRecord
 
     records = {}
     for n, job in enumerate(jobs, start=1):
@@ -125,8 +125,6 @@ def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
 
 
 def _get(rec, cond: str, direction: str, metric: str, k=None):
-    from vlbench.results import MetricKey
-
     return rec.values_of(cond).get(MetricKey(direction, metric, k)) if cond in rec.conditions else None
 
 
@@ -234,7 +232,6 @@ def write_tables(out: Path, records: dict) -> dict:
 def reproduce(out, *, models: dict | None = None, datasets: dict | None = None, also_standard: bool = False,
               log=print, device_kind: str = "gpu", **run_kwargs) -> dict:
     """Plan, say what is needed, run (resuming), write the tables; returns the verdict counts per protocol."""
-    from .plan import problems, raise_if_missing
 
     out = Path(out)
     jobs = plan(models, datasets, also_standard)
