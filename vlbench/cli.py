@@ -38,8 +38,9 @@ def _add_run(sub):
     kind.add_argument("--task", default=None, choices=["retrieval", *TASKS],
                       help="retrieval (default), or a compositional choice task: order (ARO word order, captions of "
                            "--dataset), sugarcrepe or sugarcrepe++ (see docs/tasks.md)")
-    kind.add_argument("--images-dir", default=None, help="--task sugarcrepe / sugarcrepe++: the COCO val2017 image folder "
-                                                         "(default $VLBENCH_COCO_VAL2017 or <cache>/coco/val2017)")
+    kind.add_argument("--images-dir", default=None, help="--task sugarcrepe / sugarcrepe++: the COCO val2017 image "
+                                                         "folder (default $VLBENCH_COCO_VAL2017 or "
+                                                         "<cache>/coco/val2017)")
     p.add_argument("--json", action="store_true", help="print the results records as JSON")
 
 
@@ -249,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vlbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
-    ls = sub.add_parser("ls", help="list models, datasets, perturbations, metrics, protocols, ... (plug-ins and studies included)")
+    ls = sub.add_parser("ls", help="list models, datasets, perturbations, metrics, protocols, ... (plug-ins and "
+                                   "studies included)")
     ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
                                                 "metrics", "protocols", "perturbation-variants",
                                                 "granularity-profiles", "reproductions"])

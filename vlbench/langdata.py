@@ -2,7 +2,8 @@
 installed online or from a copy, and recorded.
 
 Perturbation variants that tokenize and tag with NLTK name the packages each of their perturbations reads
-(``PerturbationVariant.nltk_data``; :func:`needed_by`). Neither PyPI nor Debian ships them, so besides ``nltk.download`` (online) there is a checked offline route:
+(``PerturbationVariant.nltk_data``; :func:`needed_by`). Neither PyPI nor Debian ships them, so besides
+``nltk.download`` (online) there is a checked offline route:
 
     vlbench setup-language-data --from <folder copied from a machine with nltk_data>
 

@@ -226,8 +226,9 @@ def fetch(packages=(TOKENIZER, TAGGER)) -> Path:
 def configure(parser) -> None:
     parser.description = ("Check and install the language data: the spaCy English model, WordNet, and NLTK's "
                           "punkt_tab tokenizer and averaged_perceptron_tagger_eng tagger (needed by the "
-                          "perturbation variants that tokenize with NLTK: vlbench ls perturbation-variants). Online, missing NLTK "
-                          "data is downloaded; offline, give --from with an nltk_data folder (or a .zip/.tar.gz of "
+                          "perturbation variants that tokenize with NLTK: vlbench ls perturbation-variants). Online, "
+                          "missing NLTK data is downloaded; offline, give --from with an nltk_data folder (or a "
+                          ".zip/.tar.gz of "
                           "one) copied from a machine that has it. See docs/reproducing.md.")
     parser.add_argument("--from", dest="source", default=None, metavar="FOLDER_OR_ARCHIVE",
                         help="install punkt_tab and averaged_perceptron_tagger_eng from this nltk_data folder or "

@@ -11,8 +11,9 @@ from .engine import CORRECTIONS, TESTS, compare_runs
 def configure(p: argparse.ArgumentParser) -> None:
     p.description = ("Compare runs of different models on the same dataset (same content hash and queries): "
                      "for each condition and direction, the paired difference A - B of a per-query metric with "
-                     "a paired bootstrap interval (95%% with the default --alpha 0.05) and a p-value corrected over all comparisons, and the robustness "
-                     "difference (A's change under a perturbation minus B's). See docs/compare.md.")
+                     "a paired bootstrap interval (95%% with the default --alpha 0.05) and a p-value corrected over "
+                     "all comparisons, and the robustness difference (A's change under a perturbation minus B's). See "
+                     "docs/compare.md.")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders written by 'vlbench run' (two or more)")
     p.add_argument("--metric", default="rsum", help="per-query column of per_query.csv.gz (default rsum: the "
                                                     "per-query sum of the Recall@k hits; also recall@1, map_at_r, ...)")

@@ -39,7 +39,8 @@ def _shared_conditions(runs: list[RunData], notes: list[str]) -> list[str]:
     sets = [set(r.conditions) for r in runs]
     shared = set.intersection(*sets)
     for c in sorted(set.union(*sets) - shared):
-        notes.append(f"condition {c} is not in every run (only in {', '.join(r.folder for r in runs if c in r.conditions)})"
+        notes.append(f"condition {c} is not in every run (only in "
+                     f"{', '.join(r.folder for r in runs if c in r.conditions)})"
                      ": not compared")
     out = []
     for c in sorted(shared, key=lambda c: (c != "clean", c)):
@@ -70,7 +71,8 @@ def _strata(a: RunData, b: RunData, cond: str, dirs: tuple, metric: str, robust:
             xa, xb = xa - _column(a, "clean", d, metric), xb - _column(b, "clean", d, metric)
         ok = ~(np.isnan(xa) | np.isnan(xb))
         strata.append(xa[ok] - xb[ok])
-        ma, mb = ma + float(xa[ok].mean()) if ok.any() else math.nan, mb + float(xb[ok].mean()) if ok.any() else math.nan
+        ma, mb = (ma + float(xa[ok].mean()) if ok.any() else math.nan,
+                  mb + float(xb[ok].mean()) if ok.any() else math.nan)
     return strata, ma, mb
 
 

@@ -111,7 +111,7 @@ def _with_fg_pool(spec: DatasetSpec, data_dir: Path, ds: Dataset) -> Dataset:
             "expected_gallery_size": spec.pool_size}
     if total != spec.pool_size:
         warnings.warn(f"the FG pool of {spec.name!r} has {total} images, the release describes {spec.pool_size}; "
-                      f"check {cand}")
+                      f"check {cand}", stacklevel=2)
     return replace(ds, distractors=extra, gallery="fg-pool", distractor_root=data_dir / "images" / "coco-unlabeled2017",
                    source={**ds.source, "fg_pool": pool})
 

@@ -70,7 +70,8 @@ class _View:
         own = {int(ds.caption_to_image[q])} if direction == "t2i" else set(ds.captions_of(q))
         extra = (ds.extra_positives or {}).get(direction)
         if extra is not None:
-            row = extra.get(q, extra.get(str(q), ())) if isinstance(extra, dict) else (extra[q] if q < len(extra) else ())
+            row = extra.get(q, extra.get(str(q), ())) if isinstance(extra, dict) else (extra[q] if q < len(extra)
+                                                                                       else ())
             own |= {int(x) for x in row}
         return own
 
@@ -90,7 +91,8 @@ def _intro(src, n: int, seed: int) -> str:
     from .render import esc  # lazy: vlbench --help imports this module; keep it light
 
     r = src.results
-    model = (r.get("model") or {}).get("label") or (r.get("model") or {}).get("name") or (r.get("model") or {}).get("spec")
+    info = r.get("model") or {}
+    model = info.get("label") or info.get("name") or info.get("spec")
     return (f"<p>run <code>{esc(r.get('run_id'))}</code>: model <b>{esc(model)}</b> on <b>{esc(src.ds.name)}</b>. "
             f"Per condition up to {n} queries that flip at k=1 (seed {seed}): hit \u2192 miss first (the first "
             "positive ranked 1 on clean data, below 1 under the condition), then miss \u2192 hit. Caption "

@@ -14,7 +14,8 @@ import importlib
 
 _EXPORTS = {
     "FEATURES": "features", "FeatureOptions": "features", "analyse_doc": "features",
-    "caption_features": "features", "PROFILES": "features", "DEFAULT_PROFILE": "features", "normalize_text": "features", "text_problem": "features",
+    "caption_features": "features", "PROFILES": "features", "DEFAULT_PROFILE": "features", "normalize_text": "features",
+    "text_problem": "features",
     "FG_PAIRS": "table", "GranularityReport": "table", "bootstrap_differences": "table",
     "dataset_features": "table", "granularity_report": "table", "granularity_table": "table",
     "table_from_captions": "table", "per_caption_frame": "table",

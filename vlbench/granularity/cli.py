@@ -45,8 +45,9 @@ def _pair(s: str) -> tuple[str, str]:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Granularity statistics of caption sets: adjectives, complement "
-                          "phrases, articles and quantifiers (per caption or per noun: --profile), WordNet concept depth, caption length, "
-                          "words per caption and concept diversity, averaged over captions; for coco/coco-fg "
+                          "phrases, articles and quantifiers (per caption or per noun: --profile), WordNet concept "
+                          "depth, caption length, words per caption and concept diversity, averaged over captions; for "
+                          "coco/coco-fg "
                           "and flickr30k/flickr30k-fg, the difference with bootstrap confidence intervals. "
                           "Feature readings: docs/granularity.md.")
     g = parser.add_argument_group("input and output")

@@ -81,7 +81,7 @@ def synonym_lemmas(word: str, pos: str) -> frozenset:
     key = (word, pos)
     got = _LEMMAS.get(key)
     if got is None:
-        got = frozenset(l.lower() for s in synsets(word, pos) for l in s.lemma_names())
+        got = frozenset(lemma.lower() for s in synsets(word, pos) for lemma in s.lemma_names())
         _LEMMAS[key] = got
     return got
 

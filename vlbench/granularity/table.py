@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from ..util.io import atomic_write_text, dumps_strict
 from ..util.markdown import md_table
 from .features import COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions, analyse_texts, resolve_options
 from .pairing import check_bootstrap_settings, image_sums, resolve_pairs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: (original, fine-grained) pairs compared automatically when both are requested
 #: (original, fine-grained) built-in datasets on the same images, from the dataset records
@@ -312,8 +316,10 @@ def differences_markdown(diff, digits: int = 3) -> str:
         body.append([FEATURE_LABELS.get(feat, feat)] + cells)
     n_boot = int(diff["n_boot"].iloc[0])
     paired = bool(diff["paired"].all())
+    pairing = ("paired: the same images in both, matched by image path" if paired else
+               "NOT paired: the image sets differ, each resampled independently (--unpaired)")
     note = (f"\n\nDifference = fine-grained mean - original mean; {n_boot} bootstrap samples of images "
-            f"({'paired: the same images in both, matched by image path' if paired else 'NOT paired: the image sets differ, each resampled independently (--unpaired)'}), "
+            f"({pairing}), "
             f"seed {int(diff['seed'].iloc[0])}, percentile intervals.")
     return md_table(head, body, "l" + "r" * (len(head) - 1)) + note
 

@@ -21,6 +21,7 @@ from .tables import (
 
 def build_tables(selection: Selection, labels: Labels) -> list[Table]:
     ctx = _Ctx(selection, labels)
-    return [clean_retrieval(ctx), rsum_per_perturbation(ctx, "t2i"), rsum_per_perturbation(ctx, "both"), model_input_similarity(ctx), rsum_changes(ctx),
+    return [clean_retrieval(ctx), rsum_per_perturbation(ctx, "t2i"), rsum_per_perturbation(ctx, "both"),
+            model_input_similarity(ctx), rsum_changes(ctx),
             corruption_table(ctx), choice_table(ctx), distractor_table(ctx), flips_table(ctx), *rank_groups(ctx),
             values_table(selection, labels), provenance_table(selection, labels)]

@@ -29,7 +29,8 @@ from .tables import Labels, Table, _Ctx, long_order, long_rows, make_labels
 MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
-PAGE_TABLES = ("rank_groups", "clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes",
+PAGE_TABLES = ("rank_groups", "clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total",
+               "model_input_similarity", "rsum_changes",
                "image_corruptions", "choice_tasks", "distractors", "flips", "paired_comparisons", "provenance")
 #: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
 #: runs stays byte-identical to one made before these tables existed
@@ -367,7 +368,8 @@ def load_results(paths, *, errors: str = "warn"):
     rows = []
     for run in loaded.runs:
         for r in long_rows(run, labels):
-            r["kept"] = selection.values.get((run.model_hash, run.dataset_name, run.dataset_hash, r["condition"])) is run
+            r["kept"] = selection.values.get((run.model_hash, run.dataset_name, run.dataset_hash,
+                                              r["condition"])) is run
             rows.append(r)
     rows.sort(key=lambda x: long_order(x) + (not x["kept"], x["run_id"], x["source"]))
     df = pd.DataFrame([[r[c] for c in RESULT_COLUMNS] for r in rows], columns=RESULT_COLUMNS)

@@ -10,8 +10,9 @@ _RESULTS_HELP = ("run folders, results.json files, or folders that contain run f
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Build leaderboards (clean retrieval, RSUM per perturbation and model-input analysis as CSV and Markdown, one "
-                          "static HTML page, PNG and SVG plots) from run folders, and lay them out for publishing.")
+    parser.description = ("Build leaderboards (clean retrieval, RSUM per perturbation and model-input analysis as CSV "
+                          "and Markdown, one static HTML page, PNG and SVG plots) from run folders, and lay them out "
+                          "for publishing.")
     sub = parser.add_subparsers(dest="lb_command", metavar="ACTION")
     b = sub.add_parser("build", help="build tables, page and plots from run results",
                        description="Build CSV/Markdown tables, index.html and PNG + SVG plots from results.json files. "

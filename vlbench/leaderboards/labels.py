@@ -128,7 +128,7 @@ def _refuse_mixed(mixed: list[dict], hashes: dict, versions: dict, others: dict)
         if m["what"] == "dataset_hash":
             lines.append(f"dataset {m['dataset']!r} has {len(m['variants'])} different content hashes "
                          "(its captions or images changed between runs):")
-            for h, ids in m["variants"].items():
+            for h in m["variants"]:
                 lines.append(f"    {_short(h)}: " + _name_runs(hashes[m["dataset"]][h]))
         elif m["what"] in ("protocol", "corruption_geometry"):
             what = ("different evaluation protocols (--protocol)" if m["what"] == "protocol" else
@@ -138,7 +138,7 @@ def _refuse_mixed(mixed: list[dict], hashes: dict, versions: dict, others: dict)
                 lines.append(f"    {m['what'].replace('_', ' ')} {v}: " + _name_runs(others[m["what"]][v]))
         else:
             lines.append(f"the runs use {len(m['variants'])} different metric versions:")
-            for v, ids in m["variants"].items():
+            for v in m["variants"]:
                 lines.append(f"    metric version {v}: " + _name_runs(versions[v]))
     raise VlbenchError("refusing to put incomparable results side by side:\n  " + "\n  ".join(lines),
                        "if these are different datasets (e.g. two manifests that share a file name), give each "

@@ -135,8 +135,10 @@ def _f(x):
 def flips_table(ctx: _Ctx) -> Table:
     """One row per (dataset, model, condition): flips at the run's smallest k and the t2i top-10 overlap."""
     cols = [Column("dataset"), Column("model"), Column("condition"), Column("k", "int"),
-            Column("i2t_hit_to_miss", "int", label="i2t hit→miss"), Column("i2t_miss_to_hit", "int", label="i2t miss→hit"),
-            Column("t2i_hit_to_miss", "int", label="t2i hit→miss"), Column("t2i_miss_to_hit", "int", label="t2i miss→hit"),
+            Column("i2t_hit_to_miss", "int", label="i2t hit→miss"),
+            Column("i2t_miss_to_hit", "int", label="i2t miss→hit"),
+            Column("t2i_hit_to_miss", "int", label="t2i hit→miss"),
+            Column("t2i_miss_to_hit", "int", label="t2i miss→hit"),
             Column("t2i_top10_overlap", "num", 3, "t2i top-10 overlap"), Column("run_id")]
     rows, runs, cache = [], set(), {}
     for key in ctx.keys():
@@ -148,7 +150,9 @@ def flips_table(ctx: _Ctx) -> Table:
             if not ks:
                 continue
             by = {r.get("direction"): r for r in recs if int(_f(r.get("k")) or 0) == ks[0]}
-            cell = lambda d, c: _f(by.get(d, {}).get(c))  # noqa: E731
+            def cell(d, c, by=by):
+                return _f(by.get(d, {}).get(c))
+
             rows.append([ctx.dataset(dn, dh), ctx.model(mh), cond, ks[0], cell("i2t", "hit_to_miss"),
                          cell("i2t", "miss_to_hit"), cell("t2i", "hit_to_miss"), cell("t2i", "miss_to_hit"),
                          cell("t2i", "top10_overlap"), run.ref])
@@ -226,7 +230,9 @@ def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
             warn(f"comparison {path} left out: its run(s) {', '.join(missing)} are not among this leaderboard's "
                  "runs (superseded or not given); compare the runs the leaderboard uses")
             continue
-        name = lambda rid: ctx.lab.model.get(models[rid][0], models[rid][1])  # noqa: E731
+        def name(rid, models=models):
+            return ctx.lab.model.get(models[rid][0], models[rid][1])
+
         test = f"{rec.get('test')}, {rec.get('correction')} over {rec.get('family_size')}"
         for r in rec["rows"]:
             rows.append([rec["dataset"].get("name"), name(r["run_a"]), name(r["run_b"]), r["condition"],

@@ -1,4 +1,5 @@
-"""Leaderboard tables (clean retrieval, RSUM per perturbation, model-input analysis, RSUM changes, every value) as plain data.
+"""Leaderboard tables (clean retrieval, RSUM per perturbation, model-input analysis, RSUM changes, every value) as
+plain data.
 
 Everything here is pure Python on :class:`~vlbench.leaderboards.store.Run` objects: no pandas, no
 plotting. Rows are sorted by (dataset label, model label, hashes, condition, ...) so that the tables
@@ -132,7 +133,8 @@ def rsum_per_perturbation(ctx: _Ctx, direction: str = "t2i") -> Table:
                         [ctx.lab.run_flags(*used)])
     which = "text-to-image RSUM (t2i R@1 + R@5 + R@10)" if direction == "t2i" else \
         "total RSUM (i2t + t2i: six recalls)" if direction == "both" else f"{direction} RSUM"
-    name = "rsum_per_perturbation" if direction == "t2i" else f"rsum_per_perturbation_{'total' if direction == 'both' else direction}"
+    name = ("rsum_per_perturbation" if direction == "t2i" else
+            f"rsum_per_perturbation_{'total' if direction == 'both' else direction}")
     short = "t2i" if direction == "t2i" else "total" if direction == "both" else direction
     return Table(name, f"RSUM per perturbation ({short})",
                  f"Rows: model x condition (clean = no perturbation); columns: datasets. Cells: {which} "
@@ -268,7 +270,7 @@ def provenance_table(selection: Selection, labels: Labels) -> Table:
             Column("schema_version"), Column("created"), Column("results_hash", short=12), Column("flags"),
             Column("timing")]
     used: dict[str, list[str]] = {}
-    for (mh, dn, dh, cond), run in selection.values.items():
+    for (_mh, _dn, _dh, cond), run in selection.values.items():
         used.setdefault(run.path, []).append(cond)
     for run in selection.mia.values():
         used.setdefault(run.path, [])

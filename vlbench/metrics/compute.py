@@ -51,7 +51,8 @@ from .ranking import (  # noqa: F401
 )
 from .specs import builtins, from_stored, plugin_columns, plugin_metrics
 
-METRIC_VERSION = "1.1"  # bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores)
+# bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores)
+METRIC_VERSION = "1.1"
 DEFAULT_K = (1, 5, 10)
 DEFAULT_P = 10
 TOP_KEEP = 10  # each query's best-ranked candidates kept from the scoring pass (metrics/flips.py reads them)

@@ -23,7 +23,8 @@ it takes the built-ins' path (:func:`from_stored`: ``Metric.values`` and ``Metri
 ``{direction, metric, k, value}`` (metric: the registered name) follow the built-in retrieval records of
 each direction, and its columns the built-in columns. A plug-in that fails to load or to compute is
 skipped with a warning and is not listed among the plug-ins used by a run. A plug-in whose import calls
-``sys.exit`` stops the run before any work (exit 2, naming it): ``check_plugins`` runs in the preflight. An entry point that does
+``sys.exit`` stops the run before any work (exit 2, naming it): ``check_plugins`` runs in the preflight. An entry point
+that does
 not name a ``Metric`` is listed as broken by ``vlbench ls metrics``, with the reason.
 """
 

@@ -1,5 +1,6 @@
 """Statistics over per-query results: the paired bootstrap of a perturbation's metric changes (the metrics
-the registry marks ``bootstrap``: RSUM) and the model-input analysis (which queries each perturbation moves, and how alike those sets are)."""
+the registry marks ``bootstrap``: RSUM) and the model-input analysis (which queries each perturbation moves, and how
+alike those sets are)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def _resample(v: np.ndarray, n_boot: int, rng) -> np.ndarray:
 resample_means = _resample
 
 
-def paired_bootstrap(clean: list[compute.Evaluation], pert: list[compute.Evaluation], n_boot: int, seed: int) -> list[dict]:
+def paired_bootstrap(clean: list[compute.Evaluation], pert: list[compute.Evaluation], n_boot: int,
+                     seed: int) -> list[dict]:
     """CIs of the change of every metric the registry marks ``bootstrap`` (RSUM), from per-query values,
     resampling queries (paired: same queries); one generator, metrics in registry order, i2t before t2i;
     "both" for a metric with a total (the sum of the two directions' changes)."""
@@ -64,7 +66,8 @@ def query_scores(evals: list[compute.Evaluation], how: str) -> np.ndarray:
     """Per t2i caption query: the score whose change groups queries in the model-input analysis."""
     if how == "rsum":
         return per_query_rsum(evals, "t2i")
-    return -np.concatenate([e.t2i.best_rank for e in evals]).astype(np.float64)  # "rank" (checked by run_config.validate)
+    # "rank" (checked by run_config.validate)
+    return -np.concatenate([e.t2i.best_rank for e in evals]).astype(np.float64)
 
 
 def model_input_analysis(clean_scores: np.ndarray, pert_scores: dict[str, np.ndarray]) -> dict:

@@ -251,7 +251,8 @@ def preflight(cfg):
     if gallery:
         problems.append(Problem(f"gallery of {cfg.dataset!r}", *gallery, DataError))
     # English-only perturbations on captions in another language (issue #21; vlbench.perturbations.check_language)
-    problems += [Problem("--perturb", e.message, e.hint or "", type(e)) for e in perturbations.language_problems(cfg, ds)]
+    problems += [Problem("--perturb", e.message, e.hint or "", type(e))
+                 for e in perturbations.language_problems(cfg, ds)]
     if ds is not None:
         bad_spec = any(p.item == "--perturb" for p in language)
         n_conditions = 1 + (len(perturbations.resolve(cfg.perturb)) if cfg.perturb and not bad_spec else 0)

@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..datasets.folds import fold_index_maps
 from ..metrics import compute
@@ -17,6 +18,9 @@ from ..runfolder import FLIPS, PER_QUERY, RETRIEVED, results_path, write_results
 from ..util.io import atomic_write_text
 from ..util.markdown import md_table
 
+if TYPE_CHECKING:
+    from ..datasets.core import Dataset
+
 
 def _column_text(values) -> list[str]:
     """One column as CSV cells: floats as %.6g (NaN empty), everything else as its plain text."""
@@ -24,7 +28,7 @@ def _column_text(values) -> list[str]:
 
     arr = np.asarray(values)
     if arr.dtype.kind == "f":
-        return ["" if v != v else "%.6g" % v for v in arr.tolist()]
+        return ["" if v != v else f"{v:.6g}" for v in arr.tolist()]
     if arr.dtype.kind == "b":
         return ["True" if v else "False" for v in arr.tolist()]
     return [str(v) for v in arr.tolist()]

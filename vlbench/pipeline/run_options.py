@@ -54,10 +54,12 @@ def _names(s: str) -> tuple:
 
 
 RUN_OPTIONS = (
-    Option("model", "--model", "NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, openclip:ViT-B-32/laion2b_s34b_b79k"),
+    Option("model", "--model", "NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, "
+                               "openclip:ViT-B-32/laion2b_s34b_b79k"),
     Option("dataset", "--dataset", "flickr30k, flickr30k-fg, coco, coco-fg, coco-1k, flickr30k-de, "
                                    "flickr30k-multi30k-{en,de,fr,cs} or custom:<manifest.jsonl> (vlbench ls datasets); "
-                                   "with --task sugarcrepe: sugarcrepe[:SUBSETS]; with --task sugarcrepe++: sugarcrepe++[:SUBSETS]"),
+                                   "with --task sugarcrepe: sugarcrepe[:SUBSETS]; with --task sugarcrepe++: "
+                                   "sugarcrepe++[:SUBSETS]"),
     Option("perturb", "--perturb", "'all', a family (typos, lexical, distraction, word-order) or comma-separated "
                                    "perturbation names"),
     Option("perturb_images", "--perturb-images", "ImageNet-C corruptions as conditions: names or families with "
@@ -86,13 +88,16 @@ RUN_OPTIONS = (
     Option("model_name", "--model-name", "label of the model in leaderboards (default: the --model spec)"),
     Option("data_dir", "--data-dir", "folder with caption files and images/ (default: $VLBENCH_DATA_DIR or "
                                      "~/.cache/vlbench/data)"),
-    Option("gallery", "--gallery", "candidate images for t2i: the test set, the FG release's enlarged pool, or every image in the image folder",
+    Option("gallery", "--gallery", "candidate images for t2i: the test set, the FG release's enlarged pool, or every "
+                                   "image in the image folder",
            choices=run_config.GALLERIES),
     Option("allow_partial_gallery", "--allow-partial-gallery", "accept a --gallery folder image folder smaller than "
            "the dataset's full folder (Flickr30k 31,783, COCO val2014 40,504 images); the size joins the protocol "
            "label, e.g. <protocol>[gallery=5000]", kind="flag"),
-    Option("extra_positives", "--extra-positives", "extended positives for coco: eccv / cxc follow ECCV Caption's official protocol (annotated queries, "
-                                                   "eccv_* / cxc_* metrics); eccv-all / cxc-union add them to the original positives of every query",
+    Option("extra_positives", "--extra-positives", "extended positives for coco: eccv / cxc follow ECCV Caption's "
+                                                   "official protocol (annotated queries, eccv_* / cxc_* metrics); "
+                                                   "eccv-all / cxc-union add them to the "
+                                                   "original positives of every query",
            choices=run_config.EXTRA_POSITIVES),
     Option("device", "--device", "cuda, cuda:1, mps or cpu (default: best available)"),
     Option("precision", "--precision", "weights and activations (default fp32)", choices=run_config.PRECISIONS),
@@ -103,7 +108,8 @@ RUN_OPTIONS = (
     Option("k", "--k", "Recall@k cut-offs (default 1,5,10)", kind="ints"),
     Option("p", "--dcg-p", "DCG_CM rank cut-off p (default 10)", kind="int"),
     Option("relevance", "--relevance", "relevance of non-positives in DCG_CM: 'self' (the evaluated similarity) or a "
-                                       "fixed relevance model spec, e.g. clip:openai/clip-vit-base-patch32", metavar="MODEL"),
+                                       "fixed relevance model spec, e.g. clip:openai/clip-vit-base-patch32",
+           metavar="MODEL"),
     Option("protocol", "--protocol", "evaluation protocol: a named preset of the options below (vlbench ls "
                                      "protocols; docs/studies.md); each of them overrides its single setting",
            choices=run_config.PROTOCOL_NAMES),
@@ -128,15 +134,17 @@ RUN_OPTIONS = (
     Option("graded", "--graded-relevance", "also report t2i nDCG with graded caption-caption labels: rouge-l and/or "
                                            "minilm (comma-separated; see docs/graded_relevance.md for the cost)",
            kind="names", metavar="KINDS"),
-    Option("mia_score", "--mia-score", "per-query score grouping the model-input analysis", choices=run_config.MIA_SCORES),
+    Option("mia_score", "--mia-score", "per-query score grouping the model-input analysis",
+           choices=run_config.MIA_SCORES),
     Option("validity", "--validity", "semantic drift of perturbed captions (all-MiniLM-L6-v2): a fixed-seed sample "
                                      "of --validity-sample applied captions per perturbation (default), all of them, "
                                      "or none", choices=run_config.VALIDITY_MODES),
     Option("validity_sample", "--validity-sample", "at most this many applied captions in the drift sample, fewer "
                                                    "once the mean drift is known to --validity-precision "
                                                    "(default 2000)", kind="int"),
-    Option("validity_precision", "--validity-precision", "the drift sample grows (from 500) until the 95-percent interval "
-                                                         "of the mean drift is within +- this (default 0.005; 0: "
+    Option("validity_precision", "--validity-precision", "the drift sample grows (from 500) until the 95-percent "
+                                                         "interval of the mean drift is within +- this (default 0.005; "
+                                                         "0: "
                                                          "always --validity-sample captions)", kind="float"),
     Option("quiet", "--quiet", "no progress bars or table", kind="flag"),
     Option("resume", "--resume", "--out already holds a finished run: print it as it is instead of refusing the "

@@ -184,7 +184,8 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
     """Data and perturbations first: cheap, and bad input fails before a model is loaded. ``ds``: the dataset
     as the preflight loaded it, complete with its images (None: load it here, downloading what is missing)."""
     if ds is None:
-        ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=galleries.dataset_gallery(cfg), require_images=True,
+        ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=galleries.dataset_gallery(cfg),
+                          require_images=True,
                           extra_positives=cfg.extra_positives)
     ds = galleries.apply_gallery(ds, cfg)  # --gallery folder
     if cfg.dataset_name:
@@ -257,8 +258,8 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
     texts = relevance.truncate(cfg, texts)  # --truncate-chars
-    img_local = timing.encoding("image_decode_preprocess", session.stats, lambda: phase(dist, shard, lambda: session.images(
-        paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard)))
+    img_local = timing.encoding("image_decode_preprocess", session.stats, lambda: phase(dist, shard, lambda: (
+        session.images(paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard))))
     _log(cfg, f"encoding {len(texts)} captions ({len(plan.perturbed) + 1} condition(s))")
     keys: list = []  # the model's inputs after its truncation, computed once for encoding and validity
 
@@ -281,8 +282,8 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
         paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, clean=img_emb))
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
                    session.cache, shard.world, variant_img,
-                   timing.timed("relevance_encode", lambda: relevance.encode_relevance(cfg, ds, paths, stats=session.stats,
-                                                                           texts=plan.texts()[0])), tuple(keys), bound,
+                   timing.timed("relevance_encode", lambda: relevance.encode_relevance(
+                       cfg, ds, paths, stats=session.stats, texts=plan.texts()[0])), tuple(keys), bound,
                    distractors.encode_distractors(session, cfg, plan, session.stats))
 
 
@@ -355,7 +356,8 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
 
     ds = plan.ds
     values = _metric_values(evals)
-    deltas, boots = timing.timed("bootstrap", lambda: _deltas(cfg.n_boot, cfg.seed, plan, evals, values), timing.resamples(cfg))
+    deltas, boots = timing.timed("bootstrap", lambda: _deltas(cfg.n_boot, cfg.seed, plan, evals, values),
+                                 timing.resamples(cfg))
     conditions = _conditions(plan, enc, timing.timed("validity", lambda: _validity(cfg.validity_opts, plan, enc,
                                                                               log=lambda m: _log(cfg, m))))
     per_query_file = timing.timed("writing", lambda: write_per_query(enc.out, ds, evals))
@@ -367,7 +369,8 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     rec = RunRecord(
         run_id=enc.run_id, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
         metric_version=compute.METRIC_VERSION, vlbench_version=__version__,
-        model=ModelInfo(cfg.model, enc.model_hash, model), dataset=DatasetInfo(dataset["name"], dataset["hash"], dataset),
+        model=ModelInfo(cfg.model, enc.model_hash, model),
+        dataset=DatasetInfo(dataset["name"], dataset["hash"], dataset),
         conditions=conditions, settings=_settings(cfg, plan, enc), values=values, deltas=deltas, intervals=boots,
         model_input_analysis=_mia(cfg.mia_score, plan, evals), environment=library_versions(),
         other={"wall_time_s": round(time.time() - t0, 3), **timing.run_fields(cfg, enc),

@@ -33,8 +33,10 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
     for fold, g in zip(ds.folds, graded):
         sub = ds.subset(fold)
         caps = fold_captions(ds.caption_to_image, fold)
-        rel = None if relevance is None else compute.EmbeddingSource(relevance[0][fold], relevance[1][caps], device=device)
-        out.append(compute.evaluate(compute.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device), sub.caption_to_image,
+        rel = None if relevance is None else compute.EmbeddingSource(relevance[0][fold], relevance[1][caps],
+                                                                     device=device)
+        out.append(compute.evaluate(compute.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device),
+                                    sub.caption_to_image,
                               graded=g, relevance=rel, **kw))
     return out
 
@@ -42,7 +44,8 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
 def condition_relevance(relevance, off: int, n: int):
     """The fixed relevance model's (image, caption) embeddings of the condition whose captions start at
     ``off`` of Plan.texts(): the captions as evaluated (the relevance of the candidate to the query is
-    that of the query as evaluated), so a perturbed t2i query's gains come from the perturbed caption and an i2t query's from
+    that of the query as evaluated), so a perturbed t2i query's gains come from the perturbed caption and an i2t
+    query's from
     the perturbed gallery captions it ranks. Images: the clean gallery (the relevance model does not
     encode image corruptions). None: relevance = the evaluated similarity."""
     if relevance is None:

@@ -105,7 +105,7 @@ def _check_direction(c: Checker, m: Metric, r, ev, n_cand: int) -> dict:
     values = m.values(r, ev)
     c.expect(values == m.values(r, ev), "the same values on a second call", "different values")
     c.expect({x for x, _ in values} <= set(m.params(ev)), f"one value per {m.param or 'direction'}", short(values))
-    for x, v in values:
+    for _x, v in values:
         c.expect(isinstance(v, float) and np.isfinite(v), "a finite float value", short(v))
         c.expect(_in_range(m, v, n_cand), f"a value in the declared range {m.value_range}", v)
     for col, vals in m.columns(r, ev).items():

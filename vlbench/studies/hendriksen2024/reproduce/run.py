@@ -94,7 +94,8 @@ def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: 
              "weights: " + (", ".join(specs) + " (Hugging Face, downloaded on first use)" + rel_text
                             if specs else "none"),
              "images: " + ("; ".join(f"{d}: {IMAGES.get(d, 'its image folder')}" for d in data) +
-                           f" (built-in datasets: under {images}/images/, see docs/reproducing.md)" if data else "none"),
+                           f" (built-in datasets: under {images}/images/, see docs/reproducing.md)" if data
+                           else "none"),
              "language data: spaCy English model, WordNet, and for the chapter protocol's compatible perturbations "
              "NLTK's punkt_tab + averaged_perceptron_tagger_eng (vlbench setup-language-data) and the typo package",
              f"disk: at most {disk_bytes(todo, perturb) / 1e9:.1f} GB of embeddings in the cache (float32, up to "
