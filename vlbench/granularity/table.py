@@ -315,12 +315,10 @@ def differences_markdown(diff, digits: int = 3) -> str:
             cells.append(f"{_fmt(r.relative_change_pct, 1)} [{_fmt(r.rel_ci_low, 1)}, {_fmt(r.rel_ci_high, 1)}]")
         body.append([FEATURE_LABELS.get(feat, feat)] + cells)
     n_boot = int(diff["n_boot"].iloc[0])
-    paired = bool(diff["paired"].all())
-    pairing = ("paired: the same images in both, matched by image path" if paired else
+    pairing = ("paired: the same images in both, matched by image path" if bool(diff["paired"].all()) else
                "NOT paired: the image sets differ, each resampled independently (--unpaired)")
     note = (f"\n\nDifference = fine-grained mean - original mean; {n_boot} bootstrap samples of images "
-            f"({pairing}), "
-            f"seed {int(diff['seed'].iloc[0])}, percentile intervals.")
+            f"({pairing}), seed {int(diff['seed'].iloc[0])}, percentile intervals.")
     return md_table(head, body, "l" + "r" * (len(head) - 1)) + note
 
 

@@ -263,8 +263,7 @@ def html_table(table: Table) -> str:
             f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody></table></div>")
 
 
-# Page-only views (the CSV files stay tidy): a ranking of the models first, RSUM per perturbation with a column per
-# model.
+# Page-only views (the CSV files stay tidy): the models ranked first, RSUM per perturbation with a column per model.
 
 def family_rank(family: str) -> tuple[int, str]:
     """Sort key of a perturbation family: the built-in families in their order (typos, lexical,
