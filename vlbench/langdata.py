@@ -168,15 +168,16 @@ def _check_tagger_file(path: Path) -> None:
         raise ValueError(f"is not JSON ({exc})") from None
     kind = path.name.split(".")[-2]
     if kind == "classes":
-        ok = isinstance(doc, list) and doc and all(isinstance(t, str) for t in doc) and "NN" in doc
+        ok = bool(isinstance(doc, list) and doc and all(isinstance(t, str) for t in doc) and "NN" in doc)
         what = "a JSON list of tags including NN"
     elif kind == "tagdict":
-        ok = isinstance(doc, dict) and doc and all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items())
+        ok = bool(isinstance(doc, dict) and doc and all(isinstance(k, str) and isinstance(v, str)
+                                                        for k, v in doc.items()))
         what = "a JSON object word -> tag"
     else:
-        ok = isinstance(doc, dict) and doc and all(isinstance(w, dict) and all(isinstance(x, (int, float))
-                                                                              for x in w.values())
-                                                  for w in doc.values())
+        ok = bool(isinstance(doc, dict) and doc and all(isinstance(w, dict) and all(isinstance(x, (int, float))
+                                                                                   for x in w.values())
+                                                       for w in doc.values()))
         what = "a JSON object feature -> {tag: weight}"
     if not ok:
         raise ValueError(f"is not {what}")

@@ -264,7 +264,8 @@ def _is_k(k) -> bool:
 
 def _read_values(doc: dict, path: str) -> list[MetricValue]:
     recs = doc.get("results")
-    _need(isinstance(recs, list) and recs, path, "no result records")
+    _need(isinstance(recs, list) and bool(recs), path, "no result records")
+    assert isinstance(recs, list)  # _need raised otherwise
     out, seen = [], set()
     for i, r in enumerate(recs):
         ok = (isinstance(r, dict) and _is_str(r.get("condition")) and r.get("direction") in RECORD_DIRECTIONS

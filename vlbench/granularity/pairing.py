@@ -118,5 +118,7 @@ def resolve_pairs(pairs, loaded: list[tuple]) -> list[tuple[str, str]]:
         if got[0] == got[1]:
             raise VlbenchError(f"pair {','.join(p)!r} names the same dataset twice",
                                "give an original and its fine-grained version, e.g. --pair coco,coco-fg")
-        out.append((got[0], got[1]))
+        first, second = got
+        assert first is not None and second is not None  # checked above
+        out.append((first, second))
     return out

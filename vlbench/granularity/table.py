@@ -27,8 +27,7 @@ from .pairing import check_bootstrap_settings, image_sums, resolve_pairs
 if TYPE_CHECKING:
     import pandas as pd
 
-#: (original, fine-grained) pairs compared automatically when both are requested
-#: (original, fine-grained) built-in datasets on the same images, from the dataset records
+#: (original, fine-grained) built-in datasets on the same images (dataset records), compared when both are requested
 FG_PAIRS = tuple(sorted((s.fine_grained_of, s.name) for s in BUILTIN_SPECS.values() if s.fine_grained_of))
 
 FEATURE_LABELS = {
@@ -96,7 +95,8 @@ def _frame_of(loaded: list[tuple], opts: FeatureOptions, *, batch_size: int, n_p
     import pandas as pd
 
     names = [n for n, _ in loaded]
-    all_texts, meta = [], []
+    all_texts: list[str] = []
+    meta: list = []
     for name, ds in loaded:
         caps = list(ds.captions)
         ids = list(getattr(ds, "caption_ids", None) or [f"{j}" for j in range(len(caps))])
@@ -272,8 +272,8 @@ class GranularityReport:
                 + self.differences_markdown() + "\n")
         cols = ["dataset", "caption_id", "image", "status", "reason", *FEATURES, *COUNT_COLUMNS, "text"]
         put("granularity_captions.csv", self.per_caption[cols].to_csv(index=False, float_format="%.6g"))
-        exc = self.per_caption[self.per_caption["status"] != "ok"][["dataset", "caption_id", "reason", "text"]]
-        put("granularity_excluded.csv", exc.to_csv(index=False))
+        excluded = self.per_caption[self.per_caption["status"] != "ok"][["dataset", "caption_id", "reason", "text"]]
+        put("granularity_excluded.csv", excluded.to_csv(index=False))
         summary = {"options": self.options, "captions": self.captions, **self.meta}
         put("granularity_summary.json", dumps_strict(summary, indent=2) + "\n")
         return written

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TypeGuard
 
 from ..metrics.specs import builtins
 from ..results import DIRECTIONS, MetricValue, RunRecord, UnreadableResults
@@ -74,7 +75,7 @@ def bounds(rec: RunRecord, v: MetricValue, declared: dict | None = None,
     return -INF, INF
 
 
-def _finite(x) -> bool:
+def _finite(x) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 

@@ -18,7 +18,8 @@ def cells(run, cond: str) -> list:
     v = run.condition_meta(cond).get("validity") if cond != "clean" else None
     if not isinstance(v, dict):
         return [None] * len(COLUMNS)
-    d = v.get("drift") if isinstance(v.get("drift"), dict) else {}
+    drift = v.get("drift")
+    d = drift if isinstance(drift, dict) else {}
     return [_f(v.get("applicable_rate")), _f(d.get("mean")), _f(d.get("p95"))]
 
 

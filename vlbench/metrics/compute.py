@@ -273,9 +273,9 @@ def with_plugins(ev: Evaluation) -> Evaluation:
     plugins = plugin_metrics()
     if not plugins:
         return ev
-    return dataclasses.replace(ev, **{d: dataclasses.replace(ev.direction(d), plugins=plugin_columns(
-        ev.direction(d), ev, plugins)) for d in DIRECTIONS}, extra=ev.extra + tuple(
-        from_stored(m, e.name) for e, m in plugins))
+    i2t, t2i = (dataclasses.replace(ev.direction(d), plugins=plugin_columns(ev.direction(d), ev, plugins))
+                for d in DIRECTIONS)
+    return dataclasses.replace(ev, i2t=i2t, t2i=t2i, extra=ev.extra + tuple(from_stored(m, e.name) for e, m in plugins))
 
 
 def flat_keys(records: list[dict]) -> dict:

@@ -35,6 +35,7 @@ import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from .. import registry
 from ..errors import VlbenchError
 from ..results import DIRECTIONS
 
-AGGREGATES = {"mean": np.mean, "median": np.median}
+AGGREGATES: dict[str, Callable[..., Any]] = {"mean": np.mean, "median": np.median}
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,11 @@ def _task(name: str, description: str) -> Metric:
     return Metric(name, "%", "[0, 100]", True, description, directions=("i2t",), column=False, kind="task")
 
 
+def _graded_metrics(r) -> list[Metric]:
+    """The ndcg_<labels> metric of each kind of graded labels a result has."""
+    return [graded_metric(n) for n in sorted(r.graded)]
+
+
 BUILTINS = (
     Metric("recall", "%", "[0, 100]", True, "Recall@k (hit rate): best positive ranked <= k; with "
            "--i2t-recall fraction the i2t share of positives in the top k, / min(R, k)",
@@ -169,7 +175,7 @@ BUILTINS = (
            "0 by definition when the ideal DCG <= 0", True, "DCG_CM@p / ideal DCG_CM@p",
            per_query=lambda r, ev, p: r.ndcg, param="p", table="nDCG@{x}", fmt=".3f"),
     Metric("ndcg_<labels>", "ratio", "[0, 1]", True, "t2i nDCG@p with graded caption-caption labels",
-           param="p", expand=lambda r: [graded_metric(n) for n in sorted(r.graded)],
+           param="p", expand=_graded_metrics,
            instances=(_graded("minilm"), _graded("rouge_l"))),
     _official("eccv_map_at_r", "ECCV Caption mAP@R over its annotated queries (--extra-positives eccv)"),
     _official("eccv_r_precision", "ECCV Caption R-Precision over its annotated queries (--extra-positives eccv)"),
@@ -325,7 +331,7 @@ def plugin_columns(r, ev, plugins: list) -> dict:
 
 def describe() -> list[dict]:
     """Rows for ``vlbench ls metrics``: name, unit, range, better, directions, source, description."""
-    rows = []
+    rows: list[dict] = []
     for e in registry.metrics.entries():
         try:
             m = _load(e)

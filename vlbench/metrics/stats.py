@@ -4,6 +4,8 @@ alike those sets are)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import compute
@@ -13,11 +15,14 @@ from .specs import DIRECTIONS, builtins
 def per_query_column(evals: list[compute.Evaluation], direction: str, column: str) -> np.ndarray | None:
     """One per-query column over the folds, or None where an evaluation lacks it."""
     cols = [e.per_query(direction).get(column) for e in evals]
-    return None if any(c is None for c in cols) else np.concatenate(cols)
+    present = [c for c in cols if c is not None]
+    return np.concatenate(present) if len(present) == len(cols) else None
 
 
 def per_query_rsum(evals: list[compute.Evaluation], direction: str) -> np.ndarray:
-    return per_query_column(evals, direction, "rsum")
+    col = per_query_column(evals, direction, "rsum")
+    assert col is not None  # rsum: a built-in metric, a column of every evaluation
+    return col
 
 
 def _resample(v: np.ndarray, n_boot: int, rng) -> np.ndarray:
@@ -83,7 +88,8 @@ def model_input_analysis(clean_scores: np.ndarray, pert_scores: dict[str, np.nda
                         "increased": set(np.flatnonzero(d > 0).tolist()),
                         "unchanged": set(np.flatnonzero(d == 0).tolist())}
     names = sorted(groups)
-    out = {"groups": {n: {g: len(v) for g, v in groups[n].items()} for n in names}, "jaccard": {}, "pairs": 0}
+    out: dict[str, Any] = {"groups": {n: {g: len(v) for g, v in groups[n].items()} for n in names}, "jaccard": {},
+                           "pairs": 0}
     for g in ("decreased", "increased", "unchanged"):
         vals = []
         for a in range(len(names)):

@@ -245,7 +245,8 @@ def _apply_one(obj, captions: list, caption_ids: list, usable: list, parsed: dic
     synonyms) why captions were left unchanged."""
     texts, applicable = [], []
     n_empty = n_rejected = 0
-    guarded, reasons = None, {}
+    guarded = None
+    reasons: dict = {}
     if getattr(obj, "guarded", False):  # semantic guard: all captions' candidates in a few batches
         from .guard import guarded_outputs  # lazy: vlbench --help imports this module; keep it light
 

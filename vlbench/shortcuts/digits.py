@@ -111,6 +111,6 @@ def render(image, number: int, *, bank: DigitBank, seed: int = 0, image_id: str 
         pool = bank.images[int(ch)]
         tile = pool[exemplar_index(seed, image_id, pos, len(pool))]
         side = box[2] - box[0]
-        tile_img = Image.fromarray(tile, mode="L").resize((side, side), Image.BILINEAR).convert("RGB")
+        tile_img = Image.fromarray(tile, mode="L").resize((side, side), Image.Resampling.BILINEAR).convert("RGB")
         out.paste(tile_img, box[:2])
     return out

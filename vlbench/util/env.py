@@ -27,7 +27,8 @@ def dist_version(dist: str) -> str | None:
 def library_versions() -> dict:
     """Python, platform, vlbench, the RECORDED libraries and the plug-ins in use."""
 
-    out = {"python": platform.python_version(), "platform": platform.platform(), "vlbench": __version__}
+    out: dict[str, object] = {"python": platform.python_version(), "platform": platform.platform(),
+                              "vlbench": __version__}
     out.update({dist: dist_version(dist) for dist in RECORDED})
     out["plugins"] = plugin_versions()
     return out
