@@ -112,7 +112,8 @@ def _mixed_protocols(protocols: dict, geometries: dict, mixed: list, flags: dict
 
 def _mixed(hashes: dict, versions: dict) -> tuple[list[dict], dict]:
     """What is mixed among the used runs (dataset hashes, metric versions), and the flags per run path."""
-    mixed, flags = [], {}
+    mixed: list = []
+    flags: dict = {}
     for name in sorted(hashes):
         if len(hashes[name]) > 1:
             _note_mixed(mixed, flags, {"what": "dataset_hash", "dataset": name}, hashes[name],
@@ -163,8 +164,8 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool, keep_p
         versions.setdefault(r.metric_version, []).append(r)
     for r in sorted(runs, key=lambda r: (r.ref, r.path)):
         protocols.setdefault(protocol_of(r), []).append(r)
-        if geometry_of(r) is not None:
-            geometries.setdefault(geometry_of(r), []).append(r)
+        if (geometry := geometry_of(r)) is not None:
+            geometries.setdefault(geometry, []).append(r)
     mixed, flags = _mixed(hashes, versions)
     _mixed_protocols(protocols, geometries, mixed, flags)
     if mixed and not allow_mixed:

@@ -302,7 +302,7 @@ def ranking_table(t52: Table, changes: Table | None) -> Table:
     for (m, d, c), by_dir in total.items():
         if {"i2t", "t2i"} <= set(by_dir):
             drops.setdefault(m, []).append((by_dir["i2t"] + by_dir["t2i"], f"{c} ({d})"))
-    rows = []
+    rows: list[list] = []
     for m, by_ds in clean.items():
         worst = min(drops.get(m, []), default=None)
         missing = [d for d in datasets if d not in by_ds]
@@ -310,8 +310,8 @@ def ranking_table(t52: Table, changes: Table | None) -> Table:
                     [_mean(list(by_ds.values())), _mean([x for x, _ in drops.get(m, [])]),
                      worst[1] if worst else None, ("no clean RSUM on " + ", ".join(missing)) if missing else ""])
     rows.sort(key=lambda r: (r[len(datasets) + 2] is None, -(r[len(datasets) + 2] or 0.0), r[1]))
-    for i, r in enumerate(rows):
-        r[0] = i + 1
+    for i, row in enumerate(rows):
+        row[0] = i + 1
     cols = ([Column("rank", "int"), Column("model")] +
             [Column(f"clean_rsum:{d}", "num", 1, f"clean RSUM {d}") for d in datasets] +
             [Column("mean_clean_rsum", "num", 1, "mean clean RSUM"),

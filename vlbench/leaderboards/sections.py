@@ -72,7 +72,7 @@ def rank_groups(ctx: _Ctx) -> list[Table]:
     order = sorted(per_model, key=lambda m: (-_criterion(per_model[m]), ctx.model(m), m))
     pairs = list(itertools.combinations(order, 2))
     n_res = max(MIN_RESAMPLES, math.ceil(2 * len(pairs) / ALPHA))
-    stats = []
+    stats: list[tuple[float | None, float | None]] = []
     for a, b in pairs:
         strata, w = _pair_strata(per_model[a], per_model[b])
         if not strata:
@@ -140,7 +140,8 @@ def flips_table(ctx: _Ctx) -> Table:
             Column("t2i_hit_to_miss", "int", label="t2i hit→miss"),
             Column("t2i_miss_to_hit", "int", label="t2i miss→hit"),
             Column("t2i_top10_overlap", "num", 3, "t2i top-10 overlap"), Column("run_id")]
-    rows, runs, cache = [], set(), {}
+    rows, runs = [], set()
+    cache: dict = {}
     for key in ctx.keys():
         mh, dn, dh = key
         for cond in sorted(ctx.pairs[key], key=condition_key):
@@ -225,7 +226,7 @@ def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
     rows = []
     for path, rec in records:
         models = {r.get("run_id"): (r.get("model_hash"), r.get("model")) for r in rec["runs"] if isinstance(r, dict)}
-        missing = sorted({rid for rid in models if rid not in used})
+        missing = sorted({str(rid) for rid in models if rid not in used})
         if missing:
             warn(f"comparison {path} left out: its run(s) {', '.join(missing)} are not among this leaderboard's "
                  "runs (superseded or not given); compare the runs the leaderboard uses")

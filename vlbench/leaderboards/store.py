@@ -90,7 +90,9 @@ class Run:
 
     def newness(self) -> tuple:
         """Sort key: larger = newer. Total and independent of the input order."""
-        return (parse_created(self.created).isoformat(), self.run_id, self.results_hash, self.file_sha256, self.path)
+        created = parse_created(self.created)
+        assert created is not None  # read_results accepts no record without a valid created time
+        return (created.isoformat(), self.run_id, self.results_hash, self.file_sha256, self.path)
 
     def conditions(self) -> list[str]:
         return self.record.condition_names()
@@ -241,7 +243,8 @@ def select(runs: list[Run]) -> Selection:
             cands.setdefault(base + (c,), []).append(run)
         if run.record.model_input_analysis:
             mia_cands.setdefault(base, []).append(run)
-    values, lost = {}, {}
+    values: dict = {}
+    lost: dict = {}
     for key in sorted(cands):
         group = sorted(cands[key], key=Run.newness, reverse=True)
         values[key] = group[0]

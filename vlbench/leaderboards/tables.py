@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from ..metrics.specs import metric_order
+from ..results import Interval, MetricKey
 from . import validity_cells
 from .labels import Labels, make_labels  # noqa: F401  (make_labels: imported from here by build and load_results)
 from .store import Run, Selection, condition_key
@@ -93,7 +94,7 @@ def clean_retrieval(ctx: _Ctx) -> Table:
             continue
         v, p = _values(run, "clean"), _dcg_p(run)
         mh, dn, dh = key
-        row = [ctx.dataset(dn, dh), ctx.model(mh)]
+        row: list = [ctx.dataset(dn, dh), ctx.model(mh)]
         for d in ("i2t", "t2i"):
             row += [v.get((d, "recall", k)) for k in (1, 5, 10)] + [v.get((d, "dcg_cm", p))]
         row += [v.get(("i2t", "rsum", None)), v.get(("t2i", "rsum", None)), p, run.ref, mh, dh,
@@ -124,11 +125,11 @@ def rsum_per_perturbation(ctx: _Ctx, direction: str = "t2i") -> Table:
         for cond in sorted(conds, key=lambda c: (c != "clean", _first_family(ctx, conds[c], c), c)):
             cells, used = [], []
             for d in dsets:
-                run = conds[cond].get(d)
-                cells.append(_values(run, cond).get((direction, "rsum", None)) if run else None)
-                if run:
-                    used.append(run)
-                    runs.add(run.ref)
+                cell_run = conds[cond].get(d)
+                cells.append(_values(cell_run, cond).get((direction, "rsum", None)) if cell_run else None)
+                if cell_run:
+                    used.append(cell_run)
+                    runs.add(cell_run.ref)
             rows.append([ctx.model(mh), cond, _first_family(ctx, conds[cond], cond), direction] + cells +
                         [ctx.lab.run_flags(*used)])
     which = "text-to-image RSUM (t2i R@1 + R@5 + R@10)" if direction == "t2i" else \
@@ -167,8 +168,8 @@ def rsum_changes(ctx: _Ctx) -> Table:
                 val = v.get((d, "rsum", None))
                 if val is None:
                     continue
-                dl = deltas.get((d, "rsum", None))
-                b = boots.get(d, {})
+                dl = deltas.get(MetricKey(d, "rsum", None))
+                b: Interval | dict = boots.get(d, {})
                 delta, rel = (dl.abs, dl.rel) if dl else (None, None)
                 clean = _values(run, "clean").get((d, "rsum", None))
                 if delta is None and clean is not None:
@@ -194,6 +195,7 @@ def model_input_similarity(ctx: _Ctx) -> Table:
     for key in sorted(ctx.sel.mia, key=ctx.sort_key):
         run = ctx.sel.mia[key]
         mia = run.record.model_input_analysis
+        assert mia is not None  # the selection keeps only runs with an analysis (store.select)
         mh, dn, dh = key
         perts = sorted((mia.get("groups") or {}).keys())
         jac = mia.get("jaccard") or {}
