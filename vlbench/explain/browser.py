@@ -70,8 +70,10 @@ class _View:
         own = {int(ds.caption_to_image[q])} if direction == "t2i" else set(ds.captions_of(q))
         extra = (ds.extra_positives or {}).get(direction)
         if extra is not None:
-            row = extra.get(q, extra.get(str(q), ())) if isinstance(extra, dict) else (extra[q] if q < len(extra)
-                                                                                       else ())
+            if isinstance(extra, dict):
+                row = extra[q] if q in extra else extra.get(str(q), ())
+            else:
+                row = extra[q] if q < len(extra) else ()
             own |= {int(x) for x in row}
         return own
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..datasets.core import load_dataset, safe_join
+from ..datasets.core import Dataset, load_dataset, safe_join
 from ..datasets.folds import fold_index_maps
 from ..errors import DataError, VlbenchError
 from ..perturbations.cache import perturbed_captions
@@ -42,7 +42,7 @@ class RunSource:
     folder: Path
     results: dict
     retrieved: dict  # array name -> array (retrieved.npz)
-    ds: object  # vlbench Dataset, content hash equal to the run's
+    ds: Dataset  # content hash equal to the run's
     perturbed: dict = field(default_factory=dict)  # caption condition -> its perturbed captions (list of str)
     image_path: object = None  # gallery index -> image file (image_locator); None: the dataset's own
     flip_rows: dict = field(default_factory=dict)  # read_flips: the run's flips.csv

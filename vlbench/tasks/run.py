@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
 from ..errors import VlbenchError
@@ -48,7 +49,8 @@ def _task_fields():
             *[(n, shared[n].type, dataclasses.field(default=shared[n].default)) for n in SHARED_OPTIONS]]
 
 
-_TaskFields = dataclasses.make_dataclass("_TaskFields", _task_fields(), frozen=True)
+#: Any: its fields are made at import time from RunConfig's, so no type checker can know them
+_TaskFields: Any = dataclasses.make_dataclass("_TaskFields", _task_fields(), frozen=True)
 _TaskFields.__module__ = __name__
 
 
@@ -221,7 +223,8 @@ def _write_per_item(out: Path, evals: dict) -> str:
 
 
 def format_task_table(rec: RunRecord) -> str:
-    kind = tasks().get((rec.other.get("task") or {}).get("name"))
+    name = (rec.other.get("task") or {}).get("name")
+    kind = tasks().get(name) if isinstance(name, str) else None
     if kind is not None and kind.table is not None:  # a task with a table of its own (SugarCrepe++)
         return kind.table(rec)
     rows = []

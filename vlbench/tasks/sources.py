@@ -117,7 +117,7 @@ def read_sugarcrepe_file(path: Path) -> list[tuple[str, str, str, str]]:
         if not isinstance(row, dict):
             raise DataError(f"SugarCrepe file {path} item {key!r} is a JSON {type(row).__name__}, not an object "
                             "with filename / caption / negative_caption", fix)
-        if not all(isinstance(row.get(f), str) and row.get(f).strip()
+        if not all(isinstance(v := row.get(f), str) and v.strip()
                    for f in ("filename", "caption", "negative_caption")):
             raise DataError(f"SugarCrepe file {path} item {key!r} lacks filename / caption / negative_caption "
                             "(each a non-empty string)", fix)

@@ -134,7 +134,8 @@ def evaluate_triplets(items: Sequence[TripletItem], image_emb, text_emb, *, seed
     ``distinct_images(items)`` / ``distinct_texts(items)`` (vectors are normalised here)."""
     img = _lookup(image_emb, distinct_images(items), "image")
     txt = _lookup(text_emb, distinct_texts(items), "text")
-    records, flags = [], {"itt": [], "tot": [], "p1": [], "p2": []}
+    records: list[TripletRecord] = []
+    flags: dict[str, list[bool]] = {"itt": [], "tot": [], "p1": [], "p2": []}
     for it in items:
         v, p1, p2, n = img[it.image], txt[it.p1], txt[it.p2], txt[it.neg]
         s = [float(v @ p1), float(v @ p2), float(v @ n)]
@@ -153,7 +154,8 @@ def evaluate_triplets_text_only(items: Sequence[TripletItem], text_score, *, see
     so a blind result holds ITT, P1 and P2 only."""
     texts = distinct_texts(items)
     by_text = dict(zip(texts, np.asarray(text_score(texts), dtype=np.float64)))
-    records, flags = [], {"itt": [], "p1": [], "p2": []}
+    records: list[TripletRecord] = []
+    flags: dict[str, list[bool]] = {"itt": [], "p1": [], "p2": []}
     for it in items:
         s = [float(by_text[c]) for c in it.candidates]
         rec = TripletRecord(it.item_id, it.image, s, [], s[0] > s[2] and s[1] > s[2], False, s[0] > s[2], s[1] > s[2])
