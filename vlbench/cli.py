@@ -201,8 +201,8 @@ def _print_cache(rows: list, prows: list) -> None:
             print(line)
     print(f"perturbed captions: {len(prows)} cached set(s)")
     if prows:
-        table = [(r["key"], f"{r['bytes'] / 1e6:.1f}", r["modified"], ", ".join(r["perturbations"])) for r in prows]
-        for line in columns(("key", "MB", "modified", "perturbations"), table, right=(1,)):
+        ptable = [(r["key"], f"{r['bytes'] / 1e6:.1f}", r["modified"], ", ".join(r["perturbations"])) for r in prows]
+        for line in columns(("key", "MB", "modified", "perturbations"), ptable, right=(1,)):
             print("  " + line)
 
 
@@ -285,7 +285,7 @@ def _filesystem_error(exc: OSError) -> str | None:
 
     what = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
             errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-            errno.EPERM: "operation not permitted"}.get(exc.errno)
+            errno.EPERM: "operation not permitted"}.get(exc.errno) if exc.errno is not None else None
     if what is None:
         return None
     where = f" while writing {exc.filename!r}" if exc.filename else ""

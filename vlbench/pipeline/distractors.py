@@ -154,10 +154,11 @@ def _source(img, txt, device):
 
 def _fold_eval(part, inj: Injected, clean: compute.Evaluation, kw: dict, device) -> compute.Evaluation:
     img, txt, c2i, extra, graded, rel = part
+    inj_rel: tuple = inj.relevance or ()  # read only when the run has a relevance model (rel), as inj then has
     t2i, i2t = clean.t2i, clean.i2t
     if inj.images is not None:  # t2i: the injected images after the real gallery; they have no captions
         n = len(inj.images)
-        r = None if rel is None else _source(np.vstack([rel[0], inj.relevance[0]]), rel[1], device)
+        r = None if rel is None else _source(np.vstack([rel[0], inj_rel[0]]), rel[1], device)
         ev = compute.evaluate(_source(np.vstack([img, inj.images]), txt, device), c2i,
                         extra_positives=_pad_extra(extra, n, 0), relevance=r,
                         graded={k: _WiderGallery(s, n) for k, s in (graded or {}).items()}, **kw)
@@ -165,8 +166,8 @@ def _fold_eval(part, inj: Injected, clean: compute.Evaluation, kw: dict, device)
     if inj.captions is not None:  # i2t: the injected captions after the real ones, tied to a placeholder image
         n, hold = len(inj.captions), inj.captions[:1].astype(img.dtype)
         c2i_b = np.concatenate([np.asarray(c2i, dtype=np.int64), np.full(n, len(img), dtype=np.int64)])
-        r = None if rel is None else _source(np.vstack([rel[0], inj.relevance[1][:1]]),
-                                             np.vstack([rel[1], inj.relevance[1]]), device)
+        r = None if rel is None else _source(np.vstack([rel[0], inj_rel[1][:1]]),
+                                             np.vstack([rel[1], inj_rel[1]]), device)
         ev = compute.evaluate(_source(np.vstack([img, hold]), np.vstack([txt, inj.captions]), device), c2i_b,
                         extra_positives=_pad_extra(extra, 1, n), relevance=r, **kw)
         i2t = _drop_last_query(ev.i2t)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def write_index(out: Path | None, plan, enc) -> Path | None:
 
     ds = plan.ds
     contents = [file_key(ds.image_path(i)) for i in range(len(ds.gallery_images))]
-    arrays = {"image_keys|clean": np.array([item_key(c) for c in contents], dtype="U64")}
+    arrays: dict[str, Any] = {"image_keys|clean": np.array([item_key(c) for c in contents], dtype="U64")}
     conditions, skipped = [], []
     for c in plan.conditions:
         if c.kind not in INDEXED or c.name not in enc.offsets:  # e.g. a gallery with injected distractors

@@ -94,9 +94,9 @@ def _model_suggestion(spec: str, name: str, known: list) -> str:
                 return f"did you mean '--model {family.name}:{spec}'? (a model is FAMILY:CHECKPOINT)"
         repo = spec.lower().rsplit("/", 1)[-1]
         hub_families = sorted((f.name for f in BUILTIN.values() if f.hub_checkpoints), key=lambda n: (-len(n), n))
-        for family in hub_families:  # the most specific (longest) family name first: altclip before clip
-            if family in repo:
-                return f"did you mean '--model {family}:{spec}'? (a model is FAMILY:CHECKPOINT)"
+        for hub_family in hub_families:  # the most specific (longest) family name first: altclip before clip
+            if hub_family in repo:
+                return f"did you mean '--model {hub_family}:{spec}'? (a model is FAMILY:CHECKPOINT)"
         if openclip_table() is not None and openclip_repo(*name.split("/", 1)):
             return f"did you mean '--model openclip:{spec}'? (a model is FAMILY:CHECKPOINT)"
         return (f"a model is FAMILY:CHECKPOINT, e.g. '--model clip:{spec}' for a transformers CLIP checkpoint; "
@@ -152,7 +152,8 @@ def check_variant_data(perturb: str | None, params: dict | None = None, variant:
     missing = langdata.missing(needs)
     if missing:
         users = sorted({n for p in missing for n in needs[p]})
-        used = sorted({variants.variant_of(n, params, variant) for n in users})
+        # only a variant of their own needs NLTK data, so each of them has one (None: left out, never seen)
+        used = sorted({v for n in users if (v := variants.variant_of(n, params, variant)) is not None})
         out.append(Problem("NLTK data", f"{', '.join(missing)} (NLTK {langdata.nltk_version()}) not found, needed by "
                            f"the {' and '.join(used)} variant of the perturbations {', '.join(users)} "
                            f"(--perturb-variant, or the protocol's)",
@@ -164,7 +165,7 @@ def check_variant_data(perturb: str | None, params: dict | None = None, variant:
     lacking: dict = {}
     for n in names:
         v = variants.variant_of(n, params, variant)
-        if variants.is_standard(v) or v not in variants.REGISTRY:
+        if v is None or variants.is_standard(v) or v not in variants.REGISTRY:
             continue
         module = variants.get(v).modules.get(n)
         if module and importlib.util.find_spec(module[0]) is None:
@@ -246,7 +247,8 @@ def preflight(cfg):
         problems += language
         problems += check_variant_data(cfg.perturb, cfg.perturb_params, cfg.perturb_variant)
 
-    problems += [Problem(*p, DataError) for p in preflight_problems(cfg)]  # --distractors: each source is there
+    # --distractors: each source is there
+    problems += [Problem(item, what, fix, DataError) for item, what, fix in preflight_problems(cfg)]
     gallery = gallery_problem(cfg, ds)
     if gallery:
         problems.append(Problem(f"gallery of {cfg.dataset!r}", *gallery, DataError))

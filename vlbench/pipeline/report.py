@@ -7,7 +7,7 @@ import gzip
 import io
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..datasets.folds import fold_index_maps
 from ..metrics import compute
@@ -84,7 +84,8 @@ def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
         maps = fold_index_maps(ds.caption_to_image, ds.folds)
         to_global = lambda f, d, ids: maps[f][0 if d == "t2i" else 1][ids]  # noqa: E731
     tmp = out / ".retrieved.tmp.npz"
-    np.savez_compressed(tmp, **retrieved_arrays(evals_by_cond, to_global))
+    arrays: dict[str, Any] = retrieved_arrays(evals_by_cond, to_global)
+    np.savez_compressed(tmp, **arrays)
     tmp.replace(out / RETRIEVED)
     return skipped
 

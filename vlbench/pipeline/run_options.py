@@ -24,6 +24,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..perturbations.cli import parse_params
+from ..registry import Names
 from . import run_config
 
 #: options of ``vlbench run`` that are not RunConfig fields: how the CLI reads and prints, not what runs
@@ -38,7 +39,7 @@ class Option:
     flag: str  # the long option; its config-file key is the flag without "--" (or with "_")
     help: str = ""
     kind: str = "str"  # str | int | float | flag (on/off) | ints (comma-separated) | names (comma-separated) | params
-    choices: tuple | None = None
+    choices: tuple | Names | None = None
     metavar: str | None = None
 
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -152,12 +154,13 @@ class Plan:
     conditions: tuple  # RunCondition, clean first
     graded: tuple  # per fold: graded-relevance label sources, from the clean captions
 
-    def __post_init__(self):
+    @functools.cached_property
+    def _inputs(self) -> tuple[tuple[str, ...], MappingProxyType]:
         texts, offsets = list(self.ds.captions), {}
         for c in self.conditions:  # a condition with the clean captions reads them at offset 0
             offsets[c.name] = 0 if c.texts is None else len(texts)
             texts.extend(c.texts or ())
-        object.__setattr__(self, "_inputs", (tuple(texts), MappingProxyType(offsets)))
+        return tuple(texts), MappingProxyType(offsets)
 
     def texts(self) -> tuple[list[str], dict]:
         """All model inputs in one list (clean first), and the offset of each condition in it."""
@@ -196,8 +199,9 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
                   f"evaluation as given and are listed in results.json")
     perturbed = {}
     if cfg.perturb:
+        spec = cfg.perturb
         perturbed = timing.timed("perturbation", lambda: perturbed_captions(
-            ds, perturbations.resolve(cfg.perturb), params=cfg.perturb_params, seed=cfg.seed, cache_dir=cfg.cache_dir,
+            ds, perturbations.resolve(spec), params=cfg.perturb_params, seed=cfg.seed, cache_dir=cfg.cache_dir,
             read=not cfg.no_cache and not cfg.restart, write=not cfg.no_cache, progress=not cfg.quiet,
             log=lambda m: _log(cfg, m)), timing.caption_count)
 
@@ -210,15 +214,15 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
 class Encoded:
     """What the encode step hands on (rank 0 only)."""
 
-    adapter: object  # the (lazy) model adapter
+    adapter: Any  # the (lazy) model adapter
     model_hash: str
     run_id: str
     out: Path
     img_emb: np.ndarray
     txt_emb: np.ndarray  # every model input of Plan.texts(), in order
     offsets: dict
-    stats: object  # EncodeStats
-    cache: object  # EmbeddingCache or None
+    stats: Any  # EncodeStats
+    cache: Any  # EmbeddingCache or None
     world: int
     variant_img: dict = field(default_factory=dict)  # variant label -> its gallery embeddings
     #: (image, caption) embeddings of a fixed relevance model; its captions are every input of Plan.texts()
@@ -273,6 +277,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     txt_emb = gather(dist, shard, txt_local, len(texts), "text")
     if shard.rank != 0:
         return None
+    assert out is not None  # rank 0 made it
     if img_emb.shape[1] != txt_emb.shape[1]:
         raise VlbenchError(f"model {m.model!r} gives image embeddings of size {img_emb.shape[1]} but text "
                            f"embeddings of size {txt_emb.shape[1]}",
@@ -301,6 +306,7 @@ def _deltas(n_boot: int, seed: int, plan: Plan, evals: dict, values: list[Metric
         for v in values:
             if v.condition == cond and v.key in clean:  # false_rate (--distractors) has no clean value
                 base = clean[v.key]
+                assert v.value is not None and base is not None  # a metric with a clean value has one here too
                 deltas.append(Delta(cond, v.key, v.value - base, (v.value - base) / base if base else None))
         boots += [Interval(cond, b) for b in paired_bootstrap(evals["clean"], evals[cond], n_boot, seed)]
     return deltas, boots

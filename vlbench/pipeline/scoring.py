@@ -25,7 +25,7 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
     scoring options (run_config.ScoringOptions: k, p, i2t_recall)."""
     kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit")
     if ds.folds is None:
-        rel = None if relevance is None else compute.EmbeddingSource(*relevance, device=device)
+        rel = None if relevance is None else compute.EmbeddingSource(relevance[0], relevance[1], device=device)
         return [compute.evaluate(compute.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
                            extra_positives=ds.extra_positives, graded=graded[0], relevance=rel,
                            official=getattr(ds, "official_positives", None), **kw)]

@@ -61,7 +61,7 @@ def _gallery(key: str, spec: str, data_dir, allow_partial: bool):
     b = BUILTIN.get(spec)
     source = IMAGE_SOURCES.get(b.images) if b is not None else None
     expected = source.folder_size if source is not None else None
-    if expected is None or allow_partial:
+    if b is None or source is None or expected is None or allow_partial:  # no b or source: no expected either
         return None
     folder = (Path(data_dir).expanduser() if data_dir else default_data_dir()) / "images" / b.images
     have = 0

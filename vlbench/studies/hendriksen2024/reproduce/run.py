@@ -121,7 +121,9 @@ def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
             kw.pop("relevance", None)
         cfg = RunConfig(model=job.model_spec, dataset=job.dataset_spec, protocol=job.protocol, out=str(folder),
                         dataset_name=job.dataset, model_name=job.model, **kw)
-        records[job] = run(cfg).record
+        result = run(cfg)
+        assert result is not None  # one process: rank 0, which returns the result
+        records[job] = result.record or RunRecord.from_json(result.results)  # as RunResult reads itself
     return records
 
 
@@ -166,7 +168,7 @@ def comparisons(records: dict, protocol: str) -> dict[str, list[dict]]:
     """Rows of every table: published vs measured, per cell."""
     pub = published()
     by = {(j.model, j.dataset): r for j, r in records.items() if j.protocol == protocol}
-    out = {"table_5_2": [], "table_5_3": [], "table_5_4": []}
+    out: dict[str, list] = {"table_5_2": [], "table_5_3": [], "table_5_4": []}
     for row in pub["table_5_2"]:
         rec = by.get((row["model"], row["dataset"]))
         got = measured_5_2(rec, rec.settings["p"]) if rec else {}
