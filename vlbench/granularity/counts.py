@@ -231,7 +231,7 @@ def analyse_doc(doc, opts, text: str | None = None) -> dict:
     n_tokens = sum(1 for t in toks if _has_alnum(t.text))
     n_ws = sum(1 for w in text.split() if _has_alnum(w))
     content: list[tuple[str, str | None]] = [(lower[t.i], _WN_POS[t.pos_]) for t in toks
-               if t.pos_ in _WN_POS and t.i not in skip and _has_alnum(t.text)]
+                                             if t.pos_ in _WN_POS and t.i not in skip and _has_alnum(t.text)]
     concept_words = content  # "concepts": every word, a function word is a concept of its own
     if opts.diversity == "concepts":
         concept_words = [(lower[t.i], _WN_POS.get(t.pos_)) for t in toks if _has_alnum(t.text)]

@@ -160,8 +160,8 @@ def _fold_eval(part, inj: Injected, clean: compute.Evaluation, kw: dict, device)
         n = len(inj.images)
         r = None if rel is None else _source(np.vstack([rel[0], inj_rel[0]]), rel[1], device)
         ev = compute.evaluate(_source(np.vstack([img, inj.images]), txt, device), c2i,
-                        extra_positives=_pad_extra(extra, n, 0), relevance=r,
-                        graded={k: _WiderGallery(s, n) for k, s in (graded or {}).items()}, **kw)
+                              extra_positives=_pad_extra(extra, n, 0), relevance=r,
+                              graded={k: _WiderGallery(s, n) for k, s in (graded or {}).items()}, **kw)
         t2i = ev.t2i
     if inj.captions is not None:  # i2t: the injected captions after the real ones, tied to a placeholder image
         n, hold = len(inj.captions), inj.captions[:1].astype(img.dtype)
@@ -169,7 +169,7 @@ def _fold_eval(part, inj: Injected, clean: compute.Evaluation, kw: dict, device)
         r = None if rel is None else _source(np.vstack([rel[0], inj_rel[1][:1]]),
                                              np.vstack([rel[1], inj_rel[1]]), device)
         ev = compute.evaluate(_source(np.vstack([img, hold]), np.vstack([txt, inj.captions]), device), c2i_b,
-                        extra_positives=_pad_extra(extra, 1, n), relevance=r, **kw)
+                              extra_positives=_pad_extra(extra, 1, n), relevance=r, **kw)
         i2t = _drop_last_query(ev.i2t)
     out = {}
     for d, res in (("i2t", i2t), ("t2i", t2i)):

@@ -27,8 +27,8 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
     if ds.folds is None:
         rel = None if relevance is None else compute.EmbeddingSource(relevance[0], relevance[1], device=device)
         return [compute.evaluate(compute.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
-                           extra_positives=ds.extra_positives, graded=graded[0], relevance=rel,
-                           official=getattr(ds, "official_positives", None), **kw)]
+                                 extra_positives=ds.extra_positives, graded=graded[0], relevance=rel,
+                                 official=getattr(ds, "official_positives", None), **kw)]
     out = []
     for fold, g in zip(ds.folds, graded):
         sub = ds.subset(fold)
@@ -36,8 +36,7 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
         rel = None if relevance is None else compute.EmbeddingSource(relevance[0][fold], relevance[1][caps],
                                                                      device=device)
         out.append(compute.evaluate(compute.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device),
-                                    sub.caption_to_image,
-                              graded=g, relevance=rel, **kw))
+                                    sub.caption_to_image, graded=g, relevance=rel, **kw))
     return out
 
 

@@ -231,7 +231,7 @@ def format_task_table(rec: RunRecord) -> str:
     for cond in rec.conditions:
         get = {v.key.metric: v for v in rec.values if v.condition == cond}
         acc, blind = get["accuracy"], get.get("blind_accuracy")
-        rows.append([cond, acc.extra["n"], f"{acc.value:.2f}", f"[{acc.extra['ci_low']:.2f}, "
-                                                               f"{acc.extra['ci_high']:.2f}]",
+        ci = f"[{acc.extra['ci_low']:.2f}, {acc.extra['ci_high']:.2f}]"
+        rows.append([cond, acc.extra["n"], f"{acc.value:.2f}", ci,
                      f"{get['chance'].value:.2f}", f"{blind.value:.2f}" if blind else "-"])
     return md_table(["set", "items", "accuracy %", "95% CI", "chance %", "blind (text-only) %"], rows, pad=True)

@@ -77,7 +77,7 @@ def main(args) -> int:
     if args.relevance:
         kw["relevance"] = args.relevance
     summary = run.reproduce(args.out, models=models, datasets=datasets, also_standard=args.also_standard, log=log,
-                          device_kind=kind, **kw)
+                            device_kind=kind, **kw)
     for protocol in summary:
         print(f"{args.out}/{protocol}/table_5_2.md, table_5_3.md, table_5_4.md, comparison.json")
     return 0
