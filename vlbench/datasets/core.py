@@ -150,7 +150,10 @@ def safe_join(root: Path, rel: str) -> Path:
                         "image paths must be relative to the manifest's folder")
     root_r = Path(os.path.realpath(root))
     full = Path(os.path.realpath(root_r / p))
-    inside = lambda r: full == r or r in full.parents  # noqa: E731
+
+    def inside(r):
+        return full == r or r in full.parents
+
     if not inside(root_r):
         lexical = Path(os.path.normpath(root_r / p))
         if ".." in p.parts or not (lexical == root_r or root_r in lexical.parents) or \

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .official import official_values
-from .ranking import (  # noqa: F401
+from .ranking import (  # noqa: F401 -- re-exported: compute is where callers find them
     BLOCK_BYTES,
     DIRECTIONS,
     ArraySource,

@@ -169,7 +169,7 @@ def _import_spacy_without_torch(model: str) -> None:
         return
     sys.modules["torch"] = None  # type: ignore[assignment]  # makes "import torch" raise ImportError
     try:
-        import spacy  # noqa: F401
+        import spacy  # noqa: F401 -- imported for its side effect: loaded while torch is hidden
     finally:
         if sys.modules.get("torch", 0) is None:
             del sys.modules["torch"]

@@ -82,7 +82,9 @@ def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
     to_global = None
     if ds.folds is not None:  # fold-local candidate ids -> dataset indices (images for t2i, captions for i2t)
         maps = fold_index_maps(ds.caption_to_image, ds.folds)
-        to_global = lambda f, d, ids: maps[f][0 if d == "t2i" else 1][ids]  # noqa: E731
+
+        def to_global(f, d, ids):
+            return maps[f][0 if d == "t2i" else 1][ids]
     tmp = out / ".retrieved.tmp.npz"
     arrays: dict[str, Any] = retrieved_arrays(evals_by_cond, to_global)
     np.savez_compressed(tmp, **arrays)
@@ -132,7 +134,10 @@ def format_table(rec: RunRecord) -> str:
         rows2 = []
         for c in conds[1:]:
             b = {x.get("direction"): x for x in rec.intervals if x.condition == c}
-            fmt = lambda x: f"{x.get('delta'):+.2f} [{x.get('ci_low'):+.2f}, {x.get('ci_high'):+.2f}]"  # noqa: E731
+
+            def fmt(x):
+                return f"{x.get('delta'):+.2f} [{x.get('ci_low'):+.2f}, {x.get('ci_high'):+.2f}]"
+
             rate = rec.conditions[c].meta.get("not_applicable_rate")
             rows2.append([c, "" if rate is None else f"{100 * rate:.1f}%", fmt(b["both"]), fmt(b["t2i"]),
                           fmt(b["i2t"])])

@@ -52,7 +52,10 @@ def main(args) -> int:
     from . import run  # lazy: vlbench --help imports this module; keep it light
 
     models, datasets = _pairs(args.model, "model"), _pairs(args.dataset, "dataset")
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+
+    def log(m):
+        print(m, file=sys.stderr, flush=True)
+
     kind = "cpu" if args.device == "cpu" else "gpu"
 
     # lazy: vlbench --help imports this module; keep it light

@@ -240,7 +240,10 @@ def reproduce(out, *, models: dict | None = None, datasets: dict | None = None, 
     jobs = plan(models, datasets, also_standard)
     kw = {k: run_kwargs.get(k) for k in ("relevance", "data_dir")}
     log(needs(jobs, out, device_kind, perturb=run_kwargs.get("perturb", "all"), **kw))
-    done = lambda j: (j.folder(out) / RESULTS).is_file()  # noqa: E731
+
+    def done(j):
+        return (j.folder(out) / RESULTS).is_file()
+
     found = problems(jobs, out, cache_dir=run_kwargs.get("cache_dir"), perturb=run_kwargs.get("perturb", "all"),
                      allow_partial_gallery=bool(run_kwargs.get("allow_partial_gallery")), done=done, **kw)
     raise_if_missing(found, sum(not done(j) for j in jobs))  # every run checked before the first starts
