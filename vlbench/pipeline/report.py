@@ -85,6 +85,7 @@ def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
 
         def to_global(f, d, ids):
             return maps[f][0 if d == "t2i" else 1][ids]
+
     tmp = out / ".retrieved.tmp.npz"
     arrays: dict[str, Any] = retrieved_arrays(evals_by_cond, to_global)
     np.savez_compressed(tmp, **arrays)
