@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.metadata
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any
 
 from .errors import UnknownNameError, VlbenchError
@@ -89,7 +89,7 @@ def load_studies() -> None:
         return
     _studies["loaded"] = True
 
-    for ep in entry_points(group=STUDY_GROUP):
+    for ep in importlib.metadata.entry_points(group=STUDY_GROUP):
         dist = getattr(ep, "dist", None)
         if _autoload_off() and (dist is None or dist.name != "vlbench"):
             continue
@@ -137,7 +137,7 @@ class Registry:
         if _autoload_off():
             return
 
-        for ep in entry_points(group=f"vlbench.{self.kind}"):
+        for ep in importlib.metadata.entry_points(group=f"vlbench.{self.kind}"):
             dist = getattr(ep, "dist", None)
             source = "plugin:" + (f"{dist.name} {dist.version}" if dist is not None else ep.value)
             if ep.name in self._entries:

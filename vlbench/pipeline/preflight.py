@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import langdata, perturbations, stores
+from .. import langdata, perturbations, registry, stores
 from ..datasets.builtin import images_problem
 from ..datasets.core import check_images, load_dataset
 from ..errors import DataError, ModelError, UnknownNameError, VlbenchError
@@ -29,8 +29,6 @@ from ..models.families import BUILTIN, model_family
 from ..models.hub import PROBE_TIMEOUT, network_reachable, openclip_repo, openclip_table  # noqa: F401  (PROBE_TIMEOUT: read by the tests)
 from ..perturbations import variants
 from ..registry import close_matches
-from ..registry import models as MODELS
-from ..registry import perturbations as REGISTRY
 from .distractors import preflight_problems
 from .galleries import dataset_gallery, gallery_problem
 from .presets import fixed_relevance_role
@@ -54,8 +52,8 @@ def check_model(spec: str) -> list[Problem]:
 
     name, ckpt = parse_model_spec(spec)
     item = f"model {spec!r}"
-    if name not in MODELS:
-        return [Problem(item, f"unknown model family {name!r}", _model_suggestion(spec, name, MODELS.names()),
+    if name not in registry.models:
+        return [Problem(item, f"unknown model family {name!r}", _model_suggestion(spec, name, registry.models.names()),
                         UnknownNameError)]
     try:
         family = model_family(name)
@@ -115,7 +113,7 @@ def check_language(perturb: str | None) -> list[Problem]:
         names = perturbations.resolve(perturb)
     except VlbenchError as exc:
         return [Problem("--perturb", exc.message, exc.hint or "run 'vlbench ls perturbations'", type(exc))]
-    needs = {n for n in names if getattr(REGISTRY.get(n), "needs_parse", False)}
+    needs = {n for n in names if getattr(registry.perturbations.get(n), "needs_parse", False)}
     if not needs:
         return []
 

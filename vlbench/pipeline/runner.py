@@ -56,14 +56,13 @@ from ..results import (
 from ..runfolder import new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
 from ..util.env import library_versions
 from ..util.io import sha256_json
-from . import distractors, galleries, presets, relevance, timing
+from . import distractors, galleries, presets, relevance, scoring, timing
 from .embedding_index import write_index
 from .preflight import preflight
 from .report import format_table, write_flips, write_per_query, write_run_files
 from .rerun import finished_run
 from .run_config import RunConfig, validate
 from .scoring import metric_values
-from .scoring import score as score_step
 from .variants import plan_variants, variant_summaries
 
 __all__ = ["RunConfig", "RunResult", "run", "format_table", "model_input_analysis", "SCHEMA_VERSION"]
@@ -295,7 +294,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
 def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
     """Metrics per condition (condition -> one Evaluation per fold): pipeline/scoring.py."""
 
-    return score_step(cfg.scoring_opts, plan, enc)
+    return scoring.score(cfg.scoring_opts, plan, enc)
 
 
 def _deltas(n_boot: int, seed: int, plan: Plan, evals: dict, values: list[MetricValue]) -> tuple[list, list]:

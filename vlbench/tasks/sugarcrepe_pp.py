@@ -22,11 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets.download import DownloadError, http_get
+from ..datasets import download
+from ..datasets.download import DownloadError
 from ..errors import DataError, VlbenchError
+from ..util import paths
 from ..util.io import atomic_write_bytes, sha256_file, sha256_json
 from ..util.markdown import md_table
-from ..util.paths import default_data_dir, offline
 from .blind import SUGARCREPE_TEST_IMAGES
 from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
 from .registry import ChoiceTask, ItemSets, register_task
@@ -230,7 +231,7 @@ def scpp_root(data_dir=None, subsets=SCPP_SUBSETS, note=None) -> Path:
     """The folder with the files of ``subsets``: <data-dir>/sugarcrepe_pp (or <data-dir> itself); online, missing
     ones are downloaded there from the pinned commit and checked against their pinned sha256."""
 
-    base = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    base = Path(data_dir).expanduser() if data_dir else paths.default_data_dir()
     for cand in (base / "sugarcrepe_pp", base):
         if all((cand / f"{s}.json").is_file() for s in subsets):
             return cand
@@ -239,13 +240,13 @@ def scpp_root(data_dir=None, subsets=SCPP_SUBSETS, note=None) -> Path:
     names = ", ".join(f"{s}.json" for s in missing)
     where = (f"put {names} from the data/ folder of {SCPP_REPO} (commit {SCPP_COMMIT[:10]}, {SCPP_RAW}/<name>.json) "
              f"in {target}, or pass --data-dir naming the folder that holds them")
-    if offline():
+    if paths.offline():
         raise DataError(f"the SugarCrepe++ file(s) {names} are not in {target}", where)
 
 
     for s in missing:
         try:
-            body = http_get(f"{SCPP_RAW}/{s}.json")
+            body = download.http_get(f"{SCPP_RAW}/{s}.json")
         except DownloadError as exc:
             raise DataError(f"could not download SugarCrepe++'s {s}.json: {exc.reason}", where) from None
         digest = hashlib.sha256(body).hexdigest()
