@@ -6,10 +6,21 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import importlib
+import importlib.util
+import os
 import sys
 
-from . import registry
-from .errors import VlbenchError
+from . import __version__, registry, stores
+from .config import expand_config
+from .datasets.builtin import download_dataset
+from .errors import OptionError, VlbenchError
+from .imageperturb import image_perturbations
+from .metrics.specs import describe
+from .models.families import ModelFamily, facts_text
+from .pipeline.run_options import RUN_OPTIONS, add_run_options, config_from_args, flag_of
+from .tasks.run import SHARED_OPTIONS, TASKS
 
 
 def _add_run(sub):
@@ -19,9 +30,6 @@ def _add_run(sub):
     p.add_argument("--config", metavar="FILE.toml", default=None,
                    help="read options from a TOML file whose keys are these long option names (batch-size = 32); "
                         "options given here override the file")
-    from .pipeline.run_options import add_run_options
-    from .pipeline.run_options import flag_of
-    from .tasks.run import SHARED_OPTIONS, TASKS
 
     add_run_options(p)  # one option per RunConfig field, grouped as RunConfig's groups (pipeline/run_options.py)
     kind = p.add_argument_group("kind of run", "a retrieval run takes every option above; a choice task (--task) "
@@ -30,14 +38,15 @@ def _add_run(sub):
     kind.add_argument("--task", default=None, choices=["retrieval", *TASKS],
                       help="retrieval (default), or a compositional choice task: order (ARO word order, captions of "
                            "--dataset), sugarcrepe or sugarcrepe++ (see docs/tasks.md)")
-    kind.add_argument("--images-dir", default=None, help="--task sugarcrepe / sugarcrepe++: the COCO val2017 image folder "
-                                                         "(default $VLBENCH_COCO_VAL2017 or <cache>/coco/val2017)")
+    kind.add_argument("--images-dir", default=None, help="--task sugarcrepe / sugarcrepe++: the COCO val2017 image "
+                                                         "folder (default $VLBENCH_COCO_VAL2017 or "
+                                                         "<cache>/coco/val2017)")
     p.add_argument("--json", action="store_true", help="print the results records as JSON")
 
 
 def _cmd_run(args) -> int:
     if args.task not in (None, "retrieval"):
-        from .tasks.cli import run_task_from_args
+        from .tasks.cli import run_task_from_args  # lazy: vlbench --help imports this module; keep it light
 
         return run_task_from_args(args)
     if args.images_dir is not None:
@@ -45,14 +54,13 @@ def _cmd_run(args) -> int:
                            "leave it out, or add --task sugarcrepe (or sugarcrepe++)")
     if not args.dataset:
         raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
-    from .pipeline.run_options import config_from_args
-    from .pipeline.runner import run
+    from .pipeline.runner import run  # lazy: vlbench --help imports this module; keep it light
 
     cfg = config_from_args(args)
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
         return 0
-    from .pipeline.report import print_run_result
+    from .pipeline.report import print_run_result  # lazy: vlbench --help imports this module; keep it light
 
     print_run_result(res, as_json=args.json, quiet=args.quiet)
     return 0
@@ -61,7 +69,6 @@ def _cmd_run(args) -> int:
 def _plugin_problem(entry, check: bool) -> str | None:
     """Why a plug-in entry cannot load, or None. Without --check only whether its module exists (no
     import: 'vlbench ls' stays fast and imports no torch); with --check it is imported."""
-    import importlib.util
 
     if not isinstance(entry.target, str):
         return None
@@ -72,7 +79,6 @@ def _plugin_problem(entry, check: bool) -> str | None:
         except (ImportError, ValueError) as exc:
             return f"{type(exc).__name__}: {exc}"
         return None if top is not None else f"module {module!r} is not installed"
-    from . import registry
 
     try:
         registry.resolve(entry.target)
@@ -84,7 +90,6 @@ def _plugin_problem(entry, check: bool) -> str | None:
 def _model_line(entry, desc: str, check: bool) -> str:
     """A model family's description and static facts, read from its record without loading the model;
     a plug-in's entry point is imported only under --check (a plain loader function has no facts)."""
-    from .models.families import ModelFamily, facts_text
 
     family = entry.target
     if isinstance(family, str) and check:
@@ -98,15 +103,10 @@ def _model_line(entry, desc: str, check: bool) -> str:
 
 
 def _cmd_ls(args) -> int:
-    from . import registry
-    from .datasets import builtin as _d
-    from .models import adapter as _m  # noqa: F401  (register built-ins; no torch)
-
-    try:
-        from . import perturbations as _p  # noqa: F401
+    try:  # lazy: what a broken optional stack breaks is said here, not at vlbench's start
+        from . import perturbations  # noqa: F401 -- imported for the perturbations it registers
     except Exception as exc:  # pragma: no cover
         print(f"(perturbations unavailable: {exc})")
-    from .imageperturb import image_perturbations
 
     sections = [("models", registry.models), ("datasets", registry.datasets),
                 ("perturbations", registry.perturbations), ("image-perturbations", image_perturbations),
@@ -137,12 +137,10 @@ def _cmd_ls(args) -> int:
     for name, err in registry.study_errors.items():
         print(f"! study {name}: BROKEN: {err}")
     if not want or want == "tasks":
-        from .tasks.cli import print_tasks
+        from .tasks.cli import print_tasks  # lazy: vlbench --help imports this module; keep it light
 
         print_tasks()
     if not want or want == "metrics":
-        from .metrics.specs import describe
-
         print("metrics (name, unit, range, better, directions):")
         for m in describe():
             src = "" if m["source"] == "builtin" else f"  [{m['source']}]"
@@ -155,7 +153,7 @@ def _cmd_ls(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from . import stores
+    # lazy: vlbench --help imports this module; keep it light
     from .encoding.cache import clear_cache, list_cache, list_perturbation_cache
 
     if args.action == "ls":
@@ -203,14 +201,12 @@ def _print_cache(rows: list, prows: list) -> None:
             print(line)
     print(f"perturbed captions: {len(prows)} cached set(s)")
     if prows:
-        table = [(r["key"], f"{r['bytes'] / 1e6:.1f}", r["modified"], ", ".join(r["perturbations"])) for r in prows]
-        for line in columns(("key", "MB", "modified", "perturbations"), table, right=(1,)):
+        ptable = [(r["key"], f"{r['bytes'] / 1e6:.1f}", r["modified"], ", ".join(r["perturbations"])) for r in prows]
+        for line in columns(("key", "MB", "modified", "perturbations"), ptable, right=(1,)):
             print("  " + line)
 
 
 def _cmd_download(args) -> int:
-    from .datasets.builtin import download_dataset
-
     for name in args.datasets:
         download_dataset(name, args.data_dir, captions_only=args.captions_only)
     return 0
@@ -218,8 +214,6 @@ def _cmd_download(args) -> int:
 
 def _lazy_sub(sub, name, module, help_text):
     """Sub-commands implemented in their own part of the package (configure/main)."""
-    import importlib
-
     p = sub.add_parser(name, help=help_text)
     try:
         mod = importlib.import_module(module)
@@ -251,14 +245,13 @@ def _reproduce_sub(sub):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
     parser = argparse.ArgumentParser(prog="vlbench", description="Evaluation and robustness benchmark for "
                                                                  "image-text retrieval with dual encoders.")
     parser.add_argument("--version", action="version", version=f"vlbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
-    ls = sub.add_parser("ls", help="list models, datasets, perturbations, metrics, protocols, ... (plug-ins and studies included)")
+    ls = sub.add_parser("ls", help="list models, datasets, perturbations, metrics, protocols, ... (plug-ins and "
+                                   "studies included)")
     ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
                                                 "metrics", "protocols", "perturbation-variants",
                                                 "granularity-profiles", "reproductions"])
@@ -289,11 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _filesystem_error(exc: OSError) -> str | None:
     """A clear message for a full, read-only or forbidden disk met while writing; None for other errors."""
-    import errno
 
     what = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
             errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-            errno.EPERM: "operation not permitted"}.get(exc.errno)
+            errno.EPERM: "operation not permitted"}.get(exc.errno) if exc.errno is not None else None
     if what is None:
         return None
     where = f" while writing {exc.filename!r}" if exc.filename else ""
@@ -305,11 +297,9 @@ def _filesystem_error(exc: OSError) -> str | None:
 def _cli_text(exc: VlbenchError) -> str:
     """The error as the command line says it: an OptionError names the option's flag (``--batch-size``),
     not the keyword argument the Python API names (``batch_size``)."""
-    from .errors import OptionError
 
     if not isinstance(exc, OptionError):
         return str(exc)
-    from .pipeline.run_options import RUN_OPTIONS
 
     flag = exc.flag or next((o.flag for o in RUN_OPTIONS if o.field == exc.option), None)
     return exc.cli_text(flag)
@@ -319,8 +309,6 @@ def main(argv=None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        from .config import expand_config
-
         argv = expand_config(argv, parser)
     except VlbenchError as exc:
         print(f"vlbench: error: {exc}", file=sys.stderr)
@@ -330,15 +318,13 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    func = funcs.get(args.command) or getattr(args, "_func")
+    func = funcs.get(args.command) or args._func
     try:
         return int(func(args) or 0)
     except VlbenchError as exc:
         print(f"vlbench: error: {_cli_text(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into e.g. 'head', which stopped reading: not an error
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:
@@ -348,6 +334,7 @@ def main(argv=None) -> int:
         print(f"vlbench: error: {fs}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        # lazy: vlbench --help imports this module; keep it light
         from .encoding.cache import interrupted_note  # issue #21 (helper E): true for the state reached
 
         print(f"vlbench: {interrupted_note()}", file=sys.stderr)

@@ -90,5 +90,5 @@ def expand_config(argv: list[str], parser: argparse.ArgumentParser) -> list[str]
     if path is None:
         return argv
     # argparse keeps its subcommands only on private attributes (set when the CLI built its subparsers)
-    run_parser = parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr,index]
+    run_parser = parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr,index]  # private, see above
     return ["run", *config_tokens(load_toml(path), run_parser, path), *rest]

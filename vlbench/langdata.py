@@ -2,7 +2,8 @@
 installed online or from a copy, and recorded.
 
 Perturbation variants that tokenize and tag with NLTK name the packages each of their perturbations reads
-(``PerturbationVariant.nltk_data``; :func:`needed_by`). Neither PyPI nor Debian ships them, so besides ``nltk.download`` (online) there is a checked offline route:
+(``PerturbationVariant.nltk_data``; :func:`needed_by`). Neither PyPI nor Debian ships them, so besides
+``nltk.download`` (online) there is a checked offline route:
 
     vlbench setup-language-data --from <folder copied from a machine with nltk_data>
 
@@ -18,9 +19,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from . import registry
+from . import registry, stores
 
 TOKENIZER, TAGGER = "punkt_tab", "averaged_perceptron_tagger_eng"
 #: package -> (folder under an nltk_data root, its files)
@@ -39,7 +41,6 @@ PROVENANCE = "vlbench-language-data.json"
 
 def nltk_version() -> str | None:
     """The installed NLTK's version, read from its metadata (no import)."""
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("nltk")
@@ -57,14 +58,12 @@ def layout() -> dict:
 
 
 def store() -> Path:
-    from . import stores
-
     return stores.path("language-data")
 
 
 def find(package: str) -> Path | None:
     """The nltk_data root that holds every file of ``package`` (NLTK's search folders, then the store)."""
-    from .lang import nltk_search_dirs
+    from .lang import nltk_search_dirs  # lazy: vlbench --help imports this module; keep it light
 
     folder, files = layout()[package]
     for root in nltk_search_dirs():
@@ -104,7 +103,7 @@ def hint(packages) -> str:
 def use_store() -> Path:
     """Make NLTK search vlbench's store too: NLTK_DATA for an NLTK imported later (and worker processes),
     ``nltk.data.path`` for one already imported. Imports nothing."""
-    from .lang import own_nltk_dirs
+    from .lang import own_nltk_dirs  # lazy: vlbench --help imports this module; keep it light
 
     for d in own_nltk_dirs():  # the current cache root's store, then the default root's
         own = str(d)
@@ -119,7 +118,7 @@ def use_store() -> Path:
 
 def provenance(packages=(TOKENIZER, TAGGER)) -> dict:
     """What a run records: the NLTK version, and per package where it was found and where it came from."""
-    from .lang import own_nltk_dirs
+    from .lang import own_nltk_dirs  # lazy: vlbench --help imports this module; keep it light
 
     out: dict = {"nltk": nltk_version()}
     for p in packages:
@@ -169,15 +168,16 @@ def _check_tagger_file(path: Path) -> None:
         raise ValueError(f"is not JSON ({exc})") from None
     kind = path.name.split(".")[-2]
     if kind == "classes":
-        ok = isinstance(doc, list) and doc and all(isinstance(t, str) for t in doc) and "NN" in doc
+        ok = bool(isinstance(doc, list) and doc and all(isinstance(t, str) for t in doc) and "NN" in doc)
         what = "a JSON list of tags including NN"
     elif kind == "tagdict":
-        ok = isinstance(doc, dict) and doc and all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items())
+        ok = bool(isinstance(doc, dict) and doc and all(isinstance(k, str) and isinstance(v, str)
+                                                        for k, v in doc.items()))
         what = "a JSON object word -> tag"
     else:
-        ok = isinstance(doc, dict) and doc and all(isinstance(w, dict) and all(isinstance(x, (int, float))
-                                                                              for x in w.values())
-                                                  for w in doc.values())
+        ok = bool(isinstance(doc, dict) and doc and all(isinstance(w, dict) and all(isinstance(x, (int, float))
+                                                                                   for x in w.values())
+                                                       for w in doc.values()))
         what = "a JSON object feature -> {tag: weight}"
     if not ok:
         raise ValueError(f"is not {what}")

@@ -6,18 +6,34 @@ What is checked and where it is looked for: :mod:`vlbench.langdata`.
 
 from __future__ import annotations
 
+import datetime as _dt
 import io
 import json
 import os
 import shutil
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from .errors import DataError
+from .langdata import (
+    OFFLINE_ROUTE,
+    PACKAGES,
+    PROVENANCE,
+    TAGGER,
+    TOKENIZER,
+    find,
+    hint,
+    layout,
+    missing,
+    nltk_version,
+    read_provenance,
+    store,
+    verify,
+)
 from .util.io import sha256_file
-from .langdata import (OFFLINE_ROUTE, PACKAGES, PROVENANCE, TAGGER, TOKENIZER, find, hint, layout, missing,
-                       nltk_version, read_provenance, store, verify)
+from .util.paths import offline
 
 
 def _locate_root(top: Path) -> Path:
@@ -39,7 +55,6 @@ def _locate_root(top: Path) -> Path:
 def _unzip_packages(root: Path, work: Path) -> Path:
     """An nltk_data copy that has only ``tokenizers/punkt_tab.zip`` (NLTK's download format) gets it extracted
     into a scratch copy of the needed folders; returns the root to read from."""
-    import zipfile
 
     lay = layout()
     need = [(p, folder) for p, (folder, _) in lay.items() if not (root / folder).is_dir()]
@@ -68,8 +83,7 @@ def _safe_members(names, archive: Path) -> None:
 
 def _unpack(source: Path, work: Path) -> Path:
     """A folder as it is; a .zip / .tar / .tar.gz / .tgz extracted into ``work``."""
-    import tarfile
-    import zipfile
+    import tarfile  # lazy: vlbench --help imports this module; keep it light
 
     if source.is_dir():
         return source
@@ -98,7 +112,6 @@ def _unpack(source: Path, work: Path) -> Path:
 
 def _copy_into_store(root: Path, packages, source: str) -> Path:
     """Copy each package's folder from ``root`` into the store (replacing an older copy) and record it."""
-    import datetime as _dt
 
     own = store()
     lay = layout()
@@ -121,7 +134,7 @@ def _copy_into_store(root: Path, packages, source: str) -> Path:
 
 def load_check(root: Path, packages=(TOKENIZER, TAGGER)) -> None:
     """Load the packages under ``root`` through NLTK once, in a fresh process that searches ``root`` first."""
-    import subprocess
+    import subprocess  # lazy: vlbench --help imports this module; keep it light
 
     code = ("import nltk\n"
             "toks = nltk.word_tokenize(\"A dog's red ball (on a 'green' mat).\")\n"
@@ -168,7 +181,7 @@ def install_from(source, packages=(TOKENIZER, TAGGER)) -> Path:
 def _copy_wordnet(root: Path, own: Path) -> None:
     """A copy that also holds WordNet (corpora/wordnet with its lexnames table) gives it to the store too,
     when NLTK finds none yet."""
-    from .lang import wordnet_available
+    from .lang import wordnet_available  # lazy: vlbench --help imports this module; keep it light
 
     wn = root / "corpora" / "wordnet"
     if not ((wn / "data.noun").is_file() and (wn / "lexnames").is_file()) or wordnet_available():
@@ -213,8 +226,9 @@ def fetch(packages=(TOKENIZER, TAGGER)) -> Path:
 def configure(parser) -> None:
     parser.description = ("Check and install the language data: the spaCy English model, WordNet, and NLTK's "
                           "punkt_tab tokenizer and averaged_perceptron_tagger_eng tagger (needed by the "
-                          "perturbation variants that tokenize with NLTK: vlbench ls perturbation-variants). Online, missing NLTK "
-                          "data is downloaded; offline, give --from with an nltk_data folder (or a .zip/.tar.gz of "
+                          "perturbation variants that tokenize with NLTK: vlbench ls perturbation-variants). Online, "
+                          "missing NLTK data is downloaded; offline, give --from with an nltk_data folder (or a "
+                          ".zip/.tar.gz of "
                           "one) copied from a machine that has it. See docs/reproducing.md.")
     parser.add_argument("--from", dest="source", default=None, metavar="FOLDER_OR_ARCHIVE",
                         help="install punkt_tab and averaged_perceptron_tagger_eng from this nltk_data folder or "
@@ -227,8 +241,7 @@ def configure(parser) -> None:
 
 
 def main(args) -> int:
-    from . import lang, stores
-    from .util.paths import offline
+    from . import lang, stores  # lazy: vlbench --help imports this module; keep it light
 
     with stores.using(args.cache_dir):
         print(f"spaCy model: {lang.spacy_model_name()}")

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.metadata
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .errors import UnknownNameError, VlbenchError
 
@@ -86,9 +88,8 @@ def load_studies() -> None:
     if _studies["loaded"]:
         return
     _studies["loaded"] = True
-    from importlib.metadata import entry_points
 
-    for ep in entry_points(group=STUDY_GROUP):
+    for ep in importlib.metadata.entry_points(group=STUDY_GROUP):
         dist = getattr(ep, "dist", None)
         if _autoload_off() and (dist is None or dist.name != "vlbench"):
             continue
@@ -135,9 +136,8 @@ class Registry:
         load_studies()
         if _autoload_off():
             return
-        from importlib.metadata import entry_points
 
-        for ep in entry_points(group=f"vlbench.{self.kind}"):
+        for ep in importlib.metadata.entry_points(group=f"vlbench.{self.kind}"):
             dist = getattr(ep, "dist", None)
             source = "plugin:" + (f"{dist.name} {dist.version}" if dist is not None else ep.value)
             if ep.name in self._entries:

@@ -15,16 +15,18 @@ its content. Only the standard library is imported: ``import vlbench.leaderboard
 from __future__ import annotations
 
 # size: module: the record, its schema upgrades and the bounded reading of its file are one unit
-
 import datetime as _dt
 import hashlib
 import json
 import math
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from .errors import VlbenchError
 from .runfolder import MAX_RESULTS_BYTES, RESULTS
+from .util.io import read_regular_file
 
 #: the one results schema version this vlbench writes (minor versions only add fields)
 SCHEMA_VERSION = 1
@@ -262,7 +264,8 @@ def _is_k(k) -> bool:
 
 def _read_values(doc: dict, path: str) -> list[MetricValue]:
     recs = doc.get("results")
-    _need(isinstance(recs, list) and recs, path, "no result records")
+    _need(isinstance(recs, list) and bool(recs), path, "no result records")
+    assert isinstance(recs, list)  # _need raised otherwise
     out, seen = [], set()
     for i, r in enumerate(recs):
         ok = (isinstance(r, dict) and _is_str(r.get("condition")) and r.get("direction") in RECORD_DIRECTIONS
@@ -388,12 +391,10 @@ class RunRecord:
         return doc
 
     @classmethod
-    def load(cls, path) -> "RunRecord":
+    def load(cls, path) -> RunRecord:
         """Read a run folder or its results.json (bounded: a regular file of at most 64 MiB, strict JSON,
         bounded nesting). Raises UnreadableResults (e.g. a missing file) or SchemaTooNew."""
-        import os
 
-        from .util.io import read_regular_file
 
         p = os.path.join(path, RESULTS) if os.path.isdir(path) else os.fspath(path)
         if os.path.isdir(path) and not os.path.lexists(p):
@@ -406,11 +407,10 @@ class RunRecord:
         return cls.from_json(parse_results_text(raw, p), p)
 
     @classmethod
-    def from_json(cls, doc, path: str = "<results>") -> "RunRecord":
+    def from_json(cls, doc, path: str = "<results>") -> RunRecord:
         """Upgrade ``doc`` to the current schema and type it. ``doc``: the parsed dict, JSON text (str or
         bytes), or a path (str or os.PathLike) of a run folder or results.json (read by :meth:`load`).
         Raises UnreadableResults (the reason names what is wrong) or SchemaTooNew."""
-        import os
 
         if isinstance(doc, os.PathLike) or (isinstance(doc, str) and not doc.lstrip().startswith(("{", "["))):
             return cls.load(doc)

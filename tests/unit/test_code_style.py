@@ -29,26 +29,6 @@ HEAVY = frozenset({
 })
 _LAZY_NOTE = re.compile(r"#\s*lazy:\s*\S")
 
-#: modules still failing a check here: second pass after the restructuring of issue #28 (other work is moving
-#: them now). This set only shrinks: a module that passes must leave it (test_pending_only_shrinks).
-PENDING: set[str] = {
-    "vlbench.cli", "vlbench.compare", "vlbench.compare.cli", "vlbench.compare.engine", "vlbench.compare.paired",
-    "vlbench.datasets.builtin", "vlbench.explain", "vlbench.explain.cli", "vlbench.explain.source",
-    "vlbench.granularity", "vlbench.granularity.cli", "vlbench.granularity.counts", "vlbench.granularity.features",
-    "vlbench.granularity.table", "vlbench.langdata", "vlbench.langsetup", "vlbench.leaderboards",
-    "vlbench.leaderboards.build", "vlbench.leaderboards.cli", "vlbench.leaderboards.integrity",
-    "vlbench.leaderboards.render", "vlbench.leaderboards.sections", "vlbench.leaderboards.store",
-    "vlbench.leaderboards.tables", "vlbench.metrics.stats", "vlbench.models.st", "vlbench.perturbations",
-    "vlbench.perturbations.compat", "vlbench.perturbations.engine", "vlbench.perturbations.support.languages",
-    "vlbench.pipeline.distractors", "vlbench.pipeline.embedding_index", "vlbench.pipeline.preflight",
-    "vlbench.pipeline.protocol_settings", "vlbench.pipeline.report", "vlbench.pipeline.rerun",
-    "vlbench.pipeline.run_config", "vlbench.pipeline.run_options", "vlbench.pipeline.runner",
-    "vlbench.pipeline.scoring", "vlbench.pipeline.timing", "vlbench.pipeline.variants", "vlbench.registry",
-    "vlbench.reproduce.cli", "vlbench.reproduce.hendriksen2024", "vlbench.reproduce.plan", "vlbench.rescore",
-    "vlbench.rescore.cli", "vlbench.rescore.suites", "vlbench.results", "vlbench.tasks.blind", "vlbench.tasks.cli",
-    "vlbench.tasks.run", "vlbench.tasks.sources", "vlbench.tasks.sugarcrepe_pp", "vlbench.util.env",
-    "vlbench.util.io",
-}
 
 
 def _modules() -> dict[str, Path]:
@@ -238,22 +218,14 @@ def test_the_checks_catch_a_bad_module(monkeypatch, tmp_path):
 def test_no_short_aliases_of_vlbench_modules():
     """``from .. import perturbations as P`` hides which module a name comes from (``P`` was three modules)."""
     failing = _failing(_short_aliases)
-    assert {m: f for m, f in failing.items() if m not in PENDING} == {}
+    assert failing == {}
 
 
 def test_vlbench_modules_are_imported_at_the_top():
     failing = _failing(_unexplained_lazy_imports)
-    assert {m: f for m, f in failing.items() if m not in PENDING} == {}
+    assert failing == {}
 
 
 def test_the_standard_library_is_imported_at_the_top():
     failing = _failing(_lazy_stdlib_imports)
-    assert {m: f for m, f in failing.items() if m not in PENDING} == {}
-
-
-def test_pending_only_shrinks():
-    """Every module on PENDING still fails a check (a fixed one must leave the list) and still exists."""
-    failing = set(_failing(_short_aliases)) | set(_failing(_unexplained_lazy_imports)) | set(
-        _failing(_lazy_stdlib_imports))
-    assert PENDING <= set(MODULES)
-    assert PENDING - failing == set()
+    assert failing == {}

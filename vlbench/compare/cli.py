@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from .engine import CORRECTIONS, TESTS
+from . import report
+from .engine import CORRECTIONS, TESTS, compare_runs
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.description = ("Compare runs of different models on the same dataset (same content hash and queries): "
                      "for each condition and direction, the paired difference A - B of a per-query metric with "
-                     "a paired bootstrap interval (95%% with the default --alpha 0.05) and a p-value corrected over all comparisons, and the robustness "
-                     "difference (A's change under a perturbation minus B's). See docs/compare.md.")
+                     "a paired bootstrap interval (95%% with the default --alpha 0.05) and a p-value corrected over "
+                     "all comparisons, and the robustness difference (A's change under a perturbation minus B's). See "
+                     "docs/compare.md.")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders written by 'vlbench run' (two or more)")
     p.add_argument("--metric", default="rsum", help="per-query column of per_query.csv.gz (default rsum: the "
                                                     "per-query sum of the Recall@k hits; also recall@1, map_at_r, ...)")
@@ -28,9 +30,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def main(a: argparse.Namespace) -> int:
-    from . import report
-    from .engine import compare_runs
-
     rec = compare_runs(a.runs, metric=a.metric, test=a.test, correction=a.correction, n_resamples=a.n_resamples,
                        seed=a.seed, alpha=a.alpha)
     print(report.to_markdown(rec), end="")

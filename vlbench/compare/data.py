@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import os
 from dataclasses import dataclass, field
 
@@ -107,7 +106,8 @@ def load_run(path, conditions: set[str] | None = None) -> RunData:
 
 def _protocol(rec: RunRecord) -> dict:
     s = rec.settings or {}
-    proto = s.get("protocol") if isinstance(s.get("protocol"), dict) else {}
+    proto = s.get("protocol")
+    proto = proto if isinstance(proto, dict) else {}
     return {"k": s.get("k"), "protocol": proto.get("name"), "i2t_recall": proto.get("i2t_recall"),
             "gallery": proto.get("gallery"), "relevance": s.get("relevance")}
 

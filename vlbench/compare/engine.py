@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import OptionError, VlbenchError
 from ..results import DIRECTIONS
-from . import paired as P
+from . import paired
 from .data import RunData, check_comparable, check_same_queries, load_run
 
 TESTS = ("randomization", "bootstrap", "ttest")
@@ -39,7 +39,8 @@ def _shared_conditions(runs: list[RunData], notes: list[str]) -> list[str]:
     sets = [set(r.conditions) for r in runs]
     shared = set.intersection(*sets)
     for c in sorted(set.union(*sets) - shared):
-        notes.append(f"condition {c} is not in every run (only in {', '.join(r.folder for r in runs if c in r.conditions)})"
+        notes.append(f"condition {c} is not in every run (only in "
+                     f"{', '.join(r.folder for r in runs if c in r.conditions)})"
                      ": not compared")
     out = []
     for c in sorted(shared, key=lambda c: (c != "clean", c)):
@@ -70,7 +71,8 @@ def _strata(a: RunData, b: RunData, cond: str, dirs: tuple, metric: str, robust:
             xa, xb = xa - _column(a, "clean", d, metric), xb - _column(b, "clean", d, metric)
         ok = ~(np.isnan(xa) | np.isnan(xb))
         strata.append(xa[ok] - xb[ok])
-        ma, mb = ma + float(xa[ok].mean()) if ok.any() else math.nan, mb + float(xb[ok].mean()) if ok.any() else math.nan
+        ma, mb = (ma + float(xa[ok].mean()) if ok.any() else math.nan,
+                  mb + float(xb[ok].mean()) if ok.any() else math.nan)
     return strata, ma, mb
 
 
@@ -84,18 +86,18 @@ def _row(a: RunData, b: RunData, cond: str, direction: str, kind: str, opts: dic
         return None
     weights = [1.0] * len(strata)
     key = "|".join([a.record.run_id, b.record.run_id, cond, direction, kind, opts["metric"]])
-    dist = P.bootstrap_dist(strata, weights, opts["n_resamples"], P.generator(opts["seed"], key, "ci"))
-    lo, hi = P.percentile_ci(dist, opts["alpha"])
+    dist = paired.bootstrap_dist(strata, weights, opts["n_resamples"], paired.generator(opts["seed"], key, "ci"))
+    lo, hi = paired.percentile_ci(dist, opts["alpha"])
     exact = None
     if opts["test"] == "randomization":
-        p, exact = P.sign_flip_p(strata, weights, opts["n_resamples"], P.generator(opts["seed"], key, "p"))
+        p, exact = paired.sign_flip_p(strata, weights, opts["n_resamples"], paired.generator(opts["seed"], key, "p"))
     elif opts["test"] == "bootstrap":
-        p = P.bootstrap_p(dist)
+        p = paired.bootstrap_p(dist)
     else:
-        p = P.ttest_p(strata[0])
+        p = paired.ttest_p(strata[0])
     return {"run_a": a.record.run_id, "run_b": b.record.run_id, "model_a": a.record.model.spec,
             "model_b": b.record.model.spec, "condition": cond, "direction": direction, "kind": kind,
-            "n_queries": int(sum(len(s) for s in strata)), "a": ma, "b": mb, "diff": P.statistic(strata, weights),
+            "n_queries": int(sum(len(s) for s in strata)), "a": ma, "b": mb, "diff": paired.statistic(strata, weights),
             "ci_low": lo, "ci_high": hi, "p": p, "p_adj": None, "separable": None, "exact": exact}
 
 
@@ -120,7 +122,7 @@ def compare_loaded(runs: list[RunData], metric: str = "rsum", test: str = "rando
                     row = _row(a, b, c, d, kind, opts)
                     if row is not None:
                         rows.append(row)
-    for row, adj in zip(rows, P.adjust([r["p"] for r in rows], correction)):
+    for row, adj in zip(rows, paired.adjust([r["p"] for r in rows], correction)):
         row["p_adj"], row["separable"] = adj, adj is not None and adj < alpha
     if not rows:
         raise VlbenchError("the runs share no condition and direction with per-query values to compare",

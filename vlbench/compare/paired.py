@@ -30,7 +30,7 @@ CHUNK = 100  # replicates drawn per block (memory: CHUNK x queries)
 def generator(seed: int, key: str, what: str) -> np.random.Generator:
     """The generator of one comparison: seeded by (seed, CRC-32 of "key|what"), so a row's values do not
     depend on which other rows are computed."""
-    return np.random.default_rng([int(seed), zlib.crc32(f"{key}|{what}".encode("utf-8"))])
+    return np.random.default_rng([int(seed), zlib.crc32(f"{key}|{what}".encode())])
 
 
 def statistic(strata: list[np.ndarray], weights: list[float]) -> float:
@@ -41,9 +41,10 @@ def bootstrap_dist(strata: list[np.ndarray], weights: list[float], n_resamples: 
                    rng: np.random.Generator) -> np.ndarray:
     """T over ``n_resamples`` bootstrap resamples: each stratum's queries resampled with replacement, strata in
     order, from one generator (the draws of :func:`vlbench.metrics.stats.resample_means`)."""
-    from ..metrics.stats import resample_means
+    from ..metrics.stats import resample_means  # lazy: vlbench --help imports this module; keep it light
 
-    return sum(w * resample_means(np.asarray(d, dtype=np.float64), n_resamples, rng) for d, w in zip(strata, weights))
+    return np.asarray(sum(w * resample_means(np.asarray(d, dtype=np.float64), n_resamples, rng)
+                          for d, w in zip(strata, weights)))
 
 
 def percentile_ci(dist: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
@@ -97,19 +98,20 @@ def ttest_p(d: np.ndarray) -> float:
 def adjust(pvalues: list[float | None], method: str) -> list[float | None]:
     """Family-wise adjusted p-values. holm: the i-th smallest of m becomes max over j <= i of
     min(1, (m - j + 1) p_(j)); bonferroni: min(1, m p); none: p. None (not tested) stays None."""
-    idx = [i for i, p in enumerate(pvalues) if p is not None and not math.isnan(p)]
+    tested = {i: p for i, p in enumerate(pvalues) if p is not None and not math.isnan(p)}
+    idx = list(tested)
     m = len(idx)
     out: list[float | None] = [None] * len(pvalues)
     if method == "none":
         for i in idx:
-            out[i] = pvalues[i]
+            out[i] = tested[i]
     elif method == "bonferroni":
         for i in idx:
-            out[i] = min(1.0, m * pvalues[i])
+            out[i] = min(1.0, m * tested[i])
     elif method == "holm":
         running = 0.0
-        for rank, i in enumerate(sorted(idx, key=lambda i: (pvalues[i], i))):
-            running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        for rank, i in enumerate(sorted(idx, key=lambda i: (tested[i], i))):
+            running = max(running, min(1.0, (m - rank) * tested[i]))
             out[i] = running
     else:
         raise ValueError(f"unknown correction {method!r}")

@@ -56,7 +56,7 @@ def to_csv(rec: dict) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(list(ROW_KEYS) + ["metric", "test", "correction"])
     for r in rec["rows"]:
-        w.writerow(["" if r[k] is None else ("%.6f" % r[k] if isinstance(r[k], float) else r[k]) for k in ROW_KEYS] +
+        w.writerow(["" if r[k] is None else (f"{r[k]:.6f}" if isinstance(r[k], float) else r[k]) for k in ROW_KEYS] +
                    [rec["metric"], rec["test"], rec["correction"]])
     return buf.getvalue()
 

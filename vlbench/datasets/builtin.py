@@ -9,18 +9,21 @@ signature (see dataset_specs and docs/extending.md).
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import DataError, UnknownNameError
+from ..registry import close_matches
+from ..registry import datasets as DATASETS
 from ..util.io import sha256_file
 from ..util.paths import default_data_dir, offline
-from ..errors import DataError, UnknownNameError
-from ..registry import datasets as DATASETS
-from . import download as dl
-from .specs import BUILTIN, FG_COMMIT, FG_REPO, IMAGE_SOURCES, DatasetSpec
 from .core import IMAGE_EXTS, Dataset, _build, check_images, read_manifest
+from .download import fetch_captions, fetch_images
+from .positives import load_extra_positives
+from .specs import BUILTIN, FG_COMMIT, FG_REPO, IMAGE_SOURCES, DatasetSpec
 
 
 def find_caption_file(fname: str, data_dir: Path) -> Path | None:
@@ -35,7 +38,7 @@ def _caption_file(spec: DatasetSpec, data_dir: Path, download: bool | None) -> P
     cap_file = find_caption_file(spec.captions, data_dir)
     if cap_file is None:
         if (not offline()) if download is None else download:
-            cap_file = dl.fetch_captions(spec.name, data_dir)
+            cap_file = fetch_captions(spec.name, data_dir)
         else:
             raise DataError(
                 f"caption file {spec.captions!r} for {spec.name!r} is not in {data_dir}",
@@ -71,11 +74,10 @@ def load_builtin(spec: DatasetSpec, *, data_dir=None, gallery: str = "test", req
                             "use --gallery test" + (", or fg-pool" if spec.fg_pool else ""))
         ds = _with_fg_pool(spec, data_dir, ds)
     if extra_positives:
-        from .positives import load_extra_positives
         ds = load_extra_positives(ds, extra_positives, data_dir)
     if require_images:
         if download if download is not None else not offline():
-            dl.fetch_images(name, ds, data_dir)
+            fetch_images(name, ds, data_dir)
         check_images(ds)
     return ds
 
@@ -108,10 +110,8 @@ def _with_fg_pool(spec: DatasetSpec, data_dir: Path, ds: Dataset) -> Dataset:
     pool = {"list": cand.name, "distractors": len(extra), "gallery_size": total,
             "expected_gallery_size": spec.pool_size}
     if total != spec.pool_size:
-        import warnings
-
         warnings.warn(f"the FG pool of {spec.name!r} has {total} images, the release describes {spec.pool_size}; "
-                      f"check {cand}")
+                      f"check {cand}", stacklevel=2)
     return replace(ds, distractors=extra, gallery="fg-pool", distractor_root=data_dir / "images" / "coco-unlabeled2017",
                    source={**ds.source, "fg_pool": pool})
 
@@ -154,7 +154,6 @@ for _spec in BUILTIN.values():
 
 def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:
     """``vlbench download NAME``: the caption file and (unless ``captions_only``) the images."""
-    from ..registry import close_matches
 
     if name not in BUILTIN:
         matches = close_matches(name, BUILTIN)
@@ -164,9 +163,9 @@ def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> N
                                f"(custom:<manifest.jsonl>) and needs no download")
     data_dir = Path(data_dir) if data_dir else default_data_dir()
     data_dir.mkdir(parents=True, exist_ok=True)
-    path = dl.fetch_captions(name, data_dir)
+    path = fetch_captions(name, data_dir)
     print(f"{name}: captions {path}")
     if not captions_only:
         ds = load_builtin(BUILTIN[name], data_dir=data_dir, require_images=False)
-        dl.fetch_images(name, ds, data_dir)
+        fetch_images(name, ds, data_dir)
         print(f"{name}: images in {Path(data_dir) / 'images'}")

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import DataError
 from ..registry import datasets as DATASETS
 from ..util.io import sha256_file, sha256_json
+from .folds import fold_caption_to_image, fold_captions
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 
@@ -102,7 +103,6 @@ class Dataset:
 
     def subset(self, image_indices, name: str | None = None) -> Dataset:
         """The dataset restricted to some images (and their captions); used for coco-1k folds."""
-        from .folds import fold_caption_to_image, fold_captions
 
         image_indices = np.asarray(image_indices, dtype=np.int64)
         keep = fold_captions(self.caption_to_image, image_indices)
@@ -150,7 +150,10 @@ def safe_join(root: Path, rel: str) -> Path:
                         "image paths must be relative to the manifest's folder")
     root_r = Path(os.path.realpath(root))
     full = Path(os.path.realpath(root_r / p))
-    inside = lambda r: full == r or r in full.parents  # noqa: E731
+
+    def inside(r):
+        return full == r or r in full.parents
+
     if not inside(root_r):
         lexical = Path(os.path.normpath(root_r / p))
         if ".." in p.parts or not (lexical == root_r or root_r in lexical.parents) or \

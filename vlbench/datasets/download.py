@@ -135,7 +135,7 @@ def fetch_images(name: str, ds, data_dir: Path) -> None:
             raise DataError(f"{len(missing)} image(s) of {name!r} are missing and offline mode is on",
                             f"download {src.url} and unzip its images into {root}")
         try:
-            with urllib.request.urlopen(src.url, timeout=120) as r, open(zpath, "wb") as fh:  # noqa: S310
+            with urllib.request.urlopen(src.url, timeout=120) as r, open(zpath, "wb") as fh:  # noqa: S310 (fixed https URLs)
                 shutil.copyfileobj(r, fh, 1 << 20)
         except OSError as exc:  # URLError, timeouts, resets, a full disk
             raise DataError(f"could not download the images of {name!r} from {src.url}: {exc}",

@@ -103,7 +103,7 @@ _FG_TERMS = "no licence stated by the FG release; the underlying images' terms a
 _FG_CITE = "Chen, Yao and Jin, SIGIR 2023 (the fine-grained captions)"
 _MULTI30K_CITE = "Elliott et al., 2016 (Multi30K); Young et al., TACL 2014 (Flickr30k)"
 
-SPECS = (
+SPECS: tuple[DatasetSpec, ...] = (
     DatasetSpec("flickr30k", "flickr30k_test.jsonl",
                 "2b6fe218e2c802e7c14d444505d2c543c48c016dbeae32638b564800fbb667ec", "flickr30k",
                 "Flickr30k 1k test (Karpathy split), 1,000 images x 5 captions", _FLICKR, licence=_FLICKR_TERMS,

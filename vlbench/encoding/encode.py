@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import DataError, ModelError, VlbenchError
 from .cache import EmbeddingCache, item_key
-from .images import MAX_ASPECT, check_image_header, file_key, file_problem, load_image, max_aspect  # noqa: F401
+from .images import MAX_ASPECT, check_image_header, file_key, file_problem, load_image, max_aspect  # noqa: F401 -- re-exported
 
 
 @dataclass

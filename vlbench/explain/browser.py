@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import OptionError
 from ..runfolder import EXPLAIN_PAGE, read_results
+from ..util.io import atomic_write_text
 
 DEFAULT_NAME = EXPLAIN_PAGE  # the name older code imported
 
@@ -15,7 +16,7 @@ class _View:
     """What the renderer asks of the run while it writes the page: names, positives and thumbnails."""
 
     def __init__(self, src, size: int):  # src: source.RunSource
-        from .render import Thumbs
+        from .render import Thumbs  # lazy: vlbench --help imports this module; keep it light
 
         self.src, self.ds, self.perturbed = src, src.ds, src.perturbed
         self.size, self.query_size = size, size * 3 // 2
@@ -26,7 +27,7 @@ class _View:
         return str(self.ds.gallery_images[i])
 
     def _image(self, i: int):
-        from ..encoding.images import load_image
+        from ..encoding.images import load_image  # lazy: vlbench --help imports this module; keep it light
 
         if i not in self._decoded:
             self._decoded = {i: load_image(self.src.image_path(i))}  # one decoded image kept at a time
@@ -46,7 +47,7 @@ class _View:
             return self.image_class(i, self.query_size)
 
         def make():
-            from ..imageperturb.apply import fit_to_input
+            from ..imageperturb.apply import fit_to_input  # lazy: vlbench --help imports this module; keep it light
 
             return fit_to_input(self._image(i).convert("RGB"), at)
 
@@ -54,8 +55,8 @@ class _View:
 
     def corrupted_class(self, condition: str, i: int) -> str:
         def make():
-            from ..encoding.images import file_key
-            from ..imageperturb.apply import CorruptedLoader
+            from ..encoding.images import file_key  # lazy: vlbench --help imports this module; keep it light
+            from ..imageperturb.apply import CorruptedLoader  # lazy: vlbench --help imports this module; keep it light
 
             meta = self.src.conditions[condition]
             loader = CorruptedLoader(meta["corruption"], int(meta["severity"]), int(meta.get("seed", 0)),
@@ -69,7 +70,10 @@ class _View:
         own = {int(ds.caption_to_image[q])} if direction == "t2i" else set(ds.captions_of(q))
         extra = (ds.extra_positives or {}).get(direction)
         if extra is not None:
-            row = extra.get(q, extra.get(str(q), ())) if isinstance(extra, dict) else (extra[q] if q < len(extra) else ())
+            if isinstance(extra, dict):
+                row = extra[q] if q in extra else extra.get(str(q), ())
+            else:
+                row = extra[q] if q < len(extra) else ()
             own |= {int(x) for x in row}
         return own
 
@@ -86,10 +90,11 @@ def _shown_images(secs: list, ds) -> set:
 
 
 def _intro(src, n: int, seed: int) -> str:
-    from .render import esc
+    from .render import esc  # lazy: vlbench --help imports this module; keep it light
 
     r = src.results
-    model = (r.get("model") or {}).get("label") or (r.get("model") or {}).get("name") or (r.get("model") or {}).get("spec")
+    info = r.get("model") or {}
+    model = info.get("label") or info.get("name") or info.get("spec")
     return (f"<p>run <code>{esc(r.get('run_id'))}</code>: model <b>{esc(model)}</b> on <b>{esc(src.ds.name)}</b>. "
             f"Per condition up to {n} queries that flip at k=1 (seed {seed}): hit \u2192 miss first (the first "
             "positive ranked 1 on clean data, below 1 under the condition), then miss \u2192 hit. Caption "
@@ -101,11 +106,19 @@ def explain(run_dir, out=None, *, per_perturbation: int = 5, seed: int = 0, imag
             dataset: str | None = None, cache_dir=None, thumb_size: int = 96, log=None) -> Path:
     """Write the failure browser of the run folder ``run_dir``; returns the page's path
     (``out``, default ``<run_dir>/explain.html``)."""
-    from ..util.io import atomic_write_text
-    from .flips import sections
-    from .render import page
-    from .source import (RunSource, check_images, image_locator, load_run_dataset, perturbed_texts, read_flips,
-                         read_retrieved)
+    from .flips import sections  # lazy: vlbench --help imports this module; keep it light
+    from .render import page  # lazy: vlbench --help imports this module; keep it light
+
+    # lazy: vlbench --help imports this module; keep it light
+    from .source import (
+        RunSource,
+        check_images,
+        image_locator,
+        load_run_dataset,
+        perturbed_texts,
+        read_flips,
+        read_retrieved,
+    )
 
     if per_perturbation < 1:
         raise OptionError("per_perturbation", f"{{opt}} must be >= 1, got {per_perturbation}", example=5,

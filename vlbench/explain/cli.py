@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
+from . import explain
+
 
 def configure(p) -> None:
     p.description = ("Write a static HTML page (one file, opens offline) of the queries a run's perturbations flip "
@@ -23,10 +27,6 @@ def configure(p) -> None:
 
 
 def main(args) -> int:
-    import sys
-
-    from . import explain
-
     path = explain(args.run, args.out, per_perturbation=args.per_perturbation, seed=args.seed,
                    images_dir=args.images_dir, data_dir=args.data_dir, dataset=args.dataset,
                    cache_dir=args.cache_dir, thumb_size=args.thumb_size,

@@ -92,7 +92,8 @@ def thumb(cls: str, label: str, size: int, *, positive: bool = False, image: int
 
 
 def _ranked_images(view, tops, positives, label: str) -> str:
-    cells = "".join(f'<span class="cell">{thumb(view.image_class(i), view.image_name(i), view.size, image=i, positive=i in positives)}'
+    cells = "".join(f'<span class="cell">'
+                    f'{thumb(view.image_class(i), view.image_name(i), view.size, image=i, positive=i in positives)}'
                     f"<br>{r}</span>" for r, i in enumerate(tops, 1))
     return f'<div class="row" data-list="{esc(label)}"><b>{esc(label)} top-{len(tops)}</b>{cells}</div>'
 
@@ -105,14 +106,17 @@ def caption_flip(view, sec: Section, f) -> str:
     left, right = word_diff(original, perturbed)
     gt = int(ds.caption_to_image[f.query])
     pos = view.positives("t2i", f.query)
-    return (f'<div class="q {"hm" if f.kind == HIT_TO_MISS else "mh"}" data-query="{f.query}" data-flip="{esc(f.kind)}" '
+    return (f'<div class="q {"hm" if f.kind == HIT_TO_MISS else "mh"}" data-query="{f.query}" '
+            f'data-flip="{esc(f.kind)}" '
             f'data-rank-clean="{f.rank_clean}" data-rank-condition="{f.rank_condition}">'
             f"<h3>caption {esc(ds.caption_ids[f.query])}</h3>"
             f'<div class="row"><b>original</b><span class="orig">{left}</span></div>'
             f'<div class="row"><b>{esc(sec.condition)}</b><span class="pert">{right}</span></div>'
-            f'<div class="row"><b>ground truth</b>{thumb(view.image_class(gt), view.image_name(gt), view.size, image=gt, positive=True)}'
+            f'<div class="row"><b>ground truth</b>'
+            f'{thumb(view.image_class(gt), view.image_name(gt), view.size, image=gt, positive=True)}'
             f' <span class="ranks">rank {f.rank_clean} \u2192 {f.rank_condition}</span></div>'
-            + _ranked_images(view, f.top_clean, pos, "clean") + _ranked_images(view, f.top_condition, pos, sec.condition)
+            + _ranked_images(view, f.top_clean, pos, "clean") + _ranked_images(view, f.top_condition, pos,
+                                                                               sec.condition)
             + "</div>")
 
 
@@ -120,7 +124,8 @@ def _ranked_captions(view, tops, positives, label: str) -> str:
     mark = ' class="pos"'
     items = "".join(f'<li{mark if j in positives else ""} data-caption="{j}">{esc(view.ds.captions[j])}</li>'
                     for j in tops)
-    return f'<div class="row" data-list="{esc(label)}"><b>{esc(label)} top-{len(tops)}</b></div><ol class="caps">{items}</ol>'
+    return (f'<div class="row" data-list="{esc(label)}"><b>{esc(label)} top-{len(tops)}</b></div>'
+            f'<ol class="caps">{items}</ol>')
 
 
 def image_flip(view, sec: Section, f) -> str:
@@ -135,7 +140,8 @@ def image_flip(view, sec: Section, f) -> str:
             f"<h3>image {esc(view.image_name(i))}</h3>"
             f'<div class="row"><b>clean / corrupted</b>{clean} {bad} '
             f'<span class="ranks">rank {f.rank_clean} \u2192 {f.rank_condition}</span></div>'
-            + _ranked_captions(view, f.top_clean, pos, "clean") + _ranked_captions(view, f.top_condition, pos, sec.condition)
+            + _ranked_captions(view, f.top_clean, pos, "clean") + _ranked_captions(view, f.top_condition, pos,
+                                                                                   sec.condition)
             + "</div>")
 
 
@@ -157,7 +163,8 @@ def section_html(view, sec: Section) -> str:
     head = f'<h2 id="c-{esc(sec.condition)}">{esc(sec.condition)} <span class="note">({esc(sec.kind)}'
     head += f", {sec.direction})</span></h2>" if sec.direction else ")</span></h2>"
     if sec.skipped:
-        return f'<section data-condition="{esc(sec.condition)}" data-skipped="1">{head}<p class="note">not shown: {esc(sec.skipped)}</p></section>'
+        return (f'<section data-condition="{esc(sec.condition)}" data-skipped="1">{head}'
+                f'<p class="note">not shown: {esc(sec.skipped)}</p></section>')
     counts = (f'<p>{sec.n_queries} {sec.direction} queries; at k=1 {sec.n_hit_to_miss} go hit \u2192 miss, '
               f'{sec.n_miss_to_hit} miss \u2192 hit; {len(sec.flips)} shown.</p>')
     counts += flips_line(view.src.flip_rows.get((sec.condition, sec.direction), []))
@@ -169,7 +176,7 @@ def section_html(view, sec: Section) -> str:
 def page(view, sections: list[Section], title: str, intro: str) -> str:
     """The whole page (thumbnails are made while the sections render, so the style comes last to assemble)."""
     toc = "".join(f'<li><a href="#c-{esc(s.condition)}">{esc(s.condition)}</a> '
-                  + (f"<span class=note>not shown</span>" if s.skipped else
+                  + ("<span class=note>not shown</span>" if s.skipped else
                      f"{s.n_hit_to_miss} hit\u2192miss, {s.n_miss_to_hit} miss\u2192hit") + "</li>" for s in sections)
     body = "".join(section_html(view, s) for s in sections)
     return ("<!DOCTYPE html>\n<html lang=\"en\" data-page=\"vlbench-explain\"><head><meta charset=\"utf-8\">"

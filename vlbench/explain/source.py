@@ -9,13 +9,18 @@ the recorded spec and checked against the recorded content hash, so the page sho
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
-from ..errors import DataError, VlbenchError
+from ..datasets.core import Dataset, load_dataset, safe_join
 from ..datasets.folds import fold_index_maps
+from ..errors import DataError, VlbenchError
+from ..perturbations.cache import perturbed_captions
+from ..pipeline.galleries import apply_gallery
 from ..runfolder import FLIPS, RETRIEVED
 
 #: the direction the browser shows per condition kind: a caption perturbation changes t2i queries, an image
@@ -37,7 +42,7 @@ class RunSource:
     folder: Path
     results: dict
     retrieved: dict  # array name -> array (retrieved.npz)
-    ds: object  # vlbench Dataset, content hash equal to the run's
+    ds: Dataset  # content hash equal to the run's
     perturbed: dict = field(default_factory=dict)  # caption condition -> its perturbed captions (list of str)
     image_path: object = None  # gallery index -> image file (image_locator); None: the dataset's own
     flip_rows: dict = field(default_factory=dict)  # read_flips: the run's flips.csv
@@ -88,7 +93,6 @@ def read_retrieved(folder: Path, results: dict | None = None) -> dict:
 
 def read_flips(folder: Path) -> dict:
     """(condition, direction) -> rows of the run's flips.csv in k order (empty when the run has none)."""
-    import csv
 
     path = folder / FLIPS
     if not path.is_file():
@@ -115,7 +119,6 @@ def _dataset_spec(results: dict, dataset: str | None) -> str:
 
 def load_run_dataset(results: dict, *, dataset: str | None = None, data_dir=None):
     """The run's dataset, loaded from the recorded spec (or ``dataset``), its content hash checked."""
-    from ..datasets.core import load_dataset
 
     info = results.get("dataset") or {}
     spec = _dataset_spec(results, dataset)
@@ -127,10 +130,6 @@ def load_run_dataset(results: dict, *, dataset: str | None = None, data_dir=None
         raise DataError(f"the dataset of run {results.get('run_id')} ({spec!r}) cannot be loaded: {exc.message}",
                         "pass --dataset SPEC (and --data-dir DIR) naming where the run's dataset is now") from None
     if gallery == "folder":
-        from types import SimpleNamespace
-
-        from ..pipeline.galleries import apply_gallery
-
         ds = apply_gallery(ds, SimpleNamespace(gallery="folder", allow_partial_gallery=True, dataset=spec,
                                                protocol=None))
     if info.get("hash") and ds.content_hash() != info["hash"]:
@@ -145,7 +144,6 @@ def image_locator(ds, images_dir=None):
     (``DIR/<path in the dataset>``) or all in one folder (``DIR/<file name>``), whichever holds the first image."""
     if images_dir is None:
         return ds.image_path
-    from ..datasets.core import safe_join
 
     root, names = Path(images_dir), ds.gallery_images
     if names and not (root / names[0]).is_file() and (root / Path(names[0]).name).is_file():
@@ -173,7 +171,6 @@ def _constructor_params(meta: dict) -> dict:
 def perturbed_texts(ds, conditions: dict, *, cache_dir=None, log=None) -> dict:
     """caption condition -> its perturbed captions as the run made them (its perturbation cache first), each
     checked against the captions hash the run recorded."""
-    from ..perturbations.cache import perturbed_captions
 
     names = [c for c, m in conditions.items() if condition_kind(m) == "caption"]
     if not names:

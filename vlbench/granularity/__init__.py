@@ -10,9 +10,12 @@ is cheap (pandas, numpy and spaCy load on first use), so ``vlbench --help`` stay
 
 from __future__ import annotations
 
+import importlib
+
 _EXPORTS = {
     "FEATURES": "features", "FeatureOptions": "features", "analyse_doc": "features",
-    "caption_features": "features", "PROFILES": "features", "DEFAULT_PROFILE": "features", "normalize_text": "features", "text_problem": "features",
+    "caption_features": "features", "PROFILES": "features", "DEFAULT_PROFILE": "features", "normalize_text": "features",
+    "text_problem": "features",
     "FG_PAIRS": "table", "GranularityReport": "table", "bootstrap_differences": "table",
     "dataset_features": "table", "granularity_report": "table", "granularity_table": "table",
     "table_from_captions": "table", "per_caption_frame": "table",
@@ -23,8 +26,6 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name):
     if name in _EXPORTS:
-        import importlib
-
         return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -18,6 +18,7 @@ import argparse
 import sys
 
 from .. import registry
+from ..errors import VlbenchError
 
 DEFAULT_OUT = "runs/granularity"
 
@@ -44,8 +45,9 @@ def _pair(s: str) -> tuple[str, str]:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Granularity statistics of caption sets: adjectives, complement "
-                          "phrases, articles and quantifiers (per caption or per noun: --profile), WordNet concept depth, caption length, "
-                          "words per caption and concept diversity, averaged over captions; for coco/coco-fg "
+                          "phrases, articles and quantifiers (per caption or per noun: --profile), WordNet concept "
+                          "depth, caption length, words per caption and concept diversity, averaged over captions; for "
+                          "coco/coco-fg "
                           "and flickr30k/flickr30k-fg, the difference with bootstrap confidence intervals. "
                           "Feature readings: docs/granularity.md.")
     g = parser.add_argument_group("input and output")
@@ -131,9 +133,8 @@ FEATURE_ARGS = ("np_unit", "normalize", "noun_pos", "compounds_as_nouns", "parti
 
 
 def main(args) -> int:
-    from ..errors import VlbenchError
-    from .pairing import check_bootstrap_settings
-    from .table import check_out_dir, granularity_report
+    from .pairing import check_bootstrap_settings  # lazy: vlbench --help imports this module; keep it light
+    from .table import check_out_dir, granularity_report  # lazy: vlbench --help imports this module; keep it light
 
     check_bootstrap_settings(args.bootstrap, args.seed, args.ci)  # before anything is loaded or parsed
     check_out_dir(args.out)
@@ -161,8 +162,6 @@ def main(args) -> int:
 
 
 def _standalone(argv=None) -> int:  # python -m vlbench.granularity.cli ...
-    from ..errors import VlbenchError
-
     parser = argparse.ArgumentParser(prog="vlbench granularity")
     configure(parser)
     args = parser.parse_args(argv)

@@ -7,7 +7,7 @@ live here; docs/granularity.md describes the readings and ``FeatureOptions`` (fe
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 # ----------------------------------------------------------------------------------------------
 # closed word classes (see docs/granularity.md, "Quantifiers" and "Articles")
@@ -44,12 +44,12 @@ _LEMMAS: dict = {}
 
 
 def _wn():
-    from .. import lang
+    from .. import lang  # lazy: vlbench ls imports this module; keep it light
 
     return lang.wordnet()
 
 
-def synsets(word: str, pos: str) -> tuple:
+def synsets(word: str, pos: str | None) -> tuple:
     key = (word, pos)
     got = _SYNSETS.get(key)
     if got is None:
@@ -76,12 +76,12 @@ def word_depth(word: str, pos: str, how: str = "max", measure: str = "min_depth"
     return value
 
 
-def synonym_lemmas(word: str, pos: str) -> frozenset:
+def synonym_lemmas(word: str, pos: str | None) -> frozenset:
     """All lemma names of all synsets of the word (its WordNet synonyms, itself included)."""
     key = (word, pos)
     got = _LEMMAS.get(key)
     if got is None:
-        got = frozenset(l.lower() for s in synsets(word, pos) for l in s.lemma_names())
+        got = frozenset(lemma.lower() for s in synsets(word, pos) for lemma in s.lemma_names())
         _LEMMAS[key] = got
     return got
 
@@ -111,7 +111,7 @@ def _phrasal_skips(toks, lower, opts) -> tuple[set, dict, set, Counter]:
             if lower[t.i] in QUANTITY_NOUNS and t.pos_ in ("NOUN", "PROPN", "NUM"):
                 of = next((c for c in t.children if c.dep_ == "prep" and c.lower_ == "of"), None)
                 obj = None if of is None else next((g for g in of.children if g.dep_ == "pobj"), None)
-                if obj is not None and obj.pos_ in opts.noun_pos:
+                if of is not None and obj is not None and obj.pos_ in opts.noun_pos:
                     skip.add(t.i)
                     skip_of.add(of.i)
                     proxy[t.i] = obj.i
@@ -177,7 +177,7 @@ def _np_counts(toks, lower, noun_ids: set, proxy: dict, skip_of: set, skip: set,
 def _noun_depth(n, toks, lower, opts) -> float | None:
     d = None
     if opts.multiword:
-        comp = []
+        comp: list = []
         j = n.i - 1
         while j >= 0 and toks[j].dep_ == "compound" and toks[j].head.i == n.i and toks[j].pos_ in ("NOUN", "PROPN"):
             comp.insert(0, lower[j])
@@ -230,8 +230,8 @@ def analyse_doc(doc, opts, text: str | None = None) -> dict:
     depths = _depths(toks, lower, nouns, opts)
     n_tokens = sum(1 for t in toks if _has_alnum(t.text))
     n_ws = sum(1 for w in text.split() if _has_alnum(w))
-    content = [(lower[t.i], _WN_POS[t.pos_]) for t in toks
-               if t.pos_ in _WN_POS and t.i not in skip and _has_alnum(t.text)]
+    content: list[tuple[str, str | None]] = [(lower[t.i], _WN_POS[t.pos_]) for t in toks
+                                             if t.pos_ in _WN_POS and t.i not in skip and _has_alnum(t.text)]
     concept_words = content  # "concepts": every word, a function word is a concept of its own
     if opts.diversity == "concepts":
         concept_words = [(lower[t.i], _WN_POS.get(t.pos_)) for t in toks if _has_alnum(t.text)]
@@ -251,7 +251,7 @@ def analyse_doc(doc, opts, text: str | None = None) -> dict:
     }
 
 
-def _count_concepts(content: Sequence[tuple[str, str]], mode: str) -> int:
+def _count_concepts(content: Sequence[tuple[str, str | None]], mode: str) -> int:
     """Numerator of concept diversity over the caption's content words (word, WordNet pos)."""
     if not content:
         return 0

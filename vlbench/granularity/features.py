@@ -20,8 +20,8 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
-from typing import Callable, Iterable
 
 from .. import registry
 from ..errors import VlbenchError
@@ -116,7 +116,7 @@ class FeatureOptions:
                                    f"got {getattr(self, name)!r}")
 
     @classmethod
-    def from_kwargs(cls, **kwargs) -> "FeatureOptions":
+    def from_kwargs(cls, **kwargs) -> FeatureOptions:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(kwargs) - known)
         if unknown:
@@ -254,7 +254,7 @@ def analyse_texts(texts: Iterable, opts: FeatureOptions, *, batch_size: int = 10
     unique = list(dict.fromkeys(n for n, p in zip(normalized, problems) if p is None))
     counts: dict[str, dict] = {}
     if unique:
-        from .. import lang
+        from .. import lang  # lazy: vlbench ls imports this module; keep it light
 
         nlp = lang.nlp()
         _wn()  # load WordNet before timing-sensitive work and before forking workers

@@ -44,9 +44,9 @@ def pair_images(base: str, fine: str, img_b: list, img_f: list, pairing: str):
     raise VlbenchError(
         f"{fine!r} and {base!r} do not describe the same images: {len(sb & sf):,} shared, {len(only_b):,} "
         f"only in {base!r}, {len(only_f):,} only in {fine!r} (e.g. {example!r})",
-        f"pair a dataset with its fine-grained version of the same images (matched by the manifests' "
-        f"image paths, in any order; with --limit, both must cover the same images); to compare "
-        f"unrelated datasets, pass --unpaired (Python: pairing='independent') to resample them independently")
+        "pair a dataset with its fine-grained version of the same images (matched by the manifests' "
+        "image paths, in any order; with --limit, both must cover the same images); to compare "
+        "unrelated datasets, pass --unpaired (Python: pairing='independent') to resample them independently")
 
 
 def image_sums(per_caption, base: str, fine: str, pairing: str):
@@ -118,5 +118,7 @@ def resolve_pairs(pairs, loaded: list[tuple]) -> list[tuple[str, str]]:
         if got[0] == got[1]:
             raise VlbenchError(f"pair {','.join(p)!r} names the same dataset twice",
                                "give an original and its fine-grained version, e.g. --pair coco,coco-fg")
-        out.append((got[0], got[1]))
+        first, second = got
+        assert first is not None and second is not None  # checked above
+        out.append((first, second))
     return out

@@ -8,21 +8,26 @@ from __future__ import annotations
 import math
 import posixpath
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import lang
+from ..datasets.core import Dataset, load_dataset
 from ..datasets.specs import BUILTIN as BUILTIN_SPECS
+from ..errors import VlbenchError
 from ..util.io import atomic_write_text, dumps_strict
 from ..util.markdown import md_table
-from ..errors import VlbenchError
-from .features import (COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions, analyse_texts, resolve_options)
+from .features import COUNT_COLUMNS, DEFAULT_PROFILE, FEATURES, FeatureOptions, analyse_texts, resolve_options
 from .pairing import check_bootstrap_settings, image_sums, resolve_pairs
 
-#: (original, fine-grained) pairs compared automatically when both are requested
-#: (original, fine-grained) built-in datasets on the same images, from the dataset records
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: (original, fine-grained) built-in datasets on the same images (dataset records), compared when both are requested
 FG_PAIRS = tuple(sorted((s.fine_grained_of, s.name) for s in BUILTIN_SPECS.values() if s.fine_grained_of))
 
 FEATURE_LABELS = {
@@ -34,7 +39,6 @@ FEATURE_LABELS = {
 
 def _load(spec, data_dir):
     """A dataset's captions (images are never needed here)."""
-    from ..datasets.core import Dataset, load_dataset
 
     if isinstance(spec, Dataset):
         return spec
@@ -87,11 +91,12 @@ def _named_datasets(datasets: Sequence, data_dir) -> list[tuple]:
 
 
 def _frame_of(loaded: list[tuple], opts: FeatureOptions, *, batch_size: int, n_process: int, limit,
-              progress) -> "pd.DataFrame":
+              progress) -> pd.DataFrame:
     import pandas as pd
 
     names = [n for n, _ in loaded]
-    all_texts, meta = [], []
+    all_texts: list[str] = []
+    meta: list = []
     for name, ds in loaded:
         caps = list(ds.captions)
         ids = list(getattr(ds, "caption_ids", None) or [f"{j}" for j in range(len(caps))])
@@ -113,7 +118,7 @@ def _frame_of(loaded: list[tuple], opts: FeatureOptions, *, batch_size: int, n_p
     return df
 
 
-def table_from_captions(per_caption) -> "pd.DataFrame":
+def table_from_captions(per_caption) -> pd.DataFrame:
     """The granularity table: the mean of each feature over a dataset's analysed captions (NaN values skipped)."""
     import pandas as pd
 
@@ -213,9 +218,9 @@ def bootstrap_differences(per_caption, pairs: Sequence[tuple[str, str]], *, n_bo
 
 @dataclass
 class GranularityReport:
-    table: "pd.DataFrame"                 # feature x dataset
-    per_caption: "pd.DataFrame"
-    differences: "pd.DataFrame | None"    # long form, one row per (pair, feature)
+    table: pd.DataFrame                 # feature x dataset
+    per_caption: pd.DataFrame
+    differences: pd.DataFrame | None    # long form, one row per (pair, feature)
     captions: dict                        # caption_report()
     options: dict
     meta: dict = field(default_factory=dict)
@@ -267,8 +272,8 @@ class GranularityReport:
                 + self.differences_markdown() + "\n")
         cols = ["dataset", "caption_id", "image", "status", "reason", *FEATURES, *COUNT_COLUMNS, "text"]
         put("granularity_captions.csv", self.per_caption[cols].to_csv(index=False, float_format="%.6g"))
-        exc = self.per_caption[self.per_caption["status"] != "ok"][["dataset", "caption_id", "reason", "text"]]
-        put("granularity_excluded.csv", exc.to_csv(index=False))
+        excluded = self.per_caption[self.per_caption["status"] != "ok"][["dataset", "caption_id", "reason", "text"]]
+        put("granularity_excluded.csv", excluded.to_csv(index=False))
         summary = {"options": self.options, "captions": self.captions, **self.meta}
         put("granularity_summary.json", dumps_strict(summary, indent=2) + "\n")
         return written
@@ -310,10 +315,10 @@ def differences_markdown(diff, digits: int = 3) -> str:
             cells.append(f"{_fmt(r.relative_change_pct, 1)} [{_fmt(r.rel_ci_low, 1)}, {_fmt(r.rel_ci_high, 1)}]")
         body.append([FEATURE_LABELS.get(feat, feat)] + cells)
     n_boot = int(diff["n_boot"].iloc[0])
-    paired = bool(diff["paired"].all())
+    pairing = ("paired: the same images in both, matched by image path" if bool(diff["paired"].all()) else
+               "NOT paired: the image sets differ, each resampled independently (--unpaired)")
     note = (f"\n\nDifference = fine-grained mean - original mean; {n_boot} bootstrap samples of images "
-            f"({'paired: the same images in both, matched by image path' if paired else 'NOT paired: the image sets differ, each resampled independently (--unpaired)'}), "
-            f"seed {int(diff['seed'].iloc[0])}, percentile intervals.")
+            f"({pairing}), seed {int(diff['seed'].iloc[0])}, percentile intervals.")
     return md_table(head, body, "l" + "r" * (len(head) - 1)) + note
 
 
@@ -357,8 +362,6 @@ def granularity_report(datasets: Sequence, *, data_dir=None, pairs="auto", n_boo
 
 def _spacy_model_info() -> str:
     try:
-        from .. import lang
-
         m = lang.nlp().meta
         return f"{lang.spacy_model_name()} {m.get('version', '?')}"
     except Exception:  # pragma: no cover - informative only
@@ -367,8 +370,6 @@ def _spacy_model_info() -> str:
 
 def _wordnet_version() -> str:
     try:
-        from .. import lang
-
         return str(lang.wordnet().get_version())
     except Exception:  # pragma: no cover
         return "unknown"

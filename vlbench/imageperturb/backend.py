@@ -75,7 +75,7 @@ def _load():
     shim = None
     if "pkg_resources" not in sys.modules:
         try:
-            import pkg_resources  # noqa: F401
+            import pkg_resources  # noqa: F401 -- only whether it imports
         except ImportError:
             shim = types.ModuleType("pkg_resources")
             shim.resource_filename = lambda pkg, name: str(  # type: ignore[attr-defined]  # a stand-in module

@@ -20,8 +20,7 @@ re-exports the public names (the heavier ones on first use).
 
 from __future__ import annotations
 
-from .store import (CURRENT_SCHEMA, UPGRADES, Run, SchemaTooNew, UnreadableResults, discover, load_runs,
-                    read_run, select)
+from .store import CURRENT_SCHEMA, UPGRADES, Run, SchemaTooNew, UnreadableResults, discover, load_runs, read_run, select
 
 __all__ = ["load_results", "build_leaderboard", "publish_leaderboard", "read_run", "load_runs", "discover",
            "select", "Run", "SchemaTooNew", "UnreadableResults", "CURRENT_SCHEMA", "UPGRADES", "RESULT_COLUMNS"]
@@ -29,9 +28,9 @@ __all__ = ["load_results", "build_leaderboard", "publish_leaderboard", "read_run
 
 def __getattr__(name):  # lazy re-exports: importing the package stays cheap
     if name in ("load_results", "build_leaderboard", "RESULT_COLUMNS"):
-        from . import build
+        from . import build  # lazy: vlbench --help imports this module; keep it light
         return getattr(build, name)
     if name == "publish_leaderboard":
-        from .publish import publish_leaderboard
+        from .publish import publish_leaderboard  # lazy: vlbench --help imports this module; keep it light
         return publish_leaderboard
     raise AttributeError(name)

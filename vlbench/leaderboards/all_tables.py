@@ -6,11 +6,22 @@ from __future__ import annotations
 from .modalities import choice_table, corruption_table
 from .sections import distractor_table, flips_table, rank_groups
 from .store import Selection
-from .tables import Labels, Table, _Ctx, provenance_table, rsum_changes, clean_retrieval, rsum_per_perturbation, model_input_similarity, values_table
+from .tables import (
+    Labels,
+    Table,
+    _Ctx,
+    clean_retrieval,
+    model_input_similarity,
+    provenance_table,
+    rsum_changes,
+    rsum_per_perturbation,
+    values_table,
+)
 
 
 def build_tables(selection: Selection, labels: Labels) -> list[Table]:
     ctx = _Ctx(selection, labels)
-    return [clean_retrieval(ctx), rsum_per_perturbation(ctx, "t2i"), rsum_per_perturbation(ctx, "both"), model_input_similarity(ctx), rsum_changes(ctx),
+    return [clean_retrieval(ctx), rsum_per_perturbation(ctx, "t2i"), rsum_per_perturbation(ctx, "both"),
+            model_input_similarity(ctx), rsum_changes(ctx),
             corruption_table(ctx), choice_table(ctx), distractor_table(ctx), flips_table(ctx), *rank_groups(ctx),
             values_table(selection, labels), provenance_table(selection, labels)]

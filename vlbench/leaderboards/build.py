@@ -11,22 +11,26 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .. import __version__
-from ..util.io import atomic_write_bytes, sha256_bytes
 from ..errors import VlbenchError
+from ..util.io import atomic_write_bytes, sha256_bytes
 from . import render
-from .store import Loaded, Run, Selection, condition_key, load_runs, select
 from .all_tables import build_tables
-from .tables import Labels, Table, make_labels
+from .labels import protocol_of
+from .plots import clean_vs_fg_plots, corruption_plots, rsum_change_plots
+from .sections import comparison_table, read_comparisons
+from .store import Loaded, Run, Selection, condition_key, load_runs, select
+from .tables import Labels, Table, _Ctx, long_order, long_rows, make_labels
 
 MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
-PAGE_TABLES = ("rank_groups", "clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes",
+PAGE_TABLES = ("rank_groups", "clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total",
+               "model_input_similarity", "rsum_changes",
                "image_corruptions", "choice_tasks", "distractors", "flips", "paired_comparisons", "provenance")
 #: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
 #: runs stays byte-identical to one made before these tables existed
@@ -84,8 +88,6 @@ def _perturbation_notes(runs: list[Run]) -> list[str]:
 
 
 def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
-    from .labels import protocol_of
-
     used = sorted((k[3] for k, v in selection.values.items() if v is run), key=condition_key)
     if any(v is run for v in selection.mia.values()):
         used.append("model_input_analysis")
@@ -107,7 +109,6 @@ def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[
         "'created' time, then run id) provides the values; the others are listed as superseded in "
         f"{MANIFEST}.",
     ]
-    from .labels import protocol_of
 
     protocols = sorted({protocol_of(r) for r in selection.used_runs()})
     if protocols != ["standard"]:  # standard-only builds read as before
@@ -203,21 +204,16 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
     labels = make_labels(loaded.runs, selection, allow_mixed, keep_paths)
     tables = {t.name: t for t in build_tables(selection, labels) if t.rows or t.name not in OPTIONAL_PAGE_TABLES}
     if comparisons:  # vlbench compare records (--comparison): their rows whose runs this build uses
-        from .sections import comparison_table, read_comparisons
-        from .tables import _Ctx
-
         tables["paired_comparisons"] = comparison_table(_Ctx(selection, labels), read_comparisons(comparisons, warn),
                                                         warn)
     notes = _notes(loaded, selection, labels, warn)
     files = _table_files(tables)
     figures: list[tuple[str, str, bytes]] = []
     if plots:
-        from . import plots as P
-
         by_label = {lab: h for h, lab in labels.model.items()}
-        drawn = (P.rsum_change_plots(tables["rsum_changes"], by_label) +
-                 P.clean_vs_fg_plots(tables["clean_retrieval"], by_label) +
-                 (P.corruption_plots(tables["image_corruptions"], by_label) if "image_corruptions" in tables
+        drawn = (rsum_change_plots(tables["rsum_changes"], by_label) +
+                 clean_vs_fg_plots(tables["clean_retrieval"], by_label) +
+                 (corruption_plots(tables["image_corruptions"], by_label) if "image_corruptions" in tables
                   else []))
         for name, cap, png, svg in drawn:  # PNG for the page, SVG (vector) for a paper
             files[f"plots/{name}"] = png
@@ -355,8 +351,6 @@ def load_results(paths, *, errors: str = "warn"):
     """
     import pandas as pd
 
-    from ..errors import VlbenchError
-    from .tables import long_order, long_rows, make_labels
 
     if errors not in ("warn", "ignore", "raise"):
         raise ValueError("errors must be 'warn', 'ignore' or 'raise'")
@@ -374,7 +368,8 @@ def load_results(paths, *, errors: str = "warn"):
     rows = []
     for run in loaded.runs:
         for r in long_rows(run, labels):
-            r["kept"] = selection.values.get((run.model_hash, run.dataset_name, run.dataset_hash, r["condition"])) is run
+            r["kept"] = selection.values.get((run.model_hash, run.dataset_name, run.dataset_hash,
+                                              r["condition"])) is run
             rows.append(r)
     rows.sort(key=lambda x: long_order(x) + (not x["kept"], x["run_id"], x["source"]))
     df = pd.DataFrame([[r[c] for c in RESULT_COLUMNS] for r in rows], columns=RESULT_COLUMNS)

@@ -10,8 +10,9 @@ _RESULTS_HELP = ("run folders, results.json files, or folders that contain run f
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Build leaderboards (clean retrieval, RSUM per perturbation and model-input analysis as CSV and Markdown, one "
-                          "static HTML page, PNG and SVG plots) from run folders, and lay them out for publishing.")
+    parser.description = ("Build leaderboards (clean retrieval, RSUM per perturbation and model-input analysis as CSV "
+                          "and Markdown, one static HTML page, PNG and SVG plots) from run folders, and lay them out "
+                          "for publishing.")
     sub = parser.add_subparsers(dest="lb_command", metavar="ACTION")
     b = sub.add_parser("build", help="build tables, page and plots from run results",
                        description="Build CSV/Markdown tables, index.html and PNG + SVG plots from results.json files. "
@@ -44,7 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    from .build import build_leaderboard, stderr_warn
+    from .build import build_leaderboard, stderr_warn  # lazy: vlbench --help imports this module; keep it light
 
     cmd = getattr(args, "lb_command", None)
     if cmd == "build":
@@ -55,7 +56,7 @@ def main(args) -> int:
               f"{len(m['skipped'])} skipped; wrote {len(res.files)} files to {res.out}")
         return 0
     if cmd == "publish":
-        from .publish import publish_leaderboard
+        from .publish import publish_leaderboard  # lazy: vlbench --help imports this module; keep it light
 
         if args.build_dir and args.results:
             raise VlbenchError("give either --from BUILD or RESULTS, not both",

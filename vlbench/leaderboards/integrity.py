@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TypeGuard
 
+from ..metrics.specs import builtins
 from ..results import DIRECTIONS, MetricValue, RunRecord, UnreadableResults
 
 _RANGE = re.compile(r"^\[(-?\d+(?:\.\d+)?), (-?\d+(?:\.\d+)?)\]$")
@@ -26,7 +28,6 @@ INF = math.inf
 
 def _declared() -> dict[str, tuple[float, float]]:
     """{metric name: (low, high)} of the registered metrics whose declared range is two numbers."""
-    from ..metrics.specs import builtins
 
     out = {}
     for m in builtins():
@@ -74,7 +75,7 @@ def bounds(rec: RunRecord, v: MetricValue, declared: dict | None = None,
     return -INF, INF
 
 
-def _finite(x) -> bool:
+def _finite(x) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 

@@ -112,7 +112,8 @@ def _mixed_protocols(protocols: dict, geometries: dict, mixed: list, flags: dict
 
 def _mixed(hashes: dict, versions: dict) -> tuple[list[dict], dict]:
     """What is mixed among the used runs (dataset hashes, metric versions), and the flags per run path."""
-    mixed, flags = [], {}
+    mixed: list = []
+    flags: dict = {}
     for name in sorted(hashes):
         if len(hashes[name]) > 1:
             _note_mixed(mixed, flags, {"what": "dataset_hash", "dataset": name}, hashes[name],
@@ -128,7 +129,7 @@ def _refuse_mixed(mixed: list[dict], hashes: dict, versions: dict, others: dict)
         if m["what"] == "dataset_hash":
             lines.append(f"dataset {m['dataset']!r} has {len(m['variants'])} different content hashes "
                          "(its captions or images changed between runs):")
-            for h, ids in m["variants"].items():
+            for h in m["variants"]:
                 lines.append(f"    {_short(h)}: " + _name_runs(hashes[m["dataset"]][h]))
         elif m["what"] in ("protocol", "corruption_geometry"):
             what = ("different evaluation protocols (--protocol)" if m["what"] == "protocol" else
@@ -138,7 +139,7 @@ def _refuse_mixed(mixed: list[dict], hashes: dict, versions: dict, others: dict)
                 lines.append(f"    {m['what'].replace('_', ' ')} {v}: " + _name_runs(others[m["what"]][v]))
         else:
             lines.append(f"the runs use {len(m['variants'])} different metric versions:")
-            for v, ids in m["variants"].items():
+            for v in m["variants"]:
                 lines.append(f"    metric version {v}: " + _name_runs(versions[v]))
     raise VlbenchError("refusing to put incomparable results side by side:\n  " + "\n  ".join(lines),
                        "if these are different datasets (e.g. two manifests that share a file name), give each "
@@ -163,8 +164,8 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool, keep_p
         versions.setdefault(r.metric_version, []).append(r)
     for r in sorted(runs, key=lambda r: (r.ref, r.path)):
         protocols.setdefault(protocol_of(r), []).append(r)
-        if geometry_of(r) is not None:
-            geometries.setdefault(geometry_of(r), []).append(r)
+        if (geometry := geometry_of(r)) is not None:
+            geometries.setdefault(geometry, []).append(r)
     mixed, flags = _mixed(hashes, versions)
     _mixed_protocols(protocols, geometries, mixed, flags)
     if mixed and not allow_mixed:

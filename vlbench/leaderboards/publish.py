@@ -8,7 +8,8 @@ Layout (one folder per table, provenance everywhere)::
     provenance.csv       one row per run used
     build_manifest.json  the build's manifest (local paths shortened to run-folder/results.json)
     clean_retrieval/           clean_retrieval.csv, clean_retrieval.md, README.md (columns + provenance of its rows)
-    rsum_per_perturbation/  rsum_per_perturbation_total/  model_input_similarity/  rsum_changes/  image_corruptions/  choice_tasks/
+    rsum_per_perturbation/  rsum_per_perturbation_total/  model_input_similarity/  rsum_changes/  image_corruptions/ 
+    choice_tasks/
     provenance/  values/  (a folder per table the build made)
     plots/*.png, plots/*.svg
     publish_manifest.json  every published file and its SHA-256
@@ -18,14 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .. import __version__
-from ..util.io import sha256_bytes
 from ..errors import VlbenchError
-from .build import MANIFEST, PAGE_TABLES, make, read_build, write_tree
+from ..util.io import sha256_bytes
 from ..util.markdown import md_escape, md_table
+from .build import MANIFEST, PAGE_TABLES, make, read_build, write_tree
 
 PUBLISH_MANIFEST = "publish_manifest.json"
 PUBLISH_KIND = "vlbench-leaderboard-publish"
@@ -59,7 +60,9 @@ _PROV_HEAD = ["run id", "model spec", "model hash", "dataset", "dataset hash", "
 
 
 def _prov_rows(runs: list[dict]) -> list[str]:
-    esc = lambda cells: [md_escape("" if c is None else c) for c in cells]
+    def esc(cells):
+        return [md_escape("" if c is None else c) for c in cells]
+
     rows = [esc([r["run_id"], r["model_spec"], r["model_hash"], r["dataset_label"], r["dataset_hash"],
                  r["metric_version"], r["vlbench_version"], r["created"], " ".join(r["used"])]) for r in runs]
     return md_table(esc(_PROV_HEAD), rows).split("\n")

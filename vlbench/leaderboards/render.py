@@ -18,7 +18,9 @@ import html
 import io
 import math
 
+from ..perturbations import FAMILIES
 from ..util.markdown import md_escape, md_table
+from .sections import with_groups
 from .tables import Column, Table
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -261,12 +263,11 @@ def html_table(table: Table) -> str:
             f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody></table></div>")
 
 
-# Page-only views (the CSV files stay tidy): a ranking of the models first, RSUM per perturbation with a column per model.
+# Page-only views (the CSV files stay tidy): the models ranked first, RSUM per perturbation with a column per model.
 
 def family_rank(family: str) -> tuple[int, str]:
     """Sort key of a perturbation family: the built-in families in their order (typos, lexical,
     distraction, word-order), then any other family by name."""
-    from ..perturbations import FAMILIES  # names only; imports no model code
 
     order = list(FAMILIES)
     return (order.index(family), "") if family in order else (len(order), family or "")
@@ -301,7 +302,7 @@ def ranking_table(t52: Table, changes: Table | None) -> Table:
     for (m, d, c), by_dir in total.items():
         if {"i2t", "t2i"} <= set(by_dir):
             drops.setdefault(m, []).append((by_dir["i2t"] + by_dir["t2i"], f"{c} ({d})"))
-    rows = []
+    rows: list[list] = []
     for m, by_ds in clean.items():
         worst = min(drops.get(m, []), default=None)
         missing = [d for d in datasets if d not in by_ds]
@@ -309,8 +310,8 @@ def ranking_table(t52: Table, changes: Table | None) -> Table:
                     [_mean(list(by_ds.values())), _mean([x for x, _ in drops.get(m, [])]),
                      worst[1] if worst else None, ("no clean RSUM on " + ", ".join(missing)) if missing else ""])
     rows.sort(key=lambda r: (r[len(datasets) + 2] is None, -(r[len(datasets) + 2] or 0.0), r[1]))
-    for i, r in enumerate(rows):
-        r[0] = i + 1
+    for i, row in enumerate(rows):
+        row[0] = i + 1
     cols = ([Column("rank", "int"), Column("model")] +
             [Column(f"clean_rsum:{d}", "num", 1, f"clean RSUM {d}") for d in datasets] +
             [Column("mean_clean_rsum", "num", 1, "mean clean RSUM"),
@@ -353,7 +354,6 @@ def page_tables(tables: list[Table]) -> list[Table]:
     by = {t.name: t for t in tables}
     if "clean_retrieval" not in by:
         return tables
-    from .sections import with_groups  # separable ranks: the ranking gets a group column
 
     rank = with_groups(ranking_table(by["clean_retrieval"], by.get("rsum_changes")), by.get("rank_groups"))
     order = [r[1] for r in rank.rows]

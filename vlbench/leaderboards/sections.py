@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import math
 import os
+from pathlib import Path
 
+from ..compare import paired
+from ..compare.data import read_per_query
 from ..results import DIRECTIONS
 from ..runfolder import FLIPS, PER_QUERY
+from ..util.io import read_regular_file
 from .store import condition_key
 from .table_types import Column, Table
 from .tables import _Ctx, _values
@@ -31,7 +36,6 @@ def _folder(run) -> str:
 
 def _clean_rsum(run) -> dict | None:
     """{direction: (query keys, per-query RSUM)} of the run's clean condition, or None without the file."""
-    from ..compare.data import read_per_query
 
     path = os.path.join(_folder(run), str(run.record.other.get("per_query") or PER_QUERY))
     if not os.path.isfile(path):
@@ -58,7 +62,6 @@ def _criterion(q: dict) -> float:
 
 def rank_groups(ctx: _Ctx) -> list[Table]:
     """The rank_groups table (one row per model) and rank_pairs (one row per pair of models)."""
-    from ..compare import paired as P
 
     per_model: dict[str, dict] = {}
     for (mh, dn, dh), by_cond in ctx.pairs.items():
@@ -69,17 +72,17 @@ def rank_groups(ctx: _Ctx) -> list[Table]:
     order = sorted(per_model, key=lambda m: (-_criterion(per_model[m]), ctx.model(m), m))
     pairs = list(itertools.combinations(order, 2))
     n_res = max(MIN_RESAMPLES, math.ceil(2 * len(pairs) / ALPHA))
-    stats = []
+    stats: list[tuple[float | None, float | None]] = []
     for a, b in pairs:
         strata, w = _pair_strata(per_model[a], per_model[b])
         if not strata:
             stats.append((None, None))
             continue
-        p, _ = P.sign_flip_p(strata, w, n_res, P.generator(SEED, f"{a}|{b}", "rank"))
-        stats.append((P.statistic(strata, w), p))
-    adj = P.adjust([p for _, p in stats], "holm")
+        p, _ = paired.sign_flip_p(strata, w, n_res, paired.generator(SEED, f"{a}|{b}", "rank"))
+        stats.append((paired.statistic(strata, w), p))
+    adj = paired.adjust([p for _, p in stats], "holm")
     sep = {frozenset(pr) for pr, q in zip(pairs, adj) if q is not None and q < ALPHA}
-    let = P.letters(order, sep)
+    let = paired.letters(order, sep)
     adjacent = sum(frozenset(x) in sep for x in zip(order, order[1:]))
     desc = (f"Models sharing a letter are not separable: paired sign-flip randomization test (two-sided, "
             f"{n_res} sign patterns, seed {SEED}, +1 correction) of the difference of mean clean total RSUM on "
@@ -132,10 +135,13 @@ def _f(x):
 def flips_table(ctx: _Ctx) -> Table:
     """One row per (dataset, model, condition): flips at the run's smallest k and the t2i top-10 overlap."""
     cols = [Column("dataset"), Column("model"), Column("condition"), Column("k", "int"),
-            Column("i2t_hit_to_miss", "int", label="i2t hit→miss"), Column("i2t_miss_to_hit", "int", label="i2t miss→hit"),
-            Column("t2i_hit_to_miss", "int", label="t2i hit→miss"), Column("t2i_miss_to_hit", "int", label="t2i miss→hit"),
+            Column("i2t_hit_to_miss", "int", label="i2t hit→miss"),
+            Column("i2t_miss_to_hit", "int", label="i2t miss→hit"),
+            Column("t2i_hit_to_miss", "int", label="t2i hit→miss"),
+            Column("t2i_miss_to_hit", "int", label="t2i miss→hit"),
             Column("t2i_top10_overlap", "num", 3, "t2i top-10 overlap"), Column("run_id")]
-    rows, runs, cache = [], set(), {}
+    rows, runs = [], set()
+    cache: dict = {}
     for key in ctx.keys():
         mh, dn, dh = key
         for cond in sorted(ctx.pairs[key], key=condition_key):
@@ -145,7 +151,9 @@ def flips_table(ctx: _Ctx) -> Table:
             if not ks:
                 continue
             by = {r.get("direction"): r for r in recs if int(_f(r.get("k")) or 0) == ks[0]}
-            cell = lambda d, c: _f(by.get(d, {}).get(c))  # noqa: E731
+            def cell(d, c, by=by):
+                return _f(by.get(d, {}).get(c))
+
             rows.append([ctx.dataset(dn, dh), ctx.model(mh), cond, ks[0], cell("i2t", "hit_to_miss"),
                          cell("i2t", "miss_to_hit"), cell("t2i", "hit_to_miss"), cell("t2i", "miss_to_hit"),
                          cell("t2i", "top10_overlap"), run.ref])
@@ -189,10 +197,7 @@ def distractor_table(ctx: _Ctx) -> Table:
 def read_comparisons(paths, warn) -> list[tuple[str, dict]]:
     """(path, record) of every ``vlbench compare`` record given (a comparison.json, or a folder holding one);
     an unreadable or malformed one is skipped with a warning naming it."""
-    import json
-    from pathlib import Path
 
-    from ..util.io import read_regular_file
 
     out = []
     for given in paths or ():
@@ -221,12 +226,14 @@ def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
     rows = []
     for path, rec in records:
         models = {r.get("run_id"): (r.get("model_hash"), r.get("model")) for r in rec["runs"] if isinstance(r, dict)}
-        missing = sorted({rid for rid in models if rid not in used})
+        missing = sorted({str(rid) for rid in models if rid not in used})
         if missing:
             warn(f"comparison {path} left out: its run(s) {', '.join(missing)} are not among this leaderboard's "
                  "runs (superseded or not given); compare the runs the leaderboard uses")
             continue
-        name = lambda rid: ctx.lab.model.get(models[rid][0], models[rid][1])  # noqa: E731
+        def name(rid, models=models):
+            return ctx.lab.model.get(models[rid][0], models[rid][1])
+
         test = f"{rec.get('test')}, {rec.get('correction')} over {rec.get('family_size')}"
         for r in rec["rows"]:
             rows.append([rec["dataset"].get("name"), name(r["run_a"]), name(r["run_b"]), r["condition"],

@@ -21,14 +21,24 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..errors import VlbenchError
+from ..results import (
+    MAX_RESULTS_BYTES,
+    SCHEMA_VERSION,
+    UPGRADES,
+    RunRecord,
+    SchemaTooNew,
+    UnreadableResults,
+    parse_created,
+    parse_results_text,
+    records_hash,
+)
 from ..runfolder import RESULTS
-from ..results import (MAX_RESULTS_BYTES, SCHEMA_VERSION, UPGRADES, RunRecord, SchemaTooNew, UnreadableResults,
-                       parse_created, parse_results_text, records_hash)
 from .integrity import check_run
 
 RESULTS_FILE = RESULTS  # the name older code imported; the run folder (vlbench.runfolder) owns it
@@ -80,7 +90,9 @@ class Run:
 
     def newness(self) -> tuple:
         """Sort key: larger = newer. Total and independent of the input order."""
-        return (parse_created(self.created).isoformat(), self.run_id, self.results_hash, self.file_sha256, self.path)
+        created = parse_created(self.created)
+        assert created is not None  # read_results accepts no record without a valid created time
+        return (created.isoformat(), self.run_id, self.results_hash, self.file_sha256, self.path)
 
     def conditions(self) -> list[str]:
         return self.record.condition_names()
@@ -100,7 +112,6 @@ def condition_key(c: str) -> tuple:
 def _read_regular(p: str) -> bytes:
     """The bytes of a regular file of bounded size. A FIFO (would block), a device (/dev/zero would never
     end), a folder or an oversized file is refused by name without reading it."""
-    import stat
 
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
@@ -232,7 +243,8 @@ def select(runs: list[Run]) -> Selection:
             cands.setdefault(base + (c,), []).append(run)
         if run.record.model_input_analysis:
             mia_cands.setdefault(base, []).append(run)
-    values, lost = {}, {}
+    values: dict = {}
+    lost: dict = {}
     for key in sorted(cands):
         group = sorted(cands[key], key=Run.newness, reverse=True)
         values[key] = group[0]

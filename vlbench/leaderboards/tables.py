@@ -1,4 +1,5 @@
-"""Leaderboard tables (clean retrieval, RSUM per perturbation, model-input analysis, RSUM changes, every value) as plain data.
+"""Leaderboard tables (clean retrieval, RSUM per perturbation, model-input analysis, RSUM changes, every value) as
+plain data.
 
 Everything here is pure Python on :class:`~vlbench.leaderboards.store.Run` objects: no pandas, no
 plotting. Rows are sorted by (dataset label, model label, hashes, condition, ...) so that the tables
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 
 from ..metrics.specs import metric_order
+from ..results import Interval, MetricKey
+from . import validity_cells
 from .labels import Labels, make_labels  # noqa: F401  (make_labels: imported from here by build and load_results)
 from .store import Run, Selection, condition_key
 from .table_types import Column, Table
@@ -91,7 +94,7 @@ def clean_retrieval(ctx: _Ctx) -> Table:
             continue
         v, p = _values(run, "clean"), _dcg_p(run)
         mh, dn, dh = key
-        row = [ctx.dataset(dn, dh), ctx.model(mh)]
+        row: list = [ctx.dataset(dn, dh), ctx.model(mh)]
         for d in ("i2t", "t2i"):
             row += [v.get((d, "recall", k)) for k in (1, 5, 10)] + [v.get((d, "dcg_cm", p))]
         row += [v.get(("i2t", "rsum", None)), v.get(("t2i", "rsum", None)), p, run.ref, mh, dh,
@@ -122,16 +125,17 @@ def rsum_per_perturbation(ctx: _Ctx, direction: str = "t2i") -> Table:
         for cond in sorted(conds, key=lambda c: (c != "clean", _first_family(ctx, conds[c], c), c)):
             cells, used = [], []
             for d in dsets:
-                run = conds[cond].get(d)
-                cells.append(_values(run, cond).get((direction, "rsum", None)) if run else None)
-                if run:
-                    used.append(run)
-                    runs.add(run.ref)
+                cell_run = conds[cond].get(d)
+                cells.append(_values(cell_run, cond).get((direction, "rsum", None)) if cell_run else None)
+                if cell_run:
+                    used.append(cell_run)
+                    runs.add(cell_run.ref)
             rows.append([ctx.model(mh), cond, _first_family(ctx, conds[cond], cond), direction] + cells +
                         [ctx.lab.run_flags(*used)])
     which = "text-to-image RSUM (t2i R@1 + R@5 + R@10)" if direction == "t2i" else \
         "total RSUM (i2t + t2i: six recalls)" if direction == "both" else f"{direction} RSUM"
-    name = "rsum_per_perturbation" if direction == "t2i" else f"rsum_per_perturbation_{'total' if direction == 'both' else direction}"
+    name = ("rsum_per_perturbation" if direction == "t2i" else
+            f"rsum_per_perturbation_{'total' if direction == 'both' else direction}")
     short = "t2i" if direction == "t2i" else "total" if direction == "both" else direction
     return Table(name, f"RSUM per perturbation ({short})",
                  f"Rows: model x condition (clean = no perturbation); columns: datasets. Cells: {which} "
@@ -145,11 +149,10 @@ def _first_family(ctx: _Ctx, runs_by_ds: dict, cond: str) -> str:
 
 def rsum_changes(ctx: _Ctx) -> Table:
     """Long table of RSUM changes with the runs' paired-bootstrap intervals and the validity cells."""
-    from . import validity_cells as VC
     cols = [Column("dataset"), Column("model"), Column("condition"), Column("family"), Column("direction"),
             Column("rsum_clean", "num", 2), Column("rsum", "num", 2), Column("delta", "num", 2),
             Column("rel", "num", 4), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
-            Column("n_boot", "int")] + VC.COLUMNS + [Column("run_id"), Column("flags")]
+            Column("n_boot", "int")] + validity_cells.COLUMNS + [Column("run_id"), Column("flags")]
     rows, runs = [], set()
     for key in ctx.keys():
         mh, dn, dh = key
@@ -165,8 +168,8 @@ def rsum_changes(ctx: _Ctx) -> Table:
                 val = v.get((d, "rsum", None))
                 if val is None:
                     continue
-                dl = deltas.get((d, "rsum", None))
-                b = boots.get(d, {})
+                dl = deltas.get(MetricKey(d, "rsum", None))
+                b: Interval | dict = boots.get(d, {})
                 delta, rel = (dl.abs, dl.rel) if dl else (None, None)
                 clean = _values(run, "clean").get((d, "rsum", None))
                 if delta is None and clean is not None:
@@ -174,10 +177,10 @@ def rsum_changes(ctx: _Ctx) -> Table:
                 rows.append([ctx.dataset(dn, dh), ctx.model(mh), cond, ctx.family(run, cond), d,
                              clean if clean is not None else (val - delta if delta is not None else None),
                              val, delta, rel, b.get("ci_low"), b.get("ci_high"), b.get("n_boot"),
-                             *VC.cells(run, cond), run.ref, ctx.lab.run_flags(run)])
+                             *validity_cells.cells(run, cond), run.ref, ctx.lab.run_flags(run)])
                 runs.add(run.ref)
     rows.sort(key=lambda r: (r[0], r[1], condition_key(r[2]), DIR_ORDER[r[4]]))
-    cols, rows, extra = VC.keep_if_measured(cols, rows)  # runs without validity: the table as before
+    cols, rows, extra = validity_cells.keep_if_measured(cols, rows)  # runs without validity: the table as before
     return Table("rsum_changes", "RSUM change under each perturbation",
                  "RSUM under the perturbation minus clean RSUM of the same run, relative change, and the "
                  "run's paired-bootstrap 95% interval of the change (queries resampled)." + extra, cols, rows,
@@ -192,6 +195,7 @@ def model_input_similarity(ctx: _Ctx) -> Table:
     for key in sorted(ctx.sel.mia, key=ctx.sort_key):
         run = ctx.sel.mia[key]
         mia = run.record.model_input_analysis
+        assert mia is not None  # the selection keeps only runs with an analysis (store.select)
         mh, dn, dh = key
         perts = sorted((mia.get("groups") or {}).keys())
         jac = mia.get("jaccard") or {}
@@ -268,7 +272,7 @@ def provenance_table(selection: Selection, labels: Labels) -> Table:
             Column("schema_version"), Column("created"), Column("results_hash", short=12), Column("flags"),
             Column("timing")]
     used: dict[str, list[str]] = {}
-    for (mh, dn, dh, cond), run in selection.values.items():
+    for (_mh, _dn, _dh, cond), run in selection.values.items():
         used.setdefault(run.path, []).append(cond)
     for run in selection.mia.values():
         used.setdefault(run.path, [])

@@ -9,8 +9,8 @@ from .table_types import Column
 COLUMNS = [Column("applicable", "num", 3, "applicable"), Column("drift_mean", "num", 3, "drift mean"),
            Column("drift_p95", "num", 3, "drift p95")]
 DESCRIPTION = (" Validity beside the drop: applicable = share of captions the perturbation changed (the "
-               "share whose model input changed after the model's truncation is in results.json), drift = 1 - cosine of "
-               "all-MiniLM-L6-v2 between original and perturbed caption over (a sample of) the applied captions "
+               "share whose model input changed after the model's truncation is in results.json), drift = 1 - cosine "
+               "of all-MiniLM-L6-v2 between original and perturbed caption over (a sample of) the applied captions "
                "(mean, 95th percentile); empty when the run did not measure it.")
 
 
@@ -18,7 +18,8 @@ def cells(run, cond: str) -> list:
     v = run.condition_meta(cond).get("validity") if cond != "clean" else None
     if not isinstance(v, dict):
         return [None] * len(COLUMNS)
-    d = v.get("drift") if isinstance(v.get("drift"), dict) else {}
+    drift = v.get("drift")
+    d = drift if isinstance(drift, dict) else {}
     return [_f(v.get("applicable_rate")), _f(d.get("mean")), _f(d.get("p95"))]
 
 

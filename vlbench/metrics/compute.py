@@ -28,18 +28,31 @@ ranking.py; here each per-query value is a small function of a ranked block (the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from .official import official_values
+from .ranking import (  # noqa: F401 -- re-exported: compute is where callers find them
+    BLOCK_BYTES,
+    DIRECTIONS,
+    ArraySource,
+    EmbeddingSource,
+    Positives,
+    RankedBlock,
+    SimilaritySource,
+    _sorted_topk,
+    _to_numpy,
+    build_positives,
+    check_finite,
+    head_size,
+    rank_blocks,
+)
 from .specs import builtins, from_stored, plugin_columns, plugin_metrics
-from .ranking import (BLOCK_BYTES, DIRECTIONS, ArraySource, EmbeddingSource, Positives, RankedBlock,  # noqa: F401
-                      SimilaritySource, _sorted_topk, _to_numpy, build_positives, check_finite, head_size,
-                      rank_blocks)
 
-METRIC_VERSION = "1.1"  # bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores)
+# bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores)
+METRIC_VERSION = "1.1"
 DEFAULT_K = (1, 5, 10)
 DEFAULT_P = 10
 TOP_KEEP = 10  # each query's best-ranked candidates kept from the scoring pass (metrics/flips.py reads them)
@@ -260,9 +273,9 @@ def with_plugins(ev: Evaluation) -> Evaluation:
     plugins = plugin_metrics()
     if not plugins:
         return ev
-    return dataclasses.replace(ev, **{d: dataclasses.replace(ev.direction(d), plugins=plugin_columns(
-        ev.direction(d), ev, plugins)) for d in DIRECTIONS}, extra=ev.extra + tuple(
-        from_stored(m, e.name) for e, m in plugins))
+    i2t, t2i = (dataclasses.replace(ev.direction(d), plugins=plugin_columns(ev.direction(d), ev, plugins))
+                for d in DIRECTIONS)
+    return dataclasses.replace(ev, i2t=i2t, t2i=t2i, extra=ev.extra + tuple(from_stored(m, e.name) for e, m in plugins))
 
 
 def flat_keys(records: list[dict]) -> dict:

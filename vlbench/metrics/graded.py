@@ -40,8 +40,8 @@ import numpy as np
 
 from ..errors import UnknownNameError
 from .compute import SimilaritySource, _discounts, _sorted_topk, graded_ndcg_rows
-from .graded_sources import GRADED_VERSION, MiniLMRelevance, RougeLRelevance, load_minilm  # noqa: F401
-from .rouge import _LcsIndex, _popcount64, lcs_lengths, rouge_l, tokenize  # noqa: F401
+from .graded_sources import GRADED_VERSION, MiniLMRelevance, RougeLRelevance, load_minilm  # noqa: F401 -- re-exported
+from .rouge import _LcsIndex, _popcount64, lcs_lengths, rouge_l, tokenize  # noqa: F401 -- re-exported
 
 __all__ = ["tokenize", "lcs_lengths", "rouge_l", "RougeLRelevance", "MiniLMRelevance", "PrecomputedRelevance",
            "graded_relevance", "graded_ndcg", "GRADED_VERSION"]

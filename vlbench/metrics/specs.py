@@ -23,7 +23,8 @@ it takes the built-ins' path (:func:`from_stored`: ``Metric.values`` and ``Metri
 ``{direction, metric, k, value}`` (metric: the registered name) follow the built-in retrieval records of
 each direction, and its columns the built-in columns. A plug-in that fails to load or to compute is
 skipped with a warning and is not listed among the plug-ins used by a run. A plug-in whose import calls
-``sys.exit`` stops the run before any work (exit 2, naming it): ``check_plugins`` runs in the preflight. An entry point that does
+``sys.exit`` stops the run before any work (exit 2, naming it): ``check_plugins`` runs in the preflight. An entry point
+that does
 not name a ``Metric`` is listed as broken by ``vlbench ls metrics``, with the reason.
 """
 
@@ -32,8 +33,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +43,7 @@ from .. import registry
 from ..errors import VlbenchError
 from ..results import DIRECTIONS
 
-AGGREGATES = {"mean": np.mean, "median": np.median}
+AGGREGATES: dict[str, Callable[..., Any]] = {"mean": np.mean, "median": np.median}
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,11 @@ def _task(name: str, description: str) -> Metric:
     return Metric(name, "%", "[0, 100]", True, description, directions=("i2t",), column=False, kind="task")
 
 
+def _graded_metrics(r) -> list[Metric]:
+    """The ndcg_<labels> metric of each kind of graded labels a result has."""
+    return [graded_metric(n) for n in sorted(r.graded)]
+
+
 BUILTINS = (
     Metric("recall", "%", "[0, 100]", True, "Recall@k (hit rate): best positive ranked <= k; with "
            "--i2t-recall fraction the i2t share of positives in the top k, / min(R, k)",
@@ -168,7 +175,7 @@ BUILTINS = (
            "0 by definition when the ideal DCG <= 0", True, "DCG_CM@p / ideal DCG_CM@p",
            per_query=lambda r, ev, p: r.ndcg, param="p", table="nDCG@{x}", fmt=".3f"),
     Metric("ndcg_<labels>", "ratio", "[0, 1]", True, "t2i nDCG@p with graded caption-caption labels",
-           param="p", expand=lambda r: [graded_metric(n) for n in sorted(r.graded)],
+           param="p", expand=_graded_metrics,
            instances=(_graded("minilm"), _graded("rouge_l"))),
     _official("eccv_map_at_r", "ECCV Caption mAP@R over its annotated queries (--extra-positives eccv)"),
     _official("eccv_r_precision", "ECCV Caption R-Precision over its annotated queries (--extra-positives eccv)"),
@@ -204,7 +211,7 @@ def builtins(kind: str | None = None) -> tuple:
     return tuple(m for m in BUILTINS if kind is None or m.kind == kind)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def graded_metric(name: str) -> Metric:
     """The metric of graded labels ``name`` (``ndcg_<name>``): the registered one for the run's label kinds
     (rouge_l, minilm), the same definition for labels passed to ``evaluate(graded=...)`` under another name."""
@@ -220,7 +227,7 @@ def metric_order() -> dict:
     return {i.name: n for n, i in enumerate(i for m in builtins() for i in m.instances or (m,))}
 
 
-def _load(e) -> "Metric":
+def _load(e) -> Metric:
     """Load one plug-in entry as a Metric; SystemExit becomes a VlbenchError naming the plug-in."""
     try:
         m = e.load()
@@ -324,7 +331,7 @@ def plugin_columns(r, ev, plugins: list) -> dict:
 
 def describe() -> list[dict]:
     """Rows for ``vlbench ls metrics``: name, unit, range, better, directions, source, description."""
-    rows = []
+    rows: list[dict] = []
     for e in registry.metrics.entries():
         try:
             m = _load(e)

@@ -1,22 +1,28 @@
 """Statistics over per-query results: the paired bootstrap of a perturbation's metric changes (the metrics
-the registry marks ``bootstrap``: RSUM) and the model-input analysis (which queries each perturbation moves, and how alike those sets are)."""
+the registry marks ``bootstrap``: RSUM) and the model-input analysis (which queries each perturbation moves, and how
+alike those sets are)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from . import compute as M
+from . import compute
 from .specs import DIRECTIONS, builtins
 
 
-def per_query_column(evals: list[M.Evaluation], direction: str, column: str) -> np.ndarray | None:
+def per_query_column(evals: list[compute.Evaluation], direction: str, column: str) -> np.ndarray | None:
     """One per-query column over the folds, or None where an evaluation lacks it."""
     cols = [e.per_query(direction).get(column) for e in evals]
-    return None if any(c is None for c in cols) else np.concatenate(cols)
+    present = [c for c in cols if c is not None]
+    return np.concatenate(present) if len(present) == len(cols) else None
 
 
-def per_query_rsum(evals: list[M.Evaluation], direction: str) -> np.ndarray:
-    return per_query_column(evals, direction, "rsum")
+def per_query_rsum(evals: list[compute.Evaluation], direction: str) -> np.ndarray:
+    col = per_query_column(evals, direction, "rsum")
+    assert col is not None  # rsum: a built-in metric, a column of every evaluation
+    return col
 
 
 def _resample(v: np.ndarray, n_boot: int, rng) -> np.ndarray:
@@ -33,7 +39,8 @@ def _resample(v: np.ndarray, n_boot: int, rng) -> np.ndarray:
 resample_means = _resample
 
 
-def paired_bootstrap(clean: list[M.Evaluation], pert: list[M.Evaluation], n_boot: int, seed: int) -> list[dict]:
+def paired_bootstrap(clean: list[compute.Evaluation], pert: list[compute.Evaluation], n_boot: int,
+                     seed: int) -> list[dict]:
     """CIs of the change of every metric the registry marks ``bootstrap`` (RSUM), from per-query values,
     resampling queries (paired: same queries); one generator, metrics in registry order, i2t before t2i;
     "both" for a metric with a total (the sum of the two directions' changes)."""
@@ -60,11 +67,12 @@ def paired_bootstrap(clean: list[M.Evaluation], pert: list[M.Evaluation], n_boot
     return out
 
 
-def query_scores(evals: list[M.Evaluation], how: str) -> np.ndarray:
+def query_scores(evals: list[compute.Evaluation], how: str) -> np.ndarray:
     """Per t2i caption query: the score whose change groups queries in the model-input analysis."""
     if how == "rsum":
         return per_query_rsum(evals, "t2i")
-    return -np.concatenate([e.t2i.best_rank for e in evals]).astype(np.float64)  # "rank" (checked by run_config.validate)
+    # "rank" (checked by run_config.validate)
+    return -np.concatenate([e.t2i.best_rank for e in evals]).astype(np.float64)
 
 
 def model_input_analysis(clean_scores: np.ndarray, pert_scores: dict[str, np.ndarray]) -> dict:
@@ -80,7 +88,8 @@ def model_input_analysis(clean_scores: np.ndarray, pert_scores: dict[str, np.nda
                         "increased": set(np.flatnonzero(d > 0).tolist()),
                         "unchanged": set(np.flatnonzero(d == 0).tolist())}
     names = sorted(groups)
-    out = {"groups": {n: {g: len(v) for g, v in groups[n].items()} for n in names}, "jaccard": {}, "pairs": 0}
+    out: dict[str, Any] = {"groups": {n: {g: len(v) for g, v in groups[n].items()} for n in names}, "jaccard": {},
+                           "pairs": 0}
     for g in ("decreased", "increased", "unchanged"):
         vals = []
         for a in range(len(names)):

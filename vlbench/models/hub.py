@@ -92,7 +92,7 @@ def openclip_table():
     sys.modules["_vlbench_open_clip"] = pkg
     if "torch" not in sys.modules:
         # None in sys.modules makes the import raise ImportError: open_clip then skips safetensors
-        sys.modules["safetensors.torch"] = None  # type: ignore[assignment]
+        sys.modules["safetensors.torch"] = None  # type: ignore[assignment]  # see the comment above
     try:
         for name in ("constants", "version", "pretrained"):
             sub = importlib.util.spec_from_file_location(f"_vlbench_open_clip.{name}", root / f"{name}.py")

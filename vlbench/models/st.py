@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from ..errors import ModelError, VlbenchError
-from .adapter import ModelAdapter, _dir_fingerprint, _load_error, local_fingerprint
+from .adapter import ModelAdapter, _dir_fingerprint, _load_error, local_fingerprint, torch_dtype
 from .hub import hub_commit, hub_problem
 
 __all__ = ["SentenceTransformerAdapter", "load_st", "hub_repo", "fingerprint", "preflight"]
@@ -52,8 +52,6 @@ class SentenceTransformerAdapter(ModelAdapter):
         except Exception as exc:
             raise _load_error("st", self.checkpoint, exc) from exc
         if precision != "fp32":
-            from .adapter import torch_dtype
-
             model = model.to(dtype=torch_dtype(precision))
         self.model = model.eval()
         self._local = _dir_fingerprint(local) if local.is_dir() else None

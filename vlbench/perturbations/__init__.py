@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from .base import CaptionRNG, PerturbedSet, Token
 from .engine import BUILTINS, FAMILIES, perturb_captions, resolve
+
 # languages: which perturbations need English resources (vlbench/perturbations/support/languages.py)
-from .support.languages import (LANGUAGE_FREE, check_language, dataset_language,
-                                language_problems, languages)
+from .support.languages import LANGUAGE_FREE, check_language, dataset_language, language_problems, languages
 
 __all__ = ["FAMILIES", "BUILTINS", "resolve", "perturb_captions", "PerturbedSet",
            "CaptionRNG", "Token", "languages", "dataset_language", "check_language", "LANGUAGE_FREE",

@@ -88,7 +88,7 @@ def _summary(sets: dict, drift: dict | None, out=None, validity: dict | None = N
         head += f" {'drift':>7s}"
     print(head, file=out)
     print("-" * len(head), file=out)
-    for name, ps in sets.items():  # noqa: B007
+    for name, ps in sets.items():
         line = (f"{name:34s} {ps.family:12s} {ps.version:>7s} {ps.n_applicable:8d} {ps.n_not_applicable:7d} "
                 f"{100 * ps.not_applicable_rate:8.2f}%")
         if validity:

@@ -26,7 +26,9 @@ _SPLIT = re.compile(r"^(.*?)(\s*)([.!?\u2026]*)(\s*)$", re.S)
 def insert_phrase(text: str, phrase: str, position: str = "before-final-punctuation") -> str:
     if position == "end":
         return text.rstrip() + " " + phrase
-    body, gap, final, trail = _SPLIT.match(text).groups()
+    m = _SPLIT.match(text)
+    assert m is not None  # every group of _SPLIT may be empty: it matches any text
+    body, gap, final, trail = m.groups()
     return body + " " + phrase + gap + final + trail
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import UnknownNameError, VlbenchError
 from ..registry import close_matches
@@ -53,7 +54,7 @@ for _name, (_target, _family, _version, _desc) in BUILTINS.items():
 del _name, _target, _family, _version, _desc
 
 
-def resolve(spec: "str | list[str] | tuple[str, ...]") -> list[str]:
+def resolve(spec: str | list[str] | tuple[str, ...]) -> list[str]:
     """Perturbation names for ``spec``: "all" (the 13 built-ins), a family name, a perturbation name
     (built-in or plug-in), a comma-separated mix of these, or a Python list / tuple of such items; order
     kept, duplicates dropped.
@@ -139,7 +140,7 @@ def _parse_pipeline():
     in the English models; when none of its patterns sets TAG it is skipped too and ``Token.pos`` comes
     from its plain tag -> POS table.
     """
-    from ..lang import nlp, spacy_model_name
+    from ..lang import nlp, spacy_model_name  # lazy: vlbench --help imports this module; keep it light
 
     _import_spacy_without_torch(spacy_model_name())
     pipe = nlp()
@@ -168,7 +169,7 @@ def _import_spacy_without_torch(model: str) -> None:
         return
     sys.modules["torch"] = None  # type: ignore[assignment]  # makes "import torch" raise ImportError
     try:
-        import spacy  # noqa: F401
+        import spacy  # noqa: F401 -- imported for its side effect: loaded while torch is hidden
     finally:
         if sys.modules.get("torch", 0) is None:
             del sys.modules["torch"]
@@ -204,7 +205,7 @@ def resources(kinds: Sequence[str], tokenizer: str | None = None) -> dict[str, s
     if "spacy" in kinds:
         import spacy
 
-        from ..lang import nlp
+        from ..lang import nlp  # lazy: vlbench --help imports this module; keep it light
 
         meta = nlp().meta
         out["spacy"] = f"{meta.get('lang', 'en')}_{meta.get('name', '?')} {meta.get('version', '?')} " \
@@ -212,7 +213,7 @@ def resources(kinds: Sequence[str], tokenizer: str | None = None) -> dict[str, s
     if "wordnet" in kinds:
         import nltk
 
-        from ..lang import wordnet
+        from ..lang import wordnet  # lazy: vlbench --help imports this module; keep it light
 
         out["wordnet"] = f"WordNet {wordnet().get_version()} (NLTK {nltk.__version__})"
     if "nltk" in kinds:  # a variant's word tokenizer (its record's ``tokenizer``)
@@ -244,9 +245,10 @@ def _apply_one(obj, captions: list, caption_ids: list, usable: list, parsed: dic
     synonyms) why captions were left unchanged."""
     texts, applicable = [], []
     n_empty = n_rejected = 0
-    guarded, reasons = None, {}
+    guarded = None
+    reasons: dict = {}
     if getattr(obj, "guarded", False):  # semantic guard: all captions' candidates in a few batches
-        from .guard import guarded_outputs
+        from .guard import guarded_outputs  # lazy: vlbench --help imports this module; keep it light
 
         guarded, reasons = guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, CaptionRNG.for_caption)
     it: Any = zip(captions, caption_ids, usable)
@@ -274,7 +276,7 @@ def _apply_one(obj, captions: list, caption_ids: list, usable: list, parsed: dic
     return texts, applicable, n_empty, n_rejected, reasons
 
 
-def perturb_captions(captions: list[str], caption_ids: list[str], names: "list[str] | str", *, seed: int = 0,
+def perturb_captions(captions: list[str], caption_ids: list[str], names: list[str] | str, *, seed: int = 0,
                      params: dict[str, dict] | None = None, progress: bool = False,
                      batch_size: int = 512) -> dict[str, PerturbedSet]:
     """Apply each named perturbation to every caption.

@@ -160,7 +160,9 @@ def _forms(words) -> set[str]:
 def introduces_present_word(original: str, old: str, new: str) -> bool:
     """(f) The replacement brings in a word that the original caption already has elsewhere, as the same word
     or a form of it ("shops and stores" -> "stores and stores", "a store ... shops" -> "... stores")."""
-    words = lambda t: set(re.findall(r"[^\W\d_]+", t.lower()))  # noqa: E731
+    def words(t):
+        return set(re.findall(r"[^\W\d_]+", t.lower()))
+
     added = words(new) - words(old)  # a clitic kept on both sides ("child's" -> "kid's": s) is not new
     return bool(_forms(added) & _forms(words(original)))
 

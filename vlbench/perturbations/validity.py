@@ -71,7 +71,9 @@ def scaled_sample(n_captions: int, sample_size: int = DEFAULT_SAMPLE) -> int:
 
 
 def _order(ids: Sequence[str], idx: Sequence[int], seed: int, salt: str) -> list[int]:
-    key = lambda i: hashlib.sha256(f"{seed}/{salt}/{ids[i]}".encode()).digest()  # noqa: E731
+    def key(i):
+        return hashlib.sha256(f"{seed}/{salt}/{ids[i]}".encode()).digest()
+
     return sorted(idx, key=key)
 
 

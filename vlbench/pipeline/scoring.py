@@ -15,8 +15,9 @@ import dataclasses
 import numpy as np
 
 from ..datasets.folds import fold_captions
-from ..metrics import compute as M
+from ..metrics import compute
 from ..results import MetricKey, MetricValue
+from .distractors import score_distractors
 
 
 def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=None, relevance=None) -> list:
@@ -24,24 +25,26 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
     scoring options (run_config.ScoringOptions: k, p, i2t_recall)."""
     kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit")
     if ds.folds is None:
-        rel = None if relevance is None else M.EmbeddingSource(*relevance, device=device)
-        return [M.evaluate(M.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
-                           extra_positives=ds.extra_positives, graded=graded[0], relevance=rel,
-                           official=getattr(ds, "official_positives", None), **kw)]
+        rel = None if relevance is None else compute.EmbeddingSource(relevance[0], relevance[1], device=device)
+        return [compute.evaluate(compute.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
+                                 extra_positives=ds.extra_positives, graded=graded[0], relevance=rel,
+                                 official=getattr(ds, "official_positives", None), **kw)]
     out = []
     for fold, g in zip(ds.folds, graded):
         sub = ds.subset(fold)
         caps = fold_captions(ds.caption_to_image, fold)
-        rel = None if relevance is None else M.EmbeddingSource(relevance[0][fold], relevance[1][caps], device=device)
-        out.append(M.evaluate(M.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device), sub.caption_to_image,
-                              graded=g, relevance=rel, **kw))
+        rel = None if relevance is None else compute.EmbeddingSource(relevance[0][fold], relevance[1][caps],
+                                                                     device=device)
+        out.append(compute.evaluate(compute.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device),
+                                    sub.caption_to_image, graded=g, relevance=rel, **kw))
     return out
 
 
 def condition_relevance(relevance, off: int, n: int):
     """The fixed relevance model's (image, caption) embeddings of the condition whose captions start at
     ``off`` of Plan.texts(): the captions as evaluated (the relevance of the candidate to the query is
-    that of the query as evaluated), so a perturbed t2i query's gains come from the perturbed caption and an i2t query's from
+    that of the query as evaluated), so a perturbed t2i query's gains come from the perturbed caption and an i2t
+    query's from
     the perturbed gallery captions it ranks. Images: the clean gallery (the relevance model does not
     encode image corruptions). None: relevance = the evaluated similarity."""
     if relevance is None:
@@ -61,7 +64,6 @@ def score(scoring, plan, enc) -> dict:
     evals = {cond: evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], scoring,
                                   plan.graded, device=device, relevance=condition_relevance(enc.relevance, off, n))
              for cond, off in enc.offsets.items() if cond not in getattr(enc, "distractors", {})}
-    from .distractors import score_distractors  # gallery conditions (--distractors): the clean queries, more candidates
 
     evals.update(score_distractors(scoring, plan, enc, evals["clean"], device=device))
     return adjust_evaluations(scoring, plan, enc, evals)

@@ -22,8 +22,11 @@ import contextlib
 import contextvars
 import os
 import platform
+import sys
 import time
-from typing import Callable
+from collections.abc import Callable
+
+from ..encoding.encode import default_workers
 
 #: the stages results.json names, in the order a run meets them (others are allowed)
 STAGES = ("startup_model_load", "perturbation", "image_decode_preprocess", "image_forward", "text_preprocess",
@@ -151,7 +154,6 @@ def hardware(device, precision: str, batch_size: int, num_workers: int | None) -
     """results.json ``hardware``: the device the model ran on, GPU name, CPU count, torch and CUDA versions
     (read only if torch is already imported: a fully cached run does not import it for this), the
     precision, batch size and DataLoader workers (the default: min(4, CPUs - 1))."""
-    import sys
 
     torch = sys.modules.get("torch")
     gpu = cuda = version = None
@@ -161,7 +163,6 @@ def hardware(device, precision: str, batch_size: int, num_workers: int | None) -
         with contextlib.suppress(Exception):
             if str(device).startswith("cuda") and torch.cuda.is_available():
                 gpu = torch.cuda.get_device_name(torch.device(str(device)))
-    from ..encoding.encode import default_workers  # the count the encode step used when none was given
 
     workers = num_workers if num_workers is not None else default_workers()
     return {"device": str(device), "gpu_name": gpu, "cpu_count": os.cpu_count() or 1, "torch": version,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..runfolder import RESCORE_DIR
+from . import format_table, rescore
+from .registry import suites
 
 
 def configure(p) -> None:
-    from .registry import suites
-
     names = list(suites())
 
     p.description = ("Score a finished run's cached embeddings as other suites do (no model is loaded): "
@@ -24,8 +24,6 @@ def configure(p) -> None:
 
 
 def main(args) -> int:
-    from . import format_table, rescore
-
     docs = rescore(args.run, args.suites, cache_dir=args.cache_dir, seed=args.seed, conditions=args.condition)
     print(format_table(docs))
     for suite in docs:

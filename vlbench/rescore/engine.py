@@ -22,6 +22,7 @@ from ..util.io import write_json
 from .registry import check_suites
 from .registry import suites as registered
 
+
 def _vectors(cache, modality: str, keys: np.ndarray, run_dir, cache_dir) -> np.ndarray:
     uniq, inverse = np.unique(keys, return_inverse=True)
     found, vecs = cache.lookup(modality, [str(k) for k in uniq])
@@ -35,8 +36,8 @@ def _vectors(cache, modality: str, keys: np.ndarray, run_dir, cache_dir) -> np.n
 
 def load_embeddings(run_dir, cache_dir=None) -> tuple[dict, dict]:
     """(index meta, {condition: (image embeddings, caption embeddings)}) of a finished run, from the cache."""
-    from ..encoding.cache import EmbeddingCache
-    from ..pipeline.embedding_index import read_index
+    from ..encoding.cache import EmbeddingCache  # lazy: vlbench --help imports this module; keep it light
+    from ..pipeline.embedding_index import read_index  # lazy: vlbench --help imports this module; keep it light
 
     meta, arrays = read_index(run_dir)
     root = cache_dir or meta.get("cache_dir")

@@ -14,8 +14,8 @@ vlbench.rescore.suites, one record each).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

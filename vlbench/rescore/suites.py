@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import VlbenchError
+from ..metrics.official import official_values
 from .registry import Suite, per_fold, positives, register_suite  # noqa: F401  positives: re-exported
 
 K_VALUES = (1, 5, 10)
@@ -113,8 +114,6 @@ def mmeb(sim, pos, seed: int = 0) -> list[tuple]:
 
 
 def official(sim, official_gt: dict, kind: str) -> list[tuple]:
-    from ..metrics.official import official_values
-
     vals = official_values(official_gt, sim, K_VALUES)
     return [(d, metric, k, v) for (d, metric, k), v in vals.items()]
 

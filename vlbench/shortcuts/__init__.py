@@ -10,8 +10,18 @@ probe: name it in ``digits.PROBES`` and give its numbers in ``plans.probe_plan``
 it re-exports the public names.
 """
 
-from .digits import (DIGIT_SOURCES, N_DIGITS, PROBES, DigitBank, caption, cell_boxes, digits_of, exemplar_index,
-                     load_digit_bank, render)
+from .digits import (
+                     DIGIT_SOURCES,
+                     N_DIGITS,
+                     PROBES,
+                     DigitBank,
+                     caption,
+                     cell_boxes,
+                     digits_of,
+                     exemplar_index,
+                     load_digit_bank,
+                     render,
+)
 from .plans import ProbePlan, apply_plan_to_captions, derangement, parse_probe, probe_plan
 
 __all__ = ["DIGIT_SOURCES", "N_DIGITS", "PROBES", "DigitBank", "caption", "cell_boxes", "digits_of", "exemplar_index",

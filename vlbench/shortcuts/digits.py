@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import stores
 from ..errors import VlbenchError
 
 N_DIGITS = 6
@@ -52,7 +53,6 @@ def load_digit_bank(source: str = "auto", *, cache_dir: str | os.PathLike | None
         raise VlbenchError(f"unknown digit source {source!r}", "use 'auto', 'mnist' or 'sklearn-digits'")
     if source == "sklearn-digits":
         return _sklearn_bank()
-    from .. import stores
 
     root = stores.path("digits", cache_dir)
     try:
@@ -111,6 +111,6 @@ def render(image, number: int, *, bank: DigitBank, seed: int = 0, image_id: str 
         pool = bank.images[int(ch)]
         tile = pool[exemplar_index(seed, image_id, pos, len(pool))]
         side = box[2] - box[0]
-        tile_img = Image.fromarray(tile, mode="L").resize((side, side), Image.BILINEAR).convert("RGB")
+        tile_img = Image.fromarray(tile, mode="L").resize((side, side), Image.Resampling.BILINEAR).convert("RGB")
         out.paste(tile_img, box[:2])
     return out

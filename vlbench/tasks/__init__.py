@@ -12,8 +12,16 @@ own ``evaluate``, blind scorer, rule and table) and calls ``register_task``; not
 (docs/tasks.md). This file holds no logic: it re-exports the public names.
 """
 
-from .choice import ChoiceItem, ChoiceRecord, ChoiceResult, distinct_images, distinct_texts, evaluate_choice, \
-    evaluate_text_only, run_choice_task
+from .choice import (
+           ChoiceItem,
+           ChoiceRecord,
+           ChoiceResult,
+           distinct_images,
+           distinct_texts,
+           evaluate_choice,
+           evaluate_text_only,
+           run_choice_task,
+)
 from .registry import ChoiceTask, ItemSets, get_task, register_task, tasks, unregister_task
 from .sources import ORDER_PERTURBATIONS, SUGARCREPE_SUBSETS, coco_val2017_dir, order_items, sugarcrepe_items
 from .sugarcrepe_pp import SCPP_SUBSETS, TripletItem, TripletResult, evaluate_triplets, scpp_items

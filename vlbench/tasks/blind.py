@@ -27,7 +27,12 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from ..datasets.builtin import find_caption_file
+from ..datasets.specs import SPECS
 from ..errors import DataError
+from ..util.io import sha256_file
+from ..util.paths import default_data_dir
+from .registry import get_task
 
 SCORER = "coco-caption-bigram-kn"
 MAX_EXCLUDED_SHARE = 0.5  # more of the training text than this among the evaluated captions: no baseline
@@ -109,9 +114,6 @@ def coco_image_id(name: str) -> int | None:
 def coco_caption_lm(data_dir, exclude_ids: set[int], exclude_texts=frozenset()) -> tuple[BigramLM, dict]:
     """The bigram model on the ``coco`` test captions, leaving out the images whose COCO id is in
     ``exclude_ids`` and every caption whose :func:`normalized` text is in ``exclude_texts``."""
-    from ..util.paths import default_data_dir
-    from ..datasets.builtin import find_caption_file
-    from ..datasets.specs import SPECS
 
     spec = next(s for s in SPECS if s.name == "coco")
     fname = spec.captions
@@ -120,7 +122,6 @@ def coco_caption_lm(data_dir, exclude_ids: set[int], exclude_texts=frozenset()) 
     if path is None:
         raise DataError(f"the blind baseline's training captions ({fname}) are not in {base}",
                         "run 'vlbench download coco --captions-only' while online, or pass --data-dir")
-    from ..util.io import sha256_file
 
     digest = sha256_file(path)
     if digest != spec.sha256:
@@ -152,7 +153,6 @@ def blind_baseline(task, item_sets: dict, data_dir, seed: int = 0, note=None) ->
     ChoiceTask or its name: its ``text_only`` scorer, its ``blind_excluded_images``), or why there is none;
     ``note`` (e.g. a console printer) is told when the baseline is unavailable or left captions out of its
     training."""
-    from .registry import get_task
 
     task = get_task(task) if isinstance(task, str) else task
     evaluated = {normalized(c) for items in item_sets.values() for it in items for c in it.candidates}

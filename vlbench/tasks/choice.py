@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -52,12 +53,22 @@ class ChoiceResult:
                 "by_kind": self.by_kind}
 
 
-def distinct_images(items: Sequence[ChoiceItem]) -> list[str]:
+class HasCandidates(Protocol):
+    """What :func:`distinct_images` / :func:`distinct_texts` read: a ChoiceItem, or a SugarCrepe++ triplet."""
+
+    @property
+    def image(self) -> str: ...
+
+    @property
+    def candidates(self) -> tuple[str, ...]: ...
+
+
+def distinct_images(items: Sequence[HasCandidates]) -> list[str]:
     """Each image key once, in first-seen order (the row order :func:`evaluate_choice` accepts)."""
     return list(dict.fromkeys(it.image for it in items))
 
 
-def distinct_texts(items: Sequence[ChoiceItem]) -> list[str]:
+def distinct_texts(items: Sequence[HasCandidates]) -> list[str]:
     """Each candidate text once, in first-seen order."""
     return list(dict.fromkeys(t for it in items for t in it.candidates))
 

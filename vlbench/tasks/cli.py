@@ -9,11 +9,12 @@ leaderboard), only scored differently; sharing the command keeps every option (-
 from __future__ import annotations
 
 from ..errors import VlbenchError
+from ..pipeline.run_options import given_fields
+from .registry import get_task, tasks
+from .run import SHARED_OPTIONS, TASKS, TaskConfig, refuse_retrieval_options, run_task
 
 
 def print_tasks() -> None:
-    from .run import TASKS
-
     print("tasks (vlbench run --task NAME):")
     print(f"  {'retrieval':<34} image-text retrieval in both directions (the default)")
     for name, desc in TASKS.items():
@@ -23,9 +24,6 @@ def print_tasks() -> None:
 def run_task_from_args(args) -> int:
     """``vlbench run --task NAME ...``: a retrieval-only option given (on the command line or in the --config
     file, whatever its value) is an error naming it, never silently ignored."""
-    from ..pipeline.run_options import given_fields
-    from .registry import get_task, tasks
-    from .run import SHARED_OPTIONS, TaskConfig, refuse_retrieval_options, run_task
 
     refuse_retrieval_options(args.task, given_fields(args))
     if args.images_dir is not None and not get_task(args.task).images_dir:
@@ -34,7 +32,7 @@ def run_task_from_args(args) -> int:
     cfg = TaskConfig(task=args.task, model=args.model, dataset=args.dataset, images_dir=args.images_dir,
                      **{opt: getattr(args, opt) for opt in SHARED_OPTIONS})
     res = run_task(cfg)
-    from ..pipeline.report import print_run_result
+    from ..pipeline.report import print_run_result  # lazy: vlbench ls imports this module; keep it light
 
     print_run_result(res, as_json=args.json, quiet=args.quiet)
     return 0

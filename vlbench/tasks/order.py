@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..datasets.core import load_dataset
 from ..errors import DataError, VlbenchError
 from .registry import ChoiceTask, ItemSets, register_task
 from .sources import order_items
@@ -15,7 +16,6 @@ from .sources import order_items
 
 def order_sets(cfg, note) -> ItemSets:
     """The one item set of ``--task order``: every caption of ``--dataset`` against its word-order shuffles."""
-    from ..datasets.core import load_dataset
 
     if not cfg.dataset:
         raise VlbenchError("--task order needs --dataset", "e.g. --dataset flickr30k (Flickr30k-Order) or coco")

@@ -13,11 +13,11 @@ To add a task: write one module that builds a ``ChoiceTask`` and calls :func:`re
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import VlbenchError
+from ..registry import close_matches
 from .choice import evaluate_choice, evaluate_text_only
 
 #: the rule of a plain choice task (recorded in results.json ``task.rule``)
@@ -102,7 +102,6 @@ def get_task(name: str) -> ChoiceTask:
     known = tasks()
     if name in known:
         return known[name]
-    from ..registry import close_matches
 
     m = close_matches(name, known)
     raise VlbenchError(f"unknown task {name!r}", (f"did you mean {m[0]!r}? " if m else "") +

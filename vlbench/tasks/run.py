@@ -15,13 +15,19 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
-from ..util.env import library_versions
-from ..util.io import sha256_json
 from ..errors import VlbenchError
+from ..metrics import compute
+from ..pipeline.run_config import RunConfig, check_folder
+from ..pipeline.run_options import flag_of
 from ..results import Condition, DatasetInfo, MetricKey, MetricValue, ModelInfo, RunRecord
 from ..runfolder import PER_ITEM, claim_out, new_run_id, prepare_out, results_path, write_results
+from ..util.env import library_versions
+from ..util.io import sha256_json
+from ..util.markdown import md_table
+from .blind import blind_baseline as baseline
 from .choice import N_BOOT, distinct_images, distinct_texts
 from .registry import ItemSets, TaskDescriptions, get_task, tasks
 from .sugarcrepe import SUGARCREPE_COMMIT, SUGARCREPE_RAW, parse_sugarcrepe_spec, sugarcrepe_root  # noqa: F401  re-exported
@@ -36,8 +42,6 @@ SHARED_OPTIONS = ("out", "data_dir", "device", "precision", "batch_size", "num_w
 
 
 def _task_fields():
-    from ..pipeline.run_config import RunConfig
-
     shared = {f.name: f for f in dataclasses.fields(RunConfig)}
     return [("task", str), ("model", str), ("dataset", "str | None", dataclasses.field(default=None)),
             # SugarCrepe: the COCO val2017 folder (default $VLBENCH_COCO_VAL2017)
@@ -45,13 +49,13 @@ def _task_fields():
             *[(n, shared[n].type, dataclasses.field(default=shared[n].default)) for n in SHARED_OPTIONS]]
 
 
-_TaskFields = dataclasses.make_dataclass("_TaskFields", _task_fields(), frozen=True)
+#: Any: its fields are made at import time from RunConfig's, so no type checker can know them
+_TaskFields: Any = dataclasses.make_dataclass("_TaskFields", _task_fields(), frozen=True)
 _TaskFields.__module__ = __name__
 
 
 def retrieval_only() -> tuple:
     """The RunConfig fields a choice task does not use (every field that is not a TaskConfig field)."""
-    from ..pipeline.run_config import RunConfig
 
     mine = {f.name for f in dataclasses.fields(_TaskFields)}
     return tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in mine)
@@ -59,7 +63,6 @@ def retrieval_only() -> tuple:
 
 def refuse_retrieval_options(task: str, given) -> None:
     """VlbenchError naming the first retrieval-only option in ``given`` (RunConfig field names)."""
-    from ..pipeline.run_options import flag_of
 
     for name in retrieval_only():
         if name in given:
@@ -101,8 +104,6 @@ class TaskRunResult:
 
 
 def _check(cfg: TaskConfig) -> None:
-    from ..pipeline.run_config import check_folder
-
     if cfg.batch_size < 1:
         raise VlbenchError(f"--batch-size must be >= 1, got {cfg.batch_size}", "e.g. --batch-size 64")
     if cfg.num_workers is not None and cfg.num_workers < 0:
@@ -115,6 +116,7 @@ def _check(cfg: TaskConfig) -> None:
 
 def _encode(cfg: TaskConfig, sets: ItemSets, adapter, cache, stats):
     """Each distinct image and each distinct model input once, over all item sets (cached)."""
+    # lazy: vlbench --help imports this module; keep it light
     from ..encoding.encode import encode_images, encode_texts, stack
 
     all_items = [it for items in sets.sets.values() for it in items]
@@ -133,7 +135,7 @@ def _encode(cfg: TaskConfig, sets: ItemSets, adapter, cache, stats):
 
 def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     """Run a choice task: ``run_task(task="order", model="clip", dataset="flickr30k", out="runs/x")``."""
-    from ..encoding.session import EncodingSession
+    from ..encoding.session import EncodingSession  # lazy: vlbench --help imports this module; keep it light
 
     cfg = dataclasses.replace(config) if config else TaskConfig(**kwargs)
     t0 = time.time()
@@ -163,7 +165,6 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
 
 def blind_baseline(cfg: TaskConfig, sets: ItemSets) -> dict:
     """The text-only baseline per item set (vlbench.tasks.blind), or why there is none (said on the console)."""
-    from .blind import blind_baseline as baseline
 
     return baseline(cfg.task, sets.sets, cfg.data_dir, cfg.seed, note=lambda m: _log(cfg, f"note: {m}"))
 
@@ -172,7 +173,6 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
             blind: dict) -> RunRecord:
     """The typed record of a choice-task run (accuracy with its interval, chance and the blind text-only
     accuracy where there is one, per item set)."""
-    from ..metrics import compute as M
 
     values = []
     for cond, res in evals.items():
@@ -194,7 +194,7 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": adapter.identity()}
     return RunRecord(
         run_id=run_id, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
-        metric_version=M.METRIC_VERSION, vlbench_version=__version__,
+        metric_version=compute.METRIC_VERSION, vlbench_version=__version__,
         model=ModelInfo(cfg.model, model_hash, model),
         dataset=DatasetInfo(sets.dataset["name"], sets.dataset["hash"], sets.dataset), conditions=conditions,
         settings={"seed": cfg.seed, "precision": cfg.precision, "device": str(adapter.device),
@@ -223,14 +223,15 @@ def _write_per_item(out: Path, evals: dict) -> str:
 
 
 def format_task_table(rec: RunRecord) -> str:
-    from ..util.markdown import md_table
-    kind = tasks().get((rec.other.get("task") or {}).get("name"))
+    name = (rec.other.get("task") or {}).get("name")
+    kind = tasks().get(name) if isinstance(name, str) else None
     if kind is not None and kind.table is not None:  # a task with a table of its own (SugarCrepe++)
         return kind.table(rec)
     rows = []
     for cond in rec.conditions:
         get = {v.key.metric: v for v in rec.values if v.condition == cond}
         acc, blind = get["accuracy"], get.get("blind_accuracy")
-        rows.append([cond, acc.extra["n"], f"{acc.value:.2f}", f"[{acc.extra['ci_low']:.2f}, {acc.extra['ci_high']:.2f}]",
+        ci = f"[{acc.extra['ci_low']:.2f}, {acc.extra['ci_high']:.2f}]"
+        rows.append([cond, acc.extra["n"], f"{acc.value:.2f}", ci,
                      f"{get['chance'].value:.2f}", f"{blind.value:.2f}" if blind else "-"])
     return md_table(["set", "items", "accuracy %", "95% CI", "chance %", "blind (text-only) %"], rows, pad=True)

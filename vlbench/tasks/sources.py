@@ -6,7 +6,9 @@ import json
 import os
 from pathlib import Path, PurePosixPath
 
+from .. import stores
 from ..errors import DataError, VlbenchError
+from ..perturbations import perturb_captions
 from .choice import ChoiceItem
 
 # ARO (Yuksekgonul et al., ICLR 2023) compares each caption with 4 shuffles made by these functions
@@ -25,7 +27,6 @@ def order_items(dataset, seed: int = 0, *, perturbations=ORDER_PERTURBATIONS) ->
     to a caption or returns it unchanged is left out (ARO keeps it, so its item can hold the true caption
     twice); duplicate shuffles are kept once; a caption with no distinct shuffle gives no item.
     """
-    from ..perturbations import perturb_captions
 
     names = list(perturbations)
     sets = perturb_captions(list(dataset.captions), list(dataset.caption_ids), names, seed=seed)
@@ -48,7 +49,6 @@ def coco_val2017_dir() -> Path:
     env = os.environ.get("VLBENCH_COCO_VAL2017")
     if env:
         return Path(env)
-    from .. import stores
 
     return stores.path("coco-images") / "val2017"
 
@@ -117,7 +117,7 @@ def read_sugarcrepe_file(path: Path) -> list[tuple[str, str, str, str]]:
         if not isinstance(row, dict):
             raise DataError(f"SugarCrepe file {path} item {key!r} is a JSON {type(row).__name__}, not an object "
                             "with filename / caption / negative_caption", fix)
-        if not all(isinstance(row.get(f), str) and row.get(f).strip()
+        if not all(isinstance(v := row.get(f), str) and v.strip()
                    for f in ("filename", "caption", "negative_caption")):
             raise DataError(f"SugarCrepe file {path} item {key!r} lacks filename / caption / negative_caption "
                             "(each a non-empty string)", fix)

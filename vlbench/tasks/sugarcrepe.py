@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..datasets import download
+from ..datasets.download import DownloadError
 from ..errors import DataError, VlbenchError
-from ..util.io import sha256_file, sha256_json
+from ..util import paths
+from ..util.io import atomic_write_bytes, sha256_file, sha256_json
 from .blind import SUGARCREPE_TEST_IMAGES
 from .registry import ChoiceTask, ItemSets, register_task
 from .sources import SUGARCREPE_SUBSETS, coco_val2017_dir, sugarcrepe_items
@@ -22,9 +25,8 @@ def sugarcrepe_root(data_dir=None, subsets=SUGARCREPE_SUBSETS) -> Path:
     """The folder with the JSON files of SugarCrepe's ``subsets`` (default all seven; only those asked for are
     needed): <data-dir>/sugarcrepe (or <data-dir> itself); online, missing ones are downloaded there from the
     pinned commit."""
-    from ..util.paths import default_data_dir, offline
 
-    base = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    base = Path(data_dir).expanduser() if data_dir else paths.default_data_dir()
     for cand in (base / "sugarcrepe", base):
         if all((cand / f"{s}.json").is_file() for s in subsets):
             return cand
@@ -33,15 +35,13 @@ def sugarcrepe_root(data_dir=None, subsets=SUGARCREPE_SUBSETS) -> Path:
     where = (f"put {', '.join(missing)} from the data/ folder of github.com/RAIVNLab/sugar-crepe (commit "
              f"{SUGARCREPE_COMMIT[:10]}, {SUGARCREPE_RAW}/<name>.json) in {target}, or pass --data-dir naming the "
              "folder that holds them")
-    if offline():
+    if paths.offline():
         raise DataError(f"the SugarCrepe file{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                         f"{'are' if len(missing) > 1 else 'is'} not in {target}", where)
-    from ..util.io import atomic_write_bytes
-    from ..datasets.download import DownloadError, http_get
 
     for name in missing:
         try:
-            atomic_write_bytes(target / name, http_get(f"{SUGARCREPE_RAW}/{name}"))
+            atomic_write_bytes(target / name, download.http_get(f"{SUGARCREPE_RAW}/{name}"))
         except DownloadError as exc:
             raise DataError(f"could not download SugarCrepe's {name}: {exc.reason}", where) from None
     return target

@@ -14,14 +14,20 @@ bootstrap interval over items (:func:`vlbench.tasks.choice.bootstrap_ci`, same s
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
+from ..datasets import download
+from ..datasets.download import DownloadError
 from ..errors import DataError, VlbenchError
+from ..util import paths
+from ..util.io import atomic_write_bytes, sha256_file, sha256_json
+from ..util.markdown import md_table
 from .blind import SUGARCREPE_TEST_IMAGES
 from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
 from .registry import ChoiceTask, ItemSets, register_task
@@ -129,7 +135,8 @@ def evaluate_triplets(items: Sequence[TripletItem], image_emb, text_emb, *, seed
     ``distinct_images(items)`` / ``distinct_texts(items)`` (vectors are normalised here)."""
     img = _lookup(image_emb, distinct_images(items), "image")
     txt = _lookup(text_emb, distinct_texts(items), "text")
-    records, flags = [], {"itt": [], "tot": [], "p1": [], "p2": []}
+    records: list[TripletRecord] = []
+    flags: dict[str, list[bool]] = {"itt": [], "tot": [], "p1": [], "p2": []}
     for it in items:
         v, p1, p2, n = img[it.image], txt[it.p1], txt[it.p2], txt[it.neg]
         s = [float(v @ p1), float(v @ p2), float(v @ n)]
@@ -148,7 +155,8 @@ def evaluate_triplets_text_only(items: Sequence[TripletItem], text_score, *, see
     so a blind result holds ITT, P1 and P2 only."""
     texts = distinct_texts(items)
     by_text = dict(zip(texts, np.asarray(text_score(texts), dtype=np.float64)))
-    records, flags = [], {"itt": [], "p1": [], "p2": []}
+    records: list[TripletRecord] = []
+    flags: dict[str, list[bool]] = {"itt": [], "p1": [], "p2": []}
     for it in items:
         s = [float(by_text[c]) for c in it.candidates]
         rec = TripletRecord(it.item_id, it.image, s, [], s[0] > s[2] and s[1] > s[2], False, s[0] > s[2], s[1] > s[2])
@@ -222,9 +230,8 @@ def scpp_items(root, subset: str, *, images_dir=None, check_images: bool = True)
 def scpp_root(data_dir=None, subsets=SCPP_SUBSETS, note=None) -> Path:
     """The folder with the files of ``subsets``: <data-dir>/sugarcrepe_pp (or <data-dir> itself); online, missing
     ones are downloaded there from the pinned commit and checked against their pinned sha256."""
-    from ..util.paths import default_data_dir, offline
 
-    base = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    base = Path(data_dir).expanduser() if data_dir else paths.default_data_dir()
     for cand in (base / "sugarcrepe_pp", base):
         if all((cand / f"{s}.json").is_file() for s in subsets):
             return cand
@@ -233,16 +240,13 @@ def scpp_root(data_dir=None, subsets=SCPP_SUBSETS, note=None) -> Path:
     names = ", ".join(f"{s}.json" for s in missing)
     where = (f"put {names} from the data/ folder of {SCPP_REPO} (commit {SCPP_COMMIT[:10]}, {SCPP_RAW}/<name>.json) "
              f"in {target}, or pass --data-dir naming the folder that holds them")
-    if offline():
+    if paths.offline():
         raise DataError(f"the SugarCrepe++ file(s) {names} are not in {target}", where)
-    import hashlib
 
-    from ..datasets.download import DownloadError, http_get
-    from ..util.io import atomic_write_bytes
 
     for s in missing:
         try:
-            body = http_get(f"{SCPP_RAW}/{s}.json")
+            body = download.http_get(f"{SCPP_RAW}/{s}.json")
         except DownloadError as exc:
             raise DataError(f"could not download SugarCrepe++'s {s}.json: {exc.reason}", where) from None
         digest = hashlib.sha256(body).hexdigest()
@@ -258,7 +262,6 @@ def scpp_root(data_dir=None, subsets=SCPP_SUBSETS, note=None) -> Path:
 
 def scpp_sets(cfg, note=None) -> ItemSets:
     """The item sets of ``vlbench run --task sugarcrepe++``: one per subset named by ``--dataset``."""
-    from ..util.io import sha256_file, sha256_json
 
     subsets = parse_scpp_spec(cfg.dataset)
     root = scpp_root(cfg.data_dir, subsets, note)
@@ -283,7 +286,6 @@ def scpp_sets(cfg, note=None) -> ItemSets:
 
 def format_scpp_table(rec) -> str:
     """table.md of a SugarCrepe++ run: ITT, TOT, P1, P2 with their intervals, chance and the blind ITT."""
-    from ..util.markdown import md_table
 
     def cell(v):
         return f"{v.value:.2f} [{v.extra['ci_low']:.2f}, {v.extra['ci_high']:.2f}]" if v else "-"

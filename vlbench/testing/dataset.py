@@ -93,8 +93,9 @@ def check_dataset(dataset, *, data_dir=None, require_images: bool = True) -> Rep
     """Check a dataset: a ``Dataset``, its plug-in factory, a registered name or ``custom:<manifest>`` (loaded
     with ``data_dir``, no download). ``require_images=False`` checks the captions alone. Returns the
     :class:`Report` of the checks passed; raises :class:`ConformanceError` at the first failure."""
-    c = Checker("dataset", dataset if isinstance(dataset, str) else getattr(dataset, "name", None) or
-                getattr(dataset, "__name__", type(dataset).__name__))
+    label = dataset if isinstance(dataset, str) else str(getattr(dataset, "name", None) or
+                                                         getattr(dataset, "__name__", type(dataset).__name__))
+    c = Checker("dataset", label)
     with c.check("loads"):
         ds = _load(dataset, data_dir, require_images)
         c.expect(isinstance(ds, Dataset), "a vlbench Dataset", type(ds).__name__)

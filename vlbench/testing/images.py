@@ -82,7 +82,8 @@ def check_image_perturbation(perturbation, *, name: str | None = None, seed: int
     defaults to its ``__name__``). Returns the :class:`Report` of the checks passed; raises
     :class:`ConformanceError` at the first failure."""
     registered = isinstance(perturbation, str)
-    name = perturbation if registered else name or getattr(perturbation, "__name__", "image-perturbation")
+    name = perturbation if isinstance(perturbation, str) else str(name or getattr(perturbation, "__name__",
+                                                                                  "image-perturbation"))
     c = Checker("image perturbation", name)
     with c.check("load"):
         fn = image_perturbations.get(name) if registered else perturbation

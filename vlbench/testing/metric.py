@@ -98,14 +98,14 @@ def _check_direction(c: Checker, m: Metric, r, ev, n_cand: int) -> dict:
         bad = [v for v in scaled if not _in_range(m, float(v), n_cand)]
         c.expect(not bad, f"per-query values in the declared range {m.value_range}", short(bad))
         if not callable(m.aggregate):
-            values = dict(m.values(r, ev))
+            by_param = dict(m.values(r, ev))
             want = float(AGGREGATES[m.aggregate](arr)) * (100.0 if m.percent else 1.0)
-            c.expect(np.isclose(values.get(x, np.nan), want), f"the {m.aggregate} of the per-query values, {want}",
-                     values.get(x))
+            c.expect(bool(np.isclose(by_param.get(x, np.nan), want)),
+                     f"the {m.aggregate} of the per-query values, {want}", by_param.get(x))
     values = m.values(r, ev)
     c.expect(values == m.values(r, ev), "the same values on a second call", "different values")
     c.expect({x for x, _ in values} <= set(m.params(ev)), f"one value per {m.param or 'direction'}", short(values))
-    for x, v in values:
+    for _x, v in values:
         c.expect(isinstance(v, float) and np.isfinite(v), "a finite float value", short(v))
         c.expect(_in_range(m, v, n_cand), f"a value in the declared range {m.value_range}", v)
     for col, vals in m.columns(r, ev).items():

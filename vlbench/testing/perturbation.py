@@ -97,7 +97,8 @@ def _run(c: Checker, obj, captions, ids, seed: int, tokens: dict) -> dict:
 def check_perturbation(perturbation, *, params: dict | None = None, captions=None, seed: int = 0) -> Report:
     """Check a caption perturbation: a registered name, a class or factory (built with ``params``), or an object.
     ``captions``: captions it should apply to, instead of the built-in sample. A perturbation with
-    ``needs_parse`` is given spaCy tokens, as in a run (spaCy's English model must be installed). Returns the :class:`Report` of
+    ``needs_parse`` is given spaCy tokens, as in a run (spaCy's English model must be installed). Returns the
+    :class:`Report` of
     the checks passed; raises :class:`ConformanceError` at the first failure."""
     c = Checker("perturbation", perturbation if isinstance(perturbation, str) else
                 getattr(perturbation, "name", None) or type(perturbation).__name__)

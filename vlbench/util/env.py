@@ -4,16 +4,19 @@ the perturbation cache key)."""
 from __future__ import annotations
 
 import platform
-from functools import lru_cache
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+
+from .. import __version__
+from ..registry import plugin_versions
 
 RECORDED = ("torch", "torchvision", "transformers", "open_clip_torch", "numpy", "pillow", "spacy", "nltk",
             "nlpaug", "pandas")
 
 
-@lru_cache(maxsize=None)
+@cache
 def dist_version(dist: str) -> str | None:
     """Installed version of distribution ``dist``, or None when it is not installed."""
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version(dist)
@@ -23,10 +26,9 @@ def dist_version(dist: str) -> str | None:
 
 def library_versions() -> dict:
     """Python, platform, vlbench, the RECORDED libraries and the plug-ins in use."""
-    from .. import __version__
-    from ..registry import plugin_versions
 
-    out = {"python": platform.python_version(), "platform": platform.platform(), "vlbench": __version__}
+    out: dict[str, object] = {"python": platform.python_version(), "platform": platform.platform(),
+                              "vlbench": __version__}
     out.update({dist: dist_version(dist) for dist in RECORDED})
     out["plugins"] = plugin_versions()
     return out

@@ -6,10 +6,10 @@ import hashlib
 import json
 import math
 import os
+import stat as _stat
 import tempfile
 from pathlib import Path
 from typing import Any
-
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -61,11 +61,11 @@ class FolderLock:
         self.path = Path(folder) / self.NAME
         self.fd: int | None = None
 
-    def acquire(self) -> "FolderLock":
+    def acquire(self) -> FolderLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
         try:
-            import fcntl
+            import fcntl  # lazy: vlbench --help imports this module; keep it light
         except ImportError:  # pragma: no cover - Windows: no flock; runs still never replace results.json
             self.fd = fd
             return self
@@ -132,8 +132,6 @@ def read_regular_file(path: str | os.PathLike, max_bytes: int) -> bytes:
 
 
 def _check_regular(path, st: os.stat_result, max_bytes: int) -> None:
-    import stat as _stat
-
     if _stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(f"{path} is a folder, not a file")
     if not _stat.S_ISREG(st.st_mode):

@@ -26,10 +26,16 @@ def md_table(head, rows, align: str | None = None, pad: bool = False) -> str:
     rows = [[str(x) for x in r] for r in rows]
     if pad:
         widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-        line = lambda r: "| " + " | ".join(x.rjust(w) for x, w in zip(r, widths)) + " |"
+
+        def padded(r):
+            return "| " + " | ".join(x.rjust(w) for x, w in zip(r, widths)) + " |"
+
         sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-        return "\n".join([line(head), sep] + [line(r) for r in rows])
+        return "\n".join([padded(head), sep] + [padded(r) for r in rows])
     align = align or "l" * len(head)
-    line = lambda r: "| " + " | ".join(r) + " |"
+
+    def line(r):
+        return "| " + " | ".join(r) + " |"
+
     sep = "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"
     return "\n".join([line(head), sep] + [line(r) for r in rows])

@@ -8,8 +8,10 @@ English.
 
 from __future__ import annotations
 
+from ...datasets.specs import BUILTIN
 from ...errors import VlbenchError
 from ...registry import perturbations as REGISTRY
+from .. import BUILTINS, resolve
 from ..variants import get as variant_get
 
 #: built-ins that work on captions in any language (letters and whitespace only); every other built-in
@@ -36,8 +38,6 @@ def dataset_language(dataset) -> str:
     name's spec (flickr30k-de: "de"); English when nothing says otherwise."""
     lang = None
     if isinstance(dataset, str):
-        from ...datasets.specs import BUILTIN
-
         spec = BUILTIN.get(dataset)
         lang = getattr(spec, "language", None)
     else:
@@ -85,12 +85,8 @@ def language_problems(cfg, ds=None) -> list[VlbenchError]:
 
 
 def _builtins() -> dict:
-    from .. import BUILTINS
-
     return BUILTINS
 
 
 def _resolve(spec):
-    from .. import resolve
-
     return resolve(spec)

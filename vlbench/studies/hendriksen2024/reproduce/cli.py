@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from vlbench.errors import VlbenchError
 from vlbench.runfolder import RESULTS
@@ -48,20 +49,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    from . import run as H
+    from . import run  # lazy: vlbench --help imports this module; keep it light
 
     models, datasets = _pairs(args.model, "model"), _pairs(args.dataset, "dataset")
-    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    kind = "cpu" if args.device == "cpu" else "gpu"
-    from pathlib import Path
 
+    def log(m):
+        print(m, file=sys.stderr, flush=True)
+
+    kind = "cpu" if args.device == "cpu" else "gpu"
+
+    # lazy: vlbench --help imports this module; keep it light
     from .plan import check_perturb, problems, raise_if_missing
 
     check_perturb(args.perturb)  # an unknown perturbation is refused before anything else
     if args.plan_only:
         out = Path(args.out) if args.out else None
-        jobs = H.plan(models, datasets, args.also_standard)
-        print(H.needs(jobs, out, kind, relevance=args.relevance, perturb=args.perturb, data_dir=args.data_dir))
+        jobs = run.plan(models, datasets, args.also_standard)
+        print(run.needs(jobs, out, kind, relevance=args.relevance, perturb=args.perturb, data_dir=args.data_dir))
         done = (lambda j: (j.folder(out) / RESULTS).is_file()) if out else None
         found = problems(jobs, out, data_dir=args.data_dir, cache_dir=args.cache_dir, relevance=args.relevance,
                          perturb=args.perturb, allow_partial_gallery=args.allow_partial_gallery, done=done)
@@ -75,8 +79,8 @@ def main(args) -> int:
           "n_boot": args.n_boot, "quiet": True, "allow_partial_gallery": args.allow_partial_gallery}
     if args.relevance:
         kw["relevance"] = args.relevance
-    summary = H.reproduce(args.out, models=models, datasets=datasets, also_standard=args.also_standard, log=log,
-                          device_kind=kind, **kw)
+    summary = run.reproduce(args.out, models=models, datasets=datasets, also_standard=args.also_standard, log=log,
+                            device_kind=kind, **kw)
     for protocol in summary:
         print(f"{args.out}/{protocol}/table_5_2.md, table_5_3.md, table_5_4.md, comparison.json")
     return 0

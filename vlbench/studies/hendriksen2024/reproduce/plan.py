@@ -10,10 +10,28 @@ one message; nothing is loaded (file checks, the hub cache, at most one network 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
+from vlbench import perturbations, stores
+from vlbench.datasets.builtin import BUILTIN
+from vlbench.datasets.core import IMAGE_EXTS
+from vlbench.datasets.specs import IMAGE_SOURCES
 from vlbench.errors import VlbenchError
+from vlbench.pipeline.preflight import (
+    PreflightError,
+    Problem,
+    check_dataset,
+    check_disk,
+    check_language,
+    check_model,
+    check_relevance,
+    check_variant_data,
+)
+from vlbench.util.paths import default_data_dir
+
+from ..protocol import RELEVANCE_MODEL
 
 #: images and captions per dataset key (the chapter's folder galleries; 5 captions per test image)
 GALLERY = {"coco": 40504, "coco-fg": 40504, "flickr30k": 31783, "flickr30k-fg": 31783}
@@ -22,12 +40,11 @@ CAPTIONS = {"coco": 25000, "coco-fg": 25000, "flickr30k": 5000, "flickr30k-fg": 
 
 def check_perturb(perturb: str | None) -> list[str]:
     """The perturbation names of ``perturb`` (an unknown name is refused here, before anything else)."""
-    from vlbench import perturbations as P
 
     if not perturb:
         return []
     try:
-        return list(P.resolve(perturb))
+        return list(perturbations.resolve(perturb))
     except VlbenchError as exc:
         raise VlbenchError(f"reproduce --perturb {perturb!r}: {exc.message}",
                            exc.hint or "run 'vlbench ls perturbations' (default: all 13)") from None
@@ -40,16 +57,11 @@ def _runs(jobs) -> str:
 
 def _gallery(key: str, spec: str, data_dir, allow_partial: bool):
     """A Problem when the chapter protocol's folder gallery of built-in ``spec`` is smaller than the protocol's."""
-    from vlbench.datasets.builtin import BUILTIN
-    from vlbench.datasets.core import IMAGE_EXTS
-    from vlbench.pipeline.preflight import Problem
-    from vlbench.datasets.specs import IMAGE_SOURCES
-    from vlbench.util.paths import default_data_dir
 
     b = BUILTIN.get(spec)
     source = IMAGE_SOURCES.get(b.images) if b is not None else None
     expected = source.folder_size if source is not None else None
-    if expected is None or allow_partial:
+    if b is None or source is None or expected is None or allow_partial:  # no b or source: no expected either
         return None
     folder = (Path(data_dir).expanduser() if data_dir else default_data_dir()) / "images" / b.images
     have = 0
@@ -67,8 +79,6 @@ def _gallery(key: str, spec: str, data_dir, allow_partial: bool):
 
 
 def _dataset_problems(todo, data_dir, allow_partial: bool) -> list:
-    from vlbench.pipeline.preflight import check_dataset
-
     problems = []
     by_spec: dict[str, list] = {}
     for j in todo:
@@ -84,17 +94,12 @@ def _dataset_problems(todo, data_dir, allow_partial: bool) -> list:
 
 
 def _for(problem, jobs):
-    import dataclasses
-
     return dataclasses.replace(problem, what=f"{problem.what} [{_runs(jobs)}]")
 
 
 def problems(jobs, out: Path | None, *, data_dir=None, cache_dir=None, relevance: str | None = None,
              perturb: str | None = "all", allow_partial_gallery: bool = False, done=None) -> list:
     """Every missing item of every run still to do (a list of preflight.Problem)."""
-    from vlbench import stores
-    from vlbench.pipeline.preflight import check_variant_data, check_disk, check_language, check_model, check_relevance
-    from ..protocol import RELEVANCE_MODEL
 
     todo = [j for j in jobs if not (done or (lambda j: False))(j)]
     if not todo:
@@ -129,7 +134,6 @@ def raise_if_missing(found: list, n_runs: int) -> None:
     """One message with every missing item (PreflightError, exit 2), or nothing."""
     if not found:
         return
-    from vlbench.pipeline.preflight import PreflightError
 
     lines = [f"  - {p.item}: {p.what}\n      fix: {p.fix}" for p in found]
     raise PreflightError(f"reproduce: {len(found)} thing(s) the {n_runs} run(s) to do need are missing\n"

@@ -20,9 +20,14 @@ from pathlib import Path
 import numpy as np
 
 from vlbench.errors import VlbenchError
+from vlbench.pipeline.runner import RunConfig, run
+from vlbench.results import MetricKey, RunRecord
 from vlbench.runfolder import RESULTS
 from vlbench.util.markdown import md_table
-from .plan import CAPTIONS, GALLERY  # noqa: F401  (re-exported: the sizes the plan checks)
+from vlbench.util.paths import default_data_dir
+
+from ..protocol import RELEVANCE_MODEL
+from .plan import CAPTIONS, GALLERY, check_perturb, disk_bytes, problems, raise_if_missing  # noqa: F401  (re-exported: the sizes the plan checks)
 
 MODELS = {"align": "align", "altclip": "altclip", "clip": "clip", "groupvit": "groupvit"}
 DATASETS = {"coco": "coco", "coco-fg": "coco-fg", "flickr30k": "flickr30k", "flickr30k-fg": "flickr30k-fg"}
@@ -71,9 +76,6 @@ def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: 
           perturb: str | None = "all", data_dir=None) -> str:
     """What the runs need, said before any work: weights (the relevance model as given), images and where they
     go, language data, disk, time (rough). The checks themselves: :func:`vlbench.reproduce.plan.problems`."""
-    from ..protocol import RELEVANCE_MODEL
-    from vlbench.util.paths import default_data_dir
-    from .plan import check_perturb, disk_bytes
 
     todo = [j for j in jobs if out is None or not (j.folder(out) / RESULTS).is_file()]
     specs = sorted({j.model_spec for j in todo})
@@ -92,7 +94,8 @@ def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: 
              "weights: " + (", ".join(specs) + " (Hugging Face, downloaded on first use)" + rel_text
                             if specs else "none"),
              "images: " + ("; ".join(f"{d}: {IMAGES.get(d, 'its image folder')}" for d in data) +
-                           f" (built-in datasets: under {images}/images/, see docs/reproducing.md)" if data else "none"),
+                           f" (built-in datasets: under {images}/images/, see docs/reproducing.md)" if data
+                           else "none"),
              "language data: spaCy English model, WordNet, and for the chapter protocol's compatible perturbations "
              "NLTK's punkt_tab + averaged_perceptron_tagger_eng (vlbench setup-language-data) and the typo package",
              f"disk: at most {disk_bytes(todo, perturb) / 1e9:.1f} GB of embeddings in the cache (float32, up to "
@@ -104,8 +107,6 @@ def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: 
 
 def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
     """Run (or reuse) every job; returns {job: RunRecord}."""
-    from vlbench.pipeline.runner import RunConfig, run
-    from vlbench.results import RunRecord
 
     records = {}
     for n, job in enumerate(jobs, start=1):
@@ -120,13 +121,13 @@ def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
             kw.pop("relevance", None)
         cfg = RunConfig(model=job.model_spec, dataset=job.dataset_spec, protocol=job.protocol, out=str(folder),
                         dataset_name=job.dataset, model_name=job.model, **kw)
-        records[job] = run(cfg).record
+        result = run(cfg)
+        assert result is not None  # one process: rank 0, which returns the result
+        records[job] = result.record or RunRecord.from_json(result.results)  # as RunResult reads itself
     return records
 
 
 def _get(rec, cond: str, direction: str, metric: str, k=None):
-    from vlbench.results import MetricKey
-
     return rec.values_of(cond).get(MetricKey(direction, metric, k)) if cond in rec.conditions else None
 
 
@@ -167,7 +168,7 @@ def comparisons(records: dict, protocol: str) -> dict[str, list[dict]]:
     """Rows of every table: published vs measured, per cell."""
     pub = published()
     by = {(j.model, j.dataset): r for j, r in records.items() if j.protocol == protocol}
-    out = {"table_5_2": [], "table_5_3": [], "table_5_4": []}
+    out: dict[str, list] = {"table_5_2": [], "table_5_3": [], "table_5_4": []}
     for row in pub["table_5_2"]:
         rec = by.get((row["model"], row["dataset"]))
         got = measured_5_2(rec, rec.settings["p"]) if rec else {}
@@ -234,13 +235,15 @@ def write_tables(out: Path, records: dict) -> dict:
 def reproduce(out, *, models: dict | None = None, datasets: dict | None = None, also_standard: bool = False,
               log=print, device_kind: str = "gpu", **run_kwargs) -> dict:
     """Plan, say what is needed, run (resuming), write the tables; returns the verdict counts per protocol."""
-    from .plan import problems, raise_if_missing
 
     out = Path(out)
     jobs = plan(models, datasets, also_standard)
     kw = {k: run_kwargs.get(k) for k in ("relevance", "data_dir")}
     log(needs(jobs, out, device_kind, perturb=run_kwargs.get("perturb", "all"), **kw))
-    done = lambda j: (j.folder(out) / RESULTS).is_file()  # noqa: E731
+
+    def done(j):
+        return (j.folder(out) / RESULTS).is_file()
+
     found = problems(jobs, out, cache_dir=run_kwargs.get("cache_dir"), perturb=run_kwargs.get("perturb", "all"),
                      allow_partial_gallery=bool(run_kwargs.get("allow_partial_gallery")), done=done, **kw)
     raise_if_missing(found, sum(not done(j) for j in jobs))  # every run checked before the first starts
