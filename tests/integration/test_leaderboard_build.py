@@ -209,7 +209,7 @@ def test_values_csv_holds_every_value(board, built):
 def test_markdown_html_and_plots_are_written(built):
     out, res = built
     md = (out / "leaderboard.md").read_text()
-    assert "## Table 5.2" in md and "text-to-image RSUM" in md and "total RSUM" in md
+    assert "## Clean retrieval" in md and "text-to-image RSUM" in md and "total RSUM" in md
     html = (out / "index.html").read_text()
     assert "http://" not in html.replace("http-equiv", "") and "https://" not in html  # nothing to fetch
     assert html.count('<table class="lb"') == 8  # the ranking of the models + the six tables + flips (flips.csv)

@@ -108,7 +108,7 @@ def test_sorting_from_the_url_hash(page, plain, tmp_path, direction):
 
 
 def test_text_column_with_colons_sorts(page, tmp_path):
-    """A column key holding ':' (model labels such as counting:dim=16, Table 5.3's columns on the page)
+    """A column key holding ':' (model labels such as counting:dim=16, RSUM per perturbation's columns on the page)
     can be named in the hash."""
     index, _ = page
     t = _render(index, "#sort=" + quote("rsum_per_perturbation:counting:dim=16:asc", safe=""), tmp_path)

@@ -122,7 +122,7 @@ def test_ranking_is_first_and_its_numbers_come_from_the_results(runs, built):
         i = MODELS.index(m)
         assert float(r[keys.index("mean_rsum_change")][0]["data-v"]) == pytest.approx(-10.5 * (i + 1), abs=1e-6)
         assert r[keys.index("worst")][1].startswith("shuffle-trigrams")
-    # Table 5.3 on the page: a column per model, a row per dataset x condition
+    # RSUM per perturbation on the page: a column per model, a row per dataset x condition
     head53, *rows53 = page.tables["rsum_per_perturbation"]
     assert [a["data-key"] for a, _ in head53][3:7] == MODELS[::-1]
     assert len(rows53) == 2 * 14

@@ -1,7 +1,7 @@
 """A leaderboard to publish (issue #22 item 4) at the size of a paper's study: 4 models x 2 datasets x 13
 caption perturbations x 15 image corruptions x 5 severities (synthetic, valid results.json files written
 through RunRecord). Every table the build makes is published in its own folder; caption perturbations
-(Table 5.3) and image corruptions are separate tables; plots are one per perturbation family and one per
+(RSUM per perturbation) and image corruptions are separate tables; plots are one per perturbation family and one per
 corruption family, PNG at paper size and SVG, the severity axis spanning the severities run; no absolute
 local path is published unless asked; the page stays under 8,000 px tall at 1,400 px wide, with no
 header broken inside a word (measured in headless Chromium; set VLBENCH_SCREENSHOT_DIR to keep the
@@ -63,7 +63,7 @@ def test_every_built_table_is_published_in_its_own_folder(site):
         folder = site / "site" / name
         assert (folder / f"{name}.csv").read_bytes() == (site / "lb" / f"{name}.csv").read_bytes()
         assert (folder / "README.md").is_file()
-    # caption perturbations and image corruptions apart: 2 datasets x 4 models x (clean + 13) rows in Table 5.3,
+    # caption perturbations and image corruptions apart: 2 datasets x 4 models x (clean + 13) rows in RSUM per perturbation,
     # 2 x 4 x 15 x 5 in image_corruptions, 2 x 4 x 13 x 3 directions of caption changes in rsum_changes
     rows = lambda n: (site / "lb" / f"{n}.csv").read_text().splitlines()[1:]  # noqa: E731
     assert len(rows("rsum_per_perturbation")) == 4 * 14 and not any(",img:" in r for r in rows("rsum_per_perturbation"))
