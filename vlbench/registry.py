@@ -241,3 +241,45 @@ class Names:
 
     def __repr__(self) -> str:
         return repr(tuple(self._all()))
+
+
+class Records:
+    """Typed records registered in-process by name, the built-ins imported on the first lookup: the choice
+    tasks (vlbench.tasks.registry) and the rescore suites (vlbench.rescore.registry). ``builtin_modules``
+    register the built-ins when imported; :meth:`all` lists them first, in that order (``module_of`` says
+    which module a record belongs to), then the others in registration order."""
+
+    def __init__(self, kind: str, record_type: type[Any], builtin_modules: tuple[str, ...],
+                 module_of: Callable[[Any], str | None] = lambda record: None):
+        self.kind, self.builtin_modules = kind, tuple(builtin_modules)
+        self.record_type: type[Any] = record_type
+        self._module_of = module_of
+        self._records: dict[str, Any] = {}
+        self._builtins_loaded = False
+
+    def register(self, record: Any) -> Any:
+        """Register ``record`` under its ``name`` (a name registered twice is an error); returns it."""
+        if not isinstance(record, self.record_type):
+            raise TypeError(f"a {self.kind} record is a {self.record_type.__name__}, got {type(record).__name__}")
+        if record.name in self._records and self._records[record.name] is not record:
+            raise VlbenchError(f"{self.kind} {record.name!r} is registered twice",
+                               f"give the new {self.kind} another name")
+        self._records[record.name] = record
+        return record
+
+    def unregister(self, name: str) -> None:
+        """Remove a registered record (tests, notebooks)."""
+        self._records.pop(name, None)
+
+    def all(self) -> dict[str, Any]:
+        if not self._builtins_loaded:
+            self._builtins_loaded = True
+            for module in self.builtin_modules:
+                importlib.import_module(module)
+        order = self.builtin_modules
+
+        def rank(record) -> int:
+            module = self._module_of(record)
+            return order.index(module) if module in order else len(order)
+
+        return {r.name: r for r in sorted(self._records.values(), key=rank)}

@@ -13,7 +13,6 @@ vlbench.rescore.suites, one record each).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from ..datasets.folds import fold_caption_to_image, fold_captions
 from ..errors import VlbenchError
+from ..registry import Records
 
 #: the module of the built-in suites, imported on the first lookup (it registers them)
 BUILTIN_MODULE = "vlbench.rescore.suites"
@@ -42,32 +42,10 @@ class Suite:
         return {"convention": self.convention, "reference": self.reference, "ties": self.ties}
 
 
-_SUITES: dict[str, Suite] = {}
-_builtins_loaded = False
-
-
-def register_suite(suite: Suite) -> Suite:
-    """Register ``suite`` under its name (a name registered twice is an error); returns it."""
-    if not isinstance(suite, Suite):
-        raise TypeError(f"register_suite takes a Suite, got {type(suite).__name__}")
-    if suite.name in _SUITES and _SUITES[suite.name] is not suite:
-        raise VlbenchError(f"rescore suite {suite.name!r} is registered twice", "give the new suite another name")
-    _SUITES[suite.name] = suite
-    return suite
-
-
-def unregister_suite(name: str) -> None:
-    """Remove a registered suite (tests, notebooks)."""
-    _SUITES.pop(name, None)
-
-
-def suites() -> dict[str, Suite]:
-    """The registered suites by name: the built-ins first, in their module's order."""
-    global _builtins_loaded
-    if not _builtins_loaded:
-        _builtins_loaded = True
-        importlib.import_module(BUILTIN_MODULE)
-    return dict(_SUITES)
+SUITES = Records("rescore suite", Suite, (BUILTIN_MODULE,))
+register_suite = SUITES.register
+unregister_suite = SUITES.unregister
+suites = SUITES.all
 
 
 def check_suites(names) -> list[str]:

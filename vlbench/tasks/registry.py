@@ -12,12 +12,11 @@ To add a task: write one module that builds a ``ChoiceTask`` and calls :func:`re
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..errors import VlbenchError
-from ..registry import close_matches
+from ..registry import Records, close_matches
 from .choice import evaluate_choice, evaluate_text_only
 
 #: the rule of a plain choice task (recorded in results.json ``task.rule``)
@@ -58,43 +57,11 @@ class ChoiceTask:
     blind_excluded_images: frozenset = frozenset()
 
 
-_TASKS: dict[str, ChoiceTask] = {}
-_builtins_loaded = False
-
-
-def _load_builtins() -> None:
-    global _builtins_loaded
-    if not _builtins_loaded:
-        _builtins_loaded = True
-        for module in BUILTIN_MODULES:
-            importlib.import_module(module)
-
-
-def register_task(task: ChoiceTask) -> ChoiceTask:
-    """Register ``task`` under its name (a name registered twice is an error); returns it."""
-    if not isinstance(task, ChoiceTask):
-        raise TypeError(f"register_task takes a ChoiceTask, got {type(task).__name__}")
-    if task.name in _TASKS and _TASKS[task.name] is not task:
-        raise VlbenchError(f"task {task.name!r} is registered twice", "give the new task another name")
-    _TASKS[task.name] = task
-    return task
-
-
-def unregister_task(name: str) -> None:
-    """Remove a registered task (tests, notebooks)."""
-    _TASKS.pop(name, None)
-
-
-def tasks() -> dict[str, ChoiceTask]:
-    """The registered tasks by name: the built-ins in BUILTIN_MODULES order (whatever order their modules
-    were imported in), then the others in registration order."""
-    _load_builtins()
-
-    def rank(task):  # a record belongs to the module of its load hook
-        module = getattr(task.load, "__module__", None)
-        return BUILTIN_MODULES.index(module) if module in BUILTIN_MODULES else len(BUILTIN_MODULES)
-
-    return {t.name: t for t in sorted(_TASKS.values(), key=rank)}
+#: a record belongs to the module of its load hook (the built-ins are listed in BUILTIN_MODULES order)
+TASKS = Records("task", ChoiceTask, BUILTIN_MODULES, module_of=lambda task: getattr(task.load, "__module__", None))
+register_task = TASKS.register
+unregister_task = TASKS.unregister
+tasks = TASKS.all
 
 
 def get_task(name: str) -> ChoiceTask:
