@@ -18,8 +18,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-PKG = ROOT / "vlbench"
+from support.package_source import from_module, package_modules
 
 #: third-party packages that cost a noticeable time (or memory) to import; a vlbench module that imports one of
 #: these at module level (directly or through vlbench modules) is heavy and may be imported lazily
@@ -31,26 +30,11 @@ _LAZY_NOTE = re.compile(r"#\s*lazy:\s*\S")
 
 
 
-def _modules() -> dict[str, Path]:
-    out = {}
-    for p in sorted(PKG.rglob("*.py")):
-        parts = list(p.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = p
-    return out
 
 
-MODULES = _modules()
+MODULES = package_modules()
 
 
-def _from_module(node: ast.ImportFrom, mod: str, path: Path) -> str:
-    """The absolute module a ``from ... import`` statement of ``mod`` (in file ``path``) names."""
-    if not node.level:
-        return node.module or ""
-    base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
-    base = base[:len(base) - node.level + 1]
-    return ".".join(base + ([node.module] if node.module else []))
 
 
 def _targets(node: ast.Import | ast.ImportFrom, mod: str, path: Path) -> list[tuple[str, str | None]]:
@@ -58,7 +42,7 @@ def _targets(node: ast.Import | ast.ImportFrom, mod: str, path: Path) -> list[tu
     ``X.y`` when that is a vlbench module, else ``X``."""
     if isinstance(node, ast.Import):
         return [(a.name, a.asname) for a in node.names]
-    base = _from_module(node, mod, path)
+    base = from_module(node, mod, path)
     return [(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base, a.asname) for a in node.names]
 
 
@@ -215,7 +199,7 @@ def test_the_checks_catch_a_bad_module(monkeypatch, tmp_path):
     assert [x.split(" (")[0] for x in _lazy_stdlib_imports("vlbench.bad")] == ["vlbench.bad:5 imports json"]
 
 
-def test_no_short_aliases_of_vlbench_modules():
+def test_no_short_aliases_of_vlbenchpackage_modules():
     """``from .. import perturbations as P`` hides which module a name comes from (``P`` was three modules)."""
     failing = _failing(_short_aliases)
     assert failing == {}

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 from support.data import ROOT
+from support.package_source import PKG, from_module, package_modules
 
-PKG = ROOT / "vlbench"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 #: a module may hold a longer function or be longer when it says why, in a line
@@ -19,14 +19,6 @@ MAX_FUNCTION_LINES = 60
 _SIZE_NOTE = re.compile(r"^# size: ([\w.]+): \S", re.M)
 
 
-def _modules() -> dict[str, Path]:
-    out = {}
-    for p in sorted(PKG.rglob("*.py")):
-        parts = list(p.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = p
-    return out
 
 
 #: the first-level parts of vlbench, lowest layer first; a part may import its own layer's parts and lower
@@ -57,13 +49,6 @@ def _layer_of() -> dict[str, int]:
     return {part: i for i, layer in enumerate(LAYERS) for part in layer}
 
 
-def _from_module(node: ast.ImportFrom, mod: str, path: Path) -> str:
-    """The absolute module a ``from ... import`` statement of ``mod`` (in file ``path``) names."""
-    if not node.level:
-        return node.module or ""
-    base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
-    base = base[:len(base) - node.level + 1]
-    return ".".join(base + ([node.module] if node.module else []))
 
 
 def _import_names(path: Path, mod: str) -> list[tuple[str, str]]:
@@ -71,7 +56,7 @@ def _import_names(path: Path, mod: str) -> list[tuple[str, str]]:
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            out += [(_from_module(node, mod, path), a.name) for a in node.names]
+            out += [(from_module(node, mod, path), a.name) for a in node.names]
         elif isinstance(node, ast.Import):
             out += [(a.name, "") for a in node.names]
     return [(m, n) for m, n in out if m == "vlbench" or m.startswith("vlbench.")]
@@ -135,14 +120,14 @@ def test_cycle_finder_finds_a_cycle():
 
 
 def test_relative_imports_are_resolved():
-    known = _modules()
+    known = package_modules()
     deps = _imports("vlbench.datasets.builtin", known["vlbench.datasets.builtin"], known)
     assert {"vlbench.datasets.download", "vlbench.datasets.specs", "vlbench.datasets.core",
             "vlbench.registry", "vlbench.util.io"} <= deps
 
 
 def test_no_import_cycles():
-    known = _modules()
+    known = package_modules()
     graph = {m: _imports(m, p, known) for m, p in known.items()}
     assert _cycles(graph) == []
     # the cycle issue #13 named: datasets.py <-> download.py
@@ -151,7 +136,7 @@ def test_no_import_cycles():
 
 def _too_long() -> list[str]:
     bad = []
-    for mod, path in _modules().items():
+    for mod, path in package_modules().items():
         src = path.read_text()
         noted = set(_SIZE_NOTE.findall(src))
         if src.count("\n") > MAX_MODULE_LINES and "module" not in noted:
@@ -176,7 +161,7 @@ def test_one_results_schema_constant():
 
 
 def _layer_violations() -> list[str]:
-    known, layer = _modules(), _layer_of()
+    known, layer = package_modules(), _layer_of()
     bad = []
     for mod, path in known.items():
         src = _part(mod)
@@ -211,7 +196,7 @@ def test_layer_check_catches_an_upward_import(tmp_path, monkeypatch):
 
 
 def test_no_cycle_between_first_level_parts():
-    known = _modules()
+    known = package_modules()
     graph: dict[str, set[str]] = {}
     for mod, path in known.items():
         src = _part(mod) or "vlbench"
@@ -227,7 +212,7 @@ def test_no_cycle_between_first_level_parts():
 
 def test_no_private_name_crosses_a_subpackage():
     bad = []
-    for mod, path in _modules().items():
+    for mod, path in package_modules().items():
         for dep_mod, name in _import_names(path, mod):
             if _part(dep_mod) == _part(mod):
                 continue
@@ -250,7 +235,7 @@ def test_folder_sizes():
 def test_the_library_never_imports_a_study():
     """Everything outside vlbench/studies/ is the library: no module of it imports a study (lazily or not);
     studies reach it through the registries (entry point group vlbench.studies)."""
-    known = _modules()
+    known = package_modules()
     bad = [f"{mod} imports {dep}" for mod, path in known.items() if _part(mod) != "studies"
            for dep in _imports(mod, path, known) if _part(dep) == "studies"]
     assert bad == []
@@ -288,7 +273,7 @@ def test_run_folder_file_names_have_one_owner():
     names = [RF.RESULTS, RF.TABLE, RF.PER_QUERY, RF.PER_ITEM, RF.VALIDITY_AUDIT, RF.FLIPS, RF.RETRIEVED,
              RF.EMBEDDING_KEYS, RF.EXPLAIN_PAGE]
     literal = re.compile("[\"'](" + "|".join(re.escape(n) for n in names) + ")[\"']")
-    bad = [f"{mod}: {m.group(0)}" for mod, path in _modules().items() if mod != "vlbench.runfolder"
+    bad = [f"{mod}: {m.group(0)}" for mod, path in package_modules().items() if mod != "vlbench.runfolder"
            for m in literal.finditer(path.read_text())]
     assert not bad, "name these files through vlbench.runfolder's constants:\n" + "\n".join(bad)
     assert set(RF.RUN_FILES) >= set(names) - {RF.EXPLAIN_PAGE} and RF.RUN_FILES[-1] == RF.RESULTS

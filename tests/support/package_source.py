@@ -1,0 +1,32 @@
+"""vlbench's modules read as source (nothing imported): the module names and files, and what an import statement
+names. Shared by the architecture rules (tests/unit/kernel/test_architecture.py) and the code-style rules
+(tests/unit/test_code_style.py)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from support.data import ROOT
+
+PKG = ROOT / "vlbench"
+
+
+def package_modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the vlbench package (a package is its __init__.py)."""
+    out = {}
+    for p in sorted(PKG.rglob("*.py")):
+        parts = list(p.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def from_module(node: ast.ImportFrom, mod: str, path: Path) -> str:
+    """The absolute module a ``from ... import`` statement of ``mod`` (in file ``path``) names."""
+    if not node.level:
+        return node.module or ""
+    base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+    base = base[:len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
