@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from support.conformance import fails_clause
 
 from vlbench import registry
 from vlbench.metrics.specs import Metric
@@ -58,11 +59,8 @@ BROKEN = [  # (the clause it breaks, how, the metric)
 
 @pytest.mark.parametrize("clause, metric", [(c, m) for c, _, m in BROKEN], ids=[how for _, how, _ in BROKEN])
 def test_a_broken_metric_fails_the_clause_it_breaks(clause, metric):
-    with pytest.raises(ConformanceError) as err:
-        check_metric(metric)
-    assert (err.value.kind, err.value.plugin, err.value.check) == ("metric", metric.name, clause)
-    assert isinstance(err.value, AssertionError)
-    assert f"{metric.name!r}" in str(err.value) and clause in str(err.value)
+    err = fails_clause(check_metric, metric, "metric", clause)
+    assert err.plugin == metric.name and f"{metric.name!r}" in str(err)
 
 
 def test_a_param_metric_must_give_values_at_its_k():
