@@ -110,7 +110,8 @@ def _cmd_ls(args) -> int:
 
     sections = [("models", registry.models), ("datasets", registry.datasets),
                 ("perturbations", registry.perturbations), ("image-perturbations", image_perturbations),
-                ("protocols", registry.protocols), ("perturbation-variants", registry.perturbation_variants),
+                ("protocols", registry.protocols), ("galleries", registry.galleries),
+                ("perturbation-variants", registry.perturbation_variants),
                 ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions)]
     want = args.what
     for title, reg in sections:
@@ -253,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("ls", help="list models, datasets, perturbations, metrics, protocols, ... (plug-ins and "
                                    "studies included)")
     ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
-                                                "metrics", "protocols", "perturbation-variants",
+                                                "metrics", "protocols", "galleries", "perturbation-variants",
                                                 "granularity-profiles", "reproductions"])
     ls.add_argument("--check", action="store_true", help="import every plug-in to find broken ones (slower)")
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")

@@ -72,7 +72,8 @@ def close_matches(name: str, choices, n: int = 3) -> list[str]:
 
 BUILTIN_MODULES = {"models": "vlbench.models.adapter", "datasets": "vlbench.datasets.builtin",
                    "perturbations": "vlbench.perturbations", "metrics": "vlbench.metrics.specs",
-                   "protocols": "vlbench.pipeline.presets", "granularity_profiles": "vlbench.granularity.features"}
+                   "protocols": "vlbench.pipeline.presets", "granularity_profiles": "vlbench.granularity.features",
+                   "galleries": "vlbench.pipeline.galleries"}
 STUDY_GROUP = "vlbench.studies"
 #: name -> why a study's registration failed (shown by ``vlbench ls``; a run that needs its parts fails then)
 study_errors: dict[str, str] = {}
@@ -195,6 +196,8 @@ perturbations = Registry("perturbations", BUILTIN_MODULES["perturbations"])
 metrics = Registry("metrics", BUILTIN_MODULES["metrics"])
 #: named evaluation protocols: presets of run-option values (vlbench.pipeline.presets.Protocol)
 protocols = Registry("protocols", BUILTIN_MODULES["protocols"])
+#: the t2i gallery providers of ``--gallery`` (vlbench.pipeline.galleries.GalleryProvider)
+galleries = Registry("galleries", BUILTIN_MODULES["galleries"])
 #: other implementations of the registered perturbations (vlbench.perturbations.variants.PerturbationVariant)
 perturbation_variants = Registry("perturbation_variants")
 #: reproductions of published results, ``vlbench reproduce NAME`` (an object with ``configure(parser)``, ``main(args)``)

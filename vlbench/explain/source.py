@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .. import registry
 from ..datasets.core import Dataset, load_dataset, safe_join
 from ..datasets.folds import fold_index_maps
 from ..errors import DataError, VlbenchError
@@ -124,14 +125,13 @@ def load_run_dataset(results: dict, *, dataset: str | None = None, data_dir=None
     spec = _dataset_spec(results, dataset)
     gallery = info.get("gallery") or "test"
     try:
-        ds = load_dataset(spec, data_dir=data_dir, gallery="test" if gallery in ("test", "folder") else gallery,
+        ds = load_dataset(spec, data_dir=data_dir, gallery=registry.galleries.get(gallery).loader_gallery,
                           require_images=False, download=False, extra_positives=info.get("extra_positives"))
     except VlbenchError as exc:
         raise DataError(f"the dataset of run {results.get('run_id')} ({spec!r}) cannot be loaded: {exc.message}",
                         "pass --dataset SPEC (and --data-dir DIR) naming where the run's dataset is now") from None
-    if gallery == "folder":
-        ds = apply_gallery(ds, SimpleNamespace(gallery="folder", allow_partial_gallery=True, dataset=spec,
-                                               protocol=None))
+    # the run's gallery as it was (a smaller folder than the dataset's full one was allowed by the run itself)
+    ds = apply_gallery(ds, SimpleNamespace(gallery=gallery, allow_partial_gallery=True, dataset=spec, protocol=None))
     if info.get("hash") and ds.content_hash() != info["hash"]:
         raise DataError(f"the dataset loaded from {spec!r} is not the one run {results.get('run_id')} evaluated "
                         f"(content hash {ds.content_hash()[:12]}, the run's {info['hash'][:12]})",
