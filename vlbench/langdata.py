@@ -2,8 +2,8 @@
 installed online or from a copy, and recorded.
 
 Perturbation variants that tokenize and tag with NLTK name the packages each of their perturbations reads
-(``PerturbationVariant.nltk_data``; :func:`needed_by`). Neither PyPI nor Debian ships them, so besides
-``nltk.download`` (online) there is a checked offline route:
+(``PerturbationVariant.nltk_data``; ``vlbench.perturbations.variants.nltk_needs``). Neither PyPI nor Debian
+ships them, so besides ``nltk.download`` (online) there is a checked offline route:
 
     vlbench setup-language-data --from <folder copied from a machine with nltk_data>
 
@@ -22,7 +22,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from . import registry, stores
+from . import stores
 
 TOKENIZER, TAGGER = "punkt_tab", "averaged_perceptron_tagger_eng"
 #: package -> (folder under an nltk_data root, its files)
@@ -75,19 +75,6 @@ def find(package: str) -> Path | None:
 def missing(packages) -> list[str]:
     """The packages among ``packages`` whose files are found nowhere NLTK looks (file checks only)."""
     return [p for p in dict.fromkeys(packages) if find(p) is None]
-
-
-def needed_by(names, params: dict | None = None, variant: str | None = None) -> dict[str, list[str]]:
-    """package -> the perturbations (of ``names``) that need it, for those run under a registered variant
-    (``params[name]['variant']`` or ``variant``) whose record names NLTK data (``nltk_data``)."""
-    out: dict[str, list[str]] = {}
-    for name in names:
-        v = ((params or {}).get(name) or {}).get("variant") or variant
-        if v in (None, "standard") or v not in registry.perturbation_variants:
-            continue
-        for package in registry.perturbation_variants.get(v).nltk_data.get(name, ()):
-            out.setdefault(package, []).append(name)
-    return out
 
 
 def hint(packages) -> str:

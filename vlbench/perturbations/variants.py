@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import VlbenchError
 from ..registry import perturbation_variants as REGISTRY
@@ -48,6 +48,11 @@ def is_standard(variant: str | None) -> bool:
     return variant in (None, STANDARD)
 
 
+def is_named(variant: str | None) -> TypeGuard[str]:
+    """A variant other than the standard implementations (None and "standard" are the standard ones)."""
+    return not is_standard(variant)
+
+
 def get(variant: str) -> PerturbationVariant:
     """The registered variant ``variant`` (an unknown one: an error naming the registered ones)."""
     if variant not in REGISTRY:
@@ -59,3 +64,21 @@ def get(variant: str) -> PerturbationVariant:
 def variant_of(name: str, params: dict | None, variant: str | None) -> str | None:
     """The variant perturbation ``name`` runs under: its own ``params[name]['variant']``, else ``variant``."""
     return ((params or {}).get(name) or {}).get("variant") or variant
+
+
+def records_of(names, params: dict | None, variant: str | None):
+    """(perturbation, variant name, its record) for each of ``names`` that runs under a registered variant."""
+    for name in names:
+        v = variant_of(name, params, variant)
+        if is_named(v) and v in REGISTRY:
+            yield name, v, REGISTRY.get(v)
+
+
+def nltk_needs(names, params: dict | None = None, variant: str | None = None) -> dict[str, list[str]]:
+    """NLTK data package (vlbench.langdata) -> the perturbations of ``names`` that read it, as the records of
+    the variants they run under say (``nltk_data``)."""
+    out: dict[str, list[str]] = {}
+    for name, _, record in records_of(names, params, variant):
+        for package in record.nltk_data.get(name, ()):
+            out.setdefault(package, []).append(name)
+    return out

@@ -146,7 +146,7 @@ def check_variant_data(perturb: str | None, params: dict | None = None, variant:
     except VlbenchError:
         return []  # check_language reports the spec
     out = []
-    needs = langdata.needed_by(names, params, variant)
+    needs = variants.nltk_needs(names, params, variant)
     missing = langdata.missing(needs)
     if missing:
         users = sorted({n for p in missing for n in needs[p]})
@@ -161,11 +161,8 @@ def check_variant_data(perturb: str | None, params: dict | None = None, variant:
         if any(n.startswith("synonym") for n in names):
             wordnet_files()  # NLTK-based synonyms read WordNet through NLTK's own search path
     lacking: dict = {}
-    for n in names:
-        v = variants.variant_of(n, params, variant)
-        if v is None or variants.is_standard(v) or v not in variants.REGISTRY:
-            continue
-        module = variants.get(v).modules.get(n)
+    for n, v, record in variants.records_of(names, params, variant):
+        module = record.modules.get(n)
         if module and importlib.util.find_spec(module[0]) is None:
             lacking.setdefault((v, *module), []).append(n)
     for (v, module, requirement), users in lacking.items():

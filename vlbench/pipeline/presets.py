@@ -16,18 +16,18 @@ resolved protocol is recorded in results.json (``settings.protocol``) and shown 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .. import langdata, perturbations, registry, stores
 from ..errors import OptionError, VlbenchError
 from ..metrics.compute import I2T_RECALLS
 from ..models.adapter import parse_model_spec
+from ..perturbations import variants
 from . import galleries
 
 #: the settings a protocol fixes, in the order labels name them
 SETTINGS = ("gallery", "i2t_recall", "relevance", "perturb_side", "truncate_chars", "perturb_variant")
 PERTURB_SIDES = ("both", "t2i")
-STANDARD_VARIANT = "standard"
 #: what results.json says about DCG under every protocol
 DCG_NOTE = "DCG_CM@p unnormalized (dcg_cm) and normalized (ndcg_cm) are both reported"
 
@@ -41,7 +41,6 @@ class Protocol:
     #: the model a protocol's fixed relevance (``settings["relevance"]``) stands for, for messages
     relevance_alternative: str | None = None
     reference: str = ""  # where the protocol is defined (a paper, a repository)
-    notes: dict = field(default_factory=dict)
 
     def __post_init__(self):
         missing = [s for s in SETTINGS if s not in self.settings]
@@ -51,10 +50,15 @@ class Protocol:
 
 
 STANDARD = Protocol("standard", {"gallery": "test", "i2t_recall": "hit", "relevance": "self", "perturb_side": "both",
-                                 "truncate_chars": None, "perturb_variant": STANDARD_VARIANT},
+                                 "truncate_chars": None, "perturb_variant": variants.STANDARD},
                     description="vlbench's protocol: the test gallery, hit recall, the evaluated model's own "
                                 "similarity as DCG relevance, perturbed captions on both sides, no caption cut")
 registry.protocols.register("standard", STANDARD, description=STANDARD.description)
+
+
+def _check_known(protocol: str) -> None:
+    if protocol not in registry.protocols:
+        raise OptionError("protocol", f"unknown {{opt}} {protocol!r}", f"use one of: {', '.join(names())}")
 
 
 def get(name: str) -> Protocol:
@@ -65,21 +69,20 @@ def names() -> list[str]:
     return registry.protocols.names()
 
 
-def variant_names() -> list[str]:
-    return [STANDARD_VARIANT, *registry.perturbation_variants.names()]
+#: the choices of --perturb-variant: standard, then the registered variants (read when used)
+PERTURB_VARIANTS = registry.Names(registry.perturbation_variants, first=(variants.STANDARD,))
 
 
 def resolve(cfg):
     """A copy of ``cfg`` with the protocol's settings filled in where the option was left unset (None); an
     option given explicitly wins (the label then records the deviation: ``<protocol>+gallery=test``)."""
-    if cfg.protocol not in registry.protocols:
-        raise OptionError("protocol", f"unknown {{opt}} {cfg.protocol!r}", f"use one of: {', '.join(names())}")
+    _check_known(cfg.protocol)
     base = get(cfg.protocol).settings
     changes = {name: base[name] for name in SETTINGS if getattr(cfg, name) is None}
     if cfg.truncate_chars == 0:  # --truncate-chars 0: no truncation, whatever the protocol
         changes["truncate_chars"] = None
     out = dataclasses.replace(cfg, **changes)
-    if out.perturb_variant != STANDARD_VARIANT and out.perturb:
+    if not variants.is_standard(out.perturb_variant) and out.perturb:
         params = {n: dict(v) for n, v in (out.perturb_params or {}).items()}
         for name in perturbations.resolve(out.perturb):
             params.setdefault(name, {}).setdefault("variant", out.perturb_variant)
@@ -110,8 +113,8 @@ def describe(cfg, ds=None) -> dict:
     partial = galleries.partial_gallery(cfg, ds)
     if partial:
         out["gallery_size"], out["gallery_expected"] = partial
-    if ds is not None and cfg.perturb_variant != STANDARD_VARIANT and cfg.perturb:
-        needs = langdata.needed_by(perturbations.resolve(cfg.perturb), cfg.perturb_params, cfg.perturb_variant)
+    if ds is not None and not variants.is_standard(cfg.perturb_variant) and cfg.perturb:
+        needs = variants.nltk_needs(perturbations.resolve(cfg.perturb), cfg.perturb_params, cfg.perturb_variant)
         if needs:  # a variant that depends on NLTK data: where the data came from
             with stores.using(cfg.cache_dir):
                 out["language_data"] = langdata.provenance(tuple(needs))
@@ -121,19 +124,19 @@ def describe(cfg, ds=None) -> dict:
 def check(cfg) -> None:
     """Option checks for validate()."""
     for name, choices in (("i2t_recall", I2T_RECALLS), ("perturb_side", PERTURB_SIDES),
-                          ("perturb_variant", variant_names()), ("gallery", galleries.GALLERIES)):
+                          ("perturb_variant", PERTURB_VARIANTS), ("gallery", galleries.GALLERIES)):
         value = getattr(cfg, name)
         if value is not None and value not in choices:
             raise OptionError(name, f"unknown {{opt}} {value!r}", f"use one of: {', '.join(choices)}")
-    if cfg.protocol not in registry.protocols:
-        raise OptionError("protocol", f"unknown {{opt}} {cfg.protocol!r}", f"use one of: {', '.join(names())}")
+    _check_known(cfg.protocol)
     if cfg.truncate_chars is not None and cfg.truncate_chars < 0:
         raise OptionError("truncate_chars", f"{{opt}} must be >= 0, got {cfg.truncate_chars}",
                           "0: no truncation", example=330)
     if cfg.relevance not in (None, "self"):
         name = parse_model_spec(cfg.relevance)[0]
         if name not in registry.models:
-            fixed = [p.load() for p in registry.protocols.entries() if p.load().settings["relevance"] != "self"]
+            fixed = [p for p in map(registry.Entry.load, registry.protocols.entries())
+                     if p.settings["relevance"] != "self"]
             also = [f"{p.name}'s: {p.relevance_alternative or p.settings['relevance']}" for p in fixed]
             raise OptionError("relevance", f"{{opt}} {cfg.relevance!r}: no model family {name!r}",
                               "use self or a model spec" + (f" (the protocols' encoders: {'; '.join(also)})"

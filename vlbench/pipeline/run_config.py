@@ -49,7 +49,7 @@ from ..perturbations.validity import PRECISION as VALIDITY_PRECISION
 from ..perturbations.validity import check_mode
 from ..shortcuts import DIGIT_SOURCES
 from .galleries import GALLERIES
-from .presets import PERTURB_SIDES, STANDARD_VARIANT
+from .presets import PERTURB_SIDES, PERTURB_VARIANTS
 from .presets import check as check_protocol
 
 #: the choices of the options that have them, declared once (here or in the module that checks them):
@@ -58,7 +58,6 @@ RELEVANCES = ("self",)
 MIA_SCORES = ("rsum", "rank")
 GRADED_KINDS = ("rouge-l", "minilm")
 PROTOCOL_NAMES = registry.Names(registry.protocols, first=("standard",))
-PERTURB_VARIANTS = registry.Names(registry.perturbation_variants, first=(STANDARD_VARIANT,))
 I2T_RECALLS = compute.I2T_RECALLS
 __all__ = ["RunConfig", "validate", "check_folder", "GROUPS", "GALLERIES", "EXTRA_POSITIVES", "RELEVANCES",
            "MIA_SCORES", "GRADED_KINDS", "CORRUPT_AT", "DIGIT_SOURCES", "PRECISIONS", "VALIDITY_MODES",

@@ -263,6 +263,12 @@ def test_studies_are_registered_through_entry_points_only():
     assert '[project.entry-points."vlbench.studies"]' in text
     for study in sorted(p.name for p in (PKG / "studies").iterdir() if (p / "__init__.py").is_file()):
         assert f'{study} = "vlbench.studies.{study}.registration:register"' in text
+    # and the installed entry point is what registered the study's parts (not an import from the library)
+    from vlbench import registry
+
+    assert registry.protocols.entry("hendriksen2024").source == "study:hendriksen2024"
+    assert registry.perturbation_variants.entry("hendriksen2024").source == "study:hendriksen2024"
+    assert registry.study_errors == {}
 
 
 def test_run_folder_file_names_have_one_owner():

@@ -13,6 +13,7 @@ from ...errors import VlbenchError
 from ...registry import perturbations as REGISTRY
 from .. import BUILTINS, resolve
 from ..variants import get as variant_get
+from ..variants import is_named
 
 #: built-ins that work on captions in any language (letters and whitespace only); every other built-in
 #: needs English: the spaCy English tagger, WordNet, an English phrase or the English QWERTY map
@@ -27,7 +28,7 @@ def languages(name: str, variant: str | None = None) -> frozenset | None:
     """The caption languages (ISO 639-1 codes) perturbation ``name`` supports: None = any language. A plug-in
     declares them with a ``languages`` attribute (an iterable of codes, or None / absent for any)."""
     if name in _builtins():
-        free = LANGUAGE_FREE if variant in (None, "standard") else variant_get(variant).language_free
+        free = variant_get(variant).language_free if is_named(variant) else LANGUAGE_FREE
         return None if name in free else frozenset({"en"})
     langs = getattr(REGISTRY.get(name), "languages", None)
     return None if langs is None else frozenset(str(x).lower() for x in langs)
@@ -54,7 +55,7 @@ def check_language(names, language: str | None, *, dataset: str = "the dataset",
     if not bad:
         return
     builtins = _builtins()
-    free = sorted(LANGUAGE_FREE if variant in (None, "standard") else variant_get(variant).language_free,
+    free = sorted(variant_get(variant).language_free if is_named(variant) else LANGUAGE_FREE,
                   key=list(builtins).index)
     why = sorted({_NEEDS.get(builtins[n][1], "English resources") if n in builtins else "English" for n in bad})
     lname = _LANG_NAMES.get(lang, lang)
