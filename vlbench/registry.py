@@ -1,16 +1,17 @@
-"""One small generic registry for models, datasets, perturbations and metrics.
+"""One small generic registry for models, datasets, perturbations, metrics, protocols, galleries, perturbation
+variants, granularity profiles and reproductions.
 
 * names are kebab-case slugs; registering a name twice is an error;
 * entries may be lazy ``"module:attr"`` strings, so nothing heavy is imported until used;
 * third-party packages add entries through the entry-point groups ``vlbench.<kind>``;
+  plug-ins are discovered lazily, a plug-in that fails to load is reported (``vlbench ls``)
+  and only fails a run that selects it, built-ins win name clashes, and
+  ``VLBENCH_DISABLE_PLUGIN_AUTOLOAD=1`` turns discovery off;
 * a *study* (a publication's protocol preset, its perturbation variant, its reproduction, ...) plugs in through
   the entry-point group ``vlbench.studies``: each entry is a function that registers the study's parts into
   these registries. Studies load once per process, after the built-ins and before the plug-ins, whichever
   registry is read first; the studies vlbench itself ships (``vlbench/studies/``) load even when plug-in
   discovery is off;
-  plug-ins are discovered lazily, a plug-in that fails to load is reported (``vlbench ls``)
-  and only fails a run that selects it, built-ins win name clashes, and
-  ``VLBENCH_DISABLE_PLUGIN_AUTOLOAD=1`` turns discovery off;
 * unknown names get a "did you mean" answer.
 """
 
@@ -207,11 +208,12 @@ granularity_profiles = Registry("granularity_profiles", BUILTIN_MODULES["granula
 
 
 def plugin_versions() -> dict[str, str]:
-    """Distribution and version of the plug-ins this process used (recorded in results): a model,
-    dataset or perturbation plug-in once a run selected it (``get``), a metric plug-in once it was
-    actually computed (a broken one is not "in use"); installed but unused plug-ins are left out."""
+    """Distribution and version of the plug-ins this process used (recorded in results): a model, dataset,
+    perturbation, protocol, gallery or perturbation-variant plug-in once a run selected it (``get``), a metric
+    plug-in once it was actually computed (a broken one is not "in use"); installed but unused plug-ins are
+    left out."""
     out = {}
-    for reg in (models, datasets, perturbations, metrics):
+    for reg in (models, datasets, perturbations, metrics, protocols, galleries, perturbation_variants):
         for e in reg.entries():
             if not e.meta.get("computed" if reg is metrics else "used"):
                 continue

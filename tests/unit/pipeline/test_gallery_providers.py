@@ -30,7 +30,8 @@ def _one_more(ds, cfg):
 
 @pytest.fixture
 def one_more():
-    registry.galleries.register("one-more", GalleryProvider("one-more", "test images + one", apply=_one_more))
+    registry.galleries.register("one-more", GalleryProvider("one-more", "test images + one", apply=_one_more),
+                                source="plugin:galleries-example 0.1")
     yield "one-more"
     registry.galleries._entries.pop("one-more")
 
@@ -41,6 +42,8 @@ def test_a_provider_registered_elsewhere_is_used_by_a_run(tmp_path, folder_manif
                         n_boot=5, quiet=True))
     assert res.results["dataset"]["gallery_size"] == 4  # a, b, c and d.png (the first unlisted image by name)
     assert res.results["settings"]["protocol"]["name"] == "standard+gallery=one-more"
+    # the run used the plug-in gallery, and its results say which package and version gave it
+    assert res.results["environment"]["plugins"]["galleries/one-more"] == "galleries-example 0.1"
 
 
 def test_an_unregistered_gallery_is_refused_naming_the_option(tmp_path, folder_manifest):
