@@ -99,9 +99,9 @@ def _feature_options(parser: argparse.ArgumentParser) -> None:
                         "(per-caption profile)")
     f.add_argument("--cp-relations", default=None,
                    help="dependency relations from a noun that make a complement phrase (default prep,acl,relcl)")
-    f.add_argument("--cp-scope", choices=["noun", "np"], default=None,
-                   help="complement phrases attached to a noun (per-noun profile) or anywhere inside its "
-                        "phrase (per-caption profile)")
+    f.add_argument("--cp-scope", choices=["noun", "np", "caption"], default=None,
+                   help="complement phrases attached to a noun (per-noun profile), anywhere inside its "
+                        "phrase (per-caption profile) or anywhere in the caption (paper profile)")
     f.add_argument("--quantifier-set", choices=["all", "numerals"], default=None,
                    help="quantifiers: numerals, quantifying words and 'a lot of' & co. (per-noun profile) or the "
                         "numerals only (per-caption profile)")

@@ -153,7 +153,10 @@ def _np_counts(toks, lower, noun_ids: set, proxy: dict, skip_of: set, skip: set,
         if t.i not in skip_of:
             r = _conj_root(t) if dep == "conj" and pos in ("ADP", "VERB", "AUX") else t
             rel = r.dep_
-            if opts.cp_scope == "np":
+            if opts.cp_scope == "caption":
+                if rel in opts.cp_relations and (r.head.i not in skip or r.head.i in proxy):
+                    n[1] += 1
+            elif opts.cp_scope == "np":
                 if rel in opts.cp_relations and (r.head.i not in skip or r.head.i in proxy) and inside_np(r):
                     n[1] += 1
             elif rel in opts.cp_relations and noun_of(r.head) is not None:

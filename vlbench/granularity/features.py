@@ -42,7 +42,7 @@ _CHOICES = {
     "length_unit": ("chars", "chars_nospace", "words"),
     "word_unit": ("token", "whitespace"),
     "diversity": ("synonyms", "first_sense", "lemmas", "synonym_pool", "concepts"),
-    "cp_scope": ("noun", "np"),
+    "cp_scope": ("noun", "np", "caption"),
     "quantifier_set": ("all", "numerals"),
 }
 _TUPLE_CHOICES = {
@@ -71,8 +71,10 @@ class FeatureOptions:
     predicative: bool = False
     #: dependency relations from a noun that make a complement phrase
     cp_relations: tuple = ("prep", "acl", "relcl")
-    #: complement phrases attached to an identified noun ("noun") or anywhere inside its phrase ("np":
-    #: "in a field" of "a man riding a horse in a field" belongs to the man's phrase)
+    #: complement phrases attached to an identified noun ("noun"), anywhere inside its phrase ("np":
+    #: "in a field" of "a man riding a horse in a field" belongs to the man's phrase), or anywhere in the
+    #: caption, whatever the phrase attaches to ("caption": "a man is standing *on a ladder*" counts as
+    #: "a man standing *on a ladder*" does)
     cp_scope: str = "noun"
     #: "a lot of", "a couple of", "a number of", ... quantify the noun after "of"
     phrasal_quantifiers: bool = True

@@ -17,6 +17,7 @@ from vlbench.granularity.features import (FeatureOptions, analyse_doc,  # noqa: 
 from support.gold_parse import gold  # noqa: E402
 
 PAPER = FeatureOptions.from_kwargs(**profile_options("paper"))
+PER_CAPTION = FeatureOptions.from_kwargs(**profile_options("per-caption"))  # CPs inside noun phrases
 PER_NOUN = FeatureOptions.from_kwargs(**profile_options("per-noun"))
 
 
@@ -29,12 +30,14 @@ MAN_RIDING = ("a/DET/DT/det/1 man/NOUN/NN/ROOT/1 riding/VERB/VBG/acl/1 a/DET/DT/
 
 
 def test_the_paper_profile_names_the_four_readings():
-    for name in ("paper", "per-caption"):  # the study's profile and the library's default read the same
+    for name in ("paper", "per-caption"):  # the study's profile and the library's default share these
         readings = profile_options(name)
-        assert readings["cp_scope"] == "np"
         assert readings["quantifier_set"] == "numerals"
         assert readings["depth_pos"] == ("NOUN", "VERB")
         assert readings["diversity"] == "concepts"
+    # CPs: inside a noun's phrase (the library's default) / every prepositional phrase (the paper, issue #32)
+    assert profile_options("per-caption")["cp_scope"] == "np"
+    assert (PAPER.cp_scope, PAPER.cp_relations) == ("caption", ("prep",))
     # FeatureOptions' own defaults (the per-noun profile) keep the earlier readings
     assert (PER_NOUN.cp_scope, PER_NOUN.quantifier_set, PER_NOUN.depth_pos, PER_NOUN.diversity) == \
         ("noun", "all", ("NOUN",), "synonyms")
@@ -43,19 +46,27 @@ def test_the_paper_profile_names_the_four_readings():
 def test_complement_phrases_inside_the_noun_phrase(vocab, wordnet_ready):
     # "a man riding a horse in a field": "riding a horse in a field" is an acl of "man"; "in a field"
     # attaches to "riding", so it lies inside the man's phrase.
-    #   cp_scope="noun": riding (acl of man) -> 1;   cp_scope="np": riding + in -> 2
+    #   cp_scope="noun": riding (acl of man) -> 1;   cp_scope="np": riding + in -> 2;
+    #   paper (every prepositional phrase): "in a field" -> 1 (the participial clause is a verb phrase)
     doc = gold(vocab, MAN_RIDING)
     assert analyse_doc(doc, FeatureOptions(np_unit="caption"))["n_complement_phrases"] == 1
-    assert analyse_doc(doc, PAPER)["n_complement_phrases"] == 2
-    assert feats(doc, PAPER)["complement_phrases"] == 2.0
+    assert analyse_doc(doc, PER_CAPTION)["n_complement_phrases"] == 2
+    assert feats(doc, PER_CAPTION)["complement_phrases"] == 2.0
+    assert analyse_doc(doc, PAPER)["n_complement_phrases"] == 1
 
 
-def test_a_verb_phrase_of_a_sentence_is_not_inside_a_noun_phrase(vocab, wordnet_ready):
-    # "a dog runs in a park": "in a park" hangs from the main verb, not from any noun -> 0 in both scopes
-    doc = gold(vocab, "a/DET/DT/det/1 dog/NOUN/NN/nsubj/2 runs/VERB/VBZ/ROOT/2 in/ADP/IN/prep/2 "
-                      "a/DET/DT/det/5 park/NOUN/NN/pobj/3")
-    assert analyse_doc(doc, PAPER)["n_complement_phrases"] == 0
-    assert analyse_doc(doc, PER_NOUN)["n_complement_phrases"] == 0
+def test_the_paper_counts_a_phrase_whatever_it_attaches_to(vocab, wordnet_ready):
+    # "a dog runs in a park": "in a park" hangs from the main verb, not from any noun -> 0 in the noun
+    # scopes; the paper's reading counts it, as it counts the same detail in "a dog running in a park"
+    runs = gold(vocab, "a/DET/DT/det/1 dog/NOUN/NN/nsubj/2 runs/VERB/VBZ/ROOT/2 in/ADP/IN/prep/2 "
+                       "a/DET/DT/det/5 park/NOUN/NN/pobj/3")
+    running = gold(vocab, "a/DET/DT/det/1 dog/NOUN/NN/ROOT/1 running/VERB/VBG/acl/1 in/ADP/IN/prep/2 "
+                          "a/DET/DT/det/5 park/NOUN/NN/pobj/3")
+    assert analyse_doc(runs, PER_CAPTION)["n_complement_phrases"] == 0
+    assert analyse_doc(runs, PER_NOUN)["n_complement_phrases"] == 0
+    assert analyse_doc(running, PER_CAPTION)["n_complement_phrases"] == 2  # the clause and its phrase
+    assert analyse_doc(runs, PAPER)["n_complement_phrases"] == 1
+    assert analyse_doc(running, PAPER)["n_complement_phrases"] == 1       # the same detail, the same count
 
 
 def test_complex_prepositions_and_phrasal_quantifiers_stay_one_phrase(vocab, wordnet_ready):
@@ -63,12 +74,14 @@ def test_complex_prepositions_and_phrasal_quantifiers_stay_one_phrase(vocab, wor
     # non-noun "front" is not a second phrase)
     doc = gold(vocab, "a/DET/DT/det/1 cat/NOUN/NN/ROOT/1 in/ADP/IN/prep/1 front/NOUN/NN/pobj/2 "
                       "of/ADP/IN/prep/3 a/DET/DT/det/6 fence/NOUN/NN/pobj/4")
-    assert analyse_doc(doc, PAPER)["n_complement_phrases"] == 1
+    for opts in (PAPER, PER_CAPTION):
+        assert analyse_doc(doc, opts)["n_complement_phrases"] == 1
     # "a lot of people in a park", "in a park" parsed onto "lot": the "of" of the quantifier is not a
     # phrase, "in a park" belongs to "people" -> 1
     doc = gold(vocab, "a/DET/DT/det/1 lot/NOUN/NN/ROOT/1 of/ADP/IN/prep/1 people/NOUN/NNS/pobj/2 "
                       "in/ADP/IN/prep/1 a/DET/DT/det/6 park/NOUN/NN/pobj/4")
-    assert analyse_doc(doc, PAPER)["n_complement_phrases"] == 1
+    for opts in (PAPER, PER_CAPTION):
+        assert analyse_doc(doc, opts)["n_complement_phrases"] == 1
 
 
 def test_quantifiers_are_the_numerals(vocab, wordnet_ready):
