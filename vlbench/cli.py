@@ -264,6 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     _reproduce_sub(sub)
     _lazy_sub(sub, "rescore", "vlbench.rescore.cli", "score a finished run's cached embeddings as other suites do")
     _lazy_sub(sub, "explain", "vlbench.explain.cli", "a static HTML page of the queries a run's perturbations flip")
+    _lazy_sub(sub, "analyze", "vlbench.analyze.cli", "which captions make a model brittle: per-query changes vs "
+              "caption granularity (bins, regression, fine-grained vs original)")
     c = sub.add_parser("cache", help="inspect or clear everything vlbench keeps under its cache folder")
     c.add_argument("action", choices=["ls", "clear"])
     c.add_argument("--cache-dir", default=None, help="the cache folder (default $VLBENCH_CACHE_DIR, else "
