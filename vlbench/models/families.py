@@ -118,6 +118,12 @@ BUILTIN = {f.name: f for f in (
                 "SigLIP 2 (transformers; text padded to 64, lower-cased; options CKPT?lowercase=0)",
                 fingerprint="vlbench.models.siglip:fingerprint", preflight="vlbench.models.siglip:preflight",
                 embed_dim=768, licence="Apache-2.0", hub_checkpoints=True),
+    # Hub models that ship their own code (models/remote.py): remote:CHECKPOINT[?max_length=N&text_prefix=...]
+    ModelFamily("remote", "vlbench.models.remote:load_remote", None,
+                "a checkpoint with its own code (long-text models: jina-clip-v2, FG-CLIP 2, LLM2CLIP); needs "
+                "--trust-remote-code; options CKPT?max_length=N&text_prefix=...",
+                fingerprint="vlbench.models.remote:fingerprint", preflight="vlbench.models.remote:preflight",
+                hub_checkpoints=True),
     # sentence-transformers image-text models (models/st.py); clip-ViT-B-32 wraps openai/clip-vit-base-patch32
     ModelFamily("st", "vlbench.models.st:load_st", "clip-ViT-B-32",
                 "sentence-transformers image-text model, NAME or folder", fingerprint="vlbench.models.st:fingerprint",

@@ -46,7 +46,7 @@ class Problem:
     error: type = VlbenchError  # the error class raised when this is the only problem
 
 
-def check_model(spec: str) -> list[Problem]:
+def check_model(spec: str, trust_remote_code: bool = False) -> list[Problem]:
     """The model family's own preflight hook (families.py: files, hub cache or reachability; nothing
     loaded); a family without the hook (a plug-in's plain loader) is checked when it loads."""
 
@@ -58,7 +58,8 @@ def check_model(spec: str) -> list[Problem]:
     try:
         family = model_family(name)
         hook = family.hook("preflight")
-        found = list(hook(ckpt or family.default_checkpoint, family=name) or []) if hook else []
+        found = (list(hook(ckpt or family.default_checkpoint, family=name, trust_remote_code=trust_remote_code) or [])
+                 if hook else [])
     except VlbenchError as exc:  # a hook may raise its one problem instead of returning it
         found = [exc]
     except Exception as exc:
@@ -233,7 +234,7 @@ def preflight(cfg):
     check_plugins()  # a metric plug-in that calls sys.exit while importing stops the run here
     ds, problems, complete = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=dataset_gallery(cfg),
                                  extra_positives=cfg.extra_positives)
-    problems += check_model(cfg.model)
+    problems += check_model(cfg.model, cfg.trust_remote_code)
     if cfg.relevance not in (None, "self"):  # the fixed relevance model of --relevance / --protocol
         problems += check_relevance(cfg.relevance, cfg.protocol)
 
