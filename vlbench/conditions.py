@@ -1,5 +1,6 @@
 """A run's conditions, one type for all kinds: the clean set, a caption perturbation, an image perturbation
-(corruption), a shortcut probe and a gallery with injected distractors (``--distractors``) are each a
+(corruption), a shortcut probe, a gallery with injected distractors (``--distractors``) and a caption-length
+budget (``--token-budget``, ``--sentence-budget``) are each a
 :class:`RunCondition`.
 
 A condition says what the model sees: the clean captions or its own (``texts``), the clean images or the
@@ -17,7 +18,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 #: the kinds of condition, in the order a run lists them
-KINDS = ("clean", "caption", "image", "shortcut", "gallery")
+KINDS = ("clean", "caption", "image", "shortcut", "gallery", "budget")
 
 
 class ImageTransform(Protocol):

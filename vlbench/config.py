@@ -4,7 +4,8 @@ before the command line's own, so argparse applies one set of definitions, types
 both, and a flag given on the command line overrides the file's value (the last value wins). A ``true``
 flag in the file (``quiet = true``) cannot be switched off from the command line: leave it out of the file.
 
-Values: strings, integers, booleans for on/off flags; ``k`` and ``graded-relevance`` may be lists; ``param``
+Values: strings, integers, booleans for on/off flags; ``k``, ``graded-relevance``, ``token-budget`` and
+``sentence-budget`` may be lists; ``param``
 is a list of "NAME.KEY=VALUE" strings (or a table {"NAME.KEY" = VALUE})."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 MAX_CONFIG_BYTES = 1 << 20
-_JOINED = ("k", "graded-relevance")  # options that take one comma-separated value
+_JOINED = ("k", "graded-relevance", "token-budget", "sentence-budget")  # options that take one comma-separated value
 
 
 def load_toml(path: str) -> dict:

@@ -77,6 +77,17 @@ class ModelAdapter:
         """Lengths used to batch texts of similar length together (less padding)."""
         return [len(t) for t in texts]
 
+    def text_context_length(self) -> int | None:
+        """The most text tokens the model reads (its own truncation), or None when not known."""
+        return None
+
+    def cut_texts(self, texts: list[str], budget: int) -> tuple[list[str], list[int]]:
+        """``--token-budget``: each text cut to ``budget`` tokens of the model's own tokenizer, end token kept
+        (models/budget.py), and each text's full token count. A family that cannot tell says so."""
+        raise ModelError(f"model family {self.name!r} cannot cut captions to a token budget",
+                         "use --token-budget with clip, align, altclip, groupvit, openclip, siglip, siglip2 or "
+                         "remote (api=features); a plug-in adapter implements cut_texts (docs/extending.md)")
+
     def model_identity(self):
         """The typed, frozen form of ``identity()`` (vlbench.models.identity.ModelIdentity)."""
         return ModelIdentity.from_dict(self.identity())

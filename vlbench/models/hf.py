@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import ModelError, VlbenchError
 from .adapter import ModelAdapter, _as_features, _dir_fingerprint, _load_error, local_fingerprint, torch_dtype
+from .budget import cut_to_budget, hf_cutter
 from .families import BUILTIN
 from .hub import hub_commit, hub_problem
 
@@ -93,6 +94,16 @@ class HFDualEncoder(ModelAdapter):
 
     def preprocess(self, image):
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+    def _texts(self, texts) -> list[str]:
+        """The texts as the tokenizer receives them (SigLIP lower-cases them first)."""
+        return list(texts)
+
+    def text_context_length(self) -> int:
+        return self.max_length
+
+    def cut_texts(self, texts, budget):
+        return cut_to_budget(self._texts(texts), budget, *hf_cutter(self.tokenizer))
 
     def _tokenize(self, texts):
         return self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,

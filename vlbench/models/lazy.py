@@ -157,3 +157,9 @@ class LazyModel(ModelAdapter):
 
     def text_lengths(self, texts):
         return self.real.text_lengths(texts)
+
+    def text_context_length(self):
+        return self.real.text_context_length()
+
+    def cut_texts(self, texts, budget):
+        return self.real.cut_texts(texts, budget)

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..errors import ModelError, VlbenchError
 from ..registry import close_matches
 from .adapter import ModelAdapter, _dir_fingerprint, _load_error, local_fingerprint, openclip_embed_dim, torch_dtype
+from .budget import cut_to_budget, openclip_cutter
 from .families import OPENCLIP_DEFAULT
 from .hub import hub_problem, openclip_repo
 
@@ -54,6 +55,12 @@ class OpenCLIPAdapter(ModelAdapter):
         self.random_weights = not pretrained and self._local is None and not ck.startswith("hf-hub:")
         self.model.eval().to(device=device, dtype=torch_dtype(precision))
         self.context_length = getattr(self.tokenizer, "context_length", 77)
+
+    def text_context_length(self) -> int:
+        return int(self.context_length)
+
+    def cut_texts(self, texts, budget):
+        return cut_to_budget(list(texts), budget, *openclip_cutter(self.tokenizer))
 
     def identity(self) -> dict:
         pp = getattr(getattr(self.model, "visual", None), "preprocess_cfg", None) or {}

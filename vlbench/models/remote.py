@@ -35,6 +35,7 @@ from urllib.parse import parse_qsl, unquote
 
 from ..errors import ModelError, VlbenchError
 from .adapter import ModelAdapter, _as_features, _dir_fingerprint, _load_error, local_fingerprint, torch_dtype
+from .budget import cut_to_budget, hf_cutter
 from .hub import hub_commit, hub_problem
 
 __all__ = ["RemoteCodeEncoder", "load_remote", "split_options", "fingerprint", "preflight"]
@@ -159,6 +160,15 @@ class RemoteCodeEncoder(ModelAdapter):
     def _texts(self, texts) -> list[str]:
         prefix, lower = self.options.get("text_prefix", ""), bool(self.options.get("lowercase", 0))
         return [prefix + (t.lower() if lower else t) for t in texts]
+
+    def text_context_length(self) -> int:
+        return int(self.max_length)
+
+    def cut_texts(self, texts, budget):
+        if self.tokenizer is None:  # api=encode: the model tokenizes inside encode_text, out of our sight
+            return super().cut_texts(texts, budget)
+        lower = bool(self.options.get("lowercase", 0))
+        return cut_to_budget([t.lower() if lower else t for t in texts], budget, *hf_cutter(self.tokenizer))
 
     def preprocess(self, image):
         if self.api == "encode":

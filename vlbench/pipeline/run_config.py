@@ -16,8 +16,8 @@ model              ``model_opts``              model, model_name, revision, trus
 data               ``data_opts``               dataset, dataset_name, data_dir, gallery, extra_positives,
                                                allow_partial_gallery
 conditions         ``condition_opts``          perturb, perturb_params, perturb_images, corrupt_at, mce_reference,
-                                               shortcuts, digits, distractors, seed (perturbations, shortcut numbers,
-                                               bootstrap)
+                                               shortcuts, digits, distractors, token_budget, sentence_budget, seed
+                                               (perturbations, shortcut numbers, bootstrap)
 scoring            ``scoring_opts``            k, p, relevance, graded, protocol, i2t_recall, perturb_side,
                                                truncate_chars, perturb_variant, n_boot, mia_score
 validity           ``validity_opts``           validity, validity_sample, validity_precision
@@ -101,6 +101,8 @@ class ConditionOptions:
     shortcuts: str | None = None  # shortcut probes, e.g. "matched,mismatched,caption-only,image-only,bits=2"
     digits: str = "auto"  # digit images of the shortcut probes: auto, mnist, sklearn-digits
     distractors: str | None = None  # gallery distractors, e.g. "images:negatives/,captions:adv.txt" (distractors.md)
+    token_budget: tuple = ()  # caption budgets in model tokens, each a condition "budget:B" (pipeline/budgets.py)
+    sentence_budget: tuple = ()  # caption budgets in sentences, each a condition "sentences:K"
     seed: int = 0  # perturbations, shortcut numbers and the bootstrap
 
 
@@ -193,6 +195,15 @@ def _normalized(cfg) -> dict:
         out["k"] = tuple(cfg.k)
     elif _is_int(cfg.k):
         out["k"] = (cfg.k,)
+    for name in ("token_budget", "sentence_budget"):
+        value = getattr(cfg, name)
+        try:
+            if isinstance(value, str):
+                out[name] = tuple(int(x) for x in value.split(",") if x.strip())
+            elif isinstance(value, (list, range)) or _is_int(value):
+                out[name] = tuple(value) if not _is_int(value) else (value,)
+        except ValueError:
+            raise OptionError(name, f"{{opt}} takes integers, got {value!r}", example=(16, 32, 77)) from None
     if isinstance(cfg.graded, str):
         out["graded"] = tuple(x.strip() for x in cfg.graded.split(",") if x.strip())
     elif isinstance(cfg.graded, list):
@@ -251,6 +262,11 @@ def validate(cfg: RunConfig) -> None:
     for name, value in (("out", cfg.out), ("cache_dir", None if cfg.no_cache else cfg.cache_dir)):
         check_folder(name, value)
     _check_lists(cfg)
+    for name in ("token_budget", "sentence_budget"):
+        values = getattr(cfg, name)
+        if any(not _is_int(v) or not 1 <= v <= 100_000 for v in values) or len(set(values)) != len(values):
+            raise OptionError(name, f"{{opt}} takes distinct budgets from 1 to 100000, got {list(values)}",
+                              example=(16, 32, 77))
     if cfg.distractors is not None:  # --distractors: the spec's syntax here, its sources in the preflight
         from ..datasets.distractors import parse_spec  # lazy: vlbench --help imports this module; keep it light
 

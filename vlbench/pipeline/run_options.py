@@ -47,7 +47,7 @@ def _ints(s: str) -> tuple:
     try:
         return tuple(int(x) for x in s.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--k takes comma-separated integers, got {s!r}") from None
+        raise argparse.ArgumentTypeError(f"takes comma-separated integers, got {s!r}") from None
 
 
 def _names(s: str) -> tuple:
@@ -73,6 +73,12 @@ RUN_OPTIONS = (
                                          "original size", choices=run_config.CORRUPT_AT),
     Option("shortcuts", "--shortcuts", "synthetic-shortcut probes as conditions: matched, mismatched, caption-only, "
                                        "image-only, bits=N (comma-separated; docs/shortcuts.md)", metavar="PROBES"),
+    Option("token_budget", "--token-budget", "caption budgets in the model's own tokens, each a condition "
+                                             "budget:B (captions cut to B tokens, end token kept), e.g. 16,32,64,77",
+           kind="ints", metavar="B[,B...]"),
+    Option("sentence_budget", "--sentence-budget", "caption budgets in sentences, each a condition sentences:K "
+                                                   "(the first K sentences), e.g. 1,2,3", kind="ints",
+           metavar="K[,K...]"),
     Option("digits", "--digits", "digit images of the shortcut probes (auto: MNIST when available, else "
                                  "scikit-learn's)", choices=run_config.DIGIT_SOURCES),
     Option("distractors", "--distractors", "extra gallery candidates (never queries), comma-separated sources: "

@@ -56,7 +56,7 @@ from ..results import (
 from ..runfolder import new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
 from ..util.env import library_versions
 from ..util.io import sha256_json
-from . import distractors, galleries, presets, relevance, scoring, timing
+from . import budgets, distractors, galleries, presets, relevance, scoring, timing
 from .embedding_index import write_index
 from .preflight import preflight
 from .report import format_table, write_flips, write_per_query, write_run_files
@@ -124,6 +124,7 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
                 enc = encode(cfg, plan, shard, dist)
                 if enc is None:  # not rank 0: its share is encoded and gathered
                     return None
+                plan = enc.plan  # with the budget conditions the model's tokenizer made
                 evals = timing.timed("scoring", lambda: score(cfg, plan, enc), len)
                 return record(cfg, plan, enc, evals, t0)
         finally:
@@ -232,6 +233,7 @@ class Encoded:
     #: what binding to the model adds to a condition's results entry (e.g. the corruption geometry)
     condition_meta: dict = field(default_factory=dict)
     distractors: dict = field(default_factory=dict)  # gallery condition -> its injected candidates (distractors.py)
+    plan: Any = None  # the plan as encoded: the one given, with its budget conditions added (budgets.py)
 
 
 def _load_model(m, o):
@@ -253,6 +255,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     ds, m = plan.ds, cfg.model_opts
     session = _load_model(m, cfg.output_opts)
     timing.enter("other")
+    plan = budgets.with_budgets(cfg, plan, session.model)  # --token-budget: cut by the model's own tokenizer
     run_id = _run_id(m.model, ds, session.model_hash)
     out = prepare_out(cfg.out, run_id) if shard.rank == 0 else None
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
@@ -288,7 +291,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
                    session.cache, shard.world, variant_img,
                    timing.timed("relevance_encode", lambda: relevance.encode_relevance(
                        cfg, ds, paths, stats=session.stats, texts=plan.texts()[0])), tuple(keys), bound,
-                   distractors.encode_distractors(session, cfg, plan, session.stats))
+                   distractors.encode_distractors(session, cfg, plan, session.stats), plan)
 
 
 def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
@@ -353,7 +356,9 @@ def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
             "graded_relevance": {name: src.describe() for name, src in plan.graded[0].items()},
             "precision": cfg.precision, "device": str(enc.adapter.device), "batch_size": cfg.batch_size,
             "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",
-            "folds": "mean over folds" if plan.ds.folds is not None else None}
+            "folds": "mean over folds" if plan.ds.folds is not None else None,
+            **({"token_budget": list(cfg.token_budget)} if cfg.token_budget else {}),
+            **({"sentence_budget": list(cfg.sentence_budget)} if cfg.sentence_budget else {})}
 
 
 def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> RunResult:
@@ -387,6 +392,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec)})
     results = rec.to_json()
     _write_results(enc.out, results, rec)
+    timing.timed("writing", lambda: budgets.write_curve(enc.out, results))  # budget_curve.csv/.png (--token-budget)
     _log(cfg, f"wrote {results_path(enc.out)}")
     return RunResult(enc.out, results, evals, rec)
 
