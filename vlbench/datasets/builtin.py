@@ -151,6 +151,8 @@ for _spec in BUILTIN.values():
     DATASETS.register(_spec.name, BuiltinDataset(_spec), description=_spec.description,
                       licence=_spec.licence, citation=_spec.citation)
 
+from . import longcaptions  # noqa: E402,F401  the long-caption sets register themselves (urban1k, docci, iiw-*, dci-*)
+
 
 def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:
     """``vlbench download NAME``: the caption file and (unless ``captions_only``) the images."""
