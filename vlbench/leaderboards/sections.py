@@ -17,9 +17,10 @@ import os
 from pathlib import Path
 
 from ..compare import paired
-from ..compare.data import read_per_query
+from ..compare.data import check_against_record, read_per_query
+from ..errors import VlbenchError
 from ..results import DIRECTIONS
-from ..runfolder import FLIPS, PER_QUERY
+from ..runfolder import FLIPS, per_query_file, run_file
 from ..util.io import read_regular_file
 from .store import condition_key
 from .table_types import Column, Table
@@ -37,12 +38,13 @@ def _folder(run) -> str:
 def _clean_rsum(run) -> dict | None:
     """{direction: (query keys, per-query RSUM)} of the run's clean condition, or None without the file."""
 
-    path = os.path.join(_folder(run), str(run.record.other.get("per_query") or PER_QUERY))
-    if not os.path.isfile(path):
-        return None
-    try:
-        _, tabs = read_per_query(path, {"clean"})
-    except Exception:  # an unreadable per-query file: the model has no group (noted in the table)
+    try:  # only the run's own file, proven by its file hashes (runfolder.per_query_file), agreeing with its record
+        path = per_query_file(_folder(run), run.record.other)
+        if path is None:
+            return None
+        _, tabs = read_per_query(str(path), {"clean"})
+        check_against_record(_folder(run), run.record, tabs)
+    except Exception:  # an unproven or unreadable per-query file: the model has no group (noted in the table)
         return None
     out = {d: (t.keys, t.columns.get("rsum")) for (c, d), t in tabs.items()}
     return out if {"i2t", "t2i"} <= set(out) and all(v[1] is not None for v in out.values()) else None
@@ -115,8 +117,11 @@ def with_groups(rank: Table, groups: Table | None) -> Table:
 
 
 def _read_flips(run) -> list[dict]:
-    path = os.path.join(_folder(run), FLIPS)
-    if not os.path.isfile(path):
+    try:  # the run's own flips.csv, proven by its file hashes; none for an older run without them
+        path = run_file(_folder(run), run.record.other, FLIPS)
+    except VlbenchError:
+        return []
+    if path is None:
         return []
     try:
         with open(path, newline="", encoding="utf-8") as fh:

@@ -53,7 +53,7 @@ from ..results import (
     ModelInfo,
     RunRecord,
 )
-from ..runfolder import new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
+from ..runfolder import FILES, file_manifest, new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
 from ..util.env import library_versions
 from ..util.io import sha256_json
 from . import distractors, galleries, presets, relevance, scoring, timing
@@ -384,7 +384,8 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,
                "results_hash": sha256_json([v.to_json() for v in values])})
     # mCE, shortcut sources: read from the record, placed in a new record (the first is never changed)
-    rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec)})
+    rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec),
+                                          FILES: file_manifest(enc.out)})  # what the run's files hash to
     results = rec.to_json()
     _write_results(enc.out, results, rec)
     _log(cfg, f"wrote {results_path(enc.out)}")
