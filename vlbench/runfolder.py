@@ -206,7 +206,7 @@ def run_file(folder: str | os.PathLike, doc: dict, name: str) -> Path | None:
         raise VlbenchError(f"{path} is not a file run {folder} wrote (its {RESULTS} lists no {name}): "
                            "copied in from elsewhere?", f"remove {path}, or {RERUN}")
     if st is None:
-        raise VlbenchError(f"{path} was removed: run {folder} wrote it ({RESULTS} lists it)", RERUN)
+        raise VlbenchError(f"run {folder} has no {name} (its {RESULTS} lists it: removed after the run?)", RERUN)
     if not _stat.S_ISREG(st.st_mode):
         kind = "a link" if _stat.S_ISLNK(st.st_mode) else "not a regular file"
         raise VlbenchError(f"{path} is {kind}, not the file run {folder} wrote", RERUN)

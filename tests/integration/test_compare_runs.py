@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from support.data import excerpt_rows, write_images
+from support.runs import rehash
 
 N = 400  # resamples: small keeps the test fast; the computation is the same for 10000
 
@@ -38,16 +39,6 @@ def runs(tmp_path_factory, counting_plugin):
     out["other"] = run(model="counting:dim=16", dataset=f"custom:{other}", out=str(root / "other"), quiet=True,
                        num_workers=0, n_boot=20, no_cache=True).out_dir
     return out
-
-
-def _rehash(run_dir) -> None:
-    """Record the run folder's files as they are now in its results.json (a forger's step: the file hashes
-    then agree, so what a test checks next is the check behind them)."""
-    from vlbench.runfolder import FILES, file_manifest
-
-    doc = json.loads((run_dir / "results.json").read_text())
-    doc[FILES] = file_manifest(run_dir)
-    (run_dir / "results.json").write_text(json.dumps(doc))
 
 
 def _pq(run_dir) -> pd.DataFrame:
@@ -174,7 +165,7 @@ def test_other_dataset_and_other_queries_refused(runs, tmp_path):
     df.to_csv(c / "per_query.csv.gz", index=False)
     with pytest.raises(VlbenchError, match=r"per_query.csv.gz is not the file run .* wrote: its sha256 differs"):
         compare_runs([a, c], n_resamples=N)  # issue #32: an edited file is refused by its hash first
-    _rehash(c)  # as if the run had written its queries in that order
+    rehash(c)  # as if the run had written its queries in that order
     with pytest.raises(VlbenchError, match=r"do not share the queries of clean t2i \(query 0: "):
         compare_runs([a, c], n_resamples=N)
     assert main(["compare", str(a), str(runs["other"])]) == 2
