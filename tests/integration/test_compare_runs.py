@@ -196,13 +196,16 @@ def test_the_leaderboard_reads_a_comparison_record(runs, tmp_path, capsys):
     import csv
 
     from vlbench.cli import main
+    from vlbench.compare.record import record_hash
 
     a, b, other = runs["counting:dim=16"], runs["counting:dim=24"], runs["other"]
     assert main(["compare", str(a), str(b), "--n-resamples", str(N), "--out", str(tmp_path / "ab")]) == 0
     rec = json.loads((tmp_path / "ab" / "comparison.json").read_text())
     stale = tmp_path / "stale" / "comparison.json"  # names a run id this leaderboard does not have
     stale.parent.mkdir()
-    stale.write_text(json.dumps(dict(rec, runs=[dict(rec["runs"][0], run_id="gone-run")] + rec["runs"][1:])))
+    gone = dict(rec, runs=[dict(rec["runs"][0], run_id="gone-run")] + rec["runs"][1:],
+                rows=[dict(r, run_a="gone-run") if r["run_a"] == rec["runs"][0]["run_id"] else r for r in rec["rows"]])
+    stale.write_text(json.dumps(dict(gone, record_hash=record_hash(gone))))
     capsys.readouterr()
     assert main(["leaderboard", "build", str(a), str(b), "--out", str(tmp_path / "lb"), "--no-plots",
                  "--comparison", str(tmp_path / "ab"), "--comparison", str(stale)]) == 0

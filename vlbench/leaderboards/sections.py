@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..compare import paired
 from ..compare.data import check_against_record, read_per_query
+from ..compare.record import record_problem, run_mismatch
 from ..errors import VlbenchError
 from ..results import DIRECTIONS
 from ..runfolder import FLIPS, per_query_file, run_file
@@ -210,9 +211,9 @@ def read_comparisons(paths, warn) -> list[tuple[str, dict]]:
         p = p / "comparison.json" if p.is_dir() else p
         try:  # a regular file of at most 64 MiB (a FIFO or /dev/zero would block the build)
             rec = json.loads(read_regular_file(p, 64 * 2 ** 20).decode("utf-8"))
-            if not (isinstance(rec, dict) and isinstance(rec.get("rows"), list) and isinstance(rec.get("runs"), list)
-                    and isinstance(rec.get("dataset"), dict)):
-                raise ValueError("not a record written by 'vlbench compare'")
+            problem = record_problem(rec)  # keys, types, rows naming listed runs, the record's own hash
+            if problem:
+                raise ValueError(problem)
         except (OSError, ValueError, RecursionError) as exc:
             warn(f"comparison {given} skipped: {exc}")
             continue
@@ -223,7 +224,7 @@ def read_comparisons(paths, warn) -> list[tuple[str, dict]]:
 def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
     """The rows of ``vlbench compare`` records whose two runs both provide values in this leaderboard (a
     comparison of a superseded or absent run is skipped with a warning naming the record and the run)."""
-    used = {r.record.run_id for r in ctx.sel.used_runs()}
+    used = {r.record.run_id: r.record for r in ctx.sel.used_runs()}
     cols = [Column("dataset"), Column("model_a", label="model A"), Column("model_b", label="model B"),
             Column("condition"), Column("direction"), Column("kind"), Column("metric"), Column("n", "int"),
             Column("diff", "num", 2, "A - B"), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
@@ -235,6 +236,11 @@ def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
         if missing:
             warn(f"comparison {path} left out: its run(s) {', '.join(missing)} are not among this leaderboard's "
                  "runs (superseded or not given); compare the runs the leaderboard uses")
+            continue
+        other = next((why for e in rec["runs"] if (why := run_mismatch(e, used[e["run_id"]]))), None)
+        if other:
+            warn(f"comparison {path} left out: {other} (the run was re-made or edited); run 'vlbench compare' again "
+                 "on the runs the leaderboard uses")
             continue
         def name(rid, models=models):
             return ctx.lab.model.get(models[rid][0], models[rid][1])
