@@ -142,11 +142,32 @@ def read_results(folder: str | os.PathLike) -> dict:
                            "pass an intact run folder (re-run 'vlbench run' with a new --out)") from None
 
 
-def remove_run_files(out: Path) -> list[str]:
-    """Delete a finished run's files (``--overwrite``); the names removed, in :data:`RUN_FILES` order."""
-    removed = [name for name in RUN_FILES if (Path(out) / name).is_file()]
+def _written_for(path: Path, needle: str) -> bool:
+    """Whether the later command's file ``path`` holds ``needle`` (its page title, its JSON's run id)."""
+    try:
+        return needle in read_regular_file(path, MAX_RESULTS_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return False
+
+
+def remove_run_files(out: Path, run_id: str) -> list[str]:
+    """Delete a finished run's files (``--overwrite``; the caller proved ``out`` holds run ``run_id``): the files
+    of :data:`RUN_FILES` and what later commands wrote for that run (its explain page, its rescore/<suite>.json
+    files; the rescore folder too once empty), nothing else. Returns the names removed, results.json last."""
+    out = Path(out)
+    later = []
+    page = out / EXPLAIN_PAGE  # `vlbench explain`'s page of this run: its title names the run
+    if page.is_file() and _written_for(page, f"<title>vlbench failure browser: {run_id}</title>"):
+        later.append(EXPLAIN_PAGE)
+    rescore = out / RESCORE_DIR
+    if rescore.is_dir() and not rescore.is_symlink():
+        later += [f"{RESCORE_DIR}/{p.name}" for p in sorted(rescore.glob("*.json"))
+                  if p.is_file() and _written_for(p, f'"run_id": "{run_id}"')]
+    removed = later + [name for name in RUN_FILES if (out / name).is_file() or (out / name).is_symlink()]
     for name in removed:
-        (Path(out) / name).unlink(missing_ok=True)
+        (out / name).unlink(missing_ok=True)
+    if later and rescore.is_dir() and not any(rescore.iterdir()):
+        rescore.rmdir()
     return removed
 
 

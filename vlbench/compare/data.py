@@ -145,6 +145,19 @@ def _protocol(rec: RunRecord) -> dict:
             "gallery": proto.get("gallery"), "relevance": s.get("relevance")}
 
 
+def _image_identity(meta: dict) -> dict:
+    """What makes an image corruption the same condition in two runs: the corruption, severity, seed, the
+    geometry it was made at (the model's input size, whichever it is, or the original size, as the leaderboard
+    groups them) and the implementation that made it (a backend, where recorded)."""
+    if meta.get("kind") != "image":
+        return {}
+    at = meta.get("corrupted_at")
+    geometry = "input" if isinstance(at, int) and not isinstance(at, bool) else "original" if \
+        at == "original size" else str(at)
+    return {"corruption": meta.get("corruption"), "severity": meta.get("severity"), "seed": meta.get("seed"),
+            "geometry": geometry, **{k: v for k, v in meta.items() if "backend" in k}}
+
+
 def check_comparable(runs: list[RunData]) -> None:
     """Refuse runs on different datasets (content hash) or scored differently (k, protocol)."""
     first = runs[0]
@@ -160,6 +173,14 @@ def check_comparable(runs: list[RunData]) -> None:
         if diff:
             raise VlbenchError(f"runs {first.folder} and {r.folder} were scored differently ({'; '.join(diff)})",
                                "compare runs made with the same --k, protocol and relevance options")
+        for c in sorted(set(first.conditions) & set(r.conditions)):
+            ia, ib = _image_identity(first.record.condition(c).meta), _image_identity(r.record.condition(c).meta)
+            diff = [f"{k}: {ia[k]} vs {ib[k]}" for k in sorted(set(ia) | set(ib)) if ia.get(k) != ib.get(k)]
+            if diff:
+                raise VlbenchError(
+                    f"runs {first.folder} and {r.folder} both have image condition {c!r}, but its corrupted images "
+                    f"were made differently ({'; '.join(diff)}), so it is not the same condition",
+                    "compare runs made with the same --corrupt-at and --seed (the leaderboard refuses the same mix)")
 
 
 def check_same_queries(runs: list[RunData], condition: str, direction: str) -> None:

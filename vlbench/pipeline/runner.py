@@ -60,7 +60,7 @@ from . import distractors, galleries, presets, relevance, scoring, timing
 from .embedding_index import write_index
 from .preflight import preflight
 from .report import format_table, write_flips, write_per_query, write_run_files
-from .rerun import finished_run
+from .rerun import finished_run, number_options
 from .run_config import RunConfig, validate
 from .scoring import metric_values
 from .variants import plan_variants, variant_summaries
@@ -353,7 +353,8 @@ def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
             "graded_relevance": {name: src.describe() for name, src in plan.graded[0].items()},
             "precision": cfg.precision, "device": str(enc.adapter.device), "batch_size": cfg.batch_size,
             "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",
-            "folds": "mean over folds" if plan.ds.folds is not None else None}
+            "folds": "mean over folds" if plan.ds.folds is not None else None,
+            "options": number_options(cfg)}  # what --resume compares (rerun.py)
 
 
 def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> RunResult:
