@@ -51,8 +51,6 @@ RUN_FILES = (TABLE, PER_QUERY, PER_ITEM, VALIDITY_AUDIT, FLIPS, RETRIEVED, EMBED
 #: the files other commands read (compare, leaderboards, rescore, explain): hashed into results.json ``files``
 HASHED = (PER_QUERY, PER_ITEM, VALIDITY_AUDIT, FLIPS, RETRIEVED, EMBEDDING_KEYS)
 FILES = "files"  # the results.json field of the manifest: {file name: {"sha256": hex, "bytes": size}}
-#: the later commands' outputs beside a run, removed with it by ``--overwrite`` (only what vlbench wrote)
-LATER_FILES = (EXPLAIN_PAGE, RESCORE_DIR)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 #: results.json files larger than this are refused unread (a results.json of a full sweep is a few MB)
 MAX_RESULTS_BYTES = 64 * 2**20

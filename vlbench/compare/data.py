@@ -159,7 +159,8 @@ def _image_identity(meta: dict) -> dict:
 
 
 def check_comparable(runs: list[RunData]) -> None:
-    """Refuse runs on different datasets (content hash) or scored differently (k, protocol)."""
+    """Refuse runs on different datasets (content hash), scored differently (k, protocol), or whose shared image
+    condition was corrupted differently (geometry, seed, backend: :func:`_image_identity`)."""
     first = runs[0]
     for r in runs[1:]:
         a, b = first.record.dataset, r.record.dataset
