@@ -8,8 +8,17 @@ it with :func:`prepare_out`, asks :func:`is_finished` / :func:`require_finished`
 :func:`write_results` and reads it back with :func:`read_results` (the typed reader is
 ``vlbench.results.RunRecord.load``, which finds the file here too).
 
-To add a file a run writes: name it here (and in :data:`RUN_FILES` when ``--overwrite`` must remove it),
-and write it from the step that computes it through ``vlbench.util.io``'s atomic writers.
+To add a file a run writes: name it here (and in :data:`RUN_FILES` when ``--overwrite`` must remove it,
+in :data:`HASHED` when other commands read it), and write it from the step that computes it through
+``vlbench.util.io``'s atomic writers.
+
+Run files prove what they claim (issue #32): results.json's ``files`` holds the sha256 and size of every
+file in :data:`HASHED` the run wrote (:func:`file_manifest`, taken just before results.json is written), and
+every reader gets such a file only through :func:`run_file`, which refuses, by name, a file that is not in
+the manifest, a link, another kind of file, or one whose bytes changed. A run written before the manifest
+has no proof, so its files are refused with the fix (re-run: the embedding cache makes it cheap); its
+results.json alone is still read (leaderboards, ``--resume`` refuses it too). Names inside run files are
+never followed as paths: the ``per_query`` field must be the plain name the writer uses.
 """
 
 from __future__ import annotations
@@ -19,10 +28,11 @@ import json
 import os
 import re
 import secrets
+import stat as _stat
 from pathlib import Path
 
 from .errors import VlbenchError
-from .util.io import FolderLock, atomic_write_text, read_regular_file, write_json
+from .util.io import FolderLock, atomic_write_text, read_regular_file, sha256_file, write_json
 
 RESULTS = "results.json"  # the run record (vlbench.results); written last: it marks the run finished
 TABLE = "table.md"  # the readable table of the record
@@ -38,6 +48,10 @@ LOCK = FolderLock.NAME  # the claim of a live run (vlbench.util.io.FolderLock)
 
 #: the files a finished run leaves (results.json last); ``--overwrite`` removes these before running again
 RUN_FILES = (TABLE, PER_QUERY, PER_ITEM, VALIDITY_AUDIT, FLIPS, RETRIEVED, EMBEDDING_KEYS, RESULTS)
+#: the files other commands read (compare, leaderboards, rescore, explain): hashed into results.json ``files``
+HASHED = (PER_QUERY, PER_ITEM, VALIDITY_AUDIT, FLIPS, RETRIEVED, EMBEDDING_KEYS)
+FILES = "files"  # the results.json field of the manifest: {file name: {"sha256": hex, "bytes": size}}
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 #: results.json files larger than this are refused unread (a results.json of a full sweep is a few MB)
 MAX_RESULTS_BYTES = 64 * 2**20
 
@@ -126,9 +140,113 @@ def read_results(folder: str | os.PathLike) -> dict:
                            "pass an intact run folder (re-run 'vlbench run' with a new --out)") from None
 
 
-def remove_run_files(out: Path) -> list[str]:
-    """Delete a finished run's files (``--overwrite``); the names removed, in :data:`RUN_FILES` order."""
-    removed = [name for name in RUN_FILES if (Path(out) / name).is_file()]
+def _written_for(path: Path, needle: str) -> bool:
+    """Whether the later command's file ``path`` holds ``needle`` (its page title, its JSON's run id)."""
+    try:
+        return needle in read_regular_file(path, MAX_RESULTS_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return False
+
+
+def remove_run_files(out: Path, run_id: str) -> list[str]:
+    """Delete a finished run's files (``--overwrite``; the caller proved ``out`` holds run ``run_id``): the files
+    of :data:`RUN_FILES` and what later commands wrote for that run (its explain page, its rescore/<suite>.json
+    files; the rescore folder too once empty), nothing else. Returns the names removed, results.json last."""
+    out = Path(out)
+    later = []
+    page = out / EXPLAIN_PAGE  # `vlbench explain`'s page of this run: its title names the run
+    if page.is_file() and _written_for(page, f"<title>vlbench failure browser: {run_id}</title>"):
+        later.append(EXPLAIN_PAGE)
+    rescore = out / RESCORE_DIR
+    if rescore.is_dir() and not rescore.is_symlink():
+        later += [f"{RESCORE_DIR}/{p.name}" for p in sorted(rescore.glob("*.json"))
+                  if p.is_file() and _written_for(p, f'"run_id": "{run_id}"')]
+    removed = later + [name for name in RUN_FILES if (out / name).is_file() or (out / name).is_symlink()]
     for name in removed:
-        (Path(out) / name).unlink(missing_ok=True)
+        (out / name).unlink(missing_ok=True)
+    if later and rescore.is_dir() and not any(rescore.iterdir()):
+        rescore.rmdir()
     return removed
+
+
+# ----------------------------------------------------------------------------------------------
+# the manifest: run files that prove what they claim
+
+RERUN = ("re-run the same 'vlbench run' command with a new --out: the embedding cache makes it cheap (nothing is "
+         "encoded again)")
+
+
+def is_sha256(value) -> bool:
+    """Whether ``value`` is a sha256 in lower-case hex (what vlbench writes for a model, a file, a dataset)."""
+    return isinstance(value, str) and _HEX64.fullmatch(value) is not None
+
+
+def file_manifest(out: str | os.PathLike) -> dict:
+    """results.json ``files``: {name: {"sha256", "bytes"}} of every file of :data:`HASHED` in ``out``."""
+    found = {}
+    for name in HASHED:
+        path = Path(out) / name
+        if path.is_file():
+            found[name] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+    return found
+
+
+def _manifest(folder: Path, doc: dict) -> dict:
+    files = doc.get(FILES)
+    if files is None:
+        raise VlbenchError(f"run {folder} has no file hashes in its {RESULTS} (written by a vlbench before run "
+                           "files were hashed), so its files cannot be proven to be the run's own", RERUN)
+    ok = isinstance(files, dict) and all(
+        name in HASHED and isinstance(e, dict) and is_sha256(e.get("sha256")) and isinstance(e.get("bytes"), int)
+        for name, e in files.items())
+    if not ok:
+        raise VlbenchError(f"run {folder}: the file hashes ('{FILES}') in its {RESULTS} are malformed (edited?)",
+                           RERUN)
+    return files
+
+
+def run_file(folder: str | os.PathLike, doc: dict, name: str) -> Path | None:
+    """``folder/name``, proven by the manifest of ``doc`` (the results.json document, or a RunRecord's
+    ``other``): None when the run wrote no such file; VlbenchError naming the file when it is not the one the
+    run wrote (changed, replaced, added afterwards, a link) or the run has no manifest."""
+    folder = Path(folder)
+    files = _manifest(folder, doc)
+    path = folder / name
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise VlbenchError(f"{path} cannot be read ({exc.strerror})", RERUN) from None
+    entry = files.get(name)
+    if entry is None:
+        if st is None:
+            return None
+        raise VlbenchError(f"{path} is not a file run {folder} wrote (its {RESULTS} lists no {name}): "
+                           "copied in from elsewhere?", f"remove {path}, or {RERUN}")
+    if st is None:
+        raise VlbenchError(f"run {folder} has no {name} (its {RESULTS} lists it: removed after the run?)", RERUN)
+    if not _stat.S_ISREG(st.st_mode):
+        kind = "a link" if _stat.S_ISLNK(st.st_mode) else "not a regular file"
+        raise VlbenchError(f"{path} is {kind}, not the file run {folder} wrote", RERUN)
+    if st.st_size != entry["bytes"] or sha256_file(path) != entry["sha256"]:
+        raise VlbenchError(f"{path} is not the file run {folder} wrote: its sha256 differs from the one in "
+                           f"{RESULTS} (the file was changed or replaced after the run)", RERUN)
+    return path
+
+
+def per_query_file(folder: str | os.PathLike, doc: dict) -> Path | None:
+    """The run's per-query values, proven (:func:`run_file`). results.json names the file in ``per_query``;
+    that name is never followed as a path: anything but the plain name the writer uses is refused."""
+    named = doc.get("per_query", PER_QUERY)
+    if named != PER_QUERY:
+        raise VlbenchError(f"run {folder}: its {RESULTS} names {str(named)[:200]!r} as its per-query file; a run "
+                           f"keeps it as {PER_QUERY} inside its own folder (paths are never followed)", RERUN)
+    return run_file(folder, doc, PER_QUERY)
+
+
+def check_run_files(folder: str | os.PathLike, doc: dict) -> None:
+    """Every file the manifest of ``doc`` lists is the one the run wrote (and no unlisted hashed file lies
+    beside it); VlbenchError naming the first that is not."""
+    for name in HASHED:
+        run_file(folder, doc, name)

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import VlbenchError
-from ..results import RunRecord, SchemaTooNew, UnreadableResults
-from ..runfolder import PER_QUERY, RESULTS
+from ..metrics.specs import builtins
+from ..results import MetricKey, RunRecord, SchemaTooNew, UnreadableResults
+from ..runfolder import PER_QUERY, RESULTS, per_query_file
 
 _KEY_COLUMNS = ("condition", "fold", "direction", "query_index", "query_id")
 
@@ -92,16 +93,48 @@ def load_run(path, conditions: set[str] | None = None) -> RunData:
     except (UnreadableResults, SchemaTooNew) as exc:
         raise VlbenchError(f"run {folder} cannot be read: {exc}", "pass run folders written by 'vlbench run'") \
             from None
-    name = record.other.get("per_query") or PER_QUERY
-    pq = os.path.join(folder, str(name))
-    if not os.path.isfile(pq):
-        raise VlbenchError(f"run {folder} has no {name}: a comparison needs the per-query values",
+    pq = per_query_file(folder, record.other)  # proven by the run's file hashes; never a path elsewhere
+    if pq is None:
+        raise VlbenchError(f"run {folder} has no {PER_QUERY}: a comparison needs the per-query values",
                            "re-run the model with 'vlbench run' (it writes per_query.csv.gz into the run folder)")
     try:
-        header, tables = read_per_query(pq, conditions)
+        header, tables = read_per_query(str(pq), conditions)
     except (OSError, EOFError, ValueError, csv.Error) as exc:
         raise VlbenchError(f"{pq} cannot be read ({exc})", "re-run the model with 'vlbench run'") from None
+    check_against_record(folder, record, tables)
     return RunData(folder, record, tables, header)
+
+
+def _recorded_key(column: str, means: set) -> MetricKey | None:
+    """The record key whose value is the mean of a per-query column (``recall@5`` -> recall, k 5), or None for a
+    column that is no such mean (ranks, counts, a plug-in's own aggregate). ``means``: the metric names whose
+    value is the mean of their column."""
+    name, _, x = column.partition("@")
+    if name not in means or (x and not x.isdigit()):
+        return None
+    return MetricKey("i2t", name, int(x) if x else None)
+
+
+def check_against_record(folder: str, record: RunRecord, tables: dict) -> None:
+    """Every per-query column whose mean is a recorded value (fold by fold, then the mean over folds, as the
+    run aggregated) agrees with results.json to the rounding of the file's cells (%.6g); else the per-query
+    file is refused by name: it does not hold the values the run reported."""
+    means = {m.name for m in builtins() if m.aggregate == "mean" and not m.instances} | {"rsum"}
+    for (cond, d), table in tables.items():
+        folds = np.array([k[0] for k in table.keys])
+        for column, values in table.columns.items():
+            key = _recorded_key(column, means)
+            want = None if key is None else record.value(cond, d, key.metric, key.k)
+            parts = [p for p in (values[folds == f] for f in dict.fromkeys(folds.tolist())) if (p == p).any()]
+            if want is None or not parts:
+                continue
+            got = float(np.mean([np.nanmean(p) for p in parts]))
+            tol = 1e-5 * max(float(np.nanmean(np.abs(p))) for p in parts) + 1e-9  # %.6g: 5e-6 relative per cell
+            if not abs(got - want) <= tol:
+                raise VlbenchError(
+                    f"run {folder}: the per-query {column} of {cond} {d} in {PER_QUERY} averages {got:.6g}, but its "
+                    f"{RESULTS} reports {want:.6g}: the per-query file does not hold the values the run reported",
+                    "compare intact run folders (re-run the model with 'vlbench run' and a new --out)")
 
 
 def _protocol(rec: RunRecord) -> dict:
@@ -112,8 +145,22 @@ def _protocol(rec: RunRecord) -> dict:
             "gallery": proto.get("gallery"), "relevance": s.get("relevance")}
 
 
+def _image_identity(meta: dict) -> dict:
+    """What makes an image corruption the same condition in two runs: the corruption, severity, seed, the
+    geometry it was made at (the model's input size, whichever it is, or the original size, as the leaderboard
+    groups them) and the implementation that made it (a backend, where recorded)."""
+    if meta.get("kind") != "image":
+        return {}
+    at = meta.get("corrupted_at")
+    geometry = "input" if isinstance(at, int) and not isinstance(at, bool) else "original" if \
+        at == "original size" else str(at)
+    return {"corruption": meta.get("corruption"), "severity": meta.get("severity"), "seed": meta.get("seed"),
+            "geometry": geometry, **{k: v for k, v in meta.items() if "backend" in k}}
+
+
 def check_comparable(runs: list[RunData]) -> None:
-    """Refuse runs on different datasets (content hash) or scored differently (k, protocol)."""
+    """Refuse runs on different datasets (content hash), scored differently (k, protocol), or whose shared image
+    condition was corrupted differently (geometry, seed, backend: :func:`_image_identity`)."""
     first = runs[0]
     for r in runs[1:]:
         a, b = first.record.dataset, r.record.dataset
@@ -127,6 +174,14 @@ def check_comparable(runs: list[RunData]) -> None:
         if diff:
             raise VlbenchError(f"runs {first.folder} and {r.folder} were scored differently ({'; '.join(diff)})",
                                "compare runs made with the same --k, protocol and relevance options")
+        for c in sorted(set(first.conditions) & set(r.conditions)):
+            ia, ib = _image_identity(first.record.condition(c).meta), _image_identity(r.record.condition(c).meta)
+            diff = [f"{k}: {ia[k]} vs {ib[k]}" for k in sorted(set(ia) | set(ib)) if ia.get(k) != ib.get(k)]
+            if diff:
+                raise VlbenchError(
+                    f"runs {first.folder} and {r.folder} both have image condition {c!r}, but its corrupted images "
+                    f"were made differently ({'; '.join(diff)}), so it is not the same condition",
+                    "compare runs made with the same --corrupt-at and --seed (the leaderboard refuses the same mix)")
 
 
 def check_same_queries(runs: list[RunData], condition: str, direction: str) -> None:

@@ -12,6 +12,7 @@ from ..errors import OptionError, VlbenchError
 from ..results import DIRECTIONS
 from . import paired
 from .data import RunData, check_comparable, check_same_queries, load_run
+from .record import seal
 
 TESTS = ("randomization", "bootstrap", "ttest")
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -146,4 +147,4 @@ def compare_runs(paths, metric: str = "rsum", test: str = "randomization", corre
     (A_cond - A_clean) - (B_cond - B_clean). p-values are adjusted over the whole family (``correction``).
     Deterministic for a ``seed``. Returns the comparison record (docs/compare.md)."""
     runs = [load_run(p) for p in paths]
-    return compare_loaded(runs, metric, test, correction, n_resamples, seed, alpha)
+    return seal(compare_loaded(runs, metric, test, correction, n_resamples, seed, alpha), runs)  # record.py

@@ -6,9 +6,11 @@ import csv
 import io
 import json
 import math
+import os
 from pathlib import Path
 
-from ..util.io import atomic_write_bytes
+from ..errors import VlbenchError
+from ..util.io import FolderLock, atomic_write_bytes
 from ..util.markdown import md_table
 from .engine import ROW_KEYS
 
@@ -72,11 +74,30 @@ def _clean(x):
 
 
 def write(rec: dict, out) -> list[Path]:
-    """Write a :func:`compare_runs` record as comparison.json, comparison.csv and comparison.md into ``out``."""
+    """Write a :func:`compare_runs` record as comparison.json, comparison.csv and comparison.md into ``out``.
+
+    The folder is one comparison's: claimed while writing (a second compare writing to it at the same time is
+    refused at once) and never written into again once it holds a comparison's files, so two comparisons
+    never mix their files."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    data = {"comparison.json": json.dumps(_clean(rec), indent=1, allow_nan=False) + "\n",
-            "comparison.csv": to_csv(rec), "comparison.md": to_markdown(rec)}
-    for name in FILES:
-        atomic_write_bytes(out / name, data[name].encode("utf-8"))
+    if out.exists() and not out.is_dir():
+        raise VlbenchError(f"--out {out} is a file, not a folder", "pass a folder for the comparison's files")
+    try:
+        lock = FolderLock(out).acquire()
+    except BlockingIOError as exc:
+        raise VlbenchError(f"another vlbench compare ({exc}) is writing to {out}",
+                           "pass another --out folder") from None
+    except OSError as exc:
+        raise VlbenchError(f"--out {out} cannot be made ({exc.strerror})", "pass a folder you can write") from None
+    try:
+        there = [n for n in FILES if os.path.lexists(out / n)]
+        if there:
+            raise VlbenchError(f"--out {out} already holds a comparison ({', '.join(there)}): comparisons are never "
+                               "written over each other", "pass another --out folder (or remove those files first)")
+        data = {"comparison.json": json.dumps(_clean(rec), indent=1, allow_nan=False) + "\n",
+                "comparison.csv": to_csv(rec), "comparison.md": to_markdown(rec)}
+        for name in FILES:
+            atomic_write_bytes(out / name, data[name].encode("utf-8"), replace=False)
+    finally:
+        lock.release()
     return [out / n for n in FILES]

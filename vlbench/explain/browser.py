@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import OptionError
+from ..errors import OptionError, VlbenchError
 from ..runfolder import EXPLAIN_PAGE, read_results
 from ..util.io import atomic_write_text
 
@@ -106,13 +106,17 @@ def explain(run_dir, out=None, *, per_perturbation: int = 5, seed: int = 0, imag
             dataset: str | None = None, cache_dir=None, thumb_size: int = 96, log=None) -> Path:
     """Write the failure browser of the run folder ``run_dir``; returns the page's path
     (``out``, default ``<run_dir>/explain.html``)."""
+    from ..pipeline.embedding_index import read_index  # lazy: vlbench --help imports this module; keep it light
     from .flips import sections  # lazy: vlbench --help imports this module; keep it light
     from .render import page  # lazy: vlbench --help imports this module; keep it light
 
     # lazy: vlbench --help imports this module; keep it light
     from .source import (
         RunSource,
+        check_image_contents,
         check_images,
+        check_retrieved,
+        condition_kind,
         image_locator,
         load_run_dataset,
         perturbed_texts,
@@ -126,16 +130,26 @@ def explain(run_dir, out=None, *, per_perturbation: int = 5, seed: int = 0, imag
     if not 24 <= thumb_size <= 512:
         raise OptionError("thumb_size", f"{{opt}} must be between 24 and 512 pixels, got {thumb_size}", example=96,
                           flag="--thumb-size")
+    if out is not None and Path(out).is_dir():
+        raise OptionError("out", f"{{opt}} {str(out)!r} is a folder; it names the page to write", example="page.html",
+                          flag="--out")
     folder = Path(run_dir)
     results = read_results(folder)
     retrieved = read_retrieved(folder, results)
+    if not [c for c, m in (results.get("conditions") or {}).items() if condition_kind(m) != "clean"]:
+        raise VlbenchError(f"run {folder} has no condition besides clean: no query can flip, so the page would be "
+                           "empty", "explain a run made with --perturb or --perturb-images")
     ds = load_run_dataset(results, dataset=dataset, data_dir=data_dir)
     cache = cache_dir or (results.get("encoding") or {}).get("cache_dir")
     src = RunSource(folder, results, retrieved, ds, image_path=image_locator(ds, images_dir),
-                    flip_rows=read_flips(folder))
+                    flip_rows=read_flips(folder, results))
+    check_retrieved(src)
     src.perturbed = perturbed_texts(ds, src.conditions, cache_dir=cache, log=log)
     secs = sections(src, per_perturbation, seed)
-    check_images(src.image_path, _shown_images(secs, ds), images_dir or ds.image_root)
+    shown = _shown_images(secs, ds)
+    check_images(src.image_path, shown, images_dir or ds.image_root)
+    _meta, index = read_index(folder)  # the content keys of the images the run evaluated
+    check_image_contents(src.image_path, shown, index["image_keys|clean"], images_dir or ds.image_root)
     view = _View(src, thumb_size)
     title = f"vlbench failure browser: {results.get('run_id', folder.name)}"
     text = page(view, secs, title, _intro(src, per_perturbation, seed))

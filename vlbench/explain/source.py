@@ -19,10 +19,12 @@ import numpy as np
 from .. import registry
 from ..datasets.core import Dataset, load_dataset, safe_join
 from ..datasets.folds import fold_index_maps
+from ..encoding.cache import item_key
+from ..encoding.images import file_key
 from ..errors import DataError, VlbenchError
 from ..perturbations.cache import perturbed_captions
 from ..pipeline.galleries import apply_gallery
-from ..runfolder import FLIPS, RETRIEVED
+from ..runfolder import FLIPS, RETRIEVED, run_file
 
 #: the direction the browser shows per condition kind: a caption perturbation changes t2i queries, an image
 #: corruption i2t queries (its t2i side, a corrupted gallery, is not browsed)
@@ -72,14 +74,14 @@ class RunSource:
 
 
 def read_retrieved(folder: Path, results: dict | None = None) -> dict:
-    path = folder / RETRIEVED
     task = (results or {}).get("task")
     if task:
         name = task.get("name") if isinstance(task, dict) else task
         raise VlbenchError(f"run {folder} is a choice-task run (--task {name}): it ranks no gallery, so no query "
                            "flips", "explain a retrieval run (vlbench run without --task); a task run's items are "
                            "in its per_item.csv.gz")
-    if not path.is_file():
+    path = run_file(folder, results or {}, RETRIEVED)  # the run's own lists, proven by its file hashes
+    if path is None:
         raise VlbenchError(f"run {folder} has no {RETRIEVED} (the top-10 lists the failure browser shows): it was "
                            "written by a vlbench that did not keep them, or the file was removed",
                            "re-run the same 'vlbench run' command with a new --out: the embedding cache makes it "
@@ -92,11 +94,11 @@ def read_retrieved(folder: Path, results: dict | None = None) -> dict:
                            "re-run the 'vlbench run' command with a new --out to write it again") from None
 
 
-def read_flips(folder: Path) -> dict:
+def read_flips(folder: Path, results: dict | None = None) -> dict:
     """(condition, direction) -> rows of the run's flips.csv in k order (empty when the run has none)."""
 
-    path = folder / FLIPS
-    if not path.is_file():
+    path = run_file(folder, results or {}, FLIPS)  # proven by the run's file hashes
+    if path is None:
         return {}
     out: dict = {}
     try:
@@ -149,6 +151,38 @@ def image_locator(ds, images_dir=None):
     if names and not (root / names[0]).is_file() and (root / Path(names[0]).name).is_file():
         return lambda i: root / Path(names[i]).name
     return lambda i: safe_join(root, names[i])
+
+
+def check_retrieved(src: RunSource) -> None:
+    """Every list and rank of retrieved.npz the page reads is in range for the run's dataset: as many rows as
+    queries, candidate indices below the gallery (t2i: images) or the captions (i2t; -1 pads a short list),
+    ranks from 1 to the number of candidates. VlbenchError names the first array that is not."""
+    ds = src.ds
+    for direction, n_cand in (("t2i", len(ds.gallery_images)), ("i2t", ds.n_captions)):
+        n_queries = len(src.query_index(direction))
+        for c in src.conditions:
+            if not src.has(c, direction):
+                continue
+            top, ranks = src.retrieved[f"{c}|{direction}"], src.retrieved[f"{c}|{direction}|rank"]
+            ok = (top.ndim == 2 and ranks.ndim == 1 and len(top) == len(ranks) == n_queries
+                  and top.dtype.kind in "iu" and ranks.dtype.kind in "iu"
+                  and (top.size == 0 or (top.min() >= -1 and top.max() < n_cand))
+                  and (ranks.size == 0 or (ranks.min() >= 1 and ranks.max() <= n_cand)))
+            if not ok:
+                raise VlbenchError(f"{src.folder / RETRIEVED}: the {direction} lists or ranks of condition {c!r} "
+                                   f"are out of range for the run's dataset ({n_queries} queries, {n_cand} "
+                                   "candidates)", "re-run the 'vlbench run' command with a new --out to write it "
+                                                  "again")
+
+
+def check_image_contents(locate, indices, keys, folder) -> None:
+    """Every image the page shows is the one the run evaluated: its content key (the sha256 of its bytes, as
+    the run's embedding index holds it) equals the run's; else one error naming the first replaced image."""
+    changed = [locate(i) for i in sorted(set(int(i) for i in indices)) if item_key(file_key(locate(i))) != keys[i]]
+    if changed:
+        raise DataError(f"{len(changed)} image(s) the page shows are not the ones the run evaluated (their content "
+                        f"differs from the run's record; first: {changed[0]}): replaced after the run?",
+                        "restore the run's images, or pass --images-dir DIR naming a folder that holds them")
 
 
 def check_images(locate, indices, folder) -> None:

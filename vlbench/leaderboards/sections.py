@@ -17,9 +17,11 @@ import os
 from pathlib import Path
 
 from ..compare import paired
-from ..compare.data import read_per_query
+from ..compare.data import check_against_record, read_per_query
+from ..compare.record import record_problem, run_mismatch
+from ..errors import VlbenchError
 from ..results import DIRECTIONS
-from ..runfolder import FLIPS, PER_QUERY
+from ..runfolder import FLIPS, per_query_file, run_file
 from ..util.io import read_regular_file
 from .store import condition_key
 from .table_types import Column, Table
@@ -37,12 +39,13 @@ def _folder(run) -> str:
 def _clean_rsum(run) -> dict | None:
     """{direction: (query keys, per-query RSUM)} of the run's clean condition, or None without the file."""
 
-    path = os.path.join(_folder(run), str(run.record.other.get("per_query") or PER_QUERY))
-    if not os.path.isfile(path):
-        return None
-    try:
-        _, tabs = read_per_query(path, {"clean"})
-    except Exception:  # an unreadable per-query file: the model has no group (noted in the table)
+    try:  # only the run's own file, proven by its file hashes (runfolder.per_query_file), agreeing with its record
+        path = per_query_file(_folder(run), run.record.other)
+        if path is None:
+            return None
+        _, tabs = read_per_query(str(path), {"clean"})
+        check_against_record(_folder(run), run.record, tabs)
+    except Exception:  # an unproven or unreadable per-query file: the model has no group (noted in the table)
         return None
     out = {d: (t.keys, t.columns.get("rsum")) for (c, d), t in tabs.items()}
     return out if {"i2t", "t2i"} <= set(out) and all(v[1] is not None for v in out.values()) else None
@@ -115,8 +118,11 @@ def with_groups(rank: Table, groups: Table | None) -> Table:
 
 
 def _read_flips(run) -> list[dict]:
-    path = os.path.join(_folder(run), FLIPS)
-    if not os.path.isfile(path):
+    try:  # the run's own flips.csv, proven by its file hashes; none for an older run without them
+        path = run_file(_folder(run), run.record.other, FLIPS)
+    except VlbenchError:
+        return []
+    if path is None:
         return []
     try:
         with open(path, newline="", encoding="utf-8") as fh:
@@ -205,9 +211,9 @@ def read_comparisons(paths, warn) -> list[tuple[str, dict]]:
         p = p / "comparison.json" if p.is_dir() else p
         try:  # a regular file of at most 64 MiB (a FIFO or /dev/zero would block the build)
             rec = json.loads(read_regular_file(p, 64 * 2 ** 20).decode("utf-8"))
-            if not (isinstance(rec, dict) and isinstance(rec.get("rows"), list) and isinstance(rec.get("runs"), list)
-                    and isinstance(rec.get("dataset"), dict)):
-                raise ValueError("not a record written by 'vlbench compare'")
+            problem = record_problem(rec)  # keys, types, rows naming listed runs, the record's own hash
+            if problem:
+                raise ValueError(problem)
         except (OSError, ValueError, RecursionError) as exc:
             warn(f"comparison {given} skipped: {exc}")
             continue
@@ -218,7 +224,7 @@ def read_comparisons(paths, warn) -> list[tuple[str, dict]]:
 def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
     """The rows of ``vlbench compare`` records whose two runs both provide values in this leaderboard (a
     comparison of a superseded or absent run is skipped with a warning naming the record and the run)."""
-    used = {r.record.run_id for r in ctx.sel.used_runs()}
+    used = {r.record.run_id: r.record for r in ctx.sel.used_runs()}
     cols = [Column("dataset"), Column("model_a", label="model A"), Column("model_b", label="model B"),
             Column("condition"), Column("direction"), Column("kind"), Column("metric"), Column("n", "int"),
             Column("diff", "num", 2, "A - B"), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
@@ -230,6 +236,11 @@ def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
         if missing:
             warn(f"comparison {path} left out: its run(s) {', '.join(missing)} are not among this leaderboard's "
                  "runs (superseded or not given); compare the runs the leaderboard uses")
+            continue
+        other = next((why for e in rec["runs"] if (why := run_mismatch(e, used[e["run_id"]]))), None)
+        if other:
+            warn(f"comparison {path} left out: {other} (the run was re-made or edited); run 'vlbench compare' again "
+                 "on the runs the leaderboard uses")
             continue
         def name(rid, models=models):
             return ctx.lab.model.get(models[rid][0], models[rid][1])

@@ -53,14 +53,14 @@ from ..results import (
     ModelInfo,
     RunRecord,
 )
-from ..runfolder import new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
+from ..runfolder import FILES, file_manifest, new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
 from ..util.env import library_versions
 from ..util.io import sha256_json
 from . import budgets, distractors, galleries, presets, relevance, scoring, timing
 from .embedding_index import write_index
 from .preflight import preflight
 from .report import format_table, write_flips, write_per_query, write_run_files
-from .rerun import finished_run
+from .rerun import finished_run, number_options
 from .run_config import RunConfig, validate
 from .scoring import metric_values
 from .variants import plan_variants, variant_summaries
@@ -357,8 +357,7 @@ def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
             "precision": cfg.precision, "device": str(enc.adapter.device), "batch_size": cfg.batch_size,
             "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",
             "folds": "mean over folds" if plan.ds.folds is not None else None,
-            **({"token_budget": list(cfg.token_budget)} if cfg.token_budget else {}),
-            **({"sentence_budget": list(cfg.sentence_budget)} if cfg.sentence_budget else {})}
+            "options": number_options(cfg)}  # what --resume compares (rerun.py)
 
 
 def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> RunResult:
@@ -389,7 +388,8 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,
                "results_hash": sha256_json([v.to_json() for v in values])})
     # mCE, shortcut sources: read from the record, placed in a new record (the first is never changed)
-    rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec)})
+    rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec),
+                                          FILES: file_manifest(enc.out)})  # what the run's files hash to
     results = rec.to_json()
     _write_results(enc.out, results, rec)
     timing.timed("writing", lambda: budgets.write_curve(enc.out, results))  # budget_curve.csv/.png (--token-budget)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import VlbenchError
+from ..errors import OptionError, VlbenchError
 from ..runfolder import RESCORE_DIR
 from ..util.io import write_json
 from .registry import check_suites
@@ -26,6 +26,13 @@ from .registry import suites as registered
 def _vectors(cache, modality: str, keys: np.ndarray, run_dir, cache_dir) -> np.ndarray:
     uniq, inverse = np.unique(keys, return_inverse=True)
     found, vecs = cache.lookup(modality, [str(k) for k in uniq])
+    if not found.all() and cache.stats["bad_shards"]:  # found, but damaged: the cache moved them aside
+        shards = ", ".join(cache.stats["refused_shards"][:3])
+        raise VlbenchError(f"{int((~found).sum())} of {len(uniq)} {modality} embeddings of run {run_dir} are in "
+                           f"damaged shard(s) of the embedding cache at {cache_dir} ({shards}: their vectors no "
+                           "longer match their checksum), moved aside as <name>.npz.damaged and not used",
+                           "re-run the 'vlbench run' command with a new --out: it encodes the damaged items again "
+                           "and writes a new run to rescore")
     if not found.all():
         raise VlbenchError(f"{int((~found).sum())} of {len(uniq)} {modality} embeddings of run {run_dir} are not in "
                            f"the embedding cache at {cache_dir} (cleared, or another --cache-dir?)",
@@ -66,6 +73,9 @@ def score_suite(suite: str, gt: dict, img: np.ndarray, txt: np.ndarray, seed: in
 def rescore(run_dir, suites, *, cache_dir=None, seed: int = 0, conditions=None, write: bool = True) -> dict:
     """{suite: document} for a finished run; each document is written to RUN/rescore/<suite>.json."""
     names_asked = check_suites(list(suites))
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise OptionError("seed", f"{{opt}} must be a whole number from 0 to 2**63 - 1, got {seed!r}", example=0,
+                          flag="--seed")
     meta, emb = load_embeddings(run_dir, cache_dir)
     names = list(conditions) if conditions else list(emb)
     missing = [c for c in names if c not in emb]

@@ -23,7 +23,7 @@ from ..metrics import compute
 from ..pipeline.run_config import RunConfig, check_folder
 from ..pipeline.run_options import flag_of
 from ..results import Condition, DatasetInfo, MetricKey, MetricValue, ModelInfo, RunRecord
-from ..runfolder import PER_ITEM, claim_out, new_run_id, prepare_out, results_path, write_results
+from ..runfolder import FILES, PER_ITEM, claim_out, file_manifest, new_run_id, prepare_out, results_path, write_results
 from ..util.env import library_versions
 from ..util.io import sha256_json
 from ..util.markdown import md_table
@@ -203,7 +203,8 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
         other={"wall_time_s": round(time.time() - t0, 3), "task": task,
                "encoding": stats.as_dict() | {"model_loaded": adapter.loaded} |
                            ({"cache": cache.stats, "cache_dir": str(cache.root)} if cache else {}),
-               "per_item": _write_per_item(out, evals), "results_hash": sha256_json([v.to_json() for v in values])})
+               "per_item": _write_per_item(out, evals), "results_hash": sha256_json([v.to_json() for v in values]),
+               FILES: file_manifest(out)})
 
 
 def _write_per_item(out: Path, evals: dict) -> str:

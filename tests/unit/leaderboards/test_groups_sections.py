@@ -15,9 +15,12 @@ from vlbench.results import MetricKey
 
 class FakeRun:
     def __init__(self, folder: Path, ref: str, meta=None, values=None, intervals=()):
+        from vlbench.runfolder import FILES, file_manifest
+
         self.path, self.ref = str(folder / "results.json"), ref
-        self.record = SimpleNamespace(other={}, intervals=list(intervals))
         self._meta, self._values = meta or {}, values or {}
+        self.record = SimpleNamespace(other={FILES: file_manifest(folder)}, intervals=list(intervals),
+                                      value=lambda c, d, m, k=None: self._values.get(c, {}).get(MetricKey(d, m, k)))
 
     def condition_meta(self, c):
         return self._meta.get(c, {})
@@ -114,3 +117,34 @@ def test_flips_and_distractor_sections(tmp_path):
     d = distractor_table(ctx)
     assert d.rows == [["ds", "M", "distractors:x", "i2t", 25.0, 40.0, 180.0, -20.0, -30.0, -5.0, "r1"],
                       ["ds", "M", "distractors:x", "t2i", 10.0, None, 120.0, -30.0, None, None, "r1"]]
+
+
+def test_rank_groups_use_only_run_files_that_prove_themselves(tmp_path):
+    """issue #32: a per_query.csv.gz changed after the run (its sha256 no longer the one results.json lists), a
+    results.json `per_query` path leading out of the run folder, a run without file hashes, and per-query values
+    re-hashed but disagreeing with the recorded RSUM each leave that model without a group; the intact one keeps it."""
+    from vlbench.leaderboards.sections import _clean_rsum
+    from vlbench.runfolder import FILES, file_manifest
+
+    def run(name, **values):
+        _per_query(tmp_path / name, [300] * 4, [100] * 4)
+        vals = {"clean": {MetricKey(d, "rsum", None): v for d, v in values.items()}}
+        return FakeRun(tmp_path / name, name, values=vals)
+
+    intact = run("intact", i2t=300.0, t2i=100.0)
+    assert _clean_rsum(intact) is not None
+    edited = run("edited")
+    _per_query(tmp_path / "other", [0] * 4, [0] * 4)
+    (tmp_path / "edited" / "per_query.csv.gz").write_bytes((tmp_path / "other" / "per_query.csv.gz").read_bytes())
+    assert _clean_rsum(edited) is None
+    elsewhere = run("elsewhere")
+    elsewhere.record.other["per_query"] = str(tmp_path / "intact" / "per_query.csv.gz")
+    assert _clean_rsum(elsewhere) is None
+    elsewhere.record.other["per_query"] = "../intact/per_query.csv.gz"
+    assert _clean_rsum(elsewhere) is None
+    old = run("old")
+    del old.record.other[FILES]
+    assert _clean_rsum(old) is None
+    disagreeing = run("disagreeing", i2t=300.0, t2i=90.0)  # the file's t2i mean is 100
+    disagreeing.record.other[FILES] = file_manifest(tmp_path / "disagreeing")
+    assert _clean_rsum(disagreeing) is None

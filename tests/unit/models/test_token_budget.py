@@ -100,7 +100,7 @@ def test_a_run_writes_one_condition_per_budget_and_the_curve(tiny_models, manife
         return {(v["direction"], v["metric"], v.get("k")): v["value"] for v in res.results["results"]
                 if v["condition"] == name}
     assert values("budget:77") == values("clean")  # no caption of the set is longer than the model reads
-    assert res.results["settings"]["token_budget"] == [4, 8, 77]
+    assert res.results["settings"]["options"]["token_budget"] == [4, 8, 77]
     curve = (out / "budget_curve.csv").read_text().splitlines()
     assert curve[0].startswith("unit,budget,condition,direction,n_cut,context_length,R@1")
     assert any(line.startswith("tokens,4,budget:4,t2i") for line in curve)

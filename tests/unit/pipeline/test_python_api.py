@@ -96,7 +96,7 @@ def test_resume_returns_the_finished_run_and_overwrite_replaces_it(counting_plug
     assert again.record.run_id == first.record.run_id  # read back, nothing recomputed
     assert again.results["results"] == json.loads((out / "results.json").read_text())["results"]
     assert "returned as it is (resume)" in capsys.readouterr().err
-    with pytest.raises(OptionError, match="no condition missing-char") as info:
+    with pytest.raises(OptionError, match=r"perturb \[.char-swap.\], not \[.char-swap., .missing-char.\]") as info:
         _run(manifest, out, perturb=["char-swap", "missing-char"], resume=True)
     assert info.value.option == "resume"
     assert "overwrite" in str(info.value)
