@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import perturbations
+from ..datasets.hub import canonical_name, is_hub_spec
 from ..errors import OptionError
 from ..results import RunRecord
 from ..runfolder import RESULTS, RUN_FILES, is_finished, remove_run_files  # noqa: F401  RUN_FILES re-exported
@@ -25,6 +26,8 @@ def expected_dataset_name(cfg) -> str:
         return cfg.dataset_name.strip()
     if cfg.dataset.startswith("custom:"):
         return f"custom:{Path(cfg.dataset[len('custom:'):]).name}"
+    if is_hub_spec(cfg.dataset):
+        return canonical_name(cfg.dataset)
     return cfg.dataset
 
 
@@ -34,6 +37,8 @@ def _differences(cfg, rec) -> list[str]:
         found.append(f"model {rec.model.spec!r}, not {cfg.model!r}")
     if rec.dataset.name != expected_dataset_name(cfg):
         found.append(f"dataset {rec.dataset.name!r}, not {expected_dataset_name(cfg)!r}")
+    if rec.settings.get("limit") != cfg.limit:  # --limit: a smoke test never stands in for a full run, or back
+        found.append(f"limit {rec.settings.get('limit')}, not {cfg.limit}")
     if cfg.perturb:
         missing = [n for n in perturbations.resolve(cfg.perturb) if n not in rec.conditions]
         if missing:

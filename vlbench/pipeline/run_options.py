@@ -100,6 +100,8 @@ RUN_OPTIONS = (
                                                    "eccv-all / cxc-union add them to the "
                                                    "original positives of every query",
            choices=run_config.EXTRA_POSITIVES),
+    Option("limit", "--limit", "a smoke test: only the first N images with their captions (the run id says "
+                               "-limitN; leaderboards leave such runs out unless asked)", kind="int", metavar="N"),
     Option("device", "--device", "cuda, cuda:1, mps or cpu (default: best available)"),
     Option("precision", "--precision", "weights and activations (default fp32)", choices=run_config.PRECISIONS),
     Option("batch_size", "--batch-size", "image batch size (texts use max(this, 256))", kind="int"),

@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import __version__, perturbations
 from ..conditions import RunCondition
-from ..datasets.core import Dataset, load_dataset
+from ..datasets.core import Dataset, limited, load_dataset
 from ..encoding.distributed import claim_out, distributed, gather, phase, silence_library_progress
 from ..encoding.session import EncodingSession
 from ..encoding.variant_images import bind_transforms
@@ -190,8 +190,12 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
                           require_images=True,
                           extra_positives=cfg.extra_positives)
     ds = galleries.apply_gallery(ds, cfg)  # --gallery folder
+    ds = limited(ds, cfg.limit)  # --limit N: the first N images (after the gallery: the cut ones are not distractors)
     if cfg.dataset_name:
         ds = dataclasses.replace(ds, name=cfg.dataset_name.strip())
+    if ds.source.get("detected"):  # a Hub dataset's options that were detected, not given (datasets/hub.py)
+        _log(cfg, f"{ds.name}: detected {', '.join(f'{k}={v}' for k, v in ds.source['detected'].items())} "
+                  f"(give them in the spec to choose others: hf:ORG/NAME?split=...&image=...&caption=...)")
     if ds.issues:
         _log(cfg, f"warning: {len(ds.issues)} caption(s) of {ds.name} are empty or unusable "
                   f"(first: {ds.issues[0]['caption_id']}: {ds.issues[0]['problem']}); they stay in the "
@@ -244,7 +248,8 @@ def _load_model(m, o):
 
 
 def _run_id(model_spec: str, ds: Dataset, model_hash: str) -> str:
-    return new_run_id(model_spec, ds.name, model_hash, ds.content_hash())
+    label = ds.name if ds.limit is None else f"{ds.name}-limit{ds.limit}"  # --limit: said in the run id
+    return new_run_id(model_spec, label, model_hash, ds.content_hash())
 
 
 def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
@@ -353,7 +358,8 @@ def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
             "graded_relevance": {name: src.describe() for name, src in plan.graded[0].items()},
             "precision": cfg.precision, "device": str(enc.adapter.device), "batch_size": cfg.batch_size,
             "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",
-            "folds": "mean over folds" if plan.ds.folds is not None else None}
+            "folds": "mean over folds" if plan.ds.folds is not None else None,
+            **({"limit": cfg.limit} if cfg.limit is not None else {})}  # a smoke test: leaderboards refuse it
 
 
 def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> RunResult:
