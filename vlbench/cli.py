@@ -133,6 +133,8 @@ def _cmd_ls(args) -> int:
         if title == "datasets":
             print(f"  {'custom:<manifest.jsonl>':<34} your own test set: one JSON line per image, "
                   '{"image": "<path relative to the manifest>", "captions": [...]}')
+            print(f"  {'hf:<ORG/NAME>[?options]':<34} a Hub image-text dataset (parquet), read through "
+                  "huggingface_hub; columns detected unless named (docs/datasets.md)")
         for name, err in reg.plugin_errors.items():
             print(f"  ! {name}: {err}")
     for name, err in registry.study_errors.items():

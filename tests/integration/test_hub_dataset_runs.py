@@ -93,5 +93,12 @@ def test_resume_never_mixes_limited_and_full_runs(counting_plugin, hub_and_manif
 
 
 def test_limit_on_a_hub_dataset(counting_plugin, hub_and_manifest, tmp_path):
-    res = _run("counting:dim=16", "hf:org/tiny-set", tmp_path / "r", no_cache=True, limit=3)
+    from vlbench.explain.source import load_run_dataset
+
+    res = _run("counting:dim=16", "hf:org/tiny-set", tmp_path / "r", no_cache=True, limit=3, dataset_name="tiny")
     assert (res.results["dataset"]["n_images"], res.results["settings"]["limit"]) == (3, 3)
+    # explain finds the run's dataset again from its record: the Hub spec at the commit read, cut to 3 images
+    assert res.results["dataset"]["source"]["spec"] == "hf:org/tiny-set?revision=" + "0123456789abcdef" * 2 + \
+        "01234567"
+    ds = load_run_dataset(res.results)
+    assert ds.content_hash() == res.results["dataset"]["hash"] and ds.n_images == 3

@@ -26,7 +26,7 @@ same files, is what ``datasets`` itself uses underneath, and keeps the one cache
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import DataError
@@ -215,5 +215,6 @@ def load_hub(spec: str, *, data_dir=None, download: bool | None = None) -> tuple
     image_root = data_dir.resolve() / "hub" / hs.repo.replace("/", "--") / commit / config / split
     rows, root, source = read_split([folder / f for f in files], image_root, hs,
                       {"hub": hs.repo, "revision": commit, "config": config, "split": split,
-                                    "files": {f: sha256_file(folder / f) for f in files}})
+                                    "files": {f: sha256_file(folder / f) for f in files},
+                                    "spec": replace(hs, revision=commit).canonical()})  # the same data again
     return hs.canonical(), rows, root, source

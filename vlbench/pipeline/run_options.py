@@ -58,7 +58,8 @@ RUN_OPTIONS = (
     Option("model", "--model", "NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, "
                                "openclip:ViT-B-32/laion2b_s34b_b79k"),
     Option("dataset", "--dataset", "flickr30k, flickr30k-fg, coco, coco-fg, coco-1k, flickr30k-de, "
-                                   "flickr30k-multi30k-{en,de,fr,cs} or custom:<manifest.jsonl> (vlbench ls datasets); "
+                                   "flickr30k-multi30k-{en,de,fr,cs}, custom:<manifest.jsonl> or "
+                                   "hf:ORG/NAME[?split=S&image=COL&caption=COL,COL] (vlbench ls datasets); "
                                    "with --task sugarcrepe: sugarcrepe[:SUBSETS]; with --task sugarcrepe++: "
                                    "sugarcrepe++[:SUBSETS]"),
     Option("perturb", "--perturb", "'all', a family (typos, lexical, distraction, word-order) or comma-separated "
