@@ -115,7 +115,13 @@ def _hub_error(hs: HubSpec, exc: Exception) -> DataError | None:
     return None
 
 
-def _snapshot(hs: HubSpec, patterns: list[str], local: bool) -> Path:
+def _brief(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
+def _snapshot(hs: HubSpec, patterns: list[str], local: bool, why_local: str = "") -> Path:
+    """snapshot_download of the dataset repository, only ``patterns`` (from the cache alone when ``local``)."""
     from huggingface_hub import snapshot_download  # lazy: huggingface_hub is imported only for a Hub dataset
 
     try:
@@ -125,28 +131,33 @@ def _snapshot(hs: HubSpec, patterns: list[str], local: bool) -> Path:
         known = _hub_error(hs, exc)
         if known is not None:
             raise known from None
-        how = ("it is not in the Hugging Face cache and the Hub may not be used (offline)" if local else
-               f"the download failed ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})")
+        how = (f"it is not in the Hugging Face cache, and {why_local or 'the Hub may not be used (offline)'}"
+               if local else f"the download failed ({_brief(exc)})")
         raise DataError(f"Hub dataset {hs.repo!r}" + (f" at {hs.revision!r}" if hs.revision else "") + f": {how}",
                         "run once with network access to the Hub (or its mirror: HF_ENDPOINT) to fill the cache "
                         "(HF_HUB_CACHE), or unset HF_HUB_OFFLINE / VLBENCH_OFFLINE") from None
 
 
-def repo_parquet_files(hs: HubSpec, download: bool) -> list[str]:
-    """The parquet files of the repository at the revision: the Hub's listing when it may be asked (falling back
-    to the cached snapshot when it does not answer), else the cached snapshot's."""
+def repo_parquet_files(hs: HubSpec, download: bool) -> tuple[list[str], HubSpec, bool]:
+    """The parquet files of the repository at the revision, the spec pinned to the commit listed, and whether the
+    Hub answered: its listing when it may be asked (the cached snapshot's when it does not answer)."""
+    why = ""
     if download:
         from huggingface_hub import HfApi  # lazy: huggingface_hub is imported only for a Hub dataset
 
+        api = HfApi()
         try:
-            files = HfApi().list_repo_files(hs.repo, repo_type="dataset", revision=hs.revision)
-            return sorted(f for f in files if f.endswith(".parquet"))
+            commit = api.dataset_info(hs.repo, revision=hs.revision).sha  # one commit for listing and download
+            pinned = replace(hs, revision=commit or hs.revision)
+            files = api.list_repo_files(hs.repo, repo_type="dataset", revision=pinned.revision)
+            return sorted(f for f in files if f.endswith(".parquet")), pinned, True
         except Exception as exc:
             known = _hub_error(hs, exc)
             if known is not None:
                 raise known from None
-    folder = _snapshot(hs, [], local=True)  # no pattern: the cached snapshot's folder, nothing fetched
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet"))
+            why = f"the Hub did not answer ({_brief(exc)})"
+    folder = _snapshot(hs, [], local=True, why_local=why)  # no pattern: the cached snapshot's folder, nothing fetched
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet")), hs, False
 
 
 def split_of(path: str) -> tuple[str, str]:
@@ -199,8 +210,9 @@ def fetch(hs: HubSpec, download: bool | None) -> tuple[Path, str, str, list[str]
     """The local snapshot folder holding the split's parquet files (downloaded when allowed and missing), with
     the config, split and file names chosen."""
     download = (not offline()) if download is None else download
-    config, split, chosen = choose_files(hs, repo_parquet_files(hs, download))
-    return _snapshot(hs, chosen, local=not download), config, split, chosen
+    files, pinned, online = repo_parquet_files(hs, download)
+    config, split, chosen = choose_files(hs, files)
+    return _snapshot(pinned, chosen, local=not online), config, split, chosen
 
 
 def load_hub(spec: str, *, data_dir=None, download: bool | None = None) -> tuple[str, list[dict], Path, dict]:
