@@ -138,26 +138,24 @@ def _snapshot(hs: HubSpec, patterns: list[str], local: bool, why_local: str = ""
                         "(HF_HUB_CACHE), or unset HF_HUB_OFFLINE / VLBENCH_OFFLINE") from None
 
 
-def repo_parquet_files(hs: HubSpec, download: bool) -> tuple[list[str], HubSpec, bool]:
-    """The parquet files of the repository at the revision, the spec pinned to the commit listed, and whether the
-    Hub answered: its listing when it may be asked (the cached snapshot's when it does not answer)."""
+def repo_parquet_files(hs: HubSpec, download: bool) -> tuple[list[str], bool]:
+    """The parquet files of the repository at the revision, and whether the Hub answered: its listing when it may
+    be asked (the cached snapshot's when it does not answer). The download that follows asks for the same revision
+    as given (not the commit), so the cache records the branch and an offline run finds it again."""
     why = ""
     if download:
         from huggingface_hub import HfApi  # lazy: huggingface_hub is imported only for a Hub dataset
 
-        api = HfApi()
         try:
-            commit = api.dataset_info(hs.repo, revision=hs.revision).sha  # one commit for listing and download
-            pinned = replace(hs, revision=commit or hs.revision)
-            files = api.list_repo_files(hs.repo, repo_type="dataset", revision=pinned.revision)
-            return sorted(f for f in files if f.endswith(".parquet")), pinned, True
+            files = HfApi().list_repo_files(hs.repo, repo_type="dataset", revision=hs.revision)
+            return sorted(f for f in files if f.endswith(".parquet")), True
         except Exception as exc:
             known = _hub_error(hs, exc)
             if known is not None:
                 raise known from None
             why = f"the Hub did not answer ({_brief(exc)})"
     folder = _snapshot(hs, [], local=True, why_local=why)  # no pattern: the cached snapshot's folder, nothing fetched
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet")), hs, False
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet")), False
 
 
 def split_of(path: str) -> tuple[str, str]:
@@ -210,9 +208,14 @@ def fetch(hs: HubSpec, download: bool | None) -> tuple[Path, str, str, list[str]
     """The local snapshot folder holding the split's parquet files (downloaded when allowed and missing), with
     the config, split and file names chosen."""
     download = (not offline()) if download is None else download
-    files, pinned, online = repo_parquet_files(hs, download)
-    config, split, chosen = choose_files(hs, files)
-    return _snapshot(pinned, chosen, local=not online), config, split, chosen
+    files, online = repo_parquet_files(hs, download)
+    try:
+        config, split, chosen = choose_files(hs, files)
+    except DataError as exc:
+        if online:
+            raise
+        raise DataError(f"{exc.message} (in the cached snapshot: the Hub was not asked)", exc.hint) from None
+    return _snapshot(hs, chosen, local=not online), config, split, chosen
 
 
 def load_hub(spec: str, *, data_dir=None, download: bool | None = None) -> tuple[str, list[dict], Path, dict]:
