@@ -159,10 +159,12 @@ def _scan(files: list[Path], image: str, captions: list[str], repo: str) -> tupl
     nulls = n = 0
     for f in files:
         pf = pq.ParquetFile(f)
+        in_file = 0
         for batch in pf.iter_batches(batch_size=256, columns=[image, *captions]):
             for row in batch.to_pylist():
                 n += 1
-                where = f"Hub dataset {repo!r}: {f.name}: row {n}"
+                in_file += 1
+                where = f"Hub dataset {repo!r}: {f.name}: row {in_file}"
                 data, path = _image_bytes(row[image], where)
                 caps, skipped = _row_captions(row, captions, where)
                 nulls += skipped
@@ -205,7 +207,18 @@ def _same(path: Path, digest: str) -> bool:
 def read_split(files: list[Path], image_base: Path, hs, source: dict) -> tuple[list[dict], Path, dict]:
     """A split's parquet files as manifest rows (``{"image", "captions"}``, images written under their folder),
     that folder and the source record (``hs``: the :class:`~vlbench.datasets.hub.HubSpec`); core.py builds the
-    Dataset (this module does not import it: core imports the Hub loader)."""
+    Dataset (this module does not import it: core imports the Hub loader). A file pyarrow cannot read is a
+    DataError naming it."""
+    try:
+        return _read_split(files, image_base, hs, source)
+    except pa.ArrowException as exc:
+        raise DataError(f"Hub dataset {hs.repo!r}: a parquet file of {source['config']}/{source['split']} cannot be "
+                        f"read ({type(exc).__name__}: {str(exc)[:200]})",
+                        "the cached file may be damaged: delete the dataset from the Hugging Face cache ('hf cache "
+                        "rm', or its folder under HF_HUB_CACHE) and load it again") from None
+
+
+def _read_split(files: list[Path], image_base: Path, hs, source: dict) -> tuple[list[dict], Path, dict]:
     where = f"Hub dataset {hs.repo!r} ({source['config']}/{source['split']}, {files[0].name})"
     schema = pq.ParquetFile(files[0]).schema_arrow
     image = image_column(schema, hs.image, where)

@@ -184,3 +184,13 @@ def test_limit_keeps_the_first_images_with_their_captions(hub, tmp_path):
     assert cut.images == ds.images[:2] and cut.captions == ds.captions[:10] and cut.limit == 2
     assert cut.describe()["limit"] == 2 and "limit" not in ds.describe() and limited(ds, None) is ds
     assert limited(cut, 2) is cut
+
+
+def test_a_damaged_parquet_file_is_named_not_a_traceback(hub):
+    put, load = hub
+    good = parquet_bytes({"image": [(RED, "r.png")], "caption": ["r"]})
+    put("org/bad", {"test.parquet": good[: len(good) // 2]})
+    with pytest.raises(DataError, match="cannot be read") as err:
+        load("hf:org/bad")
+    assert "HF_HUB_CACHE" in err.value.hint
+
