@@ -102,3 +102,13 @@ def test_limit_on_a_hub_dataset(counting_plugin, hub_and_manifest, tmp_path):
         "01234567"
     ds = load_run_dataset(res.results)
     assert ds.content_hash() == res.results["dataset"]["hash"] and ds.n_images == 3
+
+
+def test_detected_options_are_printed(counting_plugin, hub_and_manifest, tmp_path, capsys):
+    from vlbench.pipeline.runner import run
+
+    run(model="counting:dim=16", dataset="hf:org/tiny-set?caption=caption", out=str(tmp_path / "r"),
+        num_workers=0, n_boot=20, no_cache=True)
+    err = capsys.readouterr().err
+    assert "hf:org/tiny-set?caption=caption: detected split=test, image=image" in err
+    assert "caption=caption," not in err  # the columns given are not "detected"
