@@ -15,7 +15,7 @@ import sys
 from . import __version__, registry, stores
 from .config import expand_config
 from .datasets.builtin import download_dataset
-from .errors import OptionError, VlbenchError
+from .errors import OptionError, PluginInterrupt, VlbenchError
 from .imageperturb import image_perturbations
 from .metrics.specs import describe
 from .models.families import ModelFamily, facts_text
@@ -133,6 +133,8 @@ def _cmd_ls(args) -> int:
         if title == "datasets":
             print(f"  {'custom:<manifest.jsonl>':<34} your own test set: one JSON line per image, "
                   '{"image": "<path relative to the manifest>", "captions": [...]}')
+            print(f"  {'hf:<ORG/NAME>[?options]':<34} a Hub image-text dataset (parquet), read through "
+                  "huggingface_hub; columns detected unless named (docs/datasets.md)")
         for name, err in reg.plugin_errors.items():
             print(f"  ! {name}: {err}")
     for name, err in registry.study_errors.items():
@@ -336,10 +338,12 @@ def main(argv=None) -> int:
             raise
         print(f"vlbench: error: {fs}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # lazy: vlbench --help imports this module; keep it light
         from .encoding.cache import interrupted_note  # issue #21 (helper E): true for the state reached
 
+        if isinstance(exc, PluginInterrupt):  # issue #32: which plug-in's import was interrupted
+            print(f"vlbench: {exc}", file=sys.stderr)
         print(f"vlbench: {interrupted_note()}", file=sys.stderr)
         return 130
 

@@ -68,3 +68,15 @@ class OptionError(VlbenchError):
         """The error as the command line shows it: the option as its flag."""
         message, hint = self.render(flag or self.flag or "--" + self.option.replace("_", "-"))
         return message if not hint else f"{message}\n  fix: {hint}"
+
+
+class PluginInterrupt(KeyboardInterrupt):
+    """A KeyboardInterrupt raised while a plug-in was being imported (Ctrl-C then, or the plug-in raised it
+    itself): still an interrupt (the command line exits 130), but ``plugin`` names the plug-in, so a plug-in that
+    interrupts every import is found (issue #32)."""
+
+    def __init__(self, plugin: str):
+        self.plugin = plugin
+        super().__init__(f"interrupted while importing the plug-in {plugin} (Ctrl-C, or the plug-in raised "
+                         "KeyboardInterrupt itself)")
+

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import UnknownNameError, VlbenchError
+from .errors import PluginInterrupt, UnknownNameError, VlbenchError
 
 _SLUG = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$")
 PLUGIN_ENV = "VLBENCH_DISABLE_PLUGIN_AUTOLOAD"
@@ -44,7 +44,12 @@ class Entry:
     def load(self) -> Any:
         if self._loaded is None:
             if isinstance(self.target, str):
-                self._loaded = resolve(self.target)
+                try:
+                    self._loaded = resolve(self.target)
+                except KeyboardInterrupt as exc:  # named: a plug-in that raises it at import is found
+                    if isinstance(exc, PluginInterrupt):
+                        raise
+                    raise PluginInterrupt(f"{self.name!r} ({self.source}: {self.target})") from exc
             else:
                 self._loaded = self.target
         return self._loaded
@@ -97,6 +102,10 @@ def load_studies() -> None:
             continue
         try:
             ep.load()()
+        except KeyboardInterrupt as exc:  # named, as for the other plug-ins (Entry.load)
+            if isinstance(exc, PluginInterrupt):
+                raise
+            raise PluginInterrupt(f"study {ep.name!r} ({ep.value})") from exc
         except Exception as exc:  # a broken study fails only what uses its parts (they stay unregistered)
             study_errors[ep.name] = f"{ep.value}: {type(exc).__name__}: {exc}"
 

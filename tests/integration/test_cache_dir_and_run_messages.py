@@ -128,6 +128,8 @@ def test_an_interrupt_says_only_what_is_true(interrupting_plugin, counting_plugi
     assert cli.main(["run", "--model", "ctrlc-import", "--out", str(tmp_path / "a"), *args]) == 130
     err = capsys.readouterr().err
     assert "interrupted before this command wrote any batch to the embedding cache" in err
+    # issue #32: the plug-in whose import raised it is named
+    assert "while importing the plug-in 'ctrlc-import' (plugin:test: ctrl_c_on_import:load)" in err
     assert "finished batches are in the embedding cache" not in err and "are in the embedding cache" not in err
     assert cli.main(["run", "--model", "ctrlc-late", "--out", str(tmp_path / "b"), *args]) == 130
     err = capsys.readouterr().err

@@ -27,6 +27,7 @@ from ..errors import DataError
 from ..registry import datasets as DATASETS
 from ..util.io import sha256_file, sha256_json
 from .folds import fold_caption_to_image, fold_captions
+from .hub import is_hub_spec, load_hub
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 
@@ -49,6 +50,8 @@ class Dataset:
     issues: list[dict] = field(default_factory=list)  # bad captions found while loading (reported)
     #: the official ECCV Caption / CxC ground truth with the COCO ids of rows and columns (datasets/official.py)
     official_positives: dict | None = None
+    #: ``--limit N``: only the first N images (with their captions) of the loaded dataset; None: all of it
+    limit: int | None = None
 
     @property
     def n_images(self) -> int:
@@ -99,6 +102,7 @@ class Dataset:
             "extra_positives": self.extra_positives_name,
             "source": self.source,
             "caption_issues": len(self.issues),
+            **({"limit": self.limit} if self.limit is not None else {}),
         }
 
     def subset(self, image_indices, name: str | None = None) -> Dataset:
@@ -113,6 +117,24 @@ class Dataset:
             caption_ids=[self.caption_ids[j] for j in keep], image_root=self.image_root,
             gallery=self.gallery, source=dict(self.source),
         )
+
+
+def limited(ds: Dataset, n: int | None) -> Dataset:
+    """``--limit N``: the first ``n`` images of ``ds`` with all their captions (gallery distractors kept as they
+    are); ``ds`` itself when ``n`` is None. A dataset whose structure needs every image is refused."""
+    if n is None or ds.limit == n:
+        return ds
+    if ds.folds is not None:
+        raise DataError(f"--limit {n}: {ds.name!r} is scored over {len(ds.folds)} folds of its images, which a cut "
+                        "to the first images would break", "use the dataset without folds (e.g. coco instead of "
+                        "coco-1k) with --limit, or leave --limit out")
+    if ds.extra_positives is not None or ds.official_positives is not None:
+        raise DataError(f"--limit {n}: the extended positives of {ds.name!r} ({ds.extra_positives_name}) annotate "
+                        "the whole test set", "leave --extra-positives or --limit out")
+    cut = ds.subset(np.arange(min(n, ds.n_images)))
+    ids = set(cut.caption_ids)
+    return replace(cut, distractors=list(ds.distractors), distractor_root=ds.distractor_root, limit=n,
+                   issues=[i for i in ds.issues if i.get("caption_id") in ids])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -313,10 +335,15 @@ def load_custom(manifest: str | Path, *, require_images: bool = True) -> Dataset
 
 def load_dataset(spec: str, *, data_dir=None, gallery: str = "test", require_images: bool = True,
                  download: bool | None = None, extra_positives: str | None = None) -> Dataset:
-    """Load a dataset by registered name or ``custom:<manifest.jsonl>``."""
-    custom = spec.startswith("custom:") or (spec.endswith(".jsonl") and Path(spec).is_file())
+    """Load a dataset by registered name, ``custom:<manifest.jsonl>`` or ``hf:ORG/NAME[?options]`` (.hub)."""
+    custom = spec.startswith("custom:") or (spec.endswith(".jsonl") and Path(spec).is_file()) or is_hub_spec(spec)
     if custom and extra_positives:
         raise no_extra_positives(extra_positives, spec)
+    if is_hub_spec(spec):
+        if gallery != "test":
+            raise DataError("--gallery applies to the built-in FG datasets only",
+                            "a Hub dataset's gallery is its split's images")
+        return _build(*load_hub(spec, data_dir=data_dir, download=download))
     if spec.startswith("custom:"):
         if gallery != "test":
             raise DataError("--gallery applies to the built-in FG datasets only",

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import registry
-from ..datasets.core import Dataset, load_dataset, safe_join
+from ..datasets.core import Dataset, limited, load_dataset, safe_join
 from ..datasets.folds import fold_index_maps
 from ..encoding.cache import item_key
 from ..encoding.images import file_key
@@ -116,8 +116,9 @@ def _dataset_spec(results: dict, dataset: str | None) -> str:
     if dataset:
         return dataset
     info = results.get("dataset") or {}
-    manifest = (info.get("source") or {}).get("manifest")
-    return f"custom:{manifest}" if manifest else str(info.get("name") or "")
+    source = info.get("source") or {}
+    manifest, hub = source.get("manifest"), source.get("spec")  # hub: hf:ORG/NAME?...&revision=<the commit read>
+    return f"custom:{manifest}" if manifest else hub if isinstance(hub, str) else str(info.get("name") or "")
 
 
 def load_run_dataset(results: dict, *, dataset: str | None = None, data_dir=None):
@@ -134,6 +135,7 @@ def load_run_dataset(results: dict, *, dataset: str | None = None, data_dir=None
                         "pass --dataset SPEC (and --data-dir DIR) naming where the run's dataset is now") from None
     # the run's gallery as it was (a smaller folder than the dataset's full one was allowed by the run itself)
     ds = apply_gallery(ds, SimpleNamespace(gallery=gallery, allow_partial_gallery=True, dataset=spec, protocol=None))
+    ds = limited(ds, info.get("limit"))  # --limit: the run's first N images, cut after the gallery as the run did
     if info.get("hash") and ds.content_hash() != info["hash"]:
         raise DataError(f"the dataset loaded from {spec!r} is not the one run {results.get('run_id')} evaluated "
                         f"(content hash {ds.content_hash()[:12]}, the run's {info['hash'][:12]})",

@@ -29,6 +29,7 @@ The sigmoid loss's learned ``logit_scale`` and ``logit_bias`` map a cosine to a 
 from __future__ import annotations
 
 from ..errors import ModelError
+from ..util.query import QueryProblem, query_pairs
 from .adapter import _as_features, torch_dtype
 from .hf import HFDualEncoder
 from .hf import fingerprint as hf_fingerprint
@@ -46,14 +47,17 @@ def split_options(checkpoint: str | None, family: str = "siglip2") -> tuple[str,
     """``CKPT?key=value&...`` -> (CKPT or the family's default, every option with its value, defaults filled)."""
     base, _, query = (checkpoint or "").partition("?")
     opts = {k: v[0] for k, v in OPTIONS.items()}
-    for part in filter(None, query.split("&")):
-        key, sep, value = part.partition("=")
-        key, value = key.strip(), value.strip()
+    try:
+        pairs = query_pairs(query)
+    except QueryProblem as exc:  # lowercase=0&lowercase=1: which one was meant is unknowable (issue #32)
+        raise ModelError(f"{family}: {exc} in {checkpoint!r}",
+                         f"e.g. {family}:{DEFAULTS.get(family, 'CHECKPOINT')}?lowercase=0") from None
+    for key, value in pairs:
         if key not in OPTIONS:
             raise ModelError(f"{family}: unknown option {key!r} in {checkpoint!r}",
                              f"use {', '.join(k + '=' + '|'.join(v) for k, v in OPTIONS.items())}, "
                              f"e.g. {family}:{DEFAULTS.get(family, 'CHECKPOINT')}?lowercase=0")
-        if not sep or value not in OPTIONS[key]:
+        if value not in OPTIONS[key]:
             raise ModelError(f"{family}: option {key}={value!r} in {checkpoint!r} is not one of "
                              f"{', '.join(OPTIONS[key])}", f"write {key}={OPTIONS[key][0]} or {key}={OPTIONS[key][1]}")
         opts[key] = value

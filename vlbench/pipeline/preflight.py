@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import langdata, perturbations, registry, stores
 from ..datasets.builtin import images_problem
-from ..datasets.core import check_images, load_dataset
+from ..datasets.core import check_images, limited, load_dataset
 from ..errors import DataError, ModelError, UnknownNameError, VlbenchError
 from ..lang import SPACY_MODELS, wordnet_available, wordnet_files
 from ..metrics.specs import check_plugins
@@ -186,19 +186,21 @@ def check_disk(paths: list[Path], need_bytes: int) -> list[Problem]:
     return out
 
 
-def check_dataset(name: str, *, data_dir=None, gallery="test", extra_positives=None):
+def check_dataset(name: str, *, data_dir=None, gallery="test", extra_positives=None, limit=None):
     """(dataset or None, problems, complete): captions and images, everything missing listed; ``complete``:
-    every image is there, so the run can use this dataset as it is (no second load)."""
+    every image is there, so the run can use this dataset as it is (no second load). ``limit``: only the first
+    N images are checked (``--limit``; the dataset is returned whole, the run cuts it after its gallery)."""
 
     download = network_reachable() and not name.startswith("custom:")
     try:
         ds = load_dataset(name, data_dir=data_dir, gallery=gallery, require_images=False, download=download,
                           extra_positives=extra_positives)
+        cut = limited(ds, limit)
     except VlbenchError as exc:
         return None, [Problem(f"dataset {name!r}", exc.message, exc.hint or "", type(exc)),
                       *_images_without_captions(name, data_dir, download)], False
     try:
-        check_images(ds)
+        check_images(cut)
     except VlbenchError as exc:
         if download:  # the run downloads the missing images
             return ds, [], False
@@ -233,7 +235,7 @@ def preflight(cfg):
 
     check_plugins()  # a metric plug-in that calls sys.exit while importing stops the run here
     ds, problems, complete = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=dataset_gallery(cfg),
-                                 extra_positives=cfg.extra_positives)
+                                 extra_positives=cfg.extra_positives, limit=cfg.limit)
     problems += check_model(cfg.model, cfg.trust_remote_code)
     if cfg.relevance not in (None, "self"):  # the fixed relevance model of --relevance / --protocol
         problems += check_relevance(cfg.relevance, cfg.protocol)

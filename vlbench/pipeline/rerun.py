@@ -20,7 +20,8 @@ import json
 from pathlib import Path
 
 from .. import perturbations
-from ..datasets.core import load_dataset
+from ..datasets.core import limited, load_dataset
+from ..datasets.hub import canonical_name, is_hub_spec
 from ..errors import OptionError, VlbenchError
 from ..results import RunRecord, SchemaTooNew, UnreadableResults
 from ..runfolder import RESULTS, RUN_FILES, check_run_files, is_finished, remove_run_files  # noqa: F401  re-exported
@@ -50,6 +51,8 @@ def expected_dataset_name(cfg) -> str:
         return cfg.dataset_name.strip()
     if cfg.dataset.startswith("custom:"):
         return f"custom:{Path(cfg.dataset[len('custom:'):]).name}"
+    if is_hub_spec(cfg.dataset):
+        return canonical_name(cfg.dataset)
     return cfg.dataset
 
 
@@ -58,7 +61,7 @@ def _dataset_hash(cfg) -> str:
     try:
         ds = load_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=galleries.dataset_gallery(cfg),
                           require_images=False, download=False, extra_positives=cfg.extra_positives)
-        return galleries.apply_gallery(ds, cfg).content_hash()
+        return limited(galleries.apply_gallery(ds, cfg), cfg.limit).content_hash()  # --limit: the cut set
     except VlbenchError as exc:
         raise OptionError("resume", f"{{opt}} cannot check that the dataset is the finished run's: {exc.message}",
                           "make the dataset available, or pass another out folder") from None

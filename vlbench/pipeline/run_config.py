@@ -14,7 +14,7 @@ group              ``cfg.<attribute>``         fields
 model              ``model_opts``              model, model_name, revision, trust_remote_code, device, precision,
                                                batch_size, text_batch_size, num_workers
 data               ``data_opts``               dataset, dataset_name, data_dir, gallery, extra_positives,
-                                               allow_partial_gallery
+                                               allow_partial_gallery, limit
 conditions         ``condition_opts``          perturb, perturb_params, perturb_images, corrupt_at, mce_reference,
                                                shortcuts, digits, distractors, token_budget, sentence_budget, seed
                                                (perturbations, shortcut numbers, bootstrap)
@@ -88,6 +88,7 @@ class DataOptions:
     gallery: str | None = None  # None: the protocol's (standard: test); explicit wins
     extra_positives: str | None = None
     allow_partial_gallery: bool = False  # a folder gallery smaller than the protocol's (labelled [gallery=N])
+    limit: int | None = None  # a smoke test: only the first N images with their captions (labelled -limitN)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +102,7 @@ class ConditionOptions:
     shortcuts: str | None = None  # shortcut probes, e.g. "matched,mismatched,caption-only,image-only,bits=2"
     digits: str = "auto"  # digit images of the shortcut probes: auto, mnist, sklearn-digits
     distractors: str | None = None  # gallery distractors, e.g. "images:negatives/,captions:adv.txt" (distractors.md)
-    token_budget: tuple = ()  # caption budgets in model tokens, each a condition "budget:B" (pipeline/budgets.py)
+    token_budget: tuple = ()  # caption budgets in model tokens, each a condition "budget:B" (granularity/budgets.py)
     sentence_budget: tuple = ()  # caption budgets in sentences, each a condition "sentences:K"
     seed: int = 0  # perturbations, shortcut numbers and the bootstrap
 
@@ -254,6 +255,7 @@ def validate(cfg: RunConfig) -> None:
     _positive(cfg, "n_boot", 1000, flag="--bootstrap")
     _positive(cfg, "batch_size", 64)
     _positive(cfg, "text_batch_size", 256, optional=True)
+    _positive(cfg, "limit", 20, optional=True)
     if cfg.num_workers is not None and (not _is_int(cfg.num_workers) or cfg.num_workers < 0):
         raise OptionError("num_workers", f"{{opt}} must be >= 0, got {cfg.num_workers!r}",
                           "0 decodes images in the main process", example=4)

@@ -58,7 +58,8 @@ RUN_OPTIONS = (
     Option("model", "--model", "NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, "
                                "openclip:ViT-B-32/laion2b_s34b_b79k"),
     Option("dataset", "--dataset", "flickr30k, flickr30k-fg, coco, coco-fg, coco-1k, flickr30k-de, "
-                                   "flickr30k-multi30k-{en,de,fr,cs} or custom:<manifest.jsonl> (vlbench ls datasets); "
+                                   "flickr30k-multi30k-{en,de,fr,cs}, custom:<manifest.jsonl> or "
+                                   "hf:ORG/NAME[?split=S&image=COL&caption=COL,COL] (vlbench ls datasets); "
                                    "with --task sugarcrepe: sugarcrepe[:SUBSETS]; with --task sugarcrepe++: "
                                    "sugarcrepe++[:SUBSETS]"),
     Option("perturb", "--perturb", "'all', a family (typos, lexical, distraction, word-order) or comma-separated "
@@ -106,6 +107,8 @@ RUN_OPTIONS = (
                                                    "eccv-all / cxc-union add them to the "
                                                    "original positives of every query",
            choices=run_config.EXTRA_POSITIVES),
+    Option("limit", "--limit", "a smoke test: only the first N images with their captions (the run id says "
+                               "-limitN; leaderboards leave such runs out unless asked)", kind="int", metavar="N"),
     Option("device", "--device", "cuda, cuda:1, mps or cpu (default: best available)"),
     Option("precision", "--precision", "weights and activations (default fp32)", choices=run_config.PRECISIONS),
     Option("batch_size", "--batch-size", "image batch size (texts use max(this, 256))", kind="int"),

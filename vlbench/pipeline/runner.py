@@ -14,6 +14,8 @@ the model keys as encoded, what binding added to the conditions; the score step'
 The score step is pipeline/scoring.py, statistics metrics/stats.py, output files report.py, the encoding
 session encoding/session.py, torchrun encoding/distributed.py, the options run_config.py.
 """
+# size: module: the four steps of a run and the frozen values between them read best in one file; what each step
+# does lives in its own module (scoring, report, timing, galleries, budgets, distractors, ...)
 
 from __future__ import annotations
 
@@ -32,11 +34,12 @@ import numpy as np
 
 from .. import __version__, perturbations
 from ..conditions import RunCondition
-from ..datasets.core import Dataset, load_dataset
+from ..datasets.core import Dataset, limited, load_dataset
 from ..encoding.distributed import claim_out, distributed, gather, phase, silence_library_progress
 from ..encoding.session import EncodingSession
 from ..encoding.variant_images import bind_transforms
 from ..errors import VlbenchError
+from ..granularity import budgets
 from ..metrics import compute
 from ..metrics.graded import graded_relevance
 from ..metrics.stats import model_input_analysis, paired_bootstrap, query_scores
@@ -56,7 +59,7 @@ from ..results import (
 from ..runfolder import FILES, file_manifest, new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
 from ..util.env import library_versions
 from ..util.io import sha256_json
-from . import budgets, distractors, galleries, presets, relevance, scoring, timing
+from . import distractors, galleries, presets, relevance, scoring, timing
 from .embedding_index import write_index
 from .preflight import preflight
 from .report import format_table, write_flips, write_per_query, write_run_files
@@ -191,8 +194,12 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
                           require_images=True,
                           extra_positives=cfg.extra_positives)
     ds = galleries.apply_gallery(ds, cfg)  # --gallery folder
+    ds = limited(ds, cfg.limit)  # --limit N: the first N images (after the gallery: the cut ones are not distractors)
     if cfg.dataset_name:
         ds = dataclasses.replace(ds, name=cfg.dataset_name.strip())
+    if ds.source.get("detected"):  # a Hub dataset's options that were detected, not given (datasets/hub.py)
+        _log(cfg, f"{ds.name}: detected {', '.join(f'{k}={v}' for k, v in ds.source['detected'].items())} "
+                  f"(give them in the spec to choose others: hf:ORG/NAME?split=...&image=...&caption=...)")
     if ds.issues:
         _log(cfg, f"warning: {len(ds.issues)} caption(s) of {ds.name} are empty or unusable "
                   f"(first: {ds.issues[0]['caption_id']}: {ds.issues[0]['problem']}); they stay in the "
@@ -246,7 +253,8 @@ def _load_model(m, o):
 
 
 def _run_id(model_spec: str, ds: Dataset, model_hash: str) -> str:
-    return new_run_id(model_spec, ds.name, model_hash, ds.content_hash())
+    label = ds.name if ds.limit is None else f"{ds.name}-limit{ds.limit}"  # --limit: said in the run id
+    return new_run_id(model_spec, label, model_hash, ds.content_hash())
 
 
 def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
@@ -357,6 +365,7 @@ def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
             "precision": cfg.precision, "device": str(enc.adapter.device), "batch_size": cfg.batch_size,
             "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",
             "folds": "mean over folds" if plan.ds.folds is not None else None,
+            **({"limit": cfg.limit} if cfg.limit is not None else {}),  # a smoke test: leaderboards refuse it
             "options": number_options(cfg)}  # what --resume compares (rerun.py)
 
 

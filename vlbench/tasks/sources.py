@@ -7,6 +7,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from .. import stores
+from ..datasets.core import safe_join
 from ..errors import DataError, VlbenchError
 from ..perturbations import perturb_captions
 from .choice import ChoiceItem
@@ -74,17 +75,43 @@ def check_coco_images(items, images_dir, what: str) -> None:
     """A DataError naming the folder when some of the items' COCO val2017 images are not in ``images_dir``
     (default: the COCO val2017 folder of ``--task sugarcrepe``); ``what`` names the item set."""
     folder = Path(images_dir) if images_dir is not None else coco_val2017_dir()
-    missing = [it.image for it in items if not (folder / it.image).is_file()]
+    missing = [it.image for it in items if not _image_present(folder, it.image, what)]
     if missing:
         raise DataError(f"{len(missing)} of {len(items)} COCO val2017 images of {what} are missing from {folder} "
                         f"(first: {missing[0]})", f"unzip {COCO_VAL_URL} so the .jpg files sit in {folder}, or pass "
                         "--images-dir (images_dir= from Python) naming the folder that holds them")
 
 
+def _image_present(folder: Path, name: str, what: str) -> bool:
+    """Whether the image is a file inside ``folder``, as custom manifests check it (datasets.core.safe_join): a
+    symbolic link inside the folder that points elsewhere is refused (issue #32), unless it leads into a store named
+    in $VLBENCH_IMAGE_ROOTS; a name the file system cannot look up is a DataError, not a traceback."""
+    try:
+        return safe_join(folder, name).is_file()
+    except DataError as exc:
+        raise DataError(f"{what}: {exc.message}", exc.hint) from None
+    except OSError as exc:
+        raise DataError(f"{what}: image name {shown_name(name)} cannot be looked up in "
+                        f"{folder}: {exc.strerror}", "image names must be file names inside the images folder "
+                        f"(at most {NAME_MAX} bytes each)") from None
+
+
+#: the longest file name (one path component, in bytes) the usual file systems take
+NAME_MAX = 255
+
+
+def shown_name(name: str, width: int = 80) -> str:
+    """An image name as a message shows it: quoted, and cut with its length said when it is long."""
+    return repr(name) if len(name) <= width else f"{name[:width]!r}... ({len(name):,} characters)"
+
+
 def _bad_image_name(name: str) -> str | None:
     """Why a task file's image name is not a plain file name inside the images folder (as manifests refuse)."""
     if "\0" in name:
         return "contains a NUL character"
+    longest = max((len(p.encode("utf-8", "surrogatepass")) for p in name.replace("\\", "/").split("/")), default=0)
+    if longest > NAME_MAX:
+        return f"has a part of {longest:,} bytes: too long for a file name (file systems take at most {NAME_MAX})"
     parts = PurePosixPath(name.replace("\\", "/"))
     if parts.is_absolute() or ":" in name[1:2]:
         return "is an absolute path"
@@ -123,7 +150,7 @@ def read_sugarcrepe_file(path: Path) -> list[tuple[str, str, str, str]]:
                             "(each a non-empty string)", fix)
         why = _bad_image_name(row["filename"])
         if why:
-            raise DataError(f"SugarCrepe file {path} item {key!r}: image name {row['filename']!r} {why}",
+            raise DataError(f"SugarCrepe file {path} item {key!r}: image name {shown_name(row['filename'])} {why}",
                             "image names must be file names inside the images folder (--images-dir), as in "
                             "manifests; fix the item or use the unmodified file")
         out.append((str(key), row["filename"], row["caption"], row["negative_caption"]))

@@ -31,7 +31,7 @@ from ..util.markdown import md_table
 from .blind import SUGARCREPE_TEST_IMAGES
 from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
 from .registry import ChoiceTask, ItemSets, register_task
-from .sources import _bad_image_name, check_coco_images, coco_val2017_dir
+from .sources import _bad_image_name, check_coco_images, coco_val2017_dir, shown_name
 
 TASK = "sugarcrepe++"
 SCPP_SUBSETS = ("replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
@@ -207,7 +207,7 @@ def read_scpp_file(path: Path, subset: str) -> list[TripletItem]:
         seen.add(key)
         why = _bad_image_name(row["filename"])
         if why:
-            raise DataError(f"{where}: image name {row['filename']!r} {why}",
+            raise DataError(f"{where}: image name {shown_name(row['filename'])} {why}",
                             "image names must be file names inside the images folder (--images-dir)")
         out.append(TripletItem(f"{subset}:{key}", row["filename"], row["caption"], row["caption2"],
                                row["negative_caption"]))

@@ -19,6 +19,23 @@ def test_plugin_calling_sys_exit_on_import_is_an_error(tmp_path, monkeypatch):
     assert "reinstall or fix" in err.value.hint
 
 
+def test_plugin_raising_keyboard_interrupt_at_import_is_named(tmp_path, monkeypatch):
+    """Issue #32: a plug-in that raises KeyboardInterrupt while importing stayed anonymous (every run stopped as if
+    the user had pressed Ctrl-C); it is still an interrupt, but it names the plug-in, its source and target."""
+    from vlbench.errors import PluginInterrupt
+
+    (tmp_path / "interrupting_plugin.py").write_text("raise KeyboardInterrupt\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = registry.Registry("models")
+    reg._plugins_loaded = True
+    reg._entries["stopper"] = registry.Entry("stopper", "interrupting_plugin:load", "", "plugin:stopper 0.1")
+    with pytest.raises(KeyboardInterrupt) as err:
+        reg.get("stopper")
+    assert isinstance(err.value, PluginInterrupt)
+    assert err.value.plugin == "'stopper' (plugin:stopper 0.1: interrupting_plugin:load)"
+    assert "stopper" in str(err.value) and "KeyboardInterrupt" in str(err.value)
+
+
 def test_ls_marks_broken_plugins_and_lists_custom_datasets(monkeypatch, capsys, tmp_path):
     import importlib.metadata as md
 

@@ -144,3 +144,52 @@ def test_relevance_st_problem_is_named_in_its_role_before_any_work(tmp_path):
     assert len(found) == 1
     assert found[0].item == f"relevance model 'st:{tmp_path / 'missing'}' (the relevance model given by --relevance (DCG gains))"
     assert "does not exist" in found[0].what and "SentenceTransformer.save" in found[0].fix
+
+
+def test_st_text_only_model_is_refused_before_loading(tmp_path, monkeypatch, manifest):
+    """Issue #32: ``st:`` with a text-only sentence-transformers model (the real all-MiniLM-L6-v2 folder) ended in
+    sentence-transformers' ValueError after loading; now the preflight and the loader refuse it from its files,
+    naming the model and why, before sentence-transformers is asked to load anything."""
+    import sentence_transformers
+
+    from vlbench.errors import ModelError
+    from vlbench.models.adapter import load_model
+    from vlbench.models.st import preflight
+    from vlbench.pipeline.runner import run
+    from vlbench.sentence import model_dir
+
+    minilm = str(model_dir())
+    found = preflight(minilm)
+    assert len(found) == 1 and "text-only" in found[0].message and f"st:{minilm}" in found[0].message
+    assert "Transformer, Pooling, Normalize" in found[0].message
+
+    def never(*a, **k):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", never)
+    with pytest.raises(ModelError, match="text-only"):
+        load_model(f"st:{minilm}", device="cpu")
+    with pytest.raises(ModelError, match="text-only"):
+        run(model=f"st:{minilm}", dataset=f"custom:{manifest}", out=str(tmp_path / "r"), quiet=True, num_workers=0)
+
+
+def test_st_broken_modules_json_names_the_file(st_folder, tmp_path):
+    """Issue #32: a broken modules.json gave a JSONDecodeError naming no file; now a ModelError names it."""
+    import shutil
+
+    from vlbench.errors import ModelError
+    from vlbench.models.adapter import load_model
+    from vlbench.models.st import preflight
+
+    folder = tmp_path / "broken-st"
+    shutil.copytree(st_folder[0], folder)
+    (folder / "modules.json").write_text('[{"idx": 0, "type": "sentence_transformers.models.CLIPModel",')
+    found = preflight(str(folder))
+    assert len(found) == 1 and str(folder / "modules.json") in found[0].message and "not valid JSON" in \
+        found[0].message
+    with pytest.raises(ModelError) as err:
+        load_model(f"st:{folder}", device="cpu")
+    assert str(folder / "modules.json") in err.value.message and "SentenceTransformer.save" in err.value.hint
+    (folder / "modules.json").write_text('{"type": "x"}')
+    assert "not a list of modules" in preflight(str(folder))[0].message
+    assert preflight(str(st_folder[0])) == []  # the image-text model passes

@@ -172,3 +172,20 @@ def test_default_checkpoints_offline_fail_fast_naming_the_hub_id(monkeypatch):
     with pytest.raises(ModelError) as exc:
         load_model("siglip", device="cpu")
     assert "google/siglip-base-patch16-224" in exc.value.message
+
+
+@pytest.mark.parametrize("family", ["siglip", "siglip2"])
+def test_duplicated_query_keys_are_refused(family):
+    """Issue #32: ``siglip2:DIR?lowercase=0&lowercase=1`` took the last value silently; which was meant is
+    unknowable, so a key given twice is refused (before any file is read), in every family's spec."""
+    from vlbench.errors import ModelError
+    from vlbench.models.siglip import preflight, split_options
+
+    for spec in ("DIR?lowercase=0&lowercase=1", "DIR?lowercase=0&lowercase=0",
+                 "DIR?padding=longest&padding=max_length"):
+        with pytest.raises(ModelError, match="given twice"):
+            split_options(spec, family)
+    found = preflight("DIR?lowercase=0&lowercase=1", family=family)
+    assert len(found) == 1 and "given twice" in found[0].message
+    with pytest.raises(ModelError, match="has no value"):
+        split_options("DIR?lowercase", family)

@@ -58,6 +58,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     flags += ["--allow-partial-gallery"]  # (helper H) a smaller --gallery folder, labelled
     flags += ["--distractors", "captions:adv.txt"]  # (helper M, issue #23) gallery distractors
     flags += ["--token-budget", "16,77", "--sentence-budget", "2"]  # (issue #33) caption-length budgets
+    flags += ["--limit", "20"]  # (issue #30) a smoke test
     doc = {"model": "counting:dim=8", "dataset": "custom:m.jsonl", "perturb": "typos",
            "param": {"typos-keyboard.rate": 0.2}, "out": "o", "dataset_name": "d", "model-name": "m", "data-dir": "dd",
            "gallery": "fg-pool", "extra-positives": "eccv", "device": "cpu", "precision": "bf16", "batch-size": 8,
@@ -70,7 +71,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
            "shortcuts": "matched", "digits": "mnist", "validity": "full", "validity-sample": 50,
            "validity-precision": 0.01}
     doc.update({"resume": True, "overwrite": True, "allow-partial-gallery": True})
-    doc.update({"distractors": "captions:adv.txt"})
+    doc.update({"distractors": "captions:adv.txt", "limit": 20})
     doc.update({"token-budget": [16, 77], "sentence_budget": 2})
     cfg = RunConfig(model="counting:dim=8", dataset="custom:m.jsonl", perturb="typos",
                     perturb_params={"typos-keyboard": {"rate": 0.2}}, out="o", dataset_name="d", model_name="m",
@@ -83,7 +84,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     mce_reference="ref", corrupt_at="original", shortcuts="matched", digits="mnist",
                     validity="full", validity_sample=50, validity_precision=0.01, resume=True, overwrite=True,
                     allow_partial_gallery=True, distractors="captions:adv.txt", token_budget=(16, 77),
-                    sentence_budget=(2,))
+                    sentence_budget=(2,), limit=20)
     return flags, doc, cfg
 
 

@@ -194,3 +194,45 @@ def test_blind_baseline_is_the_itt_rule_on_a_caption_model(counting_plugin, scpp
         rec = next(r for r in res.results["results"]
                    if r["condition"] == f"task:sugarcrepe++:{s}" and r["metric"] == "blind_accuracy")
         assert rec["value"] == pytest.approx(100 * np.mean(hits)) and rec["n"] == len(hits)
+
+
+def _one_item_file(root, filename):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "swap_obj.json").write_text(json.dumps([{"id": 0, "filename": filename, "caption": "a dog",
+                                                     "caption2": "one dog", "negative_caption": "a cat"}]))
+    return root
+
+
+def test_images_dir_symlink_pointing_elsewhere_is_refused(tmp_path, monkeypatch):
+    """Issue #32: a symbolic link inside --images-dir that points outside it was followed (custom manifests refuse
+    it); now refused the same way, naming the image and $VLBENCH_IMAGE_ROOTS."""
+    from vlbench.tasks.sugarcrepe_pp import scpp_items
+
+    monkeypatch.delenv("VLBENCH_IMAGE_ROOTS", raising=False)
+    secret = tmp_path / "elsewhere" / "secret.jpg"
+    secret.parent.mkdir()
+    secret.write_bytes(b"not yours")
+    images = tmp_path / "val2017"
+    images.mkdir()
+    (images / "000000000139.jpg").symlink_to(secret)
+    root = _one_item_file(tmp_path / "scpp", "000000000139.jpg")
+    with pytest.raises(DataError, match="points outside the data folder") as err:
+        scpp_items(root, "swap_obj", images_dir=images)
+    assert "SugarCrepe++ swap_obj" in err.value.message and "VLBENCH_IMAGE_ROOTS" in err.value.hint
+    monkeypatch.setenv("VLBENCH_IMAGE_ROOTS", str(secret.parent))  # a named store is allowed, as for manifests
+    assert [it.image for it in scpp_items(root, "swap_obj", images_dir=images)] == ["000000000139.jpg"]
+
+
+def test_a_5000_character_image_name_is_a_clear_error(tmp_path, capsys):
+    """Issue #32: a 5,000-character image name ended in a traceback (the file system's ENAMETOOLONG); now a
+    DataError naming the item and the limit, with the name cut short in the message."""
+    from vlbench.tasks.sugarcrepe_pp import scpp_items
+
+    root = _one_item_file(tmp_path / "sugarcrepe_pp", "a" * 5000 + ".jpg")
+    with pytest.raises(DataError, match="5,004 characters") as err:
+        scpp_items(root, "swap_obj", images_dir=tmp_path)
+    assert "item 0" in err.value.message and "255" in err.value.message and len(err.value.message) < 600
+    code = main(["run", "--task", "sugarcrepe++", "--dataset", "sugarcrepe++:swap_obj", "--model", "clip",
+                 "--data-dir", str(tmp_path), "--images-dir", str(tmp_path), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "5,004 characters" in err

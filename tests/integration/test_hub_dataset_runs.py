@@ -1,0 +1,114 @@
+"""Runs on a Hub dataset (``--dataset hf:ORG/NAME``, issue #30 item 3) and smoke-test runs (``--limit N``, item 4).
+
+The Hub dataset is a parquet split in huggingface_hub's real cache layout (tests/support/hub_datasets.py), resolved
+offline by the library's own snapshot_download; the same images and captions as a custom manifest must give the
+same results.json numbers, number for number.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.data import write_manifest
+from support.hub_datasets import manifest_as_parquet, use_hub_cache, write_hub_cache
+
+
+@pytest.fixture
+def hub_and_manifest(tmp_path, monkeypatch):
+    """A 12-image manifest (images beside it) and the same rows as hf:org/tiny-set, test split, 2 caption columns."""
+    man = write_manifest(tmp_path / "data", 12, images="")
+    write_hub_cache(tmp_path / "hub", "org/tiny-set",
+                    {"data/test-00000-of-00001.parquet": manifest_as_parquet(man, split_at=2),
+                     "data/train-00000-of-00001.parquet": manifest_as_parquet(write_manifest(
+                         tmp_path / "other", 3, images="", seed=5, start=20))})
+    use_hub_cache(monkeypatch, tmp_path / "hub")
+    monkeypatch.setenv("VLBENCH_DATA_DIR", str(tmp_path / "vlbench-data"))
+    return man
+
+
+def _run(model, dataset, out, **kw):
+    from vlbench.pipeline.runner import run
+
+    return run(model=model, dataset=dataset, out=str(out), quiet=True, num_workers=0, **{"n_boot": 50, **kw})
+
+
+def test_hub_dataset_with_two_caption_columns_equals_the_manifest(tiny_models, hub_and_manifest, tmp_path):
+    model = f"clip:{tiny_models('clip')}"
+    hub = _run(model, "hf:org/tiny-set", tmp_path / "hub-run", perturb="char-swap,shuffle-all-words")
+    custom = _run(model, f"custom:{hub_and_manifest}", tmp_path / "custom-run", perturb="char-swap,shuffle-all-words")
+    h, c = (json.loads((r.out_dir / "results.json").read_text()) for r in (hub, custom))
+    assert h["results"] == c["results"] and h["deltas"] == c["deltas"] and h["bootstrap"] == c["bootstrap"]
+    assert len(h["results"]) > 30 and h["dataset"]["n_captions"] == c["dataset"]["n_captions"] == 60
+    source = h["dataset"]["source"]
+    assert (source["split"], source["caption_columns"], source["revision"]) == ("test", ["caption", "sentences"],
+                                                                               "0123456789abcdef" * 2 + "01234567")
+    assert h["dataset"]["name"] == "hf:org/tiny-set"
+    # per caption: the same ids (the parquet path names), so the same perturbed captions and per-query values
+    assert (hub.out_dir / "per_query.csv.gz").read_bytes() and hub.record.dataset.hash == custom.record.dataset.hash
+
+
+def test_hub_dataset_is_resumed_by_its_spec(counting_plugin, hub_and_manifest, tmp_path):
+    first = _run("counting:dim=16", "hf:org/tiny-set?caption=sentences,caption", tmp_path / "r", no_cache=True)
+    again = _run("counting:dim=16", "hf:org/tiny-set?caption=sentences,caption", tmp_path / "r", no_cache=True,
+                 resume=True)
+    assert again.record.run_id == first.record.run_id
+    assert first.results["dataset"]["name"] == "hf:org/tiny-set?caption=sentences,caption"
+
+
+def test_limit_run_prints_a_table_and_is_labelled(counting_plugin, hub_and_manifest, tmp_path, capsys):
+    from vlbench.cli import main
+
+    out = tmp_path / "lim"
+    code = main(["run", "--model", "counting:dim=16", "--dataset", f"custom:{hub_and_manifest}", "--limit", "5",
+                 "--out", str(out), "--num-workers", "0", "--bootstrap", "20", "--no-cache"])
+    printed = capsys.readouterr().out
+    assert code in (0, None)
+    rows = [line.split("|")[1:3] for line in printed.splitlines() if line.startswith("|")]
+    assert [c.strip() for c in rows[0]] == ["condition", "dir"]
+    assert ["clean", "i2t"] in [[c.strip() for c in r] for r in rows]
+    res = json.loads((out / "results.json").read_text())
+    assert res["settings"]["limit"] == 5 and res["dataset"]["limit"] == 5
+    assert "-limit5-" in res["run_id"]
+    assert (res["dataset"]["n_images"], res["dataset"]["n_captions"]) == (5, 25)
+    # the first 5 images of the manifest with their captions, nothing else: the same numbers as a 5-image manifest
+    five = write_manifest(tmp_path / "five", 5, images="")
+    full = _run("counting:dim=16", f"custom:{five}", tmp_path / "five-run", no_cache=True, n_boot=20)
+    assert res["results"] == full.results["results"]
+    assert "limit" not in full.results["settings"] and "limit" not in full.results["dataset"]
+
+
+def test_resume_never_mixes_limited_and_full_runs(counting_plugin, hub_and_manifest, tmp_path):
+    from vlbench.errors import OptionError
+
+    _run("counting:dim=16", f"custom:{hub_and_manifest}", tmp_path / "full", no_cache=True)
+    with pytest.raises(OptionError, match="limit None, not 4"):
+        _run("counting:dim=16", f"custom:{hub_and_manifest}", tmp_path / "full", no_cache=True, limit=4, resume=True)
+    _run("counting:dim=16", f"custom:{hub_and_manifest}", tmp_path / "lim", no_cache=True, limit=4)
+    with pytest.raises(OptionError, match="limit 4, not None"):
+        _run("counting:dim=16", f"custom:{hub_and_manifest}", tmp_path / "lim", no_cache=True, resume=True)
+    same = _run("counting:dim=16", f"custom:{hub_and_manifest}", tmp_path / "lim", no_cache=True, limit=4,
+                resume=True)
+    assert same.record.settings["limit"] == 4
+
+
+def test_limit_on_a_hub_dataset(counting_plugin, hub_and_manifest, tmp_path):
+    from vlbench.explain.source import load_run_dataset
+
+    res = _run("counting:dim=16", "hf:org/tiny-set", tmp_path / "r", no_cache=True, limit=3, dataset_name="tiny")
+    assert (res.results["dataset"]["n_images"], res.results["settings"]["limit"]) == (3, 3)
+    # explain finds the run's dataset again from its record: the Hub spec at the commit read, cut to 3 images
+    assert res.results["dataset"]["source"]["spec"] == "hf:org/tiny-set?revision=" + "0123456789abcdef" * 2 + \
+        "01234567"
+    ds = load_run_dataset(res.results)
+    assert ds.content_hash() == res.results["dataset"]["hash"] and ds.n_images == 3
+
+
+def test_detected_options_are_printed(counting_plugin, hub_and_manifest, tmp_path, capsys):
+    from vlbench.pipeline.runner import run
+
+    run(model="counting:dim=16", dataset="hf:org/tiny-set?caption=caption", out=str(tmp_path / "r"),
+        num_workers=0, n_boot=20, no_cache=True)
+    err = capsys.readouterr().err
+    assert "hf:org/tiny-set?caption=caption: detected split=test, image=image" in err
+    assert "caption=caption," not in err  # the columns given are not "detected"
