@@ -12,7 +12,9 @@ context length, as always.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+from pathlib import Path
 from statistics import fmean
 
 from ..conditions import RunCondition
@@ -92,9 +94,6 @@ def curve_rows(results: dict) -> list[dict]:
 def write_curve(out, results: dict) -> list:
     """budget_curve.csv and budget_curve.png (recall against the caption budget, the model's context length
     marked) in the run folder, when the run has budget conditions; the paths written."""
-    import csv
-    from pathlib import Path
-
     rows = curve_rows(results)
     if not any(r["condition"] != "clean" for r in rows):
         return []
