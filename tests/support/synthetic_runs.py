@@ -20,10 +20,11 @@ CORRUPTIONS = {"noise": ["gaussian_noise", "shot_noise", "impulse_noise"],
 def synth_run(folder: Path, *, model: int = 0, spec: str | None = None, label: str | None = None,
               dataset: str = "custom:mini.jsonl", dataset_hash: str = "d" * 64, perturb=(), corrupt=(),
               severities=(1, 2, 3), geometry=224, protocol: str | None = None, created: str = "2026-11-20T10:00:00",
-              run_id: str | None = None, clean_r1: float = 40.0) -> Path:
+              run_id: str | None = None, clean_r1: float = 40.0, limit: int | None = None) -> Path:
     """Write ``folder/results.json``: clean + caption perturbations + image corruptions of one model.
     Recall@k of a condition = base + 2k (i2t) or base + k (t2i); base = clean_r1 + 2 * model - j / 2 for
-    the j-th condition (1-based, clean = 0). Every RSUM and the bootstrap interval (delta +- 1.5) follow."""
+    the j-th condition (1-based, clean = 0). Every RSUM and the bootstrap interval (delta +- 1.5) follow.
+    ``limit``: written as settings["limit"], as 'vlbench run --limit N' writes it."""
     from vlbench.results import (Condition, DatasetInfo, Interval, MetricKey, MetricValue, ModelInfo, RunRecord,
                                  records_hash)
 
@@ -59,7 +60,8 @@ def synth_run(folder: Path, *, model: int = 0, spec: str | None = None, label: s
                 intervals.append(Interval(cond, {"direction": d, "metric": "rsum", "delta": delta,
                                                  "ci_low": delta - 1.5, "ci_high": delta + 1.5, "n_boot": 100}))
     fields = {"spec": spec, "name": spec.split(":")[0], "hash": mhash, **({"label": label} if label else {})}
-    settings = {"k": [1, 5, 10], "p": 10, **({"protocol": {"name": protocol}} if protocol else {})}
+    settings = {"k": [1, 5, 10], "p": 10, **({"protocol": {"name": protocol}} if protocol else {}),
+                **({"limit": limit} if limit is not None else {})}
     rid = run_id or f"run-{folder.name}"
     rec = RunRecord(run_id=rid, created=created, metric_version="1.0", model=ModelInfo(spec, mhash, fields),
                     dataset=DatasetInfo(dataset, dataset_hash, {"name": dataset, "hash": dataset_hash}),
