@@ -71,3 +71,19 @@ def synth_run(folder: Path, *, model: int = 0, spec: str | None = None, label: s
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").write_text(json.dumps(rec.to_json(), indent=1))
     return folder
+
+
+def write_per_query(folder: Path, values: dict, column: str = "rsum") -> Path:
+    """``folder/per_query.csv.gz`` as a run writes it: ``values`` {(condition, direction): per-query values};
+    query ids are ``<direction><index>`` (the same queries in every condition)."""
+    import csv
+    import gzip
+
+    path = folder / "per_query.csv.gz"
+    with gzip.open(path, "wt", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["condition", "fold", "direction", "query_index", "query_id", column])
+        for (cond, d), vals in values.items():
+            for i, v in enumerate(vals):
+                w.writerow([cond, 0, d, i, f"{d}{i}", v])
+    return path
