@@ -64,7 +64,8 @@ def synth_run(folder: Path, *, model: int = 0, spec: str | None = None, label: s
                 **({"limit": limit} if limit is not None else {})}
     rid = run_id or f"run-{folder.name}"
     rec = RunRecord(run_id=rid, created=created, metric_version="1.0", model=ModelInfo(spec, mhash, fields),
-                    dataset=DatasetInfo(dataset, dataset_hash, {"name": dataset, "hash": dataset_hash}),
+                    dataset=DatasetInfo(dataset, dataset_hash, {"name": dataset, "hash": dataset_hash, "n_images": 12,
+                                                                "n_captions": 60, "gallery_size": 12}),
                     conditions=conds, values=values, intervals=intervals, settings=settings,
                     vlbench_version="0.1.0")
     rec.other["results_hash"] = records_hash([v.to_json() for v in values])

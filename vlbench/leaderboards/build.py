@@ -20,6 +20,7 @@ from ..util.io import sha256_bytes
 from . import render
 from .all_tables import build_tables
 from .labels import protocol_of
+from .latex import document, paper_view, to_latex
 from .plots import clean_vs_fg_plots, corruption_plots, rsum_change_plots
 from .runset import Choice, Taken, choose, unfinished
 from .sections import comparison_table, read_comparisons
@@ -32,8 +33,8 @@ __all__ = ["make", "build_leaderboard", "read_build", "load_results", "write_tre
 MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
-PAGE_TABLES = ("rank_groups", "clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total",
-               "model_input_similarity", "rsum_changes",
+PAGE_TABLES = ("rank_groups", "clean_retrieval", "robustness_summary", "rsum_per_perturbation",
+               "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes",
                "image_corruptions", "choice_tasks", "distractors", "flips", "paired_comparisons", "provenance")
 #: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
 #: runs stays byte-identical to one made before these tables existed
@@ -153,14 +154,30 @@ def _conditions(items: list[dict], most: int = 6) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def _table_files(tables: dict) -> dict[str, bytes]:
+def _table_files(tables: dict, protocol: str) -> dict[str, bytes]:
+    """Each table as CSV (every column), and as Markdown and LaTeX for a paper (no run ids or hashes: latex.py)."""
     files: dict[str, bytes] = {}
     for t in tables.values():
         files[f"{t.name}.csv"] = render.to_csv(t).encode("utf-8")
         if t.name != "values":
             files[f"{t.name}.md"] = (f"# {render.md_escape(t.title)}\n\n{render.md_escape(t.description)}\n\n" +
-                                     render.to_markdown(t, heading=None)).encode("utf-8")
+                                     render.to_markdown(paper_view(t), heading=None)).encode("utf-8")
+            files[f"{t.name}.tex"] = to_latex(t, protocol).encode("utf-8")
     return files
+
+
+def protocol_line(selection: Selection) -> str:
+    """What a paper's caption states about how the numbers were measured: protocol, metric version, datasets."""
+    runs = selection.used_runs()
+    sizes = {}
+    for r in runs:
+        f = r.record.dataset.fields
+        if isinstance(f.get("n_images"), int) and isinstance(f.get("n_captions"), int):
+            sizes[r.dataset_name] = f"{f['n_images']:,} images, {f['n_captions']:,} captions"
+    datasets = "; ".join(f"{d} ({sizes[d]})" if d in sizes else d for d in sorted({r.dataset_name for r in runs}))
+    return (f"Protocol: {', '.join(sorted({protocol_of(r) for r in runs}))} (Recall@k: a query is a hit when a "
+            f"positive is in its top k; ties to the lower index); metric version "
+            f"{', '.join(sorted({str(r.metric_version) for r in runs}))}; datasets: {datasets}.")
 
 
 def _page_files(intro: list[str], tables: dict, notes: list[str], figures: list) -> dict[str, bytes]:
@@ -168,7 +185,7 @@ def _page_files(intro: list[str], tables: dict, notes: list[str], figures: list)
     page = [tables[n] for n in PAGE_TABLES if n in tables]
     md = ["# vlbench leaderboard", ""] + [render.md_escape(x) for x in intro] + [""]
     for t in page:
-        md.append(render.to_markdown(t))
+        md.append(render.to_markdown(paper_view(t)))
     md += ["## Notes", ""] + [f"- {render.md_escape(n)}" for n in notes] + [""]
     if figures:
         md += ["## Plots", ""] + [f"![{render.md_escape(cap)}](plots/{name})" for name, cap, _ in figures] + [""]
@@ -231,7 +248,9 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
         tables["paired_comparisons"] = comparison_table(_Ctx(selection, labels), read_comparisons(comparisons, warn),
                                                         warn)
     notes = _notes(loaded, selection, labels, warn, taken)
-    files = _table_files(tables)
+    protocol = protocol_line(selection)
+    files = _table_files(tables, protocol)
+    files["leaderboard.tex"] = document([tables[n] for n in PAGE_TABLES if n in tables], protocol).encode("utf-8")
     figures: list[tuple[str, str, bytes]] = []
     if plots:
         by_label = {lab: h for h, lab in labels.model.items()}

@@ -5,9 +5,10 @@ Layout (one folder per table, provenance everywhere)::
     README.md            overview, the rules used, provenance of every run (= of every row)
     index.html           the self-contained sortable page
     leaderboard.md       all tables in one Markdown file
+    leaderboard.tex      all tables in one LaTeX document (each table also as NAME/NAME.tex)
     provenance.csv       one row per run used
     build_manifest.json  the build's manifest (local paths shortened to run-folder/results.json)
-    clean_retrieval/           clean_retrieval.csv, clean_retrieval.md, README.md (columns + provenance of its rows)
+    clean_retrieval/           clean_retrieval.csv, .md, .tex, README.md (columns + provenance of its rows)
     rsum_per_perturbation/  rsum_per_perturbation_total/  model_input_similarity/  rsum_changes/  image_corruptions/ 
     choice_tasks/
     provenance/  values/  (a folder per table the build made)
@@ -103,7 +104,8 @@ def _table_readme(name: str, m: dict) -> str:
     runs = [r for r in m["runs"] if r["run_id"] in set(t["runs"])]
     lines = [f"# {md_escape(t['title'])}", "", md_escape(t["description"]), "",
              f"Files: {md_escape(name)}.csv (fixed column order, 6-decimal numbers, sorted rows)" +
-             ("" if name == "values" else f", {md_escape(name)}.md") + f". Rows: {t['rows']}.", "",
+             ("" if name == "values" else f", {md_escape(name)}.md and {md_escape(name)}.tex (for a paper: no run ids "
+              "or hashes)") + f". Rows: {t['rows']}.", "",
              "Columns, in order: " + ", ".join(md_escape(c) for c in t["columns"]) + ".", "",
              "## Provenance of the rows", ""] + _prov_rows(runs)
     return "\n".join(lines) + "\n"
@@ -113,12 +115,12 @@ def layout(manifest: dict, built: dict[str, bytes]) -> dict[str, bytes]:
     """Published relative path -> content."""
     files: dict[str, bytes] = {}
     for name in table_folders(manifest):
-        for ext in ("csv", "md"):
+        for ext in ("csv", "md", "tex"):
             if f"{name}.{ext}" in built:
                 files[f"{name}/{name}.{ext}"] = built[f"{name}.{ext}"]
         files[f"{name}/README.md"] = _table_readme(name, manifest).encode("utf-8")
     for rel, data in built.items():
-        if rel.startswith("plots/") or rel in ("index.html", "leaderboard.md", "provenance.csv"):
+        if rel.startswith("plots/") or rel in ("index.html", "leaderboard.md", "leaderboard.tex", "provenance.csv"):
             files[rel] = data
     public = _public_manifest(manifest)
     files[MANIFEST] = (json.dumps(public, indent=1, ensure_ascii=False) + "\n").encode("utf-8")

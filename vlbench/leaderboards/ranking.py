@@ -125,3 +125,19 @@ def pivot_rsum(t: Table, model_order: list[str]) -> Table:
     desc = t.description.replace("Rows: model x condition (clean = no perturbation); columns: datasets.",
                                  "Rows: dataset x condition (clean = no perturbation); columns: models.")
     return Table(t.name, t.title, desc, cols, rows, t.runs)
+
+
+def summary_long(t: Table) -> Table:
+    """The robustness summary on the page: a row per model, dataset and family (the CSV and the paper tables keep a
+    column per family), so that many families never make the page scroll sideways."""
+    keys = [c.key for c in t.columns]
+    fams = [k for k in keys[4:] if not k.endswith(("_ci_low", "_ci_high"))]
+    rows = []
+    for r in _dicts(t):
+        head = [r["dataset"], r["model"], r["clean_rsum"], r["chance_rsum"]]
+        rows += [head + [f, r[f], r[f"{f}_ci_low"], r[f"{f}_ci_high"]] for f in fams if r[f] is not None]
+        if not any(r[f] is not None for f in fams):
+            rows.append(head + ["", None, None, None])
+    cols = t.columns[:4] + [Column("family"), Column("retained", "num", 1, "% retained"),
+                            Column("ci_low", "num", 1), Column("ci_high", "num", 1)]
+    return Table(t.name, t.title, t.description + " On this page: a row per family.", cols, rows, t.runs)

@@ -19,7 +19,7 @@ import io
 import math
 
 from ..util.markdown import md_escape, md_table
-from .ranking import family_rank, pivot_rsum, ranking_table
+from .ranking import family_rank, pivot_rsum, ranking_table, summary_long
 from .sections import with_groups
 from .tables import Column, Table
 
@@ -273,8 +273,9 @@ def page_tables(tables: list[Table]) -> list[Table]:
 
     rank = with_groups(ranking_table(by["clean_retrieval"], by.get("rsum_changes")), by.get("rank_groups"))
     order = [r[1] for r in rank.rows]
-    return [rank] + [pivot_rsum(t, order) if t.name in ("rsum_per_perturbation", "rsum_per_perturbation_total") else t
-                     for t in tables if t.name != "rank_groups"]
+    views = {"rsum_per_perturbation": lambda t: pivot_rsum(t, order),
+             "rsum_per_perturbation_total": lambda t: pivot_rsum(t, order), "robustness_summary": summary_long}
+    return [rank] + [views.get(t.name, lambda t: t)(t) for t in tables if t.name != "rank_groups"]
 
 
 def to_html(title: str, intro: list[str], tables: list[Table], figures: list[tuple[str, bytes]],
