@@ -52,8 +52,9 @@ def chance_rsum(dataset: dict, ks=(1, 5, 10)) -> float | None:
     n_img, n_cap = dataset.get("n_images"), dataset.get("n_captions")
     if not (isinstance(n_img, int) and isinstance(n_cap, int) and n_img > 0 and n_cap > 0):
         return None
-    folds = dataset.get("folds") if isinstance(dataset.get("folds"), int) and dataset["folds"] > 0 else 1
-    gallery = dataset.get("gallery_size") if isinstance(dataset.get("gallery_size"), int) else n_img
+    f, g = dataset.get("folds"), dataset.get("gallery_size")
+    folds = f if isinstance(f, int) and f > 0 else 1
+    gallery = g if isinstance(g, int) else n_img
     extra = max(0, gallery - n_img)  # distractor images beside the dataset's own (a t2i gallery option)
     n_t2i, n_i2t, per_image = n_img / folds + extra, n_cap / folds, n_cap / n_img
     return 100.0 * sum(hit_chance(k, n_t2i) + hit_chance(k, n_i2t, per_image) for k in ks)
@@ -107,8 +108,9 @@ def _cells(ctx: _Ctx, by_cond: dict[str, Run], clean_run: Run, families: list[st
     out: list = []
     for fam in families:
         conds = sorted(c for c, r in by_cond.items() if _family(r, c) == fam)
-        vals = [by_cond[c].values(c).get(("both", "rsum", None)) for c in conds]
-        if not conds or clean is None or clean <= 0 or any(v is None for v in vals):
+        got = [by_cond[c].values(c).get(("both", "rsum", None)) for c in conds]
+        vals = [float(v) for v in got if v is not None]
+        if not conds or clean is None or clean <= 0 or len(vals) < len(conds):
             out += [None, None, None]
             continue
         value = 100.0 * sum(vals) / len(vals) / clean
@@ -129,7 +131,8 @@ def robustness_summary(ctx: _Ctx) -> Table:
     for f in fams:
         cols += [Column(f, "num", 1, f"{f} % retained"), Column(f"{f}_ci_low", "num", 1),
                  Column(f"{f}_ci_high", "num", 1)]
-    rows, runs = [], set()
+    rows: list[list] = []
+    runs: set[str] = set()
     for key in ctx.keys():
         by_cond = ctx.pairs[key]
         run = by_cond.get("clean")
