@@ -37,7 +37,8 @@ def _blank(fig) -> tuple[bytes, bytes]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    from vlbench.leaderboards import build_leaderboard, plots, publish_leaderboard
+    from vlbench.leaderboards import build_leaderboard, publish_leaderboard
+    from vlbench.leaderboards.paper import plots
 
     root = tmp_path_factory.mktemp("paper")
     perts = [p for ps in PERTURBATIONS.values() for p in ps]
@@ -138,7 +139,8 @@ def test_plots_at_paper_size_with_the_severities_run(tmp_path, monkeypatch):
     run (1-3), not 4 and 5; one bar per model in the family plot."""
     from PIL import Image
 
-    from vlbench.leaderboards import build_leaderboard, plots
+    from vlbench.leaderboards import build_leaderboard
+    from vlbench.leaderboards.paper import plots
 
     figs = []
     real = plots._both

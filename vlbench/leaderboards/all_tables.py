@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from .modalities import choice_table, corruption_table
+from .paper.summary import robustness_summary
 from .sections import distractor_table, flips_table, rank_groups
 from .store import Selection
-from .summary import robustness_summary
 from .tables import (
     Labels,
     Table,

@@ -20,8 +20,8 @@ from ..util.io import sha256_bytes
 from . import render
 from .all_tables import build_tables
 from .labels import protocol_of
-from .latex import document, paper_view, to_latex
-from .plots import clean_vs_fg_plots, corruption_plots, rsum_change_plots
+from .paper.latex import document, paper_view, to_latex
+from .paper.plots import clean_vs_fg_plots, corruption_plots, rsum_change_plots
 from .runset import Choice, Taken, choose, unfinished
 from .sections import comparison_table, read_comparisons
 from .store import Loaded, Run, Selection, condition_key, load_runs, select

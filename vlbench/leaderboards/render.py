@@ -19,7 +19,7 @@ import io
 import math
 
 from ..util.markdown import md_escape, md_table
-from .ranking import family_rank, pivot_rsum, ranking_table, summary_long
+from .paper.ranking import family_rank, pivot_rsum, ranking_table, summary_long
 from .sections import with_groups
 from .tables import Column, Table
 

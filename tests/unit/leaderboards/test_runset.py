@@ -34,7 +34,7 @@ def test_a_polluted_folder_gives_one_dataset_and_names_what_it_left_out(tmp_path
     the unfinished folder named, the ranking over the dataset both models ran."""
     from vlbench.cli import main
     from vlbench.leaderboards.build import make
-    from vlbench.leaderboards.ranking import ranking_table
+    from vlbench.leaderboards.paper.ranking import ranking_table
 
     runs = _polluted(tmp_path / "runs")
     warned = []
@@ -76,7 +76,7 @@ def test_allow_limited_and_keep_stray_take_them(tmp_path):
 
 def test_a_partial_model_is_ranked_separately_and_marked(tmp_path):
     from vlbench.leaderboards.build import make
-    from vlbench.leaderboards.ranking import ranking_table
+    from vlbench.leaderboards.paper.ranking import ranking_table
 
     for m in (0, 1):
         for ds, h in (("custom:x.jsonl", "a" * 64), ("custom:y.jsonl", "b" * 64)):

@@ -12,7 +12,7 @@ from support.synthetic_runs import PERTURBATIONS, synth_run, write_per_query
 
 @pytest.mark.parametrize("gallery,positives", [(12, 1), (12, 5), (40, 5), (7, 3)])
 def test_chance_hit_rate_equals_a_simulation_of_random_rankings(gallery, positives):
-    from vlbench.leaderboards.summary import hit_chance
+    from vlbench.leaderboards.paper.summary import hit_chance
 
     rng = np.random.default_rng(0)
     trials = 20000
@@ -24,7 +24,7 @@ def test_chance_hit_rate_equals_a_simulation_of_random_rankings(gallery, positiv
 
 
 def test_chance_rsum_of_a_dataset_record():
-    from vlbench.leaderboards.summary import chance_rsum, hit_chance
+    from vlbench.leaderboards.paper.summary import chance_rsum, hit_chance
 
     want = 100 * sum(k / 12 + hit_chance(k, 60, 5) for k in (1, 5, 10))
     assert chance_rsum({"n_images": 12, "n_captions": 60, "gallery_size": 12}) == pytest.approx(want)
@@ -36,7 +36,7 @@ def test_chance_rsum_of_a_dataset_record():
 
 def test_retained_value_and_interval(tmp_path):
     from vlbench.leaderboards.build import make
-    from vlbench.leaderboards.summary import retained_interval
+    from vlbench.leaderboards.paper.summary import retained_interval
 
     typos = PERTURBATIONS["typos"][:2]
     folder = synth_run(tmp_path / "m0", model=0, perturb=typos)
@@ -67,7 +67,7 @@ def test_retained_value_and_interval(tmp_path):
 
 
 def test_largest_drop_only_for_a_real_drop():
-    from vlbench.leaderboards.ranking import ranking_table
+    from vlbench.leaderboards.paper.ranking import ranking_table
     from vlbench.leaderboards.table_types import Column, Table
 
     t52 = Table("clean_retrieval", "", "", [Column("dataset"), Column("model"), Column("i2t_rsum", "num"),
@@ -86,7 +86,8 @@ def test_largest_drop_only_for_a_real_drop():
 
 @pytest.mark.slow  # draws real figures (matplotlib): about 3 s
 def test_a_model_name_with_dollars_is_drawn_as_written(tmp_path):
-    from vlbench.leaderboards import build_leaderboard, plots
+    from vlbench.leaderboards import build_leaderboard
+    from vlbench.leaderboards.paper import plots
 
     drawn = []
     real = plots._both

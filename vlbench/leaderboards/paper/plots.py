@@ -20,9 +20,9 @@ from __future__ import annotations
 import io
 import re
 
-from ..results import DIRECTIONS
-from .render import family_rank
-from .tables import Table, fg_base
+from ...results import DIRECTIONS
+from ..tables import Table, fg_base
+from .ranking import family_rank
 
 WIDTH = 7.0  # inches: the text width of a two-column paper (a figure* spanning both columns)
 COLUMN = 3.4  # inches: one column of a two-column paper

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
-from ..perturbations import FAMILIES
-from .table_types import Column, Table
+from ...perturbations import FAMILIES
+from ..table_types import Column, Table
 
 
 def _finite(v) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 
-from .table_types import Column, Table
+from ..table_types import Column, Table
 
 #: columns that are provenance, not results (kept in the CSV, the page and the provenance table)
 PROVENANCE = ("run_id", "model_hash", "dataset_hash", "results_hash", "record")

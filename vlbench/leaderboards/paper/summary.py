@@ -20,15 +20,16 @@ import zlib
 
 import numpy as np
 
-from ..compare.data import read_per_query
-from ..results import DIRECTIONS
-from ..runfolder import PER_QUERY
+from ...compare.data import read_per_query
+from ...results import DIRECTIONS
+from ...runfolder import PER_QUERY
+from ..store import Run
+from ..table_types import Column, Table
+from ..tables import _Ctx
 from .ranking import family_rank
-from .store import Run
-from .table_types import Column, Table
-from .tables import _Ctx
 
 N_BOOT = 1000
+CHUNK = 100  # resamples drawn at a time
 SEED = 0
 ALPHA = 0.05
 #: condition kinds without a robustness family here (gallery distractors, shortcut probes have their own tables)
@@ -93,8 +94,11 @@ def retained_interval(pq: dict, conds: list[str], key: str) -> tuple[float, floa
     for d in DIRECTIONS:
         m = np.stack([pq[(c, d)] for c in ["clean"] + conds])  # (conditions, queries)
         n = m.shape[1]
-        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=N_BOOT)  # (resamples, queries)
-        sums += counts @ m.T / n
+        for start in range(0, N_BOOT, CHUNK):  # memory: CHUNK x queries at a time
+            b = min(CHUNK, N_BOOT - start)
+            idx = rng.integers(0, n, size=(b, n)) + (np.arange(b) * n)[:, None]  # resample r's draws, offset r * n
+            counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
+            sums[start:start + b] += counts @ m.T / n
     with np.errstate(divide="ignore", invalid="ignore"):
         stat = 100.0 * sums[:, 1:].mean(axis=1) / sums[:, 0]
     stat = stat[np.isfinite(stat)]
