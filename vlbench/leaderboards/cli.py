@@ -15,8 +15,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                           "for publishing.")
     sub = parser.add_subparsers(dest="lb_command", metavar="ACTION")
     b = sub.add_parser("build", help="build tables, page and plots from run results",
-                       description="Build CSV/Markdown tables, index.html and PNG + SVG plots from results.json files. "
-                                   "Unreadable results files are skipped with a warning and listed in "
+                       description="Build CSV, Markdown and LaTeX tables, index.html and PNG + SVG plots from "
+                                   "results.json files. It prints the runs it took and those it left out, with "
+                                   "the reason (stray runs, --limit runs, unfinished run folders, runs not "
+                                   "selected). Unreadable results files are skipped with a warning and listed in "
                                    "build_manifest.json. Duplicate runs: the newest per model, dataset and "
                                    "condition wins.")
     b.add_argument("results", nargs="+", metavar="RESULTS", help=_RESULTS_HELP)
@@ -42,11 +44,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-plots", action="store_true", help="as for build (with RESULTS)")
     p.add_argument("--keep-local-paths", action="store_true",
                    help="publish local paths of model specs (default: only the folder's name)")
+    _selection_options(p)
     parser.set_defaults(_lb_parser=parser)
 
 
 def _selection_options(b: argparse.ArgumentParser) -> None:
-    g = b.add_argument_group("which runs (docs/leaderboards.md, 'Which runs a build takes')")
+    g = b.add_argument_group("which runs (docs/leaderboards.md, 'Which runs a build takes'; publish: with RESULTS)")
     g.add_argument("--select", action="append", default=[], metavar="PATTERN",
                    help="take only runs whose run id, folder, model or dataset name matches this shell pattern "
                         "(e.g. 'runs/final-*', 'clip*'); repeatable (any pattern matches)")
@@ -101,7 +104,7 @@ def main(args) -> int:
             raise VlbenchError("nothing to publish", "pass --from BUILD (a built leaderboard) or RESULTS folders")
         files = publish_leaderboard(args.out, build_dir=args.build_dir, paths=args.results or None,
                                     allow_mixed=args.allow_mixed, plots=not args.no_plots, warn=stderr_warn,
-                                    keep_paths=args.keep_local_paths)
+                                    keep_paths=args.keep_local_paths, choice=_choice(args))
         print(f"published {len(files)} files to {args.out}")
         return 0
     args._lb_parser.print_help()

@@ -28,6 +28,7 @@ from ..errors import VlbenchError
 from ..util.io import sha256_bytes
 from ..util.markdown import md_escape, md_table
 from .build import MANIFEST, PAGE_TABLES, make, read_build, write_tree
+from .runset import Choice
 
 PUBLISH_MANIFEST = "publish_manifest.json"
 PUBLISH_KIND = "vlbench-leaderboard-publish"
@@ -93,6 +94,10 @@ def _root_readme(m: dict, folders: list[str]) -> str:
             conds = ", ".join(f"{c['condition']} (by {c['by']}{'' if c['same_values'] else ', values differ'})"
                               for c in s["conditions"])
             lines.append(f"- {md_escape(s['run_id'])}: {md_escape(conds)}")
+    if m.get("left_out"):
+        lines += ["", "## Runs left out", "", "Runs the build did not take (docs/leaderboards.md, "
+                  "\"Which runs a build takes\"):", ""]
+        lines += [f"- {md_escape(x['folder'])}: {md_escape(x['reason'])}" for x in m["left_out"]]
     if m.get("skipped"):
         lines += ["", "## Skipped results files", ""]
         lines += [f"- {md_escape(s['path'])}: {md_escape(s['reason'])}" for s in m["skipped"]]
@@ -152,9 +157,11 @@ def refuse_links(out) -> None:
 
 
 def publish_leaderboard(out, *, build_dir=None, paths=None, allow_mixed: bool = False, plots: bool = True,
-                        warn: Callable[[str], None] | None = None, keep_paths: bool = False) -> list[str]:
-    """Publish from a finished build (``build_dir``) or straight from results (``paths``). Model specs with
-    local paths (``clip:/home/u/my-clip``) are published as the folder's name unless ``keep_paths``."""
+                        warn: Callable[[str], None] | None = None, keep_paths: bool = False,
+                        choice: Choice | None = None) -> list[str]:
+    """Publish from a finished build (``build_dir``) or straight from results (``paths``; ``choice``: which runs,
+    as for a build). Model specs with local paths (``clip:/home/u/my-clip``) are published as the folder's name
+    unless ``keep_paths``."""
     if (build_dir is None) == (not paths):
         raise VlbenchError("publish needs either a built leaderboard (--from DIR) or RESULTS, not both",
                            "vlbench leaderboard publish --from BUILD --out DIR, or publish RESULTS... --out DIR")
@@ -166,7 +173,7 @@ def publish_leaderboard(out, *, build_dir=None, paths=None, allow_mixed: bool = 
                                "publishing it would write them",
                                "rebuild without --keep-local-paths, or pass --keep-local-paths to publish as well")
     else:
-        b = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn, keep_paths=keep_paths)
+        b = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn, keep_paths=keep_paths, choice=choice)
         manifest, built = b.manifest, b.files
     refuse_links(out)
     return write_tree(Path(out), layout(manifest, built), PUBLISH_MANIFEST, PUBLISH_KIND)

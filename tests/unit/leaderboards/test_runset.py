@@ -109,3 +109,14 @@ def test_select_run_set_and_latest(tmp_path):
     with pytest.raises(OptionError) as err:
         make([tmp_path], plots=False, warn=lambda m: None, choice=Choice(run_set=str(listing)))
     assert err.value.option == "--run-set" and "run-nowhere" in str(err.value)
+
+
+def test_publish_names_the_runs_left_out(tmp_path):
+    from vlbench.leaderboards import publish_leaderboard
+
+    runs = _polluted(tmp_path / "runs")
+    publish_leaderboard(tmp_path / "site", paths=[runs], plots=False, warn=lambda m: None)
+    readme = (tmp_path / "site" / "README.md").read_text()
+    assert "## Runs left out" in readme and "b-limit: limited: --limit 5" in readme and "a-explore: stray" in readme
+    assert (tmp_path / "site" / "clean_retrieval" / "clean_retrieval.tex").is_file()
+    assert (tmp_path / "site" / "leaderboard.tex").is_file()
