@@ -70,7 +70,7 @@ def better(col: Column, table: str = "") -> str | None:
         return None
     if _LOWER.search(col.key):
         return "min"
-    if table.startswith("rsum_per_perturbation"):  # a column per dataset, every cell an RSUM
+    if table.startswith("rsum_per_perturbation") or table == "robustness_summary":  # RSUM, RSUM retained
         return "max"
     return "max" if _HIGHER.search(col.key) or _HIGHER.search(col.title) or col.key.startswith("clean_rsum:") \
         else None
@@ -145,7 +145,7 @@ def to_latex(table: Table, protocol: str = "") -> str:
     hidden = {j for lo_hi in pairs.values() for j in lo_hi}
     shown = [i for i in range(len(t.columns)) if i not in hidden]
     bold = {i: _best(t, i, how) for i in shown if (how := better(t.columns[i], t.name))}
-    head = " & ".join(tex_escape(t.columns[i].title) + (" (95\\% CI)" if i in pairs else "") for i in shown)
+    head = " & ".join(tex_escape(t.columns[i].title) for i in shown)
     body = []
     for n, r in enumerate(t.rows):
         cells = []
@@ -156,7 +156,8 @@ def to_latex(table: Table, protocol: str = "") -> str:
             cells.append(_bold(cell) if n in bold.get(i, ()) else cell)
         body.append(" & ".join(cells) + r" \\")
     align = "".join("l" if t.columns[i].kind == "text" else "r" for i in shown)
-    caption = tex_escape(f"{t.title}. {t.description}" + (f" {protocol}" if protocol else ""))
+    caption = tex_escape(f"{t.title}. {t.description}" + (f" {protocol}" if protocol else "")) + (
+        " Intervals: the 95\\% interval as $v \\pm h$, or $v^{+a}_{-b}$ where it is not symmetric." if pairs else "")
     label = f"tab:vlbench-{t.name.replace('_', '-')}"
     rows = body or [f"\\multicolumn{{{max(len(shown), 1)}}}{{l}}{{(no rows)}} \\\\"]
     intro = f"% {t.name}: written by vlbench from the runs in provenance.csv; needs booktabs, graphicx, longtable\n"
