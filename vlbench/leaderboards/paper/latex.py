@@ -100,9 +100,15 @@ def _with_ci(v, lo, hi, digits: int) -> str:
     if not (_finite(lo) and _finite(hi)):
         return f"${shown}$"
     up, down = _num(hi - v, digits), _num(v - lo, digits)
-    if up == down:
+    if up == down and not up.startswith("-"):
         return f"${shown} \\pm {up}$"
-    return f"${shown}^{{+{up}}}_{{-{down}}}$"
+    return f"${shown}^{{{_signed(hi - v, digits)}}}_{{{_signed(lo - v, digits)}}}$"
+
+
+def _signed(x: float, digits: int) -> str:
+    """An offset with its sign (a percentile interval need not hold its point estimate: the sign says so)."""
+    s = _num(x, digits)
+    return s if s.startswith("-") else "+" + s
 
 
 def _best(table: Table, col: int, how: str) -> set[int]:
