@@ -15,7 +15,8 @@ every run left out is named with its reason (``left_out``), printed by the build
 5. ``latest``: only the newest run (``created``, then run id) of each model hash and dataset hash;
 6. **stray runs**: with two or more models in the build, a retrieval run (one with a clean condition) on a
    dataset that no other model of the build ran is *stray* (an exploratory run) and is left out unless
-   ``keep_stray``: a board ranks models on the data they share. A dataset whose name is also used by another
+   ``keep_stray``: a board ranks models on the data they share (when no dataset is shared by two models at all,
+   nothing is called stray: every model is then marked as partial). A dataset whose name is also used by another
    content hash is never called stray: that is a conflict the comparability check reports (labels.py).
 
 Run folders holding a run's files but no results.json (a run that did not finish, or still runs) are listed as
@@ -116,6 +117,8 @@ def _stray(runs: list[Run], left: list[dict]) -> list[Run]:
     for r in retrieval:
         by_ds.setdefault(r.dataset_hash, set()).add(r.model_hash)
         hashes_of_name.setdefault(r.dataset_name, set()).add(r.dataset_hash)
+    if all(len(ms) == 1 for ms in by_ds.values()):  # no dataset in common at all: nothing to rank on, keep all
+        return runs
     stray = {h for h, ms in by_ds.items() if len(ms) == 1}
     keep = []
     for r in runs:

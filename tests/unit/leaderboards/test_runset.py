@@ -120,3 +120,16 @@ def test_publish_names_the_runs_left_out(tmp_path):
     assert "## Runs left out" in readme and "b-limit: limited: --limit 5" in readme and "a-explore: stray" in readme
     assert (tmp_path / "site" / "clean_retrieval" / "clean_retrieval.tex").is_file()
     assert (tmp_path / "site" / "leaderboard.tex").is_file()
+
+
+def test_no_shared_dataset_means_nothing_is_stray(tmp_path):
+    """Two models on two different datasets: no common ground, so neither is stray; both are marked partial."""
+    from vlbench.leaderboards.build import make
+    from vlbench.leaderboards.paper.ranking import ranking_table
+
+    synth_run(tmp_path / "a", model=0, dataset="custom:x.jsonl", dataset_hash="a" * 64)
+    synth_run(tmp_path / "b", model=1, dataset="custom:y.jsonl", dataset_hash="b" * 64)
+    built = make([tmp_path], plots=False, warn=lambda m: None)
+    assert "left_out" not in built.manifest and len(built.manifest["runs"]) == 2
+    rank = ranking_table(built.tables["clean_retrieval"], built.tables["rsum_changes"])
+    assert all(r[0] is None and r[-1].startswith("partial coverage") for r in rank.rows)
