@@ -212,7 +212,7 @@ def test_markdown_html_and_plots_are_written(built):
     assert "## Clean retrieval" in md and "text-to-image RSUM" in md and "total RSUM" in md
     html = (out / "index.html").read_text()
     assert "http://" not in html.replace("http-equiv", "") and "https://" not in html  # nothing to fetch
-    assert html.count('<table class="lb"') == 8  # the ranking of the models + the six tables + flips (flips.csv)
+    assert html.count('<table class="lb"') == 9  # the ranking of the models + the seven tables + flips (flips.csv)
     pngs = sorted(p.name for p in (out / "plots").glob("*.png"))
     assert len([p for p in pngs if p.startswith("rsum_change--")]) == 4
     assert len([p for p in pngs if p.startswith("clean_vs_fg--")]) == 2  # flickr-mini vs flickr-mini-fg

@@ -68,8 +68,9 @@ def test_page_renders_with_values_and_script(page, plain):
     t = plain
     assert t.root.get("data-js") == "ready"  # the inline script ran under the page's CSP
     assert list(t.tables)[0] == "ranking"
-    assert set(t.tables) == {"ranking", "clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes",
-                             "flips", "provenance"}  # flips: the runs write flips.csv
+    assert set(t.tables) == {"ranking", "clean_retrieval", "robustness_summary", "rsum_per_perturbation",
+                             "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes", "flips",
+                             "provenance"}  # flips: the runs write flips.csv
     # a cell shows the run's value
     # run ids are shown cut to 14 characters (the full id in the cell's title and in the provenance table)
     id_cells = _column(t, "clean_retrieval", "run_id")

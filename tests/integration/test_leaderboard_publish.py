@@ -37,7 +37,8 @@ def _blank(fig) -> tuple[bytes, bytes]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    from vlbench.leaderboards import build_leaderboard, plots, publish_leaderboard
+    from vlbench.leaderboards import build_leaderboard, publish_leaderboard
+    from vlbench.leaderboards.paper import plots
 
     root = tmp_path_factory.mktemp("paper")
     perts = [p for ps in PERTURBATIONS.values() for p in ps]
@@ -57,7 +58,8 @@ def site(tmp_path_factory):
 def test_every_built_table_is_published_in_its_own_folder(site):
     manifest = json.loads((site / "lb" / "build_manifest.json").read_text())
     built = set(manifest["tables"])
-    assert built == {"clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes", "image_corruptions",
+    assert built == {"clean_retrieval", "robustness_summary", "rsum_per_perturbation", "rsum_per_perturbation_total",
+                     "model_input_similarity", "rsum_changes", "image_corruptions",
                      "values", "provenance"}
     for name in built:
         folder = site / "site" / name
@@ -132,11 +134,13 @@ def test_page_height_width_and_headers_in_chromium(site, tmp_path):
 
 
 def test_plots_at_paper_size_with_the_severities_run(tmp_path, monkeypatch):
-    """Real figures: 6.4 in x 150 dpi = 960 px wide PNGs; the severity axis shows clean (0) and the severities
+    """Real figures: 7.0 in (a two-column paper's text width) x 150 dpi = 1050 px wide PNGs; the severity axis
+    shows clean (0) and the severities
     run (1-3), not 4 and 5; one bar per model in the family plot."""
     from PIL import Image
 
-    from vlbench.leaderboards import build_leaderboard, plots
+    from vlbench.leaderboards import build_leaderboard
+    from vlbench.leaderboards.paper import plots
 
     figs = []
     real = plots._both
@@ -149,7 +153,7 @@ def test_plots_at_paper_size_with_the_severities_run(tmp_path, monkeypatch):
     assert names == ["plots/corruption_severity--noise--custom-mini.jsonl-111111-222222.png",
                      "plots/rsum_change--typos--custom-mini.jsonl.png"]
     for name in names:
-        assert Image.open(tmp_path / "lb" / name).size[0] == 960
+        assert Image.open(tmp_path / "lb" / name).size[0] == 1050
         svg = (tmp_path / "lb" / name).with_suffix(".svg").read_text()
         assert svg.startswith("<?xml") and "<svg" in svg
     corr = next(f for f in figs if "corruptions" in f._suptitle.get_text())

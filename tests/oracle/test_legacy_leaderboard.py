@@ -7,10 +7,14 @@ plots at the end of leaderboard.md), and the build manifest byte for byte except
 added by later features (image corruptions, choice tasks) are written for old runs too, without rows: they
 may be the only extra files, and every file the old build wrote must be unchanged, apart from the renaming of
 issue #28 (tables named by what they show, not by the thesis' numbering): RENAMED maps each old file stem
-and title to the new one, and every other byte is compared."""
+and title to the new one, and every other byte is compared. Issue #31 made the Markdown tables paper tables (no
+run ids, hashes or empty flags column: :func:`_paper_md` removes them from the old files, every other byte is
+compared), added each table as LaTeX (``NAME.tex``, ``leaderboard.tex``) and the robustness summary, and named the
+run folder in the manifest's runs; leaderboard.md, which holds every table, is presentation since."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -33,6 +37,26 @@ def _renamed(text: str) -> str:
     return text
 
 
+_PROVENANCE = ("run\\_id", "model\\_hash", "dataset\\_hash", "results\\_hash")
+
+
+def _paper_md(text: str) -> str:
+    """An old Markdown table as a paper table: without the provenance columns and an empty flags column."""
+    lines = text.split("\n")
+    rows = [i for i, line in enumerate(lines) if line.startswith("|")]
+    if not rows:
+        return text
+    split = [[c.strip() for c in re.split(r"(?<!\\)\|", lines[i])[1:-1]] for i in rows]
+    head = split[0]
+    drop = {j for j, h in enumerate(head) if h in _PROVENANCE or h.endswith("\\_hash")}
+    if "flags" in head and not any(r[head.index("flags")] for r in split[2:]):
+        drop.add(head.index("flags"))
+    for n, (i, cells) in enumerate(zip(rows, split)):
+        kept = [c for j, c in enumerate(cells) if j not in drop]
+        lines[i] = "|" + "|".join(kept) + "|" if n == 1 else "| " + " | ".join(kept) + " |"  # n = 1: the rule
+    return "\n".join(lines)
+
+
 def _files(folder: Path) -> dict[str, Path]:
     return {str(p.relative_to(folder)): p for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -51,23 +75,30 @@ def test_legacy_results_rebuild_the_same_leaderboard_bytes(tmp_path):
     want = {_renamed(f): p for f, p in _files(LEGACY / "leaderboard").items() if not plot(f)}
     added = sorted(set(got) - set(want))
     assert set(want) <= set(got)
-    new_tables = {name.rsplit(".", 1)[0] for name in added}
-    assert new_tables <= {"image_corruptions", "choice_tasks"}, added
-    for t in new_tables:  # header only: old runs have no such values
+    assert all(f"{name.rsplit('.', 1)[0]}.csv" in got for name in added if name.endswith(".tex")
+               and name != "leaderboard.tex")  # every table as LaTeX
+    new_tables = {name.rsplit(".", 1)[0] for name in added if not name.endswith(".tex")}
+    assert new_tables <= {"image_corruptions", "choice_tasks", "robustness_summary"}, added
+    for t in new_tables - {"robustness_summary"}:  # header only: old runs have no such values
         assert got[f"{t}.csv"].read_text().count("\n") == 1 and "(no rows)" in got[f"{t}.md"].read_text()
-    data = [name for name in want if name.endswith((".csv", ".md"))]
-    assert len(data) >= 14  # tables (csv + md), values, provenance, leaderboard.md
-    no_plots = lambda b: b.split(b"\n## Plots\n")[0]  # noqa: E731
+    assert got["robustness_summary.csv"].read_text().count("\n") == 1 + 4  # a row per model and dataset
+    data = [name for name in want if name.endswith((".csv", ".md")) and name != "leaderboard.md"]
+    assert len(data) >= 13  # tables (csv + md), values, provenance
     for name in data:
-        assert no_plots(got[name].read_bytes()) == no_plots(_renamed(want[name].read_text()).encode()), name
+        old = _renamed(want[name].read_text())
+        old = _paper_md(old) if name.endswith(".md") and name != "provenance.md" else old
+        assert got[name].read_bytes() == old.encode(), name
     import json
 
     presentation = lambda f: f == "index.html" or plot(f) or f == "leaderboard.md"  # noqa: E731
     g, w = json.loads(manifest.read_text()), json.loads(_renamed(want["build_manifest.json"].read_text()))
+    for r in g["runs"]:
+        r.pop("folder")  # issue #31: the run folder as given, beside its path
     for doc in (g, w):
         doc.pop("plots")
         # a retitled table's bytes were compared above (after the renaming), so its hash is left out here
         doc["files"] = {f: h for f, h in doc["files"].items() if not presentation(f) and f not in added
-                        and f.rsplit(".", 1)[0] not in RENAMED.values()}
+                        and f.rsplit(".", 1)[0] not in RENAMED.values()
+                        and not (f.endswith(".md") and f != "provenance.md")}  # paper tables: compared above
         doc["tables"] = {t: v for t, v in doc["tables"].items() if t not in new_tables}
     assert g == w

@@ -20,10 +20,11 @@ CORRUPTIONS = {"noise": ["gaussian_noise", "shot_noise", "impulse_noise"],
 def synth_run(folder: Path, *, model: int = 0, spec: str | None = None, label: str | None = None,
               dataset: str = "custom:mini.jsonl", dataset_hash: str = "d" * 64, perturb=(), corrupt=(),
               severities=(1, 2, 3), geometry=224, protocol: str | None = None, created: str = "2026-11-20T10:00:00",
-              run_id: str | None = None, clean_r1: float = 40.0) -> Path:
+              run_id: str | None = None, clean_r1: float = 40.0, limit: int | None = None) -> Path:
     """Write ``folder/results.json``: clean + caption perturbations + image corruptions of one model.
     Recall@k of a condition = base + 2k (i2t) or base + k (t2i); base = clean_r1 + 2 * model - j / 2 for
-    the j-th condition (1-based, clean = 0). Every RSUM and the bootstrap interval (delta +- 1.5) follow."""
+    the j-th condition (1-based, clean = 0). Every RSUM and the bootstrap interval (delta +- 1.5) follow.
+    ``limit``: written as settings["limit"], as 'vlbench run --limit N' writes it."""
     from vlbench.results import (Condition, DatasetInfo, Interval, MetricKey, MetricValue, ModelInfo, RunRecord,
                                  records_hash)
 
@@ -59,13 +60,31 @@ def synth_run(folder: Path, *, model: int = 0, spec: str | None = None, label: s
                 intervals.append(Interval(cond, {"direction": d, "metric": "rsum", "delta": delta,
                                                  "ci_low": delta - 1.5, "ci_high": delta + 1.5, "n_boot": 100}))
     fields = {"spec": spec, "name": spec.split(":")[0], "hash": mhash, **({"label": label} if label else {})}
-    settings = {"k": [1, 5, 10], "p": 10, **({"protocol": {"name": protocol}} if protocol else {})}
+    settings = {"k": [1, 5, 10], "p": 10, **({"protocol": {"name": protocol}} if protocol else {}),
+                **({"limit": limit} if limit is not None else {})}
     rid = run_id or f"run-{folder.name}"
     rec = RunRecord(run_id=rid, created=created, metric_version="1.0", model=ModelInfo(spec, mhash, fields),
-                    dataset=DatasetInfo(dataset, dataset_hash, {"name": dataset, "hash": dataset_hash}),
+                    dataset=DatasetInfo(dataset, dataset_hash, {"name": dataset, "hash": dataset_hash, "n_images": 12,
+                                                                "n_captions": 60, "gallery_size": 12}),
                     conditions=conds, values=values, intervals=intervals, settings=settings,
                     vlbench_version="0.1.0")
     rec.other["results_hash"] = records_hash([v.to_json() for v in values])
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").write_text(json.dumps(rec.to_json(), indent=1))
     return folder
+
+
+def write_per_query(folder: Path, values: dict, column: str = "rsum") -> Path:
+    """``folder/per_query.csv.gz`` as a run writes it: ``values`` {(condition, direction): per-query values};
+    query ids are ``<direction><index>`` (the same queries in every condition)."""
+    import csv
+    import gzip
+
+    path = folder / "per_query.csv.gz"
+    with gzip.open(path, "wt", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["condition", "fold", "direction", "query_index", "query_id", column])
+        for (cond, d), vals in values.items():
+            for i, v in enumerate(vals):
+                w.writerow([cond, 0, d, i, f"{d}{i}", v])
+    return path

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import VlbenchError
 from ..util.io import FolderLock, atomic_write_bytes
-from ..util.markdown import md_table
+from ..util.markdown import md_escape, md_table
 from .engine import ROW_KEYS
 
 FILES = ("comparison.json", "comparison.csv", "comparison.md")
@@ -30,12 +30,13 @@ def _p(x) -> str:
 
 
 def to_markdown(rec: dict) -> str:
-    runs = {r["run_id"]: r["model"] for r in rec["runs"]}
+    runs = {r["run_id"]: md_escape(r.get("label") or r["model"]) for r in rec["runs"]}
     level = f"{100 * (1 - rec['alpha']):g}%"  # the interval's level is 1 - alpha, as its p-values' threshold
     head = ["A", "B", "condition", "dir.", "kind", "n", "A", "B", "A - B", f"{level} CI", "p", "p adj.", "separable"]
     rows = []
     for r in rec["rows"]:
-        rows.append([runs[r["run_a"]], runs[r["run_b"]], r["condition"], r["direction"], r["kind"],
+        cond = md_escape(r["condition"]) + (f" (family of {len(r['conditions'])})" if "family" in r else "")
+        rows.append([runs[r["run_a"]], runs[r["run_b"]], cond, r["direction"], r["kind"],
                      str(r["n_queries"]), _num(r["a"]), _num(r["b"]), _num(r["diff"]),
                      f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]", _p(r["p"]), _p(r["p_adj"]),
                      "yes" if r["separable"] else "no"])
@@ -46,9 +47,12 @@ def to_markdown(rec: dict) -> str:
              f"metric {rec['metric']} (per-query mean; A, B: the runs' means, for 'robustness' rows their change "
              f"against clean)", "", md_table(head, rows), "",
              f"Test: {test}; {rec['n_resamples']} resamples, seed {rec['seed']}; {level} CI: paired percentile "
-             f"bootstrap. Correction: {rec['correction']} over the family of {rec['family_size']} comparisons; "
-             f"separable = adjusted p < {rec['alpha']}. robustness = per query (A_cond - A_clean) - "
-             f"(B_cond - B_clean). See docs/compare.md."]
+             f"bootstrap. Correction: {rec['correction']} over the family of {rec['family_size']} comparisons" +
+             (f" ({rec['family']})" if rec.get("family") else "") +
+             f"; separable = adjusted p < {rec['alpha']}. robustness = per query (A_cond - A_clean) - "
+             f"(B_cond - B_clean); a family's row averages that over its conditions per query. See docs/compare.md."]
+    if rec.get("conditions") not in (None, "all"):
+        lines.append("Per-condition detail: --conditions all (or condition names); fewer rows, a smaller family.")
     lines += [f"Note: {n}" for n in rec["notes"]]
     return "\n".join(lines) + "\n"
 

@@ -10,10 +10,11 @@ Importing this package imports neither torch nor matplotlib nor pandas; pandas i
 
 See docs/leaderboards.md.
 
-What lives here: :mod:`.store` (reading and selecting results), :mod:`.tables` and :mod:`.all_tables` (the
-tables), :mod:`.sections`, :mod:`.modalities`, :mod:`.validity_cells` (more tables), :mod:`.render` and
-:mod:`.plots` (HTML, Markdown, PNG), :mod:`.build` (a leaderboard folder; :func:`load_results`),
-:mod:`.publish`, :mod:`.integrity` (checks of every run read) and :mod:`.cli`. To add a table: a function
+What lives here: :mod:`.store` (reading and selecting results), :mod:`.runset` (which runs a build takes),
+:mod:`.tables` and :mod:`.all_tables` (the tables), :mod:`.sections`, :mod:`.modalities` (more tables),
+:mod:`.render` (HTML, Markdown), :mod:`.paper` (the ranking view, the robustness summary, LaTeX, the plots),
+:mod:`.build` (a leaderboard folder; :func:`load_results`), :mod:`.writing`, :mod:`.publish`, :mod:`.integrity`
+(checks of every run read) and :mod:`.cli`. To add a table: a function
 giving a ``table_types.Table``, listed in ``all_tables.build_tables``. This file holds no logic: it
 re-exports the public names (the heavier ones on first use).
 """

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from .modalities import choice_table, corruption_table
+from .paper.summary import robustness_summary
 from .sections import distractor_table, flips_table, rank_groups
 from .store import Selection
 from .tables import (
@@ -21,7 +22,8 @@ from .tables import (
 
 def build_tables(selection: Selection, labels: Labels) -> list[Table]:
     ctx = _Ctx(selection, labels)
-    return [clean_retrieval(ctx), rsum_per_perturbation(ctx, "t2i"), rsum_per_perturbation(ctx, "both"),
+    return [clean_retrieval(ctx), robustness_summary(ctx), rsum_per_perturbation(ctx, "t2i"),
+            rsum_per_perturbation(ctx, "both"),
             model_input_similarity(ctx), rsum_changes(ctx),
             corruption_table(ctx), choice_table(ctx), distractor_table(ctx), flips_table(ctx), *rank_groups(ctx),
             values_table(selection, labels), provenance_table(selection, labels)]

@@ -8,7 +8,6 @@ and ``publish`` can check that the built files were not changed.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -17,20 +16,25 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import VlbenchError
-from ..util.io import atomic_write_bytes, sha256_bytes
+from ..util.io import sha256_bytes
 from . import render
 from .all_tables import build_tables
 from .labels import protocol_of
-from .plots import clean_vs_fg_plots, corruption_plots, rsum_change_plots
+from .paper.latex import document, paper_view, to_latex
+from .paper.plots import clean_vs_fg_plots, corruption_plots, rsum_change_plots
+from .runset import Choice, Taken, choose, unfinished
 from .sections import comparison_table, read_comparisons
 from .store import Loaded, Run, Selection, condition_key, load_runs, select
 from .tables import Labels, Table, _Ctx, long_order, long_rows, make_labels
+from .writing import safe_rel, write_tree
+
+__all__ = ["make", "build_leaderboard", "read_build", "load_results", "write_tree", "RESULT_COLUMNS", "MANIFEST"]
 
 MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
-PAGE_TABLES = ("rank_groups", "clean_retrieval", "rsum_per_perturbation", "rsum_per_perturbation_total",
-               "model_input_similarity", "rsum_changes",
+PAGE_TABLES = ("rank_groups", "clean_retrieval", "robustness_summary", "rsum_per_perturbation",
+               "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes",
                "image_corruptions", "choice_tasks", "distractors", "flips", "paired_comparisons", "provenance")
 #: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
 #: runs stays byte-identical to one made before these tables existed
@@ -50,6 +54,7 @@ class Built:
     selection: Selection
     labels: Labels
     figures: list[tuple[str, str, bytes]]
+    taken: Taken
 
 
 @dataclass
@@ -62,6 +67,10 @@ class BuildResult:
     @property
     def skipped(self) -> list[dict]:
         return self.manifest["skipped"]
+
+    @property
+    def left_out(self) -> list[dict]:
+        return self.manifest.get("left_out", [])
 
 
 def _default_warn(msg: str) -> None:
@@ -91,7 +100,7 @@ def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
     used = sorted((k[3] for k, v in selection.values.items() if v is run), key=condition_key)
     if any(v is run for v in selection.mia.values()):
         used.append("model_input_analysis")
-    return {"run_id": run.ref, "path": run.path, "model": labels.model[run.model_hash],
+    return {"run_id": run.ref, "path": run.path, "folder": run.public, "model": labels.model[run.model_hash],
             "model_spec": labels.spec(run), "model_hash": run.model_hash, "dataset": run.dataset_name,
             "dataset_label": labels.dataset[(run.dataset_name, run.dataset_hash)], "dataset_hash": run.dataset_hash,
             "metric_version": run.metric_version, "vlbench_version": run.vlbench_version,
@@ -100,7 +109,8 @@ def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
             **({} if protocol_of(run) == "standard" else {"protocol": protocol_of(run)})}
 
 
-def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[[str], None]) -> list[str]:
+def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[[str], None],
+           taken: Taken) -> list[str]:
     """The build's notes (also in the manifest); warnings for what the user should know."""
     notes = [
         "RSUM per perturbation (rsum_per_perturbation) shows text-to-image RSUM (t2i R@1 + R@5 + R@10); "
@@ -125,6 +135,11 @@ def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[
         notes.append(f"run {s['folder']} is superseded {what} by newer run(s) {', '.join(by)}")
     for s in loaded.skipped:
         notes.append(f"skipped unreadable results file {s['folder']}: {s['reason']}")
+    for c in taken.names:
+        notes.append(f"one dataset (content hash {c['hash'][:8]}) under {len(c['names'])} names, shown as "
+                     f"{c['shown_as']}: " + "; ".join(f"{n} in {', '.join(f)}" for n, f in c["names"].items()))
+    for x in taken.left_out:
+        notes.append(f"left out {x['folder']}" + (f" (run {x['run_id']})" if x["run_id"] else "") + f": {x['reason']}")
     if labels.mixed:
         notes.append("--allow-mixed: incomparable runs are shown side by side; their rows carry a 'mixed' flag "
                      "and datasets with several content hashes are labelled 'name [hash8]'.")
@@ -139,14 +154,30 @@ def _conditions(items: list[dict], most: int = 6) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def _table_files(tables: dict) -> dict[str, bytes]:
+def _table_files(tables: dict, protocol: str) -> dict[str, bytes]:
+    """Each table as CSV (every column), and as Markdown and LaTeX for a paper (no run ids or hashes: latex.py)."""
     files: dict[str, bytes] = {}
     for t in tables.values():
         files[f"{t.name}.csv"] = render.to_csv(t).encode("utf-8")
         if t.name != "values":
             files[f"{t.name}.md"] = (f"# {render.md_escape(t.title)}\n\n{render.md_escape(t.description)}\n\n" +
-                                     render.to_markdown(t, heading=None)).encode("utf-8")
+                                     render.to_markdown(paper_view(t), heading=None)).encode("utf-8")
+            files[f"{t.name}.tex"] = to_latex(t, protocol).encode("utf-8")
     return files
+
+
+def protocol_line(selection: Selection) -> str:
+    """What a paper's caption states about how the numbers were measured: protocol, metric version, datasets."""
+    runs = selection.used_runs()
+    sizes = {}
+    for r in runs:
+        f = r.record.dataset.fields
+        if isinstance(f.get("n_images"), int) and isinstance(f.get("n_captions"), int):
+            sizes[r.dataset_name] = f"{f['n_images']:,} images, {f['n_captions']:,} captions"
+    datasets = "; ".join(f"{d} ({sizes[d]})" if d in sizes else d for d in sorted({r.dataset_name for r in runs}))
+    return (f"Protocol: {', '.join(sorted({protocol_of(r) for r in runs}))} (Recall@k: a query is a hit when a "
+            f"positive is in its top k; ties to the lower index); metric version "
+            f"{', '.join(sorted({str(r.metric_version) for r in runs}))}; datasets: {datasets}.")
 
 
 def _page_files(intro: list[str], tables: dict, notes: list[str], figures: list) -> dict[str, bytes]:
@@ -154,7 +185,7 @@ def _page_files(intro: list[str], tables: dict, notes: list[str], figures: list)
     page = [tables[n] for n in PAGE_TABLES if n in tables]
     md = ["# vlbench leaderboard", ""] + [render.md_escape(x) for x in intro] + [""]
     for t in page:
-        md.append(render.to_markdown(t))
+        md.append(render.to_markdown(paper_view(t)))
     md += ["## Notes", ""] + [f"- {render.md_escape(n)}" for n in notes] + [""]
     if figures:
         md += ["## Plots", ""] + [f"![{render.md_escape(cap)}](plots/{name})" for name, cap, _ in figures] + [""]
@@ -164,7 +195,7 @@ def _page_files(intro: list[str], tables: dict, notes: list[str], figures: list)
 
 
 def _manifest(allow_mixed: bool, loaded: Loaded, selection: Selection, labels: Labels, notes: list[str],
-              tables: dict, figures: list, files: dict) -> dict:
+              tables: dict, figures: list, files: dict, taken: Taken) -> dict:
     return {
         "kind": MANIFEST_KIND,
         "format_version": 1,
@@ -181,6 +212,8 @@ def _manifest(allow_mixed: bool, loaded: Loaded, selection: Selection, labels: L
         "runs": [_run_entry(r, labels, selection) for r in selection.used_runs()],
         "superseded": selection.superseded,
         "skipped": loaded.skipped,
+        **({"left_out": taken.left_out} if taken.left_out else {}),
+        **({"dataset_names": taken.names} if taken.names else {}),
         "mixed": labels.mixed,
         "notes": notes,
         "tables": {t.name: {"title": t.title, "description": t.description, "file": f"{t.name}.csv",
@@ -192,22 +225,32 @@ def _manifest(allow_mixed: bool, loaded: Loaded, selection: Selection, labels: L
 
 
 def make(paths, *, allow_mixed: bool = False, plots: bool = True,
-         warn: Callable[[str], None] | None = None, keep_paths: bool = False, comparisons=()) -> Built:
-    """Everything a build writes, in memory; ``comparisons``: ``vlbench compare`` records to show."""
+         warn: Callable[[str], None] | None = None, keep_paths: bool = False, comparisons=(),
+         choice: Choice | None = None) -> Built:
+    """Everything a build writes, in memory; ``comparisons``: ``vlbench compare`` records to show; ``choice``:
+    which runs to take (runset.py: selection, limited and stray runs)."""
     warn = warn or _default_warn
     loaded = load_runs(paths, warn=warn)
     if not loaded.runs:
         why = "; ".join(f"{s['path']}: {s['reason']}" for s in loaded.skipped)
         raise VlbenchError(f"no readable results among the inputs ({why})",
                            "pass run folders written by 'vlbench run'")
-    selection = select(loaded.runs)
-    labels = make_labels(loaded.runs, selection, allow_mixed, keep_paths)
+    taken = choose(loaded.runs, choice or Choice(), warn)
+    taken.left_out += unfinished(paths)
+    if not taken.runs:
+        raise VlbenchError("every run was left out: " + "; ".join(f"{x['folder']}: {x['reason']}"
+                                                                  for x in taken.left_out),
+                           "check --select / --run-set, or pass --allow-limited / --keep-stray")
+    selection = select(taken.runs)
+    labels = make_labels(taken.runs, selection, allow_mixed, keep_paths)
     tables = {t.name: t for t in build_tables(selection, labels) if t.rows or t.name not in OPTIONAL_PAGE_TABLES}
     if comparisons:  # vlbench compare records (--comparison): their rows whose runs this build uses
         tables["paired_comparisons"] = comparison_table(_Ctx(selection, labels), read_comparisons(comparisons, warn),
                                                         warn)
-    notes = _notes(loaded, selection, labels, warn)
-    files = _table_files(tables)
+    notes = _notes(loaded, selection, labels, warn, taken)
+    protocol = protocol_line(selection)
+    files = _table_files(tables, protocol)
+    files["leaderboard.tex"] = document([tables[n] for n in PAGE_TABLES if n in tables], protocol).encode("utf-8")
     figures: list[tuple[str, str, bytes]] = []
     if plots:
         by_label = {lab: h for h, lab in labels.model.items()}
@@ -220,85 +263,29 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
             files[f"plots/{name[:-4]}.svg"] = svg
             figures.append((name, cap, png))
     intro = [f"Built by vlbench {__version__} from {len(selection.used_runs())} run(s); "
-             f"{len(selection.superseded)} superseded, {len(loaded.skipped)} skipped. Every value comes from a "
-             f"results.json named in the provenance table."]
+             f"{len(selection.superseded)} superseded, {len(loaded.skipped)} skipped" +
+             (f", {len(taken.left_out)} left out (named in the notes)" if taken.left_out else "") +
+             ". Every value comes from a results.json named in the provenance table."]
     files.update(_page_files(intro, tables, notes, figures))
-    manifest = _manifest(allow_mixed, loaded, selection, labels, notes, tables, figures, files)
+    manifest = _manifest(allow_mixed, loaded, selection, labels, notes, tables, figures, files, taken)
     files[MANIFEST] = (json.dumps(manifest, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-    return Built(files, manifest, tables, loaded, selection, labels, figures)
-
-
-def _safe_rel(rel: str) -> bool:
-    p = Path(rel)
-    return bool(rel) and not p.is_absolute() and ".." not in p.parts
-
-
-def _refuse_links(out: Path, rel: str) -> None:
-    """No folder between ``out`` and ``out/rel`` may be a symbolic link: writing or deleting through one
-    would touch files outside ``out``. (A link in place of a *file* is harmless: the atomic rename
-    replaces the link itself, and unlinking removes only the link.)"""
-    here = out
-    for part in Path(rel).parts[:-1]:
-        here = here / part
-        if here.is_symlink():
-            raise VlbenchError(f"{here} is a symbolic link (to {os.readlink(here)}); writing the leaderboard "
-                               f"through it would change files outside {out}",
-                               "remove the link, or choose a new or empty --out folder")
-
-
-def write_tree(out: Path, files: dict[str, bytes], manifest_name: str, kind: str) -> list[str]:
-    """Write ``files`` under ``out`` atomically (manifest last); remove files of an earlier write of the
-    same kind that are not written again. Refuses a non-empty folder that holds no such earlier write."""
-    out = Path(out)
-    old: dict = {}
-    if out.exists():
-        if not out.is_dir():
-            raise VlbenchError(f"--out {out} exists and is not a folder", "choose a new or empty folder")
-        prev = out / manifest_name
-        if prev.is_file():
-            try:
-                old = json.loads(prev.read_text("utf-8"))
-            except (OSError, ValueError):
-                old = {}
-            if not isinstance(old, dict) or old.get("kind") != kind:
-                raise VlbenchError(f"{prev} is not a {kind} manifest", "choose a new or empty --out folder")
-        elif any(out.iterdir()):
-            raise VlbenchError(f"--out {out} is not empty and holds no earlier leaderboard ({manifest_name})",
-                               "choose a new or empty folder; leaderboard folders are rewritten as a whole")
-    names = sorted(k for k in files if k != manifest_name)
-    for rel in names + sorted(old.get("files") or {}):
-        _refuse_links(out, rel)
-    mode = _file_mode()
-    for rel in names + [manifest_name]:
-        atomic_write_bytes(out / rel, files[rel])
-        os.chmod(out / rel, mode)  # the temporary file behind the atomic write is private (0600)
-    for rel in sorted(set(old.get("files") or {}) - set(files)):
-        if _safe_rel(rel) and (out / rel).is_file():
-            (out / rel).unlink()
-            parent = (out / rel).parent
-            if parent != out and parent.is_dir() and not any(parent.iterdir()):
-                parent.rmdir()
-    return names + [manifest_name]
-
-
-def _file_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    return Built(files, manifest, tables, loaded, selection, labels, figures, taken)
 
 
 def build_leaderboard(paths, out, allow_mixed: bool = False, *, plots: bool = True,
                       warn: Callable[[str], None] | None = None, keep_paths: bool = False,
-                      comparisons=()) -> BuildResult:
+                      comparisons=(), choice: Choice | None = None) -> BuildResult:
     """Build the leaderboard of the runs under ``paths`` into the folder ``out``.
 
     ``paths``: run folders, results.json files or folders holding run folders (searched recursively).
     Unreadable results files are skipped with a warning (``warn``; default: a LeaderboardWarning) and
     listed in the manifest's ``skipped``. Raises VlbenchError for incomparable runs unless
     ``allow_mixed``. Model specs with local paths are shortened to the folder's name unless ``keep_paths``.
+    ``choice``: which runs to take (:class:`vlbench.leaderboards.runset.Choice`; by default limited and stray
+    runs are left out, named in the manifest's ``left_out``).
     """
     built = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn, keep_paths=keep_paths,
-                 comparisons=comparisons)
+                 comparisons=comparisons, choice=choice)
     written = write_tree(Path(out), built.files, MANIFEST, MANIFEST_KIND)
     return BuildResult(Path(out), written, built.manifest, built.tables)
 
@@ -322,7 +309,7 @@ def read_build(build_dir) -> tuple[dict, dict[str, bytes]]:
     files = {}
     for rel, digest in sorted((manifest.get("files") or {}).items()):
         p = d / rel
-        if not _safe_rel(rel) or not p.is_file():
+        if not safe_rel(rel) or not p.is_file():
             raise VlbenchError(f"{p} is listed in {MANIFEST} but missing", "rebuild the leaderboard")
         data = p.read_bytes()
         if sha256_bytes(data) != digest:

@@ -5,9 +5,10 @@ Layout (one folder per table, provenance everywhere)::
     README.md            overview, the rules used, provenance of every run (= of every row)
     index.html           the self-contained sortable page
     leaderboard.md       all tables in one Markdown file
+    leaderboard.tex      all tables in one LaTeX document (each table also as NAME/NAME.tex)
     provenance.csv       one row per run used
     build_manifest.json  the build's manifest (local paths shortened to run-folder/results.json)
-    clean_retrieval/           clean_retrieval.csv, clean_retrieval.md, README.md (columns + provenance of its rows)
+    clean_retrieval/           clean_retrieval.csv, .md, .tex, README.md (columns + provenance of its rows)
     rsum_per_perturbation/  rsum_per_perturbation_total/  model_input_similarity/  rsum_changes/  image_corruptions/ 
     choice_tasks/
     provenance/  values/  (a folder per table the build made)
@@ -27,6 +28,7 @@ from ..errors import VlbenchError
 from ..util.io import sha256_bytes
 from ..util.markdown import md_escape, md_table
 from .build import MANIFEST, PAGE_TABLES, make, read_build, write_tree
+from .runset import Choice
 
 PUBLISH_MANIFEST = "publish_manifest.json"
 PUBLISH_KIND = "vlbench-leaderboard-publish"
@@ -92,6 +94,10 @@ def _root_readme(m: dict, folders: list[str]) -> str:
             conds = ", ".join(f"{c['condition']} (by {c['by']}{'' if c['same_values'] else ', values differ'})"
                               for c in s["conditions"])
             lines.append(f"- {md_escape(s['run_id'])}: {md_escape(conds)}")
+    if m.get("left_out"):
+        lines += ["", "## Runs left out", "", "Runs the build did not take (docs/leaderboards.md, "
+                  "\"Which runs a build takes\"):", ""]
+        lines += [f"- {md_escape(x['folder'])}: {md_escape(x['reason'])}" for x in m["left_out"]]
     if m.get("skipped"):
         lines += ["", "## Skipped results files", ""]
         lines += [f"- {md_escape(s['path'])}: {md_escape(s['reason'])}" for s in m["skipped"]]
@@ -103,7 +109,8 @@ def _table_readme(name: str, m: dict) -> str:
     runs = [r for r in m["runs"] if r["run_id"] in set(t["runs"])]
     lines = [f"# {md_escape(t['title'])}", "", md_escape(t["description"]), "",
              f"Files: {md_escape(name)}.csv (fixed column order, 6-decimal numbers, sorted rows)" +
-             ("" if name == "values" else f", {md_escape(name)}.md") + f". Rows: {t['rows']}.", "",
+             ("" if name == "values" else f", {md_escape(name)}.md and {md_escape(name)}.tex (for a paper: no run ids "
+              "or hashes)") + f". Rows: {t['rows']}.", "",
              "Columns, in order: " + ", ".join(md_escape(c) for c in t["columns"]) + ".", "",
              "## Provenance of the rows", ""] + _prov_rows(runs)
     return "\n".join(lines) + "\n"
@@ -113,12 +120,12 @@ def layout(manifest: dict, built: dict[str, bytes]) -> dict[str, bytes]:
     """Published relative path -> content."""
     files: dict[str, bytes] = {}
     for name in table_folders(manifest):
-        for ext in ("csv", "md"):
+        for ext in ("csv", "md", "tex"):
             if f"{name}.{ext}" in built:
                 files[f"{name}/{name}.{ext}"] = built[f"{name}.{ext}"]
         files[f"{name}/README.md"] = _table_readme(name, manifest).encode("utf-8")
     for rel, data in built.items():
-        if rel.startswith("plots/") or rel in ("index.html", "leaderboard.md", "provenance.csv"):
+        if rel.startswith("plots/") or rel in ("index.html", "leaderboard.md", "leaderboard.tex", "provenance.csv"):
             files[rel] = data
     public = _public_manifest(manifest)
     files[MANIFEST] = (json.dumps(public, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
@@ -150,9 +157,11 @@ def refuse_links(out) -> None:
 
 
 def publish_leaderboard(out, *, build_dir=None, paths=None, allow_mixed: bool = False, plots: bool = True,
-                        warn: Callable[[str], None] | None = None, keep_paths: bool = False) -> list[str]:
-    """Publish from a finished build (``build_dir``) or straight from results (``paths``). Model specs with
-    local paths (``clip:/home/u/my-clip``) are published as the folder's name unless ``keep_paths``."""
+                        warn: Callable[[str], None] | None = None, keep_paths: bool = False,
+                        choice: Choice | None = None) -> list[str]:
+    """Publish from a finished build (``build_dir``) or straight from results (``paths``; ``choice``: which runs,
+    as for a build). Model specs with local paths (``clip:/home/u/my-clip``) are published as the folder's name
+    unless ``keep_paths``."""
     if (build_dir is None) == (not paths):
         raise VlbenchError("publish needs either a built leaderboard (--from DIR) or RESULTS, not both",
                            "vlbench leaderboard publish --from BUILD --out DIR, or publish RESULTS... --out DIR")
@@ -164,7 +173,7 @@ def publish_leaderboard(out, *, build_dir=None, paths=None, allow_mixed: bool = 
                                "publishing it would write them",
                                "rebuild without --keep-local-paths, or pass --keep-local-paths to publish as well")
     else:
-        b = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn, keep_paths=keep_paths)
+        b = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn, keep_paths=keep_paths, choice=choice)
         manifest, built = b.manifest, b.files
     refuse_links(out)
     return write_tree(Path(out), layout(manifest, built), PUBLISH_MANIFEST, PUBLISH_KIND)

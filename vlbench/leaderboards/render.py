@@ -18,10 +18,12 @@ import html
 import io
 import math
 
-from ..perturbations import FAMILIES
 from ..util.markdown import md_escape, md_table
+from .paper.ranking import family_rank, pivot_rsum, ranking_table, summary_long
 from .sections import with_groups
 from .tables import Column, Table
+
+__all__ = ["to_csv", "to_markdown", "to_html", "html_table", "family_rank", "md_escape", "neutralize", "display"]
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 CSV_FLOAT = "{:.6f}"
@@ -263,92 +265,6 @@ def html_table(table: Table) -> str:
             f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody></table></div>")
 
 
-# Page-only views (the CSV files stay tidy): the models ranked first, RSUM per perturbation with a column per model.
-
-def family_rank(family: str) -> tuple[int, str]:
-    """Sort key of a perturbation family: the built-in families in their order (typos, lexical,
-    distraction, word-order), then any other family by name."""
-
-    order = list(FAMILIES)
-    return (order.index(family), "") if family in order else (len(order), family or "")
-
-
-def _dicts(t: Table) -> list[dict]:
-    keys = [c.key for c in t.columns]
-    return [dict(zip(keys, r)) for r in t.rows]
-
-
-def _mean(xs: list) -> float | None:
-    xs = [x for x in xs if _finite(x)]
-    return sum(xs) / len(xs) if xs else None
-
-
-def ranking_table(t52: Table, changes: Table | None) -> Table:
-    """One row per model: clean total RSUM (i2t + t2i) per dataset, their mean (the rank), and the mean
-    change of total RSUM over every perturbation x dataset with both directions, and the worst one."""
-    clean: dict[str, dict[str, float]] = {}
-    datasets: list[str] = []
-    for r in _dicts(t52):
-        datasets += [r["dataset"]] if r["dataset"] not in datasets else []
-        if _finite(r.get("i2t_rsum")) and _finite(r.get("t2i_rsum")):
-            clean.setdefault(r["model"], {})[r["dataset"]] = r["i2t_rsum"] + r["t2i_rsum"]
-        else:
-            clean.setdefault(r["model"], {})
-    total: dict[tuple, dict[str, float]] = {}
-    for r in _dicts(changes) if changes is not None else []:
-        if _finite(r.get("delta")):
-            total.setdefault((r["model"], r["dataset"], r["condition"]), {})[r["direction"]] = r["delta"]
-    drops: dict[str, list[tuple[float, str]]] = {}
-    for (m, d, c), by_dir in total.items():
-        if {"i2t", "t2i"} <= set(by_dir):
-            drops.setdefault(m, []).append((by_dir["i2t"] + by_dir["t2i"], f"{c} ({d})"))
-    rows: list[list] = []
-    for m, by_ds in clean.items():
-        worst = min(drops.get(m, []), default=None)
-        missing = [d for d in datasets if d not in by_ds]
-        rows.append([None, m] + [by_ds.get(d) for d in datasets] +
-                    [_mean(list(by_ds.values())), _mean([x for x, _ in drops.get(m, [])]),
-                     worst[1] if worst else None, ("no clean RSUM on " + ", ".join(missing)) if missing else ""])
-    rows.sort(key=lambda r: (r[len(datasets) + 2] is None, -(r[len(datasets) + 2] or 0.0), r[1]))
-    for i, row in enumerate(rows):
-        row[0] = i + 1
-    cols = ([Column("rank", "int"), Column("model")] +
-            [Column(f"clean_rsum:{d}", "num", 1, f"clean RSUM {d}") for d in datasets] +
-            [Column("mean_clean_rsum", "num", 1, "mean clean RSUM"),
-             Column("mean_rsum_change", "num", 1, "mean RSUM change"),
-             Column("worst", label="largest drop"), Column("flags")])
-    return Table("ranking", "Ranking of the models",
-                 "Rank by mean clean RSUM (i2t + t2i, six recalls, 0-600) over the datasets each model was run on. "
-                 "Mean RSUM change: the mean change of that total over every caption perturbation and dataset "
-                 "(negative = less robust); largest drop names the worst one.", cols, rows, list(t52.runs))
-
-
-def pivot_rsum(t: Table, model_order: list[str]) -> Table:
-    """Rows dataset x condition, a column per model (the CSV keeps rows model x condition)."""
-    base = {"model", "condition", "family", "rsum", "flags"}
-    dsets = [c.key for c in t.columns if c.key not in base]
-    cells: dict[tuple, dict[str, float]] = {}
-    flags: dict[tuple, set] = {}
-    seen = set()
-    for r in _dicts(t):
-        seen.add(r["model"])
-        for d in dsets:
-            key = (d, r["family"], r["condition"])
-            cells.setdefault(key, {})[r["model"]] = r[d]
-            if r.get("flags"):
-                flags.setdefault(key, set()).add(f"{r['model']}: {r['flags']}")
-    models = [m for m in model_order if m in seen] + sorted(seen - set(model_order))
-    first = {k: i for i, k in enumerate(cells)}
-    keys = sorted(cells, key=lambda k: (dsets.index(k[0]), k[2] != "clean", family_rank(k[1]), first[k]))
-    rows = [[d, fam, cond] + [cells[(d, fam, cond)].get(m) for m in models] +
-            ["; ".join(sorted(flags.get((d, fam, cond), ())))] for (d, fam, cond) in keys]
-    cols = ([Column("dataset"), Column("family"), Column("condition")] +
-            [Column(m, "num", 2) for m in models] + [Column("flags")])
-    desc = t.description.replace("Rows: model x condition (clean = no perturbation); columns: datasets.",
-                                 "Rows: dataset x condition (clean = no perturbation); columns: models.")
-    return Table(t.name, t.title, desc, cols, rows, t.runs)
-
-
 def page_tables(tables: list[Table]) -> list[Table]:
     """The page's tables: the ranking first (when clean retrieval is there), RSUM per perturbation pivoted."""
     by = {t.name: t for t in tables}
@@ -357,8 +273,9 @@ def page_tables(tables: list[Table]) -> list[Table]:
 
     rank = with_groups(ranking_table(by["clean_retrieval"], by.get("rsum_changes")), by.get("rank_groups"))
     order = [r[1] for r in rank.rows]
-    return [rank] + [pivot_rsum(t, order) if t.name in ("rsum_per_perturbation", "rsum_per_perturbation_total") else t
-                     for t in tables if t.name != "rank_groups"]
+    views = {"rsum_per_perturbation": lambda t: pivot_rsum(t, order),
+             "rsum_per_perturbation_total": lambda t: pivot_rsum(t, order), "robustness_summary": summary_long}
+    return [rank] + [views.get(t.name, lambda t: t)(t) for t in tables if t.name != "rank_groups"]
 
 
 def to_html(title: str, intro: list[str], tables: list[Table], figures: list[tuple[str, bytes]],

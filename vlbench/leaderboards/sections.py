@@ -2,7 +2,8 @@
 
 * rank groups -- which models are separable: a paired sign-flip randomization test of every pair of models on
   the per-query clean RSUM of per_query.csv.gz (:mod:`vlbench.compare.paired`), Holm-corrected over the pairs,
-  shown as a compact letter display in the ranking (models sharing a letter are not separable);
+  shown as a compact letter display in the ranking (models sharing a letter are not separable); only the models
+  ranked together (clean results and per-query values on every dataset of the board) get a group;
 * flips -- each run's flips.csv at the smallest k: queries going hit -> miss and miss -> hit, top-10 overlap;
 * distractors -- conditions of kind "gallery" (``--distractors``): false rate and the change of RSUM.
 """
@@ -67,11 +68,17 @@ def rank_groups(ctx: _Ctx) -> list[Table]:
     """The rank_groups table (one row per model) and rank_pairs (one row per pair of models)."""
 
     per_model: dict[str, dict] = {}
+    with_clean = {(dn, dh) for (_, dn, dh), by_cond in ctx.pairs.items() if "clean" in by_cond}
+    covered: dict[str, set] = {}
     for (mh, dn, dh), by_cond in ctx.pairs.items():
         run = by_cond.get("clean")
         q = _clean_rsum(run) if run is not None else None
+        if run is not None:
+            covered.setdefault(mh, set()).add((dn, dh))
         if q is not None:
             per_model.setdefault(mh, {})[(dn, dh)] = q
+    # only the models ranked together (clean results on every dataset: ranking.coverage) get a group
+    per_model = {m: q for m, q in per_model.items() if covered.get(m) == with_clean and len(q) == len(with_clean)}
     order = sorted(per_model, key=lambda m: (-_criterion(per_model[m]), ctx.model(m), m))
     pairs = list(itertools.combinations(order, 2))
     n_res = max(MIN_RESAMPLES, math.ceil(2 * len(pairs) / ALPHA))
@@ -89,7 +96,7 @@ def rank_groups(ctx: _Ctx) -> list[Table]:
     adjacent = sum(frozenset(x) in sep for x in zip(order, order[1:]))
     desc = (f"Models sharing a letter are not separable: paired sign-flip randomization test (two-sided, "
             f"{n_res} sign patterns, seed {SEED}, +1 correction) of the difference of mean clean total RSUM on "
-            f"the per-query values (per_query.csv.gz) of the datasets both models ran on, Holm-corrected over "
+            f"the per-query values (per_query.csv.gz) of every dataset of the board, Holm-corrected over "
             f"{len(pairs)} pairs, alpha {ALPHA}. {adjacent} of {max(len(order) - 1, 0)} adjacent pairs are "
             f"separable. Pairs: rank_pairs.csv; reading: docs/compare.md.")
     rows = [[i + 1, ctx.model(m), _criterion(per_model[m]), let[m], len(per_model[m])] for i, m in enumerate(order)]

@@ -66,6 +66,9 @@ class Run:
     shown: str = ""
     #: flags the integrity checks put on the run (e.g. "unverified: no results_hash")
     integrity: list = field(default_factory=list)
+    #: the dataset's name in this build when it differs from the run's own (one content hash, several names:
+    #: runset.unify_datasets)
+    dataset_alias: str = ""
 
     def __post_init__(self):
         self.ref = self.ref or self.record.run_id
@@ -81,7 +84,7 @@ class Run:
     model_spec = property(lambda self: self.record.model.spec)
     model_label = property(lambda self: self.record.model.label)
     model_hash = property(lambda self: self.record.model.hash)
-    dataset_name = property(lambda self: self.record.dataset.name)
+    dataset_name = property(lambda self: self.dataset_alias or self.record.dataset.name)
     dataset_hash = property(lambda self: self.record.dataset.hash)
     metric_version = property(lambda self: self.record.metric_version)
     vlbench_version = property(lambda self: self.record.vlbench_version)

@@ -1,5 +1,5 @@
 """A leaderboard table as plain data: its columns (kind, digits, label) and rows. Defined apart from the code
-that fills tables (tables.py, modalities.py, validity_cells.py) so any of them can use it without importing
+that fills tables (tables.py, modalities.py, sections.py, paper/summary.py) so any of them can use it without importing
 the others."""
 
 from __future__ import annotations

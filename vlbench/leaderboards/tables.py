@@ -12,7 +12,6 @@ import re
 
 from ..metrics.specs import metric_order
 from ..results import Interval, MetricKey
-from . import validity_cells
 from .labels import Labels, make_labels  # noqa: F401  (make_labels: imported from here by build and load_results)
 from .store import Run, Selection, condition_key
 from .table_types import Column, Table
@@ -152,7 +151,7 @@ def rsum_changes(ctx: _Ctx) -> Table:
     cols = [Column("dataset"), Column("model"), Column("condition"), Column("family"), Column("direction"),
             Column("rsum_clean", "num", 2), Column("rsum", "num", 2), Column("delta", "num", 2),
             Column("rel", "num", 4), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
-            Column("n_boot", "int")] + validity_cells.COLUMNS + [Column("run_id"), Column("flags")]
+            Column("n_boot", "int")] + VALIDITY_COLUMNS + [Column("run_id"), Column("flags")]
     rows, runs = [], set()
     for key in ctx.keys():
         mh, dn, dh = key
@@ -177,10 +176,10 @@ def rsum_changes(ctx: _Ctx) -> Table:
                 rows.append([ctx.dataset(dn, dh), ctx.model(mh), cond, ctx.family(run, cond), d,
                              clean if clean is not None else (val - delta if delta is not None else None),
                              val, delta, rel, b.get("ci_low"), b.get("ci_high"), b.get("n_boot"),
-                             *validity_cells.cells(run, cond), run.ref, ctx.lab.run_flags(run)])
+                             *validity_cells(run, cond), run.ref, ctx.lab.run_flags(run)])
                 runs.add(run.ref)
     rows.sort(key=lambda r: (r[0], r[1], condition_key(r[2]), DIR_ORDER[r[4]]))
-    cols, rows, extra = validity_cells.keep_if_measured(cols, rows)  # runs without validity: the table as before
+    cols, rows, extra = keep_if_measured(cols, rows)  # runs without validity: the table as before
     return Table("rsum_changes", "RSUM change under each perturbation",
                  "RSUM under the perturbation minus clean RSUM of the same run, relative change, and the "
                  "run's paired-bootstrap 95% interval of the change (queries resampled)." + extra, cols, rows,
@@ -303,6 +302,42 @@ def _timing_cells(run: Run) -> list:
         ([f"slowest {slow[1]} {slow[0]:.1f} s"] if slow else []) + \
         [" ".join(str(x) for x in (h.get("device"), h.get("gpu_name")) if x)]
     return ["; ".join(p for p in parts if p)]
+
+
+# ----------------------------------------------------------------------------------------------
+# validity beside every drop (issue #10): the cells the RSUM-change table shows next to a perturbation's change,
+# read from results.json conditions[<perturbation>]["validity"] (vlbench.perturbations.validity); runs written
+# before validity existed give empty cells
+
+VALIDITY_COLUMNS = [Column("applicable", "num", 3, "applicable"), Column("drift_mean", "num", 3, "drift mean"),
+           Column("drift_p95", "num", 3, "drift p95")]
+VALIDITY_DESCRIPTION = (" Validity beside the drop: applicable = share of captions the perturbation changed (the "
+               "share whose model input changed after the model's truncation is in results.json), drift = 1 - cosine "
+               "of all-MiniLM-L6-v2 between original and perturbed caption over (a sample of) the applied captions "
+               "(mean, 95th percentile); empty when the run did not measure it.")
+
+
+def validity_cells(run, cond: str) -> list:
+    v = run.condition_meta(cond).get("validity") if cond != "clean" else None
+    if not isinstance(v, dict):
+        return [None] * len(VALIDITY_COLUMNS)
+    drift = v.get("drift")
+    d = drift if isinstance(drift, dict) else {}
+    return [_float(v.get("applicable_rate")), _float(d.get("mean")), _float(d.get("p95"))]
+
+
+def _float(x):
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def keep_if_measured(cols: list, rows: list) -> tuple[list, list, str]:
+    """Drop the validity columns when no run has validity (older runs rebuild byte for byte)."""
+    keys = [c.key for c in VALIDITY_COLUMNS]
+    idx = [i for i, c in enumerate(cols) if c.key in keys]
+    if any(r[i] is not None for r in rows for i in idx):
+        return cols, rows, VALIDITY_DESCRIPTION
+    keep = [i for i in range(len(cols)) if i not in idx]
+    return [cols[i] for i in keep], [[r[i] for i in keep] for r in rows], ""
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
-"""Plots at paper size (6.4 in wide, as PNG at 150 dpi and as SVG), drawn on matplotlib's Agg canvas without
-pyplot state (imported only when plots are made):
+"""Plots sized for a two-column paper (:data:`WIDTH`: the text width, for a ``figure*``; :data:`COLUMN`: one
+column), as PNG at 150 dpi and as SVG, in the Okabe-Ito palette (distinguishable with every common colour-vision
+deficiency), drawn on matplotlib's Agg canvas without pyplot state (imported only when plots are made). Every text
+from a user (model and dataset names) is shown as written: ``$`` is escaped, never read as mathtext.
 
 * ``rsum_change--FAMILY--DATASET``: RSUM change per caption perturbation of one family (typos, lexical,
   distraction, word-order), i2t and t2i panels, one bar per model with the run's paired-bootstrap 95% interval;
@@ -18,13 +20,22 @@ from __future__ import annotations
 import io
 import re
 
-from ..results import DIRECTIONS
-from .render import family_rank
-from .tables import Table, fg_base
+from ...results import DIRECTIONS
+from ..tables import Table, fg_base
+from .ranking import family_rank
 
-WIDTH = 6.4  # inches: a paper's text width
+WIDTH = 7.0  # inches: the text width of a two-column paper (a figure* spanning both columns)
+COLUMN = 3.4  # inches: one column of a two-column paper
 DPI = 150
-COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
+#: Okabe & Ito (2008), "Color Universal Design": blue, orange, bluish green, vermillion, sky blue, reddish purple,
+#: black, yellow (last: weak on white)
+COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442")
+GREY = "#999999"
+
+
+def plain(text) -> str:
+    """A user's text for matplotlib as written: ``$`` escaped, so '$x$' is not typeset (or refused) as math."""
+    return str(text).replace("$", r"\$")
 
 
 def slug(text: str, n: int = 40) -> str:
@@ -79,11 +90,11 @@ def _bars(ax, rows: list[dict], conds: list[str], models: list[str], direction: 
             ok = r["ci_low"] is not None and r["ci_high"] is not None
             lo.append(max(0.0, r["delta"] - r["ci_low"]) if ok else 0.0)
             hi.append(max(0.0, r["ci_high"] - r["delta"]) if ok else 0.0)
-        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=1.5, color=COLORS[j % len(COLORS)], label=model[:40],
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=1.5, color=COLORS[j % len(COLORS)], label=plain(model[:40]),
                error_kw={"linewidth": 0.6})
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_xticks(range(len(conds)))
-    ax.set_xticklabels(conds, rotation=30, ha="right", fontsize=6.5)
+    ax.set_xticklabels([plain(c) for c in conds], rotation=30, ha="right", fontsize=6.5)
     ax.tick_params(axis="y", labelsize=7)
     ax.set_title(f"{direction} RSUM", fontsize=8)
 
@@ -107,12 +118,12 @@ def rsum_change_plots(changes: Table, model_hash: dict[str, str]) -> list[tuple[
     for (dataset, family), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], family_rank(kv[0][1]))):
         conds = list(dict.fromkeys(r["condition"] for r in rows))
         models = sorted({r["model"] for r in rows})
-        fig = _figure(WIDTH, 2.9)
+        fig = _figure(WIDTH, 2.6)
         axes = fig.subplots(1, 2, sharey=True)
         for ax, d in zip(axes, DIRECTIONS):
             _bars(ax, rows, conds, models, d)
         axes[0].set_ylabel("RSUM change vs clean", fontsize=7)
-        fig.suptitle(f"{family or 'other'} perturbations on {dataset}"[:90], fontsize=8.5)
+        fig.suptitle(plain(f"{family or 'other'} perturbations on {dataset}"[:90]), fontsize=8.5)
         _legend_below(fig, axes[0])
         name = f"rsum_change--{slug(family or 'other')}--{slug(dataset)}"
         out.append((f"{name}.png", f"RSUM change per {family or 'other'} perturbation on {dataset}, one bar per "
@@ -139,19 +150,20 @@ def clean_vs_fg_plots(t52: Table, model_hash: dict[str, str]) -> list[tuple[str,
                     pairs.append((cand, fg))
         if not pairs:
             continue
-        fig = _figure(WIDTH, 2.4 * len(pairs) + 0.4)
+        fig = _figure(COLUMN, 1.9 * len(pairs) + 0.4)
         for i, (base, fg) in enumerate(pairs):
             ax = fig.add_subplot(len(pairs), 1, i + 1)
             xs = range(len(metrics))
-            for j, (ds, color) in enumerate(((base, "#8c8c8c"), (fg, "#55A868"))):
+            for j, (ds, color) in enumerate(((base, GREY), (fg, COLORS[0]))):
                 ys = [dsets[ds].get(m) for m in metrics]
                 ax.bar([x + (j - 0.5) * 0.4 for x in xs], [y if y is not None else 0.0 for y in ys], 0.4,
-                       color=color, label=ds[:50])
+                       color=color, label=plain(ds[:50]))
             ax.set_xticks(list(xs))
-            ax.set_xticklabels([m.replace("_recall@", " R@") for m in metrics], fontsize=8)
-            ax.set_ylabel("Recall (%)")
-            ax.legend(fontsize=7)
-            ax.set_title(f"{model}: clean vs fine-grained captions"[:90], fontsize=9)
+            ax.set_xticklabels([m.replace("_recall@", " R@") for m in metrics], fontsize=6, rotation=30, ha="right")
+            ax.tick_params(axis="y", labelsize=6.5)
+            ax.set_ylabel("Recall (%)", fontsize=7)
+            ax.legend(fontsize=6)
+            ax.set_title(plain(f"{model}: clean vs fine-grained"[:60]), fontsize=7.5)
         fig.tight_layout()
         mh = model_hash.get(model, "")[:8]
         out.append((f"clean_vs_fg--{slug(model)}-{mh}.png", f"Clean vs fine-grained (FG) datasets: {model}",
@@ -181,16 +193,16 @@ def corruption_plots(table: Table, model_hash: dict[str, str]) -> list[tuple[str
             for j, model in enumerate(models):
                 pts = by_corr[corr].get(model, {})
                 xs = sorted(x for x in pts if x is not None)
-                ax.plot(xs, [pts[x] for x in xs], marker="o", markersize=2.5, linewidth=1,
-                        color=COLORS[j % len(COLORS)], label=model[:40])
+                ax.plot(xs, [pts[x] for x in xs], marker="os^Dv<>p"[j % 8], markersize=2.5, linewidth=1,
+                        color=COLORS[j % len(COLORS)], label=plain(model[:40]))
             ax.set_xticks(sevs)
             ax.set_xticklabels([str(x) for x in sevs], fontsize=6.5)
             ax.set_xlim(min(sevs) - 0.3, max(sevs) + 0.3)
             ax.tick_params(axis="y", labelsize=7)
-            ax.set_title(str(corr), fontsize=7.5)
+            ax.set_title(plain(corr), fontsize=7.5)
             ax.set_xlabel("severity (0 = clean)", fontsize=6.5)
         axes[0].set_ylabel("RSUM (i2t + t2i)", fontsize=7)
-        fig.suptitle(f"{family} corruptions on {dataset}"[:90], fontsize=8.5)
+        fig.suptitle(plain(f"{family} corruptions on {dataset}"[:90]), fontsize=8.5)
         _legend_below(fig, axes[0])
         mh = "-".join(model_hash.get(m, "")[:6] for m in models)[:40]
         out.append((f"corruption_severity--{slug(str(family))}--{slug(dataset)}-{mh}.png",
