@@ -25,8 +25,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def build(folder: Path) -> None:
-    import tiny_models
-    from conftest import excerpt_rows, write_images
+    from support import tiny_models
+    from support.data import excerpt_rows, write_images
 
     for name, seed in (("tiny-clip", 0), ("tiny-clip-b", 1)):
         if not (folder / "models" / name).exists():
