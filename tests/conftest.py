@@ -231,3 +231,28 @@ def pytest_terminal_summary(terminalreporter, config):
     if n:
         terminalreporter.write_line(f"fast lane: {n} unit tests marked slow were left out (pytest -m slow tests/unit, "
                                     "or the whole suite, runs them)")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the online path
+
+
+@pytest.fixture
+def mirror(monkeypatch, tmp_path):
+    """A local mirror (support/mirror.py) on 127.0.0.1, made this test's Hub (HF_ENDPOINT) and non-Hub source
+    (VLBENCH_MIRROR), with the session's offline switches undone for this test (environment and the Hub client's
+    import-time flag); every other host sits behind a dead proxy. ``mirror.env(hf_home=...)`` gives the same
+    settings for a subprocess."""
+    from huggingface_hub import constants
+
+    from support.mirror import Mirror
+
+    m = Mirror()
+    for var, value in m.env(base={}, hf_home=tmp_path / "hf-home").items():
+        monkeypatch.setenv(var, value)
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLBENCH_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", m.url)
+    yield m
+    m.close()

@@ -121,10 +121,9 @@ def _hub_download(url: str, what: str, fix: str) -> Path:
     repo_type, repo_id, revision, filename = hub_file(url)
     asked = f"{hub_endpoint()}/{'datasets/' if repo_type == 'dataset' else ''}{repo_id}/resolve/{revision}/{filename}"
     try:
-        from huggingface_hub import constants, hf_hub_download  # lazy: only a download needs the Hub client
+        from huggingface_hub import hf_hub_download  # lazy: only a download needs the Hub client
         from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
 
-        constants.HF_HUB_OFFLINE = offline()  # the client read it at import; vlbench decides at call time
         return Path(hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision,
                                     endpoint=hub_endpoint(), cache_dir=hub_cache_dir()))
     except (EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError) as exc:

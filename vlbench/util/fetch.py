@@ -109,6 +109,9 @@ def mirrored(url: str) -> str:
 
 
 def _hint(url: str) -> str:
+    if mirror_rules():
+        return (f"VLBENCH_MIRROR sent this request to {url}: check that the mirror holds the file and answers, or "
+                "unset VLBENCH_MIRROR to fetch from the original source")
     return (f"check the network or proxy (https_proxy), or point VLBENCH_MIRROR at a mirror that holds {url}; "
             "or fetch the file by hand")
 
