@@ -253,6 +253,5 @@ def mirror(monkeypatch, tmp_path):
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLBENCH_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_CACHE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "ENDPOINT", m.url)
     yield m
     m.close()
