@@ -143,3 +143,63 @@ def test_preflight_reports_online_when_only_the_configured_endpoint_answers(mirr
         assert problem is not None and "127.0.0.1:9 does not answer" in problem.message
     finally:
         hub.network_reachable.cache_clear()
+
+
+def _save_st(folder: Path) -> Path:
+    import warnings
+
+    from sentence_transformers import SentenceTransformer
+
+    from support import tiny_models as T
+
+    clip = T.save_clip(folder.parent / f"{folder.name}-clip", seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its CLIPModel module is deprecated in favour of Transformer
+        from sentence_transformers.models import CLIPModel
+
+        SentenceTransformer(modules=[CLIPModel(str(clip))], device="cpu").save(str(folder))
+    return folder
+
+
+def _save_siglip(folder: Path) -> Path:
+    from support.tiny_siglip import save_siglip
+
+    return save_siglip(folder)
+
+
+def _save_openclip(folder: Path) -> Path:
+    from support.tiny_models import save_openclip
+
+    return save_openclip(folder)
+
+
+@pytest.mark.parametrize("spec, save, weights", [
+    ("openclip:hf-hub:testorg/tiny-openclip", _save_openclip, "open_clip_pytorch_model.bin"),
+    ("siglip:testorg/tiny-siglip", _save_siglip, "model.safetensors"),
+    ("st:testorg/tiny-st", _save_st, "model.safetensors"),
+])
+def test_each_hub_family_is_resolved_through_the_mirror(mirror, tmp_path, spec, save, weights):
+    if spec.startswith("st:"):
+        pytest.importorskip("sentence_transformers")
+    repo = spec.split(":")[-1]
+    mirror.add_model_repo(repo, save(tmp_path / "src" / repo.split("/")[1]))
+    manifest = _tiny_manifest(tmp_path / "d")
+    done = _vlbench(mirror, tmp_path, "run", "--model", spec, "--dataset", f"custom:{manifest}",
+                    "--out", str(tmp_path / "run"), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert any(r.path.endswith(f"/{weights}") and r.status == 200 for r in mirror.gets(f"/{repo}/resolve/"))
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["results"]
+
+
+def test_the_first_run_downloads_captions_images_and_model_from_the_mirror(mirror, shared_captions, tiny_models,
+                                                                           tmp_path):
+    archive = _serve_flickr(mirror, shared_captions)
+    mirror.add_model_repo("testorg/tiny-clip", tiny_models("clip"))
+    data = tmp_path / "data"
+    done = _vlbench(mirror, tmp_path, "run", "--model", "clip:testorg/tiny-clip", "--dataset", "flickr30k",
+                    "--data-dir", str(data), "--out", str(tmp_path / "run"), "--quiet",
+                    pin=hashlib.sha256(archive).hexdigest())
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert record["dataset"]["n_images"] == 1000
+    assert mirror.gets(FLICKR_ZIP) and mirror.gets("multi30k") and mirror.gets("/testorg/tiny-clip/resolve/")
