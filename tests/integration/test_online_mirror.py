@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from vlbench.errors import DataError
+
 from support.data import ROOT, excerpt_rows, write_images
 from support.mirror import caption_sources, image_archive
 
@@ -203,3 +205,84 @@ def test_the_first_run_downloads_captions_images_and_model_from_the_mirror(mirro
     record = json.loads((tmp_path / "run" / "results.json").read_text())
     assert record["dataset"]["n_images"] == 1000
     assert mirror.gets(FLICKR_ZIP) and mirror.gets("multi30k") and mirror.gets("/testorg/tiny-clip/resolve/")
+
+
+def _nltk_zip(folder: Path) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                zf.write(p, p.relative_to(folder.parent).as_posix())
+    return buf.getvalue()
+
+
+def test_setup_language_data_online_installs_nltk_data_from_the_mirror(mirror, tmp_path):
+    """NLTK's index and package archives come through VLBENCH_MIRROR (nltk.download's own client refuses a
+    mirror on a loopback or private address), checked against the index's checksums, installed as by --from."""
+    from support.data import SHARED_NLTK
+    from vlbench.langsetup import NLTK_INDEX
+
+    if not (SHARED_NLTK / "tokenizers" / "punkt_tab").is_dir():
+        pytest.skip(f"no NLTK tokenizer/tagger copy at {SHARED_NLTK}")
+    base = NLTK_INDEX.rsplit("/", 1)[0] + "/packages"
+    entries = []
+    for sub, name in (("tokenizers", "punkt_tab"), ("taggers", "averaged_perceptron_tagger_eng")):
+        data = _nltk_zip(SHARED_NLTK / sub / name)
+        mirror.add_file(f"{base}/{sub}/{name}.zip", data)
+        entries.append(f'<package id="{name}" name="{name}" subdir="{sub}" url="{base}/{sub}/{name}.zip" '
+                       f'checksum="{hashlib.md5(data).hexdigest()}" sha256_checksum="{hashlib.sha256(data).hexdigest()}" '
+                       f'size="{len(data)}" unzipped_size="0" unzip="1"/>')
+    mirror.add_file(NLTK_INDEX, f"<?xml version='1.0'?><nltk_data><packages>{''.join(entries)}</packages>"
+                                "<collections/></nltk_data>".encode())
+    env_home = tmp_path / "home"
+    env_home.mkdir()
+    cache = tmp_path / "cache"
+    env = mirror.env(hf_home=tmp_path / "hf-home")
+    env.update({"HOME": str(env_home), "NLTK_DATA": "", "VLBENCH_CACHE_DIR": str(cache),
+                "PYTHONPATH": f"{ROOT}{':' + env['PYTHONPATH'] if env.get('PYTHONPATH') else ''}"})
+    done = subprocess.run([sys.executable, "-m", "vlbench", "setup-language-data"], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "downloaded into" in done.stdout
+    store = cache / "nltk_data"
+    assert (store / "tokenizers/punkt_tab/english/ortho_context.tab").read_bytes() == (
+        SHARED_NLTK / "tokenizers/punkt_tab/english/ortho_context.tab").read_bytes()
+    provenance = json.loads((store / "vlbench-language-data.json").read_text())
+    assert provenance["punkt_tab"]["source"] == f"NLTK data index {mirror.url}/{NLTK_INDEX.split('://')[1]}"
+    assert [r.path.rsplit("/", 1)[1] for r in mirror.gets()] == [
+        "index.xml", "punkt_tab.zip", "averaged_perceptron_tagger_eng.zip"]
+
+
+def test_sugarcrepe_and_sugarcrepe_pp_files_come_from_the_mirror(mirror, tmp_path):
+    from support.data import SHARED_DATA
+    from vlbench.tasks import sugarcrepe as SC
+    from vlbench.tasks import sugarcrepe_pp as SCPP
+
+    shared = SHARED_DATA / "sugarcrepe"
+    if not (shared / "swap_obj.json").is_file():
+        pytest.skip(f"no SugarCrepe copy at {shared}")
+    body = (shared / "swap_obj.json").read_bytes()
+    mirror.add_file(f"{SC.SUGARCREPE_RAW}/swap_obj.json", body)
+    assert SC.sugarcrepe_root(tmp_path, ["swap_obj"]) == tmp_path / "sugarcrepe"
+    assert (tmp_path / "sugarcrepe" / "swap_obj.json").read_bytes() == body
+    mirror.add_file(f"{SC.SUGARCREPE_RAW}/swap_att.json", b'{"0": "changed upstream"}')
+    with pytest.raises(DataError, match="pinned 7a7ce04e5c4c8041"):
+        SC.sugarcrepe_root(tmp_path, ["swap_att"])
+    assert not (tmp_path / "sugarcrepe" / "swap_att.json").exists()
+    scpp = (ROOT / "tests" / "fixtures" / "sugarcrepe_pp" / "swap_obj.json").read_bytes()
+    mirror.add_file(f"{SCPP.SCPP_RAW}/swap_obj.json", scpp)  # the fixture, not the pinned file: refused
+    with pytest.raises(DataError, match="pinned 5f33cae824de431a"):
+        SCPP.scpp_root(tmp_path, ["swap_obj"])
+    assert not (tmp_path / "sugarcrepe_pp" / "swap_obj.json").exists()
+    mirror.fault("replace_att.json", "status", code=404)
+    with pytest.raises(DataError) as info:
+        SCPP.scpp_root(tmp_path, ["replace_att"])
+    assert "HTTP 404" in info.value.message
+    assert [r.path for r in mirror.gets()] == [
+        "/" + f"{SC.SUGARCREPE_RAW}/swap_obj.json".split("://")[1],
+        "/" + f"{SC.SUGARCREPE_RAW}/swap_att.json".split("://")[1],
+        "/" + f"{SCPP.SCPP_RAW}/swap_obj.json".split("://")[1],
+        "/" + f"{SCPP.SCPP_RAW}/replace_att.json".split("://")[1]]
