@@ -1,6 +1,7 @@
 """The suite's fixtures (the only conftest.py; plain helpers are in tests/support/, see its __init__).
 
-No test downloads anything (HF_HUB_OFFLINE=1 for the whole session) and none reads or writes the user's home
+No test reaches the internet (HF_HUB_OFFLINE=1 for the whole session; the `mirror` fixture's tests undo it and
+talk only to a local server on 127.0.0.1, support/mirror.py) and none reads or writes the user's home
 folder: the session and every test get their own cache root (VLBENCH_CACHE_DIR under pytest's tmp folder), and
 WordNet is assembled once per session into the session's language-data store (or read from the nltk_data
 folder named by VLBENCH_TEST_NLTK_DATA), which is put on NLTK's search path.
