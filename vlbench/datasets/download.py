@@ -122,10 +122,18 @@ def _hub_download(url: str, what: str, fix: str) -> Path:
     asked = f"{hub_endpoint()}/{'datasets/' if repo_type == 'dataset' else ''}{repo_id}/resolve/{revision}/{filename}"
     try:
         from huggingface_hub import hf_hub_download  # lazy: only a download needs the Hub client
-        from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+        from huggingface_hub.errors import (
+            EntryNotFoundError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
 
         return Path(hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision,
                                     endpoint=hub_endpoint(), cache_dir=hub_cache_dir()))
+    except LocalEntryNotFoundError as exc:  # the Hub did not answer usably and the cache has no copy: say why
+        cause = exc.__cause__ or exc.__context__
+        reason = _first_line(cause) if cause is not None else _first_line(exc)
     except (EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError) as exc:
         reason = f"not found on the Hub ({type(exc).__name__})"
     except Exception as exc:  # connection, timeout, 5xx, a missing X-Repo-Commit: the client's words
@@ -134,11 +142,13 @@ def _hub_download(url: str, what: str, fix: str) -> Path:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split("\n")[:2]).strip() or type(exc).__name__
-    cause = exc.__cause__ or exc.__context__
-    if cause is not None and str(cause) and str(cause) not in text:
-        text += f" ({type(cause).__name__}: {str(cause).splitlines()[0]})"
-    return text[:600]
+    """The Hub client's error in a few words: the HTTP status when there was one, else its first line."""
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
+    if isinstance(code, int):
+        return f"the server answered HTTP {code}"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:400]
 
 
 def fetch_images(name: str, ds, data_dir: Path) -> None:
