@@ -34,12 +34,14 @@ def test_fetch_images_with_a_wrong_checksum_is_a_message_not_a_typeerror(mirror,
     assert not list((tmp_path / "data" / "images" / "flickr30k").glob("*.jpg"))
 
 
-def test_the_archive_lands_in_the_hub_cache_and_is_unpacked_flat(mirror, tmp_path, monkeypatch):
+def test_the_archive_comes_with_hf_token_lands_in_the_hub_cache_and_is_unpacked_flat(mirror, tmp_path, monkeypatch):
     archive = image_archive(NAMES + ["not-in-the-test-set.jpg"], "images_flickr_1k_test")
     mirror.add_dataset_repo(REPO, {ZIP: archive})
     monkeypatch.setitem(specs.IMAGE_SOURCES, "flickr30k", dataclasses.replace(
         specs.IMAGE_SOURCES["flickr30k"], sha256=hashlib.sha256(archive).hexdigest()))
+    monkeypatch.setenv("HF_TOKEN", "hf_from_the_environment")
     download.fetch_images("flickr30k", _Images(), tmp_path / "data")
+    assert mirror.gets(ZIP)[0].headers.get("Authorization") == "Bearer hf_from_the_environment"  # HF_TOKEN applies
     assert sorted(p.name for p in (tmp_path / "data" / "images" / "flickr30k").glob("*.jpg")) == sorted(NAMES)
     assert list((tmp_path / "hf-home" / "hub").glob(f"datasets--nlphuji--*/snapshots/*/{ZIP}"))
     download.fetch_images("flickr30k", _Images(), tmp_path / "data")  # nothing missing: nothing asked
