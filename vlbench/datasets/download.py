@@ -120,15 +120,15 @@ def _hub_download(url: str, what: str, fix: str) -> Path:
     """The Hub file of ``url`` in the Hub cache, downloaded through huggingface_hub when missing."""
     repo_type, repo_id, revision, filename = hub_file(url)
     asked = f"{hub_endpoint()}/{'datasets/' if repo_type == 'dataset' else ''}{repo_id}/resolve/{revision}/{filename}"
-    try:
-        from huggingface_hub import hf_hub_download  # lazy: only a download needs the Hub client
-        from huggingface_hub.errors import (
-            EntryNotFoundError,
-            LocalEntryNotFoundError,
-            RepositoryNotFoundError,
-            RevisionNotFoundError,
-        )
+    from huggingface_hub import hf_hub_download  # lazy: only a download needs the Hub client
+    from huggingface_hub.errors import (  # lazy: as above
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
+    try:
         return Path(hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision,
                                     endpoint=hub_endpoint(), cache_dir=hub_cache_dir()))
     except LocalEntryNotFoundError as exc:  # the Hub did not answer usably and the cache has no copy: say why
