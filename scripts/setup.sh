@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VLBENCH_VENV:-.venv}
-STEPS=6
+STEPS=5
 N=0
 T0=$SECONDS
 STEP_T=$SECONDS
@@ -71,5 +71,4 @@ echo "       Online they are downloaded now; offline set-up goes on without them
 timeout 600 "$VENV/bin/vlbench" setup-language-data --nltk-optional | sed 's/^/      /'
 done_step "checked"
 
-step "ready"
-done_step "vlbench is set up in $VENV in $((SECONDS - T0)) s (activate with: source $VENV/bin/activate)"
+echo "vlbench is set up in $VENV in $((SECONDS - T0)) s (activate with: source $VENV/bin/activate)"

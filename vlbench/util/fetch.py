@@ -23,6 +23,7 @@ import hashlib
 import http.client
 import json
 import os
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -184,6 +185,8 @@ def _transfer(url: str, part: Path, meta: Path, settings: Settings, label: str) 
         except TimeoutError:
             last = f"no data for {settings.timeout:g} s (the server stalled; timed out)"
         except urllib.error.URLError as exc:
+            if isinstance(exc.reason, socket.gaierror):  # no such host (or no DNS at all): retrying will not help
+                raise DownloadError(url, f"the host name cannot be resolved ({exc.reason})", _hint(url)) from None
             if isinstance(exc.reason, TimeoutError):
                 last = f"no answer in {settings.timeout:g} s (timed out)"
             else:
