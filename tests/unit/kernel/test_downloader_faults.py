@@ -135,3 +135,15 @@ def test_a_full_disk_leaves_nothing_half_installed(mirror, tmp_path):
     assert not dest.exists() and (tmp_path / ".f.bin.part").stat().st_size <= 300_000
     fetch.download(URL, dest, sha256=hashlib.sha256(data).hexdigest(), settings=FAST)  # space again: it resumes
     assert dest.read_bytes() == data and mirror.gets("file.bin")[-1].status == 206
+
+
+def test_a_host_that_does_not_resolve_fails_at_once_naming_the_url(tmp_path, monkeypatch):
+    for var in ("VLBENCH_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLBENCH_MIRROR", "https_proxy",
+                "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    url = "https://no-such-host.invalid/data/file.bin"  # .invalid never resolves (RFC 6761)
+    start = time.monotonic()
+    with pytest.raises(fetch.DownloadError) as info:
+        fetch.download(url, tmp_path / "f.bin", settings=fetch.Settings(timeout=5.0, retries=3, backoff=2.0))
+    assert time.monotonic() - start < 5  # not retried with backoff
+    assert info.value.url == url and "cannot be resolved" in info.value.reason
