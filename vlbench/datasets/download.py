@@ -147,6 +147,9 @@ def _first_line(exc: BaseException) -> str:
     code = getattr(response, "status_code", None)
     if isinstance(code, int):
         return f"the server answered HTTP {code}"
+    if "Timeout" in type(exc).__name__:
+        return (f"the server stopped sending ({type(exc).__name__}: timed out; HF_HUB_DOWNLOAD_TIMEOUT and "
+                "HF_HUB_ETAG_TIMEOUT set how long the Hub client waits)")
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:400]
 

@@ -84,3 +84,17 @@ def test_a_dataset_repo_with_parquet_files_serves_snapshot_download(mirror, tmp_
     assert folder.endswith(commit)
     assert {p: (tmp_path / "c" / folder / p).read_bytes() for p in files} == files
     assert mirror.gets("/api/datasets/org/tiny-set/revision/main") and mirror.gets("/api/datasets/org/tiny-set/tree/")
+
+
+@pytest.mark.slow  # the Hub client retries a stalled transfer five times before it gives up: about 15 s
+def test_a_stalled_hub_transfer_ends_in_a_timeout_message(mirror, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 1)
+    mirror.add_dataset_repo(REPO, {ZIP: image_archive(NAMES, "images")})
+    mirror.fault(ZIP, "stall", after=100, seconds=30, times=50)
+    with pytest.raises(DataError) as info:
+        download.fetch_images("flickr30k", _Images(), tmp_path / "data")
+    assert _asked(mirror) in info.value.message and "timed out" in info.value.message
+    assert "HF_HUB_DOWNLOAD_TIMEOUT" in info.value.message
+    assert not list((tmp_path / "data" / "images" / "flickr30k").glob("*.jpg"))
