@@ -156,6 +156,25 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._serve(body=True)
 
+    def do_POST(self) -> None:  # /api/{models,datasets}/ORG/NAME/paths-info/REV (HfApi.get_paths_info, HfFileSystem)
+        from urllib.parse import parse_qs
+
+        length = int(self.headers.get("Content-Length") or 0)
+        form = parse_qs(self.rfile.read(length).decode()) if length else {}
+        path = unquote(urlsplit(self.path).path)
+        record = Request("POST", path, 0)
+        self.mirror.log.append(record)
+        parts = path.strip("/").split("/")
+        kinds = {"models": "model", "datasets": "dataset"}
+        if len(parts) < 6 or parts[0] != "api" or parts[1] not in kinds or parts[4] != "paths-info":
+            return self._error(record, 404, {}, "unknown API")
+        repo = self.mirror.repos.get((kinds[parts[1]], "/".join(parts[2:4])))
+        if repo is None:
+            return self._error(record, 404, {"X-Error-Code": "RepoNotFound"}, "not found")
+        wanted = set(form.get("paths", []))
+        entries = [e for e in _tree(repo, "") if e["path"] in wanted]
+        self._send(record, json.dumps(entries).encode(), {"Content-Type": "application/json"}, True, None)
+
     # ------------------------------------------------------------------ routing
     def _serve(self, body: bool) -> None:
         path = unquote(urlsplit(self.path).path)

@@ -84,6 +84,28 @@ def test_a_dataset_repo_with_parquet_files_serves_snapshot_download(mirror, tmp_
     assert folder.endswith(commit)
     assert {p: (tmp_path / "c" / folder / p).read_bytes() for p in files} == files
     assert mirror.gets("/api/datasets/org/tiny-set/revision/main") and mirror.gets("/api/datasets/org/tiny-set/tree/")
+    from huggingface_hub import HfApi
+
+    info = HfApi(endpoint=mirror.url).get_paths_info("org/tiny-set", ["README.md", "data"], repo_type="dataset")
+    assert {(type(i).__name__, i.path) for i in info} == {("RepoFile", "README.md"), ("RepoFolder", "data")}
+
+
+def test_a_mirror_served_parquet_file_reads_through_hffilesystem(mirror):
+    """What a Hub-dataset reader does (list the repository, read a parquet file with ranged requests) works
+    against the mirror."""
+    import io
+
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    from huggingface_hub import HfFileSystem
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"caption": ["a dog", "a cat"], "n": [1, 2]}), buf)
+    mirror.add_dataset_repo("org/pq", {"data/test-00000-of-00001.parquet": buf.getvalue(), "README.md": b"---\n"})
+    fs = HfFileSystem(endpoint=mirror.url)
+    assert fs.ls("datasets/org/pq/data", detail=False) == ["datasets/org/pq/data/test-00000-of-00001.parquet"]
+    with fs.open("datasets/org/pq/data/test-00000-of-00001.parquet", "rb") as fh:
+        assert pq.read_table(fh).to_pydict() == {"caption": ["a dog", "a cat"], "n": [1, 2]}
 
 
 @pytest.mark.slow  # the Hub client retries a stalled transfer five times before it gives up: about 15 s
