@@ -209,7 +209,8 @@ def _attempt(url: str, part: Path, meta: Path, settings: Settings, label: str) -
     else:
         have = 0
     try:
-        response = urllib.request.urlopen(request, timeout=settings.timeout)  # noqa: S310 (http(s) URLs only)
+        # an opener of its own: proxies as the environment says now, whatever opener another library installed
+        response = urllib.request.build_opener().open(request, timeout=settings.timeout)
     except urllib.error.HTTPError as exc:
         if exc.code == 416 and have:  # the partial file is not a prefix of what the server has: start over
             part.unlink(missing_ok=True)
