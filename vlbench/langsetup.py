@@ -7,13 +7,11 @@ What is checked and where it is looked for: :mod:`vlbench.langdata`.
 from __future__ import annotations
 
 import datetime as _dt
-import io
 import json
 import os
 import shutil
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
 from .errors import DataError
@@ -32,6 +30,8 @@ from .langdata import (
     store,
     verify,
 )
+from .util.archive import check_regular, extract
+from .util.fetch import DownloadError, download, fetch_bytes, mirrored
 from .util.io import sha256_file
 from .util.paths import offline
 
@@ -52,6 +52,20 @@ def _locate_root(top: Path) -> Path:
     return best or top
 
 
+#: the most an --from archive (or a downloaded NLTK package) may extract to: the two NLTK packages and WordNet
+#: take about 60 MB; a whole nltk_data folder may not fit (archive only the folders vlbench needs)
+MAX_LANGUAGE_DATA_BYTES = 512 << 20
+_BOUND_HINT = ("archive only the folders vlbench needs: tokenizers/punkt_tab, taggers/averaged_perceptron_tagger_eng "
+               "(and corpora/wordnet), or give the unpacked folder")
+
+
+def _extract(archive: Path, dest: Path) -> None:
+    try:
+        extract(archive, dest, max_bytes=MAX_LANGUAGE_DATA_BYTES)
+    except DataError as exc:
+        raise DataError(exc.message, _BOUND_HINT if "more than" in exc.message else exc.hint) from None
+
+
 def _unzip_packages(root: Path, work: Path) -> Path:
     """An nltk_data copy that has only ``tokenizers/punkt_tab.zip`` (NLTK's download format) gets it extracted
     into a scratch copy of the needed folders; returns the root to read from."""
@@ -65,46 +79,23 @@ def _unzip_packages(root: Path, work: Path) -> Path:
     scratch = work / "unzipped"
     for folder, _ in lay.values():
         if (root / folder).is_dir():
-            shutil.copytree(root / folder, scratch / folder)
+            shutil.copytree(root / folder, scratch / folder, symlinks=True)
     for _, folder, z in zips:
-        with zipfile.ZipFile(z) as zf:
-            _safe_members(zf.namelist(), z)
-            zf.extractall(scratch / folder.split("/")[0])
+        _extract(z, scratch / folder.split("/")[0])
     return scratch
 
 
-def _safe_members(names, archive: Path) -> None:
-    for n in names:
-        parts = Path(n).parts
-        if n.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-            raise DataError(f"archive {str(archive)!r} holds an unsafe path {n!r}",
-                            "make the archive from the nltk_data folder itself (e.g. zip -r nltk_data.zip nltk_data)")
-
-
 def _unpack(source: Path, work: Path) -> Path:
-    """A folder as it is; a .zip / .tar / .tar.gz / .tgz extracted into ``work``."""
-    import tarfile  # lazy: vlbench --help imports this module; keep it light
-
+    """A folder as it is; a .zip / .tar / .tar.gz / .tgz extracted into ``work`` (bounded, no links, no FIFOs:
+    vlbench.util.archive)."""
     if source.is_dir():
         return source
-    name = source.name.lower()
-    try:
-        if name.endswith(".zip"):
-            with zipfile.ZipFile(source) as zf:
-                _safe_members(zf.namelist(), source)
-                zf.extractall(work / "archive")
-        elif name.endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")):
-            with tarfile.open(source) as tf:
-                members = tf.getmembers()
-                _safe_members([m.name for m in members], source)
-                tf.extractall(work / "archive", members=[m for m in members if m.isfile() or m.isdir()])
-        else:
-            raise DataError(f"--from {str(source)!r} is neither a folder nor a .zip/.tar.gz archive",
-                            f"give the nltk_data folder copied from a machine that has the data, or an archive of "
-                            f"it: {OFFLINE_ROUTE}")
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
-        raise DataError(f"--from {str(source)!r} is not a readable archive ({exc})",
-                        "copy the archive again, or give the unpacked nltk_data folder") from None
+    if not source.name.lower().endswith((".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")):
+        check_regular(source)
+        raise DataError(f"--from {str(source)!r} is neither a folder nor a .zip/.tar.gz archive",
+                        f"give the nltk_data folder copied from a machine that has the data, or an archive of "
+                        f"it: {OFFLINE_ROUTE}")
+    _extract(source, work / "archive")
     return work / "archive"
 
 
@@ -153,7 +144,7 @@ def load_check(root: Path, packages=(TOKENIZER, TAGGER)) -> None:
                         f"{', '.join(packages)}), then: {OFFLINE_ROUTE}")
 
 
-def install_from(source, packages=(TOKENIZER, TAGGER)) -> Path:
+def install_from(source, packages=(TOKENIZER, TAGGER), *, source_label: str | None = None) -> Path:
     """The offline route: check the copy at ``source`` (folder or archive), copy it into the store, load it
     once through NLTK. Returns the store. Raises DataError naming every problem."""
     src = Path(source).expanduser()
@@ -173,7 +164,7 @@ def install_from(source, packages=(TOKENIZER, TAGGER)) -> Path:
                             f"python -c \"import nltk; nltk.data.find('{layout()[packages[0]][0]}')\" works, "
                             f"then: {OFFLINE_ROUTE}")
         load_check(root, packages)
-        own = _copy_into_store(root, packages, str(src.resolve()))
+        own = _copy_into_store(root, packages, source_label or str(src.resolve()))
         _copy_wordnet(root, own)
         return own
 
@@ -195,30 +186,52 @@ def _copy_wordnet(root: Path, own: Path) -> None:
     os.replace(tmp, target)
 
 
-def fetch(packages=(TOKENIZER, TAGGER)) -> Path:
-    """The online route: ``nltk.download`` into the store, then the same checks as the offline route."""
-    import nltk
+#: NLTK's data index (what nltk.download reads); VLBENCH_MIRROR applies to it and to the archives it lists
+NLTK_INDEX = "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/index.xml"
+MAX_INDEX_BYTES = 8 << 20
 
-    own = store()
-    own.mkdir(parents=True, exist_ok=True)
-    for p in packages:
-        name = p if layout() is PACKAGES else {TOKENIZER: "punkt", TAGGER: "averaged_perceptron_tagger"}[p]
-        try:
-            ok = nltk.download(name, download_dir=str(own), quiet=True, raise_on_error=True,
-                               print_error_to=io.StringIO())  # the error goes into our message instead
-        except Exception as exc:  # the downloader raises many kinds when its server cannot be reached
-            raise DataError(f"nltk.download('{name}') failed ({type(exc).__name__}: {exc})", hint(packages)) from None
-        if not ok:
-            raise DataError(f"nltk.download('{name}') failed", hint(packages))
-    problems = verify(own, packages)
-    if problems:
-        raise DataError("the downloaded NLTK data is incomplete: " + "; ".join(problems), hint(packages))
-    recorded = read_provenance(own)
-    for p in packages:
-        recorded[p] = {"source": "nltk.download", "nltk": nltk_version(),
-                       "sha256": {f: sha256_file(own / layout()[p][0] / f) for f in layout()[p][1]}}
-    (own / PROVENANCE).write_text(json.dumps(recorded, indent=1, sort_keys=True), encoding="utf-8")
-    return own
+
+def _index_entries(url: str, packages) -> dict:
+    """{package id: its index attributes (url, subdir, checksum, sha256_checksum)} from NLTK's data index."""
+    from xml.etree import ElementTree  # lazy: only the online route reads XML
+
+    try:
+        body = fetch_bytes(url)
+        if len(body) > MAX_INDEX_BYTES:
+            raise DataError(f"NLTK's data index {mirrored(url)} is over {MAX_INDEX_BYTES:,} bytes", hint(packages))
+        root = ElementTree.fromstring(body)
+    except DownloadError as exc:
+        raise DataError(f"NLTK's data index could not be fetched: {exc.message}", hint(packages)) from None
+    except ElementTree.ParseError as exc:
+        raise DataError(f"NLTK's data index {mirrored(url)} is not valid XML ({exc})", hint(packages)) from None
+    return {p.get("id"): dict(p.attrib) for p in root.iter("package")}
+
+
+def fetch(packages=(TOKENIZER, TAGGER)) -> Path:
+    """The online route: NLTK's data index and package archives through vlbench's downloader (VLBENCH_MIRROR,
+    resume, retries; nltk.download ignores the mirror setting and refuses a mirror on a private address), each
+    archive checked against the index's checksums, then installed exactly as by ``--from`` (bounded extraction,
+    file checks, one load through NLTK)."""
+    import hashlib  # lazy: only the online route needs md5
+
+    names = {p: p if layout() is PACKAGES else {TOKENIZER: "punkt", TAGGER: "averaged_perceptron_tagger"}[p]
+             for p in packages}
+    index = _index_entries(NLTK_INDEX, packages)
+    store().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".download.", dir=store()) as work:
+        for p, name in names.items():
+            info = index.get(name)
+            if not info or not info.get("url"):
+                raise DataError(f"NLTK's data index {mirrored(NLTK_INDEX)} lists no package {name!r}", hint(packages))
+            dest = Path(work) / (info.get("subdir") or layout()[p][0].split("/")[0]) / f"{name}.zip"
+            try:
+                download(info["url"], dest, sha256=info.get("sha256_checksum"), what=f"NLTK's {name}")
+            except DownloadError as exc:
+                raise DataError(f"NLTK's {name} could not be downloaded: {exc.message}", hint(packages)) from None
+            if info.get("checksum") and hashlib.md5(dest.read_bytes()).hexdigest() != info["checksum"]:
+                raise DataError(f"NLTK's {name} from {mirrored(info['url'])} does not match the md5 its index "
+                                "gives; nothing was installed", "try again later; " + hint(packages))
+        return install_from(work, packages, source_label=f"NLTK data index {mirrored(NLTK_INDEX)}")
 
 
 # ---------------------------------------------------------------- vlbench setup-language-data

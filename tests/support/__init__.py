@@ -11,5 +11,7 @@ Fixtures live in ``tests/conftest.py`` (the only conftest); plain functions and 
 * ``synthetic_runs``: valid results.json files written through RunRecord, without a model;
 * ``oracles`` / ``protocol_reference``: slow reference implementations written from the definitions;
 * ``gold_parse``: spaCy documents with hand-written tags and dependencies;
-* ``browser``: the headless Chromium the HTML tests drive (or None).
+* ``browser``: the headless Chromium the HTML tests drive (or None);
+* ``mirror``: a local Hub-shaped and GitHub-raw-shaped HTTP server (request log, faults) and upstream files in
+  their real layouts, for the online-path tests (the ``mirror`` fixture).
 """

@@ -9,7 +9,9 @@ changed upstream file is detected rather than silently evaluated:
 * FG captions: cwj1412/MSCOCO-Flikcr30K_FG at a pinned commit, reordered to the original image order.
 
 Images come from the Hugging Face datasets nlphuji/flickr_1k_test_image_text_retrieval and
-nlphuji/mscoco_2014_5k_test_image_text_retrieval (zip archives, verified where a digest is pinned).
+nlphuji/mscoco_2014_5k_test_image_text_retrieval (zip archives, verified where a digest is pinned), fetched
+through huggingface_hub so HF_ENDPOINT, HF_TOKEN, HF_HUB_CACHE and proxies apply and the Hub cache is reused.
+Caption sources come through vlbench's own downloader (:mod:`vlbench.util.fetch`; VLBENCH_MIRROR applies).
 """
 
 from __future__ import annotations
@@ -18,42 +20,24 @@ import gzip
 import html
 import json
 import os
-import shutil
-import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from ..errors import DataError
+from ..util.fetch import DownloadError, fetch_bytes, hub_cache_dir, hub_endpoint
 from ..util.io import atomic_write_bytes, sha256_bytes, sha256_file
 from ..util.paths import offline
 from .specs import BUILTIN, IMAGE_SOURCES
 
-
-class DownloadError(DataError):
-    """One file could not be fetched: ``url`` and the plain ``reason`` (the caller says what it was for)."""
-
-    def __init__(self, url: str, reason: str, hint: str):
-        self.url, self.reason = url, reason
-        super().__init__(f"could not download {url}: {reason}", hint)
+__all__ = ["DownloadError", "http_get", "fetch_captions", "fetch_images", "hub_file"]
 
 
-def _reason(exc: Exception) -> str:
-    """The root cause of a failed download in plain words (``[Errno -3] ...``, not ``<urlopen error ...>``)."""
-    inner = getattr(exc, "reason", None)
-    return str(inner if inner is not None and not isinstance(exc, urllib.error.HTTPError) else exc)
-
-
-def http_get(url: str, timeout: float = 60.0) -> bytes:
-    if offline():
-        raise DownloadError(url, "offline mode is on", "unset VLBENCH_OFFLINE/HF_HUB_OFFLINE")
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 (fixed https URLs)
-            return r.read()
-    except Exception as exc:
-        raise DownloadError(url, _reason(exc), "check the network, or fetch the file by hand") from None
+def http_get(url: str, timeout: float | None = None) -> bytes:
+    """The bytes of a non-Hub file (through VLBENCH_MIRROR, with resume, retries and timeouts: util.fetch)."""
+    del timeout  # the downloader's own setting (VLBENCH_DOWNLOAD_TIMEOUT) applies
+    return fetch_bytes(url)
 
 
 def _jsonl(rows) -> bytes:
@@ -120,36 +104,88 @@ def fetch_captions(name: str, data_dir: Path) -> Path:
     return target
 
 
+def hub_file(url: str) -> tuple[str, str, str, str]:
+    """(repo_type, repo_id, revision, filename) of a ``https://huggingface.co/[datasets/]ORG/NAME/resolve/REV/PATH``
+    URL, so the file is fetched through huggingface_hub (HF_ENDPOINT, HF_TOKEN, HF_HUB_CACHE and proxies apply)."""
+    parts = [unquote(p) for p in urlsplit(url).path.strip("/").split("/")]
+    repo_type = "model"
+    if parts and parts[0] in ("datasets", "spaces"):
+        repo_type, parts = parts[0][:-1], parts[1:]
+    if len(parts) < 5 or parts[2] != "resolve":
+        raise ValueError(f"not a Hub resolve URL: {url}")
+    return repo_type, "/".join(parts[:2]), parts[3], "/".join(parts[4:])
+
+
+def _hub_download(url: str, what: str, fix: str) -> Path:
+    """The Hub file of ``url`` in the Hub cache, downloaded through huggingface_hub when missing."""
+    repo_type, repo_id, revision, filename = hub_file(url)
+    asked = f"{hub_endpoint()}/{'datasets/' if repo_type == 'dataset' else ''}{repo_id}/resolve/{revision}/{filename}"
+    from huggingface_hub import hf_hub_download  # lazy: only a download needs the Hub client
+    from huggingface_hub.errors import (  # lazy: as above
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        return Path(hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision,
+                                    endpoint=hub_endpoint(), cache_dir=hub_cache_dir()))
+    except LocalEntryNotFoundError as exc:  # the Hub did not answer usably and the cache has no copy: say why
+        cause = exc.__cause__ or exc.__context__
+        reason = _first_line(cause) if cause is not None else _first_line(exc)
+    except (EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError) as exc:
+        reason = f"not found on the Hub ({type(exc).__name__})"
+    except Exception as exc:  # connection, timeout, 5xx, a missing X-Repo-Commit: the client's words
+        reason = _first_line(exc)
+    raise DataError(f"could not download {what} from {asked}: {reason}", fix)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The Hub client's error in a few words: the HTTP status when there was one, else its first line."""
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
+    if isinstance(code, int):
+        return f"the server answered HTTP {code}"
+    if "Timeout" in type(exc).__name__:
+        return (f"the server stopped sending ({type(exc).__name__}: timed out; HF_HUB_DOWNLOAD_TIMEOUT and "
+                "HF_HUB_ETAG_TIMEOUT set how long the Hub client waits)")
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:400]
+
+
 def fetch_images(name: str, ds, data_dir: Path) -> None:
-    """Download and unpack the images of ``ds`` (a built-in dataset) that are missing under ``data_dir``."""
+    """Download (through huggingface_hub) and unpack the images of ``ds`` (a built-in dataset) that are missing
+    under ``data_dir``; a pinned archive digest is checked before anything is unpacked."""
     spec = BUILTIN[name]
     root = Path(data_dir) / "images" / spec.images
     missing = [n for n in ds.images if not (root / n).is_file()]
     if not missing:
         return
     src = IMAGE_SOURCES[spec.images]
-    print(f"downloading {src.url} ({len(missing)} images missing) ...", flush=True)
-    with tempfile.TemporaryDirectory(dir=data_dir) as tmp:
-        zpath = Path(tmp) / "images.zip"
-        if offline():
-            raise DataError(f"{len(missing)} image(s) of {name!r} are missing and offline mode is on",
-                            f"download {src.url} and unzip its images into {root}")
-        try:
-            with urllib.request.urlopen(src.url, timeout=120) as r, open(zpath, "wb") as fh:  # noqa: S310 (fixed https URLs)
-                shutil.copyfileobj(r, fh, 1 << 20)
-        except OSError as exc:  # URLError, timeouts, resets, a full disk
-            raise DataError(f"could not download the images of {name!r} from {src.url}: {exc}",
-                            f"check the network (or set VLBENCH_OFFLINE=1), or download the archive by hand "
-                            f"and unzip its images into {root}") from None
-        digest = sha256_file(zpath)
-        if src.sha256 and digest != src.sha256:
-            raise DataError(f"{src.url} has sha256 {digest}, expected {src.sha256}",
-                            "the archive changed or is corrupt: retry, or download it by hand")
-        wanted = set(ds.images)
-        root.mkdir(parents=True, exist_ok=True)
+    fix = (f"check the network (HF_ENDPOINT, HF_TOKEN, https_proxy), or set VLBENCH_OFFLINE=1 and download "
+           f"{src.url} by hand and unzip its images into {root}")
+    if offline():
+        raise DataError(f"{len(missing)} image(s) of {name!r} are missing and offline mode is on",
+                        f"download {src.url} and unzip its images into {root}")
+    print(f"fetching the images of {name!r} ({len(missing)} missing) from {hub_endpoint()} ...", flush=True)
+    zpath = _hub_download(src.url, f"the images of {name!r}", fix)
+    digest = sha256_file(zpath)
+    if src.sha256 and digest != src.sha256:
+        raise DataError(f"the image archive of {name!r} ({src.url}) has sha256 {digest[:16]}..., pinned "
+                        f"{src.sha256[:16]}...; nothing was unpacked",
+                        f"the archive changed upstream or is damaged: delete {zpath} from the Hugging Face cache "
+                        "and try again, or download it by hand")
+    wanted = set(ds.images)
+    root.mkdir(parents=True, exist_ok=True)
+    try:
         with zipfile.ZipFile(zpath) as z:
             for info in z.infolist():
                 base = os.path.basename(info.filename)
                 if base in wanted and not info.is_dir():
                     atomic_write_bytes(root / base, z.read(info))  # flat, by base name: no path escapes
-        (root / ".source.json").write_text(json.dumps({"url": src.url, "sha256": digest}))
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise DataError(f"unpacking the image archive of {name!r} ({zpath}) into {root} failed: {exc}",
+                        "free disk space if it is full, or delete the archive from the Hugging Face cache and "
+                        "try again") from None
+    atomic_write_bytes(root / ".source.json", json.dumps({"url": src.url, "sha256": digest}).encode())

@@ -14,27 +14,43 @@ import sys
 import types
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ..errors import ModelError
+from ..util.fetch import hub_endpoint
 from ..util.paths import offline
 
-#: hosts that downloads come from; one reachable in PROBE_TIMEOUT seconds means "online"
-PROBE_HOSTS = (("huggingface.co", 443),)
 PROBE_TIMEOUT = 3.0
 
 
-@lru_cache(maxsize=1)
+def probe_address(endpoint: str | None = None) -> tuple[str, int]:
+    """(host, port) of the configured Hub endpoint: what must answer for vlbench to count as online."""
+    parts = urlsplit(endpoint or hub_endpoint())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return parts.hostname or "huggingface.co", port or (80 if parts.scheme == "http" else 443)
+
+
+@lru_cache(maxsize=8)
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT):
+            return True
+    except OSError:
+        return False
+
+
 def network_reachable() -> bool:
-    """False when offline mode is on or no download host answers within PROBE_TIMEOUT seconds."""
+    """False when offline mode is on or the configured Hub endpoint (HF_ENDPOINT, else huggingface.co) does not
+    answer within PROBE_TIMEOUT seconds. One probe per endpoint and process."""
     if offline():
         return False
-    for host, port in PROBE_HOSTS:
-        try:
-            with socket.create_connection((host, port), timeout=PROBE_TIMEOUT):
-                return True
-        except OSError:
-            continue
-    return False
+    return _answers(*probe_address())
+
+
+network_reachable.cache_clear = _answers.cache_clear  # type: ignore[attr-defined]  # the tests' reset
 
 
 def hub_cached(repo_id: str) -> bool:
@@ -65,7 +81,10 @@ def hub_commit(repo: str, revision: str | None) -> str | None:
 
 
 def no_network_reason() -> str:
-    return "offline mode is on" if offline() else "the Hugging Face hub cannot be reached (no network?)"
+    if offline():
+        return "offline mode is on"
+    host, port = probe_address()
+    return f"the Hugging Face hub cannot be reached ({host}:{port} does not answer; no network, or set HF_ENDPOINT)"
 
 
 def hub_problem(repo_id: str, cli_hint: str) -> ModelError | None:

@@ -12,13 +12,23 @@ from ..datasets import download
 from ..datasets.download import DownloadError
 from ..errors import DataError, VlbenchError
 from ..util import paths
-from ..util.io import atomic_write_bytes, sha256_file, sha256_json
+from ..util.io import atomic_write_bytes, sha256_bytes, sha256_file, sha256_json
 from .blind import SUGARCREPE_TEST_IMAGES
 from .registry import ChoiceTask, ItemSets, register_task
 from .sources import SUGARCREPE_SUBSETS, coco_val2017_dir, sugarcrepe_items
 
 SUGARCREPE_COMMIT = "0047054b243992f0fad63d6f64f7544862daf846"
 SUGARCREPE_RAW = f"https://raw.githubusercontent.com/RAIVNLab/sugar-crepe/{SUGARCREPE_COMMIT}/data"
+#: sha256 of each file at the pinned commit: a download is checked against it before it is written
+SUGARCREPE_SHA256 = {
+    "add_att": "012d88d729693d193760e6f3393b06a1cf874380a9db0062e937201199fe044d",
+    "add_obj": "1b9d76b93139a937b8dc1ada92a4f05ecc821bb3c291d752428bafadd4bb0682",
+    "replace_att": "9fe55fd4c0a9ad1f85d486d9f6d0215b41f867eb025026e7f7b5ce44352545ee",
+    "replace_obj": "9d299600639947e9d15281a9ded1382b376cf4ea088a8d08a1314bfe76e81898",
+    "replace_rel": "356bcc2fc4c6aed3f4d9fd50acc58489bb1fe70c28791f9368d4cbf9ea39cdc9",
+    "swap_att": "7a7ce04e5c4c80412b48c6f0c1347fb1a2f5d54c0be6aa429b64d390e442f8d0",
+    "swap_obj": "073cdb8e253d053614e80710834d9773b09dbc1dd0a412f6f9492262caa1dcad",
+}
 
 
 def sugarcrepe_root(data_dir=None, subsets=SUGARCREPE_SUBSETS) -> Path:
@@ -41,9 +51,15 @@ def sugarcrepe_root(data_dir=None, subsets=SUGARCREPE_SUBSETS) -> Path:
 
     for name in missing:
         try:
-            atomic_write_bytes(target / name, download.http_get(f"{SUGARCREPE_RAW}/{name}"))
+            body = download.http_get(f"{SUGARCREPE_RAW}/{name}")
         except DownloadError as exc:
             raise DataError(f"could not download SugarCrepe's {name}: {exc.reason}", where) from None
+        digest, pinned = sha256_bytes(body), SUGARCREPE_SHA256[name.removesuffix(".json")]
+        if digest != pinned:
+            raise DataError(f"the downloaded SugarCrepe {name} has sha256 {digest[:16]}..., pinned {pinned[:16]}... "
+                            "(altered in transit, or not the pinned commit's file); nothing was written",
+                            f"try again later, or {where}")
+        atomic_write_bytes(target / name, body)
     return target
 
 
