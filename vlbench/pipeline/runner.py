@@ -59,7 +59,7 @@ from ..util.io import sha256_json
 from . import distractors, galleries, presets, relevance, scoring, timing
 from .embedding_index import write_index
 from .preflight import preflight
-from .report import format_table, write_flips, write_per_query, write_run_files
+from .report import format_printed, format_table, write_flips, write_per_query, write_run_files
 from .rerun import finished_run
 from .run_config import RunConfig, validate
 from .scoring import metric_values
@@ -76,7 +76,12 @@ class RunResult:
     record: RunRecord | None = None  # the typed record behind results
 
     def table(self) -> str:
+        """table.md: every condition and metric."""
         return format_table(self.record or RunRecord.from_json(self.results))
+
+    def printed(self) -> str:
+        """What ``vlbench run`` prints: the default metrics, the per-family summary, the metrics' definitions."""
+        return format_printed(self.record or RunRecord.from_json(self.results))
 
 
 def _log(cfg: RunConfig, msg: str) -> None:
