@@ -174,7 +174,8 @@ def family_summary(rec: RunRecord) -> str | None:
     ci = {x.condition: x for x in rec.intervals if x.get("direction") == "both"}
     rows = []
     for fam, names in fams.items():
-        change = {c: rec.value(c, "both", "rsum") - clean for c in names if rec.value(c, "both", "rsum") is not None}
+        rsum = {c: rec.value(c, "both", "rsum") for c in names}
+        change = {c: v - clean for c, v in rsum.items() if v is not None}
         if not change:
             continue
         worst = min(change, key=lambda c: (change[c], c))
@@ -189,15 +190,16 @@ def family_summary(rec: RunRecord) -> str | None:
 
 def _definition_lines(rec: RunRecord, cols: list) -> list[str]:
     """One line per printed metric: its header, definition and range (from the metric registry)."""
-    seen, out = set(), []
+    seen, rows = set(), []
     for _header, name, x, _fmt, _dirs in cols:
         if name in seen:
             continue
         seen.add(name)
         m = next(i for b in builtins() for i in b.instances or (b,) if i.name == name)
         label = m.table.format(x="k" if m.param == "k" else x) if m.table else name
-        out.append(f"  {label}: {m.description}; range {m.value_range}")
-    return out
+        rows.append((label + ":", m.description, m.value_range))
+    width = max((len(r[0]) for r in rows), default=0)
+    return [f"  {label:{width}} {text} (range {rng})" for label, text, rng in rows]
 
 
 def format_table(rec: RunRecord) -> str:

@@ -26,7 +26,7 @@ from .table import FACT_LABELS, FACTS, PublishedRow, rows_for
 #: default tolerance, percentage points of R@k (open_clip measured with AMP on GPU; fp32 on CPU moves R@1 of
 #: a 1k set by a few tenths at most)
 TOLERANCE = 1.0
-_BUILTIN_BY_SHA = {}
+_BUILTIN_BY_SHA: dict[str, str] = {}
 for _s in SPECS:
     _BUILTIN_BY_SHA.setdefault(_s.sha256, _s.name)
 
@@ -119,7 +119,7 @@ def builtin_dataset(rec: RunRecord) -> str | None:
     """The built-in dataset a run used (by its caption file's pinned sha256, whatever --dataset-name said),
     ``coco-1k`` for the COCO file read in folds, None for any other data."""
     src = rec.dataset.fields.get("source") or {}
-    name = _BUILTIN_BY_SHA.get(src.get("caption_sha256")) if isinstance(src, dict) else None
+    name = _BUILTIN_BY_SHA.get(str(src.get("caption_sha256"))) if isinstance(src, dict) else None
     if name is None and rec.dataset.name in ("flickr30k", "coco", "coco-1k"):
         name = rec.dataset.name
     if name in ("coco", "coco-1k"):

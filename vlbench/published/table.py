@@ -85,7 +85,7 @@ class PublishedRow:
 
 
 def _data(name: str) -> str:
-    return resources.files("vlbench.published").joinpath("data", name).read_text(encoding="utf-8")
+    return resources.files("vlbench.published").joinpath("data").joinpath(name).read_text(encoding="utf-8")
 
 
 def _csv_rows() -> list[PublishedRow]:
