@@ -5,6 +5,9 @@ timestamps, timings, cache statistics, folder paths).
 
     python scripts/same_numbers.py run OUT_DIR           # writes OUT_DIR/<case>/results.json
     python scripts/same_numbers.py compare BEFORE AFTER  # prints the differences; exit 1 if any
+    python scripts/same_numbers.py compare BEFORE AFTER --new-metric ndcg  # AFTER adds a metric on purpose:
+        # its records and deltas are dropped from AFTER, and the results hash and the protocol's DCG note
+        # (which change with it) are not compared; every other number must be identical
 
 Only the public API (``vlbench.run``) and the CLI are used, so the same script runs on code before and
 after a refactor. Used for issue #20 (the closing note shows the diff).
@@ -112,7 +115,21 @@ def _diff(a, b, path="") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} -> {b!r}"]
 
 
-def compare(before: Path, after: Path) -> int:
+def _without(doc: dict, metrics: list) -> dict:
+    """``doc`` (cleaned) without the records and deltas of ``metrics``, the results hash and the DCG note."""
+    if not metrics:
+        return doc
+    out = {k: v for k, v in doc.items() if k != "results_hash"}
+    for key in ("results", "deltas"):
+        if isinstance(out.get(key), list):
+            out[key] = [r for r in out[key] if not (isinstance(r, dict) and r.get("metric") in metrics)]
+    proto = (out.get("settings") or {}).get("protocol")
+    if isinstance(proto, dict):
+        out["settings"] = {**out["settings"], "protocol": {k: v for k, v in proto.items() if k != "dcg"}}
+    return out
+
+
+def compare(before: Path, after: Path, new_metrics: list | None = None) -> int:
     n_diff = 0
     files = [f"{case}/results.json" for case in [*CASES, "task-order"]]
     files += [f"{REPRODUCE}/{f}" for f in _reproduce_files(before)]
@@ -127,6 +144,7 @@ def compare(before: Path, after: Path) -> int:
             continue
         a = _clean(json.loads((before / case).read_text()), str(before.resolve()))
         b = _clean(json.loads((after / case).read_text()), str(after.resolve()))
+        a, b = _without(a, new_metrics or []), _without(b, new_metrics or [])
         d = _diff(a, b)
         n_diff += len(d)
         n_vals = len(a.get("results", []))
@@ -143,11 +161,13 @@ def main() -> int:
     c = sub.add_parser("compare")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
+    c.add_argument("--new-metric", action="append", default=[],
+                   help="a metric AFTER adds on purpose: not compared (nor the results hash, nor the DCG note)")
     a = ap.parse_args()
     if a.cmd == "run":
         run_all(a.out)
         return 0
-    return compare(a.before, a.after)
+    return compare(a.before, a.after, a.new_metric)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,12 @@ def _cmd_run(args) -> int:
     from .pipeline.report import print_run_result  # lazy: vlbench --help imports this module; keep it light
 
     print_run_result(res, as_json=args.json, quiet=args.quiet)
+    if not (args.json or args.quiet):
+        from .published.check import check_run  # lazy: vlbench --help imports this module; keep it light
+
+        report = check_run(res.record or res.results)
+        if report.applies:  # a built-in dataset and a model with a published row: measured vs published
+            print("\n" + report.format())
     return 0
 
 
@@ -268,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     _lazy_sub(sub, "explain", "vlbench.explain.cli", "a static HTML page of the queries a run's perturbations flip")
     _lazy_sub(sub, "analyze", "vlbench.analyze.cli", "which captions make a model brittle: per-query changes vs "
               "caption granularity (bins, regression, fine-grained vs original)")
+    _lazy_sub(sub, "check", "vlbench.published.cli", "a finished run's clean R@k against the published numbers")
     c = sub.add_parser("cache", help="inspect or clear everything vlbench keeps under its cache folder")
     c.add_argument("action", choices=["ls", "clear"])
     c.add_argument("--cache-dir", default=None, help="the cache folder (default $VLBENCH_CACHE_DIR, else "

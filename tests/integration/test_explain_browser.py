@@ -309,3 +309,44 @@ def test_sections_carry_the_runs_flip_counts_as_recomputed(explained):
             assert line.endswith(f"; top-10 overlap {overlap:g}.")
         # the page's own k=1 counts say the same
         assert f"at k=1 {hm.split('/')[0]} go hit \u2192 miss, {mh.split('/')[0]} miss \u2192 hit" in section
+
+
+def _painted_height(png: Path) -> int:
+    """The last row of a full-window screenshot that is not page background (white)."""
+    from PIL import Image
+
+    im = np.asarray(Image.open(png).convert("L"), np.float64)
+    rows = np.flatnonzero((im < 245).any(axis=1))
+    return int(rows[-1]) + 1 if len(rows) else 0
+
+
+@NEEDS_BROWSER
+def test_titled_by_the_run_names_one_condition_at_a_time(colour_run, tmp_path):
+    """Issue #31 item 6: the page is titled by --model-name and --dataset-name (not the run id), and shows one
+    condition at a time (the first, or the one the address names; #all shows every one), by CSS, no script."""
+    import subprocess
+
+    _out, manifest, root = colour_run
+    named = tmp_path / "named"
+    assert main(["run", "--model", "colour-vec", "--model-name", "Colour model v1", "--dataset", f"custom:{manifest}",
+                 "--dataset-name", "Eight colours", "--perturb", "distraction-true,char-swap", "--perturb-images",
+                 "fog:5", "--out", str(named), "--quiet", "--num-workers", "0", "--bootstrap", "10", "--validity",
+                 "off", "--cache-dir", str(root / "cache")]) == 0
+    page = tmp_path / "named.html"
+    assert main(["explain", str(named), "--out", str(page), "--per-perturbation", str(N)]) == 0
+    text = page.read_text()
+    title = "Colour model v1 on Eight colours: queries the conditions flip"
+    assert f"<title>{title}</title>" in text and f"<h1>{title}</h1>" in text
+    assert "<script" not in text and 'href="#all"' in text and 'id="c-img:fog:5" class="cond"' in text
+    heights = {}
+    for view in ("", "#c-img:fog:5", "#all"):
+        shot = tmp_path / f"shot{len(heights)}.png"
+        cmd = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+               "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}",
+               "--window-size=1100,4000", f"--screenshot={shot}", page.resolve().as_uri() + view]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
+        heights[view] = _painted_height(shot)
+    # one condition (two queries) is far shorter than all three conditions' six queries
+    assert 0 < heights[""] < heights["#all"] and 0 < heights["#c-img:fog:5"] < heights["#all"]
+    assert heights["#all"] > 2 * heights[""] - 400  # the header is shared, the sections add up

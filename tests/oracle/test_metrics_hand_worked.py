@@ -454,8 +454,24 @@ def test_default_keys():
     for d in ("i2t", "t2i"):
         expected |= {f"{d}_recall@{k}" for k in (1, 5, 10)}
         expected |= {f"{d}_{m}" for m in ("rsum", "medr", "meanr", "r_precision", "map_at_r")}
-        expected |= {f"{d}_dcg_cm@10", f"{d}_ndcg_cm@10"}
+        expected |= {f"{d}_ndcg@10", f"{d}_dcg_cm@10", f"{d}_ndcg_cm@10"}
     assert set(res) == expected
+
+
+def test_default_ndcg_clips_negative_gains_by_hand():
+    """The default nDCG (issue #31 item 5): non-positive gains max(0, relevance). Caption 0's images score 0.1 (its
+    own), 0.2, 0.0, so the ranking is img1, img0, img2; relevance -3 for both others. By hand:
+    clipped DCG = 0 + 1/log2(3) + 0, ideal = 1 (positive first, zeros after): nDCG = 1/log2(3) = 0.6309;
+    the chapter's DCG_CM = -3 + 1/log2(3) - 3/2 and its ideal 1 - 3/log2(3) - 3/2 < 0, so nDCG_CM = 0."""
+    S = np.array([[0.1, 0.0, 0.0], [0.2, 0.9, 0.0], [0.0, 0.0, 0.9]])
+    rel = np.full((3, 3), -3.0)
+    ev = vlbench.evaluate(S, [0, 1, 2], relevance=rel)
+    q = ev.per_query("t2i")
+    assert q["ndcg@10"][0] == pytest.approx(1 / math.log2(3), abs=1e-12)
+    assert q["dcg_cm@10"][0] == pytest.approx(-3 + 1 / math.log2(3) - 1.5, abs=1e-12)
+    assert q["ndcg_cm@10"][0] == 0.0
+    for d in ("i2t", "t2i"):  # bounded whatever the relevance
+        assert np.all((ev.per_query(d)["ndcg@10"] >= 0) & (ev.per_query(d)["ndcg@10"] <= 1 + 1e-12))
 
 
 # --------------------------------------------------------------------------------------------

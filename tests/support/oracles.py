@@ -107,6 +107,11 @@ def query_metrics(scores, pos, rel, ks, p):
         idcg += g / math.log2(i + 1)
     out["dcg"] = dcg
     out["ndcg"] = dcg / idcg if idcg > 0 else 0.0
+    # the default nDCG: the same with every non-positive gain clipped at 0 (a positive exists, so ideal >= 1)
+    clipped = [1.0 if c in pos else max(0.0, rel[c]) for c in range(len(scores))]
+    cdcg = sum(clipped[c] / math.log2(i + 1) for i, c in enumerate(order[:p], start=1))
+    cideal = sum(g / math.log2(i + 1) for i, g in enumerate(sorted(clipped, reverse=True)[:p], start=1))
+    out["ndcg_clipped"] = cdcg / cideal
     return out
 
 
@@ -154,6 +159,7 @@ def oracle_score(similarity, caption_to_image, *, extra_positives=None, k=(1, 5,
         out[f"{d}_meanr"] = _mean(ranks)
         out[f"{d}_r_precision"] = _mean([m["r_precision"] for m in qs])
         out[f"{d}_map_at_r"] = _mean([m["map_at_r"] for m in qs])
+        out[f"{d}_ndcg@{p}"] = _mean([m["ndcg_clipped"] for m in qs])
         out[f"{d}_dcg_cm@{p}"] = _mean([m["dcg"] for m in qs])
         out[f"{d}_ndcg_cm@{p}"] = _mean([m["ndcg"] for m in qs])
     out["rsum"] = total

@@ -223,7 +223,8 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
     vec_of: dict[str, np.ndarray] = {}
     uniq = list(dict.fromkeys(keys))  # the same file content twice is encoded once
     todo = _from_cache(cache, "image", uniq, vec_of)
-    stats.images_cached += len(uniq) - len(todo)
+    cached = len(uniq) - len(todo)  # counted as done by the bar: it counts to the distinct images announced
+    stats.images_cached += cached
     todo = shard.agree(todo)  # every rank follows rank 0's plan (caches may differ between machines)
     encoded: set = set()
     first_path: dict = {}
@@ -250,7 +251,8 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
         loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
                                              collate_fn=_Collate(adapter.collate))
         enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
-        with tqdm(total=len(flat), desc="images", unit="img", disable=not progress, leave=False) as bar:
+        with tqdm(total=cached + len(flat), initial=cached, desc="images", unit="img", disable=not progress,
+                  leave=False) as bar:
             _encode_batches(_raise_failed(zip(mine, loader)), enc, "image", cache, vec_of, encoded, stats, bar)
     stats.image_seconds += time.perf_counter() - t_start
     return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of and shard.keep(k, encoded)}
@@ -274,7 +276,8 @@ def encode_texts(adapter, texts: list[str], *, batch_size: int = 256, cache: Emb
     stats.texts_distinct += len(uniq)
     vec_of: dict[str, np.ndarray] = {}
     todo = _from_cache(cache, "text", uniq, vec_of)
-    stats.texts_cached += len(uniq) - len(todo)
+    cached = len(uniq) - len(todo)  # counted as done by the bar: it counts to the distinct texts announced
+    stats.texts_cached += cached
     todo = shard.agree(todo)
     encoded: set = set()
     if todo:
@@ -283,7 +286,8 @@ def encode_texts(adapter, texts: list[str], *, batch_size: int = 256, cache: Emb
         batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
         mine = [b for i, b in enumerate(batches) if shard.mine(i)]
         enc = _Encoder(adapter.encode_texts, _slice, "texts", stats, "text_forward_seconds")
-        with tqdm(total=sum(map(len, mine)), desc="texts", unit="txt", disable=not progress, leave=False) as bar:
+        with tqdm(total=cached + sum(map(len, mine)), initial=cached, desc="texts", unit="txt",
+                  disable=not progress, leave=False) as bar:
             _encode_batches(((b, [texts[first[k]] for k in b]) for b in mine), enc, "text", cache, vec_of,
                             encoded, stats, bar)
     stats.text_seconds += time.perf_counter() - t_start

@@ -89,13 +89,21 @@ def _shown_images(secs: list, ds) -> set:
     return out
 
 
+def names(results: dict) -> tuple[str, str]:
+    """(model, dataset) as the run named them: --model-name (else the model spec), --dataset-name (else the
+    dataset's own name), read from results.json."""
+    info, ds = results.get("model") or {}, results.get("dataset") or {}
+    label = info.get("label")
+    model = label.strip() if isinstance(label, str) and label.strip() else info.get("spec") or info.get("name")
+    return str(model or "?"), str(ds.get("name") or "?")
+
+
 def _intro(src, n: int, seed: int) -> str:
     from .render import esc  # lazy: vlbench --help imports this module; keep it light
 
     r = src.results
-    info = r.get("model") or {}
-    model = info.get("label") or info.get("name") or info.get("spec")
-    return (f"<p>run <code>{esc(r.get('run_id'))}</code>: model <b>{esc(model)}</b> on <b>{esc(src.ds.name)}</b>. "
+    model, dataset = names(r)
+    return (f"<p>run <code>{esc(r.get('run_id'))}</code>: model <b>{esc(model)}</b> on <b>{esc(dataset)}</b>. "
             f"Per condition up to {n} queries that flip at k=1 (seed {seed}): hit \u2192 miss first (the first "
             "positive ranked 1 on clean data, below 1 under the condition), then miss \u2192 hit. Caption "
             "perturbations show t2i queries, image corruptions i2t queries. Green frames and rows: positives. "
@@ -151,7 +159,8 @@ def explain(run_dir, out=None, *, per_perturbation: int = 5, seed: int = 0, imag
     _meta, index = read_index(folder)  # the content keys of the images the run evaluated
     check_image_contents(src.image_path, shown, index["image_keys|clean"], images_dir or ds.image_root)
     view = _View(src, thumb_size)
-    title = f"vlbench failure browser: {results.get('run_id', folder.name)}"
+    model, dataset = names(results)
+    title = f"{model} on {dataset}: queries the conditions flip"
     text = page(view, secs, title, _intro(src, per_perturbation, seed))
     path = Path(out) if out else folder / DEFAULT_NAME
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,11 @@ del{background:#fdd;text-decoration:line-through}ins{background:#dfd;text-decora
 .cell{display:inline-block;text-align:center;font-size:11px;margin-right:4px}
 ol.caps{margin:2px 0 2px 150px;padding-left:18px}ol.caps li.pos{background:#dfd}
 .ranks{font-weight:bold}.note{color:#666}
+nav.toc{position:sticky;top:0;background:#fff;border-bottom:1px solid #ccc;padding:4px 0;z-index:1}
+nav.toc ul{margin:4px 0;padding-left:18px;columns:2}
+section.cond{display:none}
+section.cond:target,#all:target~section.cond{display:block}
+body:not(:has(:target)) section.cond:first-of-type{display:block}
 """
 
 
@@ -160,26 +165,34 @@ def flips_line(rows: list) -> str:
 
 
 def section_html(view, sec: Section) -> str:
-    head = f'<h2 id="c-{esc(sec.condition)}">{esc(sec.condition)} <span class="note">({esc(sec.kind)}'
+    """One condition's section. Sections are shown one at a time (the one the address names, ``#c-<condition>``;
+    the first by default; every one under ``#all``), by CSS alone: the page has no script."""
+    head = f'<h2>{esc(sec.condition)} <span class="note">({esc(sec.kind)}'
     head += f", {sec.direction})</span></h2>" if sec.direction else ")</span></h2>"
+    attrs = f'id="c-{esc(sec.condition)}" class="cond" data-condition="{esc(sec.condition)}"'
     if sec.skipped:
-        return (f'<section data-condition="{esc(sec.condition)}" data-skipped="1">{head}'
+        return (f'<section {attrs} data-skipped="1">{head}'
                 f'<p class="note">not shown: {esc(sec.skipped)}</p></section>')
     counts = (f'<p>{sec.n_queries} {sec.direction} queries; at k=1 {sec.n_hit_to_miss} go hit \u2192 miss, '
               f'{sec.n_miss_to_hit} miss \u2192 hit; {len(sec.flips)} shown.</p>')
     counts += flips_line(view.src.flip_rows.get((sec.condition, sec.direction), []))
     body = "".join((caption_flip if sec.kind == "caption" else image_flip)(view, sec, f) for f in sec.flips)
-    return (f'<section data-condition="{esc(sec.condition)}" data-direction="{sec.direction}">{head}{counts}'
+    return (f'<section {attrs} data-direction="{sec.direction}">{head}{counts}'
             f'{body or "<p class=note>no query flips at k=1.</p>"}</section>')
 
 
 def page(view, sections: list[Section], title: str, intro: str) -> str:
-    """The whole page (thumbnails are made while the sections render, so the style comes last to assemble)."""
+    """The whole page (thumbnails are made while the sections render, so the style comes last to assemble): the
+    title, the intro, a sticky list of the conditions (each link shows that condition's section alone, so the
+    page stays one condition long; "all conditions" shows every one), then the sections."""
     toc = "".join(f'<li><a href="#c-{esc(s.condition)}">{esc(s.condition)}</a> '
                   + ("<span class=note>not shown</span>" if s.skipped else
                      f"{s.n_hit_to_miss} hit\u2192miss, {s.n_miss_to_hit} miss\u2192hit") + "</li>" for s in sections)
+    nav = (f'<nav class="toc"><b>{len(sections)} conditions</b> <span class="note">(one at a time; the first is '
+           f'shown until you pick one)</span> <a href="#all">all conditions</a><ul>{toc}</ul></nav>'
+           '<span id="all"></span>')
     body = "".join(section_html(view, s) for s in sections)
     return ("<!DOCTYPE html>\n<html lang=\"en\" data-page=\"vlbench-explain\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>{esc(title)}</title>'
             f"<style>{STYLE}\n{view.thumbs.css()}</style></head><body><h1>{esc(title)}</h1>{intro}"
-            f"<ul class=toc>{toc}</ul>{body}</body></html>\n")
+            f"{nav}{body}</body></html>\n")

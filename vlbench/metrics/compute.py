@@ -12,6 +12,8 @@ Definitions (protocols_and_metrics.md section 2; docs/metrics.md has the full te
   (query, candidate): by default the evaluated similarity itself (cosine), or a separate relevance
   model's similarity. nDCG_CM@p divides by the ideal DCG over the same relevance values. A p above the
   number of candidates gives the value at p = the number of candidates (nothing of size p is made).
+* nDCG@p (the default table's): nDCG_CM@p with the relevance of non-positives clipped at 0, so every gain
+  is in [0, 1] and nDCG@p in [0, 1] (docs/metrics.md argues the choice).
 * RSUM: the sum of Recall@{1,5,10} over both directions (max 600), also per direction.
 
 An image with no positive caption (a distractor in an enlarged gallery) is a candidate for t2i but
@@ -79,6 +81,8 @@ class DirectionResult:
     plugins: dict = field(default_factory=dict)
     #: (n_queries, <=TOP_KEEP) int32: the best-ranked candidates, tie rule order (flip analysis, retrieved.npz)
     top: np.ndarray | None = None
+    #: nDCG@p with the relevance gains of non-positives clipped at 0 (in [0, 1]; the default table's nDCG)
+    ndcg_clipped: np.ndarray | None = None
 
     def recall(self, k: int) -> np.ndarray:
         if k in self.fraction_recall:  # --i2t-recall fraction
@@ -154,8 +158,9 @@ def _nonpositive_relevance(b: RankedBlock, direction: str, queries: np.ndarray, 
 
 
 def _dcg_cm(b: RankedBlock, direction: str, queries: np.ndarray, pp: int, disc: np.ndarray,
-            relevance: SimilaritySource | None) -> tuple[np.ndarray, np.ndarray]:
-    """DCG_CM@p and nDCG_CM@p: positives gain 1, other candidates their relevance."""
+            relevance: SimilaritySource | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DCG_CM@p and nDCG_CM@p (positives gain 1, other candidates their relevance), and nDCG@p with the
+    relevance of the other candidates clipped at 0 (same ranking, same ideal order; in [0, 1])."""
     rel_top, nonpos = _nonpositive_relevance(b, direction, queries, pp, relevance)
     gains = np.where(b.is_pos[:, :pp], 1.0, rel_top)
     dcg = gains @ disc[:pp]
@@ -164,8 +169,11 @@ def _dcg_cm(b: RankedBlock, direction: str, queries: np.ndarray, pp: int, disc: 
     ideal = -np.sort(-ideal, axis=1)[:, :pp]
     ideal = np.where(np.isfinite(ideal), ideal, 0.0)
     idcg = ideal @ disc[:pp]
+    # clipping is monotone, so the clipped ideal list is the clipped ideal list above; its first gain is 1
+    # (every query has a positive), so its DCG is >= 1 and 0 <= DCG <= ideal DCG
+    clipped = np.maximum(gains, 0.0) @ disc[:pp] / (np.maximum(ideal, 0.0) @ disc[:pp])
     with np.errstate(divide="ignore", invalid="ignore"):
-        return dcg, np.where(idcg > 0, dcg / idcg, 0.0)
+        return dcg, np.where(idcg > 0, dcg / idcg, 0.0), clipped
 
 
 def _fraction_recall(b: RankedBlock, K: int, ks: tuple) -> dict:
@@ -185,7 +193,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     keep = min(TOP_KEEP, pos.n_candidates)  # the head the flip analysis keeps; the metrics read K columns
     pp = min(p, K)  # p above the gallery size: DCG@p = DCG@gallery size (nothing of size p is made)
     disc = _discounts(pp)
-    out = {name: np.zeros(n_q) for name in ("r_prec", "map_r", "dcg", "ndcg")}
+    out = {name: np.zeros(n_q) for name in ("r_prec", "map_r", "dcg", "ndcg", "ndcg_clipped")}
     best_rank = np.zeros(n_q, dtype=np.int64)
     graded = {name: src for name, src in (graded or {}).items() if direction in getattr(src, "directions", DIRECTIONS)}
     graded_out = {name: np.zeros(n_q) for name in graded}
@@ -198,7 +206,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
             b = dataclasses.replace(b, top_ix=b.top_ix[:, :K], top_v=b.top_v[:, :K], is_pos=b.is_pos[:, :K])
         best_rank[s] = _best_rank(b, pos.n_candidates)
         out["r_prec"][s], out["map_r"][s] = _precision_at_r(b, K)
-        out["dcg"][s], out["ndcg"][s] = _dcg_cm(b, direction, queries, pp, disc, relevance)
+        out["dcg"][s], out["ndcg"][s], out["ndcg_clipped"][s] = _dcg_cm(b, direction, queries, pp, disc, relevance)
         for name, src in graded.items():  # graded labels (Messina et al.): gain 2^rel - 1, no override
             gblk = np.exp2(np.asarray(src.rows(direction, queries[s]), dtype=np.float64)) - 1.0
             graded_out[name][s] = graded_ndcg_rows(gblk, b.top_ix[:, :pp], disc[:pp])
@@ -207,7 +215,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
         if progress:
             progress(b.b1 - b.b0)
     return DirectionResult(direction, queries, best_rank, out["r_prec"], out["map_r"], out["dcg"], out["ndcg"],
-                           pos.counts.copy(), graded_out, frac, top=top)
+                           pos.counts.copy(), graded_out, frac, top=top, ndcg_clipped=out["ndcg_clipped"])
 
 
 # ---------------------------------------------------------------------------------------------

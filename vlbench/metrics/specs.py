@@ -71,6 +71,9 @@ class Metric:
     total: bool = False  # also a "both" record: the sum of the two directions' values
     bootstrap: bool = False  # paired bootstrap CI of its change under each perturbation
     table: str | None = None  # table.md header ("{x}" is the k or p), None: not in table.md
+    #: also in the table a run prints (False: table.md only, unless the run's protocol lists it in its
+    #: ``printed_metrics``); every printed metric is bounded and has a one-line definition under the table
+    printed: bool = True
     fmt: str = ".2f"  # table.md number format
     kind: str = "retrieval"  # "retrieval", "official" (ECCV / CxC records) or "task" (choice tasks)
     #: a family (graded nDCG: one metric per label set): ``expand(r)`` gives the members r reports, in order;
@@ -168,12 +171,17 @@ BUILTINS = (
            per_query=lambda r, ev: r.r_precision, percent=True, table="R-P"),
     Metric("map_at_r", "%", "[0, 100]", True, "mAP@R (ECCV Caption)",
            per_query=lambda r, ev: r.map_at_r, percent=True, table="mAP@R"),
+    Metric("ndcg", "ratio", "[0, 1]", True, "nDCG@p: positives gain 1, other candidates their relevance "
+           "(the model's cosine, or --relevance) clipped at 0, divided by the ideal order's DCG",
+           per_query=lambda r, ev, p: r.ndcg_clipped, param="p", table="nDCG@{x}", fmt=".3f"),
     Metric("dcg_cm", "gain", "[-H_p, H_p] with cosine relevance, H_p = sum_{i<=p} 1/log2(i+1) (4.54 at p=10)",
-           True, "DCG_CM@p: positives gain 1, others their relevance", per_query=lambda r, ev, p: r.dcg,
-           param="p", table="DCG@{x}", fmt=".3f"),
+           True, "DCG_CM@p as originally published: positives gain 1, others their relevance (negative allowed)",
+           per_query=lambda r, ev, p: r.dcg, param="p", table="DCG_CM@{x} (signed)", fmt=".3f", printed=False),
     Metric("ndcg_cm", "ratio", "unbounded when relevances can be negative (1 = ideal order); "
-           "0 by definition when the ideal DCG <= 0", True, "DCG_CM@p / ideal DCG_CM@p",
-           per_query=lambda r, ev, p: r.ndcg, param="p", table="nDCG@{x}", fmt=".3f"),
+           "0 by definition when the ideal DCG <= 0", True,
+           "nDCG_CM@p as originally published: DCG_CM@p / ideal DCG_CM@p (unbounded below)",
+           per_query=lambda r, ev, p: r.ndcg, param="p", table="nDCG_CM@{x} (signed)", fmt=".3f",
+           printed=False),
     Metric("ndcg_<labels>", "ratio", "[0, 1]", True, "t2i nDCG@p with graded caption-caption labels",
            param="p", expand=_graded_metrics,
            instances=(_graded("minilm"), _graded("rouge_l"))),

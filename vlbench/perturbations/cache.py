@@ -48,7 +48,8 @@ def perturbed_captions(dataset, names: list[str], *, params: dict | None, seed: 
         except (ValueError, KeyError, TypeError):
             pass
     if log:
-        log(f"perturbing {dataset.n_captions} captions: {', '.join(names)}")
+        log(f"perturbing {dataset.n_captions:,} captions x {len(names)} perturbation(s) = "
+            f"{dataset.n_captions * len(names):,} outputs: {', '.join(names)}")
     out = perturb_captions(dataset.captions, dataset.caption_ids, names, seed=seed, params=params or None,
                              progress=progress)
     if write:

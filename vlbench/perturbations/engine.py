@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from ..errors import UnknownNameError, VlbenchError
 from ..registry import close_matches
@@ -198,6 +197,28 @@ def _progress(it, total: int, desc: str):
     return tqdm(it, total=total, desc=desc, file=sys.stderr, leave=False)
 
 
+class _Bar:
+    """One bar over every (perturbation, caption) output, moving as each caption is perturbed; its total is what
+    the "perturbing N captions x M perturbations" line announces. No tqdm, or progress off: counts silently."""
+
+    def __init__(self, total: int, desc: str, show: bool):
+        self.n = 0
+        self._bar = _progress(None, total=total, desc=desc) if show else None
+
+    def stage(self, text: str) -> None:
+        if self._bar is not None and hasattr(self._bar, "set_postfix_str"):
+            self._bar.set_postfix_str(text)
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if self._bar is not None and hasattr(self._bar, "update"):
+            self._bar.update(n)
+
+    def close(self) -> None:
+        if self._bar is not None and hasattr(self._bar, "close"):
+            self._bar.close()
+
+
 def resources(kinds: Sequence[str], tokenizer: str | None = None) -> dict[str, str]:
     """Versions of the language resources a perturbation's output depends on (``tokenizer``: how a variant's
     own word tokenizer is described, for kind ``nltk``)."""
@@ -240,7 +261,7 @@ def _check_inputs(captions: list, caption_ids: list, names: list, seed, params: 
 
 
 def _apply_one(obj, captions: list, caption_ids: list, usable: list, parsed: dict, seed: int,
-               progress: bool) -> tuple[list, list, int, int, dict]:
+               bar: _Bar) -> tuple[list, list, int, int, dict]:
     """One perturbation over every caption: texts, applicability, empty inputs, rejected outputs and (guarded
     synonyms) why captions were left unchanged."""
     texts, applicable = [], []
@@ -250,11 +271,11 @@ def _apply_one(obj, captions: list, caption_ids: list, usable: list, parsed: dic
     if getattr(obj, "guarded", False):  # semantic guard: all captions' candidates in a few batches
         from .guard import guarded_outputs  # lazy: vlbench --help imports this module; keep it light
 
+        bar.stage(f"{obj.name}: semantic guard (MiniLM)")
         guarded, reasons = guarded_outputs(obj, captions, caption_ids, usable, parsed, seed, CaptionRNG.for_caption)
-    it: Any = zip(captions, caption_ids, usable)
-    if progress:
-        it = _progress(it, total=len(captions), desc=obj.name)
-    for i, (text, cid, ok) in enumerate(it):
+    bar.stage(obj.name)
+    for i, (text, cid, ok) in enumerate(zip(captions, caption_ids, usable)):
+        bar.update()
         if not ok:
             texts.append(text if isinstance(text, str) else "")
             applicable.append(False)
@@ -305,9 +326,10 @@ def perturb_captions(captions: list[str], caption_ids: list[str], names: list[st
         parsed = parse([c for c, u in zip(captions, usable) if u], batch_size=batch_size, progress=progress)
 
     out: dict[str, PerturbedSet] = {}
+    bar = _Bar(len(captions) * len(objs), f"perturbing {len(captions):,} captions x {len(objs)}", progress)
     for obj in objs:
         texts, applicable, n_empty, n_rejected, reasons = _apply_one(obj, captions, caption_ids, usable, parsed,
-                                                                     seed, progress)
+                                                                     seed, bar)
         entry = REGISTRY.entry(obj.name)
         ps = PerturbedSet(name=obj.name, family=obj.family, version=str(obj.version), params=dict(obj.params),
                           seed=seed, caption_ids=list(caption_ids), texts=texts, applicable=applicable,
@@ -317,4 +339,5 @@ def perturb_captions(captions: list[str], caption_ids: list[str], names: list[st
         if kinds:
             ps.resources = resources(kinds, getattr(obj, "tokenizer", None))
         out[obj.name] = ps
+    bar.close()
     return out

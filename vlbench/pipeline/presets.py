@@ -29,7 +29,8 @@ from . import galleries
 SETTINGS = ("gallery", "i2t_recall", "relevance", "perturb_side", "truncate_chars", "perturb_variant")
 PERTURB_SIDES = ("both", "t2i")
 #: what results.json says about DCG under every protocol
-DCG_NOTE = "DCG_CM@p unnormalized (dcg_cm) and normalized (ndcg_cm) are both reported"
+DCG_NOTE = ("nDCG@p with relevance gains clipped at 0 (ndcg, in [0, 1]) and the original DCG_CM@p unnormalized "
+            "(dcg_cm) and normalized (ndcg_cm) are all reported")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Protocol:
     #: the model a protocol's fixed relevance (``settings["relevance"]``) stands for, for messages
     relevance_alternative: str | None = None
     reference: str = ""  # where the protocol is defined (a paper, a repository)
+    #: metrics kept out of the default printed table (``Metric.printed`` False) that this protocol prints too
+    printed_metrics: tuple = ()
 
     def __post_init__(self):
         missing = [s for s in SETTINGS if s not in self.settings]

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import registry
 from ..datasets.folds import fold_index_maps
 from ..metrics import compute
 from ..metrics.flips import COLUMNS, flip_rows, retrieved_arrays
@@ -93,18 +94,34 @@ def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
     return skipped
 
 
-def _table_columns(rec: RunRecord) -> list[tuple]:
-    """(header, metric, k, format, directions) of table.md: the registered metrics with a ``table`` header, in registry
-    order, each for the run's k or p; a family member (graded nDCG) or an official metric only where the
-    run has a value for it."""
+#: the printed table shows every condition's rows when a run has at most this many conditions (clean included);
+#: above it, the clean rows and the per-family summary (every condition stays in table.md)
+PRINTED_CONDITIONS = 4
+
+
+def _printed_extra(rec: RunRecord) -> tuple:
+    """The metrics the run's protocol prints beside the default ones (``Protocol.printed_metrics``)."""
+    proto = rec.settings.get("protocol")
+    base = (proto.get("base") or proto.get("name")) if isinstance(proto, dict) else None
+    if not base or base not in registry.protocols:  # an older run, or a protocol whose plug-in is not installed
+        return ()
+    return tuple(getattr(registry.protocols.get(base), "printed_metrics", ()) or ())
+
+
+def _table_columns(rec: RunRecord, printed: bool = False) -> list[tuple]:
+    """(header, metric, k, format, directions) of the table: the registered metrics with a ``table`` header, in
+    registry order, each for the run's k or p; a family member (graded nDCG) or an official metric only where
+    the run has a value for it. ``printed``: only the metrics a run prints (``Metric.printed`` or named by the
+    protocol's ``printed_metrics``)."""
 
     p = rec.settings["p"]
     ks = list(rec.settings.get("k") or (1, 5, 10))
     have = {(v.key.metric, v.key.k) for v in rec.values}
+    extra = _printed_extra(rec) if printed else ()
     cols = []
     for m in builtins():
         for i in m.instances or (m,):
-            if i.table is None or i.kind == "task":
+            if i.table is None or i.kind == "task" or (printed and not i.printed and i.name not in extra):
                 continue
             for x in ks if i.param == "k" else (p,) if i.param == "p" else (None,):
                 if (i.kind == "retrieval" and not m.instances) or (i.name, x) in have:
@@ -112,13 +129,8 @@ def _table_columns(rec: RunRecord) -> list[tuple]:
     return cols
 
 
-def format_table(rec: RunRecord) -> str:
-    """A readable Markdown table of a run's record: one row per condition and direction, one column per
-    registered metric with a table header (the "both" row holds the totals)."""
-
-    cols = _table_columns(rec)
+def _metric_table(rec: RunRecord, cols: list, conds: list) -> str:
     totals = {m.name for m in builtins() if m.total}
-    conds = list(rec.conditions)
     head = ["condition", "dir"] + [c[0] for c in cols]
     rows = []
     for c in conds:
@@ -128,23 +140,105 @@ def format_table(rec: RunRecord) -> str:
                                   for _h, name, x, fmt, dirs in cols])
         rows.append([c, "both"] + [format(vals[MetricKey("both", name)], fmt) if name in totals else ""
                                    for _h, name, x, fmt, _d in cols])
-    out = md_table(head, rows, pad=True)
+    return md_table(head, rows, pad=True)
+
+
+def _ci(x) -> str:
+    return f"{x.get('delta'):+.2f} [{x.get('ci_low'):+.2f}, {x.get('ci_high'):+.2f}]"
+
+
+def _interval_table(rec: RunRecord, conds: list) -> str:
+    head = ["perturbation", "not applicable", "RSUM change [95% CI]", "t2i RSUM change [95% CI]",
+            "i2t RSUM change [95% CI]"]
+    rows = []
+    for c in conds[1:]:
+        b = {x.get("direction"): x for x in rec.intervals if x.condition == c}
+        rate = rec.conditions[c].meta.get("not_applicable_rate")
+        rows.append([c, "" if rate is None else f"{100 * rate:.1f}%", _ci(b["both"]), _ci(b["t2i"]), _ci(b["i2t"])])
+    return md_table(head, rows, pad=True)
+
+
+def family_summary(rec: RunRecord) -> str | None:
+    """One row per family of conditions (caption perturbation families, image corruption families, ...): how
+    many conditions, the mean change of total RSUM against clean, the largest drop (the condition, its change
+    and 95% interval; "none" when no condition lowers RSUM) and how many conditions' intervals lie below 0."""
+    clean = rec.value("clean", "both", "rsum")
+    if clean is None:
+        return None
+    fams: dict[str, list] = {}
+    for c in rec.condition_names():
+        if c != "clean":
+            fams.setdefault(rec.condition(c).family or "other", []).append(c)
+    if not fams:
+        return None
+    ci = {x.condition: x for x in rec.intervals if x.get("direction") == "both"}
+    rows = []
+    for fam, names in fams.items():
+        rsum = {c: rec.value(c, "both", "rsum") for c in names}
+        change = {c: v - clean for c, v in rsum.items() if v is not None}
+        if not change:
+            continue
+        worst = min(change, key=lambda c: (change[c], c))
+        drop = "none" if change[worst] >= 0 else f"{worst} " + (_ci(ci[worst]) if worst in ci
+                                                                else f"{change[worst]:+.2f}")
+        below = sum(1 for c in names if c in ci and ci[c].get("ci_high") < 0)
+        rows.append([fam, str(len(names)), f"{sum(change.values()) / len(change):+.2f}", drop,
+                     f"{below} of {len(names)}" if ci else ""])
+    return md_table(["family", "conditions", "mean RSUM change", "largest drop [95% CI]", "CI below 0"], rows,
+                    pad=True)
+
+
+def _definition_lines(rec: RunRecord, cols: list) -> list[str]:
+    """One line per printed metric: its header, definition and range (from the metric registry)."""
+    seen, rows = set(), []
+    for _header, name, x, _fmt, _dirs in cols:
+        if name in seen:
+            continue
+        seen.add(name)
+        m = next(i for b in builtins() for i in b.instances or (b,) if i.name == name)
+        label = m.table.format(x="k" if m.param == "k" else x) if m.table else name
+        rows.append((label + ":", m.description, m.value_range))
+    width = max((len(r[0]) for r in rows), default=0)
+    return [f"  {label:{width}} {text} (range {rng})" for label, text, rng in rows]
+
+
+def format_table(rec: RunRecord) -> str:
+    """table.md: one row per condition and direction, one column per registered metric with a table header (the
+    "both" row holds the totals; the original, signed DCG_CM columns labelled as such), the RSUM change intervals of
+    every condition, the per-family summary and the protocol."""
+
+    conds = list(rec.conditions)
+    out = _metric_table(rec, _table_columns(rec), conds)
     if rec.intervals:
-        head2 = ["perturbation", "not applicable", "RSUM change [95% CI]", "t2i RSUM change [95% CI]",
-                 "i2t RSUM change [95% CI]"]
-        rows2 = []
-        for c in conds[1:]:
-            b = {x.get("direction"): x for x in rec.intervals if x.condition == c}
-
-            def fmt(x):
-                return f"{x.get('delta'):+.2f} [{x.get('ci_low'):+.2f}, {x.get('ci_high'):+.2f}]"
-
-            rate = rec.conditions[c].meta.get("not_applicable_rate")
-            rows2.append([c, "" if rate is None else f"{100 * rate:.1f}%", fmt(b["both"]), fmt(b["t2i"]),
-                          fmt(b["i2t"])])
-        out += "\n\n" + md_table(head2, rows2, pad=True)
+        out += "\n\n" + _interval_table(rec, conds)
+    summary = family_summary(rec)
+    if summary:
+        out += "\n\n" + summary
     proto = rec.settings.get("protocol")
     if proto:  # runs before protocols were recorded have none
+        out += f"\n\nprotocol: {proto['name']}"
+    return out
+
+
+def format_printed(rec: RunRecord) -> str:
+    """What ``vlbench run`` prints: the bounded default metrics (plus the protocol's ``printed_metrics``); every
+    condition's rows when there are at most :data:`PRINTED_CONDITIONS`, else the clean rows; then the per-family
+    summary, one line defining each metric, and the protocol. table.md keeps every row and column."""
+
+    conds = list(rec.conditions)
+    cols = _table_columns(rec, printed=True)
+    few = len(conds) <= PRINTED_CONDITIONS
+    out = _metric_table(rec, cols, conds if few else conds[:1])
+    if not few:
+        out += f"\n({len(conds) - 1} more conditions: every row in table.md)"
+    if rec.intervals and few:
+        out += "\n\n" + _interval_table(rec, conds)
+    summary = family_summary(rec)
+    if summary:
+        out += "\n\n" + summary
+    out += "\n\nmetrics:\n" + "\n".join(_definition_lines(rec, cols))
+    proto = rec.settings.get("protocol")
+    if proto:
         out += f"\n\nprotocol: {proto['name']}"
     return out
 
@@ -160,6 +254,6 @@ def print_run_result(res, *, as_json: bool, quiet: bool) -> None:
     if as_json:
         print(json.dumps(res.results["results"], indent=1))
     elif not quiet:
-        print(res.table())
+        print(res.printed() if hasattr(res, "printed") else res.table())  # a choice task: its own table
         print(f"\nresults: {results_path(res.out_dir)}")
 

@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import functools
+import importlib
 import sys
 import time
 from dataclasses import dataclass, field
@@ -62,7 +63,7 @@ from ..util.io import sha256_json
 from . import distractors, galleries, presets, relevance, scoring, timing
 from .embedding_index import write_index
 from .preflight import preflight
-from .report import format_table, write_flips, write_per_query, write_run_files
+from .report import format_printed, format_table, write_flips, write_per_query, write_run_files
 from .rerun import finished_run, number_options
 from .run_config import RunConfig, validate
 from .scoring import metric_values
@@ -78,8 +79,11 @@ class RunResult:
     evaluations: dict  # condition -> list[Evaluation] (one per fold)
     record: RunRecord | None = None  # the typed record behind results
 
-    def table(self) -> str:
+    def table(self) -> str:  # table.md: every condition and metric
         return format_table(self.record or RunRecord.from_json(self.results))
+
+    def printed(self) -> str:  # what vlbench run prints: default metrics, per-family summary, definitions
+        return format_printed(self.record or RunRecord.from_json(self.results))
 
 
 def _log(cfg: RunConfig, msg: str) -> None:
@@ -261,6 +265,9 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     """Images once, each distinct text once over all conditions; under torchrun each rank its share."""
 
     ds, m = plan.ds, cfg.model_opts
+    if "torch" not in sys.modules:  # its first import takes seconds: say so before the wait, not after
+        _log(cfg, "loading torch and the model's library (a few seconds on first use)")
+        importlib.import_module("torch")
     session = _load_model(m, cfg.output_opts)
     timing.enter("other")
     plan = budgets.with_budgets(cfg, plan, session.model)  # --token-budget: cut by the model's own tokenizer
@@ -274,11 +281,12 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     texts = relevance.truncate(cfg, texts)  # --truncate-chars
     img_local = timing.encoding("image_decode_preprocess", session.stats, lambda: phase(dist, shard, lambda: (
         session.images(paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard))))
-    _log(cfg, f"encoding {len(texts)} captions ({len(plan.perturbed) + 1} condition(s))")
     keys: list = []  # the model's inputs after its truncation, computed once for encoding and validity
 
     def texts_phase():  # after the images, whose headers are checked before anything loads the model
-        keys.extend(session.model.text_keys(texts))
+        keys.extend(session.model.text_keys(texts))  # the bar counts the distinct ones, so the line says so
+        _log(cfg, f"encoding {len(set(keys)):,} distinct captions ({len(texts):,} over {len(plan.perturbed) + 1} "
+                  "condition(s); each distinct model input once)")
         return session.texts(texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress,
                              shard=shard, keys=keys)
 
@@ -354,10 +362,6 @@ def _mia(score: str, plan: Plan, evals: dict):
     return mia
 
 
-def _metric_values(evals: dict) -> list[MetricValue]:
-    return metric_values(evals)
-
-
 def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
     return {"k": list(cfg.k), "p": cfg.p, "relevance": cfg.relevance, "seed": cfg.seed,
             "protocol": presets.describe(cfg, plan.ds),  # plan.ds: a partial folder gallery names its size
@@ -373,7 +377,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
 
     ds = plan.ds
-    values = _metric_values(evals)
+    values = metric_values(evals)
     deltas, boots = timing.timed("bootstrap", lambda: _deltas(cfg.n_boot, cfg.seed, plan, evals, values),
                                  timing.resamples(cfg))
     conditions = _conditions(plan, enc, timing.timed("validity", lambda: _validity(cfg.validity_opts, plan, enc,

@@ -30,7 +30,7 @@ LAYERS = (
     ("encoding", "perturbations"),  # embeddings and their cache; caption perturbations and their validity
     ("imageperturb", "shortcuts", "granularity"),  # image-side conditions; caption statistics
     ("pipeline", "testing"),  # a run: options, plan -> encode -> score -> record; plug-in conformance checks
-    ("tasks", "leaderboards", "compare", "explain", "rescore", "analyze"),  # built on runs
+    ("tasks", "leaderboards", "compare", "explain", "rescore", "analyze", "published"),  # built on runs
     ("cli", "__main__", "benchmark"),  # the command line; old import paths
     ("studies",),  # published protocols on top of the library; they plug in through the registries only
 )

@@ -39,7 +39,8 @@ PROTOCOL = Protocol(
                 "perturbations, 330-character cut, authors-compatible perturbations",
     relevance_alternative=AUTHORS_RELEVANCE_MODEL,
     reference="Hendriksen et al., Assessing Brittleness of Image-Text Retrieval Benchmarks from Vision-Language "
-              "Models Perspective; github.com/mariyahendriksen/model-robustness-for-itr")
+              "Models Perspective; github.com/mariyahendriksen/model-robustness-for-itr",
+    printed_metrics=("dcg_cm", "ndcg_cm"))  # the chapter reports DCG_CM (eq. 5.2) as it defines it
 
 #: the granularity readings of the chapter (profile ``paper``): its results paragraph and its two published
 #: percentages read Table 5.1 per caption ("adjectives per caption"), so the NP features are counts per

@@ -1,0 +1,119 @@
+"""The published-numbers check (issue #31 item 1): stand-in runs set to open_clip's ViT-B-32/openai Flickr30k row
+pass, 3 points off fail and name the protocol facts they differ in; every shipped row has a source; the CLI's exit
+codes; a run with no published row gets a clear message."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from support.data import ROOT, SHARED_DATA
+from support.published_runs import standin_run
+
+from vlbench.cli import main
+from vlbench.published import check_run, published_rows
+from vlbench.published.table import normalize_spec, not_shipped, papers_document, rows_for
+
+SPEC = "openclip:ViT-B-32/openai"
+SHARED_CSV = SHARED_DATA / "published" / "openclip_retrieval_results.csv"
+
+
+def _row():
+    (row,) = [r for r in rows_for(SPEC, "flickr30k") if r.source["kind"] == "measured table"]
+    return row
+
+
+def test_openclip_row_read_as_published():  # 0.5878 in the CSV = 58.78 %
+    row = _row()
+    assert row.values[("t2i", 1)] == pytest.approx(58.78) and row.values[("i2t", 1)] == pytest.approx(78.90)
+    assert row.values[("t2i", 10)] == pytest.approx(90.02) and len(row.values) == 6
+    assert "clip:openai/clip-vit-base-patch32" in row.specs  # the same weights through transformers
+
+
+def test_matching_run_passes(tmp_path):
+    run = standin_run(tmp_path / "ok", spec=SPEC, dataset="flickr30k", recall=_row().values)
+    report = check_run(run)
+    assert report.status == "pass" and report.passed and report.exit_code() == 0 and report.column() == "pass"
+    assert all(m.within for m in report.rows[0].metrics)
+
+
+def test_three_points_off_fails_and_names_differences(tmp_path):
+    off = {k: v - 3.0 for k, v in _row().values.items()}
+    run = standin_run(tmp_path / "off", spec=SPEC, dataset="flickr30k", recall=off, i2t_recall="fraction",
+                      truncate_chars=60, identity={"adapter": "vlbench.hf.clip", "max_text_tokens": 77})
+    report = check_run(run)
+    assert report.status == "off" and report.exit_code() == 1 and report.column() == "off 3.0"
+    facts = {f.fact: f.status for f in report.rows[0].facts}
+    assert facts["recall"] == facts["truncation"] == facts["preprocessing"] == facts["precision"] == "differs"
+    assert facts["split"] == facts["gallery"] == "same" and facts["image_set"] == "unknown"
+    text = report.format()
+    assert "OFF" in text and "published: hit; this run: fraction" in text and "cut to 60 characters" in text
+
+
+def test_tolerance_edge(tmp_path):
+    near = {k: v + 0.9 for k, v in _row().values.items()}
+    run = standin_run(tmp_path / "near", spec=SPEC, dataset="flickr30k", recall=near)
+    assert check_run(run).passed and not check_run(run, tolerance=0.5).passed
+
+
+def test_dataset_found_by_caption_hash_and_coco_1k_named(tmp_path):
+    (row,) = [r for r in rows_for(SPEC, "coco") if r.source["kind"] == "measured table"]
+    renamed = standin_run(tmp_path / "renamed", spec=SPEC, dataset="coco", recall=row.values, dataset_name="my-coco")
+    assert check_run(renamed).dataset == "coco" and check_run(renamed).passed  # --dataset-name does not hide it
+    folds = standin_run(tmp_path / "folds", spec=SPEC, dataset="coco-1k", recall=row.values, folds=5)
+    rep = check_run(folds)
+    assert rep.dataset == "coco-1k" and {f.fact: f.status for f in rep.rows[0].facts}["split"] == "differs"
+
+
+def test_no_row_applies(tmp_path, capsys):
+    run = standin_run(tmp_path / "other", spec="openclip:ViT-B-32/random", dataset="flickr30k",
+                      recall=_row().values)
+    report = check_run(run)
+    assert report.status == "none" and not report.applies and "no published row" in report.reason
+    assert main(["check", str(run)]) == 2
+    assert "no published row applies" in capsys.readouterr().out
+
+
+def test_cli_exit_codes_and_json(tmp_path, capsys):
+    ok = standin_run(tmp_path / "ok", spec=SPEC, dataset="flickr30k", recall=_row().values)
+    off = standin_run(tmp_path / "off", spec=SPEC, dataset="flickr30k",
+                      recall={k: v - 3.0 for k, v in _row().values.items()})
+    assert main(["check", str(ok)]) == 0
+    assert main(["check", str(off)]) == 1
+    capsys.readouterr()
+    assert main(["check", str(off), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "off" and doc["rows"][0]["metrics"][0]["published"] == pytest.approx(58.78)
+    assert main(["check", str(tmp_path / "missing")]) == 2
+    assert "cannot check" in capsys.readouterr().err
+
+
+def test_every_shipped_row_has_a_source():
+    rows = published_rows()
+    assert len(rows) > 200  # 121 open_clip models x 2 datasets (a few without numbers) + the papers' rows
+    for r in rows:
+        src = r.source
+        assert src.get("citation") and src.get("table") and src.get("url", "").startswith("https://"), r.id
+        assert src["kind"] in ("measured table", "paper", "model card"), r.id
+        assert r.values and all(0.0 <= v <= 100.0 for v in r.values.values()), r.id
+        assert r.dataset in ("flickr30k", "coco") and r.protocol.get("recall") == "hit", r.id
+    for r in papers_document()["rows"]:
+        assert r["source"]["confirmed_by"], r["id"]  # every paper number was confirmed by a second public page
+    assert {n["family"] for n in not_shipped()} >= {"groupvit", "altclip"}  # said, not invented
+
+
+def test_shipped_csv_equals_the_source_copy():
+    if not SHARED_CSV.exists():
+        pytest.skip(f"no copy of open_clip's table at {SHARED_CSV}")
+    shipped = ROOT / "vlbench" / "published" / "data" / "openclip_retrieval_results.csv"
+    assert shipped.read_bytes() == SHARED_CSV.read_bytes()
+    n = sum(1 for _ in csv.DictReader(SHARED_CSV.read_text().splitlines()))
+    assert n == 121
+
+
+def test_spec_normalization():
+    assert normalize_spec("clip") == "clip:openai/clip-vit-base-patch32"
+    assert normalize_spec("siglip2:google/siglip2-base-patch16-224?lowercase=0") == \
+        "siglip2:google/siglip2-base-patch16-224"
+    assert [r.id for r in rows_for("siglip2", "coco")] == ["siglip2-paper-b16-224-coco"]

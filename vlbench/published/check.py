@@ -1,0 +1,255 @@
+"""A finished run's clean Recall@k checked against the published numbers of the same model and dataset.
+
+``check_run(results) -> CheckReport`` (results: a results.json dict, its path or run folder, or a
+``RunRecord``). For every shipped row (``table.rows_for``) of the run's model on the run's built-in
+dataset it compares each published R@k with the run's clean R@k of the same direction (within
+``tolerance`` percentage points), and compares the protocol facts the row was measured under with the
+run's, read from results.json (settings, protocol, hardware, the model's identity): each fact is
+``same``, ``differs`` or ``unknown`` (the row or the run does not say). The report passes when every
+compared number of at least one row is within the tolerance.
+
+``vlbench check RUN`` prints :meth:`CheckReport.format` (exit 0 pass, 1 off, 2 no row applies), and
+``vlbench run`` prints it after the table when a row applies. For a leaderboard column:
+``check_run(rec).column()`` ("pass", "off 3.0", or "" when no row applies) and ``.status``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..datasets.specs import SPECS
+from ..results import RunRecord
+from .report import format_report
+from .table import FACT_LABELS, FACTS, PublishedRow, rows_for
+
+#: default tolerance, percentage points of R@k (open_clip measured with AMP on GPU; fp32 on CPU moves R@1 of
+#: a 1k set by a few tenths at most)
+TOLERANCE = 1.0
+_BUILTIN_BY_SHA: dict[str, str] = {}
+for _s in SPECS:
+    _BUILTIN_BY_SHA.setdefault(_s.sha256, _s.name)
+
+
+@dataclass(frozen=True)
+class MetricCheck:
+    direction: str
+    k: int
+    published: float
+    measured: float | None  # None: the run has no such value (e.g. other k)
+    within: bool | None  # None: not compared
+
+    @property
+    def diff(self) -> float | None:
+        return None if self.measured is None else self.measured - self.published
+
+
+@dataclass(frozen=True)
+class FactCheck:
+    fact: str
+    published: str
+    run: str
+    status: str  # "same", "differs" or "unknown"
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    row: PublishedRow
+    metrics: list
+    facts: list
+
+    @property
+    def passed(self) -> bool:
+        compared = [m for m in self.metrics if m.within is not None]
+        return bool(compared) and all(m.within for m in compared)
+
+    def worst(self) -> float | None:
+        diffs = [abs(m.diff) for m in self.metrics if m.diff is not None]
+        return max(diffs) if diffs else None
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The check of one run: ``rows`` (one RowCheck per applicable published row), or ``reason`` when none."""
+
+    model: str
+    dataset: str
+    tolerance: float
+    rows: list = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def applies(self) -> bool:
+        return bool(self.rows)
+
+    @property
+    def passed(self) -> bool:
+        return any(r.passed for r in self.rows)
+
+    @property
+    def status(self) -> str:
+        """"pass", "off" or "none" (no published row applies)."""
+        return "none" if not self.rows else "pass" if self.passed else "off"
+
+    def column(self) -> str:
+        """A leaderboard cell: "pass", "off <largest |difference|>", or "" when no row applies."""
+        if not self.rows:
+            return ""
+        if self.passed:
+            return "pass"
+        worst = min((w for w in (r.worst() for r in self.rows) if w is not None), default=None)
+        return "off" if worst is None else f"off {worst:.1f}"
+
+    def exit_code(self) -> int:
+        return {"pass": 0, "off": 1, "none": 2}[self.status]
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "dataset": self.dataset, "tolerance": self.tolerance, "status": self.status,
+                "reason": self.reason or None,
+                "rows": [{"id": r.row.id, "citation": r.row.citation(), "passed": r.passed,
+                          "metrics": [{"direction": m.direction, "k": m.k, "published": m.published,
+                                       "measured": m.measured, "within": m.within} for m in r.metrics],
+                          "facts": [vars(f) for f in r.facts]} for r in self.rows]}
+
+    def format(self) -> str:
+        return format_report(self)
+
+
+def builtin_dataset(rec: RunRecord) -> str | None:
+    """The built-in dataset a run used (by its caption file's pinned sha256, whatever --dataset-name said),
+    ``coco-1k`` for the COCO file read in folds, None for any other data."""
+    src = rec.dataset.fields.get("source") or {}
+    name = _BUILTIN_BY_SHA.get(str(src.get("caption_sha256"))) if isinstance(src, dict) else None
+    if name is None and rec.dataset.name in ("flickr30k", "coco", "coco-1k"):
+        name = rec.dataset.name
+    if name in ("coco", "coco-1k"):
+        return "coco-1k" if rec.dataset.fields.get("folds") else "coco"
+    return name
+
+
+def _identity(rec: RunRecord) -> dict:
+    ident = rec.model.fields.get("identity")
+    return ident if isinstance(ident, dict) else {}
+
+
+def _protocol(rec: RunRecord) -> dict:
+    p = rec.settings.get("protocol")
+    return p if isinstance(p, dict) else {}
+
+
+def _tokens(text: str) -> int | None:
+    m = re.search(r"(\d+) tokens", text or "")
+    return int(m.group(1)) if m else None
+
+
+def _fact_recall(rec, row):
+    run = _protocol(rec).get("i2t_recall") or rec.settings.get("i2t_recall") or "hit"
+    return run, "same" if run == row.protocol.get("recall") else "differs"
+
+
+def _fact_split(rec, row):
+    ds = builtin_dataset(rec) or rec.dataset.name
+    run = {"flickr30k": "flickr30k 1k test (Karpathy)", "coco": "coco 5k test (Karpathy)",
+           "coco-1k": "coco 1k (mean of five 1k folds)"}.get(ds, ds)
+    return run, "same" if ds == row.dataset else "differs"
+
+
+def _fact_gallery(rec, row):
+    f = rec.dataset.fields
+    size, n = f.get("gallery_size"), f.get("n_images")
+    extra = f.get("extra_positives")
+    gallery = f.get("gallery") or "test"
+    run = f"{gallery}, {size if size is not None else '?'} images" + (f", extra positives {extra}" if extra else "")
+    if extra or gallery != "test" or (size is not None and n is not None and size != n):
+        return run, "differs"
+    return run, "same"
+
+
+def _fact_truncation(rec, row):
+    ident = _identity(rec)
+    limit = ident.get("context_length") or ident.get("max_text_tokens") or ident.get("max_length")
+    chars = _protocol(rec).get("truncate_chars")
+    run = (f"{limit} tokens" if limit else "the model's token limit (not recorded)") + (
+        f", cut to {chars} characters first" if chars else "")
+    want = _tokens(row.protocol.get("truncation", ""))
+    if chars:
+        return run, "differs"
+    if want is None or not limit:
+        return run, "unknown"
+    return run, "same" if int(limit) == want else "differs"
+
+
+def _fact_preprocessing(rec, row):
+    adapter = str(_identity(rec).get("adapter") or rec.model.fields.get("name") or "?")
+    run = "open_clip transform" if adapter == "vlbench.openclip" else f"{adapter} (its library's image processor)"
+    if row.protocol.get("preprocessing") != "open_clip transform":
+        return run, "unknown"
+    return run, "same" if adapter == "vlbench.openclip" else "differs"
+
+
+def _fact_precision(rec, row):
+    hw = rec.hardware or {}
+    run = str(hw.get("precision") or rec.settings.get("precision") or "fp32")
+    want = row.protocol.get("precision", "not stated")
+    if want == "not stated":
+        return run, "unknown"
+    return run, "same" if run == want else "differs"
+
+
+def _fact_lowercase(rec, row):
+    ident = _identity(rec)
+    lower = ident.get("lowercase")
+    run = "tokenizer's own" if lower is None else "yes" if lower else "no"
+    want = row.protocol.get("lowercase", "not stated")
+    if want == "not stated":
+        return run, "unknown"
+    if want.startswith("yes"):
+        return run, "same" if lower else "differs" if lower is False else "unknown"
+    return run, "same" if lower is None else "unknown"
+
+
+def _fact_image_set(rec, row):
+    return "not recorded (results.json names the image files, not their pixels)", "unknown"
+
+
+_FACTS = {"recall": _fact_recall, "split": _fact_split, "gallery": _fact_gallery, "truncation": _fact_truncation,
+          "preprocessing": _fact_preprocessing, "precision": _fact_precision, "lowercase": _fact_lowercase,
+          "image_set": _fact_image_set}
+
+
+def _row_check(rec: RunRecord, row: PublishedRow, tolerance: float) -> RowCheck:
+    metrics = []
+    for (direction, k), pub in sorted(row.values.items(), key=lambda kv: (kv[0][0] != "t2i", kv[0][1])):
+        got = rec.value("clean", direction, "recall", k)
+        metrics.append(MetricCheck(direction, k, pub, got, None if got is None else abs(got - pub) <= tolerance))
+    facts = []
+    for name in FACTS:
+        run, status = _FACTS[name](rec, row)
+        facts.append(FactCheck(name, str(row.protocol.get(name, "not stated")), run, status))
+    return RowCheck(row, metrics, facts)
+
+
+def _record(results) -> RunRecord:
+    return results if isinstance(results, RunRecord) else RunRecord.from_json(results)
+
+
+def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
+    """Check a finished run (results.json dict, path, run folder or RunRecord) against the published rows of
+    its model and built-in dataset. Never raises for a run that has no row: the report says why."""
+    rec = _record(results)
+    label = str(rec.model.fields.get("label") or rec.model.spec)
+    ds = builtin_dataset(rec)
+    if ds is None:
+        return CheckReport(label, rec.dataset.name, tolerance, reason=(
+            f"dataset {rec.dataset.name!r} is not a built-in Flickr30k or COCO test set: published numbers exist "
+            "only for flickr30k (1k) and coco (5k; coco-1k is compared with them, the split named as a difference)"))
+    rows = rows_for(rec.model.spec, ds)
+    if not rows:
+        return CheckReport(label, ds, tolerance, reason=(
+            f"no published row for model {rec.model.spec!r} on {ds}: vlbench ships open_clip's table "
+            "(openclip:ARCH/TAG) and the papers' numbers of the built-in families (docs/published.md)"))
+    return CheckReport(label, ds, tolerance, [_row_check(rec, r, tolerance) for r in rows])
+
+
+def fact_label(name: str) -> str:
+    return FACT_LABELS[name]

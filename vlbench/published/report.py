@@ -1,0 +1,50 @@
+"""The text of a published-numbers check (``vlbench check RUN`` and the lines ``vlbench run`` prints after its
+table): per row, measured vs published per metric, the verdict, and when off the protocol facts known to move
+such numbers, each marked as one this run differs in, matches, or cannot tell."""
+
+from __future__ import annotations
+
+from ..util.markdown import md_table
+from .table import FACT_LABELS
+
+_MARK = {"differs": "DIFFERS", "same": "same", "unknown": "cannot tell"}
+
+
+def _number(x) -> str:
+    return "" if x is None else f"{x:.2f}"
+
+
+def _row_text(rc, tolerance: float) -> list[str]:
+    row = rc.row
+    out = [f"published: {row.model} on {row.dataset} ({row.source['kind']}): {row.citation()}"]
+    cells = []
+    for m in rc.metrics:
+        verdict = "not in this run" if m.within is None else "ok" if m.within else "OFF"
+        cells.append([m.direction, f"R@{m.k}", _number(m.measured), _number(m.published),
+                      "" if m.diff is None else f"{m.diff:+.2f}", verdict])
+    out.append(md_table(["dir", "metric", "measured", "published", "difference", f"within {tolerance:g}"], cells,
+                        pad=True))
+    if rc.passed:
+        out.append(f"check: pass (every published number within {tolerance:g} percentage points)")
+        return out
+    out.append(f"check: OFF (tolerance {tolerance:g} percentage points). Protocol facts known to move such numbers:")
+    for f in sorted(rc.facts, key=lambda f: ("differs", "unknown", "same").index(f.status)):
+        out.append(f"  [{_MARK[f.status]:11}] {FACT_LABELS[f.fact]}")
+        out.append(f"                published: {f.published}; this run: {f.run}")
+    if row.note:
+        out.append(f"  note: {row.note}")
+    return out
+
+
+def format_report(report) -> str:
+    """The check as text (a ``CheckReport``)."""
+    head = f"published numbers check: {report.model} on {report.dataset}"
+    if not report.rows:
+        return f"{head}\n  no published row applies: {report.reason}"
+    lines = [head]
+    for rc in report.rows:
+        lines.append("")
+        lines.extend(_row_text(rc, report.tolerance))
+    lines.append("")
+    lines.append(f"verdict: {report.status}" + (" (at least one published row matches)" if report.passed else ""))
+    return "\n".join(lines)
