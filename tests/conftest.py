@@ -254,5 +254,9 @@ def mirror(monkeypatch, tmp_path):
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLBENCH_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_CACHE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    # the Hub client reads HF_ENDPOINT when it is imported (a user's environment is set before that); a test that
+    # points it at the mirror after the import sets what the import made of it
+    monkeypatch.setattr(constants, "ENDPOINT", m.url.rstrip("/"))
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", m.url.rstrip("/") + "/{repo_id}/resolve/{revision}/{filename}")
     yield m
     m.close()

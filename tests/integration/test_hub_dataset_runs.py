@@ -112,3 +112,24 @@ def test_detected_options_are_printed(counting_plugin, hub_and_manifest, tmp_pat
     err = capsys.readouterr().err
     assert "hf:org/tiny-set?caption=caption: detected split=test, image=image" in err
     assert "caption=caption," not in err  # the columns given are not "detected"
+
+
+@pytest.mark.slow
+def test_a_mirror_served_hub_dataset_equals_the_manifest(tiny_models, mirror, tmp_path, monkeypatch):
+    """The same check online: hf:org/tiny-set served by the local mirror (HF_ENDPOINT), fetched by the Hub client
+    itself (no pre-filled cache), equals the custom manifest number for number; only the split's parquet file
+    is downloaded."""
+    man = write_manifest(tmp_path / "data", 12, images="")
+    mirror.add_dataset_repo("org/tiny-set", {
+        "data/test-00000-of-00001.parquet": manifest_as_parquet(man, split_at=2),
+        "data/train-00000-of-00001.parquet": manifest_as_parquet(write_manifest(tmp_path / "other", 3, images="",
+                                                                                seed=5, start=20))})
+    monkeypatch.setenv("VLBENCH_DATA_DIR", str(tmp_path / "vlbench-data"))
+    model = f"clip:{tiny_models('clip')}"
+    hub = _run(model, "hf:org/tiny-set", tmp_path / "hub-run", perturb="char-swap")
+    custom = _run(model, f"custom:{man}", tmp_path / "custom-run", perturb="char-swap")
+    h, c = (json.loads((r.out_dir / "results.json").read_text()) for r in (hub, custom))
+    assert h["results"] == c["results"] and h["deltas"] == c["deltas"] and h["bootstrap"] == c["bootstrap"]
+    assert h["dataset"]["source"]["caption_columns"] == ["caption", "sentences"]
+    fetched = [r.path for r in mirror.gets("test-00000-of-00001.parquet")]
+    assert fetched and not mirror.gets("train-00000-of-00001.parquet")  # only the split that is evaluated
