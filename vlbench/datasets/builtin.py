@@ -157,6 +157,13 @@ from . import longcaptions  # noqa: E402,F401  the long-caption sets register th
 def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:
     """``vlbench download NAME``: the caption file and (unless ``captions_only``) the images."""
 
+    if name in longcaptions.SETS:  # the caption source when published at a URL; the images: where to get them
+        s = longcaptions.SETS[name]
+        path = longcaptions.fetch_text(s, data_dir)
+        print(f"{name}: captions {path}" if path else f"{name}: no caption file to download; get {s.images}")
+        if not captions_only:
+            print(f"{name}: images are not downloaded by vlbench; get {s.images}")
+        return
     if name not in BUILTIN:
         matches = close_matches(name, BUILTIN)
         raise UnknownNameError(f"vlbench cannot download dataset {name!r}: it is not a built-in dataset",

@@ -18,6 +18,9 @@ in the dataset's own name (``iiw-400-sentences``, ``dci-extra``), never a silent
   being the extra caption alone (FG-CLIP 2's protocol) or the short caption followed by the extra caption
   (FLAIR's); ``dci`` alone is refused and names the two. No DCI text is shipped (its licence is CC BY-NC).
 
+``vlbench download NAME`` (and a first run while online) fetches the caption source when it is published at a URL
+(ImageInWords' ``data.jsonl``, DOCCI's descriptions) through vlbench's one downloader (mirror, resume, checksum).
+
 Checksums: a source file whose SHA-256 is pinned here is refused when it differs; a source this record could not
 pin (its bytes were not reachable where vlbench was built) is pinned on first use: its digest is written beside
 it (``<file>.sha256``) and recorded in the dataset's provenance, and a later change is refused. Images are never
@@ -32,8 +35,9 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..registry import datasets as DATASETS
+from ..util.fetch import download
 from ..util.io import sha256_file
-from ..util.paths import default_data_dir
+from ..util.paths import default_data_dir, offline
 from ..util.sentences import split_sentences
 from .core import Dataset, _build, check_images
 
@@ -195,10 +199,25 @@ def check_source(path: Path, src: SourceFile, s: LongCaptionSet) -> dict:
     return {"file": str(path), "sha256": digest, "pin": how}
 
 
-def load_long_caption_set(s: LongCaptionSet, data_dir=None, require_images: bool = True) -> Dataset:
+def fetch_text(s: LongCaptionSet, data_dir=None) -> Path | None:
+    """Download the set's caption source (through the one downloader: mirror, resume, its pinned checksum) when it
+    is published at a URL; None when the set has none to fetch (a folder of files, or terms to accept first)."""
+    if s.text is None or s.text.url is None:
+        return None
+    dest = Path(data_dir or default_data_dir()).expanduser() / s.folder / s.text.path
+    if not dest.is_file():
+        download(s.text.url, dest, sha256=s.text.sha256, what=f"{s.name} captions")
+    return dest
+
+
+def load_long_caption_set(s: LongCaptionSet, data_dir=None, require_images: bool = True,
+                          download_missing: bool | None = None) -> Dataset:
     folder = Path(data_dir or default_data_dir()).expanduser() / s.folder
     source: dict = {"dataset": s.name, "folder": str(folder), "variant": dict(s.variant), "licence": s.licence,
                     "citation": s.citation}
+    want = (not offline()) if download_missing is None else download_missing
+    if s.text is not None and want and not (folder / s.text.path).is_file():
+        fetch_text(s, data_dir)
     if s.text is not None:
         source["text"] = check_source(folder / s.text.path, s.text, s)
     rows = READERS[s.layout](folder, s)
@@ -217,7 +236,7 @@ def _factory(s: LongCaptionSet):
     def load(data_dir=None, gallery: str = "test", require_images: bool = True, download=None, **_) -> Dataset:
         if gallery != "test":
             raise DataError(f"--gallery {gallery} does not apply to {s.name}", "leave --gallery out")
-        return load_long_caption_set(s, data_dir, require_images)
+        return load_long_caption_set(s, data_dir, require_images, download)
     load.__name__ = f"load_{s.name.replace('-', '_')}"
     return load
 

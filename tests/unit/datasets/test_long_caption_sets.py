@@ -142,3 +142,27 @@ def test_granularity_of_the_released_iiw_descriptions(shared_captions, language,
     table = (tmp_path / "g" / "granularity.csv").read_text().splitlines()
     words = next(line for line in table if line.startswith("words_per_caption")).split(",")[1:]
     assert all(190 < float(w) < 225 for w in words)  # ~200-word descriptions (docs/datasets.md: 210.9, 207.2)
+
+
+def test_iiw_captions_download_through_the_mirror_and_a_changed_file_is_refused(mirror, tmp_path, capsys):
+    from vlbench import cli
+    from vlbench.datasets.longcaptions import IIW_RAW
+
+    url = f"{IIW_RAW}/IIW-400/data.jsonl"
+    mirror.add_file(url, (FIXTURES / "iiw_excerpt.jsonl").read_bytes())  # not the released file
+    code = cli.main(["download", "iiw-400", "--data-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code != 0 and "pinned 88809dde73731208" in err and "nothing was installed" in err
+    assert not (tmp_path / "iiw" / "IIW-400" / "data.jsonl").exists()
+    assert mirror.gets("IIW-400/data.jsonl")  # fetched from the mirror (VLBENCH_MIRROR), not from GitHub
+
+
+def test_the_released_iiw_file_downloads_and_loads(mirror, shared_captions, tmp_path, capsys):
+    from vlbench import cli
+    from vlbench.datasets.longcaptions import IIW_RAW
+
+    mirror.add_file(f"{IIW_RAW}/IIW-400/data.jsonl", (shared_captions / "iiw" / "IIW-400.jsonl").read_bytes())
+    assert cli.main(["download", "iiw-400", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "iiw-400: captions" in out and "images are not downloaded by vlbench" in out
+    assert load_dataset("iiw-400", data_dir=tmp_path, require_images=False).n_images == 400
