@@ -69,3 +69,10 @@ def test_analyze_a_run_and_a_fine_grained_pair(counting_plugin, language, tmp_pa
     expected = (per_image(run_b) - per_image(run_a)).mean()
     assert row["difference"] == pytest.approx(expected)
     assert "under a bright blue summer sky" not in rows[0]["captions"][0]
+    # the leaderboard's section: the regression rows of the runs it uses
+    board = tmp_path / "board"
+    assert cli.main(["leaderboard", "build", str(run_a), str(run_b), "--out", str(board), "--no-plots",
+                     "--analysis", str(out)]) == 0
+    section = pd.read_csv(board / "caption_brittleness.csv")
+    assert set(section["condition"]) == {"typos"} and set(section["dataset"]) == set(joined["dataset"])
+    assert "Which captions make a model brittle" in (board / "leaderboard.md").read_text()

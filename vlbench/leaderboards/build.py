@@ -23,7 +23,7 @@ from .labels import protocol_of
 from .paper.latex import document, paper_view, to_latex
 from .paper.plots import clean_vs_fg_plots, corruption_plots, rsum_change_plots
 from .runset import Choice, Taken, choose, unfinished
-from .sections import comparison_table, read_comparisons
+from .sections import analysis_table, comparison_table, read_analyses, read_comparisons
 from .store import Loaded, Run, Selection, condition_key, load_runs, select
 from .tables import Labels, Table, _Ctx, long_order, long_rows, make_labels
 from .writing import safe_rel, write_tree
@@ -35,7 +35,8 @@ MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
 PAGE_TABLES = ("rank_groups", "clean_retrieval", "robustness_summary", "rsum_per_perturbation",
                "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes",
-               "image_corruptions", "choice_tasks", "distractors", "flips", "paired_comparisons", "provenance")
+               "image_corruptions", "choice_tasks", "distractors", "flips", "paired_comparisons", "caption_brittleness",
+               "provenance")
 #: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
 #: runs stays byte-identical to one made before these tables existed
 OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks", "distractors", "flips", "rank_groups", "rank_pairs")
@@ -226,7 +227,7 @@ def _manifest(allow_mixed: bool, loaded: Loaded, selection: Selection, labels: L
 
 def make(paths, *, allow_mixed: bool = False, plots: bool = True,
          warn: Callable[[str], None] | None = None, keep_paths: bool = False, comparisons=(),
-         choice: Choice | None = None) -> Built:
+         choice: Choice | None = None, analyses=()) -> Built:
     """Everything a build writes, in memory; ``comparisons``: ``vlbench compare`` records to show; ``choice``:
     which runs to take (runset.py: selection, limited and stray runs)."""
     warn = warn or _default_warn
@@ -247,6 +248,8 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
     if comparisons:  # vlbench compare records (--comparison): their rows whose runs this build uses
         tables["paired_comparisons"] = comparison_table(_Ctx(selection, labels), read_comparisons(comparisons, warn),
                                                         warn)
+    if analyses:  # vlbench analyze outputs (--analysis): which captions make each model brittle
+        tables["caption_brittleness"] = analysis_table(_Ctx(selection, labels), read_analyses(analyses, warn), warn)
     notes = _notes(loaded, selection, labels, warn, taken)
     protocol = protocol_line(selection)
     files = _table_files(tables, protocol)
@@ -274,7 +277,7 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
 
 def build_leaderboard(paths, out, allow_mixed: bool = False, *, plots: bool = True,
                       warn: Callable[[str], None] | None = None, keep_paths: bool = False,
-                      comparisons=(), choice: Choice | None = None) -> BuildResult:
+                      comparisons=(), choice: Choice | None = None, analyses=()) -> BuildResult:
     """Build the leaderboard of the runs under ``paths`` into the folder ``out``.
 
     ``paths``: run folders, results.json files or folders holding run folders (searched recursively).
@@ -285,7 +288,7 @@ def build_leaderboard(paths, out, allow_mixed: bool = False, *, plots: bool = Tr
     runs are left out, named in the manifest's ``left_out``).
     """
     built = make(paths, allow_mixed=allow_mixed, plots=plots, warn=warn, keep_paths=keep_paths,
-                 comparisons=comparisons, choice=choice)
+                 comparisons=comparisons, choice=choice, analyses=analyses)
     written = write_tree(Path(out), built.files, MANIFEST, MANIFEST_KIND)
     return BuildResult(Path(out), written, built.manifest, built.tables)
 

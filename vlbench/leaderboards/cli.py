@@ -29,6 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--no-plots", action="store_true", help="skip the plots (PNG and SVG)")
     b.add_argument("--keep-local-paths", action="store_true",
                    help="keep local paths in model specs (default: clip:/home/u/my-clip is shown as clip:my-clip)")
+    b.add_argument("--analysis", action="append", default=[], metavar="DIR",
+                   help="a 'vlbench analyze' output folder (or its analysis_regression.csv) to show as the caption "
+                        "brittleness table; repeatable")
     b.add_argument("--comparison", action="append", default=[], metavar="RECORD",
                    help="a 'vlbench compare' record (comparison.json or its folder) to show as the paired "
                         "comparisons table; repeatable")
@@ -91,6 +94,7 @@ def main(args) -> int:
     if cmd == "build":
         res = build_leaderboard(args.results, args.out, allow_mixed=args.allow_mixed, plots=not args.no_plots,
                                 warn=stderr_warn, keep_paths=args.keep_local_paths, comparisons=args.comparison,
+                                analyses=args.analysis,
                                 choice=_choice(args))
         _print_taken(res)
         return 0

@@ -263,3 +263,60 @@ def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
                  "bootstrap interval at 1 - the record's alpha (95% by default) and the multiplicity-adjusted "
                  "p-value; separable = adjusted p < the "
                  "record's alpha. docs/compare.md.", cols, rows, [])
+
+
+def read_analyses(paths, warn) -> list[tuple[str, list[dict]]]:
+    """(name, rows) of the ``vlbench analyze`` regression tables given (analysis_regression.csv, or the folder
+    ``vlbench analyze --out`` wrote); an unreadable one is skipped with a warning naming it."""
+    out = []
+    for given in paths or ():
+        p = Path(given)
+        p = p / "analysis_regression.csv" if p.is_dir() else p
+        try:
+            text = read_regular_file(p, 64 * 2 ** 20).decode("utf-8")
+            rows = list(csv.DictReader(text.splitlines()))
+            if rows and not {"run", "condition", "term", "coef", "ci_low", "ci_high", "per_sd"} <= set(rows[0]):
+                raise ValueError("it is not an analysis_regression.csv of 'vlbench analyze'")
+        except (OSError, ValueError, csv.Error) as exc:
+            warn(f"analysis {given} skipped: {exc}")
+            continue
+        out.append((f"{p.parent.name}/{p.name}", rows))
+    return out
+
+
+def _num(cell) -> float | None:
+    try:
+        value = float(cell)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def analysis_table(ctx: _Ctx, analyses: list[tuple[str, list[dict]]], warn) -> Table:
+    """Which captions make each model brittle (``vlbench analyze``, docs/analyze.md): per model, dataset and
+    perturbation family, the regression of the per-query change on the caption features, one row per feature,
+    for the runs this leaderboard uses (an analysis of another run is left out with a warning)."""
+    used = {r.record.run_id: r for r in ctx.sel.used_runs()}
+    cols = [Column("dataset"), Column("model"), Column("condition"), Column("direction"), Column("outcome"),
+            Column("feature"), Column("per_sd", "num", 2, "effect of 1 SD"), Column("coef", "num", 3),
+            Column("ci_low", "num", 3), Column("ci_high", "num", 3), Column("n", "int"),
+            Column("n_images", "int", label="images"), Column("analysis")]
+    rows = []
+    for name, recs in analyses:
+        other = sorted({r["run"] for r in recs if r["run"] not in used})
+        if other:
+            warn(f"analysis {name}: rows of run(s) {', '.join(other)} left out (not among this leaderboard's runs)")
+        for r in recs:
+            run = used.get(r["run"])
+            if run is None or r["term"] in ("const", "(not fitted)") or r.get("scope") == "condition" and \
+                    any(x.get("scope") == "family" and x["run"] == r["run"] for x in recs):
+                continue  # the family rows when the run has them; single conditions otherwise
+            model = ctx.lab.model.get(run.record.model.hash, run.record.model.spec)
+            rows.append([r.get("dataset"), model, r["condition"].removeprefix("family:"), r.get("direction"),
+                         r.get("outcome"), r["term"], _num(r["per_sd"]), _num(r["coef"]), _num(r["ci_low"]),
+                         _num(r["ci_high"]), int(float(r["n"])) if _num(r.get("n")) is not None else None,
+                         int(float(r["n_images"])) if _num(r.get("n_images")) is not None else None, name])
+    return Table("caption_brittleness", "Which captions make a model brittle (vlbench analyze)",
+                 "Least squares of the per-query change under each perturbation family on caption granularity "
+                 "features; 95% intervals cluster-robust by image; 'effect of 1 SD' is the coefficient times the "
+                 "feature's standard deviation. Correlation, not cause (docs/analyze.md).", cols, rows, [])
