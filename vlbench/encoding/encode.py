@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import DataError, ModelError, VlbenchError
 from .cache import EmbeddingCache, item_key
 from .images import MAX_ASPECT, check_image_header, file_key, file_problem, load_image, max_aspect  # noqa: F401 -- re-exported
+from .pixels import PixelItem, PixelJob, PixelStore, collate_pixels
 
 
 @dataclass
@@ -39,6 +40,9 @@ class EncodeStats:
     image_seconds: float = 0.0
     text_seconds: float = 0.0
     image_forward_seconds: float = 0.0
+    images_decoded: int = 0  # image files decoded and preprocessed (encoding/pixels.py: not those from the cache)
+    pixels_cached: int = 0  # images whose preprocessed pixels came from the pixel cache
+    pixel_files_damaged: int = 0
     text_forward_seconds: float = 0.0
     model_load_seconds: float = 0.0  # loading the model where encoding first needs it (pipeline/timing.py)
     oom_retries: list = field(default_factory=list)
@@ -102,6 +106,91 @@ class _Collate:
     def __call__(self, items):
         bad = next((x for x in items if isinstance(x, _Failed)), None)
         return bad if bad is not None else self.collate(items)
+
+
+class _PixelSet:
+    """The pixel route's DataLoader dataset (encoding/pixels.py): each job's pixels from the store, else decoded,
+    transformed (an image condition) and made by the adapter's ``to_pixels``, then stored."""
+
+    def __init__(self, jobs: list[PixelJob], to_pixels, store: PixelStore | None):
+        self.jobs, self.to_pixels, self.store = jobs, to_pixels, store
+
+    def __len__(self):
+        return len(self.jobs)
+
+    def __getitem__(self, i):
+        job = self.jobs[i]
+        arr, how = self.store.get(job.key) if self.store is not None else (None, "miss")
+        if arr is not None:
+            return PixelItem(arr, how)
+        try:
+            image = self._decoded(job.path)
+        except VlbenchError as exc:
+            return _Failed(exc.message, exc.hint)
+        try:
+            if job.transform is not None:
+                image = job.transform(image, job.index, job.content)
+            arr = np.ascontiguousarray(np.asarray(self.to_pixels(image)), dtype=np.uint8)
+        except VlbenchError as exc:  # a plug-in transform's error or bad output, an image above the pixel limit
+            return _Failed(f"{job.path}: {exc.message}" if job.transform is not None else exc.message, exc.hint)
+        if self.store is not None:
+            self.store.put(job.key, arr)
+        return PixelItem(arr, how)
+
+    def _decoded(self, path):
+        """The decoded image, reused while consecutive jobs name the same file (the conditions of one image,
+        which the encoder orders together); transforms copy their input, so it is never changed."""
+        last = getattr(self, "_last", None)
+        if last is None or last[0] != path:
+            self._last = last = (path, load_image(path))
+        return last[1]
+
+
+def pixel_store(adapter, cache: EmbeddingCache | None) -> tuple[bool, PixelStore | None]:
+    """(whether the adapter has the pixel split, its pixel store under the embedding cache's root or None)."""
+    spec_fn = getattr(adapter, "pixel_spec", None)
+    spec = spec_fn() if spec_fn is not None else None
+    if spec is None:
+        return False, None
+    if cache is None:
+        return True, None
+    return True, PixelStore.open(cache.root, spec, read=cache.read, write=cache.write)
+
+
+def image_batches(adapter, jobs: list[PixelJob], sizes: list[int], reference, *, num_workers: int | None,
+                  cache: EmbeddingCache | None, stats: EncodeStats):
+    """Model-input batches of ``jobs`` (consecutive batches of ``sizes``), made in DataLoader workers while the
+    model runs: through the pixel route when the adapter has the split (pixels from the cache or decoded once,
+    normalised on the model's device), else through ``reference`` (a Dataset giving ``adapter.preprocess``
+    outputs for the same jobs). Counts the images decoded; bad files raise DataError as the batch comes."""
+    import torch
+
+    split, store = pixel_store(adapter, cache)
+    workers = num_workers if num_workers is not None else default_workers()
+    sampler, pos = [], 0
+    for n in sizes:
+        sampler.append(list(range(pos, pos + n)))
+        pos += n
+    device = str(getattr(adapter, "device", "cpu"))
+    pin = device.startswith("cuda") and torch.cuda.is_available()
+    if not split:
+        loader = torch.utils.data.DataLoader(reference, batch_sampler=sampler, num_workers=workers,
+                                             collate_fn=_Collate(adapter.collate), pin_memory=pin)
+        for n, batch in zip(sizes, loader):
+            stats.images_decoded += n
+            yield batch
+        return
+    loader = torch.utils.data.DataLoader(_PixelSet(jobs, adapter.to_pixels, store), batch_sampler=sampler,
+                                         num_workers=workers, collate_fn=_Collate(collate_pixels), pin_memory=pin)
+    for batch in loader:
+        if isinstance(batch, _Failed):
+            yield batch
+            continue
+        pixels, decoded, bad = batch
+        stats.images_decoded += decoded
+        stats.pixels_cached += len(pixels) - decoded
+        stats.pixel_files_damaged += bad
+        yield adapter.from_pixels(pixels.to(device, non_blocking=True) if pin else pixels)
 
 
 def _raise_failed(pairs):
@@ -235,20 +324,13 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
         for b in mine:  # bad files fail here, before the model and torch are loaded
             for k in b:
                 check_image_header(first_path[k])
-        import torch
-
         t_load = time.perf_counter()
         getattr(adapter, "real", None)  # load a lazy model here, once, not in every DataLoader worker
         stats.model_load_seconds += time.perf_counter() - t_load
-        workers = num_workers if num_workers is not None else default_workers()
         flat = [k for b in mine for k in b]
-        ds = _ImageSet([first_path[k] for k in flat], adapter.preprocess)
-        sampler, pos = [], 0
-        for b in mine:
-            sampler.append(list(range(pos, pos + len(b))))
-            pos += len(b)
-        loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
-                                             collate_fn=_Collate(adapter.collate))
+        jobs = [PixelJob(k, str(first_path[k])) for k in flat]
+        loader = image_batches(adapter, jobs, [len(b) for b in mine], _ImageSet([first_path[k] for k in flat],
+                               adapter.preprocess), num_workers=num_workers, cache=cache, stats=stats)
         enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
         with tqdm(total=len(flat), desc="images", unit="img", disable=not progress, leave=False) as bar:
             _encode_batches(_raise_failed(zip(mine, loader)), enc, "image", cache, vec_of, encoded, stats, bar)

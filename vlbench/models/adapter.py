@@ -65,6 +65,24 @@ class ModelAdapter:
     def encode_images(self, batch):  # -> (n, d) tensor or array
         raise NotImplementedError
 
+    # the pixel split (encoding/pixels.py): optional; an adapter that has it shares decoded pixels with every
+    # model of the same spec (the preprocessed-pixel cache) and can take pixels made on the device (--pixels)
+
+    def pixel_spec(self) -> dict | None:
+        """JSON-able description of everything that makes the uint8 pixels before normalisation (sizes,
+        interpolation, crop, the resampling library and its version), or None: no pixel split (default)."""
+        return None
+
+    def to_pixels(self, image):
+        """A decoded image (PIL RGB, or a uint8 C x H x W tensor, possibly on the device) -> the uint8
+        C x H x W pixels of the model input before normalisation."""
+        raise NotImplementedError
+
+    def from_pixels(self, batch):
+        """A uint8 N x C x H x W batch of :meth:`to_pixels` outputs -> the batch :meth:`encode_images` takes,
+        equal bit for bit to collating :meth:`preprocess` of the same images."""
+        raise NotImplementedError
+
     def encode_texts(self, texts: list[str]):  # -> (n, d) tensor or array
         raise NotImplementedError
 

@@ -94,6 +94,49 @@ class HFDualEncoder(ModelAdapter):
     def preprocess(self, image):
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
 
+    #: the processor settings that only normalise (after the uint8 pixels): not part of the pixel spec
+    _NORMALISING = ("do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std")
+
+    def pixel_spec(self) -> dict | None:
+        """The image processor's settings minus its normalisation, with the libraries that resample; None when
+        the processor does not give uint8 pixels with rescaling and normalisation off (checked once)."""
+        import torchvision
+        import transformers
+
+        ip = self.image_processor
+        if getattr(self, "_pixel_ok", None) is None:
+            self._pixel_ok = self._pixel_split_holds()
+        if not self._pixel_ok:
+            return None
+        settings = {k: v for k, v in ip.to_dict().items() if k not in self._NORMALISING}
+        return json.loads(json.dumps({"processor": settings, "transformers": transformers.__version__,
+                                      "torchvision": torchvision.__version__}, default=str, sort_keys=True))
+
+    def _pixel_split_holds(self) -> bool:
+        """True when ``from_pixels(to_pixels(x))`` is ``preprocess(x)`` bit for bit on a probe image (a processor
+        that resamples in floats, or a NaFlex one, has no uint8 split: it is never cached as pixels)."""
+        import numpy as np
+        import torch
+        from PIL import Image
+
+        probe = Image.fromarray(np.random.default_rng(0).integers(0, 256, (37, 53, 3), dtype=np.uint8))
+        try:
+            pixels = self.to_pixels(probe)
+            if not isinstance(pixels, torch.Tensor) or pixels.dtype != torch.uint8 or pixels.ndim != 3:
+                return False
+            return bool(torch.equal(self.from_pixels(pixels[None])[0], self.preprocess(probe)))
+        except Exception:
+            return False
+
+    def to_pixels(self, image):
+        return self.image_processor(images=image, return_tensors="pt", do_rescale=False,
+                                    do_normalize=False)["pixel_values"][0]
+
+    def from_pixels(self, batch):
+        ip = self.image_processor
+        return ip.rescale_and_normalize(batch, ip.do_rescale, ip.rescale_factor, ip.do_normalize, ip.image_mean,
+                                        ip.image_std)
+
     def _tokenize(self, texts):
         return self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
                               return_tensors="pt")

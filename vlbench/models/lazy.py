@@ -152,6 +152,15 @@ class LazyModel(ModelAdapter):
     def encode_images(self, batch):
         return self.real.encode_images(batch)
 
+    def pixel_spec(self):
+        return self.real.pixel_spec()
+
+    def to_pixels(self, image):
+        return self.real.to_pixels(image)
+
+    def from_pixels(self, batch):
+        return self.real.from_pixels(batch)
+
     def encode_texts(self, texts):
         return self.real.encode_texts(texts)
 

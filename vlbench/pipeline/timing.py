@@ -138,6 +138,7 @@ def encoding(name: str, stats, fn: Callable):
     load (measured in ``stats`` where they happen) then move to their own stages; ``name`` keeps the rest.
     Items: the images / texts the model encoded (cache hits are not counted)."""
     before = {f: getattr(stats, f, 0) for f, _, _ in _SPLITS} | {c: getattr(stats, c, 0) for _, _, c in _SPLITS if c}
+    before["images_decoded"] = getattr(stats, "images_decoded", 0)
     out = timed(name, fn)
     clock = current()
     for field, target, counter in _SPLITS:
@@ -145,8 +146,8 @@ def encoding(name: str, stats, fn: Callable):
         if counter:
             n = getattr(stats, counter, 0) - before[counter]
             clock.count(target, n)
-            if counter == "images_encoded" and name == "image_decode_preprocess":
-                clock.count(name, n)
+    if name == "image_decode_preprocess":  # its items: the image files decoded (not the pixel cache's)
+        clock.count(name, getattr(stats, "images_decoded", 0) - before["images_decoded"])
     return out
 
 
