@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import stores
-from ..util.io import atomic_write_bytes, sha256_json
+from ..util.io import cache_write_bytes, sha256_json
 
 #: bump when decoding (images.load_image) or the way pixels are stored changes what a cached array is
 PIXEL_CODE_VERSION = "1"
@@ -95,14 +95,10 @@ class PixelStore:
         pixels = np.ascontiguousarray(pixels)
         buf = io.BytesIO()
         np.savez(buf, pixels=pixels, checksum=np.array(pixel_checksum(self.spec, key, pixels)))
-        for _ in range(2):  # a concurrent `cache clear` may remove the folder between mkdir and the rename
-            try:
-                atomic_write_bytes(self.path(key), buf.getvalue())
-                return
-            except FileNotFoundError:
-                continue
-            except OSError:  # a full or read-only disk: the run goes on, the image is decoded next time
-                return
+        try:  # a concurrent `cache clear` removing the folder is retried (util.io.cache_write_bytes)
+            cache_write_bytes(self.path(key), buf.getvalue())
+        except OSError:  # a full or read-only disk: the run goes on, the image is decoded next time
+            pass
 
     def _damaged(self, p: Path, problem: str) -> tuple[None, str]:
         try:

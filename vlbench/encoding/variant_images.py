@@ -73,14 +73,35 @@ def variant_key(transform, index: int, content: str) -> str:
     return item_key(content) if k is None else item_key(f"{k}|{content}")
 
 
+class _Geometry:
+    """The model as a transform's ``bind`` sees it. Binding reads only the geometry of the model's preprocessing
+    (the shape it gives a probe image), so ``preprocess`` answers with a read-only zero array of the shape the
+    model's own preprocessing gives an image of that size, remembered beside the model's identity
+    (:meth:`vlbench.models.lazy.LazyModel.preprocessed_shape`): a warm run whose vectors are all cached loads
+    no model for it (issue #32). Without that memo, or when the output has no shape, it is the model's own."""
+
+    def __init__(self, adapter):
+        self._adapter = adapter
+
+    def __getattr__(self, name):
+        return getattr(self._adapter, name)
+
+    def preprocess(self, image):
+        shape = self._adapter.preprocessed_shape(image.size)
+        if shape is None:
+            return self._adapter.preprocess(image)
+        return np.broadcast_to(np.zeros((), dtype=np.float32), shape)
+
+
 def bind_transforms(adapter, conditions: list) -> dict[str, dict]:
     """Bind each condition's image transform to the model (e.g. the corruption geometry follows the model's
     input size); returns {condition name: what its results entry gains}, for the record step to place."""
     out = {}
+    seen = _Geometry(adapter) if hasattr(adapter, "preprocessed_shape") else adapter
     for c in conditions:
         bind = getattr(c.image, "bind", None)
         if bind is not None:
-            out[c.name] = dict(bind(adapter) or {})
+            out[c.name] = dict(bind(seen) or {})
     return out
 
 

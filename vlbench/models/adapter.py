@@ -32,7 +32,7 @@ from typing import Any
 
 from .. import stores
 from ..errors import ModelError, VlbenchError
-from ..util.io import atomic_write_text
+from ..util.io import cache_write_bytes
 from ..util.paths import offline
 from .families import model_family  # the built-in family records register themselves here
 from .identity import ModelIdentity
@@ -154,8 +154,9 @@ def _dir_fingerprint(path: Path) -> dict:
     cached vectors (issue #12); ctime cannot be set back by a user and a rename gives a new inode.
     """
     memo_path = stores.path("file-digests") / "digests.json"  # the current cache root (stores.using)
+    keep = stores.on_disk()  # a --no-cache run neither reads nor writes the memo
     try:
-        memo = json.loads(memo_path.read_text())
+        memo = json.loads(memo_path.read_text()) if keep else {}
     except (OSError, ValueError):
         memo = {}
     changed = False
@@ -173,9 +174,9 @@ def _dir_fingerprint(path: Path) -> dict:
             digest = memo[key] = fh_hash.hexdigest()
             changed = True
         h.update(f"{p.relative_to(path)}\0{digest}\0".encode())
-    if changed:
+    if changed and keep:
         try:
-            atomic_write_text(memo_path, json.dumps(memo))
+            cache_write_bytes(memo_path, json.dumps(memo).encode())
         except OSError:
             pass
     return {"local_path": str(path.resolve()), "content_sha256": h.hexdigest()}

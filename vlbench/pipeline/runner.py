@@ -234,13 +234,13 @@ class Encoded:
     distractors: dict = field(default_factory=dict)  # gallery condition -> its injected candidates (distractors.py)
 
 
-def _load_model(m, o):
+def _load_model(m, o, images: list | None = None):
     """The run's encoding session (the lazy model, its embedding cache, the encode statistics) from the
-    model and output option groups."""
+    model and output option groups; ``images``: checked before a model that must be loaded at once."""
 
     return EncodingSession.open(m.model, cache_dir=o.cache_dir, no_cache=o.no_cache, restart=o.restart,
                                 device=m.device, precision=m.precision, trust_remote_code=m.trust_remote_code,
-                                revision=m.revision)
+                                revision=m.revision, images=images)
 
 
 def _run_id(model_spec: str, ds: Dataset, model_hash: str) -> str:
@@ -251,11 +251,11 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     """Images once, each distinct text once over all conditions; under torchrun each rank its share."""
 
     ds, m = plan.ds, cfg.model_opts
-    session = _load_model(m, cfg.output_opts)
+    paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
+    session = _load_model(m, cfg.output_opts, paths)
     timing.enter("other")
     run_id = _run_id(m.model, ds, session.model_hash)
     out = prepare_out(cfg.out, run_id) if shard.rank == 0 else None
-    paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
     progress = not cfg.quiet
     _log(cfg, f"encoding {len(paths)} images with {m.model} ({m.precision})"
               + (f", {shard.world} processes" if shard.world > 1 else ""))
@@ -368,6 +368,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     per_query_file = timing.timed("writing", lambda: write_per_query(enc.out, ds, evals))
     timing.timed("flips", lambda: write_flips(enc.out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
     timing.timed("writing", lambda: write_index(enc.out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
+    timing.enter("writing")  # from here on the record is built (library versions, dataset hash) and written
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}
     dataset = ds.describe()

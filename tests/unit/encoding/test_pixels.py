@@ -61,3 +61,27 @@ def test_store_round_trip_damage_and_concurrent_clear(tmp_path, capsys):
     assert store.get("cd" * 32)[1] == "hit"
     other = PixelStore.open(tmp_path, {"size": 5})  # another spec: another folder, nothing shared
     assert other.folder != store.folder and other.get("cd" * 32) == (None, "miss")
+
+
+def test_cache_writes_survive_a_concurrent_clear(tmp_path, monkeypatch):
+    """Issue #32: `vlbench cache clear` removing a store's folder between its creation and the rename of a write
+    (the model-identity memo's atomic write, 1 in 24 tries) is retried, never a traceback."""
+    import tempfile
+
+    import vlbench.util.io as io_
+
+    real, cleared = tempfile.mkstemp, []
+
+    def racing(*args, dir=None, **kw):
+        if not cleared:  # the first write: the folder vanishes just before the temporary file is made
+            cleared.append(dir)
+            shutil.rmtree(dir)
+        return real(*args, dir=dir, **kw)
+
+    monkeypatch.setattr(io_.tempfile, "mkstemp", racing)
+    target = tmp_path / "models" / "memo.json"
+    assert io_.cache_write_bytes(target, b"{}") is True
+    assert cleared and target.read_bytes() == b"{}"
+    monkeypatch.setattr(io_.tempfile, "mkstemp", lambda *a, dir=None, **kw: (_ for _ in ()).throw(
+        FileNotFoundError(dir)))
+    assert io_.cache_write_bytes(tmp_path / "models" / "other.json", b"{}") is False  # keeps vanishing: skipped
