@@ -83,3 +83,31 @@ def test_results_record_the_pixel_route(tiny_models, data, tmp_path):
     enc = res["encoding"]
     assert enc["images_decoded"] == 12 and enc["pixels_cached"] == 0
     assert json.loads(json.dumps(res["hardware"]))["num_workers"] == 0
+
+
+def test_the_device_path_runs_on_the_cpu_under_its_own_identity(tiny_models, data, tmp_path):
+    """--pixels device (JPEGs decoded by torchvision on --device, here the CPU; a PNG through PIL in the same
+    batch): every image encoded, the path recorded, another model hash (caches never mix), and on the CPU, where
+    torchvision and PIL both decode with libjpeg, numbers close to the reference path's."""
+    from PIL import Image
+
+    root, man = data
+    model = tiny_models("clip", seed=0)
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    rows = [json.loads(line) for line in man.read_text().splitlines()]
+    for i, r in enumerate(rows):
+        im = Image.open(man.parent / r["image"])
+        name = f"{i:03d}." + ("png" if i == 3 else "jpg")
+        im.save(mixed / name)
+        r["image"] = name
+    (mixed / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cache = tmp_path / "cache"
+    ref = _run(model, mixed / "m.jsonl", tmp_path / "ref", cache)
+    dev = _run(model, mixed / "m.jsonl", tmp_path / "dev", cache, pixels="device")
+    assert dev["model"]["hash"] != ref["model"]["hash"] and dev["model"]["identity"]["pixels"] == "device"
+    assert dev["hardware"]["pixels"] == "device" and ref["hardware"]["pixels"] == "reference"
+    enc = dev["encoding"]
+    assert enc["images_encoded"] == 12 and enc["images_device_decoded"] == 11 and _decoded(dev) == 12
+    for (c, d, m, k, v), (_, _, _, _, w) in zip(_values(ref), _values(dev)):
+        assert v == pytest.approx(w, abs=34), (c, d, m, k)  # 12 images: one rank moved changes R@1 by 8.3

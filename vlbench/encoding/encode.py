@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import DataError, ModelError, VlbenchError
 from .cache import EmbeddingCache, item_key
+from .device_pixels import DeviceBatches, check_device_path
 from .images import MAX_ASPECT, check_image_header, file_key, file_problem, load_image, max_aspect  # noqa: F401 -- re-exported
 from .pixels import PixelItem, PixelJob, PixelStore, collate_pixels
 
@@ -42,6 +43,7 @@ class EncodeStats:
     image_forward_seconds: float = 0.0
     images_decoded: int = 0  # image files decoded and preprocessed (encoding/pixels.py: not those from the cache)
     pixels_cached: int = 0  # images whose preprocessed pixels came from the pixel cache
+    images_device_decoded: int = 0  # of images_decoded: JPEGs decoded on the model's device (--pixels device)
     pixel_files_damaged: int = 0
     text_forward_seconds: float = 0.0
     model_load_seconds: float = 0.0  # loading the model where encoding first needs it (pipeline/timing.py)
@@ -328,12 +330,17 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
         getattr(adapter, "real", None)  # load a lazy model here, once, not in every DataLoader worker
         stats.model_load_seconds += time.perf_counter() - t_load
         flat = [k for b in mine for k in b]
-        jobs = [PixelJob(k, str(first_path[k])) for k in flat]
-        loader = image_batches(adapter, jobs, [len(b) for b in mine], _ImageSet([first_path[k] for k in flat],
-                               adapter.preprocess), num_workers=num_workers, cache=cache, stats=stats)
+        if getattr(adapter, "pixels", "reference") == "device":  # --pixels device (device_pixels.py)
+            check_device_path(adapter, getattr(adapter, "spec", adapter.name))
+            pairs = iter(DeviceBatches(adapter, mine, first_path, stats))
+        else:
+            jobs = [PixelJob(k, str(first_path[k])) for k in flat]
+            loader = image_batches(adapter, jobs, [len(b) for b in mine], _ImageSet([first_path[k] for k in flat],
+                                   adapter.preprocess), num_workers=num_workers, cache=cache, stats=stats)
+            pairs = _raise_failed(zip(mine, loader))
         enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
         with tqdm(total=len(flat), desc="images", unit="img", disable=not progress, leave=False) as bar:
-            _encode_batches(_raise_failed(zip(mine, loader)), enc, "image", cache, vec_of, encoded, stats, bar)
+            _encode_batches(pairs, enc, "image", cache, vec_of, encoded, stats, bar)
     stats.image_seconds += time.perf_counter() - t_start
     return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of and shard.keep(k, encoded)}
 

@@ -75,7 +75,7 @@ class ModelAdapter:
 
     def to_pixels(self, image):
         """A decoded image (PIL RGB, or a uint8 C x H x W tensor, possibly on the device) -> the uint8
-        C x H x W pixels of the model input before normalisation."""
+        C x H x W pixels of the model input before normalisation; a list of tensors -> N x C x H x W."""
         raise NotImplementedError
 
     def from_pixels(self, batch):

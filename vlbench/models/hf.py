@@ -94,6 +94,11 @@ class HFDualEncoder(ModelAdapter):
     def preprocess(self, image):
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
 
+    def attention_implementation(self) -> str | None:
+        """The loaded model's attention implementation (eager, sdpa, flash_attention_2); None before loading."""
+        cfg = getattr(self._model, "config", None)
+        return getattr(cfg, "_attn_implementation", None) if cfg is not None else None
+
     #: the processor settings that only normalise (after the uint8 pixels): not part of the pixel spec
     _NORMALISING = ("do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std")
 
@@ -129,8 +134,11 @@ class HFDualEncoder(ModelAdapter):
             return False
 
     def to_pixels(self, image):
-        return self.image_processor(images=image, return_tensors="pt", do_rescale=False,
-                                    do_normalize=False)["pixel_values"][0]
+        """One image -> C x H x W; a list of them (uint8 tensors on the device: --pixels device) -> N x C x H x W,
+        resized and cropped where the tensors are."""
+        out = self.image_processor(images=image, return_tensors="pt", do_rescale=False,
+                                   do_normalize=False)["pixel_values"]
+        return out if isinstance(image, list) else out[0]
 
     def from_pixels(self, batch):
         ip = self.image_processor

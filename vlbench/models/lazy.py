@@ -30,9 +30,11 @@ from ..registry import models as MODELS
 from ..util.io import cache_write_bytes, sha256_json
 from .adapter import EMBED_CODE_VERSION, ModelAdapter, load_model, parse_model_spec, pick_device
 from .families import model_family
+from .identity import ModelIdentity
 
 
-def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision: str | None) -> str | None:
+def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision: str | None,
+                pixels: str = "reference") -> str | None:
     """A cheap key of everything that decides the model's identity, or None (no fast path).
 
     The family's own ``fingerprint`` hook (families.py) adds what only it knows (local file digests, the
@@ -48,6 +50,8 @@ def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision:
         return None
     base = {"spec": spec, "precision": precision, "trust_remote_code": trust_remote_code, "revision": revision,
             "embed_code": EMBED_CODE_VERSION, **extra}
+    if pixels != "reference":  # --pixels device: another identity (the reference path's key is unchanged)
+        base["pixels"] = pixels
     source = MODELS.entry(name).source
     if source != "builtin":  # a plug-in's new version may compute other vectors: never reuse across versions
         base["source"] = source
@@ -60,6 +64,8 @@ class LazyModel(ModelAdapter):
         image headers: a bad image is refused before torch and the weights take their memory)."""
         self.spec = spec
         self.name = parse_model_spec(spec)[0]
+        #: which path makes the image pixels (encoding/device_pixels.py): part of the identity unless "reference"
+        self.pixels = load_kwargs.pop("pixels", None) or "reference"
         self._kw = load_kwargs
         self._real: ModelAdapter | None = None
         self._root = Path(cache_root) if cache_root else None
@@ -68,7 +74,7 @@ class LazyModel(ModelAdapter):
         if self._root is not None and reuse:
             self._fp = fingerprint(spec, precision=load_kwargs.get("precision", "fp32"),
                                    trust_remote_code=load_kwargs.get("trust_remote_code", False),
-                                   revision=load_kwargs.get("revision"))
+                                   revision=load_kwargs.get("revision"), pixels=self.pixels)
             if self._fp:
                 try:
                     self._resolved = json.loads(self._memo_path().read_text())
@@ -94,8 +100,9 @@ class LazyModel(ModelAdapter):
             with stores.using(self._root, disk=self._root is not None):
                 self._real = load_model(self.spec, **self._kw)
             if self._root is not None and self._fp:
-                rec: dict[str, Any] = {"identity": self._real.identity(), "model_hash": self._real.model_hash(),
-                                       "spec": self.spec}
+                ident = self._identity_of(self._real)
+                digest = self._real.model_hash() if self.pixels == "reference" else self._hash_of(ident)
+                rec: dict[str, Any] = {"identity": ident, "model_hash": digest, "spec": self.spec}
                 stale = self._resolved is not None and self._resolved.get("model_hash") != rec["model_hash"]
                 if self._resolved is None or stale:
                     cache_write_bytes(self._memo_path(), json.dumps(rec, sort_keys=True, default=str).encode())
@@ -133,11 +140,20 @@ class LazyModel(ModelAdapter):
             cache_write_bytes(self._memo_path(), json.dumps(self._resolved, sort_keys=True, default=str).encode())
         return None if found is None else tuple(found)
 
+    def _identity_of(self, real: ModelAdapter) -> dict:
+        ident = real.identity()
+        return ident if self.pixels == "reference" else {**ident, "pixels": self.pixels}
+
+    def _hash_of(self, ident: dict) -> str:
+        return ModelIdentity.from_dict(ident).hash(EMBED_CODE_VERSION)
+
     def identity(self):
-        return self._resolved["identity"] if self._resolved else self.real.identity()
+        return self._resolved["identity"] if self._resolved else self._identity_of(self.real)
 
     def model_hash(self):
-        return self._resolved["model_hash"] if self._resolved else self.real.model_hash()
+        if self._resolved:
+            return self._resolved["model_hash"]
+        return self.real.model_hash() if self.pixels == "reference" else self._hash_of(self.identity())
 
     def text_keys(self, texts):
         """Digests of the model's own text keys (token ids after truncation), remembered per text list."""
@@ -172,6 +188,10 @@ class LazyModel(ModelAdapter):
 
     def encode_images(self, batch):
         return self.real.encode_images(batch)
+
+    def attention_implementation(self):
+        fn = getattr(self._real, "attention_implementation", None)
+        return fn() if callable(fn) else None
 
     def pixel_spec(self):
         return self.real.pixel_spec()

@@ -171,10 +171,25 @@ def hardware(device, precision: str, batch_size: int, num_workers: int | None) -
             "platform": platform.platform()}
 
 
+def execution(adapter, pixels: str, stats) -> dict:
+    """How the model was fed and run, beside ``hardware``: the pixel path (--pixels), how many images came from
+    the pixel cache, the attention implementation of the loaded model (None: not loaded, or the adapter does not
+    say) and torch's float32 matmul precision ("highest": true fp32; "high": TF32 on GPUs that have it)."""
+    torch = sys.modules.get("torch")
+    attention = getattr(adapter, "attention_implementation", None)
+    matmul = None
+    with contextlib.suppress(Exception):
+        matmul = torch.get_float32_matmul_precision() if torch is not None else None
+    return {"pixels": pixels, "pixels_from_cache": int(getattr(stats, "pixels_cached", 0)),
+            "attention": attention() if callable(attention) else None, "float32_matmul": matmul}
+
+
 def run_fields(cfg, enc) -> dict:
     """``timings`` and ``hardware`` of results.json for the run in progress (the clock's report so far)."""
     m = cfg.model_opts
     device = enc.adapter.device
     if str(device) == "not loaded":  # a warm run: every embedding came from the cache
         device = f"{m.device or 'auto'} (model not loaded: every embedding came from the cache)"
-    return {"timings": current().report(), "hardware": hardware(device, m.precision, m.batch_size, m.num_workers)}
+    return {"timings": current().report(),
+            "hardware": hardware(device, m.precision, m.batch_size, m.num_workers) | execution(
+                enc.adapter, m.pixels, enc.stats)}
