@@ -65,6 +65,11 @@ class DeviceBatches:
         fast = [device_readable(p) for p in paths]
         return paths, fast, _read([p for p, f in zip(paths, fast) if f])
 
+    def pixels_of(self, paths: list):
+        """(the uint8 N x C x H x W pixels of ``paths`` on the device, how many were decoded on the device)."""
+        fast = [device_readable(p) for p in paths]
+        return self._pixels(paths, fast, _read([p for p, f in zip(paths, fast) if f])), sum(fast)
+
     def _pixels(self, paths: list, fast: list, data: list):
         import torch
         from torchvision.io import ImageReadMode, decode_jpeg
