@@ -4,7 +4,8 @@
 * Texts are de-duplicated on what the model actually sees (token ids after truncation) and
   batched by token length, so padding is small.
 * Each finished batch is written to the embedding cache at once: a killed run loses at most the
-  batch in flight, and the next run with the same arguments picks up the rest.
+  batches in flight (two: batch i is read back once batch i + 1 is queued on the device, so a GPU never waits
+  for the host between batches), and the next run with the same arguments picks up the rest.
 * A batch that runs out of memory is split in halves, down to single items; later batches use the
   reduced size. Every reduction is recorded.
 * Vectors are L2-normalized here (in float64, stored as float32), for every adapter alike.
@@ -15,7 +16,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from collections.abc import Callable
@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import DataError, ModelError, VlbenchError
+from ..errors import ModelError, VlbenchError
 from .cache import EmbeddingCache, item_key
 from .device_pixels import DeviceBatches, check_device_path
+from .feed import _Collate, _Failed, _raise_failed, default_workers, image_batches, pixel_store  # noqa: F401 -- re-exported
 from .images import MAX_ASPECT, check_image_header, file_key, file_problem, load_image, max_aspect  # noqa: F401 -- re-exported
-from .pixels import PixelItem, PixelJob, PixelStore, collate_pixels
+from .pixels import PixelJob
 
 
 @dataclass
@@ -76,14 +77,6 @@ SINGLE = Shard()
 # ---------------------------------------------------------------------------------------------
 # images: the file checks and decoding rules live in images.py (re-exported here, where callers import them)
 
-@dataclass(frozen=True)
-class _Failed:
-    """A bad image, carried out of a DataLoader worker as data: raising there would make torch wrap the
-    clean message in the worker's whole traceback."""
-    message: str
-    hint: str | None
-
-
 class _ImageSet:
     def __init__(self, paths, preprocess):
         self.paths = paths
@@ -97,109 +90,6 @@ class _ImageSet:
             return self.preprocess(load_image(self.paths[i]))
         except VlbenchError as exc:  # a bad file, or a bad VLBENCH_MAX_IMAGE_ASPECT
             return _Failed(exc.message, exc.hint)
-
-
-class _Collate:
-    """The adapter's collate, passing the first bad image of a batch through instead (picklable)."""
-
-    def __init__(self, collate):
-        self.collate = collate
-
-    def __call__(self, items):
-        bad = next((x for x in items if isinstance(x, _Failed)), None)
-        return bad if bad is not None else self.collate(items)
-
-
-class _PixelSet:
-    """The pixel route's DataLoader dataset (encoding/pixels.py): each job's pixels from the store, else decoded,
-    transformed (an image condition) and made by the adapter's ``to_pixels``, then stored."""
-
-    def __init__(self, jobs: list[PixelJob], to_pixels, store: PixelStore | None):
-        self.jobs, self.to_pixels, self.store = jobs, to_pixels, store
-
-    def __len__(self):
-        return len(self.jobs)
-
-    def __getitem__(self, i):
-        job = self.jobs[i]
-        arr, how = self.store.get(job.key) if self.store is not None else (None, "miss")
-        if arr is not None:
-            return PixelItem(arr, how)
-        try:
-            image = self._decoded(job.path)
-        except VlbenchError as exc:
-            return _Failed(exc.message, exc.hint)
-        try:
-            if job.transform is not None:
-                image = job.transform(image, job.index, job.content)
-            arr = np.ascontiguousarray(np.asarray(self.to_pixels(image)), dtype=np.uint8)
-        except VlbenchError as exc:  # a plug-in transform's error or bad output, an image above the pixel limit
-            return _Failed(f"{job.path}: {exc.message}" if job.transform is not None else exc.message, exc.hint)
-        if self.store is not None:
-            self.store.put(job.key, arr)
-        return PixelItem(arr, how)
-
-    def _decoded(self, path):
-        """The decoded image, reused while consecutive jobs name the same file (the conditions of one image,
-        which the encoder orders together); transforms copy their input, so it is never changed."""
-        last = getattr(self, "_last", None)
-        if last is None or last[0] != path:
-            self._last = last = (path, load_image(path))
-        return last[1]
-
-
-def pixel_store(adapter, cache: EmbeddingCache | None) -> tuple[bool, PixelStore | None]:
-    """(whether the adapter has the pixel split, its pixel store under the embedding cache's root or None)."""
-    spec_fn = getattr(adapter, "pixel_spec", None)
-    spec = spec_fn() if spec_fn is not None else None
-    if spec is None:
-        return False, None
-    if cache is None:
-        return True, None
-    return True, PixelStore.open(cache.root, spec, read=cache.read, write=cache.write)
-
-
-def image_batches(adapter, jobs: list[PixelJob], sizes: list[int], reference, *, num_workers: int | None,
-                  cache: EmbeddingCache | None, stats: EncodeStats):
-    """Model-input batches of ``jobs`` (consecutive batches of ``sizes``), made in DataLoader workers while the
-    model runs: through the pixel route when the adapter has the split (pixels from the cache or decoded once,
-    normalised on the model's device), else through ``reference`` (a Dataset giving ``adapter.preprocess``
-    outputs for the same jobs). Counts the images decoded; bad files raise DataError as the batch comes."""
-    import torch
-
-    split, store = pixel_store(adapter, cache)
-    workers = num_workers if num_workers is not None else default_workers()
-    sampler, pos = [], 0
-    for n in sizes:
-        sampler.append(list(range(pos, pos + n)))
-        pos += n
-    device = str(getattr(adapter, "device", "cpu"))
-    pin = device.startswith("cuda") and torch.cuda.is_available()
-    if not split:
-        loader = torch.utils.data.DataLoader(reference, batch_sampler=sampler, num_workers=workers,
-                                             collate_fn=_Collate(adapter.collate), pin_memory=pin)
-        for n, batch in zip(sizes, loader):
-            stats.images_decoded += n
-            yield batch
-        return
-    loader = torch.utils.data.DataLoader(_PixelSet(jobs, adapter.to_pixels, store), batch_sampler=sampler,
-                                         num_workers=workers, collate_fn=_Collate(collate_pixels), pin_memory=pin)
-    for batch in loader:
-        if isinstance(batch, _Failed):
-            yield batch
-            continue
-        pixels, decoded, bad = batch
-        stats.images_decoded += decoded
-        stats.pixels_cached += len(pixels) - decoded
-        stats.pixel_files_damaged += bad
-        yield adapter.from_pixels(pixels.to(device, non_blocking=True) if pin else pixels)
-
-
-def _raise_failed(pairs):
-    for keys, batch in pairs:
-        if isinstance(batch, _Failed):
-            raise DataError(batch.message, batch.hint)
-        yield keys, batch
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -232,6 +122,11 @@ class _Encoder:
         self.limit: int | None = None
 
     def __call__(self, batch, n: int) -> np.ndarray:
+        return self.finish(self.start(batch, n))
+
+    def start(self, batch, n: int) -> list:
+        """Run the model on the batch (in parts after an out-of-memory error); on a GPU the work is only queued:
+        the outputs are read by :meth:`finish`, after the next batch was queued (no synchronisation per batch)."""
         size = min(n, self.limit or n)
         outs, start = [], 0
         while start < n:
@@ -249,15 +144,25 @@ class _Encoder:
                 _free_gpu()
                 size = self.limit = new
                 continue
-            setattr(self.stats, self.timer, getattr(self.stats, self.timer) + time.perf_counter() - t0)
-            vecs = _normalize(out)
-            expected = min(n, start + size) - start
-            if len(vecs) != expected:
-                raise ModelError(f"the model returned {len(vecs)} {self.what} embeddings for a batch of {expected}",
-                                 "the adapter must return exactly one vector per input")
-            outs.append(vecs)
-            start += len(outs[-1])
-        return np.concatenate(outs) if len(outs) > 1 else outs[0]
+            self._add_time(time.perf_counter() - t0)
+            outs.append((out, min(n, start + size) - start))
+            start += outs[-1][1]
+        return outs
+
+    def finish(self, outs: list) -> np.ndarray:
+        """The normalised vectors of :meth:`start`'s outputs (waiting for the device: forward time too)."""
+        t0 = time.perf_counter()
+        vecs = []
+        for out, expected in outs:
+            vecs.append(_normalize(out))
+            if len(vecs[-1]) != expected:
+                raise ModelError(f"the model returned {len(vecs[-1])} {self.what} embeddings for a batch of "
+                                 f"{expected}", "the adapter must return exactly one vector per input")
+        self._add_time(time.perf_counter() - t0)
+        return np.concatenate(vecs) if len(vecs) > 1 else vecs[0]
+
+    def _add_time(self, seconds: float) -> None:
+        setattr(self.stats, self.timer, getattr(self.stats, self.timer) + seconds)
 
 
 def _free_gpu():
@@ -282,9 +187,11 @@ def _from_cache(cache: EmbeddingCache | None, modality: str, keys: list[str], ve
 
 def _encode_batches(pairs, enc: _Encoder, modality: str, cache, vec_of: dict, encoded: set, stats: EncodeStats,
                     bar) -> None:
-    """Encode (keys, model inputs) batches; each finished batch goes to the cache at once."""
-    for b_keys, batch in pairs:
-        vecs = enc(batch, len(b_keys))
+    """Encode (keys, model inputs) batches; each finished batch goes to the cache at once. Batch i is read back
+    from the device only after batch i + 1 was queued, so the device never waits for the host between batches."""
+
+    def keep(b_keys, started):
+        vecs = enc.finish(started)
         vec_of.update(zip(b_keys, vecs))
         encoded.update(b_keys)
         if cache is not None:
@@ -292,14 +199,18 @@ def _encode_batches(pairs, enc: _Encoder, modality: str, cache, vec_of: dict, en
         setattr(stats, f"{modality}s_encoded", getattr(stats, f"{modality}s_encoded") + len(b_keys))
         bar.update(len(b_keys))
 
+    held = None
+    for b_keys, batch in pairs:
+        started = (b_keys, enc.start(batch, len(b_keys)))
+        if held is not None:
+            keep(*held)
+        held = started
+    if held is not None:
+        keep(*held)
+
 
 def _slice(batch, a, b):
     return batch[a:b]
-
-
-def default_workers() -> int:
-    """DataLoader workers when --num-workers is not given: one CPU left to the main process, at most 4."""
-    return min(4, max(0, (os.cpu_count() or 1) - 1))
 
 
 def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: int | None = None,

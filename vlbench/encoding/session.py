@@ -46,7 +46,7 @@ class EncodingSession:
             # with --no-cache
             model = LazyModel(spec, root, reuse=not restart, device=device, precision=precision,
                               trust_remote_code=trust_remote_code, revision=revision, pixels=pixels,
-                              before_load=None if not images else lambda: [check_image_header(p) for p in images])
+                              before_load=None if not images else lambda: _check_headers(images))
             model_hash = model.model_hash()
         cache = None if no_cache else EmbeddingCache(root, model_hash, read=not restart, label=spec)
         return cls(model, cache, stats if stats is not None else EncodeStats(), model_hash)
@@ -65,3 +65,8 @@ class EncodingSession:
                        progress: bool = True, clean: np.ndarray | None = None) -> dict[str, np.ndarray]:
         return encode_variant_images(self.model, paths, variants, batch_size=batch_size, num_workers=num_workers,
                                      cache=self.cache, stats=self.stats, progress=progress, clean=clean)
+
+
+def _check_headers(paths: list) -> None:
+    for p in paths:
+        check_image_header(p)
