@@ -27,8 +27,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the tiny-model builders (tests/support)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -63,9 +61,8 @@ def write_photos(folder: Path, quality: int = 90) -> Path:
 def build_clip224(folder: Path) -> str:
     """A random-weight CLIP with ViT-B/32's preprocessing (224, bicubic, centre crop) and tiny layers."""
     import torch
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
-
     from support.tiny_models import _clip_tokenizer, _text_kw
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
     torch.manual_seed(0)
     cfg = CLIPConfig(text_config=_text_kw(49408), projection_dim=16,

@@ -9,7 +9,6 @@ import json
 
 import numpy as np
 import pytest
-
 from support.data import ROOT
 
 
@@ -53,3 +52,20 @@ def test_one_difference_recomputed_with_the_libraries_alone(report):
     diff = (ref.to(torch.int32) - dev.to(torch.int32)).abs().numpy()
     row = next(r for r in rep["pixels"] if r["image"] == "coffee.jpg")
     assert row["max_abs"] == int(diff.max()) and row["mean_abs"] == pytest.approx(float(np.mean(diff)), abs=1e-4)
+
+
+def test_precision_effects_script_on_the_cpu(tmp_path):
+    """scripts/precision_effects.py: fp32 and bf16 on the CPU (TF32 and fp16 skipped, named); fp32 against itself
+    changes nothing; bf16's changes are the differences of its own values (recomputed here)."""
+    pytest.importorskip("skimage.data")
+    spec = importlib.util.spec_from_file_location("precision_effects", ROOT / "scripts" / "precision_effects.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rep = mod.main(["--out", str(tmp_path), "--device", "cpu"])
+    rows = {r["precision"]: r for r in rep["rows"]}
+    assert set(rows) == {"fp32", "bf16"} and rep["skipped"] == ["tf32", "fp16"]
+    assert rows["fp32"]["metrics_changed"] == 0 and rows["fp32"]["cosine_min"] == pytest.approx(1.0, abs=1e-6)
+    bf = rows["bf16"]
+    changes = [bf["values"][m] - rows["fp32"]["values"][m] for m in bf["values"]]
+    assert bf["largest_change"] == max(changes, key=abs)
+    assert 0.99 < bf["cosine_min"] <= 1.0 + 1e-6

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from support.data import write_images, write_manifest
 
 
