@@ -111,3 +111,13 @@ def test_the_device_path_runs_on_the_cpu_under_its_own_identity(tiny_models, dat
     assert enc["images_encoded"] == 12 and enc["images_device_decoded"] == 11 and _decoded(dev) == 12
     for (c, d, m, k, v), (_, _, _, _, w) in zip(_values(ref), _values(dev)):
         assert v == pytest.approx(w, abs=34), (c, d, m, k)  # 12 images: one rank moved changes R@1 by 8.3
+
+
+def test_the_device_path_needs_a_pixel_split(counting_plugin, manifest, tmp_path):
+    """A model without the uint8 split (a plug-in's own preprocess) cannot take device pixels: a clear error."""
+    from vlbench.errors import VlbenchError
+    from vlbench.pipeline.runner import run
+
+    with pytest.raises(VlbenchError, match="--pixels device needs"):
+        run(model="counting", dataset=f"custom:{manifest}", out=str(tmp_path / "o"), quiet=True, num_workers=0,
+            n_boot=10, no_cache=True, pixels="device")

@@ -85,3 +85,12 @@ def test_cache_writes_survive_a_concurrent_clear(tmp_path, monkeypatch):
     monkeypatch.setattr(io_.tempfile, "mkstemp", lambda *a, dir=None, **kw: (_ for _ in ()).throw(
         FileNotFoundError(dir)))
     assert io_.cache_write_bytes(tmp_path / "models" / "other.json", b"{}") is False  # keeps vanishing: skipped
+
+
+def test_an_unknown_pixel_path_is_refused_by_option():
+    from vlbench.errors import OptionError
+    from vlbench.pipeline.run_config import RunConfig, validate
+
+    with pytest.raises(OptionError) as err:
+        validate(RunConfig(model="clip", dataset="custom:m.jsonl", pixels="gpu"))
+    assert err.value.option == "pixels"
