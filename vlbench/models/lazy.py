@@ -133,7 +133,8 @@ class LazyModel(ModelAdapter):
             return None if shapes[name] is None else tuple(shapes[name])
         from PIL import Image  # lazy: only image conditions ask, and they have decoded images already
 
-        shape = getattr(self.real.preprocess(Image.new("RGB", (int(size[0]), int(size[1])), (128, 128, 128))), "shape", None)
+        probe = Image.new("RGB", (int(size[0]), int(size[1])), (128, 128, 128))
+        shape = getattr(self.real.preprocess(probe), "shape", None)
         found = None if shape is None else [int(x) for x in shape]
         if self._root is not None and self._fp and self._resolved is not None:
             self._resolved = {**self._resolved, "preprocessed_shapes": {**shapes, name: found}}
