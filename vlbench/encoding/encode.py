@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections.abc import Callable
@@ -200,11 +201,17 @@ def _encode_batches(pairs, enc: _Encoder, modality: str, cache, vec_of: dict, en
         bar.update(len(b_keys))
 
     held = None
-    for b_keys, batch in pairs:
-        started = (b_keys, enc.start(batch, len(b_keys)))
+    try:
+        for b_keys, batch in pairs:
+            started = (b_keys, enc.start(batch, len(b_keys)))
+            if held is not None:
+                keep(*held)
+            held, started = started, None
+    except BaseException:  # the next batch failed (a bad image, Ctrl-C): the finished one is still kept
         if held is not None:
-            keep(*held)
-        held = started
+            with contextlib.suppress(Exception):
+                keep(*held)
+        raise
     if held is not None:
         keep(*held)
 
