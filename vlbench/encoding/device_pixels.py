@@ -111,5 +111,5 @@ def check_device_path(adapter, spec: str) -> None:
     fn = getattr(adapter, "pixel_spec", None)
     if fn is None or fn() is None:
         raise VlbenchError(f"--pixels device needs a model whose preprocessing splits into uint8 pixels and a "
-                           f"normalisation (the Hugging Face dual encoders: clip, align, altclip, groupvit, siglip); "
+                           f"normalisation (clip, altclip, groupvit, siglip, fixed-resolution siglip2); "
                            f"{spec!r} has none", "leave --pixels out (the reference path) for this model")
