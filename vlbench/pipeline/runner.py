@@ -253,9 +253,10 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     ds, m = plan.ds, cfg.model_opts
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
     session = _load_model(m, cfg.output_opts, paths)
-    timing.enter("other")
+    timing.enter("writing")  # the run's id and its output folder
     run_id = _run_id(m.model, ds, session.model_hash)
     out = prepare_out(cfg.out, run_id) if shard.rank == 0 else None
+    timing.enter("other")
     progress = not cfg.quiet
     _log(cfg, f"encoding {len(paths)} images with {m.model} ({m.precision})"
               + (f", {shard.world} processes" if shard.world > 1 else ""))
@@ -281,7 +282,8 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
         raise VlbenchError(f"model {m.model!r} gives image embeddings of size {img_emb.shape[1]} but text "
                            f"embeddings of size {txt_emb.shape[1]}",
                            "a dual encoder must map both modalities into one space (check the projection layers)")
-    bound = bind_transforms(session.model, plan.variants)  # image conditions: rank 0 encodes them
+    bound = timing.timed("image_decode_preprocess",  # image conditions (rank 0 encodes them) fit the model's input
+                         lambda: bind_transforms(session.model, plan.variants))
     variant_img = timing.encoding("image_decode_preprocess", session.stats, lambda: session.variant_images(
         paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, clean=img_emb))
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
@@ -360,7 +362,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
 
     ds = plan.ds
-    values = _metric_values(evals)
+    values = timing.timed("scoring", lambda: _metric_values(evals))  # the metric values of the evaluations
     deltas, boots = timing.timed("bootstrap", lambda: _deltas(cfg.n_boot, cfg.seed, plan, evals, values),
                                  timing.resamples(cfg))
     conditions = _conditions(plan, enc, timing.timed("validity", lambda: _validity(cfg.validity_opts, plan, enc,
