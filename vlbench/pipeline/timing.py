@@ -3,7 +3,9 @@
 Every second of a run belongs to exactly one stage: the clock always has a current stage, a nested stage
 pauses the one around it (exclusive attribution), and time outside any named stage goes to ``other``. So
 the stages sum to the wall time by construction, and ``other`` shows what no stage names (the
-torchrun gather, building result records).
+torchrun gather). Building and writing the record, the run's id and output folder are ``writing``; binding image
+conditions to the model is ``image_decode_preprocess``; the encoding of gallery distractors is booked in the
+encoding stages like the gallery's own (issue #32).
 
 Encoding is split after the fact from the encode statistics (:class:`vlbench.encoding.encode.EncodeStats`),
 which time the model's forward passes and the model load where they happen: what remains of an image
