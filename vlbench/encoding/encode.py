@@ -206,7 +206,7 @@ def _encode_batches(pairs, enc: _Encoder, modality: str, cache, vec_of: dict, en
             started = (b_keys, enc.start(batch, len(b_keys)))
             if held is not None:
                 keep(*held)
-            held, started = started, None
+            held = started
     except BaseException:  # the next batch failed (a bad image, Ctrl-C): the finished one is still kept
         if held is not None:
             with contextlib.suppress(Exception):
