@@ -38,6 +38,7 @@ class Store:
 
 STORES: dict[str, Store] = {s.name: s for s in (
     Store("embeddings", "embeddings", "vlbench.encoding.cache", "image and text vectors, per model hash"),
+    Store("pixels", "pixels", "vlbench.encoding.pixels", "preprocessed image pixels, per preprocessing spec"),
     Store("perturbations", "perturbations", "vlbench.perturbations.cache", "perturbed captions of a dataset"),
     Store("model-identity", "models", "vlbench.models.lazy", "model identity and hash per model fingerprint"),
     Store("text-keys", "text-keys", "vlbench.models.lazy", "the model's key of every caption, per text list"),
@@ -54,6 +55,7 @@ STORES: dict[str, Store] = {s.name: s for s in (
 )}
 
 _current: ContextVar[Path | None] = ContextVar("vlbench_cache_root", default=None)
+_disk: ContextVar[bool] = ContextVar("vlbench_cache_disk", default=True)
 
 
 def root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -69,14 +71,23 @@ def path(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 @contextmanager
-def using(cache_dir: str | os.PathLike | None):
-    """Make ``cache_dir`` the current root inside the block (None: leave the current one as it is)."""
+def using(cache_dir: str | os.PathLike | None, *, disk: bool = True):
+    """Make ``cache_dir`` the current root inside the block (None: leave the current one as it is).
+    ``disk=False`` (a --no-cache run): code inside the block keeps nothing on disk (:func:`on_disk`)."""
     token = _current.set(Path(cache_dir).expanduser()) if cache_dir else None
+    disk_token = _disk.set(False) if not disk else None
     try:
         yield root()
     finally:
+        if disk_token is not None:
+            _disk.reset(disk_token)
         if token is not None:
             _current.reset(token)
+
+
+def on_disk() -> bool:
+    """False inside ``using(..., disk=False)``: memos (a checkpoint's file digests) are neither read nor written."""
+    return _disk.get()
 
 
 def checked_root(cache_dir: str | os.PathLike | None = None) -> Path:

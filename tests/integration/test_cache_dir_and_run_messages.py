@@ -46,6 +46,24 @@ def test_a_run_with_cache_dir_writes_nothing_under_home(tiny_models, tmp_path, m
     assert (cache / "file-digests" / "digests.json").is_file() and list(cache.glob("embeddings/*/image/*.npz"))
 
 
+def test_a_no_cache_run_writes_nothing_under_the_cache_folder(tiny_models, tmp_path, monkeypatch):
+    """Issue #32: --no-cache keeps nothing on disk, not even the weights digests of a local checkpoint (which a
+    --no-cache run used to write under the user's cache folder)."""
+    from vlbench.pipeline.runner import run
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("VLBENCH_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(tiny_models("clip"), ckpt)
+    res = run(model=f"clip:{ckpt}", dataset=f"custom:{_manifest(tmp_path / 'd')}", no_cache=True,
+              out=str(tmp_path / "run"), quiet=True, num_workers=0, n_boot=10)
+    assert res.results["model"]["identity"]["local"]["content_sha256"]  # the digests were computed ...
+    assert [q for q in home.rglob("*")] == []  # ... and kept nowhere
+
+
 @pytest.mark.parametrize("value", ["abc", "", " ", "0.5", "nan", "-3", "32x"])
 def test_max_aspect_setting_is_named_not_blamed_on_the_image(tmp_path, monkeypatch, value):
     img = tmp_path / "fine.png"

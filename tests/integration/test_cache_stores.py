@@ -77,11 +77,11 @@ def test_file_digests_follow_cache_dir(tiny_models, manifest, tmp_path, monkeypa
         quiet=True, num_workers=0, n_boot=10)
     assert (stores.path("file-digests", cache) / "digests.json").is_file()
     assert not env_root.exists(), _files(env_root)
-    # --no-cache: no vectors, identity memo or text keys; the digests still go to the folder given
-    folder.joinpath("extra.txt").write_text("a new file: its digest is computed and remembered")
+    # --no-cache: no vectors, identity memo, text keys or file digests, in the folder given or anywhere (issue #32)
+    folder.joinpath("extra.txt").write_text("a new file: its digest is computed, not remembered")
     run(model=f"clip:{folder}", dataset=f"custom:{manifest}", cache_dir=str(tmp_path / "nc"), no_cache=True,
         out=str(tmp_path / "r2"), quiet=True, num_workers=0, n_boot=10)
-    assert [p.relative_to(tmp_path / "nc").as_posix() for p in _files(tmp_path / "nc")] == ["file-digests/digests.json"]
+    assert _files(tmp_path / "nc") == []
     assert not env_root.exists(), _files(env_root)
 
 

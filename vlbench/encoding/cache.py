@@ -41,7 +41,7 @@ import numpy as np
 
 from .. import stores
 from ..errors import VlbenchError
-from ..util.io import atomic_write_bytes, atomic_write_text
+from ..util.io import cache_write_bytes
 
 MIN_HASH_PREFIX = 8  # `cache clear --model-hash` needs an exact hash or an unambiguous prefix this long
 
@@ -212,12 +212,11 @@ class EmbeddingCache:
         buf = io.BytesIO()
         np.savez(buf, keys=karr, vectors=vectors, model=np.array(self.model_hash),
                  checksum=np.array(shard_checksum(self.model_hash, modality, karr, vectors)))
-        try:
-            atomic_write_bytes(path, buf.getvalue())
-        except FileNotFoundError:  # the folder was removed between mkdir and the write (a concurrent clear)
-            atomic_write_bytes(path, buf.getvalue())
+        if not cache_write_bytes(path, buf.getvalue()):  # its folder kept vanishing (a concurrent clear): not kept
+            return
         if self.label and not (self.dir / "model.json").is_file():
-            atomic_write_text(self.dir / "model.json", json.dumps({"model_hash": self.model_hash, "label": self.label}))
+            cache_write_bytes(self.dir / "model.json",
+                              json.dumps({"model_hash": self.model_hash, "label": self.label}).encode())
         self.stats["shards_written"] += 1
         global _WRITTEN_IN_PROCESS
         _WRITTEN_IN_PROCESS += 1

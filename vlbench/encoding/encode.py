@@ -4,7 +4,8 @@
 * Texts are de-duplicated on what the model actually sees (token ids after truncation) and
   batched by token length, so padding is small.
 * Each finished batch is written to the embedding cache at once: a killed run loses at most the
-  batch in flight, and the next run with the same arguments picks up the rest.
+  batches in flight (two: batch i is read back once batch i + 1 is queued on the device, so a GPU never waits
+  for the host between batches), and the next run with the same arguments picks up the rest.
 * A batch that runs out of memory is split in halves, down to single items; later batches use the
   reduced size. Every reduction is recorded.
 * Vectors are L2-normalized here (in float64, stored as float32), for every adapter alike.
@@ -15,7 +16,7 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 import time
 import warnings
 from collections.abc import Callable
@@ -23,9 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import DataError, ModelError, VlbenchError
+from ..errors import ModelError, VlbenchError
 from .cache import EmbeddingCache, item_key
+from .device_pixels import DeviceBatches, check_device_path
+from .feed import _Collate, _Failed, _raise_failed, default_workers, image_batches, pixel_store  # noqa: F401 -- re-exported
 from .images import MAX_ASPECT, check_image_header, file_key, file_problem, load_image, max_aspect  # noqa: F401 -- re-exported
+from .pixels import PixelJob
 
 
 @dataclass
@@ -39,6 +43,10 @@ class EncodeStats:
     image_seconds: float = 0.0
     text_seconds: float = 0.0
     image_forward_seconds: float = 0.0
+    images_decoded: int = 0  # image files decoded and preprocessed (encoding/pixels.py: not those from the cache)
+    pixels_cached: int = 0  # images whose preprocessed pixels came from the pixel cache
+    images_device_decoded: int = 0  # of images_decoded: JPEGs decoded on the model's device (--pixels device)
+    pixel_files_damaged: int = 0
     text_forward_seconds: float = 0.0
     model_load_seconds: float = 0.0  # loading the model where encoding first needs it (pipeline/timing.py)
     oom_retries: list = field(default_factory=list)
@@ -70,14 +78,6 @@ SINGLE = Shard()
 # ---------------------------------------------------------------------------------------------
 # images: the file checks and decoding rules live in images.py (re-exported here, where callers import them)
 
-@dataclass(frozen=True)
-class _Failed:
-    """A bad image, carried out of a DataLoader worker as data: raising there would make torch wrap the
-    clean message in the worker's whole traceback."""
-    message: str
-    hint: str | None
-
-
 class _ImageSet:
     def __init__(self, paths, preprocess):
         self.paths = paths
@@ -91,24 +91,6 @@ class _ImageSet:
             return self.preprocess(load_image(self.paths[i]))
         except VlbenchError as exc:  # a bad file, or a bad VLBENCH_MAX_IMAGE_ASPECT
             return _Failed(exc.message, exc.hint)
-
-
-class _Collate:
-    """The adapter's collate, passing the first bad image of a batch through instead (picklable)."""
-
-    def __init__(self, collate):
-        self.collate = collate
-
-    def __call__(self, items):
-        bad = next((x for x in items if isinstance(x, _Failed)), None)
-        return bad if bad is not None else self.collate(items)
-
-
-def _raise_failed(pairs):
-    for keys, batch in pairs:
-        if isinstance(batch, _Failed):
-            raise DataError(batch.message, batch.hint)
-        yield keys, batch
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -141,6 +123,11 @@ class _Encoder:
         self.limit: int | None = None
 
     def __call__(self, batch, n: int) -> np.ndarray:
+        return self.finish(self.start(batch, n))
+
+    def start(self, batch, n: int) -> list:
+        """Run the model on the batch (in parts after an out-of-memory error); on a GPU the work is only queued:
+        the outputs are read by :meth:`finish`, after the next batch was queued (no synchronisation per batch)."""
         size = min(n, self.limit or n)
         outs, start = [], 0
         while start < n:
@@ -158,15 +145,25 @@ class _Encoder:
                 _free_gpu()
                 size = self.limit = new
                 continue
-            setattr(self.stats, self.timer, getattr(self.stats, self.timer) + time.perf_counter() - t0)
-            vecs = _normalize(out)
-            expected = min(n, start + size) - start
-            if len(vecs) != expected:
-                raise ModelError(f"the model returned {len(vecs)} {self.what} embeddings for a batch of {expected}",
-                                 "the adapter must return exactly one vector per input")
-            outs.append(vecs)
-            start += len(outs[-1])
-        return np.concatenate(outs) if len(outs) > 1 else outs[0]
+            self._add_time(time.perf_counter() - t0)
+            outs.append((out, min(n, start + size) - start))
+            start += outs[-1][1]
+        return outs
+
+    def finish(self, outs: list) -> np.ndarray:
+        """The normalised vectors of :meth:`start`'s outputs (waiting for the device: forward time too)."""
+        t0 = time.perf_counter()
+        vecs = []
+        for out, expected in outs:
+            vecs.append(_normalize(out))
+            if len(vecs[-1]) != expected:
+                raise ModelError(f"the model returned {len(vecs[-1])} {self.what} embeddings for a batch of "
+                                 f"{expected}", "the adapter must return exactly one vector per input")
+        self._add_time(time.perf_counter() - t0)
+        return np.concatenate(vecs) if len(vecs) > 1 else vecs[0]
+
+    def _add_time(self, seconds: float) -> None:
+        setattr(self.stats, self.timer, getattr(self.stats, self.timer) + seconds)
 
 
 def _free_gpu():
@@ -191,9 +188,11 @@ def _from_cache(cache: EmbeddingCache | None, modality: str, keys: list[str], ve
 
 def _encode_batches(pairs, enc: _Encoder, modality: str, cache, vec_of: dict, encoded: set, stats: EncodeStats,
                     bar) -> None:
-    """Encode (keys, model inputs) batches; each finished batch goes to the cache at once."""
-    for b_keys, batch in pairs:
-        vecs = enc(batch, len(b_keys))
+    """Encode (keys, model inputs) batches; each finished batch goes to the cache at once. Batch i is read back
+    from the device only after batch i + 1 was queued, so the device never waits for the host between batches."""
+
+    def keep(b_keys, started):
+        vecs = enc.finish(started)
         vec_of.update(zip(b_keys, vecs))
         encoded.update(b_keys)
         if cache is not None:
@@ -201,14 +200,24 @@ def _encode_batches(pairs, enc: _Encoder, modality: str, cache, vec_of: dict, en
         setattr(stats, f"{modality}s_encoded", getattr(stats, f"{modality}s_encoded") + len(b_keys))
         bar.update(len(b_keys))
 
+    held = None
+    try:
+        for b_keys, batch in pairs:
+            started = (b_keys, enc.start(batch, len(b_keys)))
+            if held is not None:
+                keep(*held)
+            held = started
+    except BaseException:  # the next batch failed (a bad image, Ctrl-C): the finished one is still kept
+        if held is not None:
+            with contextlib.suppress(Exception):
+                keep(*held)
+        raise
+    if held is not None:
+        keep(*held)
+
 
 def _slice(batch, a, b):
     return batch[a:b]
-
-
-def default_workers() -> int:
-    """DataLoader workers when --num-workers is not given: one CPU left to the main process, at most 4."""
-    return min(4, max(0, (os.cpu_count() or 1) - 1))
 
 
 def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: int | None = None,
@@ -236,24 +245,22 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
         for b in mine:  # bad files fail here, before the model and torch are loaded
             for k in b:
                 check_image_header(first_path[k])
-        import torch
-
         t_load = time.perf_counter()
         getattr(adapter, "real", None)  # load a lazy model here, once, not in every DataLoader worker
         stats.model_load_seconds += time.perf_counter() - t_load
-        workers = num_workers if num_workers is not None else default_workers()
         flat = [k for b in mine for k in b]
-        ds = _ImageSet([first_path[k] for k in flat], adapter.preprocess)
-        sampler, pos = [], 0
-        for b in mine:
-            sampler.append(list(range(pos, pos + len(b))))
-            pos += len(b)
-        loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=workers,
-                                             collate_fn=_Collate(adapter.collate))
+        if getattr(adapter, "pixels", "reference") == "device":  # --pixels device (device_pixels.py)
+            check_device_path(adapter, getattr(adapter, "spec", adapter.name))
+            pairs = iter(DeviceBatches(adapter, mine, first_path, stats))
+        else:
+            jobs = [PixelJob(k, str(first_path[k])) for k in flat]
+            loader = image_batches(adapter, jobs, [len(b) for b in mine], _ImageSet([first_path[k] for k in flat],
+                                   adapter.preprocess), num_workers=num_workers, cache=cache, stats=stats)
+            pairs = _raise_failed(zip(mine, loader))
         enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
         with tqdm(total=cached + len(flat), initial=cached, desc="images", unit="img", disable=not progress,
                   leave=False) as bar:
-            _encode_batches(_raise_failed(zip(mine, loader)), enc, "image", cache, vec_of, encoded, stats, bar)
+            _encode_batches(pairs, enc, "image", cache, vec_of, encoded, stats, bar)
     stats.image_seconds += time.perf_counter() - t_start
     return {i: vec_of[k] for i, k in enumerate(keys) if k in vec_of and shard.keep(k, encoded)}
 

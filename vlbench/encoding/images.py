@@ -78,12 +78,27 @@ def _opened(path: Path):
                         "re-download or replace the file") from None
 
 
+#: (path, device, inode, size, mtime in ns, aspect limit) of the image headers found good in this process: a run
+#: checks its gallery before a model it must load (encoding/session.py) and again before encoding each batch
+_CHECKED: set[tuple] = set()
+
+
 def check_image_header(path: str | os.PathLike) -> None:
     """Refuse an unreadable or extreme image from its header alone (no decoding, no model): the encode
     step calls it for every image it is about to encode, before the model is loaded, so such an image
-    costs neither the model's memory nor any finished work."""
+    costs neither the model's memory nor any finished work. A header found good is not read again while
+    the file is unchanged."""
+    try:
+        st = os.stat(path)
+        memo: tuple | None = (os.fspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, max_aspect())
+    except OSError:
+        memo = None  # _opened names the problem
+    if memo is not None and memo in _CHECKED:
+        return
     with _opened(Path(path)):
         pass
+    if memo is not None:
+        _CHECKED.add(memo)
 
 
 def load_image(path: str | os.PathLike):

@@ -18,6 +18,7 @@ from .. import stores
 from ..models.lazy import LazyModel
 from .cache import EmbeddingCache
 from .encode import SINGLE, EncodeStats, Shard, encode_images, encode_texts
+from .images import check_image_header
 from .variant_images import encode_variant_images
 
 
@@ -32,14 +33,20 @@ class EncodingSession:
     def open(cls, spec: str, *, cache_dir: str | os.PathLike | None = None, no_cache: bool = False,
              restart: bool = False, device: str | None = None, precision: str = "fp32",
              trust_remote_code: bool = False, revision: str | None = None,
-             stats: EncodeStats | None = None) -> EncodingSession:
+             stats: EncodeStats | None = None, images: list | None = None,
+             pixels: str = "reference") -> EncodingSession:
         """The session of model ``spec``. ``no_cache``: neither read nor write vectors or the identity memo;
         ``restart``: re-encode and re-identify (the cache is still written). ``stats``: share the counters
-        of another session (the relevance model adds to the run's)."""
+        of another session (the relevance model adds to the run's). ``images``: the run's image files, whose
+        headers are checked before a model that must be loaded at once is loaded (issue #32: a 20,000,000 x 1
+        PNG is refused before torch is imported). ``pixels``: the path that makes the image pixels (--pixels:
+        reference or device, encoding/device_pixels.py), part of the model's identity unless reference."""
         root = None if no_cache else stores.root(cache_dir)
-        with stores.using(cache_dir):  # a local checkpoint's file digests follow --cache-dir (even --no-cache)
+        with stores.using(cache_dir, disk=not no_cache):  # a local checkpoint's file digests: --cache-dir, none
+            # with --no-cache
             model = LazyModel(spec, root, reuse=not restart, device=device, precision=precision,
-                              trust_remote_code=trust_remote_code, revision=revision)
+                              trust_remote_code=trust_remote_code, revision=revision, pixels=pixels,
+                              before_load=None if not images else lambda: _check_headers(images))
             model_hash = model.model_hash()
         cache = None if no_cache else EmbeddingCache(root, model_hash, read=not restart, label=spec)
         return cls(model, cache, stats if stats is not None else EncodeStats(), model_hash)
@@ -58,3 +65,8 @@ class EncodingSession:
                        progress: bool = True, clean: np.ndarray | None = None) -> dict[str, np.ndarray]:
         return encode_variant_images(self.model, paths, variants, batch_size=batch_size, num_workers=num_workers,
                                      cache=self.cache, stats=self.stats, progress=progress, clean=clean)
+
+
+def _check_headers(paths: list) -> None:
+    for p in paths:
+        check_image_header(p)

@@ -17,17 +17,17 @@ from ..errors import DataError, VlbenchError
 from .cache import item_key
 from .encode import (
     EncodeStats,
-    _Collate,
     _encode_batches,
     _Encoder,
     _Failed,
     _from_cache,
     _raise_failed,
     _slice,
-    default_workers,
     file_key,
+    image_batches,
     load_image,
 )
+from .pixels import PixelJob
 
 
 class _VariantImages:
@@ -73,14 +73,35 @@ def variant_key(transform, index: int, content: str) -> str:
     return item_key(content) if k is None else item_key(f"{k}|{content}")
 
 
+class _Geometry:
+    """The model as a transform's ``bind`` sees it. Binding reads only the geometry of the model's preprocessing
+    (the shape it gives a probe image), so ``preprocess`` answers with a read-only zero array of the shape the
+    model's own preprocessing gives an image of that size, remembered beside the model's identity
+    (:meth:`vlbench.models.lazy.LazyModel.preprocessed_shape`): a warm run whose vectors are all cached loads
+    no model for it (issue #32). Without that memo, or when the output has no shape, it is the model's own."""
+
+    def __init__(self, adapter):
+        self._adapter = adapter
+
+    def __getattr__(self, name):
+        return getattr(self._adapter, name)
+
+    def preprocess(self, image):
+        shape = self._adapter.preprocessed_shape(image.size)
+        if shape is None:
+            return self._adapter.preprocess(image)
+        return np.broadcast_to(np.zeros((), dtype=np.float32), shape)
+
+
 def bind_transforms(adapter, conditions: list) -> dict[str, dict]:
     """Bind each condition's image transform to the model (e.g. the corruption geometry follows the model's
     input size); returns {condition name: what its results entry gains}, for the record step to place."""
     out = {}
+    seen = _Geometry(adapter) if hasattr(adapter, "preprocessed_shape") else adapter
     for c in conditions:
         bind = getattr(c.image, "bind", None)
         if bind is not None:
-            out[c.name] = dict(bind(adapter) or {})
+            out[c.name] = dict(bind(seen) or {})
     return out
 
 
@@ -117,14 +138,14 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
     stats.images_cached += len(first_job) - len(todo)
     todo.sort(key=lambda k: first_job[k][1])  # image-major (stable: conditions keep their order): decode once
     if todo:
-        import torch
-
+        t_load = time.perf_counter()
         getattr(adapter, "real", None)  # load a lazy model once, here
-        workers = num_workers if num_workers is not None else default_workers()
+        stats.model_load_seconds += time.perf_counter() - t_load
         batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]
-        loader = torch.utils.data.DataLoader(_VariantImages([first_job[k] for k in todo], adapter.preprocess),
-                                             batch_size=batch_size, shuffle=False, num_workers=workers,
-                                             collate_fn=_Collate(adapter.collate))
+        jobs = [PixelJob(k, *first_job[k]) for k in todo]  # the pixel cache's key: the transformed image's key
+        loader = image_batches(adapter, jobs, [len(b) for b in batches],
+                               _VariantImages([first_job[k] for k in todo], adapter.preprocess),
+                               num_workers=num_workers, cache=cache, stats=stats)
         enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
         with tqdm(total=len(todo), desc="image conditions", unit="img", disable=not progress, leave=False) as bar:
             _encode_batches(_raise_failed(zip(batches, loader)), enc, "image", cache, vec_of, set(), stats, bar)

@@ -32,7 +32,7 @@ from typing import Any
 
 from .. import stores
 from ..errors import ModelError, VlbenchError
-from ..util.io import atomic_write_text
+from ..util.io import cache_write_bytes
 from ..util.paths import offline
 from .families import model_family  # the built-in family records register themselves here
 from .identity import ModelIdentity
@@ -63,6 +63,24 @@ class ModelAdapter:
         return list(items)
 
     def encode_images(self, batch):  # -> (n, d) tensor or array
+        raise NotImplementedError
+
+    # the pixel split (encoding/pixels.py): optional; an adapter that has it shares decoded pixels with every
+    # model of the same spec (the preprocessed-pixel cache) and can take pixels made on the device (--pixels)
+
+    def pixel_spec(self) -> dict | None:
+        """JSON-able description of everything that makes the uint8 pixels before normalisation (sizes,
+        interpolation, crop, the resampling library and its version), or None: no pixel split (default)."""
+        return None
+
+    def to_pixels(self, image):
+        """A decoded image (PIL RGB, or a uint8 C x H x W tensor, possibly on the device) -> the uint8
+        C x H x W pixels of the model input before normalisation; a list of tensors -> N x C x H x W."""
+        raise NotImplementedError
+
+    def from_pixels(self, batch):
+        """A uint8 N x C x H x W batch of :meth:`to_pixels` outputs -> the batch :meth:`encode_images` takes,
+        equal bit for bit to collating :meth:`preprocess` of the same images."""
         raise NotImplementedError
 
     def encode_texts(self, texts: list[str]):  # -> (n, d) tensor or array
@@ -147,8 +165,9 @@ def _dir_fingerprint(path: Path) -> dict:
     cached vectors (issue #12); ctime cannot be set back by a user and a rename gives a new inode.
     """
     memo_path = stores.path("file-digests") / "digests.json"  # the current cache root (stores.using)
+    keep = stores.on_disk()  # a --no-cache run neither reads nor writes the memo
     try:
-        memo = json.loads(memo_path.read_text())
+        memo = json.loads(memo_path.read_text()) if keep else {}
     except (OSError, ValueError):
         memo = {}
     changed = False
@@ -166,9 +185,9 @@ def _dir_fingerprint(path: Path) -> dict:
             digest = memo[key] = fh_hash.hexdigest()
             changed = True
         h.update(f"{p.relative_to(path)}\0{digest}\0".encode())
-    if changed:
+    if changed and keep:
         try:
-            atomic_write_text(memo_path, json.dumps(memo))
+            cache_write_bytes(memo_path, json.dumps(memo).encode())
         except OSError:
             pass
     return {"local_path": str(path.resolve()), "content_sha256": h.hexdigest()}

@@ -105,6 +105,57 @@ class HFDualEncoder(ModelAdapter):
     def cut_texts(self, texts, budget):
         return cut_to_budget(self._texts(texts), budget, *hf_cutter(self.tokenizer))
 
+    def attention_implementation(self) -> str | None:
+        """The loaded model's attention implementation (eager, sdpa, flash_attention_2); None before loading."""
+        cfg = getattr(self._model, "config", None)
+        return getattr(cfg, "_attn_implementation", None) if cfg is not None else None
+
+    #: the processor settings that only normalise (after the uint8 pixels): not part of the pixel spec
+    _NORMALISING = ("do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std")
+
+    def pixel_spec(self) -> dict | None:
+        """The image processor's settings minus its normalisation, with the libraries that resample; None when
+        the processor does not give uint8 pixels with rescaling and normalisation off (checked once)."""
+        import torchvision
+        import transformers
+
+        ip = self.image_processor
+        if getattr(self, "_pixel_ok", None) is None:
+            self._pixel_ok = self._pixel_split_holds()
+        if not self._pixel_ok:
+            return None
+        settings = {k: v for k, v in ip.to_dict().items() if k not in self._NORMALISING}
+        return json.loads(json.dumps({"processor": settings, "transformers": transformers.__version__,
+                                      "torchvision": torchvision.__version__}, default=str, sort_keys=True))
+
+    def _pixel_split_holds(self) -> bool:
+        """True when ``from_pixels(to_pixels(x))`` is ``preprocess(x)`` bit for bit on a probe image (a processor
+        that resamples in floats, or a NaFlex one, has no uint8 split: it is never cached as pixels)."""
+        import numpy as np
+        import torch
+        from PIL import Image
+
+        probe = Image.fromarray(np.random.default_rng(0).integers(0, 256, (37, 53, 3), dtype=np.uint8))
+        try:
+            pixels = self.to_pixels(probe)
+            if not isinstance(pixels, torch.Tensor) or pixels.dtype != torch.uint8 or pixels.ndim != 3:
+                return False
+            return bool(torch.equal(self.from_pixels(pixels[None])[0], self.preprocess(probe)))
+        except Exception:
+            return False
+
+    def to_pixels(self, image):
+        """One image -> C x H x W; a list of them (uint8 tensors on the device: --pixels device) -> N x C x H x W,
+        resized and cropped where the tensors are."""
+        out = self.image_processor(images=image, return_tensors="pt", do_rescale=False,
+                                   do_normalize=False)["pixel_values"]
+        return out if isinstance(image, list) else out[0]
+
+    def from_pixels(self, batch):
+        ip = self.image_processor
+        return ip.rescale_and_normalize(batch, ip.do_rescale, ip.rescale_factor, ip.do_normalize, ip.image_mean,
+                                        ip.image_std)
+
     def _tokenize(self, texts):
         return self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
                               return_tensors="pt")

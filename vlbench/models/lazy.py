@@ -27,12 +27,14 @@ import numpy as np
 from .. import stores
 from ..errors import ModelError
 from ..registry import models as MODELS
-from ..util.io import atomic_write_bytes, atomic_write_text, sha256_json
+from ..util.io import cache_write_bytes, sha256_json
 from .adapter import EMBED_CODE_VERSION, ModelAdapter, load_model, parse_model_spec, pick_device
 from .families import model_family
+from .identity import ModelIdentity
 
 
-def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision: str | None) -> str | None:
+def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision: str | None,
+                pixels: str = "reference") -> str | None:
     """A cheap key of everything that decides the model's identity, or None (no fast path).
 
     The family's own ``fingerprint`` hook (families.py) adds what only it knows (local file digests, the
@@ -48,6 +50,8 @@ def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision:
         return None
     base = {"spec": spec, "precision": precision, "trust_remote_code": trust_remote_code, "revision": revision,
             "embed_code": EMBED_CODE_VERSION, **extra}
+    if pixels != "reference":  # --pixels device: another identity (the reference path's key is unchanged)
+        base["pixels"] = pixels
     source = MODELS.entry(name).source
     if source != "builtin":  # a plug-in's new version may compute other vectors: never reuse across versions
         base["source"] = source
@@ -55,9 +59,13 @@ def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision:
 
 
 class LazyModel(ModelAdapter):
-    def __init__(self, spec: str, cache_root: Path | None, *, reuse: bool = True, **load_kwargs):
+    def __init__(self, spec: str, cache_root: Path | None, *, reuse: bool = True, before_load=None, **load_kwargs):
+        """``before_load``: called before a model that is not remembered is loaded here, at once (the run's
+        image headers: a bad image is refused before torch and the weights take their memory)."""
         self.spec = spec
         self.name = parse_model_spec(spec)[0]
+        #: which path makes the image pixels (encoding/device_pixels.py): part of the identity unless "reference"
+        self.pixels = load_kwargs.pop("pixels", None) or "reference"
         self._kw = load_kwargs
         self._real: ModelAdapter | None = None
         self._root = Path(cache_root) if cache_root else None
@@ -66,13 +74,15 @@ class LazyModel(ModelAdapter):
         if self._root is not None and reuse:
             self._fp = fingerprint(spec, precision=load_kwargs.get("precision", "fp32"),
                                    trust_remote_code=load_kwargs.get("trust_remote_code", False),
-                                   revision=load_kwargs.get("revision"))
+                                   revision=load_kwargs.get("revision"), pixels=self.pixels)
             if self._fp:
                 try:
                     self._resolved = json.loads(self._memo_path().read_text())
                 except (OSError, ValueError):
                     self._resolved = None
         if self._resolved is None:
+            if before_load is not None:
+                before_load()
             _ = self.real  # unknown model: load now (errors surface before any work)
 
     def _memo_path(self) -> Path:
@@ -86,15 +96,16 @@ class LazyModel(ModelAdapter):
     @property
     def real(self) -> ModelAdapter:
         if self._real is None:
-            with stores.using(self._root):  # a local checkpoint's file digests: under this cache root too
+            # a local checkpoint's file digests: under this cache root too (none kept without one: --no-cache)
+            with stores.using(self._root, disk=self._root is not None):
                 self._real = load_model(self.spec, **self._kw)
             if self._root is not None and self._fp:
-                rec: dict[str, Any] = {"identity": self._real.identity(), "model_hash": self._real.model_hash(),
-                                       "spec": self.spec}
+                ident = self._identity_of(self._real)
+                digest = self._real.model_hash() if self.pixels == "reference" else self._hash_of(ident)
+                rec: dict[str, Any] = {"identity": ident, "model_hash": digest, "spec": self.spec}
                 stale = self._resolved is not None and self._resolved.get("model_hash") != rec["model_hash"]
                 if self._resolved is None or stale:
-                    atomic_write_text(self._memo_path(),
-                                      json.dumps(rec, sort_keys=True, default=str))
+                    cache_write_bytes(self._memo_path(), json.dumps(rec, sort_keys=True, default=str).encode())
                 if stale and self._resolved is not None:  # e.g. a library upgrade changed the preprocessing
                     raise ModelError(f"model {self.spec!r} now has another identity than the one remembered from "
                                      f"an earlier run (hash {self._resolved['model_hash'][:12]} -> "
@@ -112,11 +123,38 @@ class LazyModel(ModelAdapter):
         model computes its similarities where the cold run did, so both give the same numbers bit for bit."""
         return str(self._real.device) if self._real is not None else pick_device(self._kw.get("device"))
 
+    def preprocessed_shape(self, size: tuple[int, int]) -> tuple | None:
+        """The shape of ``preprocess`` of a blank RGB image of ``size`` (width, height), remembered beside the
+        identity: what an image condition reads to fit its geometry to the model's input (a warm run whose
+        vectors are all cached then loads no model for it). None: the output has no shape (a dict, a list)."""
+        name = f"{int(size[0])}x{int(size[1])}"
+        shapes = (self._resolved or {}).get("preprocessed_shapes") or {}
+        if name in shapes:
+            return None if shapes[name] is None else tuple(shapes[name])
+        from PIL import Image  # lazy: only image conditions ask, and they have decoded images already
+
+        probe = Image.new("RGB", (int(size[0]), int(size[1])), (128, 128, 128))
+        shape = getattr(self.real.preprocess(probe), "shape", None)
+        found = None if shape is None else [int(x) for x in shape]
+        if self._root is not None and self._fp and self._resolved is not None:
+            self._resolved = {**self._resolved, "preprocessed_shapes": {**shapes, name: found}}
+            cache_write_bytes(self._memo_path(), json.dumps(self._resolved, sort_keys=True, default=str).encode())
+        return None if found is None else tuple(found)
+
+    def _identity_of(self, real: ModelAdapter) -> dict:
+        ident = real.identity()
+        return ident if self.pixels == "reference" else {**ident, "pixels": self.pixels}
+
+    def _hash_of(self, ident: dict) -> str:
+        return ModelIdentity.from_dict(ident).hash(EMBED_CODE_VERSION)
+
     def identity(self):
-        return self._resolved["identity"] if self._resolved else self.real.identity()
+        return self._resolved["identity"] if self._resolved else self._identity_of(self.real)
 
     def model_hash(self):
-        return self._resolved["model_hash"] if self._resolved else self.real.model_hash()
+        if self._resolved:
+            return self._resolved["model_hash"]
+        return self.real.model_hash() if self.pixels == "reference" else self._hash_of(self.identity())
 
     def text_keys(self, texts):
         """Digests of the model's own text keys (token ids after truncation), remembered per text list."""
@@ -139,7 +177,7 @@ class LazyModel(ModelAdapter):
         digests = [hashlib.sha256(k.encode("utf-8", "surrogatepass")).hexdigest() for k in keys]
         buf = io.BytesIO()
         np.save(buf, np.array(["d:" + d for d in digests], dtype="S66"), allow_pickle=False)
-        atomic_write_bytes(path, buf.getvalue())
+        cache_write_bytes(path, buf.getvalue())
         return ["d:" + d for d in digests]
 
     # everything else needs the real model
@@ -151,6 +189,19 @@ class LazyModel(ModelAdapter):
 
     def encode_images(self, batch):
         return self.real.encode_images(batch)
+
+    def attention_implementation(self):
+        fn = getattr(self._real, "attention_implementation", None)
+        return fn() if callable(fn) else None
+
+    def pixel_spec(self):
+        return self.real.pixel_spec()
+
+    def to_pixels(self, image):
+        return self.real.to_pixels(image)
+
+    def from_pixels(self, batch):
+        return self.real.from_pixels(batch)
 
     def encode_texts(self, texts):
         return self.real.encode_texts(texts)

@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .. import __version__, stores
 from ..lang import SPACY_MODELS
-from ..util.io import atomic_write_text, sha256_json
+from ..util.io import cache_write_bytes, sha256_json
 from . import PerturbedSet, perturb_captions
 from .engine import instantiate
 
@@ -53,7 +53,8 @@ def perturbed_captions(dataset, names: list[str], *, params: dict | None, seed: 
     out = perturb_captions(dataset.captions, dataset.caption_ids, names, seed=seed, params=params or None,
                              progress=progress)
     if write:
-        atomic_write_text(path, json.dumps({n: dataclasses.asdict(ps) for n, ps in out.items()}))
+        # a concurrent `cache clear`: retried (util.io.cache_write_bytes)
+        cache_write_bytes(path, json.dumps({n: dataclasses.asdict(ps) for n, ps in out.items()}).encode())
     _log_reasons(out, log)
     return out
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import stores
 from ..errors import VlbenchError
-from ..util.io import atomic_write_bytes
+from ..util.io import cache_write_bytes
 from .drift import INSTALL_HINT, encode, model_dir
 
 DEFAULT_THRESHOLD = 0.80
@@ -94,8 +94,7 @@ class VectorCache:
         buf = io.BytesIO()
         np.savez(buf, keys=keys, vectors=np.asarray(emb, dtype=np.float32))
         root = self._dir()
-        root.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(root / f"{hashlib.sha256(keys.tobytes()).hexdigest()[:32]}.npz", buf.getvalue())
+        cache_write_bytes(root / f"{hashlib.sha256(keys.tobytes()).hexdigest()[:32]}.npz", buf.getvalue())
 
     def encode_fn(self):
         if self._encode is None:

@@ -29,6 +29,7 @@ from ..datasets.folds import fold_captions
 from ..encoding.session import EncodingSession
 from ..metrics import compute
 from ..metrics.specs import DIRECTIONS, builtin, from_stored
+from . import timing
 from .relevance import truncate
 
 PREFIX = "distractors:"
@@ -78,12 +79,16 @@ def _stack(vecs: dict, n: int) -> np.ndarray | None:
 
 
 def _encode(session, cfg, d, progress: bool) -> tuple:
+    """The injected images and captions through ``session``, timed in the run's encoding stages (their model
+    load, decoding and forward passes, and counted there) like the gallery's own."""
     m = cfg.model_opts
-    img = _stack(session.images(list(d.images), batch_size=m.batch_size, num_workers=m.num_workers,
-                                progress=progress), len(d.images)) if d.images else None
+    img = timing.encoding("image_decode_preprocess", session.stats, lambda: _stack(session.images(
+        list(d.images), batch_size=m.batch_size, num_workers=m.num_workers, progress=progress),
+        len(d.images))) if d.images else None
     texts = truncate(cfg, list(d.captions))
-    txt = _stack(session.texts(texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress),
-                 len(texts)) if texts else None
+    txt = timing.encoding("text_preprocess", session.stats, lambda: _stack(session.texts(
+        texts, batch_size=m.text_batch_size or max(m.batch_size, 256), progress=progress),
+        len(texts))) if texts else None
     return img, txt
 
 

@@ -12,7 +12,7 @@ options under these groups (run_options.py).
 group              ``cfg.<attribute>``         fields
 =================  ==========================  ================================================================
 model              ``model_opts``              model, model_name, revision, trust_remote_code, device, precision,
-                                               batch_size, text_batch_size, num_workers
+                                               batch_size, text_batch_size, num_workers, pixels
 data               ``data_opts``               dataset, dataset_name, data_dir, gallery, extra_positives,
                                                allow_partial_gallery, limit
 conditions         ``condition_opts``          perturb, perturb_params, perturb_images, corrupt_at, mce_reference,
@@ -38,6 +38,7 @@ from pathlib import Path
 
 from .. import registry
 from ..datasets.positives import KINDS as EXTRA_POSITIVES
+from ..encoding.device_pixels import PIXEL_PATHS
 from ..errors import OptionError, VlbenchError
 from ..imageperturb.conditions import CORRUPT_AT
 from ..metrics import compute
@@ -77,6 +78,7 @@ class ModelOptions:
     batch_size: int = 64
     text_batch_size: int | None = None
     num_workers: int | None = None
+    pixels: str = "reference"  # what makes the image pixels: the model's processor on PIL, or the device (JPEGs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -259,6 +261,9 @@ def validate(cfg: RunConfig) -> None:
     if cfg.num_workers is not None and (not _is_int(cfg.num_workers) or cfg.num_workers < 0):
         raise OptionError("num_workers", f"{{opt}} must be >= 0, got {cfg.num_workers!r}",
                           "0 decodes images in the main process", example=4)
+    if cfg.pixels not in PIXEL_PATHS:
+        raise OptionError("pixels", f"unknown {{opt}} {cfg.pixels!r}", f"use {' or '.join(PIXEL_PATHS)}",
+                          example="device")
     if not _is_int(cfg.seed) or not 0 <= cfg.seed < 2**63:
         raise OptionError("seed", f"{{opt}} must be a non-negative integer below 2**63, got {cfg.seed!r}", example=0)
     for name, value in (("out", cfg.out), ("cache_dir", None if cfg.no_cache else cfg.cache_dir)):

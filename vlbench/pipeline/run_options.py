@@ -114,6 +114,10 @@ RUN_OPTIONS = (
     Option("batch_size", "--batch-size", "image batch size (texts use max(this, 256))", kind="int"),
     Option("text_batch_size", "--text-batch-size", "caption batch size (default max(--batch-size, 256))", kind="int"),
     Option("num_workers", "--num-workers", "image decoding worker processes", kind="int"),
+    Option("pixels", "--pixels", "what makes the image pixels: reference (default: the model's own processor on "
+                                 "PIL-decoded images, in the workers) or device (JPEGs decoded, resized and "
+                                 "normalised on --device in batches; a few grey levels from the reference, a model "
+                                 "identity of its own: docs/performance.md)", choices=run_config.PIXEL_PATHS),
     Option("seed", "--seed", "perturbation and bootstrap seed", kind="int"),
     Option("k", "--k", "Recall@k cut-offs (default 1,5,10)", kind="ints"),
     Option("p", "--dcg-p", "DCG_CM rank cut-off p (default 10)", kind="int"),

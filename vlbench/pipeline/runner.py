@@ -247,13 +247,13 @@ class Encoded:
     plan: Any = None  # the plan as encoded: the one given, with its budget conditions added (budgets.py)
 
 
-def _load_model(m, o):
+def _load_model(m, o, images: list | None = None):
     """The run's encoding session (the lazy model, its embedding cache, the encode statistics) from the
-    model and output option groups."""
+    model and output option groups; ``images``: checked before a model that must be loaded at once."""
 
     return EncodingSession.open(m.model, cache_dir=o.cache_dir, no_cache=o.no_cache, restart=o.restart,
                                 device=m.device, precision=m.precision, trust_remote_code=m.trust_remote_code,
-                                revision=m.revision)
+                                revision=m.revision, images=images, pixels=m.pixels)
 
 
 def _run_id(model_spec: str, ds: Dataset, model_hash: str) -> str:
@@ -268,12 +268,13 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     if "torch" not in sys.modules:  # its first import takes seconds: say so before the wait, not after
         _log(cfg, "loading torch and the model's library (a few seconds on first use)")
         importlib.import_module("torch")
-    session = _load_model(m, cfg.output_opts)
-    timing.enter("other")
-    plan = budgets.with_budgets(cfg, plan, session.model)  # --token-budget: cut by the model's own tokenizer
+    paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
+    session = _load_model(m, cfg.output_opts, paths)
+    plan = timing.timed("perturbation", lambda: budgets.with_budgets(cfg, plan, session.model))  # --token-budget
+    timing.enter("writing")  # the run's id and its output folder
     run_id = _run_id(m.model, ds, session.model_hash)
     out = prepare_out(cfg.out, run_id) if shard.rank == 0 else None
-    paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
+    timing.enter("other")
     progress = not cfg.quiet
     _log(cfg, f"encoding {len(paths)} images with {m.model} ({m.precision})"
               + (f", {shard.world} processes" if shard.world > 1 else ""))
@@ -300,7 +301,8 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
         raise VlbenchError(f"model {m.model!r} gives image embeddings of size {img_emb.shape[1]} but text "
                            f"embeddings of size {txt_emb.shape[1]}",
                            "a dual encoder must map both modalities into one space (check the projection layers)")
-    bound = bind_transforms(session.model, plan.variants)  # image conditions: rank 0 encodes them
+    bound = timing.timed("image_decode_preprocess",  # image conditions (rank 0 encodes them) fit the model's input
+                         lambda: bind_transforms(session.model, plan.variants))
     variant_img = timing.encoding("image_decode_preprocess", session.stats, lambda: session.variant_images(
         paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, clean=img_emb))
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
@@ -377,7 +379,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
 
     ds = plan.ds
-    values = metric_values(evals)
+    values = timing.timed("scoring", lambda: metric_values(evals))  # the metric values of the evaluations
     deltas, boots = timing.timed("bootstrap", lambda: _deltas(cfg.n_boot, cfg.seed, plan, evals, values),
                                  timing.resamples(cfg))
     conditions = _conditions(plan, enc, timing.timed("validity", lambda: _validity(cfg.validity_opts, plan, enc,
@@ -385,6 +387,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     per_query_file = timing.timed("writing", lambda: write_per_query(enc.out, ds, evals))
     timing.timed("flips", lambda: write_flips(enc.out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
     timing.timed("writing", lambda: write_index(enc.out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
+    timing.enter("writing")  # from here on the record is built (library versions, dataset hash) and written
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}
     dataset = ds.describe()

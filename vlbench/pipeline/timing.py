@@ -3,7 +3,9 @@
 Every second of a run belongs to exactly one stage: the clock always has a current stage, a nested stage
 pauses the one around it (exclusive attribution), and time outside any named stage goes to ``other``. So
 the stages sum to the wall time by construction, and ``other`` shows what no stage names (the
-torchrun gather, building result records).
+torchrun gather). Building and writing the record, the run's id and output folder are ``writing``; binding image
+conditions to the model is ``image_decode_preprocess``; the encoding of gallery distractors is booked in the
+encoding stages like the gallery's own (issue #32).
 
 Encoding is split after the fact from the encode statistics (:class:`vlbench.encoding.encode.EncodeStats`),
 which time the model's forward passes and the model load where they happen: what remains of an image
@@ -138,6 +140,7 @@ def encoding(name: str, stats, fn: Callable):
     load (measured in ``stats`` where they happen) then move to their own stages; ``name`` keeps the rest.
     Items: the images / texts the model encoded (cache hits are not counted)."""
     before = {f: getattr(stats, f, 0) for f, _, _ in _SPLITS} | {c: getattr(stats, c, 0) for _, _, c in _SPLITS if c}
+    before["images_decoded"] = getattr(stats, "images_decoded", 0)
     out = timed(name, fn)
     clock = current()
     for field, target, counter in _SPLITS:
@@ -145,8 +148,8 @@ def encoding(name: str, stats, fn: Callable):
         if counter:
             n = getattr(stats, counter, 0) - before[counter]
             clock.count(target, n)
-            if counter == "images_encoded" and name == "image_decode_preprocess":
-                clock.count(name, n)
+    if name == "image_decode_preprocess":  # its items: the image files decoded (not the pixel cache's)
+        clock.count(name, getattr(stats, "images_decoded", 0) - before["images_decoded"])
     return out
 
 
@@ -170,10 +173,25 @@ def hardware(device, precision: str, batch_size: int, num_workers: int | None) -
             "platform": platform.platform()}
 
 
+def execution(adapter, pixels: str, stats) -> dict:
+    """How the model was fed and run, beside ``hardware``: the pixel path (--pixels), how many images came from
+    the pixel cache, the attention implementation of the loaded model (None: not loaded, or the adapter does not
+    say) and torch's float32 matmul precision ("highest": true fp32; "high": TF32 on GPUs that have it)."""
+    torch = sys.modules.get("torch")
+    attention = getattr(adapter, "attention_implementation", None)
+    matmul = None
+    with contextlib.suppress(Exception):
+        matmul = torch.get_float32_matmul_precision() if torch is not None else None
+    return {"pixels": pixels, "pixels_from_cache": int(getattr(stats, "pixels_cached", 0)),
+            "attention": attention() if callable(attention) else None, "float32_matmul": matmul}
+
+
 def run_fields(cfg, enc) -> dict:
     """``timings`` and ``hardware`` of results.json for the run in progress (the clock's report so far)."""
     m = cfg.model_opts
     device = enc.adapter.device
     if str(device) == "not loaded":  # a warm run: every embedding came from the cache
         device = f"{m.device or 'auto'} (model not loaded: every embedding came from the cache)"
-    return {"timings": current().report(), "hardware": hardware(device, m.precision, m.batch_size, m.num_workers)}
+    return {"timings": current().report(),
+            "hardware": hardware(device, m.precision, m.batch_size, m.num_workers) | execution(
+                enc.adapter, m.pixels, enc.stats)}

@@ -44,6 +44,20 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, replace: bool = 
         raise
 
 
+def cache_write_bytes(path: str | os.PathLike, data: bytes, *, attempts: int = 3) -> bool:
+    """:func:`atomic_write_bytes` for a file under the cache root, which ``vlbench cache clear`` may empty while a
+    run writes: a folder removed between its creation and the write (FileNotFoundError) is made again and the
+    write retried; if it keeps vanishing the file is skipped (False), since a cache file can always be made
+    again. Other errors (a full disk, no permission) are raised as before."""
+    for _ in range(attempts):
+        try:
+            atomic_write_bytes(path, data)
+            return True
+        except FileNotFoundError:
+            continue
+    return False
+
+
 def atomic_write_text(path: str | os.PathLike, text: str, *, replace: bool = True) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), replace=replace)
 

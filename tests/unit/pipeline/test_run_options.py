@@ -59,6 +59,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     flags += ["--distractors", "captions:adv.txt"]  # (helper M, issue #23) gallery distractors
     flags += ["--token-budget", "16,77", "--sentence-budget", "2"]  # (issue #33) caption-length budgets
     flags += ["--limit", "20"]  # (issue #30) a smoke test
+    flags += ["--pixels", "device"]  # (issue #29) the pixel path
     doc = {"model": "counting:dim=8", "dataset": "custom:m.jsonl", "perturb": "typos",
            "param": {"typos-keyboard.rate": 0.2}, "out": "o", "dataset_name": "d", "model-name": "m", "data-dir": "dd",
            "gallery": "fg-pool", "extra-positives": "eccv", "device": "cpu", "precision": "bf16", "batch-size": 8,
@@ -73,6 +74,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     doc.update({"resume": True, "overwrite": True, "allow-partial-gallery": True})
     doc.update({"distractors": "captions:adv.txt", "limit": 20})
     doc.update({"token-budget": [16, 77], "sentence_budget": 2})
+    doc.update({"pixels": "device"})
     cfg = RunConfig(model="counting:dim=8", dataset="custom:m.jsonl", perturb="typos",
                     perturb_params={"typos-keyboard": {"rate": 0.2}}, out="o", dataset_name="d", model_name="m",
                     data_dir="dd", gallery="fg-pool", extra_positives="eccv", device="cpu", precision="bf16",
@@ -85,6 +87,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     validity="full", validity_sample=50, validity_precision=0.01, resume=True, overwrite=True,
                     allow_partial_gallery=True, distractors="captions:adv.txt", token_budget=(16, 77),
                     sentence_budget=(2,), limit=20)
+    cfg = dataclasses.replace(cfg, pixels="device")
     return flags, doc, cfg
 
 
