@@ -57,6 +57,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     flags += ["--resume", "--overwrite"]  # opposite wishes, refused together by validate(): a parse test only
     flags += ["--allow-partial-gallery"]  # (helper H) a smaller --gallery folder, labelled
     flags += ["--distractors", "captions:adv.txt"]  # (helper M, issue #23) gallery distractors
+    flags += ["--corrupt-backend", "torch"]  # issue #29: the torch corruptions
     doc = {"model": "counting:dim=8", "dataset": "custom:m.jsonl", "perturb": "typos",
            "param": {"typos-keyboard.rate": 0.2}, "out": "o", "dataset_name": "d", "model-name": "m", "data-dir": "dd",
            "gallery": "fg-pool", "extra-positives": "eccv", "device": "cpu", "precision": "bf16", "batch-size": 8,
@@ -70,6 +71,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
            "validity-precision": 0.01}
     doc.update({"resume": True, "overwrite": True, "allow-partial-gallery": True})
     doc.update({"distractors": "captions:adv.txt"})
+    doc.update({"corrupt-backend": "torch"})
     cfg = RunConfig(model="counting:dim=8", dataset="custom:m.jsonl", perturb="typos",
                     perturb_params={"typos-keyboard": {"rate": 0.2}}, out="o", dataset_name="d", model_name="m",
                     data_dir="dd", gallery="fg-pool", extra_positives="eccv", device="cpu", precision="bf16",
@@ -80,7 +82,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     graded=("rouge-l",), mia_score="rank", quiet=True, perturb_images="gaussian_noise:3",
                     mce_reference="ref", corrupt_at="original", shortcuts="matched", digits="mnist",
                     validity="full", validity_sample=50, validity_precision=0.01, resume=True, overwrite=True,
-                    allow_partial_gallery=True, distractors="captions:adv.txt")
+                    allow_partial_gallery=True, distractors="captions:adv.txt", corrupt_backend="torch")
     return flags, doc, cfg
 
 

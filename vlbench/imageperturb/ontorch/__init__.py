@@ -16,14 +16,14 @@ docs/image_perturbations.md has the measured agreement per corruption and severi
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ...errors import VlbenchError
 from ..registry import NAMES
+from ..spec import TORCH_VERSION as VERSION  # noqa: F401 -- re-exported: the torch code's version
 from . import blur, digital, noise, weather
 from .common import generators
-
-VERSION = "torch/1"  # bump when any torch corruption's output changes
 
 #: name -> (draw one image's random numbers or None, apply to a float batch): see noise.py
 CORRUPTIONS = {
@@ -77,3 +77,9 @@ def corrupt_batch(x: torch.Tensor, name: str, severity: int, seeds) -> torch.Ten
         xf = x.to(torch.float32)
         draws = [draw(g, xf[i], int(severity)) for i, g in enumerate(generators(seeds, x.device))]
     return apply_draws(x, name, severity, draws)
+
+
+def corrupt_array(x: np.ndarray, name: str, severity: int, seed: int, device="cpu") -> np.ndarray:
+    """One H x W x 3 uint8 image corrupted on ``device`` (the run path: a batch of one in a DataLoader worker)."""
+    batch = torch.from_numpy(np.ascontiguousarray(np.moveaxis(x, -1, 0)))[None].to(device)
+    return corrupt_batch(batch, name, severity, [seed])[0].permute(1, 2, 0).cpu().numpy()
