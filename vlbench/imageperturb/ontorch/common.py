@@ -131,15 +131,13 @@ def motion_blur_one(x: torch.Tensor, shifts) -> torch.Tensor:
     """One image ``x`` (C, H, W) blurred along ``shifts``: sum of weight * x shifted by (dx, dy), the edge
     row/column repeated where the shift uncovers the image (the reference's ``shift``)."""
     h, w = x.shape[-2:]
-    if not shifts:
-        return torch.zeros_like(x)
-    dx = torch.tensor([s[0] for s in shifts], device=x.device)
-    dy = torch.tensor([s[1] for s in shifts], device=x.device)
-    wt = torch.tensor([s[2] for s in shifts], dtype=x.dtype, device=x.device)
-    rows = (torch.arange(h, device=x.device)[None, :] - dy[:, None]).clamp(0, h - 1)  # (K, H)
-    cols = (torch.arange(w, device=x.device)[None, :] - dx[:, None]).clamp(0, w - 1)  # (K, W)
-    layers = x[..., rows[:, :, None], cols[:, None, :]]  # (C, K, H, W)
-    return torch.einsum("ckhw,k->chw", layers, wt)
+    out = torch.zeros_like(x)
+    rows0, cols0 = torch.arange(h, device=x.device), torch.arange(w, device=x.device)
+    for dx, dy, weight in shifts:
+        layer = x.index_select(-2, (rows0 - dy).clamp(0, h - 1)) if dy else x
+        layer = layer.index_select(-1, (cols0 - dx).clamp(0, w - 1)) if dx else layer
+        out = out + weight * layer
+    return out
 
 
 def uniform(g: torch.Generator, shape, low: float, high: float, device, dtype=torch.float64) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """The digital corruptions in torch: contrast, elastic_transform, pixelate, jpeg_compression (conventions: noise.py).
 
-pixelate repeats Pillow's arithmetic: the box-filter reduction's coefficients (single-precision scale, Pillow's
-support test), 22-bit fixed-point weights and rounding, rows then columns, each pass rounded to 8 bits, then
+pixelate repeats Pillow's arithmetic: the box-filter reduction's coefficients (Pillow's support bounds and
+box test), 22-bit fixed-point weights and rounding, horizontal pass then vertical, each rounded to 8 bits, then
 nearest-neighbour enlargement with Pillow's accumulated source coordinates. jpeg_compression encodes and decodes
 with torchvision (libjpeg on the CPU, nvJPEG on a CUDA device) at the reference's qualities, 4:2:0.
 """
@@ -54,16 +54,15 @@ def elastic_transform(x, severity, draws):
 @functools.lru_cache(maxsize=64)
 def box_weights(n_in: int, n_out: int) -> np.ndarray:
     """Pillow's fixed-point box-filter weights, (n_out, n_in) integers as float64."""
-    scale = float(np.float32(np.float32(n_in) / np.float32(n_out)))
+    scale = float(n_in) / n_out
     filterscale = max(scale, 1.0)
-    support = 0.5 * filterscale
+    support, ss = 0.5 * filterscale, 1.0 / filterscale
     out = np.zeros((n_out, n_in))
     for xx in range(n_out):
         center = (xx + 0.5) * scale
         xmin = max(int(center - support + 0.5), 0)
         xmax = min(int(center + support + 0.5), n_in) - xmin
-        k = np.array([1.0 if -0.5 < (x + xmin - center + 0.5) / filterscale <= 0.5 else 0.0
-                      for x in range(xmax)])
+        k = np.array([1.0 if -0.5 < (x + xmin - center + 0.5) * ss <= 0.5 else 0.0 for x in range(xmax)])
         if k.sum():
             k = k / k.sum()
         out[xx, xmin:xmin + xmax] = np.where(k < 0, np.trunc(-0.5 + k * (1 << _BITS)),

@@ -146,8 +146,8 @@ def fog(x, severity, draws):
 
 def brightness(x, severity, draws):
     """HSV value + c (clipped to 1) at the same hue and saturation: every channel scaled by V'/V (a black
-    pixel becomes grey V')."""
-    img = x / 255.
+    pixel becomes grey V'); in float64, as the reference (a float32 ratio flips a pixel's last grey level often)."""
+    img = x.double() / 255.
     v = img.amax(dim=1, keepdim=True)
     v_new = (v + BRIGHTNESS[severity - 1]).clamp(0, 1)
     scaled = img * (v_new / torch.where(v > 0, v, torch.ones_like(v)))
