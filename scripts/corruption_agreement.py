@@ -114,13 +114,21 @@ def run_change(folder: Path) -> list[dict]:
 
 
 def _print(rows, speeds, runs) -> None:
-    print("| corruption | severity | same function: max grey levels | share differing | statistic (own draws) "
-          "| reference | torch | rel. difference (tolerance) |\n|---|---:|---:|---:|---|---:|---:|---:|")
+    by_name: dict[str, list[dict]] = {}
     for r in rows:
-        stat = (f"{r['statistic']} | {r['reference']:.4g} | {r['torch']:.4g} | "
-                f"{100 * r['rel']:.1f}% ({100 * STATS_TOLERANCE[r['corruption']]:.0f}%)") if "statistic" in r \
-            else "deterministic | | | "
-        print(f"| {r['corruption']} | {r['severity']} | {r['same_max']} | {100 * r['same_share']:.3f}% | {stat} |")
+        by_name.setdefault(r["corruption"], []).append(r)
+    print("| corruption | same function: max grey levels, severities 1-5 | share of values differing (max) "
+          "| statistic (own draws) | relative difference, severities 1-5 | tolerance |\n|---|---|---:|---|---|---:|")
+    for name, rs in by_name.items():
+        rs = sorted(rs, key=lambda r: r["severity"])
+        same = " / ".join(str(r["same_max"]) for r in rs)
+        share = max(r["same_share"] for r in rs)
+        if "statistic" in rs[0]:
+            stat = (f"{rs[0]['statistic']} | " + " / ".join(f"{100 * r['rel']:.1f}%" for r in rs) +
+                    f" | {100 * STATS_TOLERANCE[name]:.0f}%")
+        else:
+            stat = "none: deterministic | | "
+        print(f"| {name} | {same} | {100 * share:.3f}% | {stat} |")
     print(f"\nstated bound: {GREY_LEVELS} grey level(s) on the same pixels / draws")
     if speeds:
         print("\n| corruption (severity 3, 224 px) | reference ms/image | torch ms/image (one at a time) "
@@ -144,7 +152,12 @@ def main() -> None:
     ap.add_argument("--json", help="also write the numbers here")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
     ap.add_argument("--no-run", action="store_true", help="skip the tiny-model runs")
+    ap.add_argument("--from-json", help="print the tables of an earlier --json file without measuring")
     args = ap.parse_args()
+    if args.from_json:
+        doc = json.loads(Path(args.from_json).read_text())
+        _print(doc["agreement"], doc["speed"], doc["runs"])
+        return
     rows = agreement(args.seeds)
     speeds = [] if args.no_speed else speed()
     with tempfile.TemporaryDirectory() as tmp:

@@ -69,9 +69,10 @@ def filter_axis(x: torch.Tensor, taps, axis: int, mode: str) -> torch.Tensor:
     return F.conv2d(xp, weight.expand(c, 1, *weight.shape[2:]).contiguous(), groups=c)
 
 
-def gaussian(x: torch.Tensor, sigma, mode: str = "nearest", truncate: float = 4.0) -> torch.Tensor:
+def gaussian(x: torch.Tensor, sigma: float | tuple[float, float], mode: str = "nearest",
+             truncate: float = 4.0) -> torch.Tensor:
     """skimage.filters.gaussian of each channel (scipy's gaussian_filter; ``sigma`` one value or (rows, cols))."""
-    sy, sx = (sigma, sigma) if np.isscalar(sigma) else sigma
+    sy, sx = (sigma, sigma) if isinstance(sigma, (int, float)) else sigma
     x = filter_axis(x, gaussian_taps(sy, truncate), -2, mode)
     return filter_axis(x, gaussian_taps(sx, truncate), -1, mode)
 

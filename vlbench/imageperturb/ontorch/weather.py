@@ -69,6 +69,10 @@ def frost_texture(index: int, h: int, w: int, device) -> torch.Tensor:
         import cv2  # lazy: OpenCV only for the frost photographs, once per size
 
         photo = cv2.imread(str(frost_photo(index)))
+        if photo is None:
+            raise VlbenchError(f"the frost photograph {frost_photo(index)} could not be read",
+                               "reinstall the 'imagecorruptions' package (pip install --force-reinstall "
+                               "'imagecorruptions==1.1.2')")
         fh, fw = photo.shape[:2]
         scale = 1.0
         if fh < h and fw >= w:
