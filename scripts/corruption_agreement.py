@@ -153,10 +153,17 @@ def main() -> None:
     ap.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
     ap.add_argument("--no-run", action="store_true", help="skip the tiny-model runs")
     ap.add_argument("--from-json", help="print the tables of an earlier --json file without measuring")
+    ap.add_argument("--speed-only", action="store_true", help="measure and print the speed table only")
     args = ap.parse_args()
     if args.from_json:
         doc = json.loads(Path(args.from_json).read_text())
         _print(doc["agreement"], doc["speed"], doc["runs"])
+        return
+    if args.speed_only:
+        speeds = speed()
+        _print([], speeds, [])
+        if args.json:
+            Path(args.json).write_text(json.dumps({"speed": speeds}, indent=1))
         return
     rows = agreement(args.seeds)
     speeds = [] if args.no_speed else speed()
