@@ -9,6 +9,7 @@ with torchvision (libjpeg on the CPU, nvJPEG on a CUDA device) at the reference'
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 import torch
@@ -100,11 +101,14 @@ def pixelate(x, severity, draws):
 
 
 def jpeg_compression(x, severity, draws):
-    """JPEG at quality 25 18 15 10 7, decoded again (torchvision: libjpeg on the CPU, nvJPEG on CUDA)."""
-    from torchvision.io import ImageReadMode, decode_jpeg, encode_jpeg  # lazy: torchvision only for this one
+    """JPEG at quality 25 18 15 10 7, decoded again (torchvision: libjpeg on the CPU, nvJPEG on CUDA).
+    torchvision deprecated its image codecs in 0.29 in favour of TorchCodec; its warning is silenced here (the
+    codec is pinned by the version in the cache key, and a move to TorchCodec would bump it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from torchvision.io import ImageReadMode, decode_jpeg, encode_jpeg  # lazy: torchvision only for this one
 
-    images = [img for img in x.round().clamp(0, 255).to(torch.uint8)]
-    encoded = encode_jpeg(images, quality=JPEG[severity - 1])
-    decoded = decode_jpeg([e.cpu() for e in encoded], mode=ImageReadMode.RGB,
-                          device=x.device)
+        images = [img for img in x.round().clamp(0, 255).to(torch.uint8)]
+        encoded = encode_jpeg(images, quality=JPEG[severity - 1])
+        decoded = decode_jpeg([e.cpu() for e in encoded], mode=ImageReadMode.RGB, device=x.device)
     return torch.stack(list(decoded)).to(x.dtype)
