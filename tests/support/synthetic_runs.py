@@ -20,11 +20,13 @@ CORRUPTIONS = {"noise": ["gaussian_noise", "shot_noise", "impulse_noise"],
 def synth_run(folder: Path, *, model: int = 0, spec: str | None = None, label: str | None = None,
               dataset: str = "custom:mini.jsonl", dataset_hash: str = "d" * 64, perturb=(), corrupt=(),
               severities=(1, 2, 3), geometry=224, protocol: str | None = None, created: str = "2026-11-20T10:00:00",
-              run_id: str | None = None, clean_r1: float = 40.0, limit: int | None = None) -> Path:
+              run_id: str | None = None, clean_r1: float = 40.0, limit: int | None = None,
+              backend: str | None = None) -> Path:
     """Write ``folder/results.json``: clean + caption perturbations + image corruptions of one model.
     Recall@k of a condition = base + 2k (i2t) or base + k (t2i); base = clean_r1 + 2 * model - j / 2 for
     the j-th condition (1-based, clean = 0). Every RSUM and the bootstrap interval (delta +- 1.5) follow.
-    ``limit``: written as settings["limit"], as 'vlbench run --limit N' writes it."""
+    ``limit``: written as settings["limit"], as 'vlbench run --limit N' writes it. ``backend``: the image
+    corruptions' ``corrupt_backend`` (None: not recorded, as before it was)."""
     from vlbench.results import (Condition, DatasetInfo, Interval, MetricKey, MetricValue, ModelInfo, RunRecord,
                                  records_hash)
 
@@ -41,7 +43,8 @@ def synth_run(folder: Path, *, model: int = 0, spec: str | None = None, label: s
                 for s in severities:
                     conds[f"img:{c}:{s}"] = Condition(f"img:{c}:{s}", {
                         "perturbation": f"img:{c}:{s}", "kind": "image", "corruption": c, "severity": s,
-                        "family": f"image-{fam}", "corruption_family": fam, "corrupted_at": geometry})
+                        "family": f"image-{fam}", "corruption_family": fam, "corrupted_at": geometry,
+                        **({"corrupt_backend": backend} if backend else {})})
     values, intervals, rsum = [], [], {}
     for j, cond in enumerate(conds):
         base = clean_r1 + 2 * model - j / 2

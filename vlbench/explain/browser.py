@@ -60,7 +60,8 @@ class _View:
 
             meta = self.src.conditions[condition]
             loader = CorruptedLoader(meta["corruption"], int(meta["severity"]), int(meta.get("seed", 0)),
-                                     input_size=self._geometry(condition))
+                                     input_size=self._geometry(condition),
+                                     backend=str(meta.get("corrupt_backend") or "reference"))
             return loader(self._image(i), file_key(self.src.image_path(i)))
 
         return self.thumbs.add(("corrupted", condition, i), make, self.query_size)

@@ -10,7 +10,7 @@ from PIL import Image
 from ..errors import VlbenchError
 from .guard import call_plugin, check_size, checked_output
 from .registry import image_perturbations
-from .spec import SEVERITIES, cache_key
+from .spec import SEVERITIES, TORCH_DEVICE, cache_key, check_backend
 
 MIN_SIDE = 32  # the reference needs at least 32 x 32 pixels
 
@@ -31,8 +31,11 @@ def _to_rgb(image, image_id) -> Image.Image:
     return image.convert("RGB")
 
 
-def corrupt(image, name: str, severity: int, seed: int, image_id) -> Image.Image:
+def corrupt(image, name: str, severity: int, seed: int, image_id, backend: str = "reference") -> Image.Image:
     """``image`` corrupted by ``name`` at ``severity`` (1-5); an RGB PIL image of the same size.
+
+    ``backend="torch"``: a built-in runs through the torch code (vlbench/imageperturb/ontorch) on the CPU, seeded
+    with the same per-image seed (other numbers: torch's generator); plug-ins run their own code either way.
 
     Greyscale, palette and alpha images become RGB first (alpha over white). Images with a side under
     32 pixels are enlarged (nearest) to 32, corrupted and shrunk back (box filter), since the reference
@@ -45,6 +48,7 @@ def corrupt(image, name: str, severity: int, seed: int, image_id) -> Image.Image
                            "use a severity from 1 to 5")
     entry = image_perturbations.entry(name)
     fn = image_perturbations.get(name)
+    check_backend(backend)
     rgb = _to_rgb(image, image_id)
     size = rgb.size
     check_size(size, image_id)
@@ -55,7 +59,11 @@ def corrupt(image, name: str, severity: int, seed: int, image_id) -> Image.Image
     rng = np.random.Generator(np.random.PCG64(derive_seed(seed, name, int(severity), image_id)))
     x = np.asarray(rgb, dtype=np.uint8)
     plugin = entry.source != "builtin"
-    if plugin:  # third-party code: errors reported by name, global random state seeded per image
+    if backend == "torch" and not plugin:
+        from .ontorch import corrupt_array  # lazy: torch only for --corrupt-backend torch
+
+        out = corrupt_array(x, name, int(severity), derive_seed(seed, name, int(severity), image_id), TORCH_DEVICE)
+    elif plugin:  # third-party code: errors reported by name, global random state seeded per image
         out = call_plugin(fn, name, entry.source, x, int(severity), rng,
                           f"{int(seed)}|{name}|{int(severity)}|{image_id}", image_id)
     else:
@@ -97,21 +105,23 @@ class CorruptedLoader:
     constructor arguments, the image and its id, so worker count and order do not matter.
     """
 
-    def __init__(self, name: str, severity: int, seed: int = 0, input_size: int | None = None):
-        self.name, self.severity, self.seed = name, int(severity), int(seed)
+    def __init__(self, name: str, severity: int, seed: int = 0, input_size: int | None = None,
+                 backend: str = "reference"):
+        self.name, self.severity, self.seed, self.backend = name, int(severity), int(seed), check_backend(backend)
         self.input_size = None if input_size is None else int(input_size)
         if self.input_size is not None and self.input_size < MIN_SIDE:
             raise VlbenchError(f"input_size {input_size!r} is below {MIN_SIDE} pixels",
                                "give the model's input resolution, e.g. 224, or None to corrupt the original image")
-        self.cache_key = cache_key(name, self.severity, self.seed)  # also validates the name
+        self.cache_key = cache_key(name, self.severity, self.seed, backend)  # also validates the name
         if self.input_size is not None:
             self.cache_key += f":at{self.input_size}"
 
     def __call__(self, image, image_id) -> Image.Image:
         if self.input_size is not None:
             image = fit_to_input(_to_rgb(image, image_id), self.input_size)
-        return corrupt(image, self.name, self.severity, self.seed, image_id)
+        return corrupt(image, self.name, self.severity, self.seed, image_id, self.backend)
 
     def __repr__(self) -> str:
         at = "" if self.input_size is None else f", input_size={self.input_size}"
+        at += "" if self.backend == "reference" else f", backend={self.backend!r}"
         return f"CorruptedLoader({self.name!r}, {self.severity}, seed={self.seed}{at})"

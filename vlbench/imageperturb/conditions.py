@@ -16,7 +16,7 @@ from ..results import DIRECTIONS, RunRecord, UnreadableResults
 from ..runfolder import MAX_RESULTS_BYTES, results_path
 from ..util.io import read_regular_file
 from .mce import corruption_errors, error_from_metric
-from .spec import IMPLEMENTATION_VERSION, family_of, parse_spec
+from .spec import IMPLEMENTATION_VERSION, TORCH_DEVICE, TORCH_VERSION, check_backend, family_of, parse_spec
 
 PREFIX = "img:"
 CORRUPT_AT = ("input", "original")  # --corrupt-at
@@ -28,15 +28,17 @@ class CorruptionTransform:
 
     ``at="input"`` (default): corrupt at the model's input geometry (shorter side to the input size, centre
     crop, as ImageNet-C does), found from the model's preprocessing when the run binds the transform;
-    ``at="original"``: corrupt the decoded image at its own size."""
+    ``at="original"``: corrupt the decoded image at its own size. ``backend``: ``reference`` (the reference
+    code) or ``torch`` (vlbench/imageperturb/ontorch, on the CPU in the loader's workers)."""
 
-    def __init__(self, name: str, severity: int, seed: int, at: str = "input"):
+    def __init__(self, name: str, severity: int, seed: int, at: str = "input", backend: str = "reference"):
         if at not in CORRUPT_AT:
             raise VlbenchError(f"unknown corruption geometry {at!r}", "use --corrupt-at input or original")
         from .apply import CorruptedLoader  # lazy: PIL; --help imports this module
 
         self.name, self.severity, self.seed, self.at = name, int(severity), int(seed), at
-        self.loader = CorruptedLoader(name, severity, seed)
+        self.backend = check_backend(backend)
+        self.loader = CorruptedLoader(name, severity, seed, backend=backend)
 
     def bind(self, adapter) -> dict:
         """Fix the geometry from the model's preprocessing (called once per run, before cache keys); returns
@@ -44,7 +46,7 @@ class CorruptionTransform:
         from .apply import CorruptedLoader, model_input_size  # lazy: PIL; --help imports this module
 
         size = model_input_size(adapter.preprocess) if self.at == "input" else None
-        self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size)
+        self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size, backend=self.backend)
         return {"corrupted_at": size or "original size", "cache_key": self.loader.cache_key}
 
     def key(self, index: int, content: str) -> str:
@@ -61,24 +63,26 @@ class CorruptionTransform:
         global _FITTED
         if _FITTED is None or _FITTED[0] is not image or _FITTED[1] != size:
             _FITTED = (image, size, fit_to_input(_to_rgb(image, content), size))
-        return corrupt(_FITTED[2], self.name, self.severity, self.seed, content)
+        return corrupt(_FITTED[2], self.name, self.severity, self.seed, content, self.backend)
 
 
 _FITTED: tuple | None = None  # (decoded image, size, fitted image) of the last call, per process
 
 
-def image_variants(spec: str | None, seed: int, at: str = "input") -> list:
-    """The Variants of a ``--perturb-images`` spec (``gaussian_noise:3,motion_blur:1-5,all:3``)."""
+def image_variants(spec: str | None, seed: int, at: str = "input", backend: str = "reference") -> list:
+    """The Variants of a ``--perturb-images`` spec (``gaussian_noise:3,motion_blur:1-5,all:3``); ``backend``:
+    ``--corrupt-backend`` (recorded per condition as ``corrupt_backend``, with the torch code's version and device)."""
     if not spec:
         return []
     out = []
+    version = IMPLEMENTATION_VERSION if check_backend(backend) == "reference" else f"{TORCH_VERSION}@{TORCH_DEVICE}"
     for c in parse_spec(spec):
         fam = family_of(c.name)
         meta = {"perturbation": PREFIX + c.label, "kind": "image", "corruption": c.name, "severity": c.severity,
                 "family": f"image-{fam}", "corruption_family": fam, "seed": seed,
-                "version": IMPLEMENTATION_VERSION, "not_applicable_rate": 0.0,
+                "version": version, "corrupt_backend": backend, "not_applicable_rate": 0.0,
                 "applied_to": "i2t: the query images; t2i: the gallery images; captions clean"}
-        t = CorruptionTransform(c.name, c.severity, seed, at)
+        t = CorruptionTransform(c.name, c.severity, seed, at, backend)
         meta["cache_key"] = t.loader.cache_key
         out.append(Variant(PREFIX + c.label, meta, image=t, kind="image"))
     return out

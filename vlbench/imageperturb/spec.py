@@ -10,9 +10,14 @@ from .registry import FAMILIES, NAMES, image_perturbations
 
 # Bump when any corruption's output changes (part of every corrupted-image cache key).
 IMPLEMENTATION_VERSION = "imagenet-c/2"  # 2: zoom_blur edge row/column as the reference
+#: the torch backend's version (vlbench/imageperturb/ontorch): bump when any of its outputs changes
+TORCH_VERSION = "imagenet-c-torch/1"
+#: --corrupt-backend: the reference code (NumPy/SciPy/OpenCV, imagecorruptions 1.1.2) or the torch code
+BACKENDS = ("reference", "torch")
+TORCH_DEVICE = "cpu"  # where a run's torch corruptions execute (DataLoader workers): part of their cache key
 SEVERITIES = (1, 2, 3, 4, 5)
-__all__ = ["FAMILIES", "NAMES", "SEVERITIES", "IMPLEMENTATION_VERSION", "ImageCondition", "family_of", "cache_key",
-           "parse_spec"]
+__all__ = ["FAMILIES", "NAMES", "SEVERITIES", "IMPLEMENTATION_VERSION", "TORCH_VERSION", "BACKENDS", "ImageCondition",
+           "family_of", "cache_key", "backend_version", "parse_spec"]
 
 
 @dataclass(frozen=True, order=True)
@@ -32,11 +37,26 @@ def family_of(name: str) -> str:
     return image_perturbations.entry(name).meta.get("family", "plugin")
 
 
-def cache_key(name: str, severity: int, seed: int) -> str:
-    """Cache-key component of a corrupted image set: (name, severity, seed, implementation version)."""
+def check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise VlbenchError(f"unknown corruption backend {backend!r}", "use --corrupt-backend reference or torch")
+    return backend
+
+
+def backend_version(name: str, backend: str = "reference") -> str:
+    """What made the corrupted pixels of ``name``: the reference implementation's version, the torch backend's
+    version and device (``imagenet-c-torch/1@cpu``; the same seed draws other numbers on another device), or
+    a plug-in's source (plug-ins run their own code under either backend)."""
     entry = image_perturbations.entry(name)
-    version = IMPLEMENTATION_VERSION if entry.source == "builtin" else entry.source
-    return f"img:{name}:{int(severity)}:seed{int(seed)}:{version}"
+    if entry.source != "builtin":
+        return entry.source
+    return IMPLEMENTATION_VERSION if check_backend(backend) == "reference" else f"{TORCH_VERSION}@{TORCH_DEVICE}"
+
+
+def cache_key(name: str, severity: int, seed: int, backend: str = "reference") -> str:
+    """Cache-key component of a corrupted image set: (name, severity, seed, implementation version), the
+    version naming the backend (:func:`backend_version`), so the two backends' images never share a cache entry."""
+    return f"img:{name}:{int(severity)}:seed{int(seed)}:{backend_version(name, backend)}"
 
 
 def _severities(text: str, item: str) -> list[int]:

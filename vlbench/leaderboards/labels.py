@@ -100,7 +100,18 @@ def geometry_of(run: Run) -> str | None:
     return seen
 
 
-def _mixed_protocols(protocols: dict, geometries: dict, mixed: list, flags: dict) -> None:
+def backend_of(run: Run) -> str | None:
+    """The code that made the run's image corruptions (``--corrupt-backend``): "reference" (also runs before it
+    was recorded) or "torch"; None without image corruptions."""
+    seen = None
+    for c in run.conditions():
+        meta = run.condition_meta(c)
+        if meta.get("kind") == "image" and "corruption" in meta:
+            seen = str(meta.get("corrupt_backend") or "reference")
+    return seen
+
+
+def _mixed_protocols(protocols: dict, geometries: dict, mixed: list, flags: dict, backends: dict) -> None:
     """Protocols and corruption geometries are compared over every run given, superseded ones included, so a
     clash is reported the same way whichever run is newer."""
     if len(protocols) > 1:
@@ -108,6 +119,9 @@ def _mixed_protocols(protocols: dict, geometries: dict, mixed: list, flags: dict
     if len(geometries) > 1:
         _note_mixed(mixed, flags, {"what": "corruption_geometry"}, geometries,
                     lambda v: f"mixed: images corrupted at {v} geometry")
+    if len(backends) > 1:
+        _note_mixed(mixed, flags, {"what": "corruption_backend"}, backends,
+                    lambda v: f"mixed: images corrupted by the {v} backend")
 
 
 def _mixed(hashes: dict, versions: dict) -> tuple[list[dict], dict]:
@@ -131,9 +145,11 @@ def _refuse_mixed(mixed: list[dict], hashes: dict, versions: dict, others: dict)
                          "(its captions or images changed between runs):")
             for h in m["variants"]:
                 lines.append(f"    {_short(h)}: " + _name_runs(hashes[m["dataset"]][h]))
-        elif m["what"] in ("protocol", "corruption_geometry"):
-            what = ("different evaluation protocols (--protocol)" if m["what"] == "protocol" else
-                    "different image-corruption geometries (--corrupt-at input / original)")
+        elif m["what"] in ("protocol", "corruption_geometry", "corruption_backend"):
+            what = {"protocol": "different evaluation protocols (--protocol)",
+                    "corruption_geometry": "different image-corruption geometries (--corrupt-at input / original)",
+                    "corruption_backend": "different image-corruption backends (--corrupt-backend reference / "
+                                          "torch)"}[m["what"]]
             lines.append(f"the runs use {len(m['variants'])} {what}:")
             for v in m["variants"]:
                 lines.append(f"    {m['what'].replace('_', ' ')} {v}: " + _name_runs(others[m["what"]][v]))
@@ -152,13 +168,14 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool, keep_p
 
     Runs are comparable when every run of one dataset name has the same dataset content hash and all
     runs share one metric version, and all runs given (superseded ones included) one evaluation protocol and
-    one image-corruption geometry. Otherwise the build stops, naming the runs, unless ``allow_mixed``:
+    one image-corruption geometry and backend. Otherwise the build stops, naming the runs, unless ``allow_mixed``:
     then datasets with several hashes are shown as ``name [hash8]`` and rows are flagged.
     """
     hashes: dict[str, dict[str, list[Run]]] = {}
     versions: dict[str, list[Run]] = {}
     protocols: dict[str, list[Run]] = {}
     geometries: dict[str, list[Run]] = {}
+    backends: dict[str, list[Run]] = {}
     for r in selection.used_runs():
         hashes.setdefault(r.dataset_name, {}).setdefault(r.dataset_hash, []).append(r)
         versions.setdefault(r.metric_version, []).append(r)
@@ -166,10 +183,13 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool, keep_p
         protocols.setdefault(protocol_of(r), []).append(r)
         if (geometry := geometry_of(r)) is not None:
             geometries.setdefault(geometry, []).append(r)
+        if (backend := backend_of(r)) is not None:
+            backends.setdefault(backend, []).append(r)
     mixed, flags = _mixed(hashes, versions)
-    _mixed_protocols(protocols, geometries, mixed, flags)
+    _mixed_protocols(protocols, geometries, mixed, flags, backends)
     if mixed and not allow_mixed:
-        _refuse_mixed(mixed, hashes, versions, {"protocol": protocols, "corruption_geometry": geometries})
+        _refuse_mixed(mixed, hashes, versions, {"protocol": protocols, "corruption_geometry": geometries,
+                                                "corruption_backend": backends})
     dataset = {}
     for name, hs in hashes.items():
         for h in hs:

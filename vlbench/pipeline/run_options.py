@@ -72,6 +72,11 @@ RUN_OPTIONS = (
     Option("corrupt_at", "--corrupt-at", "corrupt images at the model's input geometry (shorter side to its input "
                                          "size, centre crop: the ImageNet-C definition; default) or at their "
                                          "original size", choices=run_config.CORRUPT_AT),
+    Option("corrupt_backend", "--corrupt-backend", "the corruptions' code: reference (imagecorruptions' NumPy/SciPy/"
+                                                   "OpenCV code; default) or torch (the same definitions in torch, "
+                                                   "agreement in docs/image_perturbations.md); recorded per "
+                                                   "condition, never cached or tabled with the other",
+           choices=run_config.CORRUPT_BACKENDS),
     Option("shortcuts", "--shortcuts", "synthetic-shortcut probes as conditions: matched, mismatched, caption-only, "
                                        "image-only, bits=N (comma-separated; docs/shortcuts.md)", metavar="PROBES"),
     Option("token_budget", "--token-budget", "caption budgets in the model's own tokens, each a condition "

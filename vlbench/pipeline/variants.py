@@ -19,7 +19,7 @@ from ..shortcuts.conditions import shortcut_summary, shortcut_variants
 def plan_variants(cfg, ds) -> list[Variant]:
     """The image-side conditions a run's options ask for: ``--perturb-images``, ``--shortcuts``."""
 
-    out = image_variants(cfg.perturb_images, cfg.seed, cfg.corrupt_at)
+    out = image_variants(cfg.perturb_images, cfg.seed, cfg.corrupt_at, cfg.corrupt_backend)
     if cfg.shortcuts:
         out += shortcut_variants(cfg.shortcuts, ds, seed=cfg.seed, digits=cfg.digits, cache_dir=cfg.cache_dir)
         report_fallbacks(out, quiet=cfg.quiet)

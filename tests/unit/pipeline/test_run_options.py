@@ -60,6 +60,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     flags += ["--token-budget", "16,77", "--sentence-budget", "2"]  # (issue #33) caption-length budgets
     flags += ["--limit", "20"]  # (issue #30) a smoke test
     flags += ["--pixels", "device"]  # (issue #29) the pixel path
+    flags += ["--corrupt-backend", "torch"]  # issue #29: the torch corruptions
     doc = {"model": "counting:dim=8", "dataset": "custom:m.jsonl", "perturb": "typos",
            "param": {"typos-keyboard.rate": 0.2}, "out": "o", "dataset_name": "d", "model-name": "m", "data-dir": "dd",
            "gallery": "fg-pool", "extra-positives": "eccv", "device": "cpu", "precision": "bf16", "batch-size": 8,
@@ -75,6 +76,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     doc.update({"distractors": "captions:adv.txt", "limit": 20})
     doc.update({"token-budget": [16, 77], "sentence_budget": 2})
     doc.update({"pixels": "device"})
+    doc.update({"corrupt-backend": "torch"})
     cfg = RunConfig(model="counting:dim=8", dataset="custom:m.jsonl", perturb="typos",
                     perturb_params={"typos-keyboard": {"rate": 0.2}}, out="o", dataset_name="d", model_name="m",
                     data_dir="dd", gallery="fg-pool", extra_positives="eccv", device="cpu", precision="bf16",
@@ -86,7 +88,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     mce_reference="ref", corrupt_at="original", shortcuts="matched", digits="mnist",
                     validity="full", validity_sample=50, validity_precision=0.01, resume=True, overwrite=True,
                     allow_partial_gallery=True, distractors="captions:adv.txt", token_budget=(16, 77),
-                    sentence_budget=(2,), limit=20)
+                    sentence_budget=(2,), limit=20, corrupt_backend="torch")
     cfg = dataclasses.replace(cfg, pixels="device")
     return flags, doc, cfg
 
