@@ -249,6 +249,14 @@ def check_folder(opt: str, value) -> None:
                   "give {opt} a folder you can write to")
 
 
+def _check_budgets(cfg: RunConfig) -> None:
+    for name in ("token_budget", "sentence_budget"):
+        values = getattr(cfg, name)
+        if any(not _is_int(v) or not 1 <= v <= 100_000 for v in values) or len(set(values)) != len(values):
+            raise OptionError(name, f"{{opt}} takes distinct budgets from 1 to 100000, got {list(values)}",
+                              example=(16, 32, 77))
+
+
 def validate(cfg: RunConfig) -> None:
     """Check every option before any work, so a typo never costs an encoding pass. A bad value raises
     :class:`~vlbench.errors.OptionError`: from Python it names the keyword argument (``batch_size=0``),
@@ -271,11 +279,7 @@ def validate(cfg: RunConfig) -> None:
     for name, value in (("out", cfg.out), ("cache_dir", None if cfg.no_cache else cfg.cache_dir)):
         check_folder(name, value)
     _check_lists(cfg)
-    for name in ("token_budget", "sentence_budget"):
-        values = getattr(cfg, name)
-        if any(not _is_int(v) or not 1 <= v <= 100_000 for v in values) or len(set(values)) != len(values):
-            raise OptionError(name, f"{{opt}} takes distinct budgets from 1 to 100000, got {list(values)}",
-                              example=(16, 32, 77))
+    _check_budgets(cfg)
     _check_corrupt_backend(cfg)
     if cfg.distractors is not None:  # --distractors: the spec's syntax here, its sources in the preflight
         from ..datasets.distractors import parse_spec  # lazy: vlbench --help imports this module; keep it light
