@@ -154,8 +154,9 @@ def remove_run_files(out: Path, run_id: str) -> list[str]:
     files; the rescore folder too once empty), nothing else. Returns the names removed, results.json last."""
     out = Path(out)
     later = []
-    page = out / EXPLAIN_PAGE  # `vlbench explain`'s page of this run: its title names the run
-    if page.is_file() and _written_for(page, f"<title>vlbench failure browser: {run_id}</title>"):
+    page = out / EXPLAIN_PAGE  # `vlbench explain`'s page of this run: its head names the run
+    if page.is_file() and (_written_for(page, f'<meta name="vlbench-run" content="{run_id}">')
+                           or _written_for(page, f"<title>vlbench failure browser: {run_id}</title>")):  # older pages
         later.append(EXPLAIN_PAGE)
     rescore = out / RESCORE_DIR
     if rescore.is_dir() and not rescore.is_symlink():

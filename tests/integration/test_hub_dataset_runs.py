@@ -119,14 +119,17 @@ def test_a_mirror_served_hub_dataset_equals_the_manifest(tiny_models, mirror, tm
     """The same check online: hf:org/tiny-set served by the local mirror (HF_ENDPOINT), fetched by the Hub client
     itself (no pre-filled cache), equals the custom manifest number for number; only the split's parquet file
     is downloaded."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))  # an empty Hub cache: all online
     man = write_manifest(tmp_path / "data", 12, images="")
-    mirror.add_dataset_repo("org/tiny-set", {
+    mirror.add_dataset_repo("org/tiny-set-online", {
         "data/test-00000-of-00001.parquet": manifest_as_parquet(man, split_at=2),
         "data/train-00000-of-00001.parquet": manifest_as_parquet(write_manifest(tmp_path / "other", 3, images="",
                                                                                 seed=5, start=20))})
     monkeypatch.setenv("VLBENCH_DATA_DIR", str(tmp_path / "vlbench-data"))
     model = f"clip:{tiny_models('clip')}"
-    hub = _run(model, "hf:org/tiny-set", tmp_path / "hub-run", perturb="char-swap")
+    hub = _run(model, "hf:org/tiny-set-online", tmp_path / "hub-run", perturb="char-swap")
     custom = _run(model, f"custom:{man}", tmp_path / "custom-run", perturb="char-swap")
     h, c = (json.loads((r.out_dir / "results.json").read_text()) for r in (hub, custom))
     assert h["results"] == c["results"] and h["deltas"] == c["deltas"] and h["bootstrap"] == c["bootstrap"]

@@ -160,7 +160,7 @@ def test_two_compares_into_one_out_never_mix_their_files(pair, tmp_path, capsys)
     finally:
         busy.release()
     (tmp_path / "file").write_text("mine")
-    assert "is a file, not a folder" in _err(capsys, ["compare", str(a), str(b), "--n-resamples", str(N), "--out",
+    assert "exists and is not a folder" in _err(capsys, ["compare", str(a), str(b), "--n-resamples", str(N), "--out",
                                                       str(tmp_path / "file")])
     assert (tmp_path / "file").read_text() == "mine"
 

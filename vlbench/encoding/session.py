@@ -46,7 +46,7 @@ class EncodingSession:
             # with --no-cache
             model = LazyModel(spec, root, reuse=not restart, device=device, precision=precision,
                               trust_remote_code=trust_remote_code, revision=revision, pixels=pixels,
-                              before_load=None if not images else lambda: _check_headers(images))
+                              before_load=None if not images else lambda: check_headers(images))
             model_hash = model.model_hash()
         cache = None if no_cache else EmbeddingCache(root, model_hash, read=not restart, label=spec)
         return cls(model, cache, stats if stats is not None else EncodeStats(), model_hash)
@@ -67,6 +67,7 @@ class EncodingSession:
                                      cache=self.cache, stats=self.stats, progress=progress, clean=clean)
 
 
-def _check_headers(paths: list) -> None:
+def check_headers(paths: list) -> None:
+    """Every image file's header, checked (size, format) before anything heavy is loaded (issue #32)."""
     for p in paths:
         check_image_header(p)

@@ -193,6 +193,8 @@ def page(view, sections: list[Section], title: str, intro: str) -> str:
            '<span id="all"></span>')
     body = "".join(section_html(view, s) for s in sections)
     return ("<!DOCTYPE html>\n<html lang=\"en\" data-page=\"vlbench-explain\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}"><title>{esc(title)}</title>'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f'<meta name="vlbench-run" content="{esc(str(view.src.results.get("run_id", "")))}">'  # for --overwrite
+            f'<title>{esc(title)}</title>'
             f"<style>{STYLE}\n{view.thumbs.css()}</style></head><body><h1>{esc(title)}</h1>{intro}"
             f"{nav}{body}</body></html>\n")

@@ -37,7 +37,7 @@ from .. import __version__, perturbations
 from ..conditions import RunCondition
 from ..datasets.core import Dataset, limited, load_dataset
 from ..encoding.distributed import claim_out, distributed, gather, phase, silence_library_progress
-from ..encoding.session import EncodingSession
+from ..encoding.session import EncodingSession, check_headers
 from ..encoding.variant_images import bind_transforms
 from ..errors import VlbenchError
 from ..granularity import budgets
@@ -265,11 +265,13 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     """Images once, each distinct text once over all conditions; under torchrun each rank its share."""
 
     ds, m = plan.ds, cfg.model_opts
-    if "torch" not in sys.modules:  # its first import takes seconds: say so before the wait, not after
+    paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
+    checked = "torch" not in sys.modules
+    if checked:  # its first import takes seconds: say so before the wait, not after
+        check_headers(paths)  # but a bad image first: refused before hundreds of MB are imported (issue #32)
         _log(cfg, "loading torch and the model's library (a few seconds on first use)")
         importlib.import_module("torch")
-    paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
-    session = _load_model(m, cfg.output_opts, paths)
+    session = _load_model(m, cfg.output_opts, None if checked else paths)
     plan = timing.timed("perturbation", lambda: budgets.with_budgets(cfg, plan, session.model))  # --token-budget
     timing.enter("writing")  # the run's id and its output folder
     run_id = _run_id(m.model, ds, session.model_hash)
