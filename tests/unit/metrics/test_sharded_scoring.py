@@ -1,0 +1,62 @@
+"""Scoring in blocks of rows x columns (--score-block, metrics/sharded.py) gives exactly the one-piece numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from support.sharded_gallery import gallery, per_query
+from vlbench.errors import OptionError
+from vlbench.metrics import compute
+from vlbench.metrics.compute import EmbeddingSource, evaluate
+from vlbench.metrics.sharded import ALIGN, column_shards, parse_score_block
+from vlbench.pipeline.run_config import RunConfig, validate
+
+
+def _same(a, b) -> None:
+    pa, pb = per_query(a), per_query(b)
+    assert pa.keys() == pb.keys()
+    for key in pa:
+        assert np.array_equal(pa[key], pb[key]), key
+    assert a.records() == b.records()
+
+
+class _TextOnly(compute.ArraySource):
+    directions = ("t2i",)
+
+
+@pytest.mark.slow  # 2-6 s each: five block shapes over a 2,000-image gallery
+@pytest.mark.parametrize("block", ["2x256", "7x300", "64x1000", "3x999", "1000x100000"])
+def test_blocks_give_the_one_piece_values_with_ties_duplicates_relevance_and_graded_gains(block):
+    img, txt, c2i = gallery(2_000, 700, seed=1)
+    rng = np.random.default_rng(2)
+    rel = EmbeddingSource(rng.standard_normal((2_000, 8)).astype(np.float32),
+                          rng.standard_normal((700, 8)).astype(np.float32))
+    graded = {"g": _TextOnly(np.round(rng.random((2_000, 700)), 1).astype(np.float32))}  # tied gains too
+    kw = dict(relevance=rel, graded=graded, block_bytes=1 << 16, k=(1, 5, 10, 50), i2t_recall="fraction")
+    _same(evaluate(EmbeddingSource(img, txt), c2i, **kw), evaluate(EmbeddingSource(img, txt), c2i, score_block=block,
+                                                                   **kw))
+
+
+def test_a_one_row_query_block_and_the_default_blocks():
+    img, txt, c2i = gallery(3_000, 301, seed=3)
+    one = evaluate(EmbeddingSource(img, txt), c2i)
+    _same(one, evaluate(EmbeddingSource(img, txt), c2i, score_block="300x256"))  # the last block: one query
+
+
+def test_shards_are_aligned_bounded_and_cover_the_gallery():
+    for n, cols in ((200_000, 30_000), (1_000, 256), (257, 256), (100, 4096), (65_537, 1_000)):
+        shards = column_shards(0, n, cols)
+        assert shards[0][0] == 0 and shards[-1][1] == n
+        assert all(a[1] == b[0] for a, b in zip(shards, shards[1:]))
+        assert all(c1 - c0 <= cols and c0 % ALIGN == 0 for c0, c1 in shards)
+        assert len(shards) == 1 or min(c1 - c0 for c0, c1 in shards) >= ALIGN
+
+
+@pytest.mark.parametrize("bad", ["1x1000", "64x10", "64", "axb", (0, 512), "2x2.5"])
+def test_a_bad_score_block_is_refused_by_option(bad):
+    with pytest.raises(ValueError):
+        parse_score_block(bad)
+    with pytest.raises(OptionError) as e:
+        validate(RunConfig(model="clip", dataset="flickr30k", score_block=bad))
+    assert e.value.option == "score_block"
