@@ -267,9 +267,13 @@ def _count_above(source, direction, queries, need, head: _Head, block, shards, g
             continue
         t, c = head.best_s[r0 + rows][:, None], head.best_c[r0 + rows][:, None]
         for c0, c1 in shards:  # the same blocks as the first pass: the same products, the same bits
-            blk = columns(source, direction, queries[r0:r1], c0, c1)[rows]
-            ids = np.arange(c0, c1)[None, :]
-            counts[r0 + rows] += np.count_nonzero((blk > t) | ((blk == t) & (ids < c)), axis=1)
+            blk = columns(source, direction, queries[r0:r1], c0, c1)
+            if len(rows) < len(blk):
+                blk = blk[rows]
+            counts[r0 + rows] += np.count_nonzero(blk > t, axis=1)
+            ties = np.flatnonzero(np.count_nonzero(blk == t, axis=1))
+            for r in ties:  # equal scores count only at a lower index than the best positive
+                counts[r0 + rows[r]] += np.count_nonzero(blk[r, :max(0, int(c[r, 0]) - c0)] == t[r, 0])
     return group.sum(counts)
 
 
