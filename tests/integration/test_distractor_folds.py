@@ -73,3 +73,16 @@ def test_distractors_on_a_dataset_with_folds_finish_and_score_each_fold(counting
         real = rows[rows < folded.n_images]
         assert np.isin(real, fold).all()  # a fold's real candidates are that fold's images
     assert json.loads((tmp_path / "run" / "results.json").read_text())["conditions"][name]["kind"] == "gallery"
+
+
+def test_a_24_mb_caption_line_stops_the_run_with_the_limit_named(counting_plugin, manifest, tmp_path, capsys):
+    from vlbench import cli
+    from vlbench.datasets.distractors import MAX_CAPTION_CHARS
+
+    big = tmp_path / "big.txt"
+    big.write_text("a red car\n" + "x" * 24_000_000 + "\n")
+    code = cli.main(["run", "--model", "counting", "--dataset", f"custom:{manifest}", "--out", str(tmp_path / "o"),
+                     "--quiet", "--num-workers", "0", "--distractors", f"captions:{big}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{MAX_CAPTION_CHARS:,}" in err and "Traceback" not in err
+    assert not (tmp_path / "o" / "results.json").exists()
