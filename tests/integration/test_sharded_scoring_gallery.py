@@ -25,7 +25,7 @@ def one_piece():
 @pytest.mark.slow
 def test_blocks_in_one_process_equal_the_one_piece_pass(one_piece):
     ref, (img, txt, c2i) = one_piece
-    got = per_query(evaluate(EmbeddingSource(img, txt), c2i, score_block="256x30000"))
+    got = per_query(evaluate(EmbeddingSource(img, txt), c2i, score_block="64x16000"))
     assert ref.keys() == got.keys()
     for key in ref:
         assert np.array_equal(ref[key], got[key]), key
@@ -46,3 +46,22 @@ def test_two_torchrun_processes_equal_the_one_piece_pass(one_piece, tmp_path):
     assert ref.keys() == got.keys()
     for key in ref:
         assert np.array_equal(ref[key], got[key]), key
+
+
+def test_a_run_with_score_block_gives_the_same_results_and_records_the_block(counting_plugin, manifest, tmp_path):
+    import json
+
+    import vlbench
+    from support.data import write_images
+
+    write_images(tmp_path / "neg", 3, seed=7)
+    kw = dict(model="counting", dataset=f"custom:{manifest}", quiet=True, num_workers=0, validity="off", n_boot=20,
+              perturb="char-swap", distractors=f"images:{tmp_path / 'neg'}", cache_dir=str(tmp_path / "cache"))
+    vlbench.run(out=str(tmp_path / "one"), **kw)
+    vlbench.run(out=str(tmp_path / "blocks"), score_block="2x256", **kw)
+    a, b = (json.loads((tmp_path / n / "results.json").read_text()) for n in ("one", "blocks"))
+    assert a["results"] == b["results"] and a["deltas"] == b["deltas"] and a["results_hash"] == b["results_hash"]
+    assert a["hardware"]["score_block"] is None and b["hardware"]["score_block"] == "2x256"
+    assert a["settings"] == {**b["settings"], "device": a["settings"]["device"]}  # not a number-changing setting
+    for name in ("per_query.csv.gz", "flips.csv"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "blocks" / name).read_bytes()

@@ -206,9 +206,7 @@ class EmbeddingSource(SimilaritySource):
         """Candidates ``c0:c1`` of the queries' rows, the same bits as those columns of :meth:`rows`
         (metrics/sharded.py says when a product rounds an element the same wherever it sits)."""
         q, c = ("img", "txt") if direction == "i2t" else ("txt", "img")
-        queries = np.asarray(queries)
-        one = len(queries) == 1  # one row would be a matrix-vector product: it rounds differently
-        qi = np.concatenate([queries, queries]) if one else queries
+        qi = np.asarray(queries)
         out = self._product(q, c, qi, slice(c0, c1))
         dup, first = self._dups[c]
         sel = (dup >= c0) & (dup < c1)
@@ -220,7 +218,7 @@ class EmbeddingSource(SimilaritySource):
                 far, inv = np.unique(f[~near], return_inverse=True)
                 cols = np.concatenate([far, np.arange(c0, min(c1, c0 + 64))])
                 out[:, d[~near] - c0] = self._product(q, c, qi, cols)[:, inv.reshape(-1)]
-        return self._share_duplicates_rows(out[:1] if one else out, q, queries)
+        return self._share_duplicates_rows(out, q, qi)
 
     def _share_duplicates(self, out: np.ndarray, q: str, c: str, queries: np.ndarray) -> np.ndarray:
         dup, first = self._dups[c]

@@ -12,13 +12,19 @@ Each query's values are functions of a few things that combine exactly across co
   are merges of the shards' ``p`` largest, and the relevances / gains at the head travel with the head.
 
 Nothing is approximated: with the same similarity values the same ranks come out. The similarity values are
-the same bits as in the one-piece pass (:meth:`EmbeddingSource.block`): a matrix product gives each element
-the same rounding wherever the element sits, as long as no side of it is a single row or a handful of
-columns (then BLAS switches to a matrix-vector or small-matrix kernel that rounds differently); so a
-one-row block is computed as two rows, shards are at least ``MIN_COLS`` wide and start at multiples of
-``ALIGN``, and a duplicate candidate whose first copy lies in another shard gets that copy's scores from
-a product at least ``ALIGN`` columns wide. Under torchrun each rank scores a contiguous slice of the gallery;
-heads, best positives and counts are exchanged through torch.distributed (gloo on CPU, NCCL on GPU).
+the same bits as in the one-piece pass (:meth:`EmbeddingSource.block`) because the products keep its layout:
+its query blocks (32 MiB of whole rows each, ``block_bytes``) stay whole and only the gallery is cut
+(:func:`shard_width`), into shards that start at multiples of ``ALIGN`` and are at least ``MIN_COLS`` wide.
+A BLAS matrix product accumulates each element over the embedding dimension in a fixed order, so it rounds an
+element the same wherever such a column cut falls; what changes the rounding is a different kernel, chosen
+for a one-row side or a product too small for the blocked kernel, or a cut through the query rows, and the
+layout makes none of these that the one-piece pass does not make too. (So the bound is ``rows x cols``
+similarities per block, but never below a whole query block times MIN_COLS columns: for a gallery of a
+million candidates that floor is 8 x 256.) A duplicate candidate whose first copy lies in another shard gets
+that copy's scores from a product at least ``ALIGN`` columns wide. Tests check the claim on 2,000- and
+200,000-item galleries with ties and duplicates (docs/metrics.md). Under torchrun each rank scores a
+contiguous slice of the gallery; heads, best positives and counts are exchanged through torch.distributed
+(gloo on CPU, NCCL on GPU).
 
 The per-query values are then computed by the same functions as in the one-piece pass (metrics.compute),
 in the same query blocks, so even their floating-point sums are the same.
@@ -67,8 +73,8 @@ def parse_score_block(value) -> ScoreBlock:
         rows, cols = int(m.group(1)), int(m.group(2))
     if isinstance(rows, bool) or isinstance(cols, bool) or int(rows) != rows or int(cols) != cols:
         raise ValueError(f"a score block takes whole numbers, got {value!r}")
-    if rows < 2 or cols < MIN_COLS:
-        raise ValueError(f"a score block needs at least 2 rows and {MIN_COLS} columns, got {rows}x{cols}")
+    if rows < 1 or cols < MIN_COLS:
+        raise ValueError(f"a score block needs at least 1 row and {MIN_COLS} columns, got {rows}x{cols}")
     return ScoreBlock(int(rows), int(cols))
 
 
@@ -78,6 +84,14 @@ def split(lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
     n = hi - lo
     edges = [lo] + [lo + min(n, (n * i // parts) // ALIGN * ALIGN) for i in range(1, parts)] + [hi]
     return list(zip(edges, edges[1:]))
+
+
+def shard_width(n_q: int, block_rows: int, block: ScoreBlock) -> int:
+    """Gallery columns per shard: the one-piece pass's query blocks (``block_rows`` whole rows) stay whole,
+    so a shard is ``block.rows * block.cols`` similarities over such a block's rows, and never narrower than
+    MIN_COLS (the floor exactness needs; it is above the bound only when a whole query block times MIN_COLS
+    is, which happens only for galleries small enough that the whole block is at most 32 MiB)."""
+    return max(MIN_COLS, block.rows * block.cols // max(1, min(block_rows, n_q)))
 
 
 def column_shards(lo: int, hi: int, cols: int) -> list[tuple[int, int]]:
@@ -207,11 +221,10 @@ def _positives_of(pos: Positives, r0: int, r1: int) -> tuple[np.ndarray, np.ndar
     return np.repeat(np.arange(r1 - r0), pos.counts[r0:r1]), pos.idx[pos.ptr[r0]:pos.ptr[r1]]
 
 
-def _local_heads(source, direction, queries, pos, K, pp, block, relevance, graded, shards, progress) -> _Head:
-    n_q, n_cand = len(queries), pos.n_candidates
+def _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards, progress) -> _Head:
+    n_cand = pos.n_candidates
     parts = []
-    for r0 in range(0, n_q, block.rows):
-        r1 = min(n_q, r0 + block.rows)
+    for r0, r1 in pieces:
         qs = queries[r0:r1]
         prow, pcol = _positives_of(pos, r0, r1)
         head = _Head.empty(r1 - r0, relevance is not None, graded, n_cand)
@@ -257,11 +270,10 @@ def _fill(f: np.ndarray):
     return np.iinfo(np.int64).max if f.dtype == np.int64 else -np.inf
 
 
-def _count_above(source, direction, queries, need, head: _Head, block, shards, group) -> np.ndarray:
+def _count_above(source, direction, queries, need, head: _Head, pieces, shards, group) -> np.ndarray:
     """Per query of ``need``: candidates scoring above its best positive, or equal at a lower index."""
     counts = np.zeros(len(queries), dtype=np.int64)
-    for r0 in range(0, len(queries), block.rows):
-        r1 = min(len(queries), r0 + block.rows)
+    for r0, r1 in pieces:
         rows = np.flatnonzero(need[r0:r1])
         if not len(rows):
             continue
@@ -287,8 +299,9 @@ def sharded_blocks(source, direction: str, queries: np.ndarray, pos: Positives, 
     graded = graded or {}
     n_q, n_cand = len(queries), pos.n_candidates
     lo, hi = split(0, n_cand, group.world)[group.rank]
-    shards = column_shards(lo, hi, block.cols)
-    head = _local_heads(source, direction, queries, pos, K, pp, block, relevance, graded, shards, progress)
+    shards = column_shards(lo, hi, shard_width(n_q, block_rows, block))
+    pieces = [(b0, min(n_q, b0 + block_rows)) for b0 in range(0, n_q, block_rows)]  # the one-piece pass's
+    head = _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards, progress)
     head = _all_ranks(head, group, K, pp)
     keys = np.repeat(np.arange(n_q, dtype=np.int64), pos.counts) * n_cand + pos.idx
     hk = np.arange(n_q, dtype=np.int64)[:, None] * n_cand + head.ix
@@ -296,7 +309,7 @@ def sharded_blocks(source, direction: str, queries: np.ndarray, pos: Positives, 
     is_pos = keys[loc] == hk if len(keys) else np.zeros(hk.shape, dtype=bool)
     found = is_pos.any(axis=1)
     rank = np.where(found, np.argmax(is_pos, axis=1) + 1, 0).astype(np.int64)
-    rank[~found] = _count_above(source, direction, queries, ~found, head, block, shards, group)[~found] + 1
+    rank[~found] = _count_above(source, direction, queries, ~found, head, pieces, shards, group)[~found] + 1
     for b0 in range(0, n_q, block_rows):
         b1 = min(n_q, b0 + block_rows)
         s = slice(b0, b1)

@@ -38,10 +38,12 @@ def test_blocks_give_the_one_piece_values_with_ties_duplicates_relevance_and_gra
                                                                    **kw))
 
 
-def test_a_one_row_query_block_and_the_default_blocks():
+@pytest.mark.parametrize("block", ["1x256", "4x1000"])
+def test_one_row_query_blocks_cut_into_shards(block):
     img, txt, c2i = gallery(3_000, 301, seed=3)
-    one = evaluate(EmbeddingSource(img, txt), c2i)
-    _same(one, evaluate(EmbeddingSource(img, txt), c2i, score_block="300x256"))  # the last block: one query
+    kw = dict(block_bytes=4 * 3_000 * 2)  # t2i: query blocks of 2 rows, the last one of 1 (a matrix-vector product)
+    _same(evaluate(EmbeddingSource(img, txt), c2i, **kw), evaluate(EmbeddingSource(img, txt), c2i, score_block=block,
+                                                                   **kw))
 
 
 def test_shards_are_aligned_bounded_and_cover_the_gallery():
@@ -53,7 +55,7 @@ def test_shards_are_aligned_bounded_and_cover_the_gallery():
         assert len(shards) == 1 or min(c1 - c0 for c0, c1 in shards) >= ALIGN
 
 
-@pytest.mark.parametrize("bad", ["1x1000", "64x10", "64", "axb", (0, 512), "2x2.5"])
+@pytest.mark.parametrize("bad", ["0x1000", "64x10", "64", "axb", (0, 512), "2x2.5"])
 def test_a_bad_score_block_is_refused_by_option(bad):
     with pytest.raises(ValueError):
         parse_score_block(bad)
