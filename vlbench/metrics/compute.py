@@ -113,6 +113,7 @@ def _best_rank(b: RankedBlock, n_cand: int) -> np.ndarray:
     if b.best_rank is not None:  # scored in blocks: counted over them (metrics/sharded.py)
         return b.best_rank
     blk, prow, pcol = b.sim, b.prow, b.pcol
+    assert blk is not None  # a one-piece block holds its similarities
     pscore = blk[prow, pcol]
     best_score = np.full(b.b1 - b.b0, -np.inf, dtype=blk.dtype)
     np.maximum.at(best_score, prow, pscore)

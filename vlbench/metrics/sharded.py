@@ -259,10 +259,9 @@ def _all_ranks(head: _Head, group, K: int, pp: int) -> _Head:
     padded = [f if w is None else np.pad(f, ((0, 0), (0, int(p[0]) - w)), constant_values=_fill(f)) for f, w, p
               in zip(fields, width, pad)]
     gathered = [group.gather(f) for f in padded]
-    out = None
-    for r in range(group.world):
-        h = head.with_fields([g[r] for g in gathered])
-        out = h if out is None else out.merge(h, K, pp)
+    out = head.with_fields([g[0] for g in gathered])
+    for r in range(1, group.world):
+        out = out.merge(head.with_fields([g[r] for g in gathered]), K, pp)
     return out
 
 
@@ -316,5 +315,5 @@ def sharded_blocks(source, direction: str, queries: np.ndarray, pos: Positives, 
         prow, pcol = _positives_of(pos, b0, b1)
         yield RankedBlock(b0, b1, None, head.ix[s], head.v[s], is_pos[s], pos.counts[s], prow, pcol,
                           best_rank=rank[s],
-                          rel=None if head.rel is None else (head.rel[s], head.nonpos[s]),
+                          rel=None if head.rel is None or head.nonpos is None else (head.rel[s], head.nonpos[s]),
                           graded={g: (head.gain[g][s], head.gtop[g][s]) for g in graded})
