@@ -221,14 +221,40 @@ def _positives_of(pos: Positives, r0: int, r1: int) -> tuple[np.ndarray, np.ndar
     return np.repeat(np.arange(r1 - r0), pos.counts[r0:r1]), pos.idx[pos.ptr[r0]:pos.ptr[r1]]
 
 
-def _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards, progress) -> _Head:
+def _count(blk: np.ndarray, t: np.ndarray, c: np.ndarray, c0: int) -> np.ndarray:
+    """Per row of a shard block: scores above ``t`` (the row's best positive) or equal to it at a candidate
+    index below ``c`` (its index)."""
+    n = np.count_nonzero(blk > t[:, None], axis=1)
+    for r in np.flatnonzero(np.count_nonzero(blk == t[:, None], axis=1)):  # ties: only those before it count
+        n[r] += np.count_nonzero(blk[r, :max(0, int(c[r]) - c0)] == t[r])
+    return n
+
+
+def _in_head(keys: np.ndarray, n_cand: int, r0: int, ix: np.ndarray) -> np.ndarray:
+    """Which head entries (rows of queries ``r0:``) are positives; ``keys``: sorted query * n_cand + candidate."""
+    hk = (r0 + np.arange(len(ix), dtype=np.int64))[:, None] * n_cand + ix
+    if not len(keys):
+        return np.zeros(hk.shape, dtype=bool)
+    return keys[np.minimum(np.searchsorted(keys, hk), len(keys) - 1)] == hk
+
+
+def _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards, progress,
+                 keys=None) -> tuple[_Head, np.ndarray | None]:
+    """The heads of this rank's shards; with ``keys`` (one process) also the best positive's count of
+    candidates before it: the shards holding a positive of the piece go first, so the best positive is known
+    for every later shard (counted as it is scored); only the first ones are scored again, for the queries
+    whose best positive is not in the head."""
     n_cand = pos.n_candidates
-    parts = []
+    parts, counts = [], []
     for r0, r1 in pieces:
         qs = queries[r0:r1]
         prow, pcol = _positives_of(pos, r0, r1)
         head = _Head.empty(r1 - r0, relevance is not None, graded, n_cand)
-        for c0, c1 in shards:
+        has = [bool(((pcol >= c0) & (pcol < c1)).any()) for c0, c1 in shards]
+        order = [i for i in range(len(shards)) if has[i]] + [i for i in range(len(shards)) if not has[i]]
+        n = np.zeros(r1 - r0, dtype=np.int64)
+        for i in order:
+            c0, c1 = shards[i]
             blk = columns(source, direction, qs, c0, c1)
             if blk.dtype not in (np.float32, np.float64):
                 blk = blk.astype(np.float32)
@@ -241,12 +267,22 @@ def _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, grad
             gains = {g: np.exp2(np.asarray(columns(src, direction, qs, c0, c1), dtype=np.float64)) - 1.0
                      for g, src in graded.items()}
             head = head.merge(_shard_head(blk, c0, prow[inside], pcol[inside], K, pp, rel_blk, gains, n_cand), K, pp)
+            if keys is not None and not has[i]:  # every positive of the piece is seen: its best is final
+                n += _count(blk, head.best_s, head.best_c, c0)
+        if keys is not None:
+            need = np.flatnonzero(~_in_head(keys, n_cand, r0, head.ix).any(axis=1))
+            for i in (i for i in order if has[i] and len(need)):  # the same block again: the same bits
+                c0, c1 = shards[i]
+                blk = columns(source, direction, qs, c0, c1)
+                n[need] += _count(blk[need] if len(need) < len(blk) else blk, head.best_s[need], head.best_c[need], c0)
+            counts.append(n)
         parts.append(head)
         if progress and len(shards):
             progress(r1 - r0)
     if not parts:
-        return _Head.empty(0, relevance is not None, graded, n_cand)
-    return parts[0].with_fields([np.concatenate(a) for a in zip(*(p.fields() for p in parts))])
+        return _Head.empty(0, relevance is not None, graded, n_cand), np.zeros(0, dtype=np.int64)
+    head = parts[0].with_fields([np.concatenate(a) for a in zip(*(p.fields() for p in parts))])
+    return head, np.concatenate(counts) if keys is not None else None
 
 
 def _all_ranks(head: _Head, group, K: int, pp: int) -> _Head:
@@ -270,21 +306,17 @@ def _fill(f: np.ndarray):
 
 
 def _count_above(source, direction, queries, need, head: _Head, pieces, shards, group) -> np.ndarray:
-    """Per query of ``need``: candidates scoring above its best positive, or equal at a lower index."""
+    """Per query of ``need``: candidates scoring above its best positive, or equal at a lower index (every
+    rank's best positive known: a second pass over this rank's blocks, the counts summed over the ranks)."""
     counts = np.zeros(len(queries), dtype=np.int64)
     for r0, r1 in pieces:
         rows = np.flatnonzero(need[r0:r1])
         if not len(rows):
             continue
-        t, c = head.best_s[r0 + rows][:, None], head.best_c[r0 + rows][:, None]
         for c0, c1 in shards:  # the same blocks as the first pass: the same products, the same bits
             blk = columns(source, direction, queries[r0:r1], c0, c1)
-            if len(rows) < len(blk):
-                blk = blk[rows]
-            counts[r0 + rows] += np.count_nonzero(blk > t, axis=1)
-            ties = np.flatnonzero(np.count_nonzero(blk == t, axis=1))
-            for r in ties:  # equal scores count only at a lower index than the best positive
-                counts[r0 + rows[r]] += np.count_nonzero(blk[r, :max(0, int(c[r, 0]) - c0)] == t[r, 0])
+            counts[r0 + rows] += _count(blk[rows] if len(rows) < len(blk) else blk, head.best_s[r0 + rows],
+                                        head.best_c[r0 + rows], c0)
     return group.sum(counts)
 
 
@@ -300,15 +332,16 @@ def sharded_blocks(source, direction: str, queries: np.ndarray, pos: Positives, 
     lo, hi = split(0, n_cand, group.world)[group.rank]
     shards = column_shards(lo, hi, shard_width(n_q, block_rows, block))
     pieces = [(b0, min(n_q, b0 + block_rows)) for b0 in range(0, n_q, block_rows)]  # the one-piece pass's
-    head = _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards, progress)
-    head = _all_ranks(head, group, K, pp)
     keys = np.repeat(np.arange(n_q, dtype=np.int64), pos.counts) * n_cand + pos.idx
-    hk = np.arange(n_q, dtype=np.int64)[:, None] * n_cand + head.ix
-    loc = np.minimum(np.searchsorted(keys, hk), max(len(keys) - 1, 0))
-    is_pos = keys[loc] == hk if len(keys) else np.zeros(hk.shape, dtype=bool)
+    head, counts = _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards, progress,
+                                keys=keys if group.world == 1 else None)
+    head = _all_ranks(head, group, K, pp)
+    is_pos = _in_head(keys, n_cand, 0, head.ix)
     found = is_pos.any(axis=1)
     rank = np.where(found, np.argmax(is_pos, axis=1) + 1, 0).astype(np.int64)
-    rank[~found] = _count_above(source, direction, queries, ~found, head, pieces, shards, group)[~found] + 1
+    if counts is None:  # ranks: the best positive is known only once every rank's heads are in
+        counts = _count_above(source, direction, queries, ~found, head, pieces, shards, group)
+    rank[~found] = counts[~found] + 1
     for b0 in range(0, n_q, block_rows):
         b1 = min(n_q, b0 + block_rows)
         s = slice(b0, b1)
