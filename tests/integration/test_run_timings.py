@@ -73,7 +73,7 @@ def test_hardware_fields(small_run):
     hw = small_run["cold"]["hardware"]
     assert hw == {"device": "cpu", "gpu_name": None, "cpu_count": os.cpu_count(), "torch": torch.__version__,
                   "cuda": torch.version.cuda, "precision": "fp32", "batch_size": 5, "num_workers": 0,
-                  "platform": platform.platform()}
+                  "platform": platform.platform(), "score_block": None}
 
 
 def test_clock_attributes_each_second_to_one_stage(monkeypatch):
