@@ -93,6 +93,14 @@ def build_positives(caption_to_image, n_gallery: int, extra_positives=None):
     unknown = set(extra_positives) - set(DIRECTIONS)
     if unknown:
         raise ValueError(f"extra_positives keys must be 'i2t' and/or 't2i', got {sorted(unknown)}")
+    none = [v is None or (isinstance(v, dict) and not v) for v in map(extra_positives.get, DIRECTIONS)]
+    if all(none):  # the dataset's own pairs: no per-image lists, so
+        # a million-image gallery costs arrays, not a million Python lists (the same Positives as below)
+        order = np.argsort(c2i, kind="stable")  # captions by image, in caption order within an image
+        query_images, counts = np.unique(c2i, return_counts=True)
+        ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        t2i = Positives(np.arange(n_captions + 1, dtype=np.int64), c2i.copy(), n_gallery)
+        return Positives(ptr, order.astype(np.int64), n_captions), t2i, query_images.astype(np.int64)
     i2t_extra = _as_lists(extra_positives.get("i2t"), n_gallery, "i2t")
     t2i_extra = _as_lists(extra_positives.get("t2i"), n_captions, "t2i")
     by_image: list[list[int]] = [[] for _ in range(n_gallery)]

@@ -62,3 +62,19 @@ def test_a_bad_score_block_is_refused_by_option(bad):
     with pytest.raises(OptionError) as e:
         validate(RunConfig(model="clip", dataset="flickr30k", score_block=bad))
     assert e.value.option == "score_block"
+
+
+def test_positives_without_extras_are_arrays_equal_to_the_list_path():
+    """A million-image gallery's positives cost arrays, not a Python list per image (the 185 MB of lists that
+    dominated scoring's memory); the same Positives as the list path (taken here by an empty extra row)."""
+    from vlbench.metrics.ranking import build_positives
+
+    rng = np.random.default_rng(5)
+    for n_img, n_cap in ((10, 0), (10, 1), (100, 500), (1_000, 37)):
+        c2i = rng.integers(0, n_img, n_cap)
+        fast = build_positives(c2i, n_img, None)
+        lists = build_positives(c2i, n_img, {"t2i": {0: []}} if n_cap else {"i2t": {0: []}})
+        for a, b in zip(fast[:2], lists[:2]):
+            assert np.array_equal(a.ptr, b.ptr) and np.array_equal(a.idx, b.idx) and a.n_candidates == b.n_candidates
+            assert a.ptr.dtype == b.ptr.dtype and a.idx.dtype == b.idx.dtype
+        assert np.array_equal(fast[2], lists[2]) and fast[2].dtype == lists[2].dtype
