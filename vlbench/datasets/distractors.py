@@ -15,6 +15,7 @@ turns the set into a condition and scores it; this module only reads and checks 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,9 @@ from .core import IMAGE_EXTS, load_dataset
 
 KINDS = ("images", "dataset", "captions")
 EXAMPLE = "images:negatives/,captions:adversarial.txt"
+#: the longest caption line read from a ``captions:`` file (characters); a longer line is refused before any
+#: tokenizer sees it (a 24 MB line aborted the Rust tokenizer with no message)
+MAX_CAPTION_CHARS = 10_000
 
 
 def parse_spec(spec) -> list[tuple[str, str]]:
@@ -53,6 +57,14 @@ def parse_spec(spec) -> list[tuple[str, str]]:
     if len(set(out)) != len(out):
         raise OptionError("distractors", f"{{opt}} names a source twice ({spec!r})", "name each source once",
                           example=EXAMPLE)
+    seen: dict = {}
+    for kind, value in out:  # the same folder or file spelt two ways (images:neg, images:neg/, ./neg)
+        key = (kind, os.path.realpath(os.path.expanduser(value)) if kind != "dataset" else value)
+        if key in seen:
+            raise OptionError("distractors", f"{{opt}} names the same {kind} source twice: {kind}:{seen[key]} and "
+                              f"{kind}:{value} are both {key[1]!r}", "name each folder or file once",
+                              example=EXAMPLE)
+        seen[key] = value
     return out
 
 
@@ -108,7 +120,13 @@ def _caption_lines(path: Path) -> list[str]:
             from None
     except OSError as exc:
         raise DataError(f"captions file {str(path)!r} cannot be read ({exc.strerror})", "check the file") from None
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    lines = text.splitlines()
+    for n, line in enumerate(lines, 1):
+        if len(line) > MAX_CAPTION_CHARS:
+            raise DataError(f"captions file {str(path)!r} line {n} is {len(line):,} characters long; the limit is "
+                            f"{MAX_CAPTION_CHARS:,} characters per caption",
+                            "one caption per line: split the file into lines, or shorten that line")
+    return [line.strip() for line in lines if line.strip()]
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from .ranking import (  # noqa: F401 -- re-exported: compute is where callers fi
     head_size,
     rank_blocks,
 )
+from .sharded import ScoreBlock, parse_score_block, sharded_blocks
 from .specs import builtins, from_stored, plugin_columns, plugin_metrics
 
 # bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores)
@@ -99,16 +100,24 @@ def graded_ndcg_rows(gain: np.ndarray, top_ix: np.ndarray, disc: np.ndarray) -> 
     candidate, ``top_ix`` the model's top-p candidates in ranked order, ``disc`` the p discounts.
     The ideal DCG sorts the gains themselves; a row whose ideal DCG is <= 0 gets 0."""
     pp = top_ix.shape[1]
-    dcg = np.take_along_axis(gain, top_ix, axis=1) @ disc
     top_g = -np.partition(-gain, pp - 1, axis=1)[:, :pp] if gain.shape[1] > pp else gain
-    idcg = -np.sort(-top_g, axis=1)[:, :pp] @ disc
+    return graded_ndcg_of(np.take_along_axis(gain, top_ix, axis=1), -np.sort(-top_g, axis=1)[:, :pp], disc)
+
+
+def graded_ndcg_of(top_gain: np.ndarray, largest: np.ndarray, disc: np.ndarray) -> np.ndarray:
+    """nDCG from the gains of the ranked top-p and the p largest gains of the row (descending)."""
+    dcg = top_gain @ disc
+    idcg = largest @ disc
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(idcg > 0, dcg / idcg, 0.0)
 
 
 def _best_rank(b: RankedBlock, n_cand: int) -> np.ndarray:
     """1-based rank of each query's best positive: highest score, ties -> lowest index; exact rank by counting."""
+    if b.best_rank is not None:  # scored in blocks: counted over them (metrics/sharded.py)
+        return b.best_rank
     blk, prow, pcol = b.sim, b.prow, b.pcol
+    assert blk is not None  # a one-piece block holds its similarities
     pscore = blk[prow, pcol]
     best_score = np.full(b.b1 - b.b0, -np.inf, dtype=blk.dtype)
     np.maximum.at(best_score, prow, pscore)
@@ -149,6 +158,8 @@ def _nonpositive_relevance(b: RankedBlock, direction: str, queries: np.ndarray, 
         rel_top = b.top_v[:, :pp].astype(np.float64)
         nonpos = np.where(b.is_pos, -np.inf, b.top_v.astype(np.float64))
         return rel_top, -np.sort(-nonpos, axis=1)[:, :pp]
+    if b.rel is not None:  # scored in blocks: the head's relevances and the largest ones, combined over them
+        return np.ascontiguousarray(b.rel[0][:, :pp]), b.rel[1]
     rblk = relevance.rows(direction, queries[b.b0:b.b1]).astype(np.float64)
     check_finite(rblk, queries, b.b0, direction, "relevance", "")
     rel_top = np.take_along_axis(rblk, b.top_ix[:, :pp], axis=1)
@@ -185,7 +196,7 @@ def _fraction_recall(b: RankedBlock, K: int, ks: tuple) -> dict:
 def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, pos: Positives, *,
                kmax: int, p: int, relevance: SimilaritySource | None, block_bytes: int,
                progress: Callable[[int], None] | None = None, graded: dict | None = None,
-               fraction: tuple = ()) -> DirectionResult:
+               fraction: tuple = (), score_block: ScoreBlock | None = None, group=None) -> DirectionResult:
     """Every built-in per-query value of one direction, from one pass of the shared ranking step;
     ``fraction``: the k values whose recall is the fraction recall instead of the hit rate."""
     n_q = len(queries)
@@ -199,7 +210,14 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     graded_out = {name: np.zeros(n_q) for name in graded}
     frac = {k: np.zeros(n_q) for k in fraction}
     top = np.zeros((n_q, keep), dtype=np.int32)
-    for b in rank_blocks(source, direction, queries, pos, max(K, keep), block_bytes):
+    if score_block is None:
+        blocks = rank_blocks(source, direction, queries, pos, max(K, keep), block_bytes)
+    else:  # the gallery in blocks of rows x cols (and over torchrun ranks): the same blocks, combined exactly
+        blocks = sharded_blocks(source, direction, queries, pos, max(K, keep), score_block, pp=pp,
+                                relevance=relevance, graded=graded, group=group, progress=progress,
+                                block_rows=max(1, min(n_q, block_bytes // max(1, 4 * pos.n_candidates))))
+        progress = None
+    for b in blocks:
         s = slice(b.b0, b.b1)
         top[s] = b.top_ix[:, :keep]
         if keep > K:  # the exact top-K is the start of the exact longer head: every value as with K
@@ -208,6 +226,10 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
         out["r_prec"][s], out["map_r"][s] = _precision_at_r(b, K)
         out["dcg"][s], out["ndcg"][s], out["ndcg_clipped"][s] = _dcg_cm(b, direction, queries, pp, disc, relevance)
         for name, src in graded.items():  # graded labels (Messina et al.): gain 2^rel - 1, no override
+            if b.graded is not None:  # scored in blocks: gains at the head, the largest gains
+                top_gain, largest = b.graded[name]
+                graded_out[name][s] = graded_ndcg_of(np.ascontiguousarray(top_gain[:, :pp]), largest, disc[:pp])
+                continue
             gblk = np.exp2(np.asarray(src.rows(direction, queries[s]), dtype=np.float64)) - 1.0
             graded_out[name][s] = graded_ndcg_rows(gblk, b.top_ix[:, :pp], disc[:pp])
         for k, v in _fraction_recall(b, K, fraction).items():
@@ -301,7 +323,7 @@ def flat_keys(records: list[dict]) -> dict:
 def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None, k=DEFAULT_K, p: int = DEFAULT_P,
              relevance: SimilaritySource | None = None, block_bytes: int = BLOCK_BYTES,
              progress: Callable[[int], None] | None = None, graded: dict | None = None,
-             i2t_recall: str = "hit", official: dict | None = None) -> Evaluation:
+             i2t_recall: str = "hit", official: dict | None = None, score_block=None, group=None) -> Evaluation:
     """Metrics of both directions from a similarity source, or a plain (n_images, n_captions) array.
 
     relevance: the DCG_CM relevance of non-positives (default: the similarity itself); a source
@@ -311,6 +333,10 @@ def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None
     i2t_recall: "hit" (the hit rate) or "fraction" (positives in the top k / min(R, k), from the same ranking).
     official: the official ECCV / CxC ground truth and COCO ids (vlbench.metrics.official.official_values),
         scored on the same similarities as metrics ``eccv_*`` / ``cxc_recall``.
+    score_block: ``"ROWSxCOLS"`` (or a :class:`ScoreBlock`): never more than that many similarities at a time,
+        the gallery scored in column shards whose results combine exactly (metrics/sharded.py); the same
+        numbers as without it. group: under torchrun, a ``sharded.TorchGroup``: each rank scores its slice of
+        the gallery (every rank calls evaluate with the same arguments and gets the same Evaluation).
     """
     if not isinstance(source, SimilaritySource):  # a plain (n_images, n_captions) array: numpy, torch, lists
         source = ArraySource(source)
@@ -332,12 +358,21 @@ def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None
 
     if i2t_recall not in I2T_RECALLS:
         raise ValueError(f"i2t_recall must be 'hit' or 'fraction', got {i2t_recall!r}")
-    kw = dict(kmax=max(k), p=p, block_bytes=block_bytes, progress=progress, graded=graded)
+    if score_block is not None:
+        score_block = parse_score_block(score_block)
+    kw = dict(kmax=max(k), p=p, block_bytes=block_bytes, progress=progress, graded=graded, score_block=score_block,
+              group=group)
     i2t = _direction(source, "i2t", query_images, i2t_pos, relevance=rel_for("i2t"),
                      fraction=k if i2t_recall == "fraction" else (), **kw)
     t2i = _direction(source, "t2i", np.arange(source.n_captions), t2i_pos, relevance=rel_for("t2i"), **kw)
-    values = {} if official is None else official_values(official, source.rows("i2t", np.arange(source.n_images)), k)
+    values = {} if official is None else official_values(official, similarity_matrix(source), k)
     return with_plugins(Evaluation(i2t, t2i, k, p, values))
+
+
+def similarity_matrix(source: SimilaritySource) -> np.ndarray:
+    """The whole (images x captions) matrix as the run scores it (duplicate vectors share their scores); the
+    official ECCV / CxC protocol and ``vlbench rescore`` read this one matrix."""
+    return source.rows("i2t", np.arange(source.n_images))
 
 
 def score(similarity, caption_to_image, *, extra_positives=None, k=DEFAULT_K, p: int = DEFAULT_P,

@@ -93,6 +93,14 @@ def build_positives(caption_to_image, n_gallery: int, extra_positives=None):
     unknown = set(extra_positives) - set(DIRECTIONS)
     if unknown:
         raise ValueError(f"extra_positives keys must be 'i2t' and/or 't2i', got {sorted(unknown)}")
+    none = [v is None or (isinstance(v, dict) and not v) for v in map(extra_positives.get, DIRECTIONS)]
+    if all(none):  # the dataset's own pairs: no per-image lists, so
+        # a million-image gallery costs arrays, not a million Python lists (the same Positives as below)
+        order = np.argsort(c2i, kind="stable")  # captions by image, in caption order within an image
+        query_images, counts = np.unique(c2i, return_counts=True)
+        ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        t2i = Positives(np.arange(n_captions + 1, dtype=np.int64), c2i.copy(), n_gallery)
+        return Positives(ptr, order.astype(np.int64), n_captions), t2i, query_images.astype(np.int64)
     i2t_extra = _as_lists(extra_positives.get("i2t"), n_gallery, "i2t")
     t2i_extra = _as_lists(extra_positives.get("t2i"), n_captions, "t2i")
     by_image: list[list[int]] = [[] for _ in range(n_gallery)]
@@ -192,10 +200,41 @@ class EmbeddingSource(SimilaritySource):
             out = mats[q][queries] @ mats[c].T
         return self._share_duplicates(out, q, c, queries)
 
+    def _product(self, q: str, c: str, queries: np.ndarray, cols) -> np.ndarray:
+        if self.device:
+            import torch  # lazy: only with a GPU, where the model has loaded torch
+
+            idx = torch.from_numpy(queries).to(self.device)
+            cand = self._t[c][cols] if isinstance(cols, slice) else self._t[c][torch.from_numpy(cols).to(self.device)]
+            return (self._t[q][idx] @ cand.T).cpu().numpy()
+        mats = {"img": self.img, "txt": self.txt}
+        return mats[q][queries] @ mats[c][cols].T
+
+    def block(self, direction: str, queries, c0: int, c1: int) -> np.ndarray:
+        """Candidates ``c0:c1`` of the queries' rows, the same bits as those columns of :meth:`rows`
+        (metrics/sharded.py says when a product rounds an element the same wherever it sits)."""
+        q, c = ("img", "txt") if direction == "i2t" else ("txt", "img")
+        qi = np.asarray(queries)
+        out = self._product(q, c, qi, slice(c0, c1))
+        dup, first = self._dups[c]
+        sel = (dup >= c0) & (dup < c1)
+        if sel.any():  # duplicate candidates: the first copy's scores, as rows() gives them
+            d, f = dup[sel], first[sel]
+            near = f >= c0
+            out[:, d[near] - c0] = out[:, f[near] - c0]
+            if not near.all():  # the first copy is in an earlier shard: a product at least ALIGN wide
+                far, inv = np.unique(f[~near], return_inverse=True)
+                cols = np.concatenate([far, np.arange(c0, min(c1, c0 + 64))])
+                out[:, d[~near] - c0] = self._product(q, c, qi, cols)[:, inv.reshape(-1)]
+        return self._share_duplicates_rows(out, q, qi)
+
     def _share_duplicates(self, out: np.ndarray, q: str, c: str, queries: np.ndarray) -> np.ndarray:
         dup, first = self._dups[c]
         if len(dup):  # duplicate candidates: the first one's column
             out[:, dup] = out[:, first]
+        return self._share_duplicates_rows(out, q, queries)
+
+    def _share_duplicates_rows(self, out: np.ndarray, q: str, queries: np.ndarray) -> np.ndarray:
         if q in self._first and len(queries) > 1:  # duplicate queries within the block: the first one's row
             _, pos, inv = np.unique(self._first[q][queries], return_index=True, return_inverse=True)
             src = pos[inv.reshape(-1)]
@@ -257,13 +296,19 @@ class RankedBlock:
 
     b0: int
     b1: int
-    sim: np.ndarray  # (b1 - b0, n_candidates) similarities
+    sim: np.ndarray | None  # (b1 - b0, n_candidates) similarities (None: scored in blocks, metrics/sharded.py)
     top_ix: np.ndarray  # (rows, K) candidate ids, tie-broken order
     top_v: np.ndarray  # their similarities
     is_pos: np.ndarray  # (rows, K) bool: the candidate is a positive of the query
     n_pos: np.ndarray  # (rows,) number of positives R
     prow: np.ndarray  # row (within the block) of every positive of the block's queries
     pcol: np.ndarray  # candidate id of every positive
+    #: scored in blocks (metrics/sharded.py), where no block holds a whole row: what the metrics would read off
+    #: ``sim``, combined over the blocks: the best positive's rank, (relevance at the head, the largest
+    #: non-positive relevances), graded name -> (gains at the head, the largest gains)
+    best_rank: np.ndarray | None = None
+    rel: tuple | None = None
+    graded: dict | None = None
 
 
 def head_size(pos: Positives, kmax: int, p: int) -> int:

@@ -194,7 +194,8 @@ def score_distractors(scoring, plan, enc, clean: list, device: str | None = None
         return {}
     ds, n = plan.ds, plan.ds.n_captions
     # device: where the run computes its similarities (pipeline.scoring.similarity_device), passed in
-    kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit")
+    kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit",
+              score_block=getattr(scoring, "score_block", None))  # an options object without it: one piece
     rel = None if enc.relevance is None else (enc.relevance[0], enc.relevance[1][:n])
     out = {}
     for c in conds:

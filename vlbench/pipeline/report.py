@@ -84,8 +84,10 @@ def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
     if ds.folds is not None:  # fold-local candidate ids -> dataset indices (images for t2i, captions for i2t)
         maps = fold_index_maps(ds.caption_to_image, ds.folds)
 
-        def to_global(f, d, ids):
-            return maps[f][0 if d == "t2i" else 1][ids]
+        def to_global(f, d, ids):  # an id past the fold's gallery is injected (--distractors): past the dataset's
+            real, total = (maps[f][0], ds.n_images) if d == "t2i" else (maps[f][1], ds.n_captions)
+            injected = ids >= len(real)
+            return np.where(injected, total + ids - len(real), real[np.where(injected, 0, ids)])
 
     tmp = out / ".retrieved.tmp.npz"
     arrays: dict[str, Any] = retrieved_arrays(evals_by_cond, to_global)

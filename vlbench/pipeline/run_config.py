@@ -19,7 +19,7 @@ conditions         ``condition_opts``          perturb, perturb_params, perturb_
                                                mce_reference, shortcuts, digits, distractors, token_budget,
                                                sentence_budget, seed (perturbations, shortcut numbers, bootstrap)
 scoring            ``scoring_opts``            k, p, relevance, graded, protocol, i2t_recall, perturb_side,
-                                               truncate_chars, perturb_variant, n_boot, mia_score
+                                               truncate_chars, perturb_variant, n_boot, mia_score, score_block
 validity           ``validity_opts``           validity, validity_sample, validity_precision
 output             ``output_opts``             out, cache_dir, no_cache, restart, quiet, resume, overwrite
 =================  ==========================  ================================================================
@@ -126,6 +126,9 @@ class ScoringOptions:
     perturb_variant: str | None = None  # standard | a registered perturbation variant
     n_boot: int = 1000
     mia_score: str = "rsum"
+    #: "ROWSxCOLS": score in blocks of at most that many similarities (metrics/sharded.py); the same numbers as
+    #: without it, so it is recorded under results.json ``hardware``, not among the settings that change one
+    score_block: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,6 +252,15 @@ def check_folder(opt: str, value) -> None:
                   "give {opt} a folder you can write to")
 
 
+def _check_score_block(cfg: RunConfig) -> None:
+    if cfg.score_block is not None:
+        try:
+            compute.parse_score_block(cfg.score_block)
+        except ValueError as e:
+            raise OptionError("score_block", f"{{opt}}: {e}", "ROWS x COLS similarities at a time, e.g. 4096x65536 "
+                              "(1 GiB of float32)", example="4096x65536") from None
+
+
 def _check_budgets(cfg: RunConfig) -> None:
     for name in ("token_budget", "sentence_budget"):
         values = getattr(cfg, name)
@@ -274,6 +286,7 @@ def validate(cfg: RunConfig) -> None:
     if cfg.pixels not in PIXEL_PATHS:
         raise OptionError("pixels", f"unknown {{opt}} {cfg.pixels!r}", f"use {' or '.join(PIXEL_PATHS)}",
                           example="device")
+    _check_score_block(cfg)
     if not _is_int(cfg.seed) or not 0 <= cfg.seed < 2**63:
         raise OptionError("seed", f"{{opt}} must be a non-negative integer below 2**63, got {cfg.seed!r}", example=0)
     for name, value in (("out", cfg.out), ("cache_dir", None if cfg.no_cache else cfg.cache_dir)):

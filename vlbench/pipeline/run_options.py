@@ -153,6 +153,9 @@ RUN_OPTIONS = (
     Option("graded", "--graded-relevance", "also report t2i nDCG with graded caption-caption labels: rouge-l and/or "
                                            "minilm (comma-separated; see docs/graded_relevance.md for the cost)",
            kind="names", metavar="KINDS"),
+    Option("score_block", "--score-block", "score the gallery in blocks of at most ROWSxCOLS similarities (e.g. "
+                                           "4096x65536: 1 GiB), whatever its size; exactly the numbers of the "
+                                           "one-piece pass (docs/metrics.md)", metavar="ROWSxCOLS"),
     Option("mia_score", "--mia-score", "per-query score grouping the model-input analysis",
            choices=run_config.MIA_SCORES),
     Option("validity", "--validity", "semantic drift of perturbed captions (all-MiniLM-L6-v2): a fixed-seed sample "

@@ -377,6 +377,12 @@ def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
             "options": number_options(cfg)}  # what --resume compares (rerun.py)
 
 
+def _run_fields(cfg: RunConfig, enc: Encoded) -> dict:
+    """timings and hardware; how the gallery was scored (--score-block) is a hardware fact: no number changes."""
+    fields = timing.run_fields(cfg, enc)
+    return {**fields, "hardware": {**fields["hardware"], "score_block": cfg.score_block}}
+
+
 def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> RunResult:
     """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
 
@@ -400,7 +406,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
         dataset=DatasetInfo(dataset["name"], dataset["hash"], dataset),
         conditions=conditions, settings=_settings(cfg, plan, enc), values=values, deltas=deltas, intervals=boots,
         model_input_analysis=_mia(cfg.mia_score, plan, evals), environment=library_versions(),
-        other={"wall_time_s": round(time.time() - t0, 3), **timing.run_fields(cfg, enc),
+        other={"wall_time_s": round(time.time() - t0, 3), **_run_fields(cfg, enc),
                "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,

@@ -23,7 +23,8 @@ from .distractors import score_distractors
 def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=None, relevance=None) -> list:
     """One Evaluation per fold (one without folds) of one condition's embeddings; ``scoring``: the run's
     scoring options (run_config.ScoringOptions: k, p, i2t_recall)."""
-    kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit")
+    kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit",
+              score_block=getattr(scoring, "score_block", None))  # an options object without it: one piece
     if ds.folds is None:
         rel = None if relevance is None else compute.EmbeddingSource(relevance[0], relevance[1], device=device)
         return [compute.evaluate(compute.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..datasets.folds import fold_caption_to_image, fold_captions
 from ..errors import VlbenchError
+from ..metrics.compute import EmbeddingSource, similarity_matrix
 from ..registry import Records
 
 #: the module of the built-in suites, imported on the first lookup (it registers them)
@@ -69,16 +70,23 @@ def positives(caption_to_image: np.ndarray, n_gallery: int) -> dict:
             "i2t": {i: by_image[i] for i in sorted(by_image) if i < n_gallery}}
 
 
+def similarity(img: np.ndarray, txt: np.ndarray) -> np.ndarray:
+    """The (images x captions) similarities exactly as the run scored them (metrics.compute.similarity_matrix):
+    bit-identical vectors get bit-identical scores, so the run's tie rule holds for duplicate captions here too
+    (a plain ``img @ txt.T`` may round a duplicate's dot product differently)."""
+    return similarity_matrix(EmbeddingSource(img, txt))
+
+
 def fold_parts(gt: dict, img: np.ndarray, txt: np.ndarray):
     """(similarity, positives) per fold (one part without folds), as vlbench's scorer splits them."""
     c2i = np.asarray(gt["caption_to_image"], dtype=np.int64)
     if not gt.get("folds"):
-        yield img @ txt.T, positives(c2i, len(img))
+        yield similarity(img, txt), positives(c2i, len(img))
         return
     for fold in gt["folds"]:
         fold = np.asarray(fold, dtype=np.int64)
         caps = fold_captions(c2i, fold)
-        yield img[fold] @ txt[caps].T, positives(fold_caption_to_image(c2i, fold, gt["n_gallery"]), len(fold))
+        yield similarity(img[fold], txt[caps]), positives(fold_caption_to_image(c2i, fold, gt["n_gallery"]), len(fold))
 
 
 def per_fold(fn: Callable) -> Callable:

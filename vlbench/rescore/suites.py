@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import VlbenchError
 from ..metrics.official import official_values
-from .registry import Suite, per_fold, positives, register_suite  # noqa: F401  positives: re-exported
+from .registry import Suite, per_fold, positives, register_suite, similarity  # noqa: F401  positives: re-exported
 
 K_VALUES = (1, 5, 10)
 MMEB_CANDIDATES = 1000
@@ -126,7 +126,7 @@ def _official_score(kind: str):
             raise VlbenchError(f"--as {kind} needs the official {kind.upper()} ground truth, which this run "
                                f"does not hold", f"re-run with --extra-positives {kind} on the COCO 5k test split")
         off = dict(off, gt={d: {int(q): v for q, v in rows.items()} for d, rows in off["gt"].items()})
-        return official(img @ txt.T, off, kind)
+        return official(similarity(img, txt), off, kind)
     return score
 
 

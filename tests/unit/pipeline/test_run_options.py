@@ -51,7 +51,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
              "--dcg-p", "4", "--relevance", "clip:rel", "--protocol", "hendriksen2024", "--i2t-recall", "hit",
              "--perturb-side", "both", "--truncate-chars", "100", "--perturb-variant", "standard", "--cache-dir", "c", "--no-cache", "--restart",
              "--trust-remote-code", "--revision", "r1", "--bootstrap", "7", "--graded-relevance", "rouge-l",
-             "--mia-score", "rank", "--quiet", "--perturb-images", "gaussian_noise:3", "--mce-reference", "ref",
+             "--mia-score", "rank", "--score-block", "64x4096", "--quiet", "--perturb-images", "gaussian_noise:3", "--mce-reference", "ref",
              "--corrupt-at", "original", "--shortcuts", "matched", "--digits", "mnist", "--validity", "full",
              "--validity-sample", "50", "--validity-precision", "0.01"]
     flags += ["--resume", "--overwrite"]  # opposite wishes, refused together by validate(): a parse test only
@@ -68,7 +68,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
            "protocol": "hendriksen2024", "i2t-recall": "hit", "perturb-side": "both", "truncate-chars": 100,
            "perturb-variant": "standard",
            "cache-dir": "c", "no-cache": True, "restart": True, "trust-remote-code": True, "revision": "r1",
-           "bootstrap": 7, "graded-relevance": ["rouge-l"], "mia-score": "rank", "quiet": True,
+           "bootstrap": 7, "graded-relevance": ["rouge-l"], "mia-score": "rank", "score-block": "64x4096", "quiet": True,
            "perturb-images": "gaussian_noise:3", "mce_reference": "ref", "corrupt-at": "original",
            "shortcuts": "matched", "digits": "mnist", "validity": "full", "validity-sample": 50,
            "validity-precision": 0.01}
@@ -84,7 +84,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     protocol="hendriksen2024", i2t_recall="hit", perturb_side="both", truncate_chars=100,
                     perturb_variant="standard",
                     cache_dir="c", no_cache=True, restart=True, trust_remote_code=True, revision="r1", n_boot=7,
-                    graded=("rouge-l",), mia_score="rank", quiet=True, perturb_images="gaussian_noise:3",
+                    graded=("rouge-l",), mia_score="rank", score_block="64x4096", quiet=True, perturb_images="gaussian_noise:3",
                     mce_reference="ref", corrupt_at="original", shortcuts="matched", digits="mnist",
                     validity="full", validity_sample=50, validity_precision=0.01, resume=True, overwrite=True,
                     allow_partial_gallery=True, distractors="captions:adv.txt", token_budget=(16, 77),
