@@ -24,11 +24,9 @@ import time
 
 
 def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    from _memory import status_mb  # scripts/_memory.py (the scripts' folder is on the path when run)
+
+    return status_mb(field)
 
 
 def _reset_peak() -> float:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
-from support.data import read_counts
+from support.data import corrupted_image_hashes, pixels_bytes, read_counts
 
 from vlbench.cli import main
 
@@ -57,40 +56,24 @@ def test_torch_backend_needs_image_corruptions(manifest, tmp_path, capsys):
     assert rc == 2 and "--corrupt-backend" in capsys.readouterr().err
 
 
-def _pixels(image):
-    return np.asarray(image).tobytes()
-
-
-class _InputOf32:
-    @staticmethod
-    def preprocess(image):
-        return np.zeros((3, 32, 32))
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_torch_corrupted_images_are_byte_identical_across_workers(manifest, workers):
     import hashlib
 
-    import torch
-
     from vlbench.datasets.core import load_dataset
-    from vlbench.encoding.encode import file_key, load_image
-    from vlbench.encoding.variant_images import _VariantImages
+    from vlbench.encoding.encode import load_image
     from vlbench.imageperturb import CorruptedLoader
     from vlbench.imageperturb.conditions import CorruptionTransform
 
     ds = load_dataset(f"custom:{manifest}")
     names = ("gaussian_noise", "glass_blur", "frost", "fog")
     transforms = [CorruptionTransform(n, 3, 7, "input", backend="torch") for n in names]
-    for t in transforms:
-        t.bind(_InputOf32())
-    jobs = [(str(ds.image_path(i)), i, file_key(ds.image_path(i)), t) for i in range(ds.n_images) for t in transforms]
-    loader = torch.utils.data.DataLoader(_VariantImages(jobs, _pixels), batch_size=5, num_workers=workers,
-                                         collate_fn=list)
-    got = [hashlib.sha256(b).hexdigest() for batch in loader for b in batch]
-    ref = [hashlib.sha256(_pixels(CorruptedLoader(t.name, 3, 7, input_size=32, backend="torch")(load_image(p), c)))
+    jobs, got = corrupted_image_hashes(ds, transforms, workers)  # image-major, as the encoder orders its jobs
+    ref = [hashlib.sha256(pixels_bytes(CorruptedLoader(t.name, 3, 7, input_size=32, backend="torch")(load_image(p), c)))
            .hexdigest() for p, i, c, t in jobs]
     assert got == ref and len(set(got)) == len(got)
-    reference = [hashlib.sha256(_pixels(CorruptedLoader(t.name, 3, 7, input_size=32)(load_image(p), c))).hexdigest()
+    reference = [hashlib.sha256(pixels_bytes(CorruptedLoader(t.name, 3, 7, input_size=32)(load_image(p), c))).hexdigest()
                  for p, i, c, t in jobs]
     assert not set(reference) & set(got)  # random corruptions: other draws, other pixels

@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
+from support.data import corrupted_image_hashes, pixels_bytes, read_counts
 
-from support.data import read_counts
 from vlbench.cli import main
 from vlbench.imageperturb import NAMES
 
@@ -44,12 +44,12 @@ def test_all_corruptions_and_a_caption_perturbation_in_one_run(tiny_models, mani
     assert meta["kind"] == "image" and meta["severity"] == 3 and meta["corruption_family"] == "noise"
     assert doc["encoding"]["images_encoded"] == 12 * 16  # clean + 15 corrupted sets, each image once
     # an image condition's numbers equal R@1 computed by hand from independently corrupted images
+    import torch
+
     from vlbench.datasets.core import load_dataset
     from vlbench.encoding.encode import file_key, load_image
-    from vlbench.models.adapter import load_model
     from vlbench.imageperturb import corrupt, fit_to_input
-
-    import torch
+    from vlbench.models.adapter import load_model
 
     ds, model = load_dataset(f"custom:{manifest}"), load_model(spec, device="cpu")
     txt = np.asarray(model.encode_texts(ds.captions).float())
@@ -86,16 +86,6 @@ def test_second_run_encodes_nothing(counting_plugin, manifest, tmp_path, monkeyp
     assert read_counts(counts)["images"] == first["images"] + 12 * 3
 
 
-def _pixels(image):
-    return np.asarray(image).tobytes()
-
-
-class _InputOf32:
-    """A stand-in adapter whose preprocessing makes 3 x 32 x 32 inputs (binds the corruption geometry)."""
-
-    @staticmethod
-    def preprocess(image):
-        return np.zeros((3, 32, 32))
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -103,27 +93,18 @@ class _InputOf32:
 def test_corrupted_images_are_byte_identical_across_runs_and_workers(manifest, workers, at):
     import hashlib
 
-    import torch
-
     from vlbench.datasets.core import load_dataset
-    from vlbench.encoding.encode import file_key, load_image
-    from vlbench.encoding.variant_images import _VariantImages
+    from vlbench.encoding.encode import load_image
     from vlbench.imageperturb import CorruptedLoader
     from vlbench.imageperturb.conditions import CorruptionTransform
 
     ds = load_dataset(f"custom:{manifest}")
     names = ("gaussian_noise", "glass_blur", "frost", "elastic_transform")
     transforms = [CorruptionTransform(n, 3, 7, at) for n in names]
-    for t in transforms:
-        t.bind(_InputOf32())
-    # image-major, as the encoder orders its jobs: consecutive jobs share the decoded (and fitted) image
-    jobs = [(str(ds.image_path(i)), i, file_key(ds.image_path(i)), t) for i in range(ds.n_images) for t in transforms]
-    loader = torch.utils.data.DataLoader(_VariantImages(jobs, _pixels), batch_size=5, num_workers=workers,
-                                         collate_fn=list)
-    got = [hashlib.sha256(b).hexdigest() for batch in loader for b in batch]
+    jobs, got = corrupted_image_hashes(ds, transforms, workers)  # image-major, as the encoder orders its jobs
     # the reference: the module's CorruptedLoader, one image at a time, decoded afresh
     size = 32 if at == "input" else None
-    ref = [hashlib.sha256(_pixels(CorruptedLoader(t.name, 3, 7, input_size=size)(load_image(p), c))).hexdigest()
+    ref = [hashlib.sha256(pixels_bytes(CorruptedLoader(t.name, 3, 7, input_size=size)(load_image(p), c))).hexdigest()
            for p, i, c, t in jobs]
     assert got == ref
     assert len(set(got)) == len(got)  # every (corruption, image) differs

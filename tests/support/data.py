@@ -69,3 +69,38 @@ def read_counts(path: Path) -> dict:
             rec = json.loads(line)
             out[rec["kind"]] += rec["n"]
     return out
+
+
+def pixels_bytes(image) -> bytes:
+    """The raw pixels of a PIL image (to compare corrupted images byte for byte)."""
+    import numpy as np
+
+    return np.asarray(image).tobytes()
+
+
+class InputOf32:
+    """A stand-in adapter whose preprocessing makes 3 x 32 x 32 inputs (binds the corruption geometry)."""
+
+    @staticmethod
+    def preprocess(image):
+        import numpy as np
+
+        return np.zeros((3, 32, 32))
+
+
+def corrupted_image_hashes(ds, transforms, workers: int) -> tuple[list, list[str]]:
+    """(jobs, sha256 of each corrupted image) as the encoder makes them: image-major jobs (consecutive jobs share
+    the decoded image) through vlbench's DataLoader dataset with ``workers`` worker processes."""
+    import hashlib
+
+    import torch
+
+    from vlbench.encoding.encode import file_key
+    from vlbench.encoding.variant_images import _VariantImages
+
+    for t in transforms:
+        t.bind(InputOf32())
+    jobs = [(str(ds.image_path(i)), i, file_key(ds.image_path(i)), t) for i in range(ds.n_images) for t in transforms]
+    loader = torch.utils.data.DataLoader(_VariantImages(jobs, pixels_bytes), batch_size=5, num_workers=workers,
+                                         collate_fn=list)
+    return jobs, [hashlib.sha256(b).hexdigest() for batch in loader for b in batch]
