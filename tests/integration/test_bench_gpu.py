@@ -25,10 +25,12 @@ def test_bench_gpu_quick_on_the_cpu(tmp_path, capsys, monkeypatch):
     measured = [r for r in rep["rows"] if "skipped" not in r]
     for r in measured:
         assert {"precision", "batch_size", "workers", "pixels"} <= set(r) and r["seconds"] > 0
-    sizes = sorted({r["images"] for r in measured})
+    sizes = sorted({r["images"] for r in measured if "images" in r})  # the image cases (scoring has a gallery)
+    scoring = [r for r in measured if r["case"].startswith("scoring")]
+    assert len(scoring) == 1 and scoring[0]["score_block"] and scoring[0]["gallery"] == 10_000
     assert sizes == [8, 12]
     for n in sizes:
-        rows = {(r["case"], r["precision"], r["pixels"]): r for r in measured if r["images"] == n}
+        rows = {(r["case"], r["precision"], r["pixels"]): r for r in measured if r.get("images") == n}
         assert rows[("cold run", "fp32", "reference")]["images_decoded"] == n
         assert rows[("cold run, pixel cache", "bf16", "reference")]["images_decoded"] == 0
         assert rows[("cold run, pixel cache", "bf16", "reference")]["pixels_from_cache"] == n
