@@ -17,7 +17,6 @@ run's dataset, loaded again and checked against the run's content hash. The outc
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -27,23 +26,16 @@ from ..errors import VlbenchError
 from ..explain.source import load_run_dataset
 from ..granularity.features import FEATURES, caption_features
 from ..runfolder import RESULTS
+from ..util.sentences import count_sentences
 
-#: the caption features joined to each query: Table 5.1's eight, plus the sentence count
-SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
 OUTCOMES = ("rsum_change", "rank_change", "log_rank_ratio")
-
-
-def n_sentences(text: str) -> int:
-    """Sentences of a caption: runs of text ended by '.', '!' or '?' (a caption without one is one sentence)."""
-    parts = [p for p in SENTENCE_END.split(text.strip()) if p.strip()]
-    return max(1, len(parts))
 
 
 def caption_table(ds, profile: str | None):
     """Per caption of the dataset: its Table 5.1 features (the granularity profile's readings) and sentences."""
     feats = caption_features(ds.captions, profile=profile)
     out = feats[list(FEATURES)].copy()
-    out["sentences"] = [n_sentences(t) for t in ds.captions]
+    out["sentences"] = [count_sentences(t) for t in ds.captions]
     return out
 
 

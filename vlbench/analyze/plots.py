@@ -6,23 +6,13 @@ two-column paper's full width), in the Okabe-Ito colour-blind-safe palette.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 
-#: Okabe & Ito's colour-blind-safe palette, its yellow left out (too light for lines on white)
-OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#000000")
+from ..leaderboards.paper.plots import COLORS, plain, slug
+
 WIDTH = 7.0
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.")[:60] or "x"
-
-
-def _plain(text) -> str:
-    """Text shown as written: matplotlib would read $...$ as math."""
-    return str(text).replace("$", r"\$")
 
 
 def plot_bins(bins, out: Path) -> list[Path]:
@@ -47,7 +37,8 @@ def plot_bins(bins, out: Path) -> list[Path]:
                 y = g["mean"].to_numpy()
                 err = np.vstack([y - g["ci_low"].to_numpy(), g["ci_high"].to_numpy() - y])
                 ax.errorbar(x, y, yerr=np.abs(err), marker="o", ms=3, lw=1, capsize=2,
-                            color=OKABE_ITO[c % len(OKABE_ITO)], label=_plain(label.removeprefix("family:")))
+                            color=COLORS[c % (len(COLORS) - 1)],  # the palette but its last (yellow, weak on white)
+                            label=plain(label.removeprefix("family:")))
             ax.axhline(0, color="#888888", lw=0.6)
             ax.set_title(feature.replace("_", " "), fontsize=8)
             ax.tick_params(labelsize=7)
@@ -56,10 +47,10 @@ def plot_bins(bins, out: Path) -> list[Path]:
         handles, labels = axes.flat[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=7, frameon=False)
         model, dataset = rows["model"].iat[0], rows["dataset"].iat[0]
-        fig.suptitle(_plain(f"{model} on {dataset}, {direction}: mean {rows['outcome'].iat[0]} by feature bin"),
+        fig.suptitle(plain(f"{model} on {dataset}, {direction}: mean {rows['outcome'].iat[0]} by feature bin"),
                      fontsize=9)
         fig.tight_layout(rect=(0, 0.08, 1, 0.95))
-        path = out / f"analysis_bins--{_slug(model)}--{_slug(dataset)}--{direction}.png"
+        path = out / f"analysis_bins--{slug(str(model), 60)}--{slug(str(dataset), 60)}--{direction}.png"
         fig.savefig(path, format="png", metadata={"Software": None})
         written.append(path)
     return written

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import VlbenchError
+from ..leaderboards.paper.latex import tex_escape
 from ..util.markdown import md_escape, md_table
 from .stats import cluster_bootstrap_means, ols_cluster, paired_difference, quantile_bins
 
@@ -140,14 +141,6 @@ def markdown(df, columns: list[str]) -> str:
     align = "".join("r" if df[c].dtype.kind in "fiu" else "l" for c in columns)
     rows = [[md_escape(_fmt(v)) for v in r] for r in df[columns].itertuples(index=False)]
     return md_table(columns, rows, align)
-
-
-_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def tex_escape(text) -> str:
-    return "".join(_TEX_SPECIAL.get(ch, ch) for ch in str(text))
 
 
 def latex(df, columns: list[str], caption: str) -> str:

@@ -34,9 +34,9 @@ def check_budgets(tokens, sentences) -> None:
 
 def token_conditions(budgets, captions: list[str], model) -> list[RunCondition]:
     context = model.text_context_length()
+    cuts, lengths = model.cut_texts(captions, sorted(int(b) for b in budgets))  # each caption tokenized once
     out = []
-    for budget in sorted(budgets):
-        cut, lengths = model.cut_texts(captions, int(budget))
+    for budget, cut in cuts.items():
         meta = {"kind": "budget", "family": "budget", "unit": "tokens", "budget": int(budget),
                 "context_length": context, "n_captions": len(captions),
                 "n_cut": sum(n > budget for n in lengths),

@@ -99,9 +99,10 @@ class ModelAdapter:
         """The most text tokens the model reads (its own truncation), or None when not known."""
         return None
 
-    def cut_texts(self, texts: list[str], budget: int) -> tuple[list[str], list[int]]:
-        """``--token-budget``: each text cut to ``budget`` tokens of the model's own tokenizer, end token kept
-        (models/budget.py), and each text's full token count. A family that cannot tell says so."""
+    def cut_texts(self, texts: list[str], budgets: list[int]) -> tuple[dict[int, list[str]], list[int]]:
+        """``--token-budget``: {budget: each text cut to that many tokens of the model's own tokenizer, end token
+        kept} (models/budget.py; each text tokenized once), and each text's full token count. A family that
+        cannot tell says so."""
         raise ModelError(f"model family {self.name!r} cannot cut captions to a token budget",
                          "use --token-budget with clip, align, altclip, groupvit, openclip, siglip, siglip2 or "
                          "remote (api=features); a plug-in adapter implements cut_texts (docs/extending.md)")

@@ -18,21 +18,21 @@ from collections.abc import Callable, Sequence
 MAX_BUDGET = 100_000
 
 
-def cut_to_budget(texts: Sequence[str], budget: int, encode: Callable[[str], list[int]],
+def cut_to_budget(texts: Sequence[str], budgets: Sequence[int], encode: Callable[[str], list[int]],
                   decode: Callable[[list[int]], str], n_special: int,
-                  prefix: Callable[[str, int], str | None] | None = None) -> tuple[list[str], list[int]]:
-    """(cut texts, token count of each original text with its special tokens). ``prefix(text, k)``, when the
-    tokenizer can tell, is the text's own characters up to the end of its k-th token (the caption as written,
-    not its decoded form); otherwise the first k tokens are decoded."""
-    keep = max(0, budget - n_special)
-    out, lengths = [], []
+                  prefix: Callable[[str, int], str | None] | None = None) -> tuple[dict[int, list[str]], list[int]]:
+    """({budget: cut texts}, token count of each original text with its special tokens): each text is tokenized
+    once for all budgets. ``prefix(text, k)``, when the tokenizer can tell, is the text's own characters up to
+    the end of its k-th token (the caption as written, not its decoded form); otherwise the first k tokens are
+    decoded."""
+    out: dict[int, list[str]] = {int(b): [] for b in budgets}
+    lengths = []
     for text in texts:
         ids = list(encode(text))
         lengths.append(len(ids) + n_special)
-        if len(ids) <= keep:
-            out.append(text)
-            continue
-        out.append(_cut(text, ids, keep, encode, decode, prefix))
+        for budget, cut in out.items():
+            keep = max(0, budget - n_special)
+            cut.append(text if len(ids) <= keep else _cut(text, ids, keep, encode, decode, prefix))
     return out, lengths
 
 

@@ -102,8 +102,8 @@ class HFDualEncoder(ModelAdapter):
     def text_context_length(self) -> int:
         return self.max_length
 
-    def cut_texts(self, texts, budget):
-        return cut_to_budget(self._texts(texts), budget, *hf_cutter(self.tokenizer))
+    def cut_texts(self, texts, budgets):
+        return cut_to_budget(self._texts(texts), budgets, *hf_cutter(self.tokenizer))
 
     def attention_implementation(self) -> str | None:
         """The loaded model's attention implementation (eager, sdpa, flash_attention_2); None before loading."""

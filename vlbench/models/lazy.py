@@ -212,5 +212,5 @@ class LazyModel(ModelAdapter):
     def text_context_length(self):
         return self.real.text_context_length()
 
-    def cut_texts(self, texts, budget):
-        return self.real.cut_texts(texts, budget)
+    def cut_texts(self, texts, budgets):
+        return self.real.cut_texts(texts, budgets)

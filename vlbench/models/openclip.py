@@ -59,8 +59,8 @@ class OpenCLIPAdapter(ModelAdapter):
     def text_context_length(self) -> int:
         return int(self.context_length)
 
-    def cut_texts(self, texts, budget):
-        return cut_to_budget(list(texts), budget, *openclip_cutter(self.tokenizer))
+    def cut_texts(self, texts, budgets):
+        return cut_to_budget(list(texts), budgets, *openclip_cutter(self.tokenizer))
 
     def identity(self) -> dict:
         pp = getattr(getattr(self.model, "visual", None), "preprocess_cfg", None) or {}

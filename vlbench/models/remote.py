@@ -31,9 +31,10 @@ import inspect
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import unquote
 
 from ..errors import ModelError, VlbenchError
+from ..util.query import QueryProblem, query_pairs
 from .adapter import ModelAdapter, _as_features, _dir_fingerprint, _load_error, local_fingerprint, torch_dtype
 from .budget import cut_to_budget, hf_cutter
 from .hub import hub_commit, hub_problem
@@ -52,11 +53,13 @@ def split_options(checkpoint: str | None) -> tuple[str, dict]:
         raise ModelError("remote: no checkpoint given", "name one: --model remote:ORG/NAME --trust-remote-code")
     base, _, query = checkpoint.partition("?")
     opts: dict = {}
-    for key, value in parse_qsl(query, keep_blank_values=True):
+    try:
+        pairs = query_pairs(query)  # the one reader of spec options: a key twice or without '=' is refused
+    except QueryProblem as exc:
+        raise ModelError(f"remote: {exc} in {checkpoint!r}", "write remote:CHECKPOINT?key=value&key=value") from None
+    for key, value in pairs:
         if key not in OPTIONS:
             raise ModelError(f"remote: unknown option {key!r} in {checkpoint!r}", f"use {', '.join(OPTIONS)}")
-        if key in opts:
-            raise ModelError(f"remote: option {key!r} given twice in {checkpoint!r}", "give each option once")
         try:
             opts[key] = OPTIONS[key](unquote(value))
         except ValueError:
@@ -164,11 +167,11 @@ class RemoteCodeEncoder(ModelAdapter):
     def text_context_length(self) -> int:
         return int(self.max_length)
 
-    def cut_texts(self, texts, budget):
+    def cut_texts(self, texts, budgets):
         if self.tokenizer is None:  # api=encode: the model tokenizes inside encode_text, out of our sight
-            return super().cut_texts(texts, budget)
+            return super().cut_texts(texts, budgets)
         lower = bool(self.options.get("lowercase", 0))
-        return cut_to_budget([t.lower() if lower else t for t in texts], budget, *hf_cutter(self.tokenizer))
+        return cut_to_budget([t.lower() if lower else t for t in texts], budgets, *hf_cutter(self.tokenizer))
 
     def preprocess(self, image):
         if self.api == "encode":

@@ -43,14 +43,15 @@ def test_open_clip_bpe_cuts_long_captions_to_each_budget():
         return [tok.sot_token_id, *body, tok.eot_token_id]
 
     texts = IIW + SHORT
+    cuts, lengths = cut_to_budget(texts, BUDGETS, *openclip_cutter(tok))  # each text tokenized once for all
     for budget in BUDGETS:
-        cut, lengths = cut_to_budget(texts, budget, *openclip_cutter(tok))
+        cut = cuts[budget]
         _check_cuts(texts, tokenize, budget, cut, lengths, tok.sot_token_id, tok.eot_token_id)
         if budget == 77:  # the model's own context length: open_clip's truncation keeps the same tokens
             for new, text in zip(cut, texts):
                 a, b = tok([new])[0].tolist(), tok([text])[0].tolist()
                 assert a == b
-    assert all(n > 77 for n in cut_to_budget(IIW, 77, *openclip_cutter(tok))[1])  # every IIW caption is cut
+    assert all(n > 77 for n in cut_to_budget(IIW, [77], *openclip_cutter(tok))[1])  # every IIW caption is cut
 
 
 def test_a_transformers_tokenizer_cuts_with_the_captions_own_characters(tiny_models):
@@ -62,8 +63,9 @@ def test_a_transformers_tokenizer_cuts_with_the_captions_own_characters(tiny_mod
         return tok(text, verbose=False)["input_ids"]
 
     texts = IIW + SHORT
+    cuts, lengths = cut_to_budget(texts, BUDGETS, *hf_cutter(tok))
     for budget in BUDGETS:
-        cut, lengths = cut_to_budget(texts, budget, *hf_cutter(tok))
+        cut = cuts[budget]
         _check_cuts(texts, tokenize, budget, cut, lengths, tok.bos_token_id, tok.eos_token_id)
         for new, text in zip(cut, texts):
             assert text.startswith(new)  # the caption as written, cut (not its decoded, lower-cased form)
