@@ -155,26 +155,43 @@ def image_locator(ds, images_dir=None):
     return lambda i: safe_join(root, names[i])
 
 
+def injected(meta: dict) -> dict:
+    """Candidates a condition adds to the run's gallery: {"t2i": injected images, "i2t": injected captions};
+    zero for every condition but gallery distractors (kind "gallery", ``--distractors``), whose ids come after
+    the dataset's (pipeline.report: id = dataset size + j)."""
+    extra = meta.get("distractors") if condition_kind(meta) == "gallery" else None
+    extra = extra if isinstance(extra, dict) else {}
+
+    def count(key):
+        n = extra.get(key)
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+    return {"t2i": count("n_images"), "i2t": count("n_captions")}
+
+
 def check_retrieved(src: RunSource) -> None:
-    """Every list and rank of retrieved.npz the page reads is in range for the run's dataset: as many rows as
-    queries, candidate indices below the gallery (t2i: images) or the captions (i2t; -1 pads a short list),
-    ranks from 1 to the number of candidates. VlbenchError names the first array that is not."""
+    """Every list and rank of retrieved.npz the page reads is in range for the condition's own gallery: as many
+    rows as queries, candidate indices below that gallery's size (t2i: the dataset's images, i2t: its captions,
+    plus what a distractor condition injected; -1 pads a short list), ranks from 1 to that size. VlbenchError
+    names the first array that is not."""
     ds = src.ds
-    for direction, n_cand in (("t2i", len(ds.gallery_images)), ("i2t", ds.n_captions)):
+    for direction, n_base in (("t2i", len(ds.gallery_images)), ("i2t", ds.n_captions)):
         n_queries = len(src.query_index(direction))
-        for c in src.conditions:
+        for c, meta in src.conditions.items():
             if not src.has(c, direction):
                 continue
+            n_cand = n_base + injected(meta if isinstance(meta, dict) else {})[direction]
             top, ranks = src.retrieved[f"{c}|{direction}"], src.retrieved[f"{c}|{direction}|rank"]
             ok = (top.ndim == 2 and ranks.ndim == 1 and len(top) == len(ranks) == n_queries
                   and top.dtype.kind in "iu" and ranks.dtype.kind in "iu"
                   and (top.size == 0 or (top.min() >= -1 and top.max() < n_cand))
                   and (ranks.size == 0 or (ranks.min() >= 1 and ranks.max() <= n_cand)))
             if not ok:
+                extra = f", {n_cand - n_base} of them injected" if n_cand > n_base else ""
                 raise VlbenchError(f"{src.folder / RETRIEVED}: the {direction} lists or ranks of condition {c!r} "
-                                   f"are out of range for the run's dataset ({n_queries} queries, {n_cand} "
-                                   "candidates)", "re-run the 'vlbench run' command with a new --out to write it "
-                                                  "again")
+                                   f"are out of range for its gallery ({n_queries} queries, {n_cand} "
+                                   f"candidates{extra})", "re-run the 'vlbench run' command with a new --out to "
+                                                          "write it again")
 
 
 def check_image_contents(locate, indices, keys, folder) -> None:
