@@ -88,6 +88,11 @@ def join_run(path, *, directions=("t2i",), conditions: set[str] | None = None, p
     folder = Path(path)
     folder = folder.parent if folder.name == RESULTS else folder
     data = load_run(folder)
+    unknown = sorted(conditions - set(data.conditions)) if conditions is not None else []
+    if unknown:
+        raise VlbenchError(f"run {folder} has no condition {', '.join(map(repr, unknown))} (--conditions); its "
+                           f"conditions: {', '.join(data.conditions)}",
+                           "pass --conditions with names from that list (clean is the baseline, not a condition)")
     results = _results(folder)
     ds = load_run_dataset(results, dataset=dataset, data_dir=data_dir)
     feats = caption_table(ds, profile)
@@ -95,7 +100,8 @@ def join_run(path, *, directions=("t2i",), conditions: set[str] | None = None, p
     ks = [int(k) for k in (results.get("settings") or {}).get("k") or (1, 5, 10)]
     metas = results.get("conditions") or {}
     model, dataset_info = results.get("model") or {}, results.get("dataset") or {}
-    info = {"folder": str(folder), "run_id": results.get("run_id"), "model": model.get("name") or model.get("spec"),
+    # the model as the run names it: --model-name, else the full spec (two models of one family differ)
+    info = {"folder": str(folder), "run_id": results.get("run_id"), "model": data.record.model.label,
             "model_hash": model.get("hash"), "dataset": dataset_info.get("name"),
             "dataset_hash": dataset_info.get("hash"),
             "images": list(ds.images), "k": ks, "mean_words": float(feats["words_per_caption"].mean())}
