@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -115,21 +116,36 @@ def _recorded_key(column: str, means: set) -> MetricKey | None:
     return MetricKey("i2t", name, int(x) if x else None)
 
 
+def _refuse_infinite(folder, cond: str, d: str, column: str, values: np.ndarray, keys) -> None:
+    bad = np.flatnonzero(np.isinf(values))
+    if bad.size:
+        raise VlbenchError(f"run {folder}: {bad.size} per-query value(s) of {column} for {cond} {d} in {PER_QUERY} are "
+                           f"infinite (first: query {keys[bad[0]][2]}); {column} is finite for every query, so the file "
+                           "was changed or damaged", "use intact run folders (re-run the model with 'vlbench run' and "
+                                                     "a new --out)")
+
+
 def check_against_record(folder: str, record: RunRecord, tables: dict) -> None:
     """Every per-query column whose mean is a recorded value (fold by fold, then the mean over folds, as the
-    run aggregated) agrees with results.json to the rounding of the file's cells (%.6g); else the per-query
-    file is refused by name: it does not hold the values the run reported."""
+    run aggregated) agrees with results.json to the rounding of the file's cells (%.6g), with a finite tolerance;
+    else the per-query file is refused by name: it does not hold the values the run reported. An infinite cell in
+    such a column (a built-in mean, finite for every query) is refused by name too."""
     means = {m.name for m in builtins() if m.aggregate == "mean" and not m.instances} | {"rsum"}
     for (cond, d), table in tables.items():
         folds = np.array([k[0] for k in table.keys])
         for column, values in table.columns.items():
             key = _recorded_key(column, means)
             want = None if key is None else record.value(cond, d, key.metric, key.k)
+            if key is not None:  # a built-in mean's per-query value is finite (an empty cell, NaN, is no value)
+                _refuse_infinite(folder, cond, d, column, values, table.keys)
             parts = [p for p in (values[folds == f] for f in dict.fromkeys(folds.tolist())) if (p == p).any()]
             if want is None or not parts:
                 continue
-            got = float(np.mean([np.nanmean(p) for p in parts]))
-            tol = 1e-5 * max(float(np.nanmean(np.abs(p))) for p in parts) + 1e-9  # %.6g: 5e-6 relative per cell
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflowing mean is refused just below
+                got = float(np.mean([np.nanmean(p) for p in parts]))
+                tol = 1e-5 * max(float(np.nanmean(np.abs(p))) for p in parts) + 1e-9  # %.6g: 5e-6 relative per cell
+            if not (math.isfinite(got) and math.isfinite(tol)):  # finite cells whose mean overflows
+                tol = 0.0
             if not abs(got - want) <= tol:
                 raise VlbenchError(
                     f"run {folder}: the per-query {column} of {cond} {d} in {PER_QUERY} averages {got:.6g}, but its "
