@@ -274,14 +274,33 @@ def read_analyses(paths, warn) -> list[tuple[str, list[dict]]]:
         p = p / "analysis_regression.csv" if p.is_dir() else p
         try:
             text = read_regular_file(p, 64 * 2 ** 20).decode("utf-8")
-            rows = list(csv.DictReader(text.splitlines()))
-            if rows and not {"run", "condition", "term", "coef", "ci_low", "ci_high", "per_sd"} <= set(rows[0]):
-                raise ValueError("it is not an analysis_regression.csv of 'vlbench analyze'")
+            rows = _analysis_rows(text)
         except (OSError, ValueError, csv.Error) as exc:
             warn(f"analysis {given} skipped: {exc}")
             continue
         out.append((f"{p.parent.name}/{p.name}", rows))
     return out
+
+
+#: the columns of analysis_regression.csv the leaderboard reads
+_ANALYSIS_COLUMNS = ("run", "condition", "term", "coef", "ci_low", "ci_high", "per_sd")
+
+
+def _analysis_rows(text: str) -> list[dict]:
+    """The rows of an analysis_regression.csv; ValueError naming the first row (and its line) that does not have
+    the header's fields (a short or long row: a cut or edited file)."""
+    reader = csv.DictReader(text.splitlines())
+    rows = []
+    for i, row in enumerate(reader, 1):
+        if None in row or None in row.values():  # DictReader: extra cells under key None, missing ones None
+            n = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or ())
+            raise ValueError(f"row {i} (line {reader.line_num}) has {n} fields, its header "
+                             f"{len(reader.fieldnames or ())}: the file was cut or edited; write it again with "
+                             "'vlbench analyze'")
+        rows.append(row)
+    if rows and not set(_ANALYSIS_COLUMNS) <= set(rows[0]):
+        raise ValueError("it is not an analysis_regression.csv of 'vlbench analyze'")
+    return rows
 
 
 def _num(cell) -> float | None:
