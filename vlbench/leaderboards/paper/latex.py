@@ -111,12 +111,25 @@ def _signed(x: float, digits: int) -> str:
     return s if s.startswith("-") else "+" + s
 
 
+def at_chance(table: Table) -> set[int]:
+    """Rows whose clean score is at or below chance (a table with ``clean_rsum`` and ``chance_rsum``: the total RSUM
+    of a uniformly random ranking, from R@k's chance k / n_candidates per query with one positive; summary.py):
+    retaining a random ranking's score is no robustness, so such a row is never the best retained."""
+    keys = [c.key for c in table.columns]
+    if "clean_rsum" not in keys or "chance_rsum" not in keys:
+        return set()
+    clean, chance = keys.index("clean_rsum"), keys.index("chance_rsum")
+    return {i for i, r in enumerate(table.rows) if _finite(r[clean]) and _finite(r[chance])
+            and float(r[clean]) <= float(r[chance])}
+
+
 def _best(table: Table, col: int, how: str) -> set[int]:
     keys = [c.key for c in table.columns]
     group = [keys.index(g) for g in GROUPING if g in keys]
     groups: dict[tuple, list[int]] = {}
+    skip = at_chance(table) if keys[col] != "clean_rsum" else set()  # no "best retained" at or below chance
     for i, r in enumerate(table.rows):
-        if _finite(r[col]):
+        if _finite(r[col]) and i not in skip:
             groups.setdefault(tuple(r[g] for g in group), []).append(i)
     out: set[int] = set()
     for rows in groups.values():
