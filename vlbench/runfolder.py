@@ -33,6 +33,7 @@ from pathlib import Path
 
 from .errors import VlbenchError
 from .util.io import FolderLock, atomic_write_text, read_regular_file, sha256_file, write_json
+from .util.typeset import slug as _slug
 
 RESULTS = "results.json"  # the run record (vlbench.results); written last: it marks the run finished
 TABLE = "table.md"  # the readable table of the record
@@ -82,8 +83,8 @@ def require_finished(folder: str | os.PathLike) -> Path:
 
 
 def slug(s: str) -> str:
-    """A file-name-safe form of ``s`` (at most 60 characters)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-")[:60] or "x"
+    """A file-name-safe form of ``s`` (at most 60 characters; dots kept at the ends), as run ids use it."""
+    return _slug(s, 60, strip="-")
 
 
 def new_run_id(model_spec: str, dataset_name: str, model_hash: str, dataset_hash: str,

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from support.data import write_manifest
 
 from vlbench import cli
 from vlbench.pipeline.runner import run
-
-from support.data import write_manifest
 
 
 def _run(manifest, out, **kw):

@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 import pytest
-
 from support.data import write_images
+
 from vlbench.cli import main
 from vlbench.runfolder import FILES, RESULTS, RETRIEVED
 from vlbench.util.io import sha256_file
@@ -17,8 +17,9 @@ from vlbench.util.io import sha256_file
 
 @pytest.fixture(scope="module")
 def distractor_run(tmp_path_factory):
-    from vlbench import registry
     from support.data import write_manifest
+
+    from vlbench import registry
 
     if "counting" not in registry.models:
         registry.models.register("counting", "vlbench_counting_plugin:load", source="plugin:test")

@@ -93,7 +93,7 @@ def test_resume_never_mixes_limited_and_full_runs(counting_plugin, hub_and_manif
 
 
 def test_limit_on_a_hub_dataset(counting_plugin, hub_and_manifest, tmp_path):
-    from vlbench.explain.source import load_run_dataset
+    from vlbench.runread import load_run_dataset
 
     res = _run("counting:dim=16", "hf:org/tiny-set", tmp_path / "r", no_cache=True, limit=3, dataset_name="tiny")
     assert (res.results["dataset"]["n_images"], res.results["settings"]["limit"]) == (3, 3)

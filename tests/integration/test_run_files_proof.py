@@ -333,7 +333,7 @@ def test_leaderboard_shows_only_comparison_records_that_prove_themselves(pair, t
     """Records that are not an object, lack a key, have a row naming a run they do not list, were edited after
     compare wrote them, or were computed from other runs than the ones built: each left out with a warning
     naming it and why (was a traceback, or rows shown as measured); the intact record's rows are shown."""
-    from vlbench.compare.record import record_hash
+    from vlbench.runread import record_hash
 
     a, b, _ = pair
     assert main(["compare", str(a), str(b), "--n-resamples", str(N), "--out", str(tmp_path / "good")]) == 0

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import VlbenchError
-from ..leaderboards.paper.latex import tex_escape
 from ..util.markdown import md_escape, md_table
+from ..util.typeset import tex_escape
 from .stats import cluster_bootstrap_means, ols_cluster, paired_difference, quantile_bins
 
 #: the regression's default features: one per aspect of Table 5.1, leaving out the near-duplicates of the

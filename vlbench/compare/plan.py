@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import OptionError
 from ..results import DIRECTIONS
-from .data import RunData
+from ..runread import RunData
 
 TESTS = ("randomization", "bootstrap", "ttest")
 CORRECTIONS = ("holm", "bonferroni", "none")

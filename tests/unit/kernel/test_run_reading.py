@@ -4,11 +4,11 @@ run cannot have written is refused by name, whatever the file's hash says."""
 from __future__ import annotations
 
 import pytest
-
 from support.runs import rehash
 from support.synthetic_runs import synth_run, write_per_query
-from vlbench.compare.data import load_run
+
 from vlbench.errors import VlbenchError
+from vlbench.runread import load_run
 
 T2I = [0.0, 300.0, 100.0]
 I2T = [100.0, 0.0, 200.0]  # recorded clean i2t RSUM: 100

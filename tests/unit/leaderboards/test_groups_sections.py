@@ -88,7 +88,7 @@ def test_rank_groups_two_separable_two_not(tmp_path):
 
 def test_letters_non_transitive():
     """A~B, B~C, A≠C (not separable chain): A 'a', B 'ab', C 'b'."""
-    from vlbench.compare.paired import letters
+    from vlbench.metrics.paired import letters
 
     assert letters(["A", "B", "C"], {frozenset("AC")}) == {"A": "a", "B": "ab", "C": "b"}
     assert letters(["A", "B", "C"], set()) == {"A": "a", "B": "a", "C": "a"}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 
+from ...util.typeset import tex_escape
 from ..table_types import Column, Table
 
 #: columns that are provenance, not results (kept in the CSV, the page and the provenance table)
@@ -35,21 +36,6 @@ _HIGHER = re.compile(r"(recall|rsum|dcg|accuracy|retained|^delta$|^diff$|^tot$|^
 _LOWER = re.compile(r"(^mce|false_rate|medr|meanr)", re.I)
 _NOT_SCORES = re.compile(r"(chance|ci_low|ci_high|^p$|p_holm|p_adj|n_boot|applicable|drift|rank$|items|pairs|"
                          r"datasets|dcg_p|blind|^n$)", re.I)
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}"}
-
-
-_UNICODE = {"\u2192": r"$\rightarrow$", "\u00b1": r"$\pm$", "\u2026": r"\ldots{}", "\u2013": "--", "\u2014": "---",
-            "\u2212": "-"}
-
-
-def tex_escape(text) -> str:
-    """Free text in a LaTeX cell or caption: specials escaped, a few symbols as LaTeX, other characters beyond
-    Latin-1 (which pdflatex's default set-up cannot typeset) as '?'."""
-    return "".join(_TEX.get(ch) or _UNICODE.get(ch) or (ch if ord(ch) < 256 else "?")
-                   for ch in " ".join(str(text).split()))
-
-
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
