@@ -1,4 +1,4 @@
-"""The run folder: the one owner of what a run leaves on disk (issue #28).
+"""The run folder: the one owner of what a run leaves on disk.
 
 A run (``vlbench run``, a choice task) writes one folder: ``results.json`` (last: its presence marks the
 run finished), ``table.md``, the per-query or per-item values, the validity audit, flips and retrieved
@@ -12,7 +12,7 @@ To add a file a run writes: name it here (and in :data:`RUN_FILES` when ``--over
 in :data:`HASHED` when other commands read it), and write it from the step that computes it through
 ``vlbench.util.io``'s atomic writers.
 
-Run files prove what they claim (issue #32): results.json's ``files`` holds the sha256 and size of every
+Run files prove what they claim: results.json's ``files`` holds the sha256 and size of every
 file in :data:`HASHED` the run wrote (:func:`file_manifest`, taken just before results.json is written), and
 every reader gets such a file only through :func:`run_file`, which refuses, by name, a file that is not in
 the manifest, a link, another kind of file, or one whose bytes changed. A run written before the manifest

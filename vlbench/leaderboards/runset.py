@@ -1,4 +1,4 @@
-"""Which runs a leaderboard takes (issue #31 item 2): a board that a stray or partial run cannot pollute.
+"""Which runs a leaderboard takes: a board that a stray or partial run cannot pollute.
 
 Applied to the readable runs before the duplicate rule (:func:`vlbench.leaderboards.store.select`), in this order;
 every run left out is named with its reason (``left_out``), printed by the build and kept in the manifest:

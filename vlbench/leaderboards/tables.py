@@ -307,7 +307,7 @@ def _timing_cells(run: Run) -> list:
 
 
 # ----------------------------------------------------------------------------------------------
-# validity beside every drop (issue #10): the cells the RSUM-change table shows next to a perturbation's change,
+# validity beside every drop: the cells the RSUM-change table shows next to a perturbation's change,
 # read from results.json conditions[<perturbation>]["validity"] (vlbench.perturbations.validity); runs written
 # before validity existed give empty cells
 

@@ -1,4 +1,4 @@
-"""Tables a paper can take as they are (issue #31 item 4): every leaderboard table as a LaTeX ``table`` (booktabs),
+"""Tables a paper can take as they are: every leaderboard table as a LaTeX ``table`` (booktabs),
 and the paper view shared with the Markdown files.
 
 * **paper view** (:func:`paper_view`): run ids, hashes and an empty flags column are provenance, not results: they

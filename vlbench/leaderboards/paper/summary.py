@@ -1,4 +1,4 @@
-"""The summary a paper's results section starts from (issue #31 item 4; the definition is argued in
+"""The summary a paper's results section starts from (the definition is argued in
 docs/leaderboards.md, "The robustness summary"): per model and dataset, the clean total RSUM, the chance level, and
 one headline number per family of caption perturbations and of image corruptions with its bootstrap interval:
 
