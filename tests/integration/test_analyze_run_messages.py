@@ -48,7 +48,7 @@ def test_analyze_without_a_fittable_regression_reports_why(counting_plugin, lang
     assert cli.main(["analyze", str(folder), "--out", str(out), "--outcome", "flip@1", "--direction", "both",
                      "--n-boot", "10", "--no-plots"]) == 0
     printed = capsys.readouterr().out
-    assert "no regression could be fitted (" in printed and "1 images" in printed
+    assert "no regression could be fitted (" in printed and "1 image(s): the intervals cluster by image" in printed
     reg = pd.read_csv(out / "analysis_regression.csv")
     assert (reg["term"] == "(not fitted)").all() and reg["coef"].isna().all()
     assert "the regression cannot be fitted" in (out / "analysis_regression.md").read_text()
