@@ -7,8 +7,8 @@ import csv
 import io
 
 import pytest
-
 from support.synthetic_runs import synth_run
+
 from vlbench.errors import OptionError
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from support.synthetic_runs import PERTURBATIONS, synth_run, write_per_query
 
 
