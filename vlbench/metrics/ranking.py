@@ -190,7 +190,7 @@ class EmbeddingSource(SimilaritySource):
         cand = np.arange(c0, c1, dtype=np.int64)
         if direction == "i2t":
             return self.grid.scores(qi, cand)
-        return np.ascontiguousarray(self.grid.scores(cand, qi).T)
+        return self.grid.scores(cand, qi, by_caption=True)
 
 
 def _to_numpy(x) -> np.ndarray:

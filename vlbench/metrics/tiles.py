@@ -136,7 +136,7 @@ class TileGrid:
         t0, t1 = b * self.tt, min(self.n_captions, (b + 1) * self.tt)
         if self.device:
             return (self._t[0][i0:i1] @ self._t[1][t0:t1].T).cpu().numpy()
-        return np.ascontiguousarray(self.img[i0:i1]) @ np.ascontiguousarray(self.txt[t0:t1]).T
+        return self.img[i0:i1] @ self.txt[t0:t1].T  # row slices of C-ordered arrays: contiguous
 
     def _compute(self, keys: list[tuple[int, int]]) -> None:
         todo = [k for k in keys if k not in self._tiles]
@@ -163,27 +163,47 @@ class TileGrid:
                 self._held -= self._tiles.pop(k).nbytes
 
     # -- entries ----------------------------------------------------------------------------------
-    def scores(self, images: np.ndarray, captions: np.ndarray) -> np.ndarray:
-        """``S[images][:, captions]`` as float32 (or the embeddings' float64), from whole tiles only."""
+    def scores(self, images: np.ndarray, captions: np.ndarray, *, by_caption: bool = False) -> np.ndarray:
+        """``S[images][:, captions]`` as float32 (or the embeddings' float64), from whole tiles only;
+        ``by_caption``: its transpose (captions x images, a t2i block), filled tile by tile."""
         fi = self.first_img[np.asarray(images, dtype=np.int64)]
         ft = self.first_txt[np.asarray(captions, dtype=np.int64)]
-        out = np.empty((len(fi), len(ft)), dtype=np.result_type(self.img.dtype, self.txt.dtype))
+        shape = (len(ft), len(fi)) if by_caption else (len(fi), len(ft))
+        out = np.empty(shape, dtype=np.result_type(self.img.dtype, self.txt.dtype))
         if not out.size:
             return out
         ai, bt = fi // self.ti, ft // self.tt
-        ua, ub = np.unique(ai), np.unique(bt)
-        rows = {int(a): np.flatnonzero(ai == a) for a in ua}
-        cols = {int(b): np.flatnonzero(bt == b) for b in ub}
+        rows = {int(a): np.flatnonzero(ai == a) for a in np.unique(ai)}
+        cols = {int(b): np.flatnonzero(bt == b) for b in np.unique(bt)}
         # tile columns outer: at most one column of tiles is held at a time beyond the cache
         for b, cj in cols.items():
             keys = [(a, b) for a in rows]
             with _blas_one_thread(self.device):
                 self._compute(keys)
+            tc, oc = _as_slice(ft[cj] - b * self.tt), _as_slice(cj)
             for a, ri in rows.items():
                 tile = self._tiles[(a, b)]
-                out[np.ix_(ri, cj)] = tile[np.ix_(fi[ri] - a * self.ti, ft[cj] - b * self.tt)]
+                tr, orow = _as_slice(fi[ri] - a * self.ti), _as_slice(ri)
+                if tr is not None and tc is not None and orow is not None and oc is not None:  # the usual case
+                    if by_caption:
+                        out[oc, orow] = tile[tr, tc].T
+                    else:
+                        out[orow, oc] = tile[tr, tc]
+                else:  # duplicates or scattered ids: gather
+                    part = tile[np.ix_(fi[ri] - a * self.ti, ft[cj] - b * self.tt)]
+                    if by_caption:
+                        out[np.ix_(cj, ri)] = part.T
+                    else:
+                        out[np.ix_(ri, cj)] = part
             self._evict(set(keys))
         return out
+
+
+def _as_slice(ix: np.ndarray) -> slice | None:
+    """``ix`` as a slice when it is a contiguous ascending run (a view instead of a gather), else None."""
+    if len(ix) and int(ix[-1]) - int(ix[0]) == len(ix) - 1 and (len(ix) < 2 or bool((np.diff(ix) == 1).all())):
+        return slice(int(ix[0]), int(ix[-1]) + 1)
+    return None
 
 
 _CONTROLLER = None
