@@ -214,36 +214,38 @@ def _too_big_hint(bound: int) -> str:
             "from the dataset; for trusted huge images raise PIL.Image.MAX_IMAGE_PIXELS")
 
 
-def unreadable(shown: str, path: Path, exc: BaseException) -> DataError:
+def unreadable(repo: str, shown: str, path: Path, exc: BaseException) -> DataError:
     """A parquet file pyarrow cannot read (a damaged footer, a truncated download), named with the fix."""
     real = Path(os.path.realpath(path))
-    return DataError(f"parquet file {shown} ({real}) cannot be read ({type(exc).__name__}: {str(exc)[:200]})",
-                     "the cached file is damaged: delete it (that file, or the dataset with 'hf cache rm "
-                     "dataset/ORG/NAME', or its folder under HF_HUB_CACHE) and load the dataset again to download "
-                     "it anew")
+    why = " ".join(str(exc).split())[:200]
+    return DataError(f"Hub dataset {repo!r}: parquet file {shown} ({real}) cannot be read ({type(exc).__name__}: "
+                     f"{why})", f"the cached file is damaged: delete it ({real}), or the whole dataset from the "
+                     f"Hugging Face cache ('hf cache rm dataset/{repo}', or its folder under HF_HUB_CACHE), and load "
+                     "the dataset again to download it anew")
 
 
-def _open(path: Path, shown: str) -> pq.ParquetFile:
+def _open(repo: str, path: Path, shown: str) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:  # "Couldn't deserialize thrift" (a garbled footer) is an OSError
-        raise unreadable(shown, path, exc) from None
+        raise unreadable(repo, shown, path, exc) from None
 
 
-def _batches(pf: pq.ParquetFile, path: Path, shown: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
+def _batches(repo: str, path: Path, shown: str, columns: list[str],
+             pf: pq.ParquetFile | None = None) -> Iterator[pa.RecordBatch]:
     """The file's record batches; pyarrow's failures (a damaged page) become the error naming the file, while
     errors of the caller's own work between batches (writing images) stay what they are."""
     try:
-        it = pf.iter_batches(batch_size=256, columns=columns)
+        it = (pf or _open(repo, path, shown)).iter_batches(batch_size=256, columns=columns)
     except (pa.ArrowException, OSError) as exc:
-        raise unreadable(shown, path, exc) from None
+        raise unreadable(repo, shown, path, exc) from None
     while True:
         try:
             batch = next(it)
         except StopIteration:
             return
         except (pa.ArrowException, OSError) as exc:
-            raise unreadable(shown, path, exc) from None
+            raise unreadable(repo, shown, path, exc) from None
         yield batch
 
 
@@ -296,14 +298,14 @@ def _scan(files: list[Path], shown: dict, image: str, captions: list[str], repo:
     nulls = n = 0
     bound = max_image_bytes()
     for f in files:
-        pf = _open(f, shown[f])
+        pf = _open(repo, f, shown[f])
 
         def where_row(k: int, f=f) -> str:
             return f"Hub dataset {repo!r}: {shown[f]}: row {k}"
 
         check_declared_sizes(pf, image, f"Hub dataset {repo!r}: {shown[f]}", bound)
         in_file = 0
-        for batch in _batches(pf, f, shown[f], [image, *captions]):
+        for batch in _batches(repo, f, shown[f], [image, *captions], pf):
             check_cell_sizes(batch.column(0), where_row, in_file + 1, bound)
             for row in batch.to_pylist():
                 n += 1
@@ -328,12 +330,12 @@ def _file_names(names: dict) -> tuple[dict, str]:
     return {d: f"{d}{suffix}" for d, (_, suffix) in names.items()}, "sha256"
 
 
-def _write_missing(files: list[Path], shown: dict, image: str, root: Path, file_names: dict) -> int:
+def _write_missing(repo: str, files: list[Path], shown: dict, image: str, root: Path, file_names: dict) -> int:
     """Pass two (only for files missing or changed): write each image once, atomically. Returns how many."""
     todo = {d for d, name in file_names.items() if not _same(root / name, d)}
     written = 0
     for f in files if todo else []:
-        for batch in _batches(_open(f, shown[f]), f, shown[f], [image]):
+        for batch in _batches(repo, f, shown[f], [image]):
             for value in batch.column(0).to_pylist():
                 data, _ = _image_bytes(value, shown[f])
                 digest = hashlib.sha256(data).hexdigest()
@@ -363,10 +365,10 @@ def read_split(files: list[Path], image_base: Path, hs, source: dict) -> tuple[l
                         "rm dataset/ORG/NAME', or its folder under HF_HUB_CACHE) and load it again") from None
 
 
-def _first_value(path: Path, shown: str, column: str) -> tuple[int, object]:
+def _first_value(repo: str, path: Path, shown: str, column: str) -> tuple[int, object]:
     """(row, value) of the first non-null cell of ``column`` (row 0: none), for a message."""
     row = 0
-    for batch in _batches(_open(path, shown), path, shown, [column]):
+    for batch in _batches(repo, path, shown, [column]):
         for value in batch.column(0).to_pylist():
             row += 1
             if value:
@@ -379,10 +381,11 @@ def _read_split(files: list[Path], image_base: Path, hs, source: dict) -> tuple[
     shown = dict(zip(files, names_given)) if len(names_given) == len(files) else {f: f.name for f in files}
     split = f"{source['config']}/{source['split']}"
     where = f"Hub dataset {hs.repo!r} ({split}, {shown[files[0]]})"
-    opened = [_open(f, shown[f]) for f in files]  # every footer read (and named) before any row
+    opened = [_open(hs.repo, f, shown[f]) for f in files]  # every footer read (and named) before any row
     schema = opened[0].schema_arrow
     image = image_column(schema, hs.image, where)
-    captions = caption_columns(schema, hs.captions, where, lambda col: _first_value(files[0], shown[files[0]], col))
+    first = files[0]
+    captions = caption_columns(schema, hs.captions, where, lambda col: _first_value(hs.repo, first, shown[first], col))
     for f, pf in zip(files[1:], opened[1:]):  # every shard has the chosen columns
         missing = [c for c in (image, *captions) if c not in pf.schema_arrow.names]
         if missing:
@@ -395,7 +398,7 @@ def _read_split(files: list[Path], image_base: Path, hs, source: dict) -> tuple[
     rows, names, nulls, n_rows = _scan(files, shown, image, captions, hs.repo)
     file_names, naming = _file_names(names)
     root = image_base / image
-    _write_missing(files, shown, image, root, file_names)
+    _write_missing(hs.repo, files, shown, image, root, file_names)
     merged: dict = {}  # digest -> captions, in first-appearance order
     for digest, caps in rows:
         merged.setdefault(digest, []).extend(caps)
