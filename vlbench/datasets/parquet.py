@@ -8,7 +8,10 @@ caption or sentence (else ``text``-like names, else the only text column).
 
 Rows become images: rows with the same image bytes are one image whose captions are all theirs, in row order
 (datasets that repeat an image once per caption); a row's captions are its caption columns' values in the order
-the columns are named, a list column contributing each element. Null captions are skipped and counted. Image
+the columns are named, a list column contributing each element. Null captions are skipped and counted; a
+caption that is not a string (a column of lists of lists) or is over ``captions.MAX_CAPTION_CHARS`` characters,
+and an image cell over :func:`max_image_bytes` (found from the footer before anything is decompressed when it can
+be) are refused naming the file and the row, as are a split of 0 rows and a file pyarrow cannot read. Image
 files are named as the parquet ``path`` field names them when those names are plain file names and tell the
 images apart (so an ``hf:`` dataset and a manifest of the same files give the same caption ids, and the same
 perturbations); otherwise by the sha256 of their bytes. They are written once (atomically) under the data
@@ -21,9 +24,8 @@ import hashlib
 import json
 import os
 import re
-from pathlib import Path
-
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
