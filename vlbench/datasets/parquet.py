@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from ..errors import DataError
 from ..util.io import atomic_write_bytes, sha256_file
-from .captions import LENGTH_HINT, caption_refusal, shown_value
+from .captions import LENGTH_HINT, MAX_CAPTION_CHARS, caption_refusal, shown_value
 from .folders import IMAGE_SUFFIXES as IMAGE_EXTS
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,150}$")
@@ -280,6 +280,33 @@ def check_declared_sizes(pf: pq.ParquetFile, image: str, where: str, bound: int 
         start += n
 
 
+#: the most bytes one caption may take in a file: 4 UTF-8 bytes per character of the caption bound
+MAX_CAPTION_BYTES = 4 * MAX_CAPTION_CHARS
+
+
+def check_declared_caption_sizes(pf: pq.ParquetFile, captions: list[str], where: str) -> None:
+    """Refuse, from the footer alone, a row group whose caption column decompresses to more than
+    :data:`MAX_CAPTION_BYTES` per value it holds: at least one caption there is over the caption bound. The same
+    bomb as an image cell's (a few KB of zstd holding a 1 GiB string) is then never decompressed."""
+    schema, md = pf.metadata.schema, pf.metadata
+    leaves = {col: [i for i in range(len(schema)) if schema.column(i).path.split(".")[0] == col] for col in captions}
+    start = 0
+    for r in range(md.num_row_groups):
+        group = md.row_group(r)
+        for col, indices in leaves.items():
+            for i in indices:
+                chunk = group.column(i)
+                if chunk.total_uncompressed_size > max(chunk.num_values, 1) * MAX_CAPTION_BYTES + (64 << 10):
+                    n = group.num_rows
+                    rows = f"row {start + 1}" if n == 1 else f"one of rows {start + 1}-{start + n}"
+                    raise DataError(f"{where}: {rows}, column {col!r}, holds a caption over the limit of "
+                                    f"{MAX_CAPTION_CHARS:,} characters (the file's footer gives "
+                                    f"{chunk.total_uncompressed_size:,} bytes of text for {chunk.num_values} "
+                                    f"value(s), over {MAX_CAPTION_BYTES:,} bytes, 4 per character, each); nothing "
+                                    "was decompressed", LENGTH_HINT)
+        start += group.num_rows
+
+
 def check_cell_sizes(column: pa.Array, where_row, first_row: int, bound: int | None) -> None:
     """Refuse an image cell of a record batch over ``bound`` bytes from the Arrow lengths, before any cell becomes
     a Python object or a file; ``where_row(n)`` names row ``n`` (1-based, within its file)."""
@@ -306,6 +333,7 @@ def _scan(files: list[Path], shown: dict, image: str, captions: list[str], repo:
             return f"Hub dataset {repo!r}: {shown[f]}: row {k}"
 
         check_declared_sizes(pf, image, f"Hub dataset {repo!r}: {shown[f]}", bound)
+        check_declared_caption_sizes(pf, captions, f"Hub dataset {repo!r}: {shown[f]}")
         in_file = 0
         for batch in _batches(repo, f, shown[f], [image, *captions], pf):
             check_cell_sizes(batch.column(0), where_row, in_file + 1, bound)

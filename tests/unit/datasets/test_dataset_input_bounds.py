@@ -126,6 +126,27 @@ def test_a_caption_over_the_length_bound_is_refused_for_every_source(hub, tmp_pa
     assert len(exactly.captions[0]) == MAX_CAPTION_CHARS
 
 
+def test_an_hf_caption_bomb_is_refused_from_the_footer_before_decompressing(hub):
+    """A caption that decompresses far past the bound (here 8 MiB of one letter in a few KB of zstd) is refused
+    from the footer's sizes, naming the row and the column, before pyarrow decompresses it; a list column's
+    captions are counted one by one, so many short captions in one row stay valid."""
+    put, load = hub
+    table = pa.table({"image": pa.array([{"bytes": RED, "path": "r.png"}, {"bytes": GREEN, "path": "g.png"}],
+                                        type=IMAGE_TYPE),
+                      "caption": ["a red square", "a" * (8 << 20)],
+                      "sentences": [["short"] * 2_000, ["x"]]})
+    data = _table_bytes(table, compression="zstd")
+    assert len(data) < 64 << 10
+    put("org/captionbomb", {"test.parquet": data})
+    with pytest.raises(DataError) as err:
+        load("hf:org/captionbomb")
+    assert err.value.message.startswith("Hub dataset 'org/captionbomb': test.parquet: one of rows 1-2, column "
+                                        "'caption', holds a caption over the limit of 20,000 characters")
+    assert "nothing was decompressed" in err.value.message
+    ds = load("hf:org/captionbomb?caption=sentences")
+    assert ds.n_captions == 2_001
+
+
 def test_real_long_caption_sets_stay_well_within_the_caption_bound(shared_captions):
     """ImageInWords (IIW-400), DOCCI and DCI descriptions, the longest captions vlbench reads, are far below the
     bound (the longest: 3,152 characters, DCI)."""
