@@ -289,7 +289,8 @@ def check_declared_caption_sizes(pf: pq.ParquetFile, captions: list[str], where:
     :data:`MAX_CAPTION_BYTES` per value it holds: at least one caption there is over the caption bound. The same
     bomb as an image cell's (a few KB of zstd holding a 1 GiB string) is then never decompressed."""
     schema, md = pf.metadata.schema, pf.metadata
-    leaves = {col: [i for i in range(len(schema)) if schema.column(i).path.split(".")[0] == col] for col in captions}
+    leaves = {col: [i for i in range(len(schema)) if schema.column(i).path == col or
+                    schema.column(i).path.startswith(col + ".")] for col in captions}
     start = 0
     for r in range(md.num_row_groups):
         group = md.row_group(r)
@@ -412,6 +413,10 @@ def _read_split(files: list[Path], image_base: Path, hs, source: dict) -> tuple[
     split = f"{source['config']}/{source['split']}"
     where = f"Hub dataset {hs.repo!r} ({split}, {shown[files[0]]})"
     opened = [_open(hs.repo, f, shown[f]) for f in files]  # every footer read (and named) before any row
+    if sum(pf.metadata.num_rows for pf in opened) == 0:  # refused here, before anything heavy is loaded
+        raise DataError(f"Hub dataset {hs.repo!r}, split {split}: its parquet file(s) "
+                        f"{', '.join(shown[f] for f in files)} hold 0 rows, so there is nothing to evaluate",
+                        "choose a split that has rows (split=NAME, config=NAME) or another revision (revision=...)")
     schema = opened[0].schema_arrow
     image = image_column(schema, hs.image, where)
     first = files[0]
@@ -421,10 +426,6 @@ def _read_split(files: list[Path], image_base: Path, hs, source: dict) -> tuple[
         if missing:
             raise DataError(f"Hub dataset {hs.repo!r}: {shown[f]} lacks the column(s) {', '.join(missing)} that "
                             f"{shown[files[0]]} has", "the split's files disagree; report it to the dataset's authors")
-    if sum(pf.metadata.num_rows for pf in opened) == 0:  # refused here, before anything heavy is loaded
-        raise DataError(f"Hub dataset {hs.repo!r}, split {split}: its parquet file(s) "
-                        f"{', '.join(shown[f] for f in files)} hold 0 rows, so there is nothing to evaluate",
-                        "choose a split that has rows (split=NAME, config=NAME) or another revision (revision=...)")
     rows, names, nulls, n_rows = _scan(files, shown, image, captions, hs.repo)
     file_names, naming = _file_names(names)
     root = image_base / image
