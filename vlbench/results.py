@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from .errors import VlbenchError
 from .runfolder import MAX_RESULTS_BYTES, RESULTS
-from .util.io import read_regular_file
+from .util.io import dumps_strict, read_regular_file, sha256_json
 
 #: the one results schema version this vlbench writes (minor versions only add fields)
 SCHEMA_VERSION = 1
@@ -234,6 +234,29 @@ def records_hash(records) -> str:
                                      separators=(",", ":")).encode()).hexdigest()
 
 
+#: the results.json field that seals the whole record (:func:`record_hash`)
+RECORD_HASH = "record_hash"
+
+
+def record_hash(doc: dict) -> str:
+    """The hash of the whole results document (``record_hash``): every field as written, strict JSON with
+    sorted keys, apart from the ``record_hash`` field itself.
+
+    ``results_hash`` covers the metric records only: it is the same for two runs that computed the same
+    numbers (comparisons and ``--resume`` rely on that), so it cannot notice an edited model spec, dataset
+    name, identity or setting. This hash seals one file: nothing is left out, ids, times and paths included,
+    because once written nothing in results.json legitimately changes (a run folder that is moved keeps its
+    file as it is; a re-run writes a new file with a new hash)."""
+    return sha256_json({k: v for k, v in doc.items() if k != RECORD_HASH})
+
+
+def seal(doc: dict) -> dict:
+    """``doc`` as it is written and read back (strict JSON: NaN as null), with its :func:`record_hash` last."""
+    plain = json.loads(dumps_strict({k: v for k, v in doc.items() if k != RECORD_HASH}))
+    plain[RECORD_HASH] = record_hash(plain)
+    return plain
+
+
 def _hash_matches(records: list, expected: str) -> bool:
     if records_hash(records) == expected:
         return True
@@ -304,7 +327,7 @@ def _read_lists(doc: dict, path: str) -> dict:
 _ORDER = ("schema_version", "metric_version", "vlbench_version", "run_id", "created", "wall_time_s", "timings",
           "hardware", "task", "model",
           "dataset", "conditions", "settings", "results", "deltas", "bootstrap", "model_input_analysis",
-          "encoding", "caption_issues", "per_query", "per_item", "environment", "results_hash")
+          "encoding", "caption_issues", "per_query", "per_item", "environment", "results_hash", RECORD_HASH)
 _TYPED = {"schema_version", "metric_version", "vlbench_version", "run_id", "created", "model", "dataset",
           "conditions", "settings", "results", "deltas", "bootstrap", "model_input_analysis", "environment"}
 
@@ -368,6 +391,12 @@ class RunRecord:
         return h if isinstance(h, dict) else None
 
     @property
+    def sealed(self) -> bool:
+        """Whether the file carried a :func:`record_hash` (checked when read): runs written before whole
+        records were sealed have only ``results_hash``, which proves the metric records alone."""
+        return RECORD_HASH in self.other
+
+    @property
     def results_hash(self) -> str:
         return self.other.get("results_hash") or records_hash([v.to_json() for v in self.values])
 
@@ -419,6 +448,7 @@ class RunRecord:
         if not isinstance(doc, dict):
             raise UnreadableResults(path, "not a JSON object: not a vlbench results file")
         original = str(doc.get("schema_version"))
+        sealed_as = record_hash(doc) if RECORD_HASH in doc else None  # the document as written, not upgraded
         doc = upgrade(dict(doc), path)
         _need(_is_str(doc.get("run_id")), path, "missing run_id")
         _need(parse_created(doc.get("created")) is not None, path,
@@ -429,7 +459,10 @@ class RunRecord:
               "missing model spec or hash")
         _need(isinstance(ds, dict) and _is_str(ds.get("name")) and _is_str(ds.get("hash")), path,
               "missing dataset name or hash")
-        values = _read_values(doc, path)
+        values = _read_values(doc, path)  # results_hash first: an edited value is named as such
+        _need(sealed_as is None or doc[RECORD_HASH] == sealed_as, path,
+              "record_hash does not match the record: a field (the model, the dataset, a setting, ...) was edited "
+              "after the run wrote it, or the file is corrupt")
         conds = doc.get("conditions")
         _need(isinstance(conds, dict), path, "'conditions' is not an object")
         for c in sorted({v.condition for v in values}):

@@ -120,9 +120,14 @@ def claim_out(out) -> FolderLock | None:
 
 
 def write_results(out: Path, results: dict, table: str) -> None:
-    """results.json (never replaced: a folder that received a finished run meanwhile is an error) and table.md."""
+    """results.json (never replaced: a folder that received a finished run meanwhile is an error) and table.md.
+    The document is sealed with its ``record_hash`` (vlbench.results.seal), also set in ``results``."""
+    from .results import RECORD_HASH, seal  # lazy: vlbench.results imports this module
+
+    sealed = seal(results)
+    results[RECORD_HASH] = sealed[RECORD_HASH]
     try:
-        write_json(results_path(out), results, replace=False)
+        write_json(results_path(out), sealed, replace=False)
     except FileExistsError:
         raise VlbenchError(f"{out} received a finished run from another process while this one ran",
                            "runs are never overwritten: pass another --out folder") from None
