@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 
 from vlbench.datasets.specs import SPECS
-from vlbench.results import (Condition, DatasetInfo, MetricKey, MetricValue, ModelInfo, RunRecord, records_hash,
-                             seal)
+from vlbench.results import Condition, DatasetInfo, MetricKey, MetricValue, ModelInfo, RunRecord, records_hash, seal
 
 
 def standin_run(folder: Path, *, spec: str, dataset: str, recall: dict, i2t_recall: str = "hit",

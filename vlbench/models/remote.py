@@ -370,7 +370,7 @@ def fingerprint(checkpoint: str, *, revision: str | None = None, trust_remote_co
     else:
         commit = hub_commit(base, revision)
         found = {"commit": commit, "options": opts} if commit else None
-        _, snapshot = _hub_snapshot(base, "config.json", revision)
+        snapshot = _hub_snapshot(base, "config.json", revision)[1]
         auto_map = _auto_map(snapshot) if snapshot is not None else {}
     sources = code_sources(auto_map, base)
     if found is None or any(s["commit"] is None for s in sources):

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from support.data import write_images
 
 from vlbench.encoding.pixels import spec_hash

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from support.data import TESTS
 
 from vlbench.results import RECORD_HASH, RunRecord, UnreadableResults, record_hash, seal

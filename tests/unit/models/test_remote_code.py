@@ -8,13 +8,12 @@ import json
 
 import pytest
 import torch
+from support.hub_datasets import use_hub_cache
+from support.tiny_remote import CONTEXT, hub_code_cache, move_code, save_remote
 
 from vlbench import cli
 from vlbench.errors import ModelError
 from vlbench.models.remote import fingerprint, load_remote, split_options, text_kwargs
-
-from support.hub_datasets import use_hub_cache
-from support.tiny_remote import CONTEXT, hub_code_cache, move_code, save_remote
 
 
 @pytest.fixture(scope="module")
