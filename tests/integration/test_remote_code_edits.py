@@ -7,15 +7,19 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
 from support.tiny_remote import move_code, save_remote
 
 from vlbench import cli
+from vlbench.results import RunRecord, UnreadableResults, record_hash
 
 
 def _run(folder, manifest, out) -> dict:
     assert cli.main(["run", "--model", f"remote:{folder}", "--dataset", f"custom:{manifest}", "--quiet",
                      "--num-workers", "0", "--trust-remote-code", "--out", str(out)]) == 0
-    return json.loads((out / "results.json").read_text())
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["record_hash"] == record_hash(doc) and RunRecord.load(out).sealed  # the identity is sealed in
+    return doc
 
 
 def test_editing_code_in_another_folder_re_encodes(tmp_path, manifest):
@@ -42,3 +46,8 @@ def test_editing_code_in_another_folder_re_encodes(tmp_path, manifest):
     assert edited["model"]["identity"]["code_sources"][0]["commit"] != src["commit"]
     assert edited["encoding"]["images_encoded"] == 12 and edited["encoding"]["texts_encoded"] > 0
     assert edited["encoding"]["images_cached"] == 0
+
+    forged = dict(edited, model=dict(edited["model"], identity=first["model"]["identity"]))  # the old code's entry
+    (tmp_path / "r3" / "results.json").write_text(json.dumps(forged))
+    with pytest.raises(UnreadableResults, match="record_hash does not match"):
+        RunRecord.load(tmp_path / "r3")
