@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .errors import VlbenchError
-from .runfolder import MAX_RESULTS_BYTES, RESULTS
-from .util.io import dumps_strict, read_regular_file, sha256_json
+from .runfolder import MAX_RESULTS_BYTES, RECORD_HASH, RESULTS, record_hash, seal  # noqa: F401  seal re-exported
+from .util.io import read_regular_file
 
 #: the one results schema version this vlbench writes (minor versions only add fields)
 SCHEMA_VERSION = 1
@@ -232,29 +232,6 @@ def records_hash(records) -> str:
     """The hash of the value records as they are written (``results_hash``)."""
     return hashlib.sha256(json.dumps(records, sort_keys=True, ensure_ascii=False,
                                      separators=(",", ":")).encode()).hexdigest()
-
-
-#: the results.json field that seals the whole record (:func:`record_hash`)
-RECORD_HASH = "record_hash"
-
-
-def record_hash(doc: dict) -> str:
-    """The hash of the whole results document (``record_hash``): every field as written, strict JSON with
-    sorted keys, apart from the ``record_hash`` field itself.
-
-    ``results_hash`` covers the metric records only: it is the same for two runs that computed the same
-    numbers (comparisons and ``--resume`` rely on that), so it cannot notice an edited model spec, dataset
-    name, identity or setting. This hash seals one file: nothing is left out, ids, times and paths included,
-    because once written nothing in results.json legitimately changes (a run folder that is moved keeps its
-    file as it is; a re-run writes a new file with a new hash)."""
-    return sha256_json({k: v for k, v in doc.items() if k != RECORD_HASH})
-
-
-def seal(doc: dict) -> dict:
-    """``doc`` as it is written and read back (strict JSON: NaN as null), with its :func:`record_hash` last."""
-    plain = json.loads(dumps_strict({k: v for k, v in doc.items() if k != RECORD_HASH}))
-    plain[RECORD_HASH] = record_hash(plain)
-    return plain
 
 
 def _hash_matches(records: list, expected: str) -> bool:
