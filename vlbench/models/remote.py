@@ -160,8 +160,10 @@ def code_sources(auto_map: dict, own: str | None = None) -> list[dict]:
 def _code_where(checkpoint: str) -> str:
     """Which code a checkpoint runs, for the refusal: its own files and those of every source auto_map names."""
     local = Path(checkpoint).expanduser()
-    if not local.is_dir():
-        return ""
+    if not local.is_dir():  # a Hub checkpoint: its cached snapshot, when there is one (nothing is downloaded)
+        local = _hub_snapshot(checkpoint, "config.json")[1] or local
+        if not local.is_dir():
+            return ""
     parts = []
     own = sorted(code_files(local))
     if own:

@@ -138,3 +138,14 @@ def test_code_in_a_hub_repository_is_pinned_to_its_commit(tmp_path, monkeypatch)
     moved = load_remote(str(folder), trust_remote_code=True)
     assert moved.identity()["code_sources"][0]["commit"] == second
     assert moved.model_hash() != model.model_hash()
+
+
+def test_the_refusal_names_code_a_cached_hub_checkpoint_takes_from_another_repository(tmp_path, monkeypatch):
+    cache = tmp_path / "hub"
+    use_hub_cache(monkeypatch, cache)
+    hub_code_cache(cache, "org/tiny-code", "1" * 40)
+    config = {"model_type": "tiny-dual", "auto_map": {"AutoModel": "org/tiny-code--modeling_tinydual.TinyDualModel"}}
+    hub_code_cache(cache, "org/tiny-ckpt", "2" * 40, {"config.json": json.dumps(config)})
+    with pytest.raises(ModelError) as refused:
+        load_remote("org/tiny-ckpt")
+    assert "modeling_tinydual.py" in refused.value.message and "org/tiny-code" in refused.value.message
