@@ -32,7 +32,15 @@ import stat as _stat
 from pathlib import Path
 
 from .errors import VlbenchError
-from .util.io import FolderLock, atomic_write_text, read_regular_file, sha256_file, write_json
+from .util.io import (
+    FolderLock,
+    atomic_write_text,
+    dumps_strict,
+    read_regular_file,
+    sha256_file,
+    sha256_json,
+    write_json,
+)
 from .util.typeset import slug as _slug
 
 RESULTS = "results.json"  # the run record (vlbench.results); written last: it marks the run finished
@@ -120,10 +128,36 @@ def claim_out(out) -> FolderLock | None:
     return lock
 
 
+#: the results.json field that seals the whole record (:func:`record_hash`)
+RECORD_HASH = "record_hash"
+
+
+def record_hash(doc: dict) -> str:
+    """The hash of the whole results document (``record_hash``): every field as written, strict JSON with
+    sorted keys, apart from the ``record_hash`` field itself.
+
+    ``results_hash`` covers the metric records only: it is the same for two runs that computed the same
+    numbers (comparisons and ``--resume`` rely on that), so it cannot notice an edited model spec, dataset
+    name, identity or setting. This hash seals one file: nothing is left out, ids, times and paths included,
+    because once written nothing in results.json legitimately changes (a run folder that is moved keeps its
+    file as it is; a re-run writes a new file with a new hash)."""
+    return sha256_json({k: v for k, v in doc.items() if k != RECORD_HASH})
+
+
+def seal(doc: dict) -> dict:
+    """``doc`` as it is written and read back (strict JSON: NaN as null), with its :func:`record_hash` last."""
+    plain = json.loads(dumps_strict({k: v for k, v in doc.items() if k != RECORD_HASH}))
+    plain[RECORD_HASH] = record_hash(plain)
+    return plain
+
+
 def write_results(out: Path, results: dict, table: str) -> None:
-    """results.json (never replaced: a folder that received a finished run meanwhile is an error) and table.md."""
+    """results.json (never replaced: a folder that received a finished run meanwhile is an error) and table.md.
+    The document is sealed with its ``record_hash`` (:func:`seal`), also set in ``results``."""
+    sealed = seal(results)
+    results[RECORD_HASH] = sealed[RECORD_HASH]
     try:
-        write_json(results_path(out), results, replace=False)
+        write_json(results_path(out), sealed, replace=False)
     except FileExistsError:
         raise VlbenchError(f"{out} received a finished run from another process while this one ran",
                            "runs are never overwritten: pass another --out folder") from None

@@ -7,7 +7,7 @@ run folder through, so that none of them imports another.
   :func:`read_flips`;
 * the run's dataset, loaded again and checked against the recorded content hash: :func:`load_run_dataset`;
 * comparison records (``vlbench compare``'s comparison.json, read back by the leaderboard):
-  :func:`record_hash`, :func:`record_problem`, :func:`run_mismatch`.
+  :func:`record_problem`, :func:`run_mismatch` (sealed with runfolder's :func:`~vlbench.runfolder.record_hash`).
 
 Why a module of its own, and not vlbench/runfolder.py: runfolder.py is the foundation every writer uses (names,
 claim, the results writer, the file manifest and its proof) and imports only the standard library and
@@ -32,8 +32,7 @@ import numpy as np
 from .errors import DataError, VlbenchError
 from .metrics.specs import builtins
 from .results import MetricKey, RunRecord, SchemaTooNew, UnreadableResults
-from .runfolder import FILES, FLIPS, PER_QUERY, RESULTS, RETRIEVED, per_query_file, run_file
-from .util.io import sha256_json
+from .runfolder import FILES, FLIPS, PER_QUERY, RECORD_HASH, RESULTS, RETRIEVED, per_query_file, record_hash, run_file
 
 _KEY_COLUMNS = ("condition", "fold", "direction", "query_index", "query_id")
 
@@ -278,19 +277,14 @@ def load_run_dataset(results: dict, *, dataset: str | None = None, data_dir=None
 
 
 # ----------------------------------------------------------------------------------------------
-# comparison records: what `vlbench compare` computed from runs, read back by the leaderboard
+# comparison records: what `vlbench compare` computed from runs, read back by the leaderboard; sealed as a run's
+# results.json is (runfolder.record_hash over every field but ``record_hash``)
 
-RECORD_HASH = "record_hash"
 #: the keys of a record, of each of its runs and of each row that a reader uses
 RECORD_KEYS = ("kind", "metric", "test", "correction", "alpha", "family_size", "dataset", "runs", "rows")
 RECORD_RUN_KEYS = ("run_id", "model", "model_hash", "results_hash", "per_query_sha256")
 RECORD_ROW_KEYS = ("run_a", "run_b", "condition", "direction", "kind", "n_queries", "diff", "ci_low", "ci_high",
                    "p_adj", "separable")
-
-
-def record_hash(rec: dict) -> str:
-    """The record's hash: sha256 of its strict-JSON form without the hash itself."""
-    return sha256_json({k: v for k, v in rec.items() if k != RECORD_HASH})
 
 
 def record_problem(rec) -> str | None:

@@ -7,7 +7,8 @@ only when both hold."""
 
 from __future__ import annotations
 
-from ..runread import RECORD_HASH, per_query_sha256, record_hash
+from ..runfolder import RECORD_HASH, record_hash
+from ..runread import per_query_sha256
 
 
 def seal(rec: dict, runs) -> dict:
