@@ -271,20 +271,20 @@ def _installed(dest: Path, sha256: str | None, size: int | None, text: bool) -> 
 def _check_part(path: Path, sha256: str | None, size: int | None, text: bool) -> tuple[str, str] | None:
     """(reason, hint) when the bytes of ``path`` are not what was asked for, else None."""
     try:
-        have = path.stat().st_size
-        if size is not None and have != size:
-            return (f"it has {have:,} bytes, pinned {size:,}; nothing was installed",
-                    "try again later; if it persists the source changed: report it to vlbench")
+        if text:
+            with open(path, "rb") as fh:
+                if looks_like_html(fh.read(8192)):
+                    return html_problem(str(path))
         if sha256:
             digest = _sha256(path)
             if digest != sha256:
                 return (f"its content has sha256 {digest[:16]}..., pinned {sha256[:16]}... (changed upstream or "
                         "altered in transit); nothing was installed",
                         "try again later; if it persists the source changed: report it to vlbench")
-        if text:
-            with open(path, "rb") as fh:
-                if looks_like_html(fh.read(8192)):
-                    return html_problem(str(path))
+        have = path.stat().st_size
+        if size is not None and have != size:
+            return (f"it has {have:,} bytes, pinned {size:,}; nothing was installed",
+                    "try again later; if it persists the source changed: report it to vlbench")
     except OSError as exc:
         raise LocalWriteError(path, exc, action="reading") from None
     return None
