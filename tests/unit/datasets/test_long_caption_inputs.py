@@ -158,3 +158,15 @@ def test_download_dci_names_its_two_variants(tmp_path):
     with pytest.raises(UnknownNameError) as info:
         download_dataset("dci", tmp_path)
     assert "'dci-extra', 'dci-short-extra'" in str(info.value)
+
+
+def test_an_html_login_page_served_for_the_docci_captions_is_not_installed(mirror, tmp_path, capsys):
+    from vlbench import cli
+
+    text = longcaptions.SETS["docci"].text
+    assert text is not None and text.url is not None and text.sha256 is None  # unpinned: only a sniff can tell
+    mirror.add_file(text.url, b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body></body></html>\n")
+    assert cli.main(["download", "docci", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "HTML page" in err and "proxy" in err and "Traceback" not in err
+    assert not (tmp_path / "docci" / DOCCI).exists() and not (tmp_path / "docci" / f"{DOCCI}.sha256").exists()
