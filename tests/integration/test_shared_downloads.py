@@ -11,7 +11,6 @@ import sys
 import time
 
 import pytest
-
 from support.mirror import wait_for
 
 URL = "https://raw.githubusercontent.com/org/repo/0123456789abcdef/data/shared.bin"

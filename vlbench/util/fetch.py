@@ -224,6 +224,10 @@ def download(url: str, dest: str | os.PathLike, *, sha256: str | None = None, si
             if part.is_symlink() or not part.is_file():  # never install a link (or anything but our own file)
                 raise OSError(f"{part} is not the partial file this process wrote")
             os.replace(part, dest)
+        except FileNotFoundError as exc:  # without working locks another process may have installed it first
+            if _installed(dest, sha256, size, text):
+                return dest
+            raise LocalWriteError(dest, exc, action="installing") from None
         except OSError as exc:
             raise LocalWriteError(dest, exc, action="installing") from None
         _remove(meta)
@@ -413,6 +417,9 @@ def _attempt(url: str, part: Path, meta: Path, settings: Settings, label: str, l
         _write_meta(meta, {"url": url, "validator": validator, "total": total})
         _stream(url, response, part, meta, append=resumed, total=total, have=have, label=label, limit=limit)
     size = _held(part)
+    if total is not None and size > total:  # more than the server announced (another writer without a lock)
+        _remove(part, meta)
+        return False
     return total is None or size == total
 
 

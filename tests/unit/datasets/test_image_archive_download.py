@@ -7,11 +7,10 @@ import dataclasses
 import hashlib
 
 import pytest
+from support.mirror import image_archive
 
 from vlbench.datasets import download, specs
 from vlbench.errors import DataError
-
-from support.mirror import image_archive
 
 REPO, ZIP = "nlphuji/flickr_1k_test_image_text_retrieval", "images_flickr_1k_test.zip"
 NAMES = ["1000092795.jpg", "10002456.jpg", "1000268201.jpg"]
