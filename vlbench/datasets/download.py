@@ -26,12 +26,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..errors import DataError
-from ..util.fetch import DownloadError, fetch_bytes, hub_cache_dir, hub_endpoint
+from ..util.fetch import DownloadError, fetch_bytes, hub_blob_problem, hub_cache_dir, hub_endpoint
 from ..util.io import atomic_write_bytes, sha256_bytes, sha256_file
 from ..util.paths import offline
 from .specs import BUILTIN, IMAGE_SOURCES
 
-__all__ = ["DownloadError", "http_get", "fetch_captions", "fetch_images", "hub_file"]
+__all__ = ["DownloadError", "http_get", "fetch_captions", "fetch_images", "hub_blob_problem", "hub_file"]
 
 
 def http_get(url: str, timeout: float | None = None, *, text: bool = False) -> bytes:
@@ -153,33 +153,6 @@ def _first_line(exc: BaseException) -> str:
                 "HF_HUB_ETAG_TIMEOUT set how long the Hub client waits)")
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:400]
-
-
-def hub_blob_problem(path: str | os.PathLike, sha256: str | None = None) -> str | None:
-    """Why a file of the Hugging Face cache differs from what its blob's name promises, or None.
-
-    The Hub cache stores each file as ``blobs/<etag>``: the sha256 of the content for LFS files (64 hex digits),
-    the git blob sha1 for the others (40 hex digits). A blob whose content no longer hashes to its own name was
-    changed after the download (tampered with, or damaged). ``sha256``: the content's digest when already known."""
-    blob = Path(path).resolve()
-    name = blob.name.lower()
-    if blob.parent.name != "blobs" or any(c not in "0123456789abcdef" for c in name):
-        return None  # not a blob of the Hub cache (a local copy): nothing promised
-    if len(name) == 64:
-        digest = sha256 or sha256_file(blob)
-    elif len(name) == 40:
-        import hashlib  # lazy: only small git files are hashed this way
-
-        h = hashlib.sha1(b"blob %d\0" % blob.stat().st_size)
-        with open(blob, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        digest = h.hexdigest()
-    else:
-        return None
-    if digest == name:
-        return None
-    return f"the blob {blob} holds content whose {'sha256' if len(name) == 64 else 'git sha1'} is {digest[:16]}..."
 
 
 def fetch_images(name: str, ds, data_dir: Path) -> None:

@@ -104,6 +104,31 @@ def hub_cache_dir() -> str | None:
     return None
 
 
+def hub_blob_problem(path: str | os.PathLike, sha256: str | None = None) -> str | None:
+    """Why a file of the Hugging Face cache differs from what its blob's name promises, or None.
+
+    The Hub cache stores each file as ``blobs/<etag>``: the sha256 of the content for LFS files (64 hex digits),
+    the git blob sha1 for the others (40 hex digits). A blob whose content no longer hashes to its own name was
+    changed after the download (tampered with, or damaged). ``sha256``: the content's digest when already known."""
+    blob = Path(path).resolve()
+    name = blob.name.lower()
+    if blob.parent.name != "blobs" or any(c not in "0123456789abcdef" for c in name):
+        return None  # not a blob of the Hub cache (a local copy): nothing promised
+    if len(name) == 64:
+        digest = sha256 or _sha256(blob)
+    elif len(name) == 40:
+        h = hashlib.sha1(b"blob %d\0" % blob.stat().st_size)
+        with open(blob, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digest = h.hexdigest()
+    else:
+        return None
+    if digest == name:
+        return None
+    return f"the blob {blob} holds content whose {'sha256' if len(name) == 64 else 'git sha1'} is {digest[:16]}..."
+
+
 def mirror_rules(raw: str | None = None) -> list[tuple[str, str]]:
     """The (prefix, replacement) pairs of ``VLBENCH_MIRROR``; a bare base URL is the rule ``"" -> BASE``."""
     raw = os.environ.get("VLBENCH_MIRROR", "") if raw is None else raw
