@@ -274,3 +274,27 @@ def test_a_malformed_mirror_url_is_an_error_naming_the_entry(monkeypatch, raw):
     with pytest.raises(DataError) as info:
         fetch.mirrored(URL)
     assert repr(raw) in info.value.message and "VLBENCH_MIRROR" in info.value.message
+
+
+@pytest.mark.parametrize("errno_name, words, fix", [("ENOSPC", "the disk is full", "free space"),
+                                                     ("EACCES", "Permission denied", "writable")])
+def test_a_full_disk_or_a_folder_without_permission_is_a_local_error(mirror, tmp_path, monkeypatch, errno_name,
+                                                                    words, fix):
+    import errno
+
+    mirror.add_file(URL, _blob(200_000, 10))
+    real_open = os.open
+
+    def local_fault(path, flags, *args, **kw):  # the OS boundary: the partial file's disk is full / not ours
+        if str(path).endswith(".part"):
+            if errno_name == "EACCES":
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+            return real_open("/dev/full", os.O_WRONLY)  # every write fails with ENOSPC
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", local_fault)
+    with pytest.raises(fetch.LocalWriteError) as info:
+        fetch.download(URL, tmp_path / "f.bin", settings=FAST)
+    assert words in info.value.message and fix in info.value.hint
+    assert "network" not in info.value.message + info.value.hint and not (tmp_path / "f.bin").exists()
+    assert len(mirror.gets("file.bin")) == 1  # a local problem is not retried as if the connection had failed
