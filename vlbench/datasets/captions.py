@@ -2,7 +2,7 @@
 
 Checked centrally when a dataset is built (``core._build``: custom manifests, the built-in sets, ``hf:`` datasets,
 the long-caption sets) and on a plug-in's Dataset, and early by readers that can name a row or column
-(``parquet.py``). This module imports nothing of vlbench, so any reader may call it.
+(``parquet/``). This module imports only vlbench's errors, so any reader may call it.
 
 Why a length bound: a caption is tokenized whole before the model's tokenizer truncates it, and the Rust
 tokenizers allocate per character: one 22 MB caption aborted the process ("memory allocation of 345600000 bytes
@@ -13,6 +13,8 @@ caption's tokenization to a few MB.
 """
 
 from __future__ import annotations
+
+from ..errors import DataError
 
 #: the longest caption accepted from any dataset source (characters)
 MAX_CAPTION_CHARS = 20_000
@@ -37,3 +39,22 @@ def caption_refusal(value) -> str | None:
     if len(value) > MAX_CAPTION_CHARS:
         return f"is {len(value):,} characters long, over the limit of {MAX_CAPTION_CHARS:,} characters per caption"
     return None
+
+
+def refused_caption(name: str, where: str, image, j: int, cap, refused: str) -> DataError:
+    """The error for a caption that no dataset source may hold (:func:`caption_refusal`)."""
+    hint = LENGTH_HINT if isinstance(cap, str) else \
+        "every caption must be a string of text: fix or remove it (a non-text caption scored as \"\" would add a " \
+        "query nobody wrote)"
+    return DataError(f"{name}: {where} (image {str(image)[:120]!r}): caption {j} {refused}", hint)
+
+
+def check_captions(ds) -> None:
+    """Refuse a vlbench Dataset (e.g. a plug-in's) holding a caption that is not a string or is over
+    :data:`MAX_CAPTION_CHARS` characters, naming the caption's id."""
+    for cid, cap in zip(ds.caption_ids, ds.captions):
+        refused = caption_refusal(cap)
+        if refused:
+            image, _, j = str(cid).rpartition("#")
+            raise refused_caption(ds.name, f"caption id {cid!r}", image or cid, int(j) if j.isdigit() else 0,
+                                   cap, refused)

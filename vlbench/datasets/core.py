@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import DataError
 from ..registry import datasets as DATASETS
 from ..util.io import sha256_file, sha256_json
-from .captions import LENGTH_HINT, caption_refusal
+from .captions import caption_refusal, check_captions, refused_caption
 from .folds import fold_caption_to_image, fold_captions
 from .hub import is_hub_spec, load_hub
 
@@ -209,25 +209,6 @@ def caption_problem(text) -> str | None:
     return None
 
 
-def _refused_caption(name: str, where: str, image, j: int, cap, refused: str) -> DataError:
-    """The error for a caption that no dataset source may hold (:func:`.captions.caption_refusal`)."""
-    hint = LENGTH_HINT if isinstance(cap, str) else \
-        "every caption must be a string of text: fix or remove it (a non-text caption scored as \"\" would add a " \
-        "query nobody wrote)"
-    return DataError(f"{name}: {where} (image {str(image)[:120]!r}): caption {j} {refused}", hint)
-
-
-def check_captions(ds: Dataset) -> None:
-    """Refuse a Dataset (e.g. a plug-in's) holding a caption that is not a string or is over
-    :data:`~.captions.MAX_CAPTION_CHARS` characters, naming the caption's id."""
-    for cid, cap in zip(ds.caption_ids, ds.captions):
-        refused = caption_refusal(cap)
-        if refused:
-            image, _, j = str(cid).rpartition("#")
-            raise _refused_caption(ds.name, f"caption id {cid!r}", image or cid, int(j) if j.isdigit() else 0,
-                                   cap, refused)
-
-
 def _build(name, rows, image_root, source, line_numbers=None) -> Dataset:
     images, captions, c2i, ids, issues = [], [], [], [], []
     seen: dict[str, int] = {}
@@ -243,7 +224,7 @@ def _build(name, rows, image_root, source, line_numbers=None) -> Dataset:
         for j, cap in enumerate(caps):
             refused = caption_refusal(cap)  # not text, or too long to tokenize: never scored as "" or aborted on
             if refused:
-                raise _refused_caption(name, where, image, j, cap, refused)
+                raise refused_caption(name, where, image, j, cap, refused)
             problem = caption_problem(cap)
             if problem:
                 issues.append({"caption_id": f"{image}#{j}", "where": where, "problem": problem, "text": cap})

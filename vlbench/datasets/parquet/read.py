@@ -22,19 +22,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from ..errors import DataError
-from ..util.io import atomic_write_bytes, sha256_file
-from .captions import LENGTH_HINT, MAX_CAPTION_CHARS, caption_refusal, shown_value
-from .folders import IMAGE_SUFFIXES as IMAGE_EXTS
+from ...errors import DataError
+from ...util.io import atomic_write_bytes, sha256_file
+from ..captions import LENGTH_HINT, caption_refusal, shown_value
+from ..folders import IMAGE_SUFFIXES as IMAGE_EXTS
+from .limits import (
+    batches,
+    check_cell_sizes,
+    check_declared_caption_sizes,
+    check_declared_sizes,
+    max_image_bytes,
+    open_file,
+)
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,150}$")
 CAPTION_WORDS = ("caption", "sentence")
@@ -199,128 +203,6 @@ def _suffix(name: str | None, data: bytes) -> str:
 # reading with bounds: every file named when pyarrow cannot read it, every image cell's size checked
 
 
-def max_image_bytes() -> int | None:
-    """The most bytes one image cell may hold: 4 bytes (8-bit RGBA, stored uncompressed) per pixel of PIL's
-    decompression-bomb limit ``PIL.Image.MAX_IMAGE_PIXELS`` (the largest image the encode step decodes, 89,478,485
-    pixels by default), plus 64 KiB of headers: 357,979,476 bytes by default. None when that limit is switched off
-    (``MAX_IMAGE_PIXELS = None``), as for image files."""
-    from PIL import Image  # lazy: only a Hub dataset reads parquet
-
-    pixels = Image.MAX_IMAGE_PIXELS
-    return None if pixels is None else 4 * int(pixels) + (64 << 10)
-
-
-def _too_big_hint(bound: int) -> str:
-    return (f"an image file of the largest size vlbench decodes (PIL.Image.MAX_IMAGE_PIXELS pixels) is at most "
-            f"{bound:,} bytes, so this is no image it could read (it may be a decompression bomb): remove the row "
-            "from the dataset; for trusted huge images raise PIL.Image.MAX_IMAGE_PIXELS")
-
-
-def unreadable(repo: str, shown: str, path: Path, exc: BaseException) -> DataError:
-    """A parquet file pyarrow cannot read (a damaged footer, a truncated download), named with the fix."""
-    real = Path(os.path.realpath(path))
-    why = " ".join(str(exc).split())[:200]
-    return DataError(f"Hub dataset {repo!r}: parquet file {shown} ({real}) cannot be read ({type(exc).__name__}: "
-                     f"{why})", f"the cached file is damaged: delete it ({real}), or the whole dataset from the "
-                     f"Hugging Face cache ('hf cache rm dataset/{repo}', or its folder under HF_HUB_CACHE), and load "
-                     "the dataset again to download it anew")
-
-
-def _open(repo: str, path: Path, shown: str) -> pq.ParquetFile:
-    try:
-        return pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:  # "Couldn't deserialize thrift" (a garbled footer) is an OSError
-        raise unreadable(repo, shown, path, exc) from None
-
-
-def _batches(repo: str, path: Path, shown: str, columns: list[str],
-             pf: pq.ParquetFile | None = None) -> Iterator[pa.RecordBatch]:
-    """The file's record batches; pyarrow's failures (a damaged page) become the error naming the file, while
-    errors of the caller's own work between batches (writing images) stay what they are."""
-    try:
-        it = (pf or _open(repo, path, shown)).iter_batches(batch_size=256, columns=columns)
-    except (pa.ArrowException, OSError) as exc:
-        raise unreadable(repo, shown, path, exc) from None
-    while True:
-        try:
-            batch = next(it)
-        except StopIteration:
-            return
-        except (pa.ArrowException, OSError) as exc:
-            raise unreadable(repo, shown, path, exc) from None
-        yield batch
-
-
-def _image_leaf(pf: pq.ParquetFile, image: str) -> int | None:
-    """The index of the parquet leaf column holding the image bytes (``image.bytes`` of a struct, or ``image``)."""
-    schema = pf.metadata.schema
-    for i in range(len(schema)):
-        if schema.column(i).path in (f"{image}.bytes", image):
-            return i
-    return None
-
-
-def check_declared_sizes(pf: pq.ParquetFile, image: str, where: str, bound: int | None) -> None:
-    """Refuse, from the file's footer alone (nothing decompressed), a row group whose image bytes decompress to
-    more than ``bound`` bytes per row: at least one of its images is over the bound (the row itself when the group
-    has one row). A 33 KiB file can hold a 1 GiB cell; it used to be decompressed, copied and written (3.2 GB peak)
-    before PIL said it was no image."""
-    leaf = _image_leaf(pf, image)
-    if bound is None or leaf is None:
-        return
-    md, start = pf.metadata, 0
-    for r in range(md.num_row_groups):
-        group = md.row_group(r)
-        n, size = group.num_rows, group.column(leaf).total_uncompressed_size
-        if n and size > n * bound + (64 << 10):  # 64 KiB: page headers and null flags, beside the values
-            rows = f"row {start + 1}" if n == 1 else f"one of rows {start + 1}-{start + n}"
-            raise DataError(f"{where}: {rows} holds an image cell over the limit of {bound:,} bytes per image (the "
-                            f"file's footer gives {size:,} bytes of image data for {n} row(s), {size / 1e9:,.2f} GB "
-                            "once decompressed); nothing was decompressed", _too_big_hint(bound))
-        start += n
-
-
-#: the most bytes one caption may take in a file: 4 UTF-8 bytes per character of the caption bound
-MAX_CAPTION_BYTES = 4 * MAX_CAPTION_CHARS
-
-
-def check_declared_caption_sizes(pf: pq.ParquetFile, captions: list[str], where: str) -> None:
-    """Refuse, from the footer alone, a row group whose caption column decompresses to more than
-    :data:`MAX_CAPTION_BYTES` per value it holds: at least one caption there is over the caption bound. The same
-    bomb as an image cell's (a few KB of zstd holding a 1 GiB string) is then never decompressed."""
-    schema, md = pf.metadata.schema, pf.metadata
-    leaves = {col: [i for i in range(len(schema)) if schema.column(i).path == col or
-                    schema.column(i).path.startswith(col + ".")] for col in captions}
-    start = 0
-    for r in range(md.num_row_groups):
-        group = md.row_group(r)
-        for col, indices in leaves.items():
-            for i in indices:
-                chunk = group.column(i)
-                if chunk.total_uncompressed_size > max(chunk.num_values, 1) * MAX_CAPTION_BYTES + (64 << 10):
-                    n = group.num_rows
-                    rows = f"row {start + 1}" if n == 1 else f"one of rows {start + 1}-{start + n}"
-                    raise DataError(f"{where}: {rows}, column {col!r}, holds a caption over the limit of "
-                                    f"{MAX_CAPTION_CHARS:,} characters (the file's footer gives "
-                                    f"{chunk.total_uncompressed_size:,} bytes of text for {chunk.num_values} "
-                                    f"value(s), over {MAX_CAPTION_BYTES:,} bytes, 4 per character, each); nothing "
-                                    "was decompressed", LENGTH_HINT)
-        start += group.num_rows
-
-
-def check_cell_sizes(column: pa.Array, where_row, first_row: int, bound: int | None) -> None:
-    """Refuse an image cell of a record batch over ``bound`` bytes from the Arrow lengths, before any cell becomes
-    a Python object or a file; ``where_row(n)`` names row ``n`` (1-based, within its file)."""
-    if bound is None:
-        return
-    values = column.field("bytes") if pa.types.is_struct(column.type) else column
-    lengths = pc.fill_null(pc.binary_length(values), 0)
-    if (pc.max(lengths).as_py() or 0) > bound:
-        big = int(pc.index(pc.greater(lengths, bound), True).as_py())
-        raise DataError(f"{where_row(first_row + big)}: the image cell is {lengths[big].as_py():,} bytes, over the "
-                        f"limit of {bound:,} bytes per image", _too_big_hint(bound))
-
-
 def _scan(files: list[Path], shown: dict, image: str, captions: list[str], repo: str) -> tuple[list, dict, int, int]:
     """Pass one: every row's image digest, candidate name and captions (images are not kept in memory)."""
     rows: list = []  # (digest, captions)
@@ -328,7 +210,7 @@ def _scan(files: list[Path], shown: dict, image: str, captions: list[str], repo:
     nulls = n = 0
     bound = max_image_bytes()
     for f in files:
-        pf = _open(repo, f, shown[f])
+        pf = open_file(repo, f, shown[f])
 
         def where_row(k: int, f=f) -> str:
             return f"Hub dataset {repo!r}: {shown[f]}: row {k}"
@@ -336,7 +218,7 @@ def _scan(files: list[Path], shown: dict, image: str, captions: list[str], repo:
         check_declared_sizes(pf, image, f"Hub dataset {repo!r}: {shown[f]}", bound)
         check_declared_caption_sizes(pf, captions, f"Hub dataset {repo!r}: {shown[f]}")
         in_file = 0
-        for batch in _batches(repo, f, shown[f], [image, *captions], pf):
+        for batch in batches(repo, f, shown[f], [image, *captions], pf):
             check_cell_sizes(batch.column(0), where_row, in_file + 1, bound)
             for row in batch.to_pylist():
                 n += 1
@@ -366,7 +248,7 @@ def _write_missing(repo: str, files: list[Path], shown: dict, image: str, root: 
     todo = {d for d, name in file_names.items() if not _same(root / name, d)}
     written = 0
     for f in files if todo else []:
-        for batch in _batches(repo, f, shown[f], [image]):
+        for batch in batches(repo, f, shown[f], [image]):
             for value in batch.column(0).to_pylist():
                 data, _ = _image_bytes(value, shown[f])
                 digest = hashlib.sha256(data).hexdigest()
@@ -399,7 +281,7 @@ def read_split(files: list[Path], image_base: Path, hs, source: dict) -> tuple[l
 def _first_value(repo: str, path: Path, shown: str, column: str) -> tuple[int, object]:
     """(row, value) of the first non-null cell of ``column`` (row 0: none), for a message."""
     row = 0
-    for batch in _batches(repo, path, shown, [column]):
+    for batch in batches(repo, path, shown, [column]):
         for value in batch.column(0).to_pylist():
             row += 1
             if value:
@@ -412,7 +294,7 @@ def _read_split(files: list[Path], image_base: Path, hs, source: dict) -> tuple[
     shown = dict(zip(files, names_given)) if len(names_given) == len(files) else {f: f.name for f in files}
     split = f"{source['config']}/{source['split']}"
     where = f"Hub dataset {hs.repo!r} ({split}, {shown[files[0]]})"
-    opened = [_open(hs.repo, f, shown[f]) for f in files]  # every footer read (and named) before any row
+    opened = [open_file(hs.repo, f, shown[f]) for f in files]  # every footer read (and named) before any row
     if sum(pf.metadata.num_rows for pf in opened) == 0:  # refused here, before anything heavy is loaded
         raise DataError(f"Hub dataset {hs.repo!r}, split {split}: its parquet file(s) "
                         f"{', '.join(shown[f] for f in files)} hold 0 rows, so there is nothing to evaluate",
