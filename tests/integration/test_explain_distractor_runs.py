@@ -11,7 +11,7 @@ import pytest
 from support.data import write_images
 
 from vlbench.cli import main
-from vlbench.runfolder import FILES, RESULTS, RETRIEVED
+from vlbench.runfolder import FILES, RESULTS, RETRIEVED, seal
 from vlbench.util.io import sha256_file
 
 
@@ -41,8 +41,8 @@ def _condition(folder, kind: str) -> str:
 
 
 def _rewrite(src, dst, edit) -> None:
-    """A copy of run ``src`` in ``dst`` whose retrieved.npz was edited by ``edit`` and re-hashed into results.json
-    (so the file proof passes and the range check is what judges it)."""
+    """A copy of run ``src`` in ``dst`` whose retrieved.npz was edited by ``edit`` and re-hashed into results.json,
+    the record resealed (so the file proof passes and the range check is what judges it)."""
     import shutil
 
     shutil.copytree(src, dst)
@@ -54,7 +54,7 @@ def _rewrite(src, dst, edit) -> None:
     (dst / RETRIEVED).write_bytes(buf.getvalue())
     doc = json.loads((dst / RESULTS).read_text())
     doc[FILES][RETRIEVED] = {"sha256": sha256_file(dst / RETRIEVED), "bytes": (dst / RETRIEVED).stat().st_size}
-    (dst / RESULTS).write_text(json.dumps(doc))
+    (dst / RESULTS).write_text(json.dumps(seal(doc)))  # resealed: only the range check can refuse it
 
 
 def test_explain_accepts_a_run_with_a_distractor_gallery(distractor_run, tmp_path):
@@ -75,7 +75,8 @@ def test_explain_still_refuses_an_index_past_the_distractor_gallery(distractor_r
 
     _rewrite(distractor_run, tmp_path / "bad", past)
     assert main(["explain", str(tmp_path / "bad"), "--out", str(tmp_path / "p.html")]) != 0
-    assert name in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert name in err and "out of range for its gallery" in err, err
 
 
 def test_explain_refuses_a_distractor_index_in_a_condition_without_distractors(distractor_run, tmp_path, capsys):
@@ -86,4 +87,5 @@ def test_explain_refuses_a_distractor_index_in_a_condition_without_distractors(d
 
     _rewrite(distractor_run, tmp_path / "bad", injected)
     assert main(["explain", str(tmp_path / "bad"), "--out", str(tmp_path / "p.html")]) != 0
-    assert caption in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert caption in err and "out of range for its gallery" in err, err
