@@ -87,8 +87,8 @@ def test_a_non_string_caption_from_any_source_is_an_error_not_an_empty_query(val
 
 
 def test_a_null_docci_description_is_an_error_naming_its_image(tmp_path):
-    """The long-caption sets build their Dataset through core._build, so the one caption check covers them: a
-    null DOCCI description used to be scored as "" with exit 0."""
+    """A null DOCCI description used to be scored as "" with exit 0: the loader refuses it, naming the file's
+    line and the field (core._build's caption check would name the image otherwise)."""
     root = tmp_path / "docci"
     root.mkdir()
     rows = [{"example_id": "test_1", "split": "test", "image_file": "test_00001.jpg", "description": "A red car."},
@@ -96,7 +96,7 @@ def test_a_null_docci_description_is_an_error_naming_its_image(tmp_path):
     (root / "docci_descriptions.jsonlines").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(DataError) as err:
         load_dataset("docci", data_dir=tmp_path, require_images=False, download=False)
-    assert err.value.message == "docci: image 1 (image 'images/test_00002.jpg'): caption 0 is null, not a string"
+    assert err.value.message.endswith("docci_descriptions.jsonlines: line 2: field 'description' is null")
 
 
 # ----------------------------------------------------------------------------------------------
