@@ -274,8 +274,8 @@ def check_finite(blk: np.ndarray, queries: np.ndarray, b0: int, direction: str, 
 
 def query_block_rows(source: SimilaritySource, direction: str, n_q: int, n_cand: int, block_bytes: int) -> int:
     """Queries per block: as many as ``block_bytes`` of similarities hold, as a whole number of the source's
-    query tiles (so each tile is computed once), and never less than one tile (above ``block_bytes`` only
-    for galleries of over 131,072 candidates, whose tiles are 64 queries high: --score-block bounds those)."""
+    query tiles (so each tile is computed once), and never less than one tile (a tile's strip against the
+    gallery fits ``block_bytes`` up to 8,388,608 candidates, where even one query's row does not)."""
     rows = max(1, block_bytes // max(1, 4 * n_cand))
     tile = source.tiles(direction)[0] if hasattr(source, "tiles") else 1
     rows = max(tile, rows // tile * tile)

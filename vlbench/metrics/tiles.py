@@ -31,12 +31,14 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
 #: similarities per strip of the one-piece pass (a query tile against the whole gallery) aimed at
 STRIP_BYTES = 32 << 20
-TILE_MIN, TILE_MAX = 64, 1024
+#: similarities per tile at most (4 MiB of float32)
+TILE_ELEMENTS = 1 << 20
 
 
 def _pow2_floor(x: int) -> int:
@@ -45,11 +47,18 @@ def _pow2_floor(x: int) -> int:
 
 def tile_shape(n_images: int, n_captions: int) -> tuple[int, int]:
     """(image rows, caption columns) per tile: a function of the two gallery sizes only. Each side is the
-    largest power of two (between 64 and 1024) whose strip against the whole other side stays within
-    STRIP_BYTES, so a query tile's row of tiles fits the one-piece pass's block budget wherever it can."""
+    largest power of two whose strip against the whole other side stays within STRIP_BYTES (so a query
+    tile's row of tiles fits the one-piece pass's block budget wherever it can), then the longer side is
+    halved until a tile holds at most TILE_ELEMENTS similarities. Flickr30k 1k: 1,024 x 1,024; COCO 5k:
+    256 x 1,024; a million images with 2,500 captions: 2,048 x 8."""
     ti = _pow2_floor(max(1, STRIP_BYTES // (4 * max(1, n_captions))))
     tt = _pow2_floor(max(1, STRIP_BYTES // (4 * max(1, n_images))))
-    return min(TILE_MAX, max(TILE_MIN, ti)), min(TILE_MAX, max(TILE_MIN, tt))
+    while ti * tt > TILE_ELEMENTS:
+        if ti >= tt:
+            ti //= 2
+        else:
+            tt //= 2
+    return ti, tt
 
 
 def first_copies(x: np.ndarray) -> np.ndarray:
@@ -172,34 +181,57 @@ class TileGrid:
         out = np.empty(shape, dtype=np.result_type(self.img.dtype, self.txt.dtype))
         if not out.size:
             return out
-        ai, bt = fi // self.ti, ft // self.tt
-        rows = {int(a): np.flatnonzero(ai == a) for a in np.unique(ai)}
-        cols = {int(b): np.flatnonzero(bt == b) for b in np.unique(bt)}
+        rows, cols = _groups(fi, self.ti), _groups(ft, self.tt)
         # tile columns outer: at most one column of tiles is held at a time beyond the cache
-        for b, cj in cols.items():
-            keys = [(a, b) for a in rows]
+        for b, oc, tc in cols:
+            keys = [(a, b) for a, _, _ in rows]
             with _blas_one_thread(self.device):
                 self._compute(keys)
-            tc, oc = _as_slice(ft[cj] - b * self.tt), _as_slice(cj)
-            for a, ri in rows.items():
-                tile = self._tiles[(a, b)]
-                tr, orow = _as_slice(fi[ri] - a * self.ti), _as_slice(ri)
-                if tr is not None and tc is not None and orow is not None and oc is not None:  # the usual case
+            for a, orow, tr in rows:
+                part = self._tiles[(a, b)][tr, tc] if isinstance(tr, slice) or isinstance(tc, slice) \
+                    else self._tiles[(a, b)][np.ix_(tr, tc)]
+                if isinstance(orow, slice) and isinstance(oc, slice):
                     if by_caption:
-                        out[oc, orow] = tile[tr, tc].T
+                        out[oc, orow] = part.T
                     else:
-                        out[orow, oc] = tile[tr, tc]
-                else:  # duplicates or scattered ids: gather
-                    part = tile[np.ix_(fi[ri] - a * self.ti, ft[cj] - b * self.tt)]
-                    if by_caption:
-                        out[np.ix_(cj, ri)] = part.T
-                    else:
-                        out[np.ix_(ri, cj)] = part
+                        out[orow, oc] = part
+                elif by_caption:
+                    out[np.ix_(_ix(oc), _ix(orow))] = part.T
+                else:
+                    out[np.ix_(_ix(orow), _ix(oc))] = part
             self._evict(set(keys))
         return out
 
 
-def _as_slice(ix: np.ndarray) -> slice | None:
+def _ix(x):
+    return np.arange(x.start, x.stop) if isinstance(x, slice) else x
+
+
+def _groups(ids: np.ndarray, tile: int) -> list[tuple[int, Any, Any]]:
+    """(tile, positions in ``ids``, offsets within the tile) per tile the ids fall in: slices for a contiguous
+    run of ids (the usual case, no scan per tile), index arrays otherwise (duplicates read earlier tiles)."""
+    n = len(ids)
+    lo = int(ids[0])
+    if int(ids[-1]) - lo == n - 1 and (n < 2 or bool((np.diff(ids) == 1).all())):
+        out: list[tuple[int, Any, Any]] = []
+        for a in range(lo // tile, (lo + n - 1) // tile + 1):
+            s0, s1 = max(lo, a * tile), min(lo + n, (a + 1) * tile)
+            out.append((a, slice(s0 - lo, s1 - lo), slice(s0 - a * tile, s1 - a * tile)))
+        return out
+    t = ids // tile
+    order = np.argsort(t, kind="stable")
+    ts = t[order]
+    edges = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1], True])
+    groups: list[tuple[int, Any, Any]] = []
+    for e0, e1 in zip(edges[:-1], edges[1:]):
+        pos = order[e0:e1]
+        a = int(ts[e0])
+        off = ids[pos] - a * tile
+        groups.append((a, _as_slice(pos) or pos, _as_slice(off) or off))
+    return groups
+
+
+def _as_slice(ix: np.ndarray):
     """``ix`` as a slice when it is a contiguous ascending run (a view instead of a gather), else None."""
     if len(ix) and int(ix[-1]) - int(ix[0]) == len(ix) - 1 and (len(ix) < 2 or bool((np.diff(ix) == 1).all())):
         return slice(int(ix[0]), int(ix[-1]) + 1)
