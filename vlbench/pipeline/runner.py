@@ -119,7 +119,8 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     if cfg.quiet:
         silence_library_progress()
 
-    checked = preflight(cfg)  # everything the run needs, listed at once, in seconds (and the dataset it read)
+    # everything the run needs, listed at once, in seconds (and the dataset it read); a silent Hub: its cache only
+    checked = preflight(cfg, lambda m: _log(cfg, m))
     lock = claim_out(cfg.out)
     try:
         cfg, shard, dist, inited = distributed(cfg)
