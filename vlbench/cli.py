@@ -19,15 +19,25 @@ from .errors import OptionError, PluginInterrupt, VlbenchError
 from .imageperturb import image_perturbations
 from .metrics.specs import describe
 from .models.families import ModelFamily, facts_text
-from .pipeline.run_options import RUN_OPTIONS, add_run_options, config_from_args, flag_of
+from .pipeline.run_options import (
+    REPEAT_RULE,
+    RUN_OPTIONS,
+    ConfigFileAction,
+    add_run_options,
+    check_repeats,
+    config_from_args,
+    flag_of,
+    list_flags,
+)
 from .tasks.run import SHARED_OPTIONS, TASKS
 
 
 def _add_run(sub):
     p = sub.add_parser("run", help="evaluate a model on a dataset (optionally under perturbations)",
                        description="Encode every image once and every distinct caption once, compute all retrieval "
-                                   "metrics in both directions, and write results.json + per-query values.")
-    p.add_argument("--config", metavar="FILE.toml", default=None,
+                                   "metrics in both directions, and write results.json + per-query values.",
+                       epilog=REPEAT_RULE.format(flags=list_flags()))
+    p.add_argument("--config", metavar="FILE.toml", default=None, action=ConfigFileAction,
                    help="read options from a TOML file whose keys are these long option names (batch-size = 32); "
                         "options given here override the file")
 
@@ -45,6 +55,7 @@ def _add_run(sub):
 
 
 def _cmd_run(args) -> int:
+    check_repeats(args)  # a comma-list option given twice: refused, for a choice task too
     if args.task not in (None, "retrieval"):
         from .tasks.cli import run_task_from_args  # lazy: vlbench --help imports this module; keep it light
 
