@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from statistics import fmean
 
@@ -77,7 +78,7 @@ def _budget_metas(conditions: dict) -> dict:
     return {name: meta for name, meta in (conditions or {}).items() if (meta or {}).get("kind") == "budget"}
 
 
-def uncut_note(name: str, meta: dict) -> str:
+def uncut_note(name: str, meta: Mapping) -> str:
     """The line that says a budget cut no caption (its numbers are clean's by construction)."""
     unit = meta.get("unit") or "tokens"
     return (f"{name} cut no caption (n_cut 0 of {meta.get('n_captions', '?')}: every caption is within "
