@@ -203,3 +203,16 @@ def test_unanswered_hub_switches_the_hub_client_offline_once(monkeypatch):
         assert PF.choose_hub_mode(lines.append) is False and constants.HF_HUB_OFFLINE is False  # the user's choice
     finally:
         PF.network_reachable.cache_clear()
+
+
+def test_malformed_hub_endpoint_is_named_not_a_traceback(monkeypatch):
+    for var in ("VLBENCH_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://[::1")  # an unclosed IPv6 literal
+    PF.network_reachable.cache_clear()
+    try:
+        with pytest.raises(ModelError) as err:
+            PF.choose_hub_mode()
+        assert "HF_ENDPOINT 'http://[::1'" in err.value.message and "unset it" in (err.value.hint or "")
+    finally:
+        PF.network_reachable.cache_clear()
