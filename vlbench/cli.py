@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import time
 
 from . import __version__, registry, stores
 from .config import expand_config
@@ -19,15 +20,25 @@ from .errors import OptionError, PluginInterrupt, VlbenchError
 from .imageperturb import image_perturbations
 from .metrics.specs import describe
 from .models.families import ModelFamily, facts_text
-from .pipeline.run_options import RUN_OPTIONS, add_run_options, config_from_args, flag_of
+from .pipeline.run_options import (
+    REPEAT_RULE,
+    RUN_OPTIONS,
+    ConfigFileAction,
+    add_run_options,
+    check_repeats,
+    config_from_args,
+    flag_of,
+    list_flags,
+)
 from .tasks.run import SHARED_OPTIONS, TASKS
 
 
 def _add_run(sub):
     p = sub.add_parser("run", help="evaluate a model on a dataset (optionally under perturbations)",
                        description="Encode every image once and every distinct caption once, compute all retrieval "
-                                   "metrics in both directions, and write results.json + per-query values.")
-    p.add_argument("--config", metavar="FILE.toml", default=None,
+                                   "metrics in both directions, and write results.json + per-query values.",
+                       epilog=REPEAT_RULE.format(flags=list_flags()))
+    p.add_argument("--config", metavar="FILE.toml", default=None, action=ConfigFileAction,
                    help="read options from a TOML file whose keys are these long option names (batch-size = 32); "
                         "options given here override the file")
 
@@ -45,6 +56,7 @@ def _add_run(sub):
 
 
 def _cmd_run(args) -> int:
+    check_repeats(args)  # a comma-list option given twice: refused, for a choice task too
     if args.task not in (None, "retrieval"):
         from .tasks.cli import run_task_from_args  # lazy: vlbench --help imports this module; keep it light
 
@@ -54,8 +66,11 @@ def _cmd_run(args) -> int:
                            "leave it out, or add --task sugarcrepe (or sugarcrepe++)")
     if not args.dataset:
         raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
+    from .pipeline import timing
     from .pipeline.runner import run  # lazy: vlbench --help imports this module; keep it light
 
+    if getattr(args, "process_start", None) is not None:  # the program: the run's clock starts with the process
+        timing.note_process_start(timing.process_started() or args.process_start)
     cfg = config_from_args(args)
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
@@ -318,6 +333,10 @@ def _cli_text(exc: VlbenchError) -> str:
 
 
 def main(argv=None) -> int:
+    """The command line; ``argv`` None: called as the program (the console script, ``python -m vlbench``), so a
+    run's clock starts with the process (its interpreter start-up and imports are the run's ``startup`` stage)."""
+    entered = time.perf_counter()
+    as_program = argv is None
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -331,6 +350,8 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     func = funcs.get(args.command) or args._func
+    if as_program:
+        args.process_start = entered  # the kernel's record of the start is read when a run starts (_cmd_run)
     try:
         return int(func(args) or 0)
     except VlbenchError as exc:

@@ -92,4 +92,6 @@ def expand_config(argv: list[str], parser: argparse.ArgumentParser) -> list[str]
         return argv
     # argparse keeps its subcommands only on private attributes (set when the CLI built its subparsers)
     run_parser = parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr,index]  # private, see above
-    return ["run", *config_tokens(load_toml(path), run_parser, path), *rest]
+    # --config stays between the file's tokens and the command line's: there the run parser tells an override of
+    # the file's value from an option repeated on the command line (pipeline/run_options.py, ConfigFileAction)
+    return ["run", *config_tokens(load_toml(path), run_parser, path), "--config", path, *rest]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from statistics import fmean
 
@@ -59,20 +60,46 @@ def sentence_conditions(budgets, captions: list[str]) -> list[RunCondition]:
     return out
 
 
-def with_budgets(cfg, plan, model):
-    """The plan with its budget conditions added after the others (the plan itself when none is asked)."""
+def with_budgets(cfg, plan, model, log=None):
+    """The plan with its budget conditions added after the others (the plan itself when none is asked); ``log``
+    gets one line per budget that cuts no caption (its numbers will be clean's)."""
     tokens, sentences = tuple(cfg.token_budget or ()), tuple(cfg.sentence_budget or ())
     if not tokens and not sentences:
         return plan
     captions = list(plan.ds.captions)
     extra = [*token_conditions(tokens, captions, model), *sentence_conditions(sentences, captions)]
+    for c in extra:
+        if log is not None and c.meta["n_cut"] == 0:
+            log(uncut_note(c.name, c.meta))
     return dataclasses.replace(plan, conditions=tuple(plan.conditions) + tuple(extra))
+
+
+def _budget_metas(conditions: dict) -> dict:
+    return {name: meta for name, meta in (conditions or {}).items() if (meta or {}).get("kind") == "budget"}
+
+
+def uncut_note(name: str, meta: Mapping) -> str:
+    """The line that says a budget cut no caption (its numbers are clean's by construction)."""
+    unit = meta.get("unit") or "tokens"
+    return (f"{name} cut no caption (n_cut 0 of {meta.get('n_captions', '?')}: every caption is within "
+            f"{meta.get('budget')} {unit}), so its numbers are clean's and its changes 0 by construction")
+
+
+def budget_rows(conditions: dict) -> list[list[str]]:
+    """Per budget condition of a run (results.json ``conditions``): its name, the captions it cut (``n_cut`` of
+    all), the ones the model's context length cuts anyway, and a note when it cut none; empty without budgets."""
+    rows = []
+    for name, meta in _budget_metas(conditions).items():
+        n_cut, total = meta.get("n_cut"), meta.get("n_captions")
+        by_context = meta.get("n_cut_by_context")
+        rows.append([name, f"{n_cut} of {total}", "" if by_context is None else str(by_context),
+                     "cut no caption: same numbers as clean" if n_cut == 0 else ""])
+    return rows
 
 
 def curve_rows(results: dict) -> list[dict]:
     """Per budget condition and direction: R@k and RSUM, from a run's results (clean first, as budget "all")."""
-    conds = results.get("conditions") or {}
-    budgeted = {name: meta for name, meta in conds.items() if (meta or {}).get("kind") == "budget"}
+    budgeted = _budget_metas(results.get("conditions") or {})
     rows: dict = {}
     for v in results.get("results") or []:
         name = v["condition"]

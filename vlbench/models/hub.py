@@ -24,8 +24,15 @@ PROBE_TIMEOUT = 3.0
 
 
 def probe_address(endpoint: str | None = None) -> tuple[str, int]:
-    """(host, port) of the configured Hub endpoint: what must answer for vlbench to count as online."""
-    parts = urlsplit(endpoint or hub_endpoint())
+    """(host, port) of the configured Hub endpoint: what must answer for vlbench to count as online. A malformed
+    endpoint (HF_ENDPOINT) is a ModelError naming it."""
+    url = endpoint or hub_endpoint()
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed IPv6 literal, http://[::1
+        raise ModelError(f"HF_ENDPOINT {url!r} is not a valid URL ({exc})",
+                         "set HF_ENDPOINT to the Hub (or its mirror) as a URL, e.g. http://[::1]:8080 or "
+                         "https://hf-mirror.example, or unset it for huggingface.co") from None
     try:
         port = parts.port
     except ValueError:

@@ -26,9 +26,16 @@ from ..models.adapter import parse_model_spec
 from ..models.families import BUILTIN, model_family
 
 # the hub probe lives beside the model families' hooks (models/hub.py); the dataset check uses it too
-from ..models.hub import PROBE_TIMEOUT, network_reachable, openclip_repo, openclip_table  # noqa: F401  (PROBE_TIMEOUT: read by the tests)
+from ..models.hub import (  # noqa: F401  (PROBE_TIMEOUT: read by the tests)
+    PROBE_TIMEOUT,
+    network_reachable,
+    openclip_repo,
+    openclip_table,
+    probe_address,
+)
 from ..perturbations import variants
 from ..registry import close_matches
+from ..util.paths import offline
 from .distractors import preflight_problems
 from .galleries import dataset_gallery, gallery_problem
 from .presets import fixed_relevance_role
@@ -216,6 +223,29 @@ def _images_without_captions(name: str, data_dir, download: bool) -> list[Proble
     return [Problem(f"images of {name!r}", exc.message, exc.hint or "", type(exc))] if exc else []
 
 
+def choose_hub_mode(log=None) -> bool:
+    """Decide once, before anything talks to the Hub, whether this process may: when the probe finds that the
+    configured endpoint does not answer, the Hub client's offline mode is switched on for the rest of the process
+    (``huggingface_hub.constants.HF_HUB_OFFLINE``, which transformers, open_clip and sentence-transformers all
+    consult), so a model in the local Hub cache loads from it at once instead of after every file's five
+    retries with backoff (minutes). The constant, not the HF_HUB_OFFLINE variable: the variable would also
+    switch off vlbench's own downloads from other hosts (GitHub), which the Hub's silence says nothing about.
+    Returns whether offline mode was switched on here; ``log`` gets the one line that says so."""
+
+    if offline() or network_reachable():  # the user chose offline, or the Hub answers: nothing to decide
+        return False
+    from huggingface_hub import constants  # a small module; the Hub client itself is not imported here
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    constants.HF_HUB_OFFLINE = True
+    if log is not None:
+        host, port = probe_address()
+        log(f"the Hub at {host}:{port} does not answer: using the local cache only (no retries; set HF_ENDPOINT "
+            "for a mirror, or HF_HUB_OFFLINE=1 to skip this check)")
+    return True
+
+
 def report(problems: list[Problem]) -> None:
     """One problem: its own error (DataError, ModelError, ...); several: a PreflightError listing all."""
     if not problems:
@@ -228,11 +258,12 @@ def report(problems: list[Problem]) -> None:
                          "fix each item above, then run the same command again")
 
 
-def preflight(cfg):
+def preflight(cfg, log=None):
     """All checks for a RunConfig; raises PreflightError listing every problem, or returns the dataset it
-    loaded when that is complete (every image present), so the run does not load it again (else None)."""
+    loaded when that is complete (every image present), so the run does not load it again (else None).
+    ``log``: where the one line goes when the Hub does not answer and the run uses the local cache only."""
 
-
+    choose_hub_mode(log)  # before any check or load asks the Hub anything
     check_plugins()  # a metric plug-in that calls sys.exit while importing stops the run here
     ds, problems, complete = check_dataset(cfg.dataset, data_dir=cfg.data_dir, gallery=dataset_gallery(cfg),
                                  extra_positives=cfg.extra_positives, limit=cfg.limit)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import registry
 from ..datasets.folds import fold_index_maps
+from ..granularity import budgets
 from ..metrics import compute
 from ..metrics.flips import COLUMNS, flip_rows, retrieved_arrays
 from ..metrics.specs import builtins
@@ -155,7 +156,10 @@ def _interval_table(rec: RunRecord, conds: list) -> str:
     rows = []
     for c in conds[1:]:
         b = {x.get("direction"): x for x in rec.intervals if x.condition == c}
-        rate = rec.conditions[c].meta.get("not_applicable_rate")
+        meta = rec.conditions[c].meta
+        rate = meta.get("not_applicable_rate")
+        if rate is None and meta.get("kind") == "budget" and meta.get("n_captions"):  # captions it left as they are
+            rate = 1 - meta.get("n_cut", 0) / meta["n_captions"]
         rows.append([c, "" if rate is None else f"{100 * rate:.1f}%", _ci(b["both"]), _ci(b["t2i"]), _ci(b["i2t"])])
     return md_table(head, rows, pad=True)
 
@@ -190,6 +194,33 @@ def family_summary(rec: RunRecord) -> str | None:
                     pad=True)
 
 
+def budget_table(rec: RunRecord) -> str | None:
+    """The caption budgets of a run (--token-budget, --sentence-budget): how many captions each cut (``n_cut``),
+    how many the model's context length cuts anyway, and which cut none (its rows are clean's); None without."""
+    rows = budgets.budget_rows({name: c.meta for name, c in rec.conditions.items()})
+    if not rows:
+        return None
+    return md_table(["budget", "captions cut (n_cut)", "cut by the context length anyway", "note"], rows, pad=True)
+
+
+def warning_lines(rec: RunRecord) -> list[str]:
+    """The run's warnings (results.json ``warnings``), each on its own line."""
+    found = rec.other.get("warnings")
+    return [f"warning: {w}" for w in found if isinstance(w, str)] if isinstance(found, list) else []
+
+
+def _notes(rec: RunRecord) -> str:
+    """The budget table and the warnings, for the printed run and table.md."""
+    out = ""
+    table = budget_table(rec)
+    if table:
+        out += "\n\n" + table
+    warnings = warning_lines(rec)
+    if warnings:
+        out += "\n\n" + "\n".join(warnings)
+    return out
+
+
 def _definition_lines(rec: RunRecord, cols: list) -> list[str]:
     """One line per printed metric: its header, definition and range (from the metric registry)."""
     seen, rows = set(), []
@@ -216,6 +247,7 @@ def format_table(rec: RunRecord) -> str:
     summary = family_summary(rec)
     if summary:
         out += "\n\n" + summary
+    out += _notes(rec)
     proto = rec.settings.get("protocol")
     if proto:  # runs before protocols were recorded have none
         out += f"\n\nprotocol: {proto['name']}"
@@ -238,6 +270,7 @@ def format_printed(rec: RunRecord) -> str:
     summary = family_summary(rec)
     if summary:
         out += "\n\n" + summary
+    out += _notes(rec)
     out += "\n\nmetrics:\n" + "\n".join(_definition_lines(rec, cols))
     proto = rec.settings.get("protocol")
     if proto:

@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
+from ..errors import OptionError
 from ..perturbations.cli import parse_params
 from ..registry import Names
 from . import run_config
@@ -41,6 +42,12 @@ class Option:
     kind: str = "str"  # str | int | float | flag (on/off) | ints (comma-separated) | names (comma-separated) | params
     choices: tuple | Names | None = None
     metavar: str | None = None
+    listed: bool = False  # a str option whose value is a comma-separated list (kinds ints and names always are)
+
+    @property
+    def is_list(self) -> bool:
+        """The option takes one comma-separated list: given twice on the command line it is refused."""
+        return self.listed or self.kind in ("ints", "names")
 
 
 def _ints(s: str) -> tuple:
@@ -63,10 +70,10 @@ RUN_OPTIONS = (
                                    "with --task sugarcrepe: sugarcrepe[:SUBSETS]; with --task sugarcrepe++: "
                                    "sugarcrepe++[:SUBSETS]"),
     Option("perturb", "--perturb", "'all', a family (typos, lexical, distraction, word-order) or comma-separated "
-                                   "perturbation names"),
+                                   "perturbation names", listed=True),
     Option("perturb_images", "--perturb-images", "ImageNet-C corruptions as conditions: names or families with "
                                                  "severities, e.g. gaussian_noise:3,motion_blur:1-5,all:3 "
-                                                 "(vlbench ls image-perturbations)", metavar="SPEC"),
+                                                 "(vlbench ls image-perturbations)", metavar="SPEC", listed=True),
     Option("mce_reference", "--mce-reference", "run folder of a reference model's --perturb-images run: mCE relative "
                                                "to it (ImageNet-C)", metavar="RUN"),
     Option("corrupt_at", "--corrupt-at", "corrupt images at the model's input geometry (shorter side to its input "
@@ -78,7 +85,8 @@ RUN_OPTIONS = (
                                                    "condition, never cached or tabled with the other",
            choices=run_config.CORRUPT_BACKENDS),
     Option("shortcuts", "--shortcuts", "synthetic-shortcut probes as conditions: matched, mismatched, caption-only, "
-                                       "image-only, bits=N (comma-separated; docs/shortcuts.md)", metavar="PROBES"),
+                                       "image-only, bits=N (comma-separated; docs/shortcuts.md)", metavar="PROBES",
+           listed=True),
     Option("token_budget", "--token-budget", "caption budgets in the model's own tokens, each a condition "
                                              "budget:B (captions cut to B tokens, end token kept), e.g. 16,32,64,77",
            kind="ints", metavar="B[,B...]"),
@@ -90,7 +98,7 @@ RUN_OPTIONS = (
     Option("distractors", "--distractors", "extra gallery candidates (never queries), comma-separated sources: "
                                            "images:FOLDER, dataset:NAME (its images), captions:FILE (one per line); "
                                            "adds the condition distractors:<label> with its false rate "
-                                           "(docs/distractors.md)", metavar="SPEC"),
+                                           "(docs/distractors.md)", metavar="SPEC", listed=True),
     Option("perturb_params", "--param", "perturbation parameter, e.g. synonym-noun.choice=random (repeatable)",
            kind="params", metavar="NAME.KEY=VALUE"),
     Option("out", "--out", "run folder (default runs/<run id>); a finished run there is refused unless --resume or "
@@ -189,20 +197,48 @@ def _default(name: str):
 _GIVEN = "run_options_given"
 
 
-def _recording(base: type) -> type:
-    """``base`` that also notes its field as given (a value equal to the default still counts)."""
+#: the namespace attribute where the comma-list options note each value given on the command line, in order
+_LISTS = "run_options_lists"
+
+
+def _recording(base: type, listed: bool = False) -> type:
+    """``base`` that also notes its field as given (a value equal to the default still counts); ``listed``:
+    a comma-list option, whose every value is noted too, so a repeat can be refused (:func:`check_repeats`)."""
 
     class Recording(base):
         def __call__(self, parser, namespace, values, option_string=None):
             setattr(namespace, _GIVEN, getattr(namespace, _GIVEN, frozenset()) | {self.dest})
+            if listed:
+                seen = dict(getattr(namespace, _LISTS, {}))
+                seen[self.dest] = [*seen.get(self.dest, []), values]
+                setattr(namespace, _LISTS, seen)
             super().__call__(parser, namespace, values, option_string)
 
-    Recording.__name__ = f"Given{base.__name__}"
+    Recording.__name__ = f"Given{'List' if listed else ''}{base.__name__}"
     return Recording
 
 
 _STORE, _FLAG, _APPEND = (_recording(a) for a in (argparse._StoreAction, argparse._StoreTrueAction,
                                                    argparse._AppendAction))
+_STORE_LIST = _recording(argparse._StoreAction, listed=True)
+
+
+class ConfigFileAction(argparse._StoreAction):
+    """``--config FILE``: vlbench/config.py places the file's option tokens before this option and the command
+    line's own after it, so a comma-list option in both is the command line overriding the file (the file's
+    value is forgotten here), not a repeat."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, _LISTS, {})
+        super().__call__(parser, namespace, values, option_string)
+
+
+#: why a comma-list option given twice is refused (``vlbench run --help`` says it)
+REPEAT_RULE = ("A comma-list option (" + "{flags}" + ") takes one list: --perturb typos,lexical. Given twice on "
+               "the command line it is refused, neither merged nor overridden: a repeat usually comes from a base "
+               "command with an override appended, and merging would run more than the override asks, overriding "
+               "would drop what the base asks, both silently. A value in a --config file is overridden by the "
+               "command line's.")
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -229,7 +265,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
             kw["choices"] = o.choices
         if o.metavar:
             kw["metavar"] = o.metavar
-        group.add_argument(o.flag, action=_STORE, **kw)
+        group.add_argument(o.flag, action=_STORE_LIST if o.is_list else _STORE, **kw)
 
 
 def given_fields(args: argparse.Namespace) -> frozenset:
@@ -242,8 +278,31 @@ def flag_of(field: str) -> str:
     return next(o.flag for o in RUN_OPTIONS if o.field == field)
 
 
+def list_flags() -> str:
+    """The comma-list options' flags, for the help text."""
+    return ", ".join(o.flag for o in RUN_OPTIONS if o.is_list)
+
+
+def _text(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def check_repeats(args: argparse.Namespace) -> None:
+    """OptionError for a comma-list option given more than once on the command line (:data:`REPEAT_RULE`),
+    naming the values and the one list that holds them all."""
+    for dest, values in getattr(args, _LISTS, {}).items():
+        if len(values) > 1:
+            shown = [_text(v) for v in values]
+            joined = ",".join(dict.fromkeys(x.strip() for v in shown for x in v.split(",") if x.strip()))
+            given = ", then ".join(map(repr, shown))
+            raise OptionError(dest, f"{{opt}} was given {len(values)} times ({given}); it takes one comma-separated "
+                                    "list, and a repeat is refused rather than merged or overridden",
+                              "give it once, with every value you want in one list", example=joined)
+
+
 def config_from_args(args: argparse.Namespace) -> run_config.RunConfig:
-    """The RunConfig of parsed ``vlbench run`` arguments."""
+    """The RunConfig of parsed ``vlbench run`` arguments (a repeated comma-list option refused)."""
+    check_repeats(args)
     values = {o.field: getattr(args, o.field) for o in RUN_OPTIONS}
     if values["perturb_params"]:
         values["perturb_params"] = parse_params(values["perturb_params"])

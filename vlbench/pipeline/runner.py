@@ -25,7 +25,6 @@ import datetime as _dt
 import functools
 import importlib
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -108,8 +107,7 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     (and returns the RunResult; other ranks return None).
     """
     cfg = dataclasses.replace(config) if config else RunConfig(**kwargs)  # our copy: the caller's stays as given
-    t0 = time.time()
-    timing.start()  # where the time went (results.json timings): pipeline/timing.py
+    timing.start()  # where the time went (results.json timings, wall_time_s): pipeline/timing.py
     validate(cfg)
     cfg = presets.resolve(cfg)  # the protocol's settings (--protocol), each overridable on its own
 
@@ -119,7 +117,8 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     if cfg.quiet:
         silence_library_progress()
 
-    checked = preflight(cfg)  # everything the run needs, listed at once, in seconds (and the dataset it read)
+    # everything the run needs, listed at once, in seconds (and the dataset it read); a silent Hub: its cache only
+    checked = preflight(cfg, lambda m: _log(cfg, m))
     lock = claim_out(cfg.out)
     try:
         cfg, shard, dist, inited = distributed(cfg)
@@ -133,7 +132,7 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
                     return None
                 plan = enc.plan  # with the budget conditions the model's tokenizer made
                 evals = timing.timed("scoring", lambda: score(cfg, plan, enc), len)
-                return record(cfg, plan, enc, evals, t0)
+                return record(cfg, plan, enc, evals)
         finally:
             if inited:
                 dist.destroy_process_group()
@@ -272,7 +271,8 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
         _log(cfg, "loading torch and the model's library (a few seconds on first use)")
         importlib.import_module("torch")
     session = _load_model(m, cfg.output_opts, None if checked else paths)
-    plan = timing.timed("perturbation", lambda: budgets.with_budgets(cfg, plan, session.model))  # --token-budget
+    plan = timing.timed("perturbation",  # --token-budget, --sentence-budget
+                        lambda: budgets.with_budgets(cfg, plan, session.model, log=lambda m: _log(cfg, m)))
     timing.enter("writing")  # the run's id and its output folder
     run_id = _run_id(m.model, ds, session.model_hash)
     out = prepare_out(cfg.out, run_id) if shard.rank == 0 else None
@@ -377,13 +377,31 @@ def _settings(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
             "options": number_options(cfg)}  # what --resume compares (rerun.py)
 
 
+def cutoff_warnings(ks, ds: Dataset) -> list[str]:
+    """A Recall@k cut-off at or above a direction's number of candidates (a small --limit or test set) makes R@k
+    100 by construction: every candidate is within the top k. One warning per such direction (the smallest fold
+    counts; --distractors add candidates to their own condition only)."""
+    parts = [ds] if ds.folds is None else [ds.subset(f) for f in ds.folds]
+    candidates = {"t2i": (min(len(p.gallery_images) for p in parts), "images"),
+                  "i2t": (min(p.n_captions for p in parts), "captions")}
+    out = []
+    for direction, (n, what) in candidates.items():
+        trivial = sorted({int(k) for k in ks if int(k) >= n})
+        if trivial:
+            names = ", ".join(f"R@{k}" for k in trivial)
+            out.append(f"{direction} {names} with {n} candidates ({what}) {'is' if len(trivial) == 1 else 'are'} "
+                       f"100 by construction: every candidate is within the top {trivial[0]}; give --k below {n}, "
+                       + ("or a larger --limit" if ds.limit is not None else "or a larger test set"))
+    return out
+
+
 def _run_fields(cfg: RunConfig, enc: Encoded) -> dict:
     """timings and hardware; how the gallery was scored (--score-block) is a hardware fact: no number changes."""
     fields = timing.run_fields(cfg, enc)
     return {**fields, "hardware": {**fields["hardware"], "score_block": cfg.score_block}}
 
 
-def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> RunResult:
+def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict) -> RunResult:
     """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
 
     ds = plan.ds
@@ -399,6 +417,7 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}
     dataset = ds.describe()
+    run_fields = _run_fields(cfg, enc)  # the clock's report: wall_time_s is its wall time (startup included)
     rec = RunRecord(
         run_id=enc.run_id, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
         metric_version=compute.METRIC_VERSION, vlbench_version=__version__,
@@ -406,10 +425,11 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict, t0: float) -> 
         dataset=DatasetInfo(dataset["name"], dataset["hash"], dataset),
         conditions=conditions, settings=_settings(cfg, plan, enc), values=values, deltas=deltas, intervals=boots,
         model_input_analysis=_mia(cfg.mia_score, plan, evals), environment=library_versions(),
-        other={"wall_time_s": round(time.time() - t0, 3), **_run_fields(cfg, enc),
+        other={"wall_time_s": round(run_fields["timings"]["wall_seconds"], 3), **run_fields,
                "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,
+               "warnings": cutoff_warnings(cfg.k, ds),
                "results_hash": sha256_json([v.to_json() for v in values])})
     # mCE, shortcut sources: read from the record, placed in a new record (the first is never changed)
     rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec),

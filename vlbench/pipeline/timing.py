@@ -14,6 +14,10 @@ waiting for DataLoader batches (decode and preprocess run in the worker processe
 only the wait is seen; with ``--num-workers 0`` it is the decode itself), file header checks and cache
 look-ups. Worker CPU time is not summed: it overlaps the forward passes and is not wall time.
 
+A run started by the command line (``vlbench run``) starts its clock when the process started (the kernel's
+record of it): the interpreter's start-up, vlbench's imports and the reading of the options before ``run()`` are the
+stage ``startup``, so a warm run's stages add up to what its user waited, not to the part inside ``run()``.
+
 The clock of the run in progress is held in a context variable, so the pipeline's steps add stages
 without passing it around; outside a run, stages are timed into a clock nobody reads.
 """
@@ -31,8 +35,9 @@ from collections.abc import Callable
 from ..encoding.encode import default_workers
 
 #: the stages results.json names, in the order a run meets them (others are allowed)
-STAGES = ("startup_model_load", "perturbation", "image_decode_preprocess", "image_forward", "text_preprocess",
-          "text_forward", "relevance_encode", "validity", "scoring", "bootstrap", "flips", "writing", "other")
+STAGES = ("startup", "startup_model_load", "perturbation", "image_decode_preprocess", "image_forward",
+          "text_preprocess", "text_forward", "relevance_encode", "validity", "scoring", "bootstrap", "flips",
+          "writing", "other")
 
 
 class Clock:
@@ -73,6 +78,10 @@ class Clock:
         self.seconds[source] = self.seconds.get(source, 0.0) - seconds
         self.seconds[target] = self.seconds.get(target, 0.0) + seconds
 
+    def elapsed(self) -> float:
+        """Seconds since the clock started."""
+        return time.perf_counter() - self.t0
+
     def report(self) -> dict:
         """``{"wall_seconds", "stages": {stage: {"seconds", "items", "items_per_s"}}}`` (results.json
         ``timings``); the current stage is closed first, so the stages sum to the wall time."""
@@ -89,10 +98,40 @@ class Clock:
 
 _CURRENT: contextvars.ContextVar[Clock | None] = contextvars.ContextVar("vlbench_run_clock", default=None)
 
+#: when the process running ``vlbench run`` started (a perf_counter value), set by the command line for the
+#: run it starts and taken by that run's clock (:func:`start`); None in a Python session (the run starts the clock)
+_PROCESS_START: list[float] = []
+
+
+def process_started() -> float | None:
+    """The perf_counter value at which this process started (the interpreter's own start-up included), read
+    from the kernel's record of it (Linux /proc, 10 ms resolution); None where that is not available."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):  # no /proc, or no CLOCK_BOOTTIME (not Linux)
+        return None
+    return time.perf_counter() - age if 0.0 <= age < 7 * 86400 else None
+
+
+def note_process_start(t: float) -> None:
+    """The next run's clock starts at ``t`` (a perf_counter value; the command line: when the process started),
+    the time before the run itself booked as ``startup``: interpreter, imports, reading the options."""
+    _PROCESS_START[:] = [t]
+
 
 def start(first: str = "startup_model_load") -> Clock:
-    """A new clock for the run starting now (replacing any earlier run's), its time going to ``first``."""
-    clock = Clock(first)
+    """A new clock for the run starting now (replacing any earlier run's), its time going to ``first``; when the
+    command line noted its process's start (:func:`note_process_start`, taken once), the clock starts there and
+    the time until now is ``startup``, so the stages add up to what the user waited."""
+    since = _PROCESS_START.pop() if _PROCESS_START else None
+    if since is None or since > time.perf_counter():
+        clock = Clock(first)
+    else:
+        clock = Clock("startup")
+        clock.t0 = clock._mark = since
+        clock.enter(first)
     _CURRENT.set(clock)
     return clock
 

@@ -11,10 +11,10 @@ import sys
 import time
 
 import pytest
-
 from support.data import ROOT, excerpt_rows, write_images
-from vlbench.pipeline import preflight as PF
+
 from vlbench.errors import DataError, ModelError
+from vlbench.pipeline import preflight as PF
 
 
 @pytest.fixture
@@ -164,3 +164,55 @@ def test_language_check_finds_wordnet_by_its_files_without_importing_nltk(tmp_pa
     (tmp_path / "nd" / "corpora" / "wordnet" / "data.noun").write_text("x")
     monkeypatch.setattr(lang, "DEBIAN_WORDNET", tmp_path / "no-debian")
     assert lang.wordnet_available()
+
+
+def test_unanswered_hub_switches_the_hub_client_offline_once(monkeypatch):
+    """The probe found the Hub silent: the Hub client is put in offline mode for the process (no retries later),
+    with one line naming the endpoint; an answering Hub, or an offline mode the user chose, changes nothing."""
+    import socket
+
+    from huggingface_hub import constants
+
+    for var in ("VLBENCH_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    answers = {"ok": False}
+
+    def probe(addr, timeout=None):
+        if not answers["ok"]:
+            raise OSError("Connection refused")
+        return socket.socket()
+
+    monkeypatch.setattr(socket, "create_connection", probe)
+    lines: list[str] = []
+    PF.network_reachable.cache_clear()
+    try:
+        answers["ok"] = True
+        assert PF.choose_hub_mode(lines.append) is False and constants.HF_HUB_OFFLINE is False and lines == []
+        PF.network_reachable.cache_clear()
+        answers["ok"] = False
+        assert PF.choose_hub_mode(lines.append) is True
+        assert constants.HF_HUB_OFFLINE is True
+        assert lines == ["the Hub at 127.0.0.1:9 does not answer: using the local cache only (no retries; set "
+                         "HF_ENDPOINT for a mirror, or HF_HUB_OFFLINE=1 to skip this check)"]
+        assert "HF_HUB_OFFLINE" not in os.environ  # vlbench's own downloads from other hosts stay allowed
+        assert PF.choose_hub_mode(lines.append) is False and len(lines) == 1  # decided once
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        assert PF.choose_hub_mode(lines.append) is False and constants.HF_HUB_OFFLINE is False  # the user's choice
+    finally:
+        PF.network_reachable.cache_clear()
+
+
+def test_malformed_hub_endpoint_is_named_not_a_traceback(monkeypatch):
+    for var in ("VLBENCH_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://[::1")  # an unclosed IPv6 literal
+    PF.network_reachable.cache_clear()
+    try:
+        with pytest.raises(ModelError) as err:
+            PF.choose_hub_mode()
+        assert "HF_ENDPOINT 'http://[::1'" in err.value.message and "unset it" in (err.value.hint or "")
+    finally:
+        PF.network_reachable.cache_clear()

@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
-from vlbench.pipeline.run_config import RunConfig
-from vlbench.pipeline.run_options import CLI_ONLY, RUN_OPTIONS, config_from_args
 from vlbench.cli import build_parser
 from vlbench.config import config_tokens
+from vlbench.pipeline.run_config import RunConfig
+from vlbench.pipeline.run_options import CLI_ONLY, RUN_OPTIONS, config_from_args
 
 
 def _run_parser():
@@ -49,9 +49,11 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
              "--gallery", "fg-pool", "--extra-positives", "eccv", "--device", "cpu", "--precision", "bf16",
              "--batch-size", "8", "--text-batch-size", "16", "--num-workers", "0", "--seed", "5", "--k", "1,3",
              "--dcg-p", "4", "--relevance", "clip:rel", "--protocol", "hendriksen2024", "--i2t-recall", "hit",
-             "--perturb-side", "both", "--truncate-chars", "100", "--perturb-variant", "standard", "--cache-dir", "c", "--no-cache", "--restart",
+             "--perturb-side", "both", "--truncate-chars", "100", "--perturb-variant", "standard", "--cache-dir", "c",
+             "--no-cache", "--restart",
              "--trust-remote-code", "--revision", "r1", "--bootstrap", "7", "--graded-relevance", "rouge-l",
-             "--mia-score", "rank", "--score-block", "64x4096", "--quiet", "--perturb-images", "gaussian_noise:3", "--mce-reference", "ref",
+             "--mia-score", "rank", "--score-block", "64x4096", "--quiet", "--perturb-images", "gaussian_noise:3",
+             "--mce-reference", "ref",
              "--corrupt-at", "original", "--shortcuts", "matched", "--digits", "mnist", "--validity", "full",
              "--validity-sample", "50", "--validity-precision", "0.01"]
     flags += ["--resume", "--overwrite"]  # opposite wishes, refused together by validate(): a parse test only
@@ -68,7 +70,8 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
            "protocol": "hendriksen2024", "i2t-recall": "hit", "perturb-side": "both", "truncate-chars": 100,
            "perturb-variant": "standard",
            "cache-dir": "c", "no-cache": True, "restart": True, "trust-remote-code": True, "revision": "r1",
-           "bootstrap": 7, "graded-relevance": ["rouge-l"], "mia-score": "rank", "score-block": "64x4096", "quiet": True,
+           "bootstrap": 7, "graded-relevance": ["rouge-l"], "mia-score": "rank", "score-block": "64x4096",
+           "quiet": True,
            "perturb-images": "gaussian_noise:3", "mce_reference": "ref", "corrupt-at": "original",
            "shortcuts": "matched", "digits": "mnist", "validity": "full", "validity-sample": 50,
            "validity-precision": 0.01}
@@ -84,7 +87,8 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     protocol="hendriksen2024", i2t_recall="hit", perturb_side="both", truncate_chars=100,
                     perturb_variant="standard",
                     cache_dir="c", no_cache=True, restart=True, trust_remote_code=True, revision="r1", n_boot=7,
-                    graded=("rouge-l",), mia_score="rank", score_block="64x4096", quiet=True, perturb_images="gaussian_noise:3",
+                    graded=("rouge-l",), mia_score="rank", score_block="64x4096", quiet=True,
+                    perturb_images="gaussian_noise:3",
                     mce_reference="ref", corrupt_at="original", shortcuts="matched", digits="mnist",
                     validity="full", validity_sample=50, validity_precision=0.01, resume=True, overwrite=True,
                     allow_partial_gallery=True, distractors="captions:adv.txt", token_budget=(16, 77),
@@ -121,3 +125,54 @@ def test_required_fields(capsys):
 
     assert main(["run", "--model", "a"]) == 2
     assert "needs --dataset" in capsys.readouterr().err
+
+
+LIST_OPTIONS = [o for o in RUN_OPTIONS if o.is_list]
+
+
+def test_the_comma_list_options_are_the_ones_that_take_lists():
+    assert {o.flag for o in LIST_OPTIONS} == {"--perturb", "--perturb-images", "--shortcuts", "--distractors",
+                                              "--token-budget", "--sentence-budget", "--k", "--graded-relevance"}
+
+
+@pytest.mark.parametrize("option", LIST_OPTIONS, ids=lambda o: o.flag)
+def test_a_repeated_comma_list_option_is_refused_not_silently_overridden(option):
+    from vlbench.errors import OptionError
+
+    args = build_parser().parse_args(["run", "--model", "m", "--dataset", "d", option.flag, "1", option.flag, "2"])
+    with pytest.raises(OptionError) as err:
+        config_from_args(args)
+    assert err.value.option == option.field
+    text = err.value.cli_text(option.flag)
+    assert "'1', then '2'" in text and f"e.g. {option.flag} 1,2" in text  # both values, and the one list
+
+
+def test_a_repeated_perturb_exits_2_naming_the_option(capsys):
+    from vlbench.cli import main
+
+    assert main(["run", "--model", "m", "--dataset", "d", "--perturb", "typos", "--perturb", "lexical"]) == 2
+    err = capsys.readouterr().err
+    assert "--perturb was given 2 times" in err and "--perturb typos,lexical" in err
+
+
+def test_a_config_files_list_is_overridden_by_the_command_line_not_refused(tmp_path):
+    from vlbench.config import expand_config
+
+    toml = tmp_path / "run.toml"
+    toml.write_text('model = "m"\ndataset = "d"\nperturb = "typos"\nk = [1, 5]\n')
+    parser = build_parser()
+    argv = expand_config(["run", "--config", str(toml), "--perturb", "lexical"], parser)
+    cfg = config_from_args(parser.parse_args(argv))
+    assert cfg.perturb == "lexical" and cfg.k == (1, 5)
+    twice = expand_config(["run", "--config", str(toml), "--k", "1", "--k", "10"], parser)
+    with pytest.raises(Exception, match="given 2 times"):
+        config_from_args(parser.parse_args(twice))
+
+
+def test_run_help_says_why_repeats_are_refused(capsys):
+    from vlbench.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Given twice on the command line it is refused, neither merged nor overridden" in out
