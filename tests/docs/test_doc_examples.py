@@ -2,7 +2,7 @@
 
 Each file's ```python blocks run in order in one namespace, in a fresh working folder that holds what
 the prose around them says a user has: a `runs/` folder with finished runs (leaderboards), the README's tiny
-CLIP and 12-image manifest (`models/tiny-clip`, `data/manifest.jsonl`: what scripts/readme_demo.py builds) and,
+CLIP and 12-image manifest (`models/tiny-clip`, `data/manifest.jsonl`: what scripts/dev/readme_demo.py builds) and,
 for the granularity examples, the real caption files in $VLBENCH_DATA_DIR (skipped without ../shared)."""
 
 from __future__ import annotations

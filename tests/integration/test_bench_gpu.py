@@ -1,4 +1,4 @@
-"""Issue #29 item 5: scripts/bench_gpu.py runs in its --quick mode on the CPU: every case at a tiny size, one
+"""Issue #29 item 5: scripts/benchmarks/bench_gpu.py runs in its --quick mode on the CPU: every case at a tiny size, one
 table and one JSON file, each figure with its precision, batch size, workers and pixel path; the pixel-cache
 row decoded nothing; options a vlbench lacks (the torch corruption backend, the scoring block) are skipped
 by name rather than failing."""
@@ -16,7 +16,7 @@ from support.data import ROOT
 
 @pytest.mark.slow  # about a minute and a half on two shared cores
 def test_bench_gpu_quick_on_the_cpu(tmp_path, capsys, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "scripts" / "bench_gpu.py")
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "scripts" / "benchmarks" / "bench_gpu.py")
     mod = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "bench_gpu", mod)  # its dataclass looks its module up
     spec.loader.exec_module(mod)

@@ -1,4 +1,4 @@
-"""Issue #29 1c: scripts/pixel_equivalence.py runs on the CPU on real photographs (scikit-image's) and reports
+"""Issue #29 1c: scripts/benchmarks/pixel_equivalence.py runs on the CPU on real photographs (scikit-image's) and reports
 the pixel and embedding differences of --pixels device against the reference path, and every metric's change
 on a run; one image's pixel difference is recomputed here with the libraries alone (no vlbench code)."""
 
@@ -15,7 +15,7 @@ from support.data import ROOT
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     pytest.importorskip("skimage.data")
-    spec = importlib.util.spec_from_file_location("pixel_equivalence", ROOT / "scripts" / "pixel_equivalence.py")
+    spec = importlib.util.spec_from_file_location("pixel_equivalence", ROOT / "scripts" / "benchmarks" / "pixel_equivalence.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path_factory.mktemp("equivalence")
@@ -55,10 +55,10 @@ def test_one_difference_recomputed_with_the_libraries_alone(report):
 
 
 def test_precision_effects_script_on_the_cpu(tmp_path):
-    """scripts/precision_effects.py: fp32 and bf16 on the CPU (TF32 and fp16 skipped, named); fp32 against itself
+    """scripts/benchmarks/precision_effects.py: fp32 and bf16 on the CPU (TF32 and fp16 skipped, named); fp32 against itself
     changes nothing; bf16's changes are the differences of its own values (recomputed here)."""
     pytest.importorskip("skimage.data")
-    spec = importlib.util.spec_from_file_location("precision_effects", ROOT / "scripts" / "precision_effects.py")
+    spec = importlib.util.spec_from_file_location("precision_effects", ROOT / "scripts" / "benchmarks" / "precision_effects.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     rep = mod.main(["--out", str(tmp_path), "--device", "cpu"])

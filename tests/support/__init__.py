@@ -1,4 +1,4 @@
-"""Helpers shared by the tests (and by scripts/same_numbers.py and the bench scripts).
+"""Helpers shared by the tests (and by scripts/dev/same_numbers.py and the bench scripts).
 
 ``tests/`` is on ``sys.path`` for every test (``pythonpath`` in pyproject.toml), so a test writes
 ``from support.data import write_manifest`` and a model plug-in target reads ``support.colour_model:load_vec``.

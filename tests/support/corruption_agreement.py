@@ -1,4 +1,4 @@
-"""The torch corruptions against the reference: what scripts/corruption_agreement.py tables
+"""The torch corruptions against the reference: what scripts/benchmarks/corruption_agreement.py tables
 (docs/image_perturbations.md) and the tests (tests/unit/imageperturb/test_torch_corruptions.py,
 tests/integration/test_torch_corruption_stats.py) assert, from one set of functions and stated tolerances.
 

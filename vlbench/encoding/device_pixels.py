@@ -15,7 +15,7 @@ in the identity (``pixel_decoders``): a decoder upgrade is another cache key.
 
 The pixels differ from the reference path's by a few grey levels (another JPEG decoder's rounding, another
 device's resampling): the path is part of the model's identity (``{"pixels": "device"}``), so its vectors are
-cached apart and its runs are never mixed with reference runs; scripts/pixel_equivalence.py measures the
+cached apart and its runs are never mixed with reference runs; scripts/benchmarks/pixel_equivalence.py measures the
 difference (docs/performance.md). Image conditions (corruptions, shortcut probes) transform the decoded PIL image
 in the workers as on the reference path.
 """

@@ -7,7 +7,7 @@ each (``scipy.ndimage.zoom``'s corner-aligned coordinate map, ``in = out * (n_in
 whose ``in`` overshoots the last sample by float rounding is 0, as under the reference's ``mode='constant'``).
 Two vectorised passes per factor replace a per-pixel spline evaluation. Only the rows and columns the reference
 keeps (the top-left H x W of the enlargement, a quirk of its ``clipped_zoom`` kept here) are computed.
-Arithmetic is float64, cast to float32 per factor as the reference does. scripts/scan_zoom_blur.py compares
+Arithmetic is float64, cast to float32 per factor as the reference does. scripts/benchmarks/scan_zoom_blur.py compares
 the output with the reference's at every side length 32..1024 and severity (0 mismatches).
 """
 

@@ -1,8 +1,8 @@
 """The reference's random draws, replayed for the torch code: what ``imagecorruptions`` draws from NumPy's global
 RandomState (seeded with ``legacy_seed``, as vlbench's reference backend seeds it), in its order, shaped as the
 torch corruptions' draws. With these, a torch corruption computes the reference's function on the reference's
-random numbers, which is how scripts/corruption_agreement.py and the tests measure the arithmetic apart from the
-draws (the torch backend itself draws from torch generators: same distributions, other numbers).
+random numbers, which is how scripts/benchmarks/corruption_agreement.py and the tests measure the arithmetic
+apart from the draws (the torch backend itself draws from torch generators: same distributions, other numbers).
 """
 
 from __future__ import annotations
