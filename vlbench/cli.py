@@ -368,9 +368,9 @@ def main(argv=None) -> int:
         return 2
     except KeyboardInterrupt as exc:
         # lazy: vlbench --help imports this module; keep it light
-        from .encoding.cache import interrupted_note  # issue #21 (helper E): true for the state reached
+        from .encoding.cache import interrupted_note  # true for the state reached
 
-        if isinstance(exc, PluginInterrupt):  # issue #32: which plug-in's import was interrupted
+        if isinstance(exc, PluginInterrupt):  # Which plug-in's import was interrupted
             print(f"vlbench: {exc}", file=sys.stderr)
         print(f"vlbench: {interrupted_note()}", file=sys.stderr)
         return 130

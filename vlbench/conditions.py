@@ -55,7 +55,7 @@ class RunCondition:
             object.__setattr__(self, "texts", tuple(self.texts))
 
     @property
-    def label(self) -> str:  # the name image and shortcut conditions used before issue #20
+    def label(self) -> str:  # the name image and shortcut conditions used before the kernel split
         return self.name
 
     @classmethod
@@ -69,5 +69,5 @@ class RunCondition:
                    perturbation=ps)
 
 
-#: the name image and shortcut conditions were built with before issue #20 (same class)
+#: the name image and shortcut conditions were built with before the kernel split (same class)
 Variant = RunCondition

@@ -73,7 +73,7 @@ class OptionError(VlbenchError):
 class PluginInterrupt(KeyboardInterrupt):
     """A KeyboardInterrupt raised while a plug-in was being imported (Ctrl-C then, or the plug-in raised it
     itself): still an interrupt (the command line exits 130), but ``plugin`` names the plug-in, so a plug-in that
-    interrupts every import is found (issue #32)."""
+    interrupts every import is found."""
 
     def __init__(self, plugin: str):
         self.plugin = plugin

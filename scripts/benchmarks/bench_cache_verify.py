@@ -1,4 +1,4 @@
-"""The read cost of proving embedding-cache shards (issue #21 item 7).
+"""The read cost of proving embedding-cache shards.
 
 Writes N random unit vectors of size D through vlbench's own EmbeddingCache (shards of the run's default batch
 sizes: 64 for images, 256 for texts), then times a full lookup of every key by a fresh cache object (what a warm

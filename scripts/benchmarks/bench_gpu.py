@@ -1,4 +1,4 @@
-"""The GPU benchmark in one call (issue #29 item 5): one table and one JSON file.
+"""The GPU benchmark in one call: one table and one JSON file.
 
     python scripts/benchmarks/bench_gpu.py [--out DIR] [--sizes 1000,5000] [--workers 8] [--batch-size 256]
     python scripts/benchmarks/bench_gpu.py --quick          # a few seconds on the CPU: every case at a tiny size

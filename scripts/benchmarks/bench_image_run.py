@@ -9,7 +9,7 @@ Measures, on N synthetic 500x375 JPEG photos with 5 real Flickr30k captions each
 3. 16 independent runs, each with its own empty cache: one clean run and one `--perturb-images <name>:3` run
    per corruption (each of those also evaluates clean, as a robustness run must).
 
-Targets (issue #14): (2) <= 1.3 x (1); (3) / (2) >= 1.8.
+Targets: (2) <= 1.3 x (1); (3) / (2) >= 1.8.
 
 Usage: PYTHONPATH=. python scripts/benchmarks/bench_image_run.py [--images 24] [--workers 1] [--batch-size 32]
 Prints a Markdown table.

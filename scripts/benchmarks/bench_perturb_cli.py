@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Time ``vlbench perturb --dataset coco --perturb all`` end to end (fresh process each), issue #10:
+"""Time ``vlbench perturb --dataset coco --perturb all`` end to end (fresh process each):
 
 Each run gets an empty vlbench cache (cold: every MiniLM vector is computed).
 

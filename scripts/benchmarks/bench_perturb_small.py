@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Small runs stay small (issue #22 item 6): time a default ``vlbench run --perturb all`` on 200 captions
+"""Small runs stay small: time a default ``vlbench run --perturb all`` on 200 captions
 (40 images x 5 COCO captions, a tiny CLIP built from the real classes) with and without ``--validity off``, and
 ``vlbench perturb --text`` on one sentence (first call, the same sentence again, another sentence).
 

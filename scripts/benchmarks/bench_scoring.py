@@ -1,4 +1,4 @@
-"""Scoring a large gallery in blocks (``--score-block``, issue #29 item 4): peak memory and time.
+"""Scoring a large gallery in blocks (``--score-block``): peak memory and time.
 
 25,000 caption queries (5 per image of the first 5,000 images) against a gallery of 1,000,000 random
 64-d unit vectors (the captions are random unit vectors too), all metrics of both directions, scored with

@@ -1,4 +1,4 @@
-"""Where a run's time goes (issue #24): one clean run, an image-corruption run and a warm rerun of a
+"""Where a run's time goes: one clean run, an image-corruption run and a warm rerun of a
 full-size CLIP ViT-B/32 architecture with random weights (the same compute as the real model; built through
 transformers' classes and loaded from a folder as a hub id would be) on N synthetic 500 x 375 images with
 real Flickr30k test captions; prints each run's `timings` stages and `hardware` from results.json.
@@ -7,7 +7,7 @@ real Flickr30k test captions; prints each run's `timings` stages and `hardware` 
     python scripts/benchmarks/bench_stage_times.py run DIR [--images 1000] [--workers 4] [--batch-size 128] [--cases cold,img,warm]
 
 `prepare` writes DIR/bpe and DIR/captions.jsonl so that `run` needs neither open_clip nor ../shared (a GPU
-machine without them can run it). Numbers: BENCHMARKS.md, "Issue #24: stage times".
+machine without them can run it). Numbers: BENCHMARKS.md, "Stage times".
 """
 
 from __future__ import annotations

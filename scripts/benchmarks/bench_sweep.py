@@ -5,7 +5,7 @@ openai/clip-vit-base-patch32) on a subset small enough for a few minutes on 2 CP
 Prints and (with --write) records in BENCHMARKS.md:
   (a) vlbench cold wall time / pure forward time (1 image pass + text passes over the distinct
       captions of the 14 conditions, timed separately in the same script on the same inputs); and the
-      same with `--validity off` (a', the work the figure measured before issue #10 added the sampled
+      same with `--validity off` (a', the work the figure measured before the sampled
       validity: the MiniLM drift of up to 2,000 applied captions per perturbation, an extra model's forward
       passes that a 500-caption subset weighs far more than a full test set does);
   (b) naive sweep (14 independent runs: each loads the model, encodes every image and its captions,

@@ -1,4 +1,4 @@
-"""How far ``--pixels device`` is from the reference path, on real photographs (issue #29 1c).
+"""How far ``--pixels device`` is from the reference path, on real photographs.
 
     python scripts/benchmarks/pixel_equivalence.py [--model clip:openai/clip-vit-base-patch32] [--device cuda] [--out DIR]
 

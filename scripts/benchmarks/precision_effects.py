@@ -1,4 +1,4 @@
-"""What the numerical precision does to the numbers (issue #29 item 2): the same run at fp32, TF32, bf16 and
+"""What the numerical precision does to the numbers: the same run at fp32, TF32, bf16 and
 fp16, every metric's change against fp32 and the embeddings' cosine to the fp32 ones.
 
     python scripts/benchmarks/precision_effects.py [--model clip:openai/clip-vit-base-patch32] [--device cuda] [--out DIR]

@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""Audit the two synonym perturbations on the 25,000 MS-COCO 5k test captions (issue #10).
+"""Audit the two synonym perturbations on the 25,000 MS-COCO 5k test captions.
 
 For ``synonym-noun`` and ``synonym-adjective`` with default settings (and, with ``--before``, with the
 version-1.0 rule ``choice="first"``) prints the applicability rate and the counts of
 (a) capitalised lemma for a lower-case word, (b) new adjacent repeated word, (c) replacement that is only
 an inflection of the word, (d) change of grammatical number (nouns) / degree (adjectives), (e) a new
-a/an error, (f) a replacement that is a word already in the caption (or a form of one: issue #21) and (g) a
+a/an error, (f) a replacement that is a word already in the caption (or a form of one) and (g) a
 replacement that is the base of a derived word or the reverse ("bluish" -> "blue"), classified by
 :mod:`vlbench.perturbations.synonym_audit` from a word diff of original and perturbed caption (independent
 of how the candidates were chosen). Also counts the replacements listed in the issue ("grass" -> "Gunter
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))  # scri
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-# (original word(s), replacement) pairs named in issue #10, matched on the word diff (lower case)
+# (original word(s), replacement) pairs named by the first review of the synonym perturbations, matched on the word diff (lower case)
 ISSUE_PAIRS = [("grass", "gunter grass"), ("horse", "equus caballus"), ("water", "h2o"), ("bride", "bridget"),
                ("sand", "george sand"), ("cook", "james cook"), ("fire", "firing"), ("hot", "raging"),
                ("close", "near"), ("men", "work force"), ("black", "bleak"), ("other", "early"),
@@ -79,7 +79,7 @@ def show(label: str, res: dict) -> None:
               f"{c['repeat']:8d} {c['inflection']:8d} {c['number']:8d} {c['article']:8d} {c['present']:8d} "
               f"{c['derivation']:9d}")
         if r["issue_examples"]:
-            print("   issue #10 replacements:", ", ".join(f"{k} ({v})" for k, v in r["issue_examples"].items()))
+            print("   replacements named by the first review:", ", ".join(f"{k} ({v})" for k, v in r["issue_examples"].items()))
         for check, ex in r["examples"].items():
             for o, n in ex:
                 print(f"   [{check}] {o!r} -> {n!r}")

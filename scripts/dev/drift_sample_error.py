@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""How far the sampled drift (``--validity sample``) is from the drift over every applied caption (issue #10).
+"""How far the sampled drift (``--validity sample``) is from the drift over every applied caption.
 
 Encodes every applied caption of every perturbation of one test set with all-MiniLM-L6-v2 (so the population
 values are known), then draws ``--orders`` random caption orders and applies the sampling rule of

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
-"""Choose the semantic guard's threshold from data (issue #10); the reasoning is in docs/perturbations.md.
+"""Choose the semantic guard's threshold from data; the reasoning is in docs/perturbations.md.
 
 On the 25,000 MS-COCO 5k test captions, computes the all-MiniLM-L6-v2 cosine between the original and
 (1) the version-1.0 outputs (``choice=first``) that the automatic checks flag (capitalised name, new
-repeat, inflection, number/degree change, a/an error) or that are replacements named in issue #10: known
+repeat, inflection, number/degree change, a/an error) or that are replacements the first review of the synonym perturbations named: known
 bad substitutions; (2) the version-2.0 outputs without guard (``guard=off``). Prints percentiles of both
 and, for each candidate threshold, the share of known-bad pairs rejected and of 2.0 outputs rejected.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Draw the pairs of the synonym audit (issue #10): 100 random applied outputs per synonym perturbation,
+"""Draw the pairs of the synonym audit: 100 random applied outputs per synonym perturbation,
 dataset (coco, flickr30k) and rule (before: the version-1.0 rule ``choice=first``; after: the default).
 
 Writes docs/audit/<dataset>_<perturbation>_<before|after>.jsonl, one

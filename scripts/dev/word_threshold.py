@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""How the guard's word-level threshold was chosen (issue #10): all-MiniLM-L6-v2 cosine of a caption word
+"""How the guard's word-level threshold was chosen: all-MiniLM-L6-v2 cosine of a caption word
 and its WordNet replacement, for word pairs met in COCO outputs of the synonym rules and judged by the
 reviewer (an AI assistant, see docs/perturbations.md) as meaning-preserving ("kept") or not ("changed").
 Prints each pair's cosine and, per threshold, the share of kept pairs that pass and of changed pairs that

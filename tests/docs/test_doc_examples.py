@@ -1,4 +1,4 @@
-"""Every Python example in README.md and docs/*.md runs as written (issue #12).
+"""Every Python example in README.md and docs/*.md runs as written.
 
 Each file's ```python blocks run in order in one namespace, in a fresh working folder that holds what
 the prose around them says a user has: a `runs/` folder with finished runs (leaderboards), the README's tiny

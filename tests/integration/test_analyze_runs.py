@@ -1,4 +1,4 @@
-"""`vlbench analyze` on real finished runs (issue #33 item 4): a tiny-model run with caption perturbations gives
+"""`vlbench analyze` on real finished runs: a tiny-model run with caption perturbations gives
 its joined per-query table, bins, regression and plot; the same model on the same images with finer captions
 gives the paired per-image difference, checked against a recomputation from the two runs' per-query files."""
 

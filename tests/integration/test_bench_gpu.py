@@ -1,4 +1,4 @@
-"""Issue #29 item 5: scripts/benchmarks/bench_gpu.py runs in its --quick mode on the CPU: every case at a tiny size, one
+"""scripts/benchmarks/bench_gpu.py runs in its --quick mode on the CPU: every case at a tiny size, one
 table and one JSON file, each figure with its precision, batch size, workers and pixel path; the pixel-cache
 row decoded nothing; options a vlbench lacks (the torch corruption backend, the scoring block) are skipped
 by name rather than failing."""

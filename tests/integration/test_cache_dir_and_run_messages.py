@@ -1,4 +1,4 @@
-"""Issue #21 findings beside the cache: store paths follow --cache-dir (nothing under $HOME), image-path and
+"""Beside the cache: store paths follow --cache-dir (nothing under $HOME), image-path and
 VLBENCH_MAX_IMAGE_ASPECT messages instead of tracebacks, and a true message when a command is interrupted."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_a_run_with_cache_dir_writes_nothing_under_home(tiny_models, tmp_path, m
 
 
 def test_a_no_cache_run_writes_nothing_under_the_cache_folder(tiny_models, tmp_path, monkeypatch):
-    """Issue #32: --no-cache keeps nothing on disk, not even the weights digests of a local checkpoint (which a
+    """--no-cache keeps nothing on disk, not even the weights digests of a local checkpoint (which a
     --no-cache run used to write under the user's cache folder)."""
     from vlbench.pipeline.runner import run
 
@@ -146,7 +146,7 @@ def test_an_interrupt_says_only_what_is_true(interrupting_plugin, counting_plugi
     assert cli.main(["run", "--model", "ctrlc-import", "--out", str(tmp_path / "a"), *args]) == 130
     err = capsys.readouterr().err
     assert "interrupted before this command wrote any batch to the embedding cache" in err
-    # issue #32: the plug-in whose import raised it is named
+    # The plug-in whose import raised it is named
     assert "while importing the plug-in 'ctrlc-import' (plugin:test: ctrl_c_on_import:load)" in err
     assert "finished batches are in the embedding cache" not in err and "are in the embedding cache" not in err
     assert cli.main(["run", "--model", "ctrlc-late", "--out", str(tmp_path / "b"), *args]) == 130

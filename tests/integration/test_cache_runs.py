@@ -1,5 +1,5 @@
 """Runs and the embedding cache. Warm runs: nothing encoded, the model not even loaded; both top-k paths give the
-same ranking. Runs over a damaged cache give the numbers of a clean cache (issue #21 item 7): the damaged shard
+same ranking. Runs over a damaged cache give the numbers of a clean cache: the damaged shard
 is reported in the run's cache statistics and on the console, its items are encoded again."""
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_every_store_follows_cache_dir_and_clear_leaves_nothing(every_store_run,
 
 
 def test_file_digests_follow_cache_dir(tiny_models, manifest, tmp_path, monkeypatch):
-    """issue #20: the file-digest memo of a local checkpoint was written to the default root whatever --cache-dir
+    """The file-digest memo of a local checkpoint was written to the default root whatever --cache-dir
     said."""
     from vlbench.pipeline.runner import run
 
@@ -77,7 +77,7 @@ def test_file_digests_follow_cache_dir(tiny_models, manifest, tmp_path, monkeypa
         quiet=True, num_workers=0, n_boot=10)
     assert (stores.path("file-digests", cache) / "digests.json").is_file()
     assert not env_root.exists(), _files(env_root)
-    # --no-cache: no vectors, identity memo, text keys or file digests, in the folder given or anywhere (issue #32)
+    # --no-cache: no vectors, identity memo, text keys or file digests, in the folder given or anywhere
     folder.joinpath("extra.txt").write_text("a new file: its digest is computed, not remembered")
     run(model=f"clip:{folder}", dataset=f"custom:{manifest}", cache_dir=str(tmp_path / "nc"), no_cache=True,
         out=str(tmp_path / "r2"), quiet=True, num_workers=0, n_boot=10)

@@ -1,4 +1,4 @@
-"""vlbench compare (issue #23 item 1): on real runs of two tiny models, every difference, interval and p-value
+"""vlbench compare: on real runs of two tiny models, every difference, interval and p-value
 equals an independent computation from per_query.csv.gz (pandas, numpy, scipy; Holm and Bonferroni by hand);
 deterministic under a seed; runs over different queries or datasets refused."""
 
@@ -164,7 +164,7 @@ def test_other_dataset_and_other_queries_refused(runs, tmp_path):
     df.loc[t2i, ["query_index", "query_id"]] = df.loc[t2i[::-1], ["query_index", "query_id"]].to_numpy()
     df.to_csv(c / "per_query.csv.gz", index=False)
     with pytest.raises(VlbenchError, match=r"per_query.csv.gz is not the file run .* wrote: its sha256 differs"):
-        compare_runs([a, c], n_resamples=N)  # issue #32: an edited file is refused by its hash first
+        compare_runs([a, c], n_resamples=N)  # An edited file is refused by its hash first
     rehash(c)  # as if the run had written its queries in that order
     with pytest.raises(VlbenchError, match=r"do not share the queries of clean t2i \(query 0: "):
         compare_runs([a, c], n_resamples=N)

@@ -1,4 +1,4 @@
-"""Two `vlbench run` processes with one --out (issue #12): exactly one succeeds, the other refuses at once
+"""Two `vlbench run` processes with one --out: exactly one succeeds, the other refuses at once
 with exit 2, and the finished run is never replaced. Real processes, real file locks."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Naming datasets and models (issue #12): two custom datasets whose manifests share a file name can go on
+"""Naming datasets and models: two custom datasets whose manifests share a file name can go on
 one leaderboard once named; a model label replaces the spec in tables."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_named_datasets_and_model_share_one_leaderboard(counting_plugin, two_man
 def test_unusable_names_are_refused(counting_plugin, two_manifests, tmp_path, bad):
     from vlbench.errors import OptionError
 
-    # raised from Python, so the message names the keyword argument (issue #22), not the flag
+    # raised from Python, so the message names the keyword argument, not the flag
     with pytest.raises(OptionError, match="dataset_name .* is not a usable name") as err:
         _run(two_manifests[0], tmp_path / "r", dataset_name=bad)
     assert err.value.option == "dataset_name"

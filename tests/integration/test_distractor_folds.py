@@ -1,4 +1,4 @@
-"""Issue #32: ``--distractors`` on a dataset with folds (coco-1k's layout: every fold's gallery gets the whole
+"""``--distractors`` on a dataset with folds (coco-1k's layout: every fold's gallery gets the whole
 distractor set). The run used to crash in write_flips (injected candidate ids past the fold's gallery were
 looked up in the fold's index map); it now finishes, its false rate equals a per-fold recomputation from the
 model's own vectors, and retrieved.npz names injected candidates past the dataset's gallery (docs/flips.md)."""

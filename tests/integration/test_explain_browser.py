@@ -322,7 +322,7 @@ def _painted_height(png: Path) -> int:
 
 @NEEDS_BROWSER
 def test_titled_by_the_run_names_one_condition_at_a_time(colour_run, tmp_path):
-    """Issue #31 item 6: the page is titled by --model-name and --dataset-name (not the run id), and shows one
+    """The page is titled by --model-name and --dataset-name (not the run id), and shows one
     condition at a time (the first, or the one the address names; #all shows every one), by CSS, no script."""
     import subprocess
 

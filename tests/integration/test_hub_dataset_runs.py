@@ -1,4 +1,4 @@
-"""Runs on a Hub dataset (``--dataset hf:ORG/NAME``, issue #30 item 3) and smoke-test runs (``--limit N``, item 4).
+"""Runs on a Hub dataset (``--dataset hf:ORG/NAME``) and smoke-test runs (``--limit N``).
 
 The Hub dataset is a parquet split in huggingface_hub's real cache layout (tests/support/hub_datasets.py), resolved
 offline by the library's own snapshot_download; the same images and captions as a custom manifest must give the

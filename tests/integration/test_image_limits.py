@@ -78,7 +78,7 @@ def test_run_with_a_20_megapixel_strip_adds_no_memory(tiny_models, tmp_path):
     common = ["--model", f"clip:{tiny_models('clip')}", "--num-workers", "0", "--quiet"]
     rc0, base_kb, err0 = _peak_run(common + ["--dataset", f"custom:{man}", "--out", str(tmp_path / "o0")], env)
     assert rc0 == 0, err0
-    # a fresh cache (issue #32): the model is not remembered, so the run would load it at once; the headers are
+    # a fresh cache: the model is not remembered, so the run would load it at once; the headers are
     # checked before that (the check used to run only once the model was loaded: 1.1 GB)
     env = dict(env, VLBENCH_CACHE_DIR=str(tmp_path / "fresh-cache"))
     rc, peak_kb, stderr = _peak_run(common + ["--dataset", f"custom:{strip}", "--out", str(tmp_path / "o")], env)
@@ -86,7 +86,7 @@ def test_run_with_a_20_megapixel_strip_adds_no_memory(tiny_models, tmp_path):
     assert "strip.png" in stderr and "aspect ratio" in stderr
     assert "Traceback" not in stderr
     assert peak_kb < base_kb + 100 * 1024, f"peak {peak_kb / 1024:.0f} MB vs {base_kb / 1024:.0f} MB without the strip"
-    # Headers are checked before the model (and torch) is loaded, so the refused run never holds them: issue #32
+    # Headers are checked before the model (and torch) is loaded, so the refused run never holds them
     # measured 1.1 GB (901 MB here) when the check ran only after a model not yet remembered was loaded; 44 MB now
     assert peak_kb < 300 * 1024, f"peak RSS {peak_kb / 1024:.0f} MB"
     print(f"peak RSS: {peak_kb / 1024:.0f} MB with the strip (refused), {base_kb / 1024:.0f} MB without it")

@@ -1,4 +1,4 @@
-"""Leaderboard input and output that an attacker (or an accident) controls (issue #12): results files that
+"""Leaderboard input and output that an attacker (or an accident) controls: results files that
 are FIFOs, devices or huge; output folders holding links to elsewhere."""
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def test_publish_refuses_an_out_folder_holding_a_link(built, tmp_path, capsys, l
 
 @NEEDS_BROWSER
 def test_room_for_validity_columns_beside_each_drop(runs, tmp_path):
-    """Applicability rate and semantic drift (issue #10: columns applicable, drift_mean, drift_p95 of
+    """Applicability rate and semantic drift (columns applicable, drift_mean, drift_p95 of
     rsum_changes) fit beside each RSUM change: the page still fits 1,400 px and shows them."""
     import re
 

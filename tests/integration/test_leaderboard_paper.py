@@ -1,4 +1,4 @@
-"""Paper-ready leaderboard outputs (issue #31 item 4): every table as LaTeX that compiles (pdflatex, skipped when
+"""Paper-ready leaderboard outputs: every table as LaTeX that compiles (pdflatex, skipped when
 absent) and whose numbers equal the CSV's; the best value bold; intervals as ±; no run ids or hashes in paper
 tables; one page rendered to PNG (pdftoppm) for a person to look at (VLBENCH_SCREENSHOT_DIR keeps it)."""
 

@@ -1,4 +1,4 @@
-"""A leaderboard to publish (issue #22 item 4) at the size of a paper's study: 4 models x 2 datasets x 13
+"""A leaderboard to publish at the size of a paper's study: 4 models x 2 datasets x 13
 caption perturbations x 15 image corruptions x 5 severities (synthetic, valid results.json files written
 through RunRecord). Every table the build makes is published in its own folder; caption perturbations
 (RSUM per perturbation) and image corruptions are separate tables; plots are one per perturbation family and one per

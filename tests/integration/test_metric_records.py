@@ -1,4 +1,4 @@
-"""One definition per metric (issue #20): every metric a run reports is registered and listed by
+"""One definition per metric: every metric a run reports is registered and listed by
 ``vlbench ls metrics``; a new built-in is one record that reaches results.json, per_query.csv.gz, the
 bootstrap, table.md and the leaderboard; fold means match metrics by key, not by position."""
 

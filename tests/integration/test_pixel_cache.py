@@ -1,4 +1,4 @@
-"""Issue #29 item 1a: the preprocessed-pixel cache. A second model with the same preprocessing decodes no image
+"""The preprocessed-pixel cache. A second model with the same preprocessing decodes no image
 (the run's ``timings`` item count of image_decode_preprocess) and gives the numbers it gives without any cache;
 image corruptions at --corrupt-at input share the cache too; `vlbench cache` lists and clears it; a damaged
 pixel file is refused and its image decoded again."""

@@ -1,4 +1,4 @@
-"""Issue #29 1c: scripts/benchmarks/pixel_equivalence.py runs on the CPU on real photographs (scikit-image's) and reports
+"""Scripts/benchmarks/pixel_equivalence.py runs on the CPU on real photographs (scikit-image's) and reports
 the pixel and embedding differences of --pixels device against the reference path, and every metric's change
 on a run; one image's pixel difference is recomputed here with the libraries alone (no vlbench code)."""
 

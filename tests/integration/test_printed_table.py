@@ -1,4 +1,4 @@
-"""The table a run prints (issue #31 items 5, 6): on a random-weight CLIP run with caption perturbations and image
+"""The table a run prints: on a random-weight CLIP run with caption perturbations and image
 corruptions, every printed value lies in its metric's declared range (the default nDCG is clipped at 0, so it is in
 [0, 1]); the chapter's DCG_CM columns are in table.md only, labelled; the printout ends with a per-family summary
 whose numbers follow from the record, and one definition line per printed metric."""

@@ -1,4 +1,4 @@
-"""The chapter protocol offline (issue #22 item 1): NLTK's punkt_tab and averaged_perceptron_tagger_eng
+"""The chapter protocol offline: NLTK's punkt_tab and averaged_perceptron_tagger_eng
 installed from a copied nltk_data folder or archive (checked file by file), found by preflight in under a
 second without importing NLTK, and a `--protocol hendriksen2024 --perturb all` run on a custom manifest with a
 local tiny model that runs all 13 compatible perturbations and records the NLTK version and data provenance."""

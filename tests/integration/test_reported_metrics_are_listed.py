@@ -1,4 +1,4 @@
-"""Issue #20: everything vlbench reports is a registered metric, listed by ``vlbench ls metrics``.
+"""Everything vlbench reports is a registered metric, listed by ``vlbench ls metrics``.
 
 Self-contained: it makes the kinds of runs vlbench has (retrieval with caption perturbations, graded relevance,
 gallery distractors, fraction recall on one side; the order and SugarCrepe++ choice tasks), reads their

@@ -1,4 +1,4 @@
-"""Issue #24 item 4: `vlbench rescore RUN --as SUITE` re-scores a finished run's cached embeddings under other
+"""`vlbench rescore RUN --as SUITE` re-scores a finished run's cached embeddings under other
 suites' published definitions (recomputed here independently), loads no model and does not import torch."""
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def test_condition_filter_and_unknown_condition(finished):
 
 
 def test_a_suite_registered_in_a_test_file_rescores_a_run(finished, tmp_path):
-    """issue #28: a rescore suite is one registered record; a new one (here, in this file) is scored and
+    """A rescore suite is one registered record; a new one (here, in this file) is scored and
     written by the kernel with no other module edited. Its numbers, by hand: the t2i hit@1 (the caption's
     image ranks first, ties to the lower index) from the same embeddings."""
     import shutil

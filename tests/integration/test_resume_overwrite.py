@@ -1,4 +1,4 @@
-"""Issue #32 item 2: resume and overwrite that cannot mix or lose a run. ``resume`` returns a finished run only
+"""Resume and overwrite that cannot mix or lose a run. ``resume`` returns a finished run only
 when every option that changes a number, the dataset's content and the run's files are what this run would
 have; each differing option is named. ``overwrite`` replaces only a folder holding a vlbench run (proved by its
 record) and removes what that run wrote (its explain page and rescore files included), nothing else."""

@@ -1,4 +1,4 @@
-"""Issue #32 items 1 and 3: run files prove what they claim. Every reader of a run's files (compare, rescore,
+"""Run files prove what they claim. Every reader of a run's files (compare, rescore,
 explain, the leaderboard's --comparison records) refuses, by name and without a traceback, a file changed after
 the run, a path leading out of the run folder, another run's file, values out of range, replaced images, and
 records that do not hold what they say. Each test is named after what it protects; most edit a copy of a real

@@ -1,4 +1,4 @@
-"""Issue #24 item 5: results.json records where the time went (stages that add up to the wall time, with items
+"""results.json records where the time went (stages that add up to the wall time, with items
 and items per second) and the hardware; the clock's exclusive attribution is checked on a fake timer."""
 
 from __future__ import annotations

@@ -205,7 +205,7 @@ def test_ls_lists_tasks_datasets_and_image_perturbations(capsys):
 
 
 def test_a_task_registered_in_a_test_file_runs_end_to_end(counting_plugin, manifest, tmp_path):
-    """issue #28: a choice task is one registered record; a new one (here, in this file) runs through the
+    """A choice task is one registered record; a new one (here, in this file) runs through the
     kernel with no other module edited: item sets from its load hook, its own rule and table."""
     from vlbench.datasets.core import load_dataset
     from vlbench.tasks import ChoiceItem, ChoiceTask, ItemSets, register_task, unregister_task

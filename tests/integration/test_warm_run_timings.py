@@ -1,4 +1,4 @@
-"""Issue #32 (timings): warm runs with image corruptions or gallery distractors book their time in the stages
+"""Warm runs with image corruptions or gallery distractors book their time in the stages
 that did the work (``other`` under 5% of the wall time), a warm run whose vectors are all cached loads no model
 (not even to read the input size of the corruptions), and the forward counts equal what was encoded, injected
 distractors included. A --no-cache run writes nothing under the user's cache folder (the weights digests)."""

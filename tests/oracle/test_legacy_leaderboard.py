@@ -1,13 +1,13 @@
 """results.json files written before the results/runner redesign (tests/fixtures/legacy_v1, made by the
 make_fixtures.py beside them) still load and rebuild the same leaderboard: every table (CSV and
 Markdown) byte for byte. The presentation files are allowed to change with the page's design (the
-ranking and the family-grouped plots came after the fixtures; issue #22 redrew the plots at paper size,
+ranking and the family-grouped plots came after the fixtures redrew the plots at paper size,
 one per perturbation family, as PNG and SVG): index.html by name, the plots not at all (nor the list of
 plots at the end of leaderboard.md), and the build manifest byte for byte except for those files. Tables
 added by later features (image corruptions, choice tasks) are written for old runs too, without rows: they
 may be the only extra files, and every file the old build wrote must be unchanged, apart from the renaming of
-issue #28 (tables named by what they show, not by the thesis' numbering): RENAMED maps each old file stem
-and title to the new one, and every other byte is compared. Issue #31 made the Markdown tables paper tables (no
+the renaming (tables named by what they show, not by the thesis' numbering): RENAMED maps each old file stem
+and title to the new one, and every other byte is compared. Later the Markdown tables became paper tables (no
 run ids, hashes or empty flags column: :func:`_paper_md` removes them from the old files, every other byte is
 compared), added each table as LaTeX (``NAME.tex``, ``leaderboard.tex``) and the robustness summary, and named the
 run folder in the manifest's runs; leaderboard.md, which holds every table, is presentation since. The clean table
@@ -24,7 +24,7 @@ from pathlib import Path
 from support.data import TESTS
 
 LEGACY = TESTS / "fixtures" / "legacy_v1"
-#: issue #28: old table name -> new (file stems, ids in the manifest), old title -> new
+#: old table name -> new (file stems, ids in the manifest), old title -> new
 RENAMED = {"table_5_3_rsum": "rsum_per_perturbation", "table_5_3_total": "rsum_per_perturbation_total", "table_5_3": "rsum_per_perturbation",
            "table_5_2": "clean_retrieval", "table_5_4": "model_input_similarity"}
 RETITLED = {"Table 5.2: clean retrieval performance": "Clean retrieval",
@@ -115,7 +115,7 @@ def test_legacy_results_rebuild_the_same_leaderboard_bytes(tmp_path):
     presentation = lambda f: f == "index.html" or plot(f) or f == "leaderboard.md"  # noqa: E731
     g, w = json.loads(manifest.read_text()), json.loads(_renamed(want["build_manifest.json"].read_text()))
     for r in g["runs"]:
-        r.pop("folder")  # issue #31: the run folder as given, beside its path
+        r.pop("folder")  # The run folder as given, beside its path
     for doc in (g, w):
         doc.pop("plots")
         # a retitled table's bytes were compared above (after the renaming), so its hash is left out here

@@ -459,7 +459,7 @@ def test_default_keys():
 
 
 def test_default_ndcg_clips_negative_gains_by_hand():
-    """The default nDCG (issue #31 item 5): non-positive gains max(0, relevance). Caption 0's images score 0.1 (its
+    """The default nDCG: non-positive gains max(0, relevance). Caption 0's images score 0.1 (its
     own), 0.2, 0.0, so the ranking is img1, img0, img2; relevance -3 for both others. By hand:
     clipped DCG = 0 + 1/log2(3) + 0, ideal = 1 (positive first, zeros after): nDCG = 1/log2(3) = 0.6309;
     the chapter's DCG_CM = -3 + 1/log2(3) - 3/2 and its ideal 1 - 3/log2(3) - 3/2 < 0, so nDCG_CM = 0."""

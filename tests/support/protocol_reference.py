@@ -1,6 +1,6 @@
 """Reference implementations of the chapter authors' protocol pieces (``hendriksen2024``), row by row.
 
-Test-only code (moved out of vlbench/metrics/protocols.py, issue #20): the package computes the fraction
+Test-only code (moved out of vlbench/metrics/protocols.py): the package computes the fraction
 recall in its one scoring pass (vlbench.metrics.compute, ``i2t_recall="fraction"``) and DCG_CM with a fixed
 relevance model there too; these plain loops are the independent statement of what the authors' code does
 (github.com/mariyahendriksen/model-robustness-for-itr), checked by tests/oracle/test_protocol_reference_loops.py:

@@ -1,4 +1,4 @@
-"""A tiny checkpoint that ships its own code (issue #33 item 3): config.json with ``auto_map`` naming the
+"""A tiny checkpoint that ships its own code: config.json with ``auto_map`` naming the
 configuration and modeling files in the folder (tests/support/remote_code/), random weights saved with
 save_pretrained, and a CLIP tokenizer (248 tokens, as Long-CLIP reads) and image processor, so transformers'
 AutoModel path loads it as it loads jina-clip-v2 or FG-CLIP 2 from the Hub."""

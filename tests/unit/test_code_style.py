@@ -1,4 +1,4 @@
-"""Code style that ruff cannot check (issue #28, item 3): vlbench's own modules go by their real names, and they
+"""Code style that ruff cannot check: vlbench's own modules go by their real names, and they
 and the standard library are imported at the top of a module, where the dependency graph (and the layer test)
 can see them.
 

@@ -1,4 +1,4 @@
-"""Old import paths, kept for plug-ins and scripts written before issue #20 split this flat package into
+"""Old import paths, kept for plug-ins and scripts written before this flat package was split into
 layers (docs/architecture.md). ``vlbench.benchmark.<old>`` is the same module object as its new home, with a
 DeprecationWarning naming the new path. Import from the new path, or from ``vlbench`` itself
 (``vlbench.ModelAdapter``, ``vlbench.Metric``, ``vlbench.run``, ...), which stays stable."""

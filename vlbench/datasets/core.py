@@ -165,7 +165,7 @@ def safe_join(root: Path, rel: str) -> Path:
     if "\0" in rel:
         raise DataError(f"image path {rel!r} contains a NUL character", "fix the file name in the manifest")
     p = Path(rel)
-    if not p.parts:  # "." or "./": the data folder itself (issue #21, helper E)
+    if not p.parts:  # "." or "./": the data folder itself
         raise DataError(f"image path {rel!r} names the data folder itself, not an image file",
                         "give the image file's name relative to the manifest's folder (e.g. images/0001.jpg)")
     if p.is_absolute() or rel.startswith(("/", "\\")) or ":" in p.parts[0][1:2]:
@@ -303,7 +303,7 @@ def check_images(ds: Dataset, limit: int = 5) -> None:
         p = ds.image_path(i)
         try:
             present = p.is_file()
-        except OSError as exc:  # a name too long for the file system (issue #21, helper E): a message, no traceback
+        except OSError as exc:  # a name too long for the file system: a message, no traceback
             raise DataError(f"image file name {str(p)[:80]!r}... ({len(str(p)):,} characters) of {ds.name!r} cannot "
                             f"be looked up: {exc.strerror}", "rename the file and its entry to a shorter name "
                             "(at most 255 bytes per name)") from None

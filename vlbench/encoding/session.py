@@ -38,7 +38,7 @@ class EncodingSession:
         """The session of model ``spec``. ``no_cache``: neither read nor write vectors or the identity memo;
         ``restart``: re-encode and re-identify (the cache is still written). ``stats``: share the counters
         of another session (the relevance model adds to the run's). ``images``: the run's image files, whose
-        headers are checked before a model that must be loaded at once is loaded (issue #32: a 20,000,000 x 1
+        headers are checked before a model that must be loaded at once is loaded (a 20,000,000 x 1
         PNG is refused before torch is imported). ``pixels``: the path that makes the image pixels (--pixels:
         reference or device, encoding/device_pixels.py), part of the model's identity unless reference."""
         root = None if no_cache else stores.root(cache_dir)
@@ -68,6 +68,6 @@ class EncodingSession:
 
 
 def check_headers(paths: list) -> None:
-    """Every image file's header, checked (size, format) before anything heavy is loaded (issue #32)."""
+    """Every image file's header, checked (size, format) before anything heavy is loaded."""
     for p in paths:
         check_image_header(p)

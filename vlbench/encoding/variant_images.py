@@ -78,7 +78,7 @@ class _Geometry:
     (the shape it gives a probe image), so ``preprocess`` answers with a read-only zero array of the shape the
     model's own preprocessing gives an image of that size, remembered beside the model's identity
     (:meth:`vlbench.models.lazy.LazyModel.preprocessed_shape`): a warm run whose vectors are all cached loads
-    no model for it (issue #32). Without that memo, or when the output has no shape, it is the model's own."""
+    no model for it. Without that memo, or when the output has no shape, it is the model's own."""
 
     def __init__(self, adapter):
         self._adapter = adapter

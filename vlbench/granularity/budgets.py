@@ -1,4 +1,4 @@
-"""Caption-length budgets as conditions (``--token-budget``, ``--sentence-budget``; issue #33 item 2).
+"""Caption-length budgets as conditions (``--token-budget``, ``--sentence-budget``).
 
 ``budget:B`` evaluates the clean queries with every caption cut to B tokens by the model's own tokenizer, its
 end token kept (models/budget.py); ``sentences:K`` with every caption cut to its first K sentences

@@ -1,6 +1,6 @@
 """Matching the images of an (original, fine-grained) pair of caption sets for the paired bootstrap.
 
-Two datasets are paired by the image paths of their manifests, in any order (issue #12: pairing by
+Two datasets are paired by the image paths of their manifests, in any order (pairing by
 line number compared image with wrong image); sets of different images are refused unless the caller
 asks for independent resampling. The pairs and the bootstrap settings are checked here before any
 caption is parsed.

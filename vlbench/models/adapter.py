@@ -163,7 +163,7 @@ def _dir_fingerprint(path: Path) -> dict:
     (path, inode, size, mtime and ctime) in the cache folder; a changed file is hashed again. ctime
     and the inode are in the key because size + mtime alone let a same-size replacement whose mtime
     was restored (``cp -p``, ``touch -d``, an unpacked archive) reuse the old digest and so the old
-    cached vectors (issue #12); ctime cannot be set back by a user and a rename gives a new inode.
+    cached vectors; ctime cannot be set back by a user and a rename gives a new inode.
     """
     memo_path = stores.path("file-digests") / "digests.json"  # the current cache root (stores.using)
     keep = stores.on_disk()  # a --no-cache run neither reads nor writes the memo

@@ -1,4 +1,4 @@
-"""Captions cut to a token budget by the model's own tokenizer (``--token-budget``, issue #33 item 2).
+"""Captions cut to a token budget by the model's own tokenizer (``--token-budget``).
 
 A budget of B tokens counts everything the text tower reads, its special tokens included (CLIP: start and end
 token, so B - 2 caption tokens): the cut caption is the text whose tokenization is the first B - n_special

@@ -49,7 +49,7 @@ def split_options(checkpoint: str | None, family: str = "siglip2") -> tuple[str,
     opts = {k: v[0] for k, v in OPTIONS.items()}
     try:
         pairs = query_pairs(query)
-    except QueryProblem as exc:  # lowercase=0&lowercase=1: which one was meant is unknowable (issue #32)
+    except QueryProblem as exc:  # lowercase=0&lowercase=1: which one was meant is unknowable
         raise ModelError(f"{family}: {exc} in {checkpoint!r}",
                          f"e.g. {family}:{DEFAULTS.get(family, 'CHECKPOINT')}?lowercase=0") from None
     for key, value in pairs:

@@ -1,4 +1,4 @@
-"""Semantic guard of the synonym perturbations (issue #10): a candidate caption is accepted only if its
+"""Semantic guard of the synonym perturbations: a candidate caption is accepted only if its
 all-MiniLM-L6-v2 cosine similarity to the original caption is at least ``threshold``.
 
 A perturbation with a ``choices(text, tokens, rng)`` method lists its candidate outputs per caption, best

@@ -1,4 +1,4 @@
-"""Automatic checks of synonym substitutions (issue #10): does a replacement keep the caption's form?
+"""Automatic checks of synonym substitutions: does a replacement keep the caption's form?
 
 Independent of how :mod:`vlbench.perturbations.lexical` chooses its candidates: the replaced words are
 found by a word-level diff of the original and the perturbed caption, and each change is classified:

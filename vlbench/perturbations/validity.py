@@ -1,4 +1,4 @@
-"""Validity of a robustness number (issue #10): is the perturbed input really perturbed, and does it still
+"""Validity of a robustness number: is the perturbed input really perturbed, and does it still
 mean the same thing?
 
 Per perturbation::

@@ -217,7 +217,7 @@ def check_dataset(name: str, *, data_dir=None, gallery="test", extra_positives=N
 
 def _images_without_captions(name: str, data_dir, download: bool) -> list[Problem]:
     """The built-in dataset's image folder, checked without its captions, so the first message lists both
-    (helper I, issue #22: the images appeared only on a second try)."""
+    (helper I: the images appeared only on a second try)."""
 
     exc = None if download else images_problem(name, data_dir)
     return [Problem(f"images of {name!r}", exc.message, exc.hint or "", type(exc))] if exc else []
@@ -281,7 +281,7 @@ def preflight(cfg, log=None):
     gallery = gallery_problem(cfg, ds)
     if gallery:
         problems.append(Problem(f"gallery of {cfg.dataset!r}", *gallery, DataError))
-    # English-only perturbations on captions in another language (issue #21; vlbench.perturbations.check_language)
+    # English-only perturbations on captions in another language (vlbench.perturbations.check_language)
     problems += [Problem("--perturb", e.message, e.hint or "", type(e))
                  for e in perturbations.language_problems(cfg, ds)]
     if ds is not None:

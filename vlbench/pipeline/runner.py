@@ -267,7 +267,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded | None:
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
     checked = "torch" not in sys.modules
     if checked:  # its first import takes seconds: say so before the wait, not after
-        check_headers(paths)  # but a bad image first: refused before hundreds of MB are imported (issue #32)
+        check_headers(paths)  # but a bad image first: refused before hundreds of MB are imported
         _log(cfg, "loading torch and the model's library (a few seconds on first use)")
         importlib.import_module("torch")
     session = _load_model(m, cfg.output_opts, None if checked else paths)

@@ -5,7 +5,7 @@ pauses the one around it (exclusive attribution), and time outside any named sta
 the stages sum to the wall time by construction, and ``other`` shows what no stage names (the
 torchrun gather). Building and writing the record, the run's id and output folder are ``writing``; binding image
 conditions to the model is ``image_decode_preprocess``; the encoding of gallery distractors is booked in the
-encoding stages like the gallery's own (issue #32).
+encoding stages like the gallery's own.
 
 Encoding is split after the fact from the encode statistics (:class:`vlbench.encoding.encode.EncodeStats`),
 which time the model's forward passes and the model load where they happen: what remains of an image

@@ -84,7 +84,7 @@ def check_coco_images(items, images_dir, what: str) -> None:
 
 def _image_present(folder: Path, name: str, what: str) -> bool:
     """Whether the image is a file inside ``folder``, as custom manifests check it (datasets.core.safe_join): a
-    symbolic link inside the folder that points elsewhere is refused (issue #32), unless it leads into a store named
+    symbolic link inside the folder that points elsewhere is refused, unless it leads into a store named
     in $VLBENCH_IMAGE_ROOTS; a name the file system cannot look up is a DataError, not a traceback."""
     try:
         return safe_join(folder, name).is_file()

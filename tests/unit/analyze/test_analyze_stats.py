@@ -1,4 +1,4 @@
-"""vlbench analyze's statistics (issue #33 item 4): the cluster-robust regression equals statsmodels, a planted
+"""vlbench analyze's statistics: the cluster-robust regression equals statsmodels, a planted
 effect is recovered by the regression and shows in the quantile bins, the bins and the paired difference."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Options refused instead of ignored (issue #21) and messages that say all at once (issue #22 item 3):
+"""Options refused instead of ignored and messages that say all at once:
 extended positives on a dataset without them, an empty custom: path, images in the first offline message,
 flat download errors, a checkpoint folder without processor files caught in preflight, the digit-bank
 fallback on the console, and `vlbench cache ls` columns that line up."""

@@ -1,4 +1,4 @@
-"""Bad option values and bad folders are clear errors (exit 2) before any work (issue #12)."""
+"""Bad option values and bad folders are clear errors (exit 2) before any work."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""compare answers the question asked (issue #31 item 3): clean, then one robustness row per family (its
+"""compare answers the question asked: clean, then one robustness row per family (its
 conditions averaged per query), the correction family stated; narrowed by --conditions / --directions; models
 named by --model-name; and the leaderboard's rank groups and compare agree on a constructed case."""
 

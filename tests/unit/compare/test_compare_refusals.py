@@ -1,4 +1,4 @@
-"""compare's bad input (issue #32): every case a clear error naming the option or the runs, never a traceback;
+"""compare's bad input: every case a clear error naming the option or the runs, never a traceback;
 each test is named after what it protects."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #32: --distractors sources named twice under two spellings, and caption lines too long to tokenize."""
+"""--distractors sources named twice under two spellings, and caption lines too long to tokenize."""
 
 from __future__ import annotations
 

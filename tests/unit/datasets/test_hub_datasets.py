@@ -1,4 +1,4 @@
-"""``hf:ORG/NAME`` datasets (issue #30 item 3): the spec, the Hub's parquet layouts, column detection, repeated
+"""``hf:ORG/NAME`` datasets: the spec, the Hub's parquet layouts, column detection, repeated
 images, image files, and the refusals; every case read through huggingface_hub's own snapshot_download from a
 cache filled in its real layout (tests/support/hub_datasets.py), offline."""
 

@@ -1,4 +1,4 @@
-"""Long-caption test sets (issue #33 item 1): each loads a fixture in its native layout (Urban1k image/ +
+"""Long-caption test sets: each loads a fixture in its native layout (Urban1k image/ +
 caption/*.txt, DOCCI jsonlines with a split field, IIW data.jsonl, DCI per-image JSON + splits.json), its protocol
 variant is in its name, and a source whose checksum differs (pinned, or pinned on first use) is refused."""
 

@@ -1,4 +1,4 @@
-"""Manifest input that used to be accepted silently (issue #12): the same image under two spellings,
+"""Manifest input that used to be accepted silently: the same image under two spellings,
 captions that are not text, and links into a shared image store (allowed only when named)."""
 
 from __future__ import annotations

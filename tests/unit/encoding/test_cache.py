@@ -1,5 +1,5 @@
 """The embedding cache: keys, atomicity, CLI, and the memory bound of block-wise metrics; shards prove their
-contents (issue #21 item 7): a shard whose vectors were changed on disk (scaled, zeroed, NaN, swapped between keys,
+contents: a shard whose vectors were changed on disk (scaled, zeroed, NaN, swapped between keys,
 fewer than its keys), a shard of an older vlbench without a checksum and a shard removed while a run reads the
 cache are never used; their items are encoded again."""
 
@@ -112,7 +112,7 @@ def _fake_model(root, model_hash, label=None):
 
 
 def test_clear_needs_an_exact_hash_or_an_unambiguous_prefix(tmp_path):
-    """issue #12: `cache clear --model-hash 2` removed every model whose hash starts with 2."""
+    """`cache clear --model-hash 2` removed every model whose hash starts with 2."""
     from vlbench.errors import VlbenchError
 
     a, b, c = "2" * 8 + "a" * 56, "2" * 8 + "b" * 56, "3" * 64
@@ -149,7 +149,7 @@ def test_cache_ls_shows_a_header_model_names_and_perturbations(tmp_path):
 
 
 def test_cache_clear_refuses_empty_or_unmatched_hash_and_file_cache_dir(tmp_path, capsys):
-    """issue #12: `cache clear --model-hash ""` removed everything; a file as --cache-dir was a traceback."""
+    """`cache clear --model-hash ""` removed everything; a file as --cache-dir was a traceback."""
     from vlbench import cli
 
     a, b = "4" * 64, "5" * 64

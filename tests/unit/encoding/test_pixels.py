@@ -64,7 +64,7 @@ def test_store_round_trip_damage_and_concurrent_clear(tmp_path, capsys):
 
 
 def test_cache_writes_survive_a_concurrent_clear(tmp_path, monkeypatch):
-    """Issue #32: `vlbench cache clear` removing a store's folder between its creation and the rename of a write
+    """`vlbench cache clear` removing a store's folder between its creation and the rename of a write
     (the model-identity memo's atomic write, 1 in 24 tries) is retried, never a traceback."""
     import tempfile
 

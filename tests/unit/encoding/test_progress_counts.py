@@ -1,4 +1,4 @@
-"""Progress bars count what the lines before them announce (issue #31 item 6): the perturbation bar counts every
+"""Progress bars count what the lines before them announce: the perturbation bar counts every
 (perturbation, caption) output; the text bar counts the distinct texts, the cached ones counted as done."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #21, reliability of ``vlbench granularity``: impossible --ci values, --out naming a file, a
+"""Reliability of ``vlbench granularity``: impossible --ci values, --out naming a file, a
 negative --seed with --pair, and --pair written as in --dataset, all checked before any caption is parsed.
 
 The commands go through ``vlbench.cli.main`` (the real entry point: exit status 2 and a message, no

@@ -44,7 +44,7 @@ def write(path: Path, rows: list[dict]) -> str:
 
 def test_profiles_are_named_option_sets():
     assert set(PROFILES) == {"per-caption", "per-noun"}  # the library's; the study adds "paper"
-    # the paper reads as the default but for complement phrases (every prepositional phrase, issue #32)
+    # the paper reads as the default but for complement phrases (every prepositional phrase)
     assert profile_options("paper") == {**PROFILES["per-caption"], "cp_scope": "caption", "cp_relations": ("prep",)}
     assert registry.granularity_profiles.entry("paper").source == "study:hendriksen2024"
     assert FeatureOptions.from_kwargs(**profile_options("per-noun")) == FeatureOptions()
@@ -111,7 +111,7 @@ def test_cli_profile_flag_and_override(tmp_path, language, capsys):
 
 
 # ------------------------------------------------------------------------------------------------
-# pairing by image (issue #12)
+# pairing by image
 
 
 def test_reordered_fg_manifest_is_paired_by_image(tmp_path, language):

@@ -1,4 +1,4 @@
-"""Issue #21 item 6: the paper profile's readings of complement phrases, quantifiers, concept depth and
+"""The paper profile's readings of complement phrases, quantifiers, concept depth and
 concept diversity (docs/granularity.md gives the argument for each), on gold parses worked by hand.
 
 Each gold ``Doc`` has hand-written tags and dependencies, so the counting rules are checked without the
@@ -35,7 +35,7 @@ def test_the_paper_profile_names_the_four_readings():
         assert readings["quantifier_set"] == "numerals"
         assert readings["depth_pos"] == ("NOUN", "VERB")
         assert readings["diversity"] == "concepts"
-    # CPs: inside a noun's phrase (the library's default) / every prepositional phrase (the paper, issue #32)
+    # CPs: inside a noun's phrase (the library's default) / every prepositional phrase (the paper)
     assert profile_options("per-caption")["cp_scope"] == "np"
     assert (PAPER.cp_scope, PAPER.cp_relations) == ("caption", ("prep",))
     # FeatureOptions' own defaults (the per-noun profile) keep the earlier readings

@@ -1,4 +1,4 @@
-"""Image-perturbation plug-ins that misbehave (issue 21, reliability), the pixel limit for --corrupt-at original,
+"""Image-perturbation plug-ins that misbehave, the pixel limit for --corrupt-at original,
 and --mce-reference on another dataset."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""zoom_blur's fast path equals the reference code path at side lengths where it used to differ (issue 21 item 2).
+"""zoom_blur's fast path equals the reference code path at side lengths where it used to differ.
 
 Before the fix, scripts/benchmarks/scan_zoom_blur.py found 116 (shape, severity) mismatches over side lengths 32..1024
 (34 distinct side lengths, 0/4/10/19/25 per severity 1-5), all on the last row or column; the sizes below

@@ -1,4 +1,4 @@
-"""The package's shape (issues #13, #20): layers in a stated order, no import cycles, no private name imported
+"""The package's shape: layers in a stated order, no import cycles, no private name imported
 across subpackages, no folder too large, no module over ~400 lines and no function over ~60 lines unless the
 module says why, one results schema constant. Read from the source with ast (nothing is imported), so the
 checks see lazy imports inside functions too."""
@@ -135,7 +135,7 @@ def test_no_import_cycles():
     known = package_modules()
     graph = {m: _imports(m, p, known) for m, p in known.items()}
     assert _cycles(graph) == []
-    # the cycle issue #13 named: datasets.py <-> download.py
+    # a cycle there once: datasets.py <-> download.py
     assert "vlbench.datasets.core" not in graph["vlbench.datasets.download"]
 
 
@@ -269,7 +269,7 @@ def test_the_library_never_imports_a_study():
     assert bad == []
 
 
-#: what names one publication; the library outside vlbench/studies/ must not (issue #28)
+#: what names one publication; the library outside vlbench/studies/ must not
 _STUDY_WORDS = re.compile(r"hendriksen|thesis|chapter", re.I)
 
 
@@ -300,7 +300,7 @@ def test_studies_are_registered_through_entry_points_only():
 
 
 def test_run_folder_file_names_have_one_owner():
-    """issue #28: a run folder's file names are written as literals in vlbench/runfolder.py only; every
+    """A run folder's file names are written as literals in vlbench/runfolder.py only; every
     other module names them through its constants (so a renamed or added file is one edit)."""
     import vlbench.runfolder as RF
 

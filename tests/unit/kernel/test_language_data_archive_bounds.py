@@ -1,5 +1,5 @@
 """`vlbench setup-language-data --from ARCHIVE` and the bounded extraction under it (vlbench/util/archive.py):
-issue #32's cases, each refused with a message that names the archive (and the limit), not a traceback."""
+hostile archives, each refused with a message that names the archive (and the limit), not a traceback."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ def test_plugin_calling_sys_exit_on_import_is_an_error(tmp_path, monkeypatch):
 
 
 def test_plugin_raising_keyboard_interrupt_at_import_is_named(tmp_path, monkeypatch):
-    """Issue #32: a plug-in that raises KeyboardInterrupt while importing stayed anonymous (every run stopped as if
+    """A plug-in that raises KeyboardInterrupt while importing stayed anonymous (every run stopped as if
     the user had pressed Ctrl-C); it is still an interrupt, but it names the plug-in, its source and target."""
     from vlbench.errors import PluginInterrupt
 

@@ -51,7 +51,7 @@ def test_granularity_is_reachable_after_import_vlbench():
 
 
 def test_old_module_paths_are_the_moved_modules_with_a_deprecation_warning(monkeypatch):
-    """Issue #20 split vlbench/benchmark into layers; plug-ins written against the old paths keep working."""
+    """vlbench/benchmark was split into layers; plug-ins written against the old paths keep working."""
     import importlib
 
     import pytest

@@ -1,4 +1,4 @@
-"""vlbench.runfolder's file hashes (issue #32 item 1): a run file is handed to a reader only when it is the one
+"""vlbench.runfolder's file hashes: a run file is handed to a reader only when it is the one
 the run wrote, by its sha256 and size in results.json ``files``; every other case is refused by name."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""RunRecord.load and RunRecord.from_json read a run however it is handed over (issue #22 item 5): a run
+"""RunRecord.load and RunRecord.from_json read a run however it is handed over: a run
 folder, its results.json (str or Path), JSON text (str or bytes) or the parsed dict, all giving the same
 record; reading is bounded (a folder is not a file, a missing path is named, deep nesting is refused)."""
 

@@ -1,4 +1,4 @@
-"""Leaderboard rank groups (issue #23 item 2) on a constructed case with hand-worked values, and the flips /
+"""Leaderboard rank groups on a constructed case with hand-worked values, and the flips /
 distractors sections read from synthetic run files (formats of flips.csv and gallery conditions)."""
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def test_flips_and_distractor_sections(tmp_path):
 
 
 def test_rank_groups_use_only_run_files_that_prove_themselves(tmp_path):
-    """issue #32: a per_query.csv.gz changed after the run (its sha256 no longer the one results.json lists), a
+    """A per_query.csv.gz changed after the run (its sha256 no longer the one results.json lists), a
     results.json `per_query` path leading out of the run folder, a run without file hashes, and per-query values
     re-hashed but disagreeing with the recorded RSUM each leave that model without a group; the intact one keeps it."""
     from vlbench.leaderboards.sections import _clean_rsum

@@ -1,4 +1,4 @@
-"""Leaderboard integrity (issue #21 item 8, corruption geometry) and names (issue #22 item 4): an edited or
+"""Leaderboard integrity (corruption geometry) and names: an edited or
 impossible value is refused by name, never shown; parsing is bounded; runs corrupted at different geometries
 or made under different protocols are refused (or flagged with --allow-mixed) whichever of them is newer;
 an explicit --model-name wins over a newer run's bare spec; warnings name the run folders given.

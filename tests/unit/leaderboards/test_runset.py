@@ -1,4 +1,4 @@
-"""Which runs a leaderboard takes (issue #31 item 2): one dataset per content hash, stray / limited / unfinished
+"""Which runs a leaderboard takes: one dataset per content hash, stray / limited / unfinished
 runs left out and named, --select, --run-set, --latest, and a ranking over the datasets the ranked models share."""
 
 from __future__ import annotations

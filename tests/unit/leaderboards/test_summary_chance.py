@@ -1,4 +1,4 @@
-"""The robustness summary (issue #31 item 4): chance level against a simulation of random rankings, RSUM retained
+"""The robustness summary: chance level against a simulation of random rankings, RSUM retained
 against its definition, its bootstrap interval against a plain resampling loop; "largest drop" only for a real
 drop; a model name with $...$ is drawn as written, never as mathtext."""
 

@@ -1,4 +1,4 @@
-"""Flip analysis (issue #23 item 3): flips.csv and retrieved.npz equal a hand count (3x3) and a numpy
+"""Flip analysis: flips.csv and retrieved.npz equal a hand count (3x3) and a numpy
 recomputation from the embeddings of a small run; keeping the top-10 head moves no metric value."""
 
 from __future__ import annotations

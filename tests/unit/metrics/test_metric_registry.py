@@ -140,7 +140,7 @@ WORST = Metric("worst-rank", "rank", "[1, n]", False, "worst best-positive rank"
 
 
 def test_plugin_param_and_aggregate_are_honoured_as_for_a_builtin(monkeypatch):
-    """issue #28: a plug-in's param, aggregate and percent take the built-ins' path (they were ignored: one
+    """A plug-in's param, aggregate and percent take the built-ins' path (they were ignored: one
     mean record with k=None)."""
     for name, m in (("rr-at", RR_AT), ("worst-rank", WORST)):
         monkeypatch.setitem(registry.metrics._entries, name, registry.Entry(name, m, "", "plugin:test"))

@@ -170,7 +170,7 @@ def test_openclip_keys_keep_token_zero(tiny_models):
 
 
 def test_openclip_custom_text_tower_embed_dim(tiny_models):
-    """issue #13: the identity gave embed_dim 0 for CustomTextCLIP (operator precedence bug); both
+    """The identity gave embed_dim 0 for CustomTextCLIP (operator precedence bug); both
     open_clip model classes of the tiny fixtures have a 16-d joint space (embed_dim=16 in their config)."""
     import open_clip
 
@@ -184,7 +184,7 @@ def test_openclip_custom_text_tower_embed_dim(tiny_models):
 
 
 def test_same_size_same_mtime_weights_get_a_new_fingerprint(tmp_path, monkeypatch):
-    """issue #12: replacing weights by a same-size file with the old mtime must change the hash."""
+    """Replacing weights by a same-size file with the old mtime must change the hash."""
     from vlbench.models.adapter import _dir_fingerprint
 
     monkeypatch.setenv("VLBENCH_CACHE_DIR", str(tmp_path / "cache"))

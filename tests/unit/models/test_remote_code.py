@@ -1,4 +1,4 @@
-"""Long-text models that ship their own code (issue #33 item 3): ``remote:CHECKPOINT`` loads a checkpoint whose
+"""Long-text models that ship their own code: ``remote:CHECKPOINT`` loads a checkpoint whose
 config.json maps AutoModel to a file in its folder through transformers' real AutoModel path, only with
 --trust-remote-code, and records the code, the options and the context length in the model identity."""
 

@@ -147,7 +147,7 @@ def test_relevance_st_problem_is_named_in_its_role_before_any_work(tmp_path):
 
 
 def test_st_text_only_model_is_refused_before_loading(tmp_path, monkeypatch, manifest):
-    """Issue #32: ``st:`` with a text-only sentence-transformers model (the real all-MiniLM-L6-v2 folder) ended in
+    """``st:`` with a text-only sentence-transformers model (the real all-MiniLM-L6-v2 folder) ended in
     sentence-transformers' ValueError after loading; now the preflight and the loader refuse it from its files,
     naming the model and why, before sentence-transformers is asked to load anything."""
     import sentence_transformers
@@ -174,7 +174,7 @@ def test_st_text_only_model_is_refused_before_loading(tmp_path, monkeypatch, man
 
 
 def test_st_broken_modules_json_names_the_file(st_folder, tmp_path):
-    """Issue #32: a broken modules.json gave a JSONDecodeError naming no file; now a ModelError names it."""
+    """A broken modules.json gave a JSONDecodeError naming no file; now a ModelError names it."""
     import shutil
 
     from vlbench.errors import ModelError

@@ -176,7 +176,7 @@ def test_default_checkpoints_offline_fail_fast_naming_the_hub_id(monkeypatch):
 
 @pytest.mark.parametrize("family", ["siglip", "siglip2"])
 def test_duplicated_query_keys_are_refused(family):
-    """Issue #32: ``siglip2:DIR?lowercase=0&lowercase=1`` took the last value silently; which was meant is
+    """``siglip2:DIR?lowercase=0&lowercase=1`` took the last value silently; which was meant is
     unknowable, so a key given twice is refused (before any file is read), in every family's spec."""
     from vlbench.errors import ModelError
     from vlbench.models.siglip import preflight, split_options

@@ -1,4 +1,4 @@
-"""Caption-length budgets (issue #33 item 2): captions cut to B tokens by the model's own tokenizer keep the end
+"""Caption-length budgets: captions cut to B tokens by the model's own tokenizer keep the end
 token, never exceed B, are a prefix of the caption's own tokens, and a caption that fits is unchanged; checked on
 real ImageInWords descriptions (~200 words) with open_clip's CLIP BPE and with a transformers CLIP tokenizer; a
 run with budgets writes one condition per budget and the curve."""

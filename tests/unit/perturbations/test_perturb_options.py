@@ -1,4 +1,4 @@
-"""Issue #21/#22 (perturbations): option values refused with exit status 2 and a message, English-only perturbations
+"""Perturbation option values refused with exit status 2 and a message, English-only perturbations
 refused on non-English captions (perturb CLI and a run's preflight), family names and lists in the Python API."""
 
 from __future__ import annotations

@@ -751,7 +751,7 @@ def test_different_seed_gives_different_results(corpus):
 
 
 # ----------------------------------------------------------------------------------------------
-# issue #10: the meaning-changing replacements of the version-1.0 rule no longer happen by default
+# The meaning-changing replacements of the version-1.0 rule no longer happen by default
 
 ISSUE10_NOUN = [  # (caption, replacement that must not appear) from the issue's COCO audit
     ("A horse standing in the grass.", "Grass"), ("A brown horse in a field.", "Equus"),

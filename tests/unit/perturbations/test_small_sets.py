@@ -1,4 +1,4 @@
-"""Issue #22 item 6: small runs stay small. The validity sample scales to the set, ``perturb --text`` remembers
+"""Small runs stay small. The validity sample scales to the set, ``perturb --text`` remembers
 its result and imports spaCy without torch, and why synonyms left captions unchanged is said on the console."""
 
 from __future__ import annotations

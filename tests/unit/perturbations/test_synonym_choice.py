@@ -1,4 +1,4 @@
-"""Issue #21 item 3: a synonym never brings in a word the caption already has (as a word or a form of one), and
+"""A synonym never brings in a word the caption already has (as a word or a form of one), and
 a derived word is never replaced by its base ("bluish" -> "blue"); the audit checks that count both."""
 
 from __future__ import annotations

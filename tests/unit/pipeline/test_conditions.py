@@ -1,4 +1,4 @@
-"""Issue #20: a run's conditions are one frozen type, the steps hand each other values (nothing is patched
+"""A run's conditions are one frozen type, the steps hand each other values (nothing is patched
 afterwards), and validity reads the encode step's own model keys, so its effective rate is right under
 --truncate-chars."""
 

@@ -1,4 +1,4 @@
-"""Gallery distractors (issue #23 item 5): a hand-worked case in both directions, ties, folds.
+"""Gallery distractors: a hand-worked case in both directions, ties, folds.
 
 Embeddings (dot products, no normalisation), caption j belongs to image j:
 

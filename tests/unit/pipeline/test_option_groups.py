@@ -1,4 +1,4 @@
-"""Option groups (issue #20, item 6): RunConfig is six frozen groups (model, data, conditions, scoring, validity,
+"""Option groups: RunConfig is six frozen groups (model, data, conditions, scoring, validity,
 output) that cover every field once, shown as groups in `vlbench run --help`; it is immutable; flat keywords and
 flat TOML keys still build it; the choice lists are declared once; and a retrieval-only option given with
 `--task` (command line, --config file or Python keyword) is an error naming it, even at its default value."""

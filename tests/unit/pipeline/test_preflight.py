@@ -1,4 +1,4 @@
-"""Everything a run needs is checked up front, in seconds, and listed at once (issue #12):
+"""Everything a run needs is checked up front, in seconds, and listed at once:
 an uncached hub id on a machine without network used to fail only after perturbing every caption and a
 minute of the hub client's retries."""
 

@@ -1,4 +1,4 @@
-"""What `vlbench run` prints (issue #31 items 5, 6), on synthetic records: many conditions print the clean rows, a
+"""What `vlbench run` prints, on synthetic records: many conditions print the clean rows, a
 pointer to table.md and the per-family summary (numbers from the record); a protocol's printed_metrics adds its
 columns; table.md keeps every row and the signed DCG_CM columns."""
 

@@ -1,4 +1,4 @@
-"""The Python API reads as Python (issue #22 item 5): lists wherever the CLI takes comma lists, errors that
+"""The Python API reads as Python: lists wherever the CLI takes comma lists, errors that
 name keyword arguments (the CLI the flags), and an explicit resume / overwrite for a re-run into one folder."""
 
 from __future__ import annotations

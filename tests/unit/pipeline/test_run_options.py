@@ -1,4 +1,4 @@
-"""One configuration source (issue #13): the options of `vlbench run`, the keys of `--config run.toml` and the
+"""One configuration source: the options of `vlbench run`, the keys of `--config run.toml` and the
 Python API's RunConfig come from the same field definitions, checked both ways; a run given as a config
 file with every key equals the same run given as flags and as RunConfig(...)."""
 
@@ -58,11 +58,11 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
              "--validity-sample", "50", "--validity-precision", "0.01"]
     flags += ["--resume", "--overwrite"]  # opposite wishes, refused together by validate(): a parse test only
     flags += ["--allow-partial-gallery"]  # (helper H) a smaller --gallery folder, labelled
-    flags += ["--distractors", "captions:adv.txt"]  # (helper M, issue #23) gallery distractors
-    flags += ["--token-budget", "16,77", "--sentence-budget", "2"]  # (issue #33) caption-length budgets
-    flags += ["--limit", "20"]  # (issue #30) a smoke test
-    flags += ["--pixels", "device"]  # (issue #29) the pixel path
-    flags += ["--corrupt-backend", "torch"]  # issue #29: the torch corruptions
+    flags += ["--distractors", "captions:adv.txt"]  # (helper M) gallery distractors
+    flags += ["--token-budget", "16,77", "--sentence-budget", "2"]  # caption-length budgets
+    flags += ["--limit", "20"]  # a smoke test
+    flags += ["--pixels", "device"]  # the pixel path
+    flags += ["--corrupt-backend", "torch"]  # The torch corruptions
     doc = {"model": "counting:dim=8", "dataset": "custom:m.jsonl", "perturb": "typos",
            "param": {"typos-keyboard.rate": 0.2}, "out": "o", "dataset_name": "d", "model-name": "m", "data-dir": "dd",
            "gallery": "fg-pool", "extra-positives": "eccv", "device": "cpu", "precision": "bf16", "batch-size": 8,

@@ -1,4 +1,4 @@
-"""The published-numbers check (issue #31 item 1): stand-in runs set to open_clip's ViT-B-32/openai Flickr30k row
+"""The published-numbers check: stand-in runs set to open_clip's ViT-B-32/openai Flickr30k row
 pass, 3 points off fail and name the protocol facts they differ in; every shipped row has a source; the CLI's exit
 codes; a run with no published row gets a clear message."""
 

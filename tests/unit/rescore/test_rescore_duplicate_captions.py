@@ -1,4 +1,4 @@
-"""Issue #32: ``rescore --as eccv`` scores exactly as the run does. Two captions with bit-identical vectors
+"""``rescore --as eccv`` scores exactly as the run does. Two captions with bit-identical vectors
 must tie (the lower index first); a plain float32 ``img @ txt.T`` can round the later copy's dot product
 higher (here by 4e-6 on this machine's BLAS) and so broke the tie rule that the run's own values follow."""
 

@@ -90,7 +90,7 @@ def test_truncate_chars(colour_models):
 def test_bad_relevance_names_the_option():
     from vlbench.errors import OptionError
 
-    # from Python the error names the keyword (issue #22); the command line shows --relevance
+    # from Python the error names the keyword; the command line shows --relevance
     with pytest.raises(OptionError, match="^relevance 'no-such-family:x': no model family") as err:
         run(RunConfig(model="clip", dataset="coco", relevance="no-such-family:x"))
     assert err.value.option == "relevance"

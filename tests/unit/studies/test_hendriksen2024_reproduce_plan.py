@@ -1,6 +1,6 @@
-"""`vlbench reproduce --plan-only` checks every run at once (issue #22 item 2, #21), the chapter protocol's
+"""`vlbench reproduce --plan-only` checks every run at once, the chapter protocol's
 folder gallery is checked against its published size (refused, or labelled when allowed), and explicit
-options win over the protocol's defaults (issue #22 item 3, #21)."""
+options win over the protocol's defaults."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #22 item 1 (second half): the compatible synonyms and trigram shuffles tokenize as NLTK 3.8.1 (the
+"""The compatible synonyms and trigram shuffles tokenize as NLTK 3.8.1 (the
 authors' pin) whatever NLTK is installed. NLTK 3.9+ splits an opening single quote from any word; 3.8.1 only
 from a one-letter word, which changed the authors' output on 3 COCO test captions."""
 

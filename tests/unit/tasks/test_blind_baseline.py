@@ -1,4 +1,4 @@
-"""The blind (text-only) baseline checks overlap with its training text by content, not by name (issue 21 item 5),
+"""The blind (text-only) baseline checks overlap with its training text by content, not by name,
 and says on the console when it is unavailable or left captions out."""
 
 from __future__ import annotations

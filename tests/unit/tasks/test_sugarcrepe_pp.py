@@ -204,7 +204,7 @@ def _one_item_file(root, filename):
 
 
 def test_images_dir_symlink_pointing_elsewhere_is_refused(tmp_path, monkeypatch):
-    """Issue #32: a symbolic link inside --images-dir that points outside it was followed (custom manifests refuse
+    """A symbolic link inside --images-dir that points outside it was followed (custom manifests refuse
     it); now refused the same way, naming the image and $VLBENCH_IMAGE_ROOTS."""
     from vlbench.tasks.sugarcrepe_pp import scpp_items
 
@@ -224,7 +224,7 @@ def test_images_dir_symlink_pointing_elsewhere_is_refused(tmp_path, monkeypatch)
 
 
 def test_a_5000_character_image_name_is_a_clear_error(tmp_path, capsys):
-    """Issue #32: a 5,000-character image name ended in a traceback (the file system's ENAMETOOLONG); now a
+    """A 5,000-character image name ended in a traceback (the file system's ENAMETOOLONG); now a
     DataError naming the item and the limit, with the name cut short in the message."""
     from vlbench.tasks.sugarcrepe_pp import scpp_items
 

@@ -1,4 +1,4 @@
-"""SugarCrepe-format task files and the order task on unusable captions (issue 21, reliability): one test per
+"""SugarCrepe-format task files and the order task on unusable captions: one test per
 class of failure, each a clear error (exit 2, no traceback) naming the file and the item."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which caption languages each perturbation handles, and the check that refuses the others (issue #21).
+"""Which caption languages each perturbation handles, and the check that refuses the others.
 
 Perturbations that need English resources (the spaCy English tagger, WordNet, an English phrase, the
 English QWERTY map) must not run silently on captions in another language ("Rock" (skirt) -> "Stone" on

@@ -44,9 +44,9 @@ PROTOCOL = Protocol(
 
 #: the granularity readings of the chapter (profile ``paper``): its results paragraph and its two published
 #: percentages read Table 5.1 per caption ("adjectives per caption"), so the NP features are counts per
-#: caption; it also takes the readings of issue #21, each argued in docs/granularity.md: CPs anywhere inside
+#: caption; it also takes the second round's readings, each argued in docs/granularity.md: CPs anywhere inside
 #: a noun's phrase, numerals as the quantifiers, the depth of nouns and verbs, and concept diversity as the
-#: number of distinct concepts per caption; and the reading of issue #32 for CPs: every prepositional phrase of
+#: number of distinct concepts per caption; and the third round's reading for CPs: every prepositional phrase of
 #: the caption, whatever the parser attaches it to (a complex preposition is one phrase), so that a sentence
 #: caption ("a man is standing on a ladder") and a noun-phrase caption ("a man standing on a ladder") carrying
 #: the same detail count the same. The library's default profile (``per-caption``) differs in that one reading.

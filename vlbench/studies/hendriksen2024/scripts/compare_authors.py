@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Measure the differences between vlbench's perturbations, the authors' code and ARO (issue #10, item 4).
+"""Measure the differences between vlbench's perturbations, the authors' code and ARO.
 
 1. keyboard maps: vlbench's QWERTY neighbours vs the ``typo`` package's (``NEIGHBORINGLETTERS``), as
    unordered letter pairs: how many each has, which pairs only one of them has, and asymmetric entries;
