@@ -66,8 +66,8 @@ def _cmd_run(args) -> int:
                            "leave it out, or add --task sugarcrepe (or sugarcrepe++)")
     if not args.dataset:
         raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
-    from .pipeline import timing
-    from .pipeline.runner import run  # lazy: vlbench --help imports this module; keep it light
+    from .pipeline import timing  # lazy: vlbench --help imports this module; keep it light
+    from .pipeline.runner import run  # lazy: as above
 
     if getattr(args, "process_start", None) is not None:  # the program: the run's clock starts with the process
         timing.note_process_start(timing.process_started() or args.process_start)

@@ -13,9 +13,12 @@ PKG = ROOT / "vlbench"
 
 
 def package_modules() -> dict[str, Path]:
-    """Dotted module name -> file, for every module of the vlbench package (a package is its __init__.py)."""
+    """Dotted module name -> file, for every module of the vlbench package (a package is its __init__.py);
+    files in a folder without __init__.py (a study's scripts) are scripts, not modules."""
     out = {}
     for p in sorted(PKG.rglob("*.py")):
+        if not (p.parent / "__init__.py").is_file():
+            continue
         parts = list(p.relative_to(ROOT).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
