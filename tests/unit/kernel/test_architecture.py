@@ -28,11 +28,11 @@ LAYERS = (
      "conditions", "stores"),  # foundation
     ("models", "datasets", "metrics"),  # what is evaluated, on what, and how it is scored
     ("encoding", "perturbations"),  # embeddings and their cache; caption perturbations and their validity
-    ("imageperturb", "shortcuts", "granularity"),  # image-side conditions; caption statistics
+    ("imageperturb", "shortcuts", "granularity", "trackers"),  # image-side conditions; caption statistics; trackers
     ("pipeline", "testing"),  # a run: options, plan -> encode -> score -> record; plug-in conformance checks
     ("runread",),  # a finished run read back: per-query values, retrieved lists, flips, its dataset, hash checks
-    ("tasks", "leaderboards", "compare", "explain", "rescore", "analyze", "published"),  # built on runs
-    ("cli", "__main__", "benchmark"),  # the command line; old import paths
+    ("tasks", "leaderboards", "compare", "explain", "rescore", "analyze", "published", "export", "training"),  # on runs
+    ("sweep", "cli", "__main__", "benchmark"),  # studies as grids of runs; the command line; old import paths
     ("studies",),  # published protocols on top of the library; they plug in through the registries only
 )
 #: parts of one layer that must not import each other (independent columns)
