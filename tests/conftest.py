@@ -235,6 +235,28 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 # ------------------------------------------------------------------------------------------------------------
+# external tools and the GPU
+
+
+def _cuda_device() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``needs_tool`` or ``gpu`` whose tool or CUDA device is missing skips with the reason, or
+    fails when VLBENCH_REQUIRE_TOOLS names the tool (``cuda`` for the GPU tests): support/tools.py."""
+    from support.tools import missing_tool
+
+    for mark in item.iter_markers("needs_tool"):
+        if not mark.kwargs["found"]:
+            missing_tool(mark.args[0], mark.kwargs["reason"])
+    if item.get_closest_marker("gpu") and not _cuda_device():
+        missing_tool("cuda", "no CUDA device here (a test marked gpu; it runs where torch.cuda.is_available())")
+
+
+# ------------------------------------------------------------------------------------------------------------
 # the online path
 
 
