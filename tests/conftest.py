@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from support.data import ROOT, SHARED_CAPTIONS, TESTS, write_manifest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -85,7 +84,6 @@ def folder_manifest(tmp_path) -> Path:
     """The colour dataset of the protocol tests (support/colour_model.py): 5 solid-colour images in the folder,
     3 of them listed with two captions each."""
     from PIL import Image
-
     from support.colour_model import FOLDER_CAPTIONS, FOLDER_IMAGES
     from support.data import write_rows
 
@@ -267,7 +265,6 @@ def mirror(monkeypatch, tmp_path):
     import-time flag); every other host sits behind a dead proxy. ``mirror.env(hf_home=...)`` gives the same
     settings for a subprocess."""
     from huggingface_hub import constants
-
     from support.mirror import Mirror
 
     m = Mirror()
@@ -279,6 +276,7 @@ def mirror(monkeypatch, tmp_path):
     # the Hub client reads HF_ENDPOINT when it is imported (a user's environment is set before that); a test that
     # points it at the mirror after the import sets what the import made of it
     monkeypatch.setattr(constants, "ENDPOINT", m.url.rstrip("/"))
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", m.url.rstrip("/") + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                        m.url.rstrip("/") + "/{repo_id}/resolve/{revision}/{filename}")
     yield m
     m.close()

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from support.synthetic_runs import synth_run, write_per_query
 from support.tools import missing_tool, needs_tool
 

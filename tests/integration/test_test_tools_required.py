@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from support.data import ROOT, TESTS
 
 PROBE = '''

@@ -9,10 +9,10 @@ import time
 
 import numpy as np
 import pytest
-
 from support.data import ROOT
-from vlbench.models.adapter import load_model
+
 from vlbench.errors import ModelError, UnknownNameError, VlbenchError
+from vlbench.models.adapter import load_model
 
 
 def test_unknown_model_name_has_close_matches():
