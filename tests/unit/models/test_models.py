@@ -37,6 +37,7 @@ def test_unknown_openclip_arch_has_close_matches():
         load_model("openclip:ViT-B-33/openai", device="cpu")
 
 
+@pytest.mark.slow  # builds a second tiny CLIP and loads one in bf16 (~1.5 s CPU)
 def test_checkpoint_and_precision_change_the_model_hash(tiny_models):
     a = load_model(f"clip:{tiny_models('clip', 0)}", device="cpu")
     b = load_model(f"clip:{tiny_models('clip', 1)}", device="cpu")

@@ -7,20 +7,22 @@ nothing imports conftest.py (pytest loads it; importing it again makes a second 
 
 from __future__ import annotations
 
-import ast
+import re
 
 from support.data import TESTS
 
-
-def _imports(path):
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            yield from (a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.module
+#: an import statement (at any indentation) of the tests package or of conftest
+BAD_IMPORT = re.compile(r"^\s*(?:from\s+(?:tests|conftest)(?:\.\w+)*\s+import\b|import\s+(?:tests|conftest)\b)",
+                        re.MULTILINE)
 
 
 def test_no_test_imports_the_tests_package_or_conftest():
-    bad = [f"{p.relative_to(TESTS)}: import {name}" for p in sorted(TESTS.rglob("*.py"))
-           for name in _imports(p) if name.split(".")[0] in ("tests", "conftest")]
+    bad = [f"{p.relative_to(TESTS)}: {m.group(0).strip()}" for p in sorted(TESTS.rglob("*.py"))
+           for m in BAD_IMPORT.finditer(p.read_text(encoding="utf-8"))]
     assert not bad, "import from support.* instead (tests/ is on the path):\n" + "\n".join(bad)
+
+
+def test_the_import_rule_sees_both_spellings():
+    assert BAD_IMPORT.search("    from tests.conftest import SHARED_CAPTIONS\n")
+    assert BAD_IMPORT.search("import conftest\n") and BAD_IMPORT.search("from conftest import x\n")
+    assert not BAD_IMPORT.search("from support.data import SHARED_CAPTIONS\nimport testsuite\n")
