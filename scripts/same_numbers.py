@@ -42,7 +42,8 @@ CASES = {
 REPRODUCE = "reproduce-standin"
 INPUTS = Path(os.environ.get("VLBENCH_SAME_NUMBERS_INPUTS", "/tmp/vlbench-same-numbers-inputs"))
 #: keys whose values differ between any two runs (ids, clocks, caches, paths)
-VOLATILE = {"run_id", "created", "wall_time_s", "cache", "cache_dir", "per_query", "timings", "model_loaded",
+#: (embedding_keys.npz records the run id and cache folder; record_hash covers the whole file, ids included)
+VOLATILE = {"embedding_keys.npz", "record_hash", "run_id", "created", "wall_time_s", "cache", "cache_dir", "per_query", "timings", "model_loaded",
             "images_cached", "texts_cached", "seconds"}
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .errors import VlbenchError
-from .runfolder import MAX_RESULTS_BYTES, RESULTS
+from .runfolder import MAX_RESULTS_BYTES, RECORD_HASH, RESULTS, record_hash, seal  # noqa: F401  seal re-exported
 from .util.io import read_regular_file
 
 #: the one results schema version this vlbench writes (minor versions only add fields)
@@ -304,7 +304,7 @@ def _read_lists(doc: dict, path: str) -> dict:
 _ORDER = ("schema_version", "metric_version", "vlbench_version", "run_id", "created", "wall_time_s", "timings",
           "hardware", "task", "model",
           "dataset", "conditions", "settings", "results", "deltas", "bootstrap", "model_input_analysis",
-          "encoding", "caption_issues", "per_query", "per_item", "environment", "results_hash")
+          "encoding", "caption_issues", "per_query", "per_item", "environment", "results_hash", RECORD_HASH)
 _TYPED = {"schema_version", "metric_version", "vlbench_version", "run_id", "created", "model", "dataset",
           "conditions", "settings", "results", "deltas", "bootstrap", "model_input_analysis", "environment"}
 
@@ -368,6 +368,12 @@ class RunRecord:
         return h if isinstance(h, dict) else None
 
     @property
+    def sealed(self) -> bool:
+        """Whether the file carried a :func:`record_hash` (checked when read): runs written before whole
+        records were sealed have only ``results_hash``, which proves the metric records alone."""
+        return RECORD_HASH in self.other
+
+    @property
     def results_hash(self) -> str:
         return self.other.get("results_hash") or records_hash([v.to_json() for v in self.values])
 
@@ -419,6 +425,7 @@ class RunRecord:
         if not isinstance(doc, dict):
             raise UnreadableResults(path, "not a JSON object: not a vlbench results file")
         original = str(doc.get("schema_version"))
+        sealed_as = record_hash(doc) if RECORD_HASH in doc else None  # the document as written, not upgraded
         doc = upgrade(dict(doc), path)
         _need(_is_str(doc.get("run_id")), path, "missing run_id")
         _need(parse_created(doc.get("created")) is not None, path,
@@ -429,7 +436,10 @@ class RunRecord:
               "missing model spec or hash")
         _need(isinstance(ds, dict) and _is_str(ds.get("name")) and _is_str(ds.get("hash")), path,
               "missing dataset name or hash")
-        values = _read_values(doc, path)
+        values = _read_values(doc, path)  # results_hash first: an edited value is named as such
+        _need(sealed_as is None or doc[RECORD_HASH] == sealed_as, path,
+              "record_hash does not match the record: a field (the model, the dataset, a setting, ...) was edited "
+              "after the run wrote it, or the file is corrupt")
         conds = doc.get("conditions")
         _need(isinstance(conds, dict), path, "'conditions' is not an object")
         for c in sorted({v.condition for v in values}):

@@ -1,4 +1,4 @@
-"""The run folder: the one owner of what a run leaves on disk (issue #28).
+"""The run folder: the one owner of what a run leaves on disk.
 
 A run (``vlbench run``, a choice task) writes one folder: ``results.json`` (last: its presence marks the
 run finished), ``table.md``, the per-query or per-item values, the validity audit, flips and retrieved
@@ -12,7 +12,7 @@ To add a file a run writes: name it here (and in :data:`RUN_FILES` when ``--over
 in :data:`HASHED` when other commands read it), and write it from the step that computes it through
 ``vlbench.util.io``'s atomic writers.
 
-Run files prove what they claim (issue #32): results.json's ``files`` holds the sha256 and size of every
+Run files prove what they claim: results.json's ``files`` holds the sha256 and size of every
 file in :data:`HASHED` the run wrote (:func:`file_manifest`, taken just before results.json is written), and
 every reader gets such a file only through :func:`run_file`, which refuses, by name, a file that is not in
 the manifest, a link, another kind of file, or one whose bytes changed. A run written before the manifest
@@ -32,7 +32,16 @@ import stat as _stat
 from pathlib import Path
 
 from .errors import VlbenchError
-from .util.io import FolderLock, atomic_write_text, read_regular_file, sha256_file, write_json
+from .util.io import (
+    FolderLock,
+    atomic_write_text,
+    dumps_strict,
+    read_regular_file,
+    sha256_file,
+    sha256_json,
+    write_json,
+)
+from .util.typeset import slug as _slug
 
 RESULTS = "results.json"  # the run record (vlbench.results); written last: it marks the run finished
 TABLE = "table.md"  # the readable table of the record
@@ -82,8 +91,8 @@ def require_finished(folder: str | os.PathLike) -> Path:
 
 
 def slug(s: str) -> str:
-    """A file-name-safe form of ``s`` (at most 60 characters)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-")[:60] or "x"
+    """A file-name-safe form of ``s`` (at most 60 characters; dots kept at the ends), as run ids use it."""
+    return _slug(s, 60, strip="-")
 
 
 def new_run_id(model_spec: str, dataset_name: str, model_hash: str, dataset_hash: str,
@@ -119,10 +128,36 @@ def claim_out(out) -> FolderLock | None:
     return lock
 
 
+#: the results.json field that seals the whole record (:func:`record_hash`)
+RECORD_HASH = "record_hash"
+
+
+def record_hash(doc: dict) -> str:
+    """The hash of the whole results document (``record_hash``): every field as written, strict JSON with
+    sorted keys, apart from the ``record_hash`` field itself.
+
+    ``results_hash`` covers the metric records only: it is the same for two runs that computed the same
+    numbers (comparisons and ``--resume`` rely on that), so it cannot notice an edited model spec, dataset
+    name, identity or setting. This hash seals one file: nothing is left out, ids, times and paths included,
+    because once written nothing in results.json legitimately changes (a run folder that is moved keeps its
+    file as it is; a re-run writes a new file with a new hash)."""
+    return sha256_json({k: v for k, v in doc.items() if k != RECORD_HASH})
+
+
+def seal(doc: dict) -> dict:
+    """``doc`` as it is written and read back (strict JSON: NaN as null), with its :func:`record_hash` last."""
+    plain = json.loads(dumps_strict({k: v for k, v in doc.items() if k != RECORD_HASH}))
+    plain[RECORD_HASH] = record_hash(plain)
+    return plain
+
+
 def write_results(out: Path, results: dict, table: str) -> None:
-    """results.json (never replaced: a folder that received a finished run meanwhile is an error) and table.md."""
+    """results.json (never replaced: a folder that received a finished run meanwhile is an error) and table.md.
+    The document is sealed with its ``record_hash`` (:func:`seal`), also set in ``results``."""
+    sealed = seal(results)
+    results[RECORD_HASH] = sealed[RECORD_HASH]
     try:
-        write_json(results_path(out), results, replace=False)
+        write_json(results_path(out), sealed, replace=False)
     except FileExistsError:
         raise VlbenchError(f"{out} received a finished run from another process while this one ran",
                            "runs are never overwritten: pass another --out folder") from None

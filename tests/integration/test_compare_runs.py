@@ -196,7 +196,7 @@ def test_the_leaderboard_reads_a_comparison_record(runs, tmp_path, capsys):
     import csv
 
     from vlbench.cli import main
-    from vlbench.compare.record import record_hash
+    from vlbench.runfolder import record_hash
 
     a, b, other = runs["counting:dim=16"], runs["counting:dim=24"], runs["other"]
     assert main(["compare", str(a), str(b), "--n-resamples", str(N), "--out", str(tmp_path / "ab")]) == 0

@@ -93,7 +93,7 @@ def test_resume_never_mixes_limited_and_full_runs(counting_plugin, hub_and_manif
 
 
 def test_limit_on_a_hub_dataset(counting_plugin, hub_and_manifest, tmp_path):
-    from vlbench.explain.source import load_run_dataset
+    from vlbench.runread import load_run_dataset
 
     res = _run("counting:dim=16", "hf:org/tiny-set", tmp_path / "r", no_cache=True, limit=3, dataset_name="tiny")
     assert (res.results["dataset"]["n_images"], res.results["settings"]["limit"]) == (3, 3)
@@ -136,3 +136,83 @@ def test_a_mirror_served_hub_dataset_equals_the_manifest(tiny_models, mirror, tm
     assert h["dataset"]["source"]["caption_columns"] == ["caption", "sentences"]
     fetched = [r.path for r in mirror.gets("test-00000-of-00001.parquet")]
     assert fetched and not mirror.gets("train-00000-of-00001.parquet")  # only the split that is evaluated
+
+
+# ----------------------------------------------------------------------------------------------
+# hf: datasets that must be refused cheaply: before torch, without decompressing what the footer says is too big
+
+_REFUSING_RUN = (  # the run itself; its peak is read by _PEAK, a small parent (a child of the big pytest process
+    # would inherit pytest's peak RSS across exec)
+    "import sys\n"
+    "import PIL.Image\n"
+    "PIL.Image.MAX_IMAGE_PIXELS = int(sys.argv[1])\n"
+    "from vlbench.cli import main\n"
+    "try:\n"
+    "    rc = main(sys.argv[2:])\n"
+    "except SystemExit as exc:\n"
+    "    rc = exc.code\n"
+    "print('RESULT', rc, 'torch' in sys.modules, file=sys.stderr)\n")
+_PEAK = ("import resource, subprocess, sys\n"
+         "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.stderr[-4000:])\n")
+
+
+def _refused_run(tmp_path, model: str, dataset: str, max_pixels: int) -> tuple[int, int, bool, str]:
+    """(exit status, peak RSS in KB, whether torch was imported, stderr) of ``vlbench run`` on ``dataset`` in a
+    fresh process (PIL's pixel limit, and so the per-image byte bound, set to ``max_pixels``)."""
+    import os
+    import subprocess
+    import sys
+
+    from support.data import ROOT
+
+    env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1",
+               VLBENCH_DATA_DIR=str(tmp_path / "vlbench-data"), VLBENCH_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-c", _REFUSING_RUN, str(max_pixels), "run",
+                          "--model", model, "--dataset", dataset, "--out", str(tmp_path / "out"), "--num-workers", "0",
+                          "--quiet"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300).stdout
+    peak_kb, _, stderr = out.partition(" ")
+    result = [line for line in stderr.splitlines() if line.startswith("RESULT ")]
+    assert result, out[-2000:]
+    _, rc, torch = result[-1].split()
+    return int(rc), int(peak_kb), torch == "True", stderr
+
+
+def test_refused_hub_datasets_cost_no_torch_and_no_decompression(tiny_models, tmp_path):
+    """A 0-row split is refused before torch is loaded (it used to end in an IndexError after loading torch and
+    the model, 1.3 GB); an image cell the footer shows over the per-image byte bound is refused without being
+    decompressed (a 33 KiB file with a 1 GiB cell used to reach 4.3 GB and write 1.1 GB before "not an image PIL
+    can read"). Here the bound is lowered to 1,065,536 bytes (PIL limit 250,000 pixels) so that a 64 MiB cell,
+    cheap to make, shows it: the refusal's peak stays within 32 MiB of the 0-row refusal's, though reading the
+    cell alone would add 64 MiB."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from support.hub_datasets import IMAGE_TYPE
+
+    def table_bytes(columns: dict) -> bytes:
+        buf = io.BytesIO()
+        pq.write_table(pa.table(columns), buf, compression="zstd")
+        return buf.getvalue()
+
+    cell = 64 << 20
+    bomb = table_bytes({"image": pa.array([{"bytes": bytes(cell), "path": "bomb.png"}], type=IMAGE_TYPE),
+                        "caption": ["a picture"]})
+    assert len(bomb) < 64 << 10
+    write_hub_cache(tmp_path / "hub", "org/bomb", {"test.parquet": bomb})
+    write_hub_cache(tmp_path / "hub", "org/empty", {"data/test-00000-of-00001.parquet": table_bytes(
+        {"image": pa.array([], type=IMAGE_TYPE), "caption": pa.array([], type=pa.string())})})
+    model = f"clip:{tiny_models('clip')}"
+    rc, empty_kb, torch, err = _refused_run(tmp_path, model, "hf:org/empty", 250_000)
+    assert (rc, torch) == (2, False), err[-2000:]
+    assert "'org/empty', split default/test" in err and "data/test-00000-of-00001.parquet hold 0 rows" in err
+    assert "Traceback" not in err and empty_kb < 300 * 1024, f"peak {empty_kb / 1024:.0f} MB"
+    rc, bomb_kb, torch, err = _refused_run(tmp_path, model, "hf:org/bomb", 250_000)
+    assert (rc, torch) == (2, False), err[-2000:]
+    assert "test.parquet: row 1 holds an image cell over the limit of 1,065,536 bytes" in err
+    assert "Traceback" not in err
+    assert bomb_kb < empty_kb + 32 * 1024, f"peak {bomb_kb / 1024:.0f} MB vs {empty_kb / 1024:.0f} MB (0 rows)"
+    assert not (tmp_path / "vlbench-data").exists() or not any(p.is_file() for p in
+                                                               (tmp_path / "vlbench-data").rglob("*"))
+    print(f"peak RSS: {bomb_kb / 1024:.0f} MB refusing the 64 MiB cell, {empty_kb / 1024:.0f} MB refusing 0 rows")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from support.data import ROOT, SHARED_CAPTIONS, excerpt_rows, write_images
+from support.runs import reseal
 
 MODELS = ["counting:dim=16", "counting:dim=24"]
 PERTURB = "distraction-true,shuffle-all-words"
@@ -100,7 +101,7 @@ def _copy_run(src: Path, dst: Path, edit=None) -> Path:
     if edit:
         doc = _res(dst)
         edit(doc)
-        (dst / "results.json").write_text(json.dumps(doc, indent=2))
+        (dst / "results.json").write_text(json.dumps(reseal(doc), indent=2))  # the edit alone is what is tested
     return dst
 
 
@@ -123,8 +124,8 @@ def test_clean_retrieval_cells_equal_results_json(board, built):
     assert len(rows) == 4  # 2 models x 2 datasets
     assert {(r["model"], r["dataset"]) for r in rows} == {
         (m, f"custom:{d}.jsonl") for m in MODELS for d in ("flickr-mini", "flickr-mini-fg")}
-    assert list(rows[0]) == ["dataset", "model", "i2t_recall@1", "i2t_recall@5", "i2t_recall@10", "i2t_dcg_cm",
-                             "t2i_recall@1", "t2i_recall@5", "t2i_recall@10", "t2i_dcg_cm", "i2t_rsum", "t2i_rsum",
+    assert list(rows[0]) == ["dataset", "model", "i2t_recall@1", "i2t_recall@5", "i2t_recall@10", "i2t_ndcg",
+                             "t2i_recall@1", "t2i_recall@5", "t2i_recall@10", "t2i_ndcg", "i2t_rsum", "t2i_rsum",
                              "dcg_p", "run_id", "model_hash", "dataset_hash", "flags"]
     for row in rows:
         res = by_id[row["run_id"]]
@@ -135,7 +136,9 @@ def test_clean_retrieval_cells_equal_results_json(board, built):
         for d in ("i2t", "t2i"):
             for k in (1, 5, 10):
                 assert float(row[f"{d}_recall@{k}"]) == pytest.approx(_val(res, "clean", d, "recall", k), abs=TOL)
-            assert float(row[f"{d}_dcg_cm"]) == pytest.approx(_val(res, "clean", d, "dcg_cm", p), abs=TOL)
+            # the nDCG the run prints (bounded, in [0, 1]), not the signed DCG_CM
+            assert float(row[f"{d}_ndcg"]) == pytest.approx(_val(res, "clean", d, "ndcg", p), abs=TOL)
+            assert 0 <= float(row[f"{d}_ndcg"]) <= 1
             assert float(row[f"{d}_rsum"]) == pytest.approx(_val(res, "clean", d, "rsum"), abs=TOL)
             # an independent property: RSUM is the sum of the three recalls shown beside it
             assert float(row[f"{d}_rsum"]) == pytest.approx(sum(float(row[f"{d}_recall@{k}"]) for k in (1, 5, 10)),

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from support.data import excerpt_rows, write_images
+from support.runs import reseal
 from support.browser import BROWSER, NEEDS_BROWSER
 
 PERTURBATIONS = ["char-swap", "missing-char", "extra-char", "nearby-char", "synonym-noun", "synonym-adjective",
@@ -62,7 +63,7 @@ def _synth(doc: dict, model_i: int, dataset: str) -> dict:
                              "seed": 0})
     d.update(results=results, conditions=conds, bootstrap=boot, deltas=[])
     d["results_hash"] = records_hash(results)
-    return d
+    return reseal(d)  # made from a real run's sealed record: sealed again as a run would be
 
 
 @pytest.fixture(scope="module")

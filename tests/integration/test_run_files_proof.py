@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from support.runs import counting_run, rehash
+from support.runs import counting_run, rehash, reseal
 from vlbench.cli import main
 from vlbench.compare import compare_runs
 from vlbench.errors import VlbenchError
@@ -41,7 +41,7 @@ def _copy(run: Path, dst: Path) -> Path:
 def _edit_results(run: Path, **fields) -> None:
     doc = json.loads((run / "results.json").read_text())
     doc.update(fields)
-    (run / "results.json").write_text(json.dumps(doc))
+    (run / "results.json").write_text(json.dumps(reseal(doc)))  # the forger reseals: the field checks must see it
 
 
 def _set_rsum(run: Path, value, rows=slice(None)) -> None:
@@ -112,6 +112,7 @@ def test_compare_refuses_a_run_without_file_hashes_saying_how_to_rerun(pair, tmp
     c = _copy(b, tmp_path / "old")
     doc = json.loads((c / "results.json").read_text())
     del doc["files"]
+    doc.pop("record_hash")  # a run written before the manifest was not sealed either
     (c / "results.json").write_text(json.dumps(doc))
     err = _err(capsys, ["compare", str(a), str(c)])
     assert "has no file hashes in its results.json" in err and "re-run the same 'vlbench run' command" in err
@@ -121,7 +122,7 @@ def _as_image_condition(run: Path, **meta) -> None:
     doc = json.loads((run / "results.json").read_text())
     doc["conditions"]["char-swap"] = {"perturbation": "img:gaussian_noise:3", "kind": "image",
                                       "corruption": "gaussian_noise", "severity": 3, **meta}
-    (run / "results.json").write_text(json.dumps(doc))
+    (run / "results.json").write_text(json.dumps(reseal(doc)))
 
 
 def test_compare_refuses_image_corruptions_made_at_another_geometry_or_seed(pair, tmp_path):
@@ -333,7 +334,7 @@ def test_leaderboard_shows_only_comparison_records_that_prove_themselves(pair, t
     """Records that are not an object, lack a key, have a row naming a run they do not list, were edited after
     compare wrote them, or were computed from other runs than the ones built: each left out with a warning
     naming it and why (was a traceback, or rows shown as measured); the intact record's rows are shown."""
-    from vlbench.compare.record import record_hash
+    from vlbench.runfolder import record_hash
 
     a, b, _ = pair
     assert main(["compare", str(a), str(b), "--n-resamples", str(N), "--out", str(tmp_path / "good")]) == 0

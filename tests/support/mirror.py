@@ -41,7 +41,11 @@ class Request:
 @dataclass
 class Fault:
     match: str  # a substring of the request path
-    kind: str  # "drop" (close after `after` bytes), "stall" (send `after` bytes, then wait), "status" (answer `code`)
+    # "drop" (close after `after` bytes), "stall" (send `after` bytes, then wait), "status" (answer `code`),
+    # "slow" (the whole body, `seconds` spread over it: a race between clients becomes real), "endless" (no
+    # Content-Length, the body repeated until the client hangs up or `after` bytes went), "shift" (a Range request
+    # answered 206 from `after` bytes before the offset asked, with a Content-Range that says so)
+    kind: str
     times: int = 1
     after: int = 0
     code: int = 500
@@ -125,6 +129,10 @@ class Mirror:
 
     def gets(self, match: str = "") -> list[Request]:
         return [r for r in self.log if r.method == "GET" and match in r.path]
+
+    def full_gets(self, match: str = "") -> list[Request]:
+        """The GET requests of ``match`` that asked for the whole file (no Range): each a full download."""
+        return [r for r in self.gets(match) if "Range" not in r.headers]
 
     def bytes_sent(self, match: str = "") -> int:
         return sum(r.sent for r in self.gets(match))
@@ -258,6 +266,8 @@ class _Handler(BaseHTTPRequestHandler):
         if rng.startswith("bytes=") and (if_range is None or if_range == etag):
             first, _, last = rng[6:].partition("-")
             start = int(first or 0)
+            if fault is not None and fault.kind == "shift":
+                start = max(0, start - fault.after)
             end = int(last) + 1 if last else len(data)
             if start >= len(data):
                 return self._error(record, 416, {"Content-Range": f"bytes */{len(data)}"}, "range not satisfiable")
@@ -266,6 +276,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             chunk = data
         record.status, record.start = code, start
+        if body and fault is not None and fault.kind == "endless":
+            return self._endless(record, chunk, headers, fault)
         self.send_response(code)
         for k, v in dict(headers, **{"ETag": etag, "Accept-Ranges": "bytes"}).items():
             self.send_header(k, v)
@@ -277,13 +289,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if not body:
             return
-        limit = len(chunk) if fault is None else min(fault.after, len(chunk))
+        whole = fault is None or fault.kind in ("slow", "shift")
+        limit = len(chunk) if whole else min(fault.after, len(chunk))
+        pause = fault.seconds / max(1, -(-limit // (1 << 16))) if fault is not None and fault.kind == "slow" else 0
         view = memoryview(chunk)
         try:
             for i in range(0, limit, 1 << 16):
                 self.wfile.write(view[i:min(limit, i + (1 << 16))])
                 record.sent += min(limit, i + (1 << 16)) - i
-            if fault is None:
+                if pause:
+                    self.wfile.flush()
+                    time.sleep(pause)
+            if whole:
                 return
             self.wfile.flush()
             if fault.kind == "stall":
@@ -292,6 +309,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(2)
         except OSError:  # the client hung up first
             self.close_connection = True
+
+
+    def _endless(self, record: Request, chunk: bytes, headers: dict, fault: Fault) -> None:
+        """A body with no Content-Length that repeats ``chunk`` until the client hangs up (or ``fault.after`` bytes,
+        a guard for the test machine)."""
+        self.send_response(200)
+        for k, v in dict(headers, **{"Content-Type": "application/octet-stream", "Connection": "close"}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        record.status = 200
+        block = (chunk or b"x") * max(1, (1 << 16) // max(1, len(chunk)))
+        try:
+            while record.sent < (fault.after or 1 << 30):
+                self.wfile.write(block)
+                record.sent += len(block)
+        except OSError:
+            pass
+        self.close_connection = True
 
 
 def _tree(repo: Repo, under: str) -> list[dict]:

@@ -1,5 +1,8 @@
-"""A large gallery with exact ties and bit-identical duplicates, for the sharded-scoring tests; run as a
-script under torchrun, each rank scores its slice of the gallery and rank 0 saves the per-query values."""
+"""Galleries for the exactness tests of scoring (one piece = blocks = torchrun ranks), made where a claim of
+bit-exactness could fail: real-valued, normalised float32 embeddings (whose products round), bit-identical
+duplicate vectors, and near ties (vectors a few ulp apart, whose scores the rounding of a product decides).
+Run as a script under torchrun, each rank scores its slice of the gallery and rank 0 saves the per-query values.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +11,26 @@ import sys
 import numpy as np
 
 
-def gallery(n_images: int = 200_000, n_captions: int = 600, dim: int = 16, seed: int = 0):
-    """(images, captions, caption_to_image): coarse values (halves) make many exact score ties; every 97th
-    image repeats image 3 and every 89th caption repeats caption 2 bit for bit (so duplicates sit in every
-    shard, and the first copy in the first); captions describe the first tenth of the gallery."""
+def _unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def gallery(n_images: int = 200_000, n_captions: int = 600, dim: int = 64, seed: int = 0):
+    """(images, captions, caption_to_image), real-valued and normalised: every 97th image repeats image 3 and
+    every 89th caption repeats caption 2 bit for bit (duplicates in every shard, the first copy in the first);
+    every 50th image is a near twin of the one before (a few ulp apart: near ties); a third of the captions
+    are their image plus a little noise (positives at the top, competing with the twins), the rest random
+    (positives far down); captions describe the first tenth of the gallery."""
     rng = np.random.default_rng(seed)
-    img = (np.round(rng.standard_normal((n_images, dim)) * 2) / 2).astype(np.float32)
-    txt = (np.round(rng.standard_normal((n_captions, dim)) * 2) / 2).astype(np.float32)
+    img = _unit(rng.standard_normal((n_images, dim)))
+    twins = np.arange(50, n_images, 50)
+    img[twins] = img[twins - 1] * np.float32(1 + 2 ** -22)  # 1-2 ulp larger in every coordinate
     img[5::97] = img[3]
-    txt[9::89] = txt[2]
     c2i = rng.integers(0, max(1, n_images // 10), n_captions)
-    txt[::3] = img[c2i[::3]]  # a third of the captions equal their image: ties at the top of the ranking
+    txt = _unit(rng.standard_normal((n_captions, dim)))
+    near = np.arange(0, n_captions, 3)
+    txt[near] = _unit(img[c2i[near]] + 0.05 * rng.standard_normal((len(near), dim)))
+    txt[9::89] = txt[2]
     return img, txt, c2i
 
 
@@ -32,14 +44,31 @@ def per_query(ev) -> dict:
     return out
 
 
-def main(out: str, block: str, n_images: int) -> None:
+def independent_best_ranks(sim: np.ndarray, c2i: np.ndarray) -> dict:
+    """The tie rule recomputed with plain NumPy, not vlbench's ranking: per query, the 1-based rank of its best
+    positive when candidates are ordered by score descending, then index ascending (a stable sort of -score);
+    i2t queries are the images with at least one caption."""
+    n_img, n_cap = sim.shape
+    t2i = np.empty(n_cap, dtype=np.int64)
+    for j in range(n_cap):
+        order = np.argsort(-sim[:, j], kind="stable")
+        t2i[j] = int(np.flatnonzero(order == c2i[j])[0]) + 1
+    queries = np.unique(c2i)
+    i2t = np.empty(len(queries), dtype=np.int64)
+    for q, i in enumerate(queries):
+        order = np.argsort(-sim[i], kind="stable")
+        i2t[q] = int(np.flatnonzero(np.isin(order, np.flatnonzero(c2i == i)))[0]) + 1
+    return {"i2t": i2t, "t2i": t2i}
+
+
+def main(out: str, block: str, n_images: int, dim: int) -> None:
     import torch.distributed as dist
 
     from vlbench.metrics.compute import EmbeddingSource, evaluate
     from vlbench.metrics.sharded import TorchGroup
 
     dist.init_process_group("gloo")
-    img, txt, c2i = gallery(n_images)
+    img, txt, c2i = gallery(n_images, dim=dim)
     ev = evaluate(EmbeddingSource(img, txt), c2i, score_block=block, group=TorchGroup(dist))
     if dist.get_rank() == 0:
         np.savez(out, **per_query(ev))
@@ -47,4 +76,4 @@ def main(out: str, block: str, n_images: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))

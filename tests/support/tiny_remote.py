@@ -36,3 +36,39 @@ def save_remote(folder: Path, seed: int = 0) -> Path:
     shutil.rmtree(folder / "_bpe", ignore_errors=True)
     _clip_image_processor().save_pretrained(str(folder))
     return folder
+
+
+def move_code(folder: Path, where: str, code_dir: Path | None = None) -> None:
+    """Take the checkpoint's code out of ``folder``: its ``auto_map`` then names ``where--module.Class`` (a
+    local folder or a Hub repository, as jina-clip-v2's names its code repository). ``code_dir``: where the
+    files go (the folder ``where`` names); None drops them (a Hub repository holds them, see hub_code_cache)."""
+    for name in ("configuration_tinydual.py", "modeling_tinydual.py"):
+        if code_dir is not None:
+            code_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copy(folder / name, code_dir / name)
+        (folder / name).unlink()
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["auto_map"] = {"AutoConfig": f"{where}--configuration_tinydual.TinyDualConfig",
+                       "AutoModel": f"{where}--modeling_tinydual.TinyDualModel"}
+    (folder / "config.json").write_text(json.dumps(cfg, indent=1))
+
+
+def hub_code_cache(cache: Path, repo: str, commit: str, files: dict | None = None) -> Path:
+    """The tiny model's code files (or ``files``: name -> text) as the cached snapshot ``commit`` of the Hub
+    model repository ``repo`` (huggingface_hub's cache layout, refs/main pointing at it). Returns the snapshot."""
+    import hashlib
+    import os
+
+    files = files or {n: (CODE / n).read_text() for n in ("configuration_tinydual.py", "modeling_tinydual.py")}
+    storage = cache / f"models--{repo.replace('/', '--')}"
+    snapshot = storage / "snapshots" / commit
+    snapshot.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        data = text.encode()
+        blob = storage / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        (snapshot / name).symlink_to(os.path.relpath(blob, snapshot))
+    (storage / "refs").mkdir(exist_ok=True)
+    (storage / "refs" / "main").write_text(commit)
+    return snapshot

@@ -88,6 +88,9 @@ def write_all(tables, infos, features, s, out: Path, plots: bool = True) -> list
     all_features = feature_names(joined)
     bins = report.bins_table(joined, all_features, s)
     reg = report.regression_table(joined, features, s)
+    why = report.not_fitted_reasons(reg)
+    if why is not None:  # say so once; the table still holds each condition's reason
+        print("analyze: no regression could be fitted (" + ("; ".join(why) or "no condition to fit") + ")")
     paired = report.paired_table(tables, infos, s)
     written = [out / "analysis_queries.csv.gz"]
     joined.to_csv(written[0], index=False)

@@ -16,16 +16,14 @@ run's dataset, loaded again and checked against the run's content hash. The outc
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from ..compare.data import load_run
 from ..errors import VlbenchError
-from ..explain.source import load_run_dataset
 from ..granularity.features import FEATURES, caption_features
-from ..runfolder import RESULTS
+from ..runfolder import RESULTS, read_results
+from ..runread import load_run, load_run_dataset
 from ..util.sentences import count_sentences
 
 OUTCOMES = ("rsum_change", "rank_change", "log_rank_ratio")
@@ -37,14 +35,6 @@ def caption_table(ds, profile: str | None):
     out = feats[list(FEATURES)].copy()
     out["sentences"] = [count_sentences(t) for t in ds.captions]
     return out
-
-
-def _results(folder: Path) -> dict:
-    try:
-        return json.loads((folder / RESULTS).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise VlbenchError(f"run {folder} cannot be read ({exc})", "pass run folders written by 'vlbench run'") \
-            from None
 
 
 def _query_maps(ds) -> tuple[dict, dict]:
@@ -88,14 +78,20 @@ def join_run(path, *, directions=("t2i",), conditions: set[str] | None = None, p
     folder = Path(path)
     folder = folder.parent if folder.name == RESULTS else folder
     data = load_run(folder)
-    results = _results(folder)
+    unknown = sorted(conditions - set(data.conditions)) if conditions is not None else []
+    if unknown:
+        raise VlbenchError(f"run {folder} has no condition {', '.join(map(repr, unknown))} (--conditions); its "
+                           f"conditions: {', '.join(data.conditions)}",
+                           "pass --conditions with names from that list (clean is the baseline, not a condition)")
+    results = read_results(folder)  # bounded: a regular file of at most runfolder.MAX_RESULTS_BYTES
     ds = load_run_dataset(results, dataset=dataset, data_dir=data_dir)
     feats = caption_table(ds, profile)
     cap_of, img_of = _query_maps(ds)
     ks = [int(k) for k in (results.get("settings") or {}).get("k") or (1, 5, 10)]
     metas = results.get("conditions") or {}
     model, dataset_info = results.get("model") or {}, results.get("dataset") or {}
-    info = {"folder": str(folder), "run_id": results.get("run_id"), "model": model.get("name") or model.get("spec"),
+    # the model as the run names it: --model-name, else the full spec (two models of one family differ)
+    info = {"folder": str(folder), "run_id": results.get("run_id"), "model": data.record.model.label,
             "model_hash": model.get("hash"), "dataset": dataset_info.get("name"),
             "dataset_hash": dataset_info.get("hash"),
             "images": list(ds.images), "k": ks, "mean_words": float(feats["words_per_caption"].mean())}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..leaderboards.paper.plots import COLORS, plain, slug
+from ..util.typeset import COLORS, plain, slug
 
 WIDTH = 7.0
 

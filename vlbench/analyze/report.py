@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import VlbenchError
-from ..leaderboards.paper.latex import tex_escape
 from ..util.markdown import md_escape, md_table
+from ..util.typeset import tex_escape
 from .stats import cluster_bootstrap_means, ols_cluster, paired_difference, quantile_bins
 
 #: the regression's default features: one per aspect of Table 5.1, leaving out the near-duplicates of the
@@ -66,9 +66,17 @@ def bins_table(table, features: list[str], s: Settings):
     return pd.DataFrame(out)
 
 
+#: the regression table's columns, whether or not a fit succeeded (a condition too small to fit has a row
+#: with term "(not fitted)", empty numbers and the reason in ``note``)
+REGRESSION_COLUMNS = ("run", "model", "dataset", "direction", "condition", "scope", "outcome", "term", "coef", "se",
+                      "ci_low", "ci_high", "per_sd", "n", "n_images", "r2", "note")
+NOT_FITTED = "(not fitted)"
+
+
 def regression_table(table, features: list[str], s: Settings):
     """Per run, direction and condition (or family): the outcome regressed on the features, cluster-robust by image.
-    ``per_sd``: the coefficient times the feature's standard deviation (its effect over one SD)."""
+    ``per_sd``: the coefficient times the feature's standard deviation (its effect over one SD). The columns are
+    :data:`REGRESSION_COLUMNS` even when no condition could be fitted."""
     import pandas as pd  # lazy: see bins_table
 
     out = []
@@ -81,7 +89,7 @@ def regression_table(table, features: list[str], s: Settings):
             except VlbenchError as exc:  # too few queries for this condition: say so in its row, go on
                 out.append({"run": run, "model": rows["model"].iat[0], "dataset": rows["dataset"].iat[0],
                             "direction": direction, "condition": label, "scope": kind, "outcome": s.outcome,
-                            "term": "(not fitted)", "note": exc.message})
+                            "term": NOT_FITTED, "note": exc.message})
                 continue
             sd = {f: float(np.nanstd(rows[f].to_numpy(dtype=np.float64), ddof=1)) for f in features}
             for j, name in enumerate(fit.names):
@@ -92,7 +100,16 @@ def regression_table(table, features: list[str], s: Settings):
                             "per_sd": float(fit.coef[j] * sd[name]) if name in sd else float("nan"),
                             "n": fit.n, "n_images": fit.n_clusters, "r2": fit.r2,
                             "note": ("constant, left out: " + ",".join(fit.dropped)) if fit.dropped else ""})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=list(REGRESSION_COLUMNS))
+
+
+def not_fitted_reasons(reg) -> list[str] | None:
+    """None when at least one regression was fitted; else the distinct reasons none was (empty: no rows)."""
+    if reg.empty:
+        return []
+    if (reg["term"] != NOT_FITTED).any():
+        return None
+    return list(dict.fromkeys(str(n) for n in reg["note"]))
 
 
 def paired_pairs(infos: list[dict]) -> list[tuple[int, int]]:

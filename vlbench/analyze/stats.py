@@ -99,10 +99,12 @@ def ols_cluster(y: np.ndarray, x: np.ndarray, names: list[str], cluster: np.ndar
     n, k = design.shape
     _, cl = np.unique(cluster, return_inverse=True)
     g = int(cl.max()) + 1 if cl.size else 0
-    if n <= k or g < 2 or np.linalg.matrix_rank(design) < k:
+    why = (f"{g} image(s): the intervals cluster by image and need at least 2" if g < 2 else
+           f"{n} queries for {k} coefficients" if n <= k else
+           "the features are collinear" if np.linalg.matrix_rank(design) < k else None)
+    if why:
         raise VlbenchError(f"the regression cannot be fitted: {n} queries, {g} images, {k} coefficients "
-                           f"({', '.join(cols)}); the features may be collinear",
-                           "analyse more queries or fewer features (--features)")
+                           f"({', '.join(cols)}): {why}", "analyse more queries or fewer features (--features)")
     bread = np.linalg.inv(design.T @ design)
     coef = bread @ design.T @ y
     resid = y - design @ coef

@@ -3,11 +3,13 @@
 * :func:`compare_runs` -- differences A - B per condition and direction, bootstrap intervals, randomization /
   bootstrap / t-test p-values with a Holm or Bonferroni correction, and the robustness difference;
 * :func:`write_comparison` -- comparison.json / .csv / .md into a folder;
-* :mod:`vlbench.compare.paired` -- the statistics (also used by the leaderboard's rank groups).
+* :mod:`vlbench.metrics.paired` -- the statistics (shared with the leaderboard's rank groups, so it lives below
+  both).
 
-What lives here: :mod:`.engine` (the comparison), :mod:`.paired` (tests and intervals), :mod:`.data` (runs'
-per-query values), :mod:`.report` (the files) and :mod:`.cli`. To add a test: a function in ``paired`` named
-in ``engine.TESTS``. This file holds no logic: it re-exports the public names.
+What lives here: :mod:`.engine` (the comparison), :mod:`.plan` (the questions asked), :mod:`.data` (whether runs
+can be compared), :mod:`.record` (the sealed record), :mod:`.report` (the files) and :mod:`.cli`; the runs'
+per-query values are read by :mod:`vlbench.runread`. To add a test: a function in ``vlbench.metrics.paired``
+named in ``engine.TESTS``. This file holds no logic: it re-exports the public names.
 """
 
 from __future__ import annotations

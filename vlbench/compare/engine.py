@@ -9,9 +9,10 @@ import math
 import numpy as np
 
 from ..errors import OptionError, VlbenchError
+from ..metrics import paired
 from ..results import DIRECTIONS
-from . import paired
-from .data import RunData, check_comparable, check_same_queries, load_run
+from ..runread import RunData, load_run
+from .data import check_comparable, check_same_queries
 from .plan import CORRECTIONS, TESTS, Ask, asks, check_options, directions
 from .record import seal
 

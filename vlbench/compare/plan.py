@@ -1,4 +1,4 @@
-"""What a comparison asks (issue #31 item 3): the checked options, and the rows they select.
+"""What a comparison asks: the checked options, and the rows they select.
 
 The default is the question asked first: is A better than B on clean data (``clean``), and does A lose more than B
 under each family of perturbations (``families``: one robustness row per family, its conditions averaged per
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import OptionError
 from ..results import DIRECTIONS
-from .data import RunData
+from ..runread import RunData
 
 TESTS = ("randomization", "bootstrap", "ttest")
 CORRECTIONS = ("holm", "bonferroni", "none")

@@ -165,10 +165,14 @@ def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> N
             print(f"{name}: images are not downloaded by vlbench; get {s.images}")
         return
     if name not in BUILTIN:
-        matches = close_matches(name, BUILTIN)
-        raise UnknownNameError(f"vlbench cannot download dataset {name!r}: it is not a built-in dataset",
+        known = [*BUILTIN, *longcaptions.SETS]
+        # a family name whose variants are the downloadable sets (dci -> dci-extra, dci-short-extra): name them all
+        variants = [n for n in longcaptions.SETS if n.startswith(f"{name}-")] if name else []
+        matches = variants or close_matches(name, known)
+        raise UnknownNameError(f"vlbench cannot download dataset {name!r}: it is not a built-in dataset"
+                               + (" (it needs its variant named)" if variants else ""),
                                (f"did you mean {', '.join(repr(m) for m in matches)}? " if matches else "") +
-                               f"the built-ins are {', '.join(BUILTIN)}; a custom dataset is a local manifest "
+                               f"the built-ins are {', '.join(known)}; a custom dataset is a local manifest "
                                f"(custom:<manifest.jsonl>) and needs no download")
     data_dir = Path(data_dir) if data_dir else default_data_dir()
     data_dir.mkdir(parents=True, exist_ok=True)

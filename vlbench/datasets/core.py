@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import DataError
 from ..registry import datasets as DATASETS
 from ..util.io import sha256_file, sha256_json
+from .captions import caption_refusal, check_captions, refused_caption
 from .folds import fold_caption_to_image, fold_captions
 from .hub import is_hub_spec, load_hub
 
@@ -221,11 +222,13 @@ def _build(name, rows, image_root, source, line_numbers=None) -> Dataset:
         seen[image] = i
         images.append(image)
         for j, cap in enumerate(caps):
+            refused = caption_refusal(cap)  # not text, or too long to tokenize: never scored as "" or aborted on
+            if refused:
+                raise refused_caption(name, where, image, j, cap, refused)
             problem = caption_problem(cap)
             if problem:
-                issues.append({"caption_id": f"{image}#{j}", "where": where, "problem": problem,
-                               "text": cap if isinstance(cap, str) else None})
-            captions.append(cap if isinstance(cap, str) else "")
+                issues.append({"caption_id": f"{image}#{j}", "where": where, "problem": problem, "text": cap})
+            captions.append(cap)
             c2i.append(len(images) - 1)
             ids.append(f"{image}#{j}")
     return Dataset(name=name, images=images, captions=captions, caption_to_image=np.asarray(c2i, dtype=np.int64),
@@ -363,6 +366,7 @@ def load_dataset(spec: str, *, data_dir=None, gallery: str = "test", require_ima
     if not isinstance(ds, Dataset):
         raise DataError(f"dataset plug-in {spec!r} returned {type(ds).__name__}, not vlbench Dataset",
                         "return vlbench.datasets.core.Dataset from the plug-in factory")
+    check_captions(ds)  # a plug-in's captions meet the bounds every other source's do
     if extra_positives and ds.extra_positives_name != extra_positives:  # a plug-in that ignored them
         raise no_extra_positives(extra_positives, spec)
     return ds

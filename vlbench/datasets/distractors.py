@@ -21,13 +21,13 @@ from pathlib import Path
 
 from ..errors import DataError, OptionError
 from ..util.io import sha256_file, sha256_json
+from .captions import MAX_CAPTION_CHARS as MAX_CAPTION_CHARS  # the longest caption line of a ``captions:`` file
 from .core import IMAGE_EXTS, load_dataset
 
 KINDS = ("images", "dataset", "captions")
 EXAMPLE = "images:negatives/,captions:adversarial.txt"
-#: the longest caption line read from a ``captions:`` file (characters); a longer line is refused before any
-#: tokenizer sees it (a 24 MB line aborted the Rust tokenizer with no message)
-MAX_CAPTION_CHARS = 10_000
+# MAX_CAPTION_CHARS (characters): the bound every caption source shares (:mod:`.captions`); a longer line of a
+# ``captions:`` file is refused before any tokenizer sees it (a 24 MB line aborted the Rust tokenizer with no message)
 
 
 def parse_spec(spec) -> list[tuple[str, str]]:

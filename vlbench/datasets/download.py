@@ -26,18 +26,19 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..errors import DataError
-from ..util.fetch import DownloadError, fetch_bytes, hub_cache_dir, hub_endpoint
+from ..util.fetch import DownloadError, fetch_bytes, hub_blob_problem, hub_cache_dir, hub_endpoint
 from ..util.io import atomic_write_bytes, sha256_bytes, sha256_file
 from ..util.paths import offline
 from .specs import BUILTIN, IMAGE_SOURCES
 
-__all__ = ["DownloadError", "http_get", "fetch_captions", "fetch_images", "hub_file"]
+__all__ = ["DownloadError", "http_get", "fetch_captions", "fetch_images", "hub_blob_problem", "hub_file"]
 
 
-def http_get(url: str, timeout: float | None = None) -> bytes:
-    """The bytes of a non-Hub file (through VLBENCH_MIRROR, with resume, retries and timeouts: util.fetch)."""
+def http_get(url: str, timeout: float | None = None, *, text: bool = False) -> bytes:
+    """The bytes of a non-Hub file (through VLBENCH_MIRROR, with resume, retries and timeouts: util.fetch).
+    ``text``: a JSON or text file, so an HTML page served in its place (a proxy's, a login) is refused."""
     del timeout  # the downloader's own setting (VLBENCH_DOWNLOAD_TIMEOUT) applies
-    return fetch_bytes(url)
+    return fetch_bytes(url, text=text)
 
 
 def _jsonl(rows) -> bytes:
@@ -46,7 +47,7 @@ def _jsonl(rows) -> bytes:
 
 def _multi30k(data_dir: Path, images: str, captions: str, files: int = 5) -> bytes:
     """Line i of caption file j is caption j of image i; whitespace stripped, HTML entities unescaped."""
-    names = [x.strip() for x in http_get(images).decode("utf-8").splitlines() if x.strip()]
+    names = [x.strip() for x in http_get(images, text=True).decode("utf-8").splitlines() if x.strip()]
     caps = []
     for j in range(1, files + 1):
         raw = gzip.decompress(http_get(captions.format(j=j))).decode("utf-8").splitlines()
@@ -58,14 +59,14 @@ def _multi30k(data_dir: Path, images: str, captions: str, files: int = 5) -> byt
 
 
 def _karpathy_json(data_dir: Path, url: str) -> bytes:
-    data = json.loads(http_get(url))
+    data = json.loads(http_get(url, text=True))
     return _jsonl({"image": os.path.basename(e["image"]), "captions": [c.strip() for c in e["caption"][:5]]}
                   for e in data)
 
 
 def _fg_reorder(data_dir: Path, url: str, order_of: str) -> bytes:
     original = fetch_captions(order_of, data_dir)
-    data = json.loads(http_get(url))
+    data = json.loads(http_get(url, text=True))
     order = [json.loads(line)["image"] for line in original.read_text().splitlines() if line.strip()]
     return _jsonl({"image": n, "captions": data[n[:-4] if n.endswith(".jpg") else n]} for n in order)
 
@@ -171,6 +172,11 @@ def fetch_images(name: str, ds, data_dir: Path) -> None:
     print(f"fetching the images of {name!r} ({len(missing)} missing) from {hub_endpoint()} ...", flush=True)
     zpath = _hub_download(src.url, f"the images of {name!r}", fix)
     digest = sha256_file(zpath)
+    tampered = hub_blob_problem(zpath, digest)
+    if tampered:
+        raise DataError(f"the image archive of {name!r} in the Hugging Face cache is not what the Hub sent: "
+                        f"{tampered}; nothing was unpacked",
+                        f"delete {Path(zpath).resolve()} (and the link {zpath}) and try again: it is downloaded anew")
     if src.sha256 and digest != src.sha256:
         raise DataError(f"the image archive of {name!r} ({src.url}) has sha256 {digest[:16]}..., pinned "
                         f"{src.sha256[:16]}...; nothing was unpacked",

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import DataError
+from ..util.fetch import hub_blob_problem
 from ..util.io import sha256_file
 from ..util.paths import default_data_dir, offline
 from ..util.query import QueryProblem, query_pairs
@@ -228,8 +229,14 @@ def load_hub(spec: str, *, data_dir=None, download: bool | None = None) -> tuple
     commit = folder.name  # snapshots/<commit>
     data_dir = Path(data_dir).expanduser() if data_dir else default_data_dir()
     image_root = data_dir.resolve() / "hub" / hs.repo.replace("/", "--") / commit / config / split
+    digests = {f: sha256_file(folder / f) for f in files}
+    for f, digest in digests.items():  # a cached file must still be what its blob's name says the Hub sent
+        tampered = hub_blob_problem(folder / f, digest)
+        if tampered:
+            raise DataError(f"{hs.repo}: {f} in the Hugging Face cache is not what the Hub sent: {tampered}",
+                            f"delete {(folder / f).resolve()} and the link {folder / f}, and run again online")
     rows, root, source = read_split([folder / f for f in files], image_root, hs,
                       {"hub": hs.repo, "revision": commit, "config": config, "split": split,
-                                    "files": {f: sha256_file(folder / f) for f in files},
+                                    "files": digests,
                                     "spec": replace(hs, revision=commit).canonical()})  # the same data again
     return hs.canonical(), rows, root, source

@@ -7,7 +7,11 @@ is how the tests run it), EXIF orientation applied, and hands the uint8 tensors 
 (for the Hugging Face processors: the same torchvision resize and crop, run where the tensors are) and
 ``from_pixels`` (normalisation). Files the device decoder does not take (PNG and other formats, CMYK or other
 unusual JPEG modes, a JPEG it fails on) go through the reference decoding (PIL, ``load_image``) in the same
-batch, so every image is encoded and the batches are the ones the reference path would make.
+batch, so every image is encoded and the batches are the ones the reference path would make. The fallback is
+per file: when the decoder refuses a batch, its files are decoded one by one and only the refused one goes
+through PIL, so an image's pixels (and its cached vector) do not depend on its batch-mates. The decoder
+libraries' versions (Pillow with its libjpeg, torchvision with the libjpeg-turbo and nvJPEG it bundles) are
+in the identity (``pixel_decoders``): a decoder upgrade is another cache key.
 
 The pixels differ from the reference path's by a few grey levels (another JPEG decoder's rounding, another
 device's resampling): the path is part of the model's identity (``{"pixels": "device"}``), so its vectors are
@@ -68,28 +72,44 @@ class DeviceBatches:
     def pixels_of(self, paths: list):
         """(the uint8 N x C x H x W pixels of ``paths`` on the device, how many were decoded on the device)."""
         fast = [device_readable(p) for p in paths]
-        return self._pixels(paths, fast, _read([p for p, f in zip(paths, fast) if f])), sum(fast)
+        return self._pixels(paths, fast, _read([p for p, f in zip(paths, fast) if f]))
 
-    def _pixels(self, paths: list, fast: list, data: list):
+    def _decode(self, data: list) -> list:
+        """The device decoder's image of each file's bytes, or None for a file it refuses. The batch is decoded
+        at once; when the decoder refuses it, each file is decoded alone, so only the refused file goes through
+        PIL and an image's pixels never depend on the files it shares a batch with."""
         import torch
         from torchvision.io import ImageReadMode, decode_jpeg
 
-        images: list = [None] * len(paths)
-        jpeg_at = [i for i, f in enumerate(fast) if f]
-        if jpeg_at:
-            raw = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in data]
+        def run(blobs):
+            raw = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
+            return decode_jpeg(raw, mode=ImageReadMode.RGB, device=self.device, apply_exif_orientation=True)
+
+        try:
+            return list(run(data))
+        except RuntimeError:
+            pass
+        out: list = []
+        for blob in data:
             try:
-                decoded = decode_jpeg(raw, mode=ImageReadMode.RGB, device=self.device, apply_exif_orientation=True)
-            except RuntimeError:  # one file the device decoder refuses: this batch's JPEGs go through PIL
-                decoded = None
-                jpeg_at = []
-            for i, t in zip(jpeg_at, decoded or []):
-                images[i] = t
+                out.append(run([blob])[0])
+            except RuntimeError:  # this file only: the reference decoding (PIL) below
+                out.append(None)
+        return out
+
+    def _pixels(self, paths: list, fast: list, data: list):
+        """(pixels, how many files the device decoder took) of a batch."""
+        import torch
+
+        images: list = [None] * len(paths)
+        for i, t in zip([i for i, f in enumerate(fast) if f], self._decode(data) if data else []):
+            images[i] = t
+        on_device = sum(t is not None for t in images)
         for i, img in enumerate(images):
             if img is None:  # PIL, as the reference path decodes it, then on the device as the others
                 rgb = np.asarray(load_image(paths[i]), dtype=np.uint8)
                 images[i] = torch.from_numpy(rgb.copy()).permute(2, 0, 1).to(self.device)
-        return self.adapter.to_pixels(images)  # one call: the processor resizes images of one shape together
+        return self.adapter.to_pixels(images), on_device  # one call: the processor resizes same-shape images together
 
     def __iter__(self):
         if not self.batches:
@@ -100,9 +120,9 @@ class DeviceBatches:
                 paths, fast, data = pending.result()
                 if i + 1 < len(self.batches):
                     pending = pool.submit(self._files, self.batches[i + 1])
-                pixels = self._pixels(paths, fast, data)
+                pixels, on_device = self._pixels(paths, fast, data)
                 self.stats.images_decoded += len(keys)
-                self.stats.images_device_decoded += sum(fast)
+                self.stats.images_device_decoded += on_device
                 yield keys, self.adapter.from_pixels(pixels)
 
 

@@ -13,7 +13,9 @@ image are what a DataLoader worker reads, so a batch can mix cached and decoded 
 encoder would have made). The key is the image's content key (or, for an image condition, the condition's
 key of the transformed image, which names the transform, its parameters and the content). The spec hash
 covers the adapter's preprocessing description (sizes, interpolation, crop, the resampling library and its
-version), vlbench's decoding rules and PIL's version; every model with the same spec shares the folder.
+version), vlbench's decoding rules and the decoder libraries' versions (:func:`decoder_versions`: Pillow and
+the libjpeg(-turbo) it decodes JPEGs with); every model with the same spec shares the folder. A decoder
+upgrade that changes a pixel therefore names another folder instead of serving pixels of the old decoder.
 
 Each file proves its content as an embedding shard does: a sha256 over the spec hash, the key, the shape and
 the bytes (:func:`pixel_checksum`), checked on every read. A file that fails is not used: it is moved aside as
@@ -35,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import stores
+from ..util.env import decoder_versions
 from ..util.io import cache_write_bytes, sha256_json
 
 #: bump when decoding (images.load_image) or the way pixels are stored changes what a cached array is
@@ -42,10 +45,9 @@ PIXEL_CODE_VERSION = "1"
 
 
 def spec_hash(spec: dict) -> str:
-    """The hash that names a preprocessing: the adapter's spec, vlbench's decoding rules and PIL's version."""
-    import PIL  # lazy: only encoding with a pixel-cached adapter needs it
-
-    return sha256_json({"spec": spec, "pixel_code": PIXEL_CODE_VERSION, "pillow": PIL.__version__})
+    """The hash that names a preprocessing: the adapter's spec, vlbench's decoding rules and the decoder
+    libraries' versions (:func:`decoder_versions`)."""
+    return sha256_json({"spec": spec, "pixel_code": PIXEL_CODE_VERSION, "decoders": decoder_versions()})
 
 
 def pixel_checksum(spec: str, key: str, pixels: np.ndarray) -> str:

@@ -5,7 +5,7 @@ miss -> hit; vlbench.explain.flips), the page shows: for a caption perturbation 
 perturbed caption with the edit marked word by word, the ground-truth image, the top-5 images before and after
 and the ground truth's ranks; for an image corruption (i2t) the clean and the corrupted query image (rendered
 again with vlbench.imageperturb at the run's seed, severity and geometry) and the top-5 captions before and
-after. Inputs: the run folder (results.json, retrieved.npz) and the run's dataset (vlbench.explain.source).
+after. Inputs: the run folder (results.json, retrieved.npz) and the run's dataset, read by vlbench.runread.
 docs/explain.md has the reading guide.
 
 What lives here: :mod:`.browser` (:func:`explain`: the page from a run folder), :mod:`.source` (the run's

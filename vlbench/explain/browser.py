@@ -116,6 +116,7 @@ def explain(run_dir, out=None, *, per_perturbation: int = 5, seed: int = 0, imag
     """Write the failure browser of the run folder ``run_dir``; returns the page's path
     (``out``, default ``<run_dir>/explain.html``)."""
     from ..pipeline.embedding_index import read_index  # lazy: vlbench --help imports this module; keep it light
+    from ..runread import load_run_dataset, read_flips, read_retrieved  # lazy: as above
     from .flips import sections  # lazy: vlbench --help imports this module; keep it light
     from .render import page  # lazy: vlbench --help imports this module; keep it light
 
@@ -127,10 +128,7 @@ def explain(run_dir, out=None, *, per_perturbation: int = 5, seed: int = 0, imag
         check_retrieved,
         condition_kind,
         image_locator,
-        load_run_dataset,
         perturbed_texts,
-        read_flips,
-        read_retrieved,
     )
 
     if per_perturbation < 1:

@@ -9,22 +9,18 @@ the recorded spec and checked against the recorded content hash, so the page sho
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
-from .. import registry
-from ..datasets.core import Dataset, limited, load_dataset, safe_join
+from ..datasets.core import Dataset, safe_join
 from ..datasets.folds import fold_index_maps
 from ..encoding.cache import item_key
 from ..encoding.images import file_key
 from ..errors import DataError, VlbenchError
 from ..perturbations.cache import perturbed_captions
-from ..pipeline.galleries import apply_gallery
-from ..runfolder import FLIPS, RETRIEVED, run_file
+from ..runfolder import RETRIEVED
 
 #: the direction the browser shows per condition kind: a caption perturbation changes t2i queries, an image
 #: corruption i2t queries (its t2i side, a corrupted gallery, is not browsed)
@@ -48,7 +44,7 @@ class RunSource:
     ds: Dataset  # content hash equal to the run's
     perturbed: dict = field(default_factory=dict)  # caption condition -> its perturbed captions (list of str)
     image_path: object = None  # gallery index -> image file (image_locator); None: the dataset's own
-    flip_rows: dict = field(default_factory=dict)  # read_flips: the run's flips.csv
+    flip_rows: dict = field(default_factory=dict)  # runread.read_flips: the run's flips.csv
 
     @property
     def conditions(self) -> dict:
@@ -73,76 +69,6 @@ class RunSource:
         return f"{condition}|{direction}" in self.retrieved and f"{condition}|{direction}|rank" in self.retrieved
 
 
-def read_retrieved(folder: Path, results: dict | None = None) -> dict:
-    task = (results or {}).get("task")
-    if task:
-        name = task.get("name") if isinstance(task, dict) else task
-        raise VlbenchError(f"run {folder} is a choice-task run (--task {name}): it ranks no gallery, so no query "
-                           "flips", "explain a retrieval run (vlbench run without --task); a task run's items are "
-                           "in its per_item.csv.gz")
-    path = run_file(folder, results or {}, RETRIEVED)  # the run's own lists, proven by its file hashes
-    if path is None:
-        raise VlbenchError(f"run {folder} has no {RETRIEVED} (the top-10 lists the failure browser shows): it was "
-                           "written by a vlbench that did not keep them, or the file was removed",
-                           "re-run the same 'vlbench run' command with a new --out: the embedding cache makes it "
-                           "cheap (nothing is encoded again)")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {name: z[name] for name in z.files}
-    except (OSError, ValueError) as exc:
-        raise VlbenchError(f"{path} cannot be read ({type(exc).__name__}: {exc})",
-                           "re-run the 'vlbench run' command with a new --out to write it again") from None
-
-
-def read_flips(folder: Path, results: dict | None = None) -> dict:
-    """(condition, direction) -> rows of the run's flips.csv in k order (empty when the run has none)."""
-
-    path = run_file(folder, results or {}, FLIPS)  # proven by the run's file hashes
-    if path is None:
-        return {}
-    out: dict = {}
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            for row in csv.DictReader(fh):
-                out.setdefault((row["condition"], row["direction"]), []).append(row)
-    except (OSError, ValueError, KeyError, csv.Error):
-        return {}  # the page's own counts stand without it
-    for rows in out.values():
-        rows.sort(key=lambda r: int(r.get("k") or 0))
-    return out
-
-
-def _dataset_spec(results: dict, dataset: str | None) -> str:
-    if dataset:
-        return dataset
-    info = results.get("dataset") or {}
-    source = info.get("source") or {}
-    manifest, hub = source.get("manifest"), source.get("spec")  # hub: hf:ORG/NAME?...&revision=<the commit read>
-    return f"custom:{manifest}" if manifest else hub if isinstance(hub, str) else str(info.get("name") or "")
-
-
-def load_run_dataset(results: dict, *, dataset: str | None = None, data_dir=None):
-    """The run's dataset, loaded from the recorded spec (or ``dataset``), its content hash checked."""
-
-    info = results.get("dataset") or {}
-    spec = _dataset_spec(results, dataset)
-    gallery = info.get("gallery") or "test"
-    try:
-        ds = load_dataset(spec, data_dir=data_dir, gallery=registry.galleries.get(gallery).loader_gallery,
-                          require_images=False, download=False, extra_positives=info.get("extra_positives"))
-    except VlbenchError as exc:
-        raise DataError(f"the dataset of run {results.get('run_id')} ({spec!r}) cannot be loaded: {exc.message}",
-                        "pass --dataset SPEC (and --data-dir DIR) naming where the run's dataset is now") from None
-    # the run's gallery as it was (a smaller folder than the dataset's full one was allowed by the run itself)
-    ds = apply_gallery(ds, SimpleNamespace(gallery=gallery, allow_partial_gallery=True, dataset=spec, protocol=None))
-    ds = limited(ds, info.get("limit"))  # --limit: the run's first N images, cut after the gallery as the run did
-    if info.get("hash") and ds.content_hash() != info["hash"]:
-        raise DataError(f"the dataset loaded from {spec!r} is not the one run {results.get('run_id')} evaluated "
-                        f"(content hash {ds.content_hash()[:12]}, the run's {info['hash'][:12]})",
-                        "pass --dataset SPEC and --data-dir DIR naming the run's own captions and images")
-    return ds
-
-
 def image_locator(ds, images_dir=None):
     """Gallery index -> image file. ``images_dir``: where the images are now, either as the dataset lays them out
     (``DIR/<path in the dataset>``) or all in one folder (``DIR/<file name>``), whichever holds the first image."""
@@ -155,26 +81,43 @@ def image_locator(ds, images_dir=None):
     return lambda i: safe_join(root, names[i])
 
 
+def injected(meta: dict) -> dict:
+    """Candidates a condition adds to the run's gallery: {"t2i": injected images, "i2t": injected captions};
+    zero for every condition but gallery distractors (kind "gallery", ``--distractors``), whose ids come after
+    the dataset's (pipeline.report: id = dataset size + j)."""
+    extra = meta.get("distractors") if condition_kind(meta) == "gallery" else None
+    extra = extra if isinstance(extra, dict) else {}
+
+    def count(key):
+        n = extra.get(key)
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+    return {"t2i": count("n_images"), "i2t": count("n_captions")}
+
+
 def check_retrieved(src: RunSource) -> None:
-    """Every list and rank of retrieved.npz the page reads is in range for the run's dataset: as many rows as
-    queries, candidate indices below the gallery (t2i: images) or the captions (i2t; -1 pads a short list),
-    ranks from 1 to the number of candidates. VlbenchError names the first array that is not."""
+    """Every list and rank of retrieved.npz the page reads is in range for the condition's own gallery: as many
+    rows as queries, candidate indices below that gallery's size (t2i: the dataset's images, i2t: its captions,
+    plus what a distractor condition injected; -1 pads a short list), ranks from 1 to that size. VlbenchError
+    names the first array that is not."""
     ds = src.ds
-    for direction, n_cand in (("t2i", len(ds.gallery_images)), ("i2t", ds.n_captions)):
+    for direction, n_base in (("t2i", len(ds.gallery_images)), ("i2t", ds.n_captions)):
         n_queries = len(src.query_index(direction))
-        for c in src.conditions:
+        for c, meta in src.conditions.items():
             if not src.has(c, direction):
                 continue
+            n_cand = n_base + injected(meta if isinstance(meta, dict) else {})[direction]
             top, ranks = src.retrieved[f"{c}|{direction}"], src.retrieved[f"{c}|{direction}|rank"]
             ok = (top.ndim == 2 and ranks.ndim == 1 and len(top) == len(ranks) == n_queries
                   and top.dtype.kind in "iu" and ranks.dtype.kind in "iu"
                   and (top.size == 0 or (top.min() >= -1 and top.max() < n_cand))
                   and (ranks.size == 0 or (ranks.min() >= 1 and ranks.max() <= n_cand)))
             if not ok:
+                extra = f", {n_cand - n_base} of them injected" if n_cand > n_base else ""
                 raise VlbenchError(f"{src.folder / RETRIEVED}: the {direction} lists or ranks of condition {c!r} "
-                                   f"are out of range for the run's dataset ({n_queries} queries, {n_cand} "
-                                   "candidates)", "re-run the 'vlbench run' command with a new --out to write it "
-                                                  "again")
+                                   f"are out of range for its gallery ({n_queries} queries, {n_cand} "
+                                   f"candidates{extra})", "re-run the 'vlbench run' command with a new --out to "
+                                                          "write it again")
 
 
 def check_image_contents(locate, indices, keys, folder) -> None:

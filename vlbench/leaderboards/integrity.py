@@ -1,4 +1,4 @@
-"""What a leaderboard checks in a results file beyond its schema (issue #21): every value lies in its metric's
+"""What a leaderboard checks in a results file beyond its schema: every value lies in its metric's
 declared range, and the stored changes (``deltas``) equal the values they are the difference of.
 
 The results hash (``results_hash``, checked by :meth:`vlbench.results.RunRecord.from_json`) catches an edit

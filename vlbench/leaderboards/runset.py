@@ -1,4 +1,4 @@
-"""Which runs a leaderboard takes (issue #31 item 2): a board that a stray or partial run cannot pollute.
+"""Which runs a leaderboard takes: a board that a stray or partial run cannot pollute.
 
 Applied to the readable runs before the duplicate rule (:func:`vlbench.leaderboards.store.select`), in this order;
 every run left out is named with its reason (``left_out``), printed by the build and kept in the manifest:
@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..errors import OptionError
 from ..runfolder import EMBEDDING_KEYS, LOCK, PER_ITEM, PER_QUERY, RESULTS, TABLE
+from ..util.io import read_regular_file
 from .store import Run
 
 #: files whose presence (without results.json) marks a run folder that did not finish
@@ -82,9 +83,13 @@ def unify_datasets(runs: list[Run]) -> list[dict]:
     return conflicts
 
 
+#: a run-set file larger than this is refused unread (a line per run: 100,000 runs are a few MB)
+MAX_RUN_SET_BYTES = 16 * 2**20
+
+
 def _read_run_set(path: str) -> list[str]:
-    try:
-        text = Path(path).read_text("utf-8")
+    try:  # a regular file of a bounded size, as every run file (a FIFO would block, /dev/zero never ends)
+        text = read_regular_file(path, MAX_RUN_SET_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise OptionError("--run-set", f"cannot read {path} ({exc})", "give a text file with one run folder or "
                                                                       "run id per line") from None

@@ -1,7 +1,7 @@
 """Leaderboard sections built from files beside results.json, read only when present (older runs lack them):
 
 * rank groups -- which models are separable: a paired sign-flip randomization test of every pair of models on
-  the per-query clean RSUM of per_query.csv.gz (:mod:`vlbench.compare.paired`), Holm-corrected over the pairs,
+  the per-query clean RSUM of per_query.csv.gz (:mod:`vlbench.metrics.paired`), Holm-corrected over the pairs,
   shown as a compact letter display in the ranking (models sharing a letter are not separable); only the models
   ranked together (clean results and per-query values on every dataset of the board) get a group;
 * flips -- each run's flips.csv at the smallest k: queries going hit -> miss and miss -> hit, top-10 overlap;
@@ -17,12 +17,10 @@ import math
 import os
 from pathlib import Path
 
-from ..compare import paired
-from ..compare.data import check_against_record, read_per_query
-from ..compare.record import record_problem, run_mismatch
 from ..errors import VlbenchError
+from ..metrics import paired
 from ..results import DIRECTIONS
-from ..runfolder import FLIPS, per_query_file, run_file
+from ..runread import flip_rows, proven_per_query, record_problem, run_mismatch
 from ..util.io import read_regular_file
 from .store import condition_key
 from .table_types import Column, Table
@@ -41,11 +39,9 @@ def _clean_rsum(run) -> dict | None:
     """{direction: (query keys, per-query RSUM)} of the run's clean condition, or None without the file."""
 
     try:  # only the run's own file, proven by its file hashes (runfolder.per_query_file), agreeing with its record
-        path = per_query_file(_folder(run), run.record.other)
-        if path is None:
+        tabs = proven_per_query(_folder(run), run.record, {"clean"})
+        if tabs is None:
             return None
-        _, tabs = read_per_query(str(path), {"clean"})
-        check_against_record(_folder(run), run.record, tabs)
     except Exception:  # an unproven or unreadable per-query file: the model has no group (noted in the table)
         return None
     out = {d: (t.keys, t.columns.get("rsum")) for (c, d), t in tabs.items()}
@@ -126,15 +122,8 @@ def with_groups(rank: Table, groups: Table | None) -> Table:
 
 def _read_flips(run) -> list[dict]:
     try:  # the run's own flips.csv, proven by its file hashes; none for an older run without them
-        path = run_file(_folder(run), run.record.other, FLIPS)
+        return flip_rows(_folder(run), run.record.other)
     except VlbenchError:
-        return []
-    if path is None:
-        return []
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            return list(csv.DictReader(fh))
-    except (OSError, csv.Error, UnicodeDecodeError):
         return []
 
 
@@ -274,14 +263,33 @@ def read_analyses(paths, warn) -> list[tuple[str, list[dict]]]:
         p = p / "analysis_regression.csv" if p.is_dir() else p
         try:
             text = read_regular_file(p, 64 * 2 ** 20).decode("utf-8")
-            rows = list(csv.DictReader(text.splitlines()))
-            if rows and not {"run", "condition", "term", "coef", "ci_low", "ci_high", "per_sd"} <= set(rows[0]):
-                raise ValueError("it is not an analysis_regression.csv of 'vlbench analyze'")
+            rows = _analysis_rows(text)
         except (OSError, ValueError, csv.Error) as exc:
             warn(f"analysis {given} skipped: {exc}")
             continue
         out.append((f"{p.parent.name}/{p.name}", rows))
     return out
+
+
+#: the columns of analysis_regression.csv the leaderboard reads
+_ANALYSIS_COLUMNS = ("run", "condition", "term", "coef", "ci_low", "ci_high", "per_sd")
+
+
+def _analysis_rows(text: str) -> list[dict]:
+    """The rows of an analysis_regression.csv; ValueError naming the first row (and its line) that does not have
+    the header's fields (a short or long row: a cut or edited file)."""
+    reader = csv.DictReader(text.splitlines())
+    rows = []
+    for i, row in enumerate(reader, 1):
+        if None in row or None in row.values():  # DictReader: extra cells under key None, missing ones None
+            n = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or ())
+            raise ValueError(f"row {i} (line {reader.line_num}) has {n} fields, its header "
+                             f"{len(reader.fieldnames or ())}: the file was cut or edited; write it again with "
+                             "'vlbench analyze'")
+        rows.append(row)
+    if rows and not set(_ANALYSIS_COLUMNS) <= set(rows[0]):
+        raise ValueError("it is not an analysis_regression.csv of 'vlbench analyze'")
+    return rows
 
 
 def _num(cell) -> float | None:

@@ -34,10 +34,11 @@ def is_image(run: Run, condition: str) -> bool:
 
 
 def _dcg_p(run: Run) -> int | None:
+    """The run's nDCG / DCG_CM cut-off p (``--dcg-p``): settings.p, else the smallest p it recorded."""
     p = run.record.settings.get("p")
     if isinstance(p, int):
         return p
-    ks = sorted({v.key.k for v in run.record.values if v.key.metric == "dcg_cm" and v.key.k is not None})
+    ks = sorted({v.key.k for v in run.record.values if v.key.metric in ("ndcg", "dcg_cm") and v.key.k is not None})
     return ks[0] if ks else None
 
 
@@ -82,7 +83,7 @@ def clean_retrieval(ctx: _Ctx) -> Table:
     cols = [Column("dataset"), Column("model")]
     for d in ("i2t", "t2i"):
         cols += [Column(f"{d}_recall@{k}", "num", 2, f"{d} R@{k}") for k in (1, 5, 10)]
-        cols += [Column(f"{d}_dcg_cm", "num", 2, f"{d} DCG")]
+        cols += [Column(f"{d}_ndcg", "num", 3, f"{d} nDCG")]  # the run's printed nDCG@p, in [0, 1]
     cols += [Column("i2t_rsum", "num", 2, "RSUM i2t"), Column("t2i_rsum", "num", 2, "RSUM t2i"),
              Column("dcg_p", "int"), Column("run_id"), Column("model_hash", short=12), Column("dataset_hash", short=12),
              Column("flags")]
@@ -95,14 +96,15 @@ def clean_retrieval(ctx: _Ctx) -> Table:
         mh, dn, dh = key
         row: list = [ctx.dataset(dn, dh), ctx.model(mh)]
         for d in ("i2t", "t2i"):
-            row += [v.get((d, "recall", k)) for k in (1, 5, 10)] + [v.get((d, "dcg_cm", p))]
+            row += [v.get((d, "recall", k)) for k in (1, 5, 10)] + [v.get((d, "ndcg", p))]
         row += [v.get(("i2t", "rsum", None)), v.get(("t2i", "rsum", None)), p, run.ref, mh, dh,
                 ctx.lab.run_flags(run)]
         rows.append(row)
         runs.add(run.ref)
     return Table("clean_retrieval", "Clean retrieval",
-                 "One row per model and dataset, clean captions: Recall@1/5/10 and DCG_CM@p (p in column "
-                 "dcg_p) per direction, and RSUM (R@1 + R@5 + R@10) per direction.", cols, rows, sorted(runs))
+                 "One row per model and dataset, clean captions: Recall@1/5/10 and nDCG@p (p in column dcg_p; the "
+                 "nDCG the run prints, in [0, 1]; the signed DCG_CM is in values.csv) per direction, and RSUM (R@1 + "
+                 "R@5 + R@10) per direction.", cols, rows, sorted(runs))
 
 
 def rsum_per_perturbation(ctx: _Ctx, direction: str = "t2i") -> Table:
@@ -305,7 +307,7 @@ def _timing_cells(run: Run) -> list:
 
 
 # ----------------------------------------------------------------------------------------------
-# validity beside every drop (issue #10): the cells the RSUM-change table shows next to a perturbation's change,
+# validity beside every drop: the cells the RSUM-change table shows next to a perturbation's change,
 # read from results.json conditions[<perturbation>]["validity"] (vlbench.perturbations.validity); runs written
 # before validity existed give empty cells
 

@@ -49,13 +49,15 @@ from .ranking import (  # noqa: F401 -- re-exported: compute is where callers fi
     build_positives,
     check_finite,
     head_size,
+    query_block_rows,
     rank_blocks,
 )
 from .sharded import ScoreBlock, parse_score_block, sharded_blocks
 from .specs import builtins, from_stored, plugin_columns, plugin_metrics
 
-# bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores)
-METRIC_VERSION = "1.1"
+# bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores;
+# 1.2: every similarity from the one tiled scorer, metrics/tiles.py: both directions rank one matrix)
+METRIC_VERSION = "1.2"
 DEFAULT_K = (1, 5, 10)
 DEFAULT_P = 10
 TOP_KEEP = 10  # each query's best-ranked candidates kept from the scoring pass (metrics/flips.py reads them)
@@ -215,7 +217,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     else:  # the gallery in blocks of rows x cols (and over torchrun ranks): the same blocks, combined exactly
         blocks = sharded_blocks(source, direction, queries, pos, max(K, keep), score_block, pp=pp,
                                 relevance=relevance, graded=graded, group=group, progress=progress,
-                                block_rows=max(1, min(n_q, block_bytes // max(1, 4 * pos.n_candidates))))
+                                block_rows=query_block_rows(source, direction, n_q, pos.n_candidates, block_bytes))
         progress = None
     for b in blocks:
         s = slice(b.b0, b.b1)

@@ -4,8 +4,8 @@ Ties are broken by candidate index, lower index first (a stable sort of ``-simil
 1-based. :func:`rank_blocks` walks the queries in blocks of at most ``block_bytes`` of similarities
 and gives, per block, the top-K candidates in that exact order and which of them are positives; the
 metric functions (metrics.py) read only these blocks. Identical vectors score bit for bit the same
-(``EmbeddingSource`` shares the first copy's column / row), so the tie rule also holds for duplicate
-captions and images.
+(``EmbeddingSource`` reads the one tiled scorer, metrics/tiles.py, where a duplicate takes its first
+copy's scores), so the tie rule also holds for duplicate captions and images.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..results import DIRECTIONS
+from .tiles import TileGrid, first_copies
 
 BLOCK_BYTES = 32 << 20
 
@@ -145,103 +146,51 @@ class ArraySource(SimilaritySource):
 
 def duplicate_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(dup, first): the rows of ``x`` that repeat an earlier row bit for bit, and that earlier row's index."""
-    if len(x) < 2 or x.shape[1] == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    v = np.ascontiguousarray(x).view(np.dtype((np.void, x.dtype.itemsize * x.shape[1]))).reshape(-1)
-    _, first, inv = np.unique(v, return_index=True, return_inverse=True)  # first: the lowest index
-    rep = first[inv.reshape(-1)]
-    dup = np.flatnonzero(rep != np.arange(len(x)))
-    return dup, rep[dup].astype(np.int64)
+    first = first_copies(x)
+    dup = np.flatnonzero(first != np.arange(len(x)))
+    return dup, first[dup]
 
 
 class EmbeddingSource(SimilaritySource):
-    """Dot products of (normalized) embeddings, computed per block; never the full matrix.
+    """Dot products of (normalized) embeddings, read from the one tiled scorer (metrics/tiles.py); never the
+    full matrix.
 
-    With ``device`` set (e.g. "cuda"), the block products run there and only the block comes back.
-
-    Identical vectors get bitwise-identical scores: a matrix product may round the same dot product
-    differently depending on where the row or column falls in its tiles (~1e-7), which would let a later
-    duplicate caption outrank an earlier one and break the tie rule. So every candidate column that
-    repeats an earlier candidate vector is overwritten with that earlier column's scores, and every query
-    row of a block that repeats an earlier query vector of the block with that row (a copy of only the
-    duplicated columns / rows: the product itself is unchanged and as fast).
+    Every similarity is an element of a fixed grid of tile products (fixed by the two gallery sizes), and a
+    vector that repeats an earlier one bit for bit takes that copy's scores: whatever rows and columns a
+    caller asks for (a query block, a shard of the gallery, a torchrun rank's slice), the same entry has the
+    same bits, and the tie rule holds for duplicate captions and images. With ``device`` set (e.g. "cuda"),
+    the tile products run there and only the tiles come back.
     """
 
     def __init__(self, image_emb, text_emb, device: str | None = None):
         self.img = _to_numpy(image_emb)
         self.txt = _to_numpy(text_emb)
+        if self.img.ndim != 2 or self.txt.ndim != 2:
+            raise ValueError(f"embeddings must be 2-D (n, dim), got image {self.img.shape} and text {self.txt.shape}")
         if self.img.shape[1] != self.txt.shape[1]:
             raise ValueError(f"image embeddings have size {self.img.shape[1]} but text embeddings "
                              f"{self.txt.shape[1]}")
         self.n_images, self.n_captions = len(self.img), len(self.txt)
         self.device = device if device and device != "cpu" else None
-        self._dups = {"img": duplicate_rows(self.img), "txt": duplicate_rows(self.txt)}
-        self._first = {}  # modality with duplicates -> index of the first row with the same vector
-        for name, (dup, first) in self._dups.items():
-            if len(dup):
-                self._first[name] = np.arange(len(self.img if name == "img" else self.txt))
-                self._first[name][dup] = first
-        if self.device:
-            import torch
-
-            self._t = {"img": torch.from_numpy(self.img).to(self.device),
-                       "txt": torch.from_numpy(self.txt).to(self.device)}
+        self.grid = TileGrid(self.img, self.txt, device=self.device)
 
     def rows(self, direction, queries):
-        q, c = ("img", "txt") if direction == "i2t" else ("txt", "img")
-        queries = np.asarray(queries)
-        if self.device:
-            import torch
+        return self.block(direction, queries, 0, self.n_captions if direction == "i2t" else self.n_images)
 
-            idx = torch.from_numpy(queries).to(self.device)
-            out = (self._t[q][idx] @ self._t[c].T).cpu().numpy()
-        else:
-            mats = {"img": self.img, "txt": self.txt}
-            out = mats[q][queries] @ mats[c].T
-        return self._share_duplicates(out, q, c, queries)
-
-    def _product(self, q: str, c: str, queries: np.ndarray, cols) -> np.ndarray:
-        if self.device:
-            import torch  # lazy: only with a GPU, where the model has loaded torch
-
-            idx = torch.from_numpy(queries).to(self.device)
-            cand = self._t[c][cols] if isinstance(cols, slice) else self._t[c][torch.from_numpy(cols).to(self.device)]
-            return (self._t[q][idx] @ cand.T).cpu().numpy()
-        mats = {"img": self.img, "txt": self.txt}
-        return mats[q][queries] @ mats[c][cols].T
+    def tiles(self, direction: str) -> tuple[int, int]:
+        """(query rows, candidate columns) per tile in this direction: blocks that follow them compute each
+        tile once (a schedule, never the bits)."""
+        g = self.grid
+        return (g.ti, g.tt) if direction == "i2t" else (g.tt, g.ti)
 
     def block(self, direction: str, queries, c0: int, c1: int) -> np.ndarray:
-        """Candidates ``c0:c1`` of the queries' rows, the same bits as those columns of :meth:`rows`
-        (metrics/sharded.py says when a product rounds an element the same wherever it sits)."""
-        q, c = ("img", "txt") if direction == "i2t" else ("txt", "img")
-        qi = np.asarray(queries)
-        out = self._product(q, c, qi, slice(c0, c1))
-        dup, first = self._dups[c]
-        sel = (dup >= c0) & (dup < c1)
-        if sel.any():  # duplicate candidates: the first copy's scores, as rows() gives them
-            d, f = dup[sel], first[sel]
-            near = f >= c0
-            out[:, d[near] - c0] = out[:, f[near] - c0]
-            if not near.all():  # the first copy is in an earlier shard: a product at least ALIGN wide
-                far, inv = np.unique(f[~near], return_inverse=True)
-                cols = np.concatenate([far, np.arange(c0, min(c1, c0 + 64))])
-                out[:, d[~near] - c0] = self._product(q, c, qi, cols)[:, inv.reshape(-1)]
-        return self._share_duplicates_rows(out, q, qi)
-
-    def _share_duplicates(self, out: np.ndarray, q: str, c: str, queries: np.ndarray) -> np.ndarray:
-        dup, first = self._dups[c]
-        if len(dup):  # duplicate candidates: the first one's column
-            out[:, dup] = out[:, first]
-        return self._share_duplicates_rows(out, q, queries)
-
-    def _share_duplicates_rows(self, out: np.ndarray, q: str, queries: np.ndarray) -> np.ndarray:
-        if q in self._first and len(queries) > 1:  # duplicate queries within the block: the first one's row
-            _, pos, inv = np.unique(self._first[q][queries], return_index=True, return_inverse=True)
-            src = pos[inv.reshape(-1)]
-            rows = np.flatnonzero(src != np.arange(len(queries)))
-            if len(rows):
-                out[rows] = out[src[rows]]
-        return out
+        """Candidates ``c0:c1`` of the queries' rows (the same bits as those columns of :meth:`rows`: both
+        are entries of the one tile grid)."""
+        qi = np.asarray(queries, dtype=np.int64)
+        cand = np.arange(c0, c1, dtype=np.int64)
+        if direction == "i2t":
+            return self.grid.scores(qi, cand)
+        return self.grid.scores(cand, qi, by_caption=True)
 
 
 def _to_numpy(x) -> np.ndarray:
@@ -323,12 +272,22 @@ def check_finite(blk: np.ndarray, queries: np.ndarray, b0: int, direction: str, 
         raise ValueError(f"{what} has NaN or infinite values ({direction} query {bad}){hint}")
 
 
+def query_block_rows(source: SimilaritySource, direction: str, n_q: int, n_cand: int, block_bytes: int) -> int:
+    """Queries per block: as many as ``block_bytes`` of similarities hold, as a whole number of the source's
+    query tiles (so each tile is computed once), and never less than one tile (above ``block_bytes`` only
+    for galleries of over 131,072 candidates, whose tiles are 64 queries high: --score-block bounds those)."""
+    rows = max(1, block_bytes // max(1, 4 * n_cand))
+    tile = source.tiles(direction)[0] if hasattr(source, "tiles") else 1
+    rows = max(tile, rows // tile * tile)
+    return max(1, min(n_q, rows))
+
+
 def rank_blocks(source: SimilaritySource, direction: str, queries: np.ndarray, pos: Positives, K: int,
                 block_bytes: int = BLOCK_BYTES) -> Iterator[RankedBlock]:
     """The queries in blocks, each ranked once (the one ranking every metric reads)."""
     n_q, n_cand = len(queries), pos.n_candidates
     counts, pos_keys = pos.counts, pos.keys()
-    block_rows = max(1, min(n_q, block_bytes // max(1, 4 * n_cand)))
+    block_rows = query_block_rows(source, direction, n_q, n_cand, block_bytes)
     for b0 in range(0, n_q, block_rows):
         b1 = min(n_q, b0 + block_rows)
         qs = np.arange(b0, b1)

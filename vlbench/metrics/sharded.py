@@ -1,7 +1,8 @@
 """Exact scoring of a gallery of any size: blocks of at most ``rows x cols`` similarities, and torchrun ranks.
 
-Each query's values are functions of a few things that combine exactly across column shards of the gallery
-(docs/metrics.md, "Scoring in blocks"):
+The similarities are the entries of the one tiled scorer (metrics/tiles.py): the same bits whichever block,
+shard or rank asks for them. What remains here is combining per-query results over column shards of the
+gallery, each exactly (docs/metrics.md, "Scoring in blocks"):
 
 * the ranked head (the best ``K`` candidates in the tie-broken order, score desc then index asc) is the
   merge of the shards' own heads: every candidate of the global head is in its shard's head;
@@ -11,20 +12,11 @@ Each query's values are functions of a few things that combine exactly across co
 * the DCG ideal lists (the ``p`` largest relevances among non-positives, the ``p`` largest graded gains)
   are merges of the shards' ``p`` largest, and the relevances / gains at the head travel with the head.
 
-Nothing is approximated: with the same similarity values the same ranks come out. The similarity values are
-the same bits as in the one-piece pass (:meth:`EmbeddingSource.block`) because the products keep its layout:
-its query blocks (32 MiB of whole rows each, ``block_bytes``) stay whole and only the gallery is cut
-(:func:`shard_width`), into shards that start at multiples of ``ALIGN`` and are at least ``MIN_COLS`` wide.
-A BLAS matrix product accumulates each element over the embedding dimension in a fixed order, so it rounds an
-element the same wherever such a column cut falls; what changes the rounding is a different kernel, chosen
-for a one-row side or a product too small for the blocked kernel, or a cut through the query rows, and the
-layout makes none of these that the one-piece pass does not make too. (So the bound is ``rows x cols``
-similarities per block, but never below a whole query block times MIN_COLS columns: for a gallery of a
-million candidates that floor is 8 x 256.) A duplicate candidate whose first copy lies in another shard gets
-that copy's scores from a product at least ``ALIGN`` columns wide. Tests check the claim on 2,000- and
-200,000-item galleries with ties and duplicates (docs/metrics.md). Under torchrun each rank scores a
-contiguous slice of the gallery; heads, best positives and counts are exchanged through torch.distributed
-(gloo on CPU, NCCL on GPU).
+Nothing is approximated and nothing depends on where a cut falls. Shards follow the tile grid's columns
+when the block is at least a tile wide (each tile is then computed once); a narrower block cuts inside a
+tile, whose other columns the scorer keeps for the next shard. Under torchrun each rank scores a contiguous
+slice of the gallery; heads, best positives and counts are exchanged through torch.distributed (gloo on
+CPU, NCCL on GPU).
 
 The per-query values are then computed by the same functions as in the one-piece pass (metrics.compute),
 in the same query blocks, so even their floating-point sums are the same.
@@ -40,8 +32,7 @@ import numpy as np
 
 from .ranking import Positives, RankedBlock, _sorted_topk, check_finite
 
-ALIGN = 64  # shard starts are multiples of this
-MIN_COLS = 256  # the narrowest column bound (shards are at least about half of it)
+MIN_COLS = 256  # the narrowest column bound: narrower blocks cost more in Python than they save in memory
 _BLOCK = re.compile(r"^\s*(\d+)\s*[xX*]\s*(\d+)\s*$")
 
 
@@ -78,29 +69,25 @@ def parse_score_block(value) -> ScoreBlock:
     return ScoreBlock(int(rows), int(cols))
 
 
-def split(lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous ranges over ``lo:hi`` whose inner edges are multiples of ALIGN past ``lo``
+def split(lo: int, hi: int, parts: int, align: int = 1) -> list[tuple[int, int]]:
+    """``parts`` contiguous ranges over ``lo:hi`` whose inner edges are multiples of ``align`` past ``lo``
     (an empty range where there is too little to split)."""
     n = hi - lo
-    edges = [lo] + [lo + min(n, (n * i // parts) // ALIGN * ALIGN) for i in range(1, parts)] + [hi]
+    edges = [lo] + [lo + min(n, (n * i // parts) // align * align) for i in range(1, parts)] + [hi]
     return list(zip(edges, edges[1:]))
 
 
-def shard_width(n_q: int, block_rows: int, block: ScoreBlock) -> int:
-    """Gallery columns per shard: the one-piece pass's query blocks (``block_rows`` whole rows) stay whole,
-    so a shard is ``block.rows * block.cols`` similarities over such a block's rows, and never narrower than
-    MIN_COLS (the floor exactness needs; it is above the bound only when a whole query block times MIN_COLS
-    is, which happens only for galleries small enough that the whole block is at most 32 MiB)."""
-    return max(MIN_COLS, block.rows * block.cols // max(1, min(block_rows, n_q)))
+def shard_width(n_q: int, block_rows: int, block: ScoreBlock, tile: int = 1) -> int:
+    """Gallery columns per shard: ``block.rows * block.cols`` similarities over a query block's rows
+    (``block_rows``, as the one-piece pass makes them), never below MIN_COLS, and a whole number of tiles
+    (``tile`` columns) when it is at least one tile wide."""
+    w = max(MIN_COLS, block.rows * block.cols // max(1, min(block_rows, n_q)))
+    return w // tile * tile if w >= tile else w
 
 
 def column_shards(lo: int, hi: int, cols: int) -> list[tuple[int, int]]:
-    """The shards of ``lo:hi``, each at most ``cols`` wide (ALIGN less per shard to leave room for the edges)."""
-    n = hi - lo
-    if n <= cols:
-        return [(lo, hi)] if n else []
-    parts = -(-n // max(ALIGN, cols - ALIGN))
-    return [r for r in split(lo, hi, parts) if r[1] > r[0]]
+    """The shards of ``lo:hi``, each ``cols`` wide (the last one what is left)."""
+    return [(c, min(hi, c + cols)) for c in range(lo, hi, max(1, cols))]
 
 
 class LocalGroup:
@@ -137,6 +124,11 @@ class TorchGroup:
         t = self._tensor(arr)
         self.dist.all_reduce(t)
         return t.cpu().numpy()
+
+
+def tiles_of(src, direction: str) -> tuple[int, int]:
+    """(query rows, candidate columns) of the source's tiles in this direction ((1, 1): no tile grid)."""
+    return src.tiles(direction) if hasattr(src, "tiles") else (1, 1)
 
 
 def columns(src, direction: str, queries: np.ndarray, c0: int, c1: int) -> np.ndarray:
@@ -329,8 +321,9 @@ def sharded_blocks(source, direction: str, queries: np.ndarray, pos: Positives, 
     group = group or LocalGroup()
     graded = graded or {}
     n_q, n_cand = len(queries), pos.n_candidates
-    lo, hi = split(0, n_cand, group.world)[group.rank]
-    shards = column_shards(lo, hi, shard_width(n_q, block_rows, block))
+    tile = tiles_of(source, direction)[1]
+    lo, hi = split(0, n_cand, group.world, tile)[group.rank]
+    shards = column_shards(lo, hi, shard_width(n_q, block_rows, block, tile))
     pieces = [(b0, min(n_q, b0 + block_rows)) for b0 in range(0, n_q, block_rows)]  # the one-piece pass's
     keys = np.repeat(np.arange(n_q, dtype=np.int64), pos.counts) * n_cand + pos.idx
     head, counts = _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards, progress,

@@ -27,6 +27,7 @@ import numpy as np
 from .. import stores
 from ..errors import ModelError
 from ..registry import models as MODELS
+from ..util.env import decoder_versions
 from ..util.io import cache_write_bytes, sha256_json
 from .adapter import EMBED_CODE_VERSION, ModelAdapter, load_model, parse_model_spec, pick_device
 from .families import model_family
@@ -52,6 +53,7 @@ def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision:
             "embed_code": EMBED_CODE_VERSION, **extra}
     if pixels != "reference":  # --pixels device: another identity (the reference path's key is unchanged)
         base["pixels"] = pixels
+        base["pixel_decoders"] = decoder_versions(pixels)  # a decoder upgrade: another key
     source = MODELS.entry(name).source
     if source != "builtin":  # a plug-in's new version may compute other vectors: never reuse across versions
         base["source"] = source
@@ -143,7 +145,9 @@ class LazyModel(ModelAdapter):
 
     def _identity_of(self, real: ModelAdapter) -> dict:
         ident = real.identity()
-        return ident if self.pixels == "reference" else {**ident, "pixels": self.pixels}
+        if self.pixels == "reference":  # unchanged, so existing caches stay valid (decoders: the pixel spec)
+            return ident
+        return {**ident, "pixels": self.pixels, "pixel_decoders": decoder_versions(self.pixels)}
 
     def _hash_of(self, ident: dict) -> str:
         return ModelIdentity.from_dict(ident).hash(EMBED_CODE_VERSION)

@@ -20,6 +20,14 @@ loads it with; default AutoModel), ``text_kw=NAME:VALUE`` (one keyword for get_t
 ``walk_type:long``). All of them, the hashes of the checkpoint's code files, and the resolved
 commit are part of the model identity: another prompt or another version of the code is another model.
 
+``auto_map`` may name code outside the checkpoint: ``org/repo--module.Class`` (a Hub code repository, as
+jina-clip-v2 does) or ``FOLDER--module.Class`` (a local folder). transformers runs that code, which the
+checkpoint's own commit does not pin, so each such source is pinned too (:func:`code_sources`): a Hub
+repository to the commit of the snapshot its code comes from (huggingface_hub's revision resolution in the
+local cache, the snapshot transformers loads), a folder to a content hash of its Python files, with the
+sha256 of every file. The sources are in the identity (``code_sources``) and in the cache fingerprint, so
+editing that code gives another model hash and the vectors are encoded again.
+
 Running a repository's code is a decision the user makes: without ``--trust-remote-code`` the family refuses
 before anything is downloaded or loaded (preflight), naming the code files when the checkpoint is local.
 """
@@ -34,6 +42,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..errors import ModelError, VlbenchError
+from ..util.io import sha256_json
 from ..util.query import QueryProblem, query_pairs
 from .adapter import ModelAdapter, _as_features, _dir_fingerprint, _load_error, local_fingerprint, torch_dtype
 from .budget import cut_to_budget, hf_cutter
@@ -86,8 +95,84 @@ def code_files(folder: Path) -> dict:
 def _auto_map(folder: Path) -> dict:
     try:
         return dict(json.loads((folder / "config.json").read_text(encoding="utf-8")).get("auto_map") or {})
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, TypeError):
         return {}
+
+
+def _references(auto_map: dict) -> list[str]:
+    """Every class reference of an ``auto_map`` (a tokenizer's entry is a [slow, fast] pair)."""
+    out = []
+    for value in auto_map.values():
+        for ref in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(ref, str) and ref:
+                out.append(ref)
+    return out
+
+
+def _hub_snapshot(repo: str, module_file: str, revision: str | None = None) -> tuple[str | None, Path | None]:
+    """(commit, snapshot folder) of the locally cached ``module_file`` of Hub repository ``repo`` at
+    ``revision`` (huggingface_hub resolves a branch through the cache's refs), or (None, None)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        path = try_to_load_from_cache(repo, module_file, revision=revision)
+    except Exception:
+        return None, None
+    if not isinstance(path, str):
+        return None, None
+    parts = Path(path).parts
+    if len(parts) < 3 or parts[-3] != "snapshots":
+        return None, None
+    return parts[-2], Path(path).parent
+
+
+def code_sources(auto_map: dict, own: str | None = None) -> list[dict]:
+    """The code ``auto_map`` takes from outside the checkpoint (``WHERE--module.Class``), pinned.
+
+    One entry per repository or folder, sorted: ``{"folder": WHERE, "commit": "sha256:...", "files": {...}}``
+    for a local folder (the commit is a content hash of its Python files), ``{"repo": WHERE, "commit": ...,
+    "files": {...}}`` for a Hub repository (the commit of its cached snapshot; None when it is not cached).
+    ``files``: every Python file of the folder or snapshot with its sha256; ``modules``: the files auto_map
+    names. Code in the checkpoint itself (no ``--``, or ``own--``) is not listed: the checkpoint's hash covers it."""
+    found: dict[str, dict] = {}
+    for ref in _references(auto_map):
+        if "--" not in ref:
+            continue
+        where, _, cls = ref.partition("--")  # transformers splits the reference at "--" the same way
+        if where == own:
+            continue
+        module = cls.split(".")[0] + ".py"
+        if where in found:
+            found[where]["modules"] = sorted({*found[where]["modules"], module})
+            continue
+        folder = Path(where).expanduser()
+        if folder.is_dir():  # transformers takes a local folder first (os.path.isdir), then the Hub
+            files = code_files(folder)
+            found[where] = {"folder": where, "commit": "sha256:" + sha256_json(files), "files": files}
+        else:
+            commit, snapshot = _hub_snapshot(where, module)
+            found[where] = {"repo": where, "commit": commit,
+                            "files": code_files(snapshot) if snapshot is not None else {}}
+        found[where]["modules"] = [module]
+    return [found[k] for k in sorted(found)]
+
+
+def _code_where(checkpoint: str) -> str:
+    """Which code a checkpoint runs, for the refusal: its own files and those of every source auto_map names."""
+    local = Path(checkpoint).expanduser()
+    if not local.is_dir():  # a Hub checkpoint: its cached snapshot, when there is one (nothing is downloaded)
+        local = _hub_snapshot(checkpoint, "config.json")[1] or local
+        if not local.is_dir():
+            return ""
+    parts = []
+    own = sorted(code_files(local))
+    if own:
+        parts.append(", ".join(own))
+    for src in code_sources(_auto_map(local), checkpoint):
+        names = sorted(src["files"]) or src["modules"]
+        kind = "in folder" if "folder" in src else "from the Hub repository"
+        parts.append(f"{', '.join(names)} {kind} {src.get('folder') or src.get('repo')}")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 class RemoteCodeEncoder(ModelAdapter):
@@ -106,7 +191,7 @@ class RemoteCodeEncoder(ModelAdapter):
         kw = dict(revision=revision, trust_remote_code=True)
         try:
             self.config = transformers.AutoConfig.from_pretrained(source, **kw)
-            model = getattr(transformers, self.options.get("auto", "AutoModel")).from_pretrained(source, **kw)
+            model = _load_model(transformers, self.options.get("auto", "AutoModel"), source, self.config, kw)
         except VlbenchError:
             raise
         except Exception as exc:
@@ -129,6 +214,8 @@ class RemoteCodeEncoder(ModelAdapter):
         self.max_length = self.options.get("max_length") or self._context_length()
         self._local = _dir_fingerprint(local) if local.is_dir() else None
         self._code = code_files(local) if local.is_dir() else self._cached_code(model)
+        self._sources = code_sources(_auto_map(local) if local.is_dir()
+                                     else dict(getattr(self.config, "auto_map", None) or {}), base)
         self.requested_revision = revision
         self.revision = getattr(self.config, "_commit_hash", None) or revision
 
@@ -158,7 +245,7 @@ class RemoteCodeEncoder(ModelAdapter):
                 "revision": self.revision, "requested_revision": self.requested_revision, "local": self._local,
                 "trust_remote_code": True, "code": self._code, "api": self.api, "options": self.options,
                 "max_text_tokens": self.max_length, "preprocessing": pre or "the model's own encode_image",
-                "precision": self.precision}
+                "precision": self.precision, **({"code_sources": self._sources} if self._sources else {})}
 
     def _texts(self, texts) -> list[str]:
         prefix, lower = self.options.get("text_prefix", ""), bool(self.options.get("lowercase", 0))
@@ -219,6 +306,29 @@ class RemoteCodeEncoder(ModelAdapter):
             return _as_features(self.model.get_text_features(**tok, **text_kwargs(self.options)))
 
 
+def _load_model(transformers, auto: str, source: str, config, kw: dict):
+    """The checkpoint's model, its class taken from the code ``auto_map`` names as the files are now.
+
+    transformers' Auto classes remember a remote-code class once loaded (``register``) and hand that class out
+    again for the same configuration class, so in one process an edited modeling file would not run while the
+    identity records its new hash. The class is fetched here as the Auto class fetches it
+    (``get_class_from_dynamic_module``: a changed file is a new module) and loaded directly."""
+    auto_cls = getattr(transformers, auto)
+    ref = dict(getattr(config, "auto_map", None) or {}).get(auto)
+    if not isinstance(ref, str):  # no code for this Auto class: transformers' own path
+        return auto_cls.from_pretrained(source, **kw)
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    model_class = get_class_from_dynamic_module(ref, source, revision=kw.get("revision"))
+    try:  # a causal-LM class gets generate() as the Auto class gives it (FG-CLIP 2 loads that way)
+        from transformers.models.auto.auto_factory import add_generation_mixin_to_remote_model
+
+        model_class = add_generation_mixin_to_remote_model(model_class)
+    except ImportError:  # pragma: no cover - older transformers
+        pass
+    return model_class.from_pretrained(source, config=config, **kw)
+
+
 def text_kwargs(options: dict) -> dict:
     """``text_kw=NAME:VALUE``: one keyword the model's get_text_features takes (FG-CLIP 2: walk_type:long);
     true/false become booleans and integers integers."""
@@ -241,9 +351,7 @@ def _tensor(x):
 
 
 def refusal(checkpoint: str) -> ModelError:
-    local = Path(checkpoint).expanduser()
-    files = sorted(code_files(local)) if local.is_dir() else []
-    where = f" ({', '.join(files)})" if files else ""
+    where = _code_where(checkpoint)
     return ModelError(f"remote:{checkpoint} runs Python code shipped with the checkpoint{where}; vlbench does not run "
                       "it unless asked", "read that code, then add --trust-remote-code (it is recorded in the run)")
 
@@ -259,9 +367,17 @@ def fingerprint(checkpoint: str, *, revision: str | None = None, trust_remote_co
     base, opts = split_options(checkpoint)
     local = local_fingerprint(base)
     if local is not None:
-        return {**local, "options": opts}
-    commit = hub_commit(base, revision)
-    return {"commit": commit, "options": opts} if commit else None
+        found: dict | None = {**local, "options": opts}
+        auto_map = _auto_map(Path(base).expanduser())
+    else:
+        commit = hub_commit(base, revision)
+        found = {"commit": commit, "options": opts} if commit else None
+        snapshot = _hub_snapshot(base, "config.json", revision)[1]
+        auto_map = _auto_map(snapshot) if snapshot is not None else {}
+    sources = code_sources(auto_map, base)
+    if found is None or any(s["commit"] is None for s in sources):
+        return None  # code not pinned without loading: load (transformers fetches it) and take the identity then
+    return {**found, "code_sources": sources} if sources else found
 
 
 def preflight(checkpoint: str, *, trust_remote_code: bool = False, **_) -> list:

@@ -8,6 +8,13 @@ run's, read from results.json (settings, protocol, hardware, the model's identit
 ``same``, ``differs`` or ``unknown`` (the row or the run does not say). The report passes when every
 compared number of at least one row is within the tolerance.
 
+The dataset is matched by content only: the pinned sha256 of the built-in caption file the run read
+(``dataset.source.caption_sha256``), never by its name, so a custom set run with ``--dataset-name flickr30k``
+has no published numbers. A run file whose values no hash proves (no ``results_hash``: typed in or written
+by another tool) is not compared: its status is ``unverified`` (exit 1), as the leaderboard flags such runs.
+A file with ``results_hash`` but no ``record_hash`` (written before whole records were sealed) is checked,
+with a note that its model and dataset fields are not proven.
+
 ``vlbench check RUN`` prints :meth:`CheckReport.format` (exit 0 pass, 1 off, 2 no row applies), and
 ``vlbench run`` prints it after the table when a row applies. For a leaderboard column:
 ``check_run(rec).column()`` ("pass", "off 3.0", or "" when no row applies) and ``.status``.
@@ -15,10 +22,12 @@ compared number of at least one row is within the tolerance.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 from ..datasets.specs import SPECS
+from ..errors import OptionError
 from ..results import RunRecord
 from .report import format_report
 from .table import FACT_LABELS, FACTS, PublishedRow, rows_for
@@ -77,6 +86,9 @@ class CheckReport:
     tolerance: float
     rows: list = field(default_factory=list)
     reason: str = ""
+    #: why the run's values are not compared although rows apply (no hash proves them); "" when they are
+    unverified: str = ""
+    notes: list = field(default_factory=list)
 
     @property
     def applies(self) -> bool:
@@ -84,28 +96,32 @@ class CheckReport:
 
     @property
     def passed(self) -> bool:
-        return any(r.passed for r in self.rows)
+        return not self.unverified and any(r.passed for r in self.rows)
 
     @property
     def status(self) -> str:
-        """"pass", "off" or "none" (no published row applies)."""
-        return "none" if not self.rows else "pass" if self.passed else "off"
+        """"pass", "off", "unverified" (no hash proves the run's values) or "none" (no published row applies)."""
+        if not self.rows:
+            return "none"
+        return "unverified" if self.unverified else "pass" if self.passed else "off"
 
     def column(self) -> str:
-        """A leaderboard cell: "pass", "off <largest |difference|>", or "" when no row applies."""
+        """A leaderboard cell: "pass", "off <largest |difference|>", "unverified", or "" when no row applies."""
         if not self.rows:
             return ""
+        if self.unverified:
+            return "unverified"
         if self.passed:
             return "pass"
         worst = min((w for w in (r.worst() for r in self.rows) if w is not None), default=None)
         return "off" if worst is None else f"off {worst:.1f}"
 
     def exit_code(self) -> int:
-        return {"pass": 0, "off": 1, "none": 2}[self.status]
+        return {"pass": 0, "off": 1, "unverified": 1, "none": 2}[self.status]
 
     def to_json(self) -> dict:
         return {"model": self.model, "dataset": self.dataset, "tolerance": self.tolerance, "status": self.status,
-                "reason": self.reason or None,
+                "reason": self.reason or None, "unverified": self.unverified or None, "notes": list(self.notes),
                 "rows": [{"id": r.row.id, "citation": r.row.citation(), "passed": r.passed,
                           "metrics": [{"direction": m.direction, "k": m.k, "published": m.published,
                                        "measured": m.measured, "within": m.within} for m in r.metrics],
@@ -116,12 +132,10 @@ class CheckReport:
 
 
 def builtin_dataset(rec: RunRecord) -> str | None:
-    """The built-in dataset a run used (by its caption file's pinned sha256, whatever --dataset-name said),
-    ``coco-1k`` for the COCO file read in folds, None for any other data."""
+    """The built-in dataset a run used, by its caption file's pinned sha256 only (whatever --dataset-name
+    said), ``coco-1k`` for the COCO file read in folds, None for any other data."""
     src = rec.dataset.fields.get("source") or {}
     name = _BUILTIN_BY_SHA.get(str(src.get("caption_sha256"))) if isinstance(src, dict) else None
-    if name is None and rec.dataset.name in ("flickr30k", "coco", "coco-1k"):
-        name = rec.dataset.name
     if name in ("coco", "coco-1k"):
         return "coco-1k" if rec.dataset.fields.get("folds") else "coco"
     return name
@@ -233,14 +247,37 @@ def _record(results) -> RunRecord:
     return results if isinstance(results, RunRecord) else RunRecord.from_json(results)
 
 
+#: the built-in sets with published rows, as a reader names them
+_PUBLISHED_SETS = {"flickr30k": "Flickr30k test split (1k)", "coco": "COCO test split (5k)",
+                   "coco-1k": "COCO test split (5k)"}
+
+
+def check_tolerance(tolerance) -> float:
+    """``tolerance`` as a float, or OptionError: a finite number of percentage points, at least 0."""
+    try:
+        value = float(tolerance)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise OptionError("tolerance", f"{{opt}} must be a finite number of percentage points >= 0, got "
+                                       f"{tolerance!r}", "compare within a stated distance", example=TOLERANCE)
+    return value
+
+
 def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
     """Check a finished run (results.json dict, path, run folder or RunRecord) against the published rows of
-    its model and built-in dataset. Never raises for a run that has no row: the report says why."""
+    its model and built-in dataset. Never raises for a run that has no row: the report says why. A tolerance
+    that is not a finite number >= 0 raises OptionError."""
+    tolerance = check_tolerance(tolerance)
     rec = _record(results)
     label = str(rec.model.fields.get("label") or rec.model.spec)
     ds = builtin_dataset(rec)
     if ds is None:
+        named = _PUBLISHED_SETS.get(rec.dataset.name)
         return CheckReport(label, rec.dataset.name, tolerance, reason=(
+            f"no published numbers for this data (its captions are not the built-in {named}; the check "
+            "matches a run to published rows by the pinned sha256 of the caption file it read, never by the "
+            "dataset's name)" if named else
             f"dataset {rec.dataset.name!r} is not a built-in Flickr30k or COCO test set: published numbers exist "
             "only for flickr30k (1k) and coco (5k; coco-1k is compared with them, the split named as a difference)"))
     rows = rows_for(rec.model.spec, ds)
@@ -248,7 +285,15 @@ def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
         return CheckReport(label, ds, tolerance, reason=(
             f"no published row for model {rec.model.spec!r} on {ds}: vlbench ships open_clip's table "
             "(openclip:ARCH/TAG) and the papers' numbers of the built-in families (docs/published.md)"))
-    return CheckReport(label, ds, tolerance, [_row_check(rec, r, tolerance) for r in rows])
+    unverified, notes = "", []
+    if "results_hash" not in rec.other:
+        unverified = ("the run file has no results_hash, so nothing proves its values are the ones a vlbench run "
+                      "computed (typed in, or written by another tool): it is not compared with published numbers")
+    elif rec.read_schema is not None and not rec.sealed:  # read from a file (a record just computed is proof)
+        notes.append("the run file has no record_hash (written before vlbench sealed whole records): its metric "
+                     "records are proven by results_hash, its model and dataset fields are not")
+    return CheckReport(label, ds, tolerance, [_row_check(rec, r, tolerance) for r in rows], unverified=unverified,
+                       notes=notes)
 
 
 def fact_label(name: str) -> str:

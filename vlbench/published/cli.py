@@ -6,28 +6,28 @@ import json
 
 from ..errors import VlbenchError
 from ..results import RunRecord, UnreadableResults
-from .check import TOLERANCE, check_run
+from .check import TOLERANCE, check_run, check_tolerance
 
 
 def configure(p) -> None:
     p.description = ("Compare a finished run's clean Recall@k with the published numbers of the same model on the "
                      "same built-in dataset (open_clip's table, the papers of the built-in families), and name the "
-                     "protocol differences known to move them. Exit 0: within the tolerance; 1: off; 2: no "
-                     "published row applies (or the run cannot be read).")
+                     "protocol differences known to move them. Exit 0: within the tolerance; 1: off, or unverified "
+                     "(no results_hash proves the run's values); 2: no published row applies (or the run cannot be "
+                     "read).")
     p.add_argument("run", metavar="RUN", help="a run folder or its results.json")
-    p.add_argument("--tolerance", type=float, default=TOLERANCE,
+    p.add_argument("--tolerance", type=str, default=str(TOLERANCE),
                    help=f"largest accepted |measured - published|, in percentage points (default {TOLERANCE:g})")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def main(args) -> int:
-    if args.tolerance < 0:
-        raise VlbenchError(f"--tolerance must be >= 0, got {args.tolerance:g}", "e.g. --tolerance 1")
+    tolerance = check_tolerance(args.tolerance)  # nan, inf and negative numbers: OptionError naming --tolerance
     try:
         rec = RunRecord.load(args.run)
     except UnreadableResults as exc:
         raise VlbenchError(f"cannot check {args.run!r}: {exc}",
                            "pass a run folder written by 'vlbench run' (or its results.json)") from None
-    report = check_run(rec, tolerance=args.tolerance)
+    report = check_run(rec, tolerance=tolerance)
     print(json.dumps(report.to_json(), indent=1) if args.json else report.format())
     return report.exit_code()

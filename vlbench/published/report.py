@@ -41,7 +41,10 @@ def format_report(report) -> str:
     head = f"published numbers check: {report.model} on {report.dataset}"
     if not report.rows:
         return f"{head}\n  no published row applies: {report.reason}"
-    lines = [head]
+    if report.unverified:
+        return f"{head}\n  verdict: unverified: {report.unverified}\n  fix: re-run it with 'vlbench run', then check " \
+               "that run"
+    lines = [head] + [f"  note: {n}" for n in report.notes]
     for rc in report.rows:
         lines.append("")
         lines.extend(_row_text(rc, report.tolerance))

@@ -12,62 +12,41 @@ Settings (environment):
 * ``VLBENCH_MIRROR``: where non-Hub files are fetched from instead (:func:`mirrored`). Entries separated by
   spaces, commas or semicolons; ``PREFIX=REPLACEMENT`` rewrites URLs that start with PREFIX, a bare URL ``BASE``
   serves every host as ``BASE/HOST/PATH``. (Hub files follow ``HF_ENDPOINT``.)
-* ``VLBENCH_DOWNLOAD_TIMEOUT`` (seconds without a byte before a connection counts as stalled, default 30),
-  ``VLBENCH_DOWNLOAD_RETRIES`` (default 4), ``VLBENCH_DOWNLOAD_BACKOFF`` (first wait in seconds, default 1,
-  doubled after each try).
+* ``VLBENCH_DOWNLOAD_TIMEOUT`` (seconds without a byte before a connection counts as stalled, default 30; a
+  positive finite number), ``VLBENCH_DOWNLOAD_RETRIES`` (default 4), ``VLBENCH_DOWNLOAD_BACKOFF`` (first wait in
+  seconds, default 1, doubled after each try, each wait capped at 5 minutes), ``VLBENCH_DOWNLOAD_MAX_BYTES`` (the
+  most a file without a pinned size may have, default 2 GiB; a pinned file may have exactly its pinned size).
+
+Many processes (torchrun ranks, jobs on a shared file system) may download the same file at once: each download
+holds the lock of its destination (``.NAME.lock`` beside it, through ``filelock``), and a process that waited for
+the lock finds the file installed and checks it instead of fetching it again (docs/setup.md, "Shared storage and
+many processes").
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.client
-import json
 import os
-import socket
-import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import DataError
+from ..errors import DataError  # noqa: F401  (this module's API, as before)
 from .paths import offline
-
-CHUNK = 1 << 20
-PROGRESS_MIN_BYTES = 8 << 20  # a bar only for transfers at least this long
-
-
-class DownloadError(DataError):
-    """One file could not be fetched: ``url`` (the address asked, after the mirror) and the plain ``reason``."""
-
-    def __init__(self, url: str, reason: str, hint: str):
-        self.url, self.reason = url, reason
-        super().__init__(f"could not download {url}: {reason}", hint)
-
-
-@dataclass(frozen=True)
-class Settings:
-    timeout: float = 30.0
-    retries: int = 4
-    backoff: float = 1.0
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        def num(var: str, default: float, cast=float):
-            raw = os.environ.get(var, "").strip()
-            if not raw:
-                return default
-            try:
-                value = cast(raw)
-            except ValueError:
-                raise DataError(f"{var}={raw!r} is not a number", f"unset {var} or give e.g. {var}={default}") \
-                    from None
-            if value < 0:
-                raise DataError(f"{var}={raw!r} is negative", f"give e.g. {var}={default}")
-            return value
-
-        return cls(num("VLBENCH_DOWNLOAD_TIMEOUT", 30.0), int(num("VLBENCH_DOWNLOAD_RETRIES", 4, int)),
-                   num("VLBENCH_DOWNLOAD_BACKOFF", 1.0))
+from .transfer import (  # noqa: F401  (Settings, the errors, mirror_rules, mirrored: this module's API)
+    CHUNK,
+    DEFAULT_MAX_BYTES,
+    MAX_BACKOFF,
+    DownloadError,
+    LocalWriteError,
+    Settings,
+    _backoff,
+    _hint,
+    _remove,
+    _transfer,
+    mirror_rules,
+    mirrored,
+)
 
 
 def hub_endpoint() -> str:
@@ -84,79 +63,174 @@ def hub_cache_dir() -> str | None:
     return None
 
 
-def mirror_rules(raw: str | None = None) -> list[tuple[str, str]]:
-    """The (prefix, replacement) pairs of ``VLBENCH_MIRROR``; a bare base URL is the rule ``"" -> BASE``."""
-    raw = os.environ.get("VLBENCH_MIRROR", "") if raw is None else raw
-    rules = []
-    for entry in raw.replace(";", " ").replace(",", " ").split():
-        prefix, eq, target = entry.partition("=")
-        if eq and not prefix.startswith(("http://", "https://")) or not (target if eq else prefix).startswith(
-                ("http://", "https://")):
-            raise DataError(f"VLBENCH_MIRROR entry {entry!r} is neither PREFIX=URL nor a base URL",
-                            "e.g. VLBENCH_MIRROR=https://mirror.example.org/files (every host as BASE/HOST/PATH) "
-                            "or VLBENCH_MIRROR=https://raw.githubusercontent.com/=https://mirror.example.org/gh/")
-        rules.append((prefix, target) if eq else ("", prefix.rstrip("/") + "/"))
-    return rules
+def hub_blob_problem(path: str | os.PathLike, sha256: str | None = None) -> str | None:
+    """Why a file of the Hugging Face cache differs from what its blob's name promises, or None.
 
-
-def mirrored(url: str) -> str:
-    """``url`` as ``VLBENCH_MIRROR`` says to fetch it (the first rule that matches), else unchanged."""
-    for prefix, target in mirror_rules():
-        if prefix and url.startswith(prefix):
-            return target + url[len(prefix):]
-        if not prefix:
-            return target + url.split("://", 1)[-1]
-    return url
-
-
-def _hint(url: str) -> str:
-    if mirror_rules():
-        return (f"VLBENCH_MIRROR sent this request to {url}: check that the mirror holds the file and answers, or "
-                "unset VLBENCH_MIRROR to fetch from the original source")
-    return (f"check the network or proxy (https_proxy), or point VLBENCH_MIRROR at a mirror that holds {url}; "
-            "or fetch the file by hand")
+    The Hub cache stores each file as ``blobs/<etag>``: the sha256 of the content for LFS files (64 hex digits),
+    the git blob sha1 for the others (40 hex digits). A blob whose content no longer hashes to its own name was
+    changed after the download (tampered with, or damaged). ``sha256``: the content's digest when already known."""
+    blob = Path(path).resolve()
+    name = blob.name.lower()
+    if blob.parent.name != "blobs" or any(c not in "0123456789abcdef" for c in name):
+        return None  # not a blob of the Hub cache (a local copy): nothing promised
+    if len(name) == 64:
+        digest = sha256 or _sha256(blob)
+    elif len(name) == 40:
+        h = hashlib.sha1(b"blob %d\0" % blob.stat().st_size)
+        with open(blob, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digest = h.hexdigest()
+    else:
+        return None
+    if digest == name:
+        return None
+    return f"the blob {blob} holds content whose {'sha256' if len(name) == 64 else 'git sha1'} is {digest[:16]}..."
 
 
 def _part_paths(dest: Path) -> tuple[Path, Path]:
     return dest.with_name(f".{dest.name}.part"), dest.with_name(f".{dest.name}.part.json")
 
 
-def download(url: str, dest: str | os.PathLike, *, sha256: str | None = None, what: str = "",
-             settings: Settings | None = None) -> Path:
-    """Fetch ``url`` (through the mirror) to ``dest``, resuming a partial file; verify ``sha256`` when pinned
-    (a mismatch installs nothing and drops the partial file); install atomically. Returns ``dest``."""
+def lock_path(dest: str | os.PathLike) -> Path:
+    """The lock file of a destination: ``.NAME.lock`` beside it (held while the file is fetched or pinned)."""
+    dest = Path(dest)
+    return dest.with_name(f".{dest.name}.lock")
+
+
+@contextmanager
+def destination_lock(dest: str | os.PathLike, what: str = ""):
+    """Hold the lock of ``dest`` (``filelock`` on ``.NAME.lock``: ``flock`` on POSIX, as huggingface_hub locks its
+    blobs): one process at a time fetches, installs or pins that file; the others wait here. A lock file that is a
+    link is removed first, never followed. Waiting longer than a second says so once on stderr."""
+    from filelock import FileLock, Timeout  # lazy: only a download or a pin needs it
+
+    path = lock_path(dest)
+    try:
+        if path.is_symlink():
+            path.unlink()
+        lock = FileLock(str(path))
+        try:
+            lock.acquire(timeout=1.0)
+        except Timeout:
+            print(f"waiting for another process that is fetching {what or Path(dest).name} ({path}) ...",
+                  file=sys.stderr, flush=True)
+            lock.acquire()
+    except OSError as exc:
+        raise LocalWriteError(path, exc, action="locking") from None
+    try:
+        yield path
+    finally:
+        lock.release()
+
+
+def download(url: str, dest: str | os.PathLike, *, sha256: str | None = None, size: int | None = None,
+             what: str = "", settings: Settings | None = None, max_bytes: int | None = None,
+             text: bool = False) -> Path:
+    """Fetch ``url`` (through the mirror) to ``dest`` and install it atomically; returns ``dest``.
+
+    Safe for many processes at once: the transfer happens under the lock of ``dest`` (:func:`destination_lock`), and
+    once the lock is held ``dest`` is looked at again: a file another process installed meanwhile is checked
+    (``sha256``/``size`` when pinned, the HTML sniff when ``text``) and returned without a second download. The
+    partial file (``.NAME.part``, resumed with a Range request) is only ever opened by the lock holder, never
+    through a link. ``size`` (when pinned) or ``max_bytes`` (else :data:`DEFAULT_MAX_BYTES`) bounds the body: a
+    server that sends more is refused and the partial file deleted. ``text``: the file is JSON/JSONL/TSV text, so
+    an HTML page (a proxy's or a login's) is refused rather than installed. A pinned ``sha256`` that differs
+    installs nothing and drops the partial file."""
     real = mirrored(url)
     if offline():
         raise DownloadError(real, "offline mode is on", "unset VLBENCH_OFFLINE/HF_HUB_OFFLINE")
     settings = settings or Settings.from_env()
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part, meta = _part_paths(dest)
-    _transfer(real, part, meta, settings, what or dest.name)
-    if sha256:
-        digest = _sha256(part)
-        if digest != sha256:
-            part.unlink(missing_ok=True)
-            meta.unlink(missing_ok=True)
-            raise DownloadError(real, f"its content has sha256 {digest[:16]}..., pinned {sha256[:16]}... (changed "
-                                      "upstream or altered in transit); nothing was installed",
-                                "try again later; if it persists the source changed: report it to vlbench")
-    with open(part, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(part, dest)
-    meta.unlink(missing_ok=True)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LocalWriteError(dest, exc, action="making the folder of") from None
+    limit = size if size is not None else (max_bytes or settings.max_bytes)
+    with destination_lock(dest, what or dest.name):
+        if _installed(dest, sha256, size, text):  # another process installed it while this one waited
+            return dest
+        part, meta = _part_paths(dest)
+        _transfer(real, part, meta, settings, what or dest.name, limit, _hint(real))
+        problem = _check_part(part, sha256, size, text)
+        if problem:
+            _remove(part, meta)
+            reason, hint = problem
+            raise DownloadError(real, reason, hint)
+        try:
+            with open(part, "rb") as fh:
+                os.fsync(fh.fileno())
+            if part.is_symlink() or not part.is_file():  # never install a link (or anything but our own file)
+                raise OSError(f"{part} is not the partial file this process wrote")
+            os.replace(part, dest)
+        except FileNotFoundError as exc:  # without working locks another process may have installed it first
+            if _installed(dest, sha256, size, text):
+                return dest
+            raise LocalWriteError(dest, exc, action="installing") from None
+        except OSError as exc:
+            raise LocalWriteError(dest, exc, action="installing") from None
+        _remove(meta)
     return dest
 
 
-def fetch_bytes(url: str, *, what: str = "", settings: Settings | None = None) -> bytes:
+def fetch_bytes(url: str, *, what: str = "", settings: Settings | None = None, max_bytes: int | None = None,
+                text: bool = False) -> bytes:
     """The bytes of ``url`` (small files: captions, task files), fetched with :func:`download`'s retries and
-    resume into a scratch folder."""
+    resume into a scratch folder; at most ``max_bytes`` (else VLBENCH_DOWNLOAD_MAX_BYTES)."""
     import tempfile  # lazy: only a download needs it
 
     with tempfile.TemporaryDirectory(prefix="vlbench-download-") as tmp:
         path = download(url, Path(tmp) / (url.rstrip("/").rsplit("/", 1)[-1] or "file"), what=what,
-                        settings=settings)
+                        settings=settings, max_bytes=max_bytes, text=text)
         return path.read_bytes()
+
+
+def looks_like_html(head: bytes) -> bool:
+    """Whether the first bytes of a file are an HTML document (a proxy's notice, a login page) rather than the
+    JSON/JSONL/TSV text asked for."""
+    lead = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    return lead.startswith((b"<!doctype html", b"<html", b"<head", b"<body")) or (
+        lead.startswith(b"<") and b"<html" in lead[:4096])
+
+
+def html_problem(url: str) -> tuple[str, str]:
+    return ("the server answered with an HTML page, not the text file asked for (a proxy's notice, a login or "
+            "captive-portal page, or a mirror that does not hold the file); nothing was installed",
+            "open the URL in a browser to see the page; log in or configure the proxy (https_proxy), or point "
+            "VLBENCH_MIRROR at a mirror that holds the file")
+
+
+def _installed(dest: Path, sha256: str | None, size: int | None, text: bool) -> bool:
+    """Whether ``dest`` already holds the file (installed by another process while this one waited for the lock):
+    a regular file that passes the same checks a fresh download must pass."""
+    try:
+        if not dest.is_file():
+            return False
+    except OSError:
+        return False
+    return _check_part(dest, sha256, size, text) is None
+
+
+def _check_part(path: Path, sha256: str | None, size: int | None, text: bool) -> tuple[str, str] | None:
+    """(reason, hint) when the bytes of ``path`` are not what was asked for, else None."""
+    try:
+        if text:
+            with open(path, "rb") as fh:
+                if looks_like_html(fh.read(8192)):
+                    return html_problem(str(path))
+        if sha256:
+            digest = _sha256(path)
+            if digest != sha256:
+                return (f"its content has sha256 {digest[:16]}..., pinned {sha256[:16]}... (changed upstream or "
+                        "altered in transit); nothing was installed",
+                        "try again later; if it persists the source changed: report it to vlbench")
+        have = path.stat().st_size
+        if size is not None and have != size:
+            return (f"it has {have:,} bytes, pinned {size:,}; nothing was installed",
+                    "try again later; if it persists the source changed: report it to vlbench")
+    except OSError as exc:
+        raise LocalWriteError(path, exc, action="reading") from None
+    return None
 
 
 def _sha256(path: Path) -> str:
@@ -165,113 +239,3 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(CHUNK), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _transfer(url: str, part: Path, meta: Path, settings: Settings, label: str) -> None:
-    """Bring ``part`` to the whole content of ``url``: each try resumes where the last one stopped."""
-    last = "no attempt made"
-    for attempt in range(settings.retries + 1):
-        if attempt:
-            time.sleep(settings.backoff * 2 ** (attempt - 1))
-        try:
-            if _attempt(url, part, meta, settings, label):
-                return
-            last = "the server closed the connection before the whole file came"
-        except urllib.error.HTTPError as exc:
-            if exc.code in (408, 429) or exc.code >= 500:
-                last = f"the server answered HTTP {exc.code} {exc.reason}"
-                continue
-            raise DownloadError(url, f"the server answered HTTP {exc.code} {exc.reason}", _hint(url)) from None
-        except TimeoutError:
-            last = f"no data for {settings.timeout:g} s (the server stalled; timed out)"
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, socket.gaierror):  # no such host (or no DNS at all): retrying will not help
-                raise DownloadError(url, f"the host name cannot be resolved ({exc.reason})", _hint(url)) from None
-            if isinstance(exc.reason, TimeoutError):
-                last = f"no answer in {settings.timeout:g} s (timed out)"
-            else:
-                last = str(exc.reason)
-        except (OSError, http.client.HTTPException) as exc:  # reset, refused, cut short
-            last = f"the connection failed ({type(exc).__name__}: {exc})"
-    raise DownloadError(url, f"{last} (after {settings.retries + 1} tries)",
-                        _hint(url) + "; a longer VLBENCH_DOWNLOAD_TIMEOUT or more VLBENCH_DOWNLOAD_RETRIES may help")
-
-
-def _attempt(url: str, part: Path, meta: Path, settings: Settings, label: str) -> bool:
-    """One request: resume ``part`` when the server's validator still matches. True when complete."""
-    have = part.stat().st_size if part.is_file() else 0
-    saved = _read_meta(meta) if have else {}
-    request = urllib.request.Request(url, headers={"User-Agent": "vlbench", "Accept-Encoding": "identity"})
-    if have and saved.get("url") == url:
-        request.add_header("Range", f"bytes={have}-")
-        if saved.get("validator"):
-            request.add_header("If-Range", saved["validator"])
-    else:
-        have = 0
-    try:
-        # an opener of its own: proxies as the environment says now, whatever opener another library installed
-        response = urllib.request.build_opener().open(request, timeout=settings.timeout)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 416 and have:  # the partial file is not a prefix of what the server has: start over
-            part.unlink(missing_ok=True)
-            return False
-        raise
-    with response:
-        resumed = response.status == 206 and have > 0
-        if not resumed:
-            have = 0
-        length = response.headers.get("Content-Length")
-        total = have + int(length) if length and length.isdigit() else None
-        validator = response.headers.get("ETag") or response.headers.get("Last-Modified")
-        _write_meta(meta, {"url": url, "validator": validator, "total": total})
-        _stream(response, part, append=resumed, total=total, have=have, label=label)
-    size = part.stat().st_size
-    return total is None or size == total
-
-
-def _stream(response, part: Path, *, append: bool, total: int | None, have: int, label: str) -> None:
-    bar = None
-    if total is not None and total - have >= PROGRESS_MIN_BYTES:
-        from tqdm.auto import tqdm  # lazy: a bar only for long transfers
-
-        bar = tqdm(total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
-                   disable=None, leave=False)
-    try:
-        with open(part, "ab" if append else "wb") as fh:
-            for block in iter(lambda: response.read(CHUNK), b""):
-                try:
-                    fh.write(block)
-                    fh.flush()
-                except OSError as exc:  # the disk, not the network (ENOSPC, EFBIG, EDQUOT)
-                    raise LocalWriteError(part, exc) from None
-                if bar is not None:
-                    bar.update(len(block))
-    finally:
-        if bar is not None:
-            bar.close()
-
-
-class LocalWriteError(DataError):
-    """The disk (not the network) failed while a download was written: nothing is installed."""
-
-    def __init__(self, part: Path, exc: OSError):
-        super().__init__(f"writing the download {part.name.removeprefix('.').removesuffix('.part')} into "
-                         f"{part.parent} failed: {exc.strerror or exc}; nothing was installed (the partial file "
-                         f"{part.name} is kept and the next try resumes it)",
-                         f"free space in {part.parent} (or point --data-dir / VLBENCH_CACHE_DIR elsewhere) and try "
-                         "again")
-
-
-def _read_meta(meta: Path) -> dict:
-    try:
-        data = json.loads(meta.read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_meta(meta: Path, data: dict) -> None:
-    try:
-        meta.write_text(json.dumps(data))
-    except OSError as exc:
-        raise LocalWriteError(meta, exc) from None

@@ -84,6 +84,8 @@ def test_paired_difference_and_degenerate_regressions():
     with pytest.raises(VlbenchError, match="cannot be fitted"):
         ols_cluster(np.arange(4.0), np.column_stack([np.arange(4.0), 2 * np.arange(4.0)]), ["a", "b"],
                     np.array([0, 0, 1, 1]))
+    with pytest.raises(VlbenchError, match="1 image"):  # one image: no cluster-robust interval, whatever n is
+        ols_cluster(np.arange(5.0), np.arange(5.0)[:, None] ** 2, ["a"], np.zeros(5))
     fit = ols_cluster(np.arange(6.0), np.column_stack([np.arange(6.0), np.ones(6)]), ["a", "flat"],
                       np.array([0, 0, 1, 1, 2, 2]))
     assert fit.dropped == ["flat"] and fit.names == ["const", "a"]

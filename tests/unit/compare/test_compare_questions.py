@@ -8,7 +8,6 @@ import itertools
 
 import numpy as np
 import pytest
-
 from support.synthetic_runs import synth_run, write_per_query
 
 PERTURB = ["char-swap", "missing-char", "shuffle-all-words"]  # typos x 2, word-order x 1
@@ -96,7 +95,7 @@ def test_compare_and_the_rank_groups_agree_where_one_pair_is_separable(tmp_path)
 
 def test_exact_sign_flip_in_blocks_equals_every_pattern_listed():
     """The exact test enumerates patterns in blocks (bounded memory); the count equals a listing of all 2^13."""
-    from vlbench.compare import paired
+    from vlbench.metrics import paired
 
     rng = np.random.default_rng(3)
     d = [rng.normal(size=9), rng.normal(size=4)]

@@ -7,11 +7,10 @@ import dataclasses
 import hashlib
 
 import pytest
+from support.mirror import image_archive
 
 from vlbench.datasets import download, specs
 from vlbench.errors import DataError
-
-from support.mirror import image_archive
 
 REPO, ZIP = "nlphuji/flickr_1k_test_image_text_retrieval", "images_flickr_1k_test.zip"
 NAMES = ["1000092795.jpg", "10002456.jpg", "1000268201.jpg"]
@@ -120,3 +119,35 @@ def test_a_stalled_hub_transfer_ends_in_a_timeout_message(mirror, tmp_path, monk
     assert _asked(mirror) in info.value.message and "timed out" in info.value.message
     assert "HF_HUB_DOWNLOAD_TIMEOUT" in info.value.message
     assert not list((tmp_path / "data" / "images" / "flickr30k").glob("*.jpg"))
+
+
+def test_a_tampered_blob_in_the_hub_cache_is_refused_naming_the_blob(mirror, tmp_path, monkeypatch):
+    archive = image_archive(NAMES, "images")
+    mirror.add_dataset_repo(REPO, {ZIP: archive})
+    monkeypatch.setitem(specs.IMAGE_SOURCES, "flickr30k", dataclasses.replace(specs.IMAGE_SOURCES["flickr30k"],
+                                                                              sha256=None))  # nothing pinned
+    download.fetch_images("flickr30k", _Images(), tmp_path / "data")
+    blob = next((tmp_path / "hf-home" / "hub").glob("datasets--nlphuji--*/blobs/*"))
+    assert blob.name == hashlib.sha256(archive).hexdigest()  # the Hub cache names an LFS blob by its sha256
+    blob.write_bytes(image_archive(NAMES, "images", seed=1))  # changed after the download
+    for p in (tmp_path / "data" / "images" / "flickr30k").glob("*.jpg"):
+        p.unlink()
+    with pytest.raises(DataError) as info:
+        download.fetch_images("flickr30k", _Images(), tmp_path / "data")
+    assert str(blob) in info.value.message and "nothing was unpacked" in info.value.message
+    assert not list((tmp_path / "data" / "images" / "flickr30k").glob("*.jpg"))
+
+
+def test_hub_blob_problem_checks_git_blobs_by_their_sha1(tmp_path):
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    body = b"a small config file\n"
+    good = blobs / hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest()
+    good.write_bytes(body)
+    assert download.hub_blob_problem(good) is None
+    bad = blobs / ("0" * 40)
+    bad.write_bytes(body)
+    assert str(bad) in (download.hub_blob_problem(bad) or "")
+    plain = tmp_path / "a-local-copy.zip"  # not a blob of the Hub cache: nothing is promised about it
+    plain.write_bytes(body)
+    assert download.hub_blob_problem(plain) is None

@@ -63,7 +63,7 @@ def _fake_multi30k(shared_captions, name):
 def test_download_recipe_rebuilds_the_pinned_file(shared_captions, tmp_path, monkeypatch, name):
     files = _fake_multi30k(shared_captions, name)
     monkeypatch.delenv("VLBENCH_OFFLINE", raising=False)
-    monkeypatch.setattr(dl, "http_get", lambda url, timeout=60.0: files[url])
+    monkeypatch.setattr(dl, "http_get", lambda url, timeout=60.0, **_: files[url])
     path = dl.fetch_captions(name, tmp_path)
     assert path == tmp_path / BUILTIN[name].captions
     assert path.read_bytes() == (shared_captions / BUILTIN[name].captions).read_bytes()

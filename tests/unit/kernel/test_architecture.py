@@ -31,12 +31,17 @@ LAYERS = (
     ("encoding", "perturbations"),  # embeddings and their cache; caption perturbations and their validity
     ("imageperturb", "shortcuts", "granularity"),  # image-side conditions; caption statistics
     ("pipeline", "testing"),  # a run: options, plan -> encode -> score -> record; plug-in conformance checks
+    ("runread",),  # a finished run read back: per-query values, retrieved lists, flips, its dataset, hash checks
     ("tasks", "leaderboards", "compare", "explain", "rescore", "analyze", "published"),  # built on runs
     ("cli", "__main__", "benchmark"),  # the command line; old import paths
     ("studies",),  # published protocols on top of the library; they plug in through the registries only
 )
 #: parts of one layer that must not import each other (independent columns)
-INDEPENDENT = [("models", "datasets", "metrics"), ("encoding", "perturbations"), ("pipeline", "testing")]
+#: the applications read runs through vlbench.runread and set text through vlbench.util (typeset, markdown), never
+#: through each other
+APPLICATIONS = ("analyze", "compare", "explain", "leaderboards")
+INDEPENDENT = [("models", "datasets", "metrics"), ("encoding", "perturbations"), ("pipeline", "testing"),
+               APPLICATIONS]
 MAX_FOLDER_MODULES = 15
 MAX_FOLDER_LINES = 3000
 
@@ -197,6 +202,29 @@ def test_layer_check_catches_an_upward_import(tmp_path, monkeypatch):
     fake.write_text("def f():\n    from ..pipeline import runner\n")
     try:
         assert any("_layer_probe_tmp imports vlbench.pipeline" in v for v in _layer_violations())
+    finally:
+        fake.unlink()
+
+
+def _application_imports() -> list[str]:
+    known = package_modules()
+    return [f"{mod} imports {dep}" for mod, path in known.items() if _part(mod) in APPLICATIONS
+            for dep in _imports(mod, path, known) if _part(dep) in APPLICATIONS and _part(dep) != _part(mod)]
+
+
+def test_the_applications_never_import_each_other():
+    """analyze, compare, explain and leaderboards stand side by side: reading a finished run lives in
+    vlbench/runread.py, LaTeX escaping, the palette, plain() and slug() in vlbench/util/typeset.py, the paired
+    statistics in vlbench/metrics/paired.py; none of the four imports another (lazily or not)."""
+    assert _application_imports() == []
+
+
+def test_the_application_check_catches_a_lazy_import():
+    fake = PKG / "analyze" / "_apps_probe_tmp.py"
+    fake.write_text("def f():\n    from ..leaderboards.paper import latex\n")
+    try:
+        assert any("_apps_probe_tmp imports vlbench.leaderboards" in v for v in _application_imports())
+        assert any("_apps_probe_tmp imports vlbench.leaderboards" in v for v in _layer_violations())
     finally:
         fake.unlink()
 

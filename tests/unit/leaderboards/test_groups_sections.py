@@ -88,7 +88,7 @@ def test_rank_groups_two_separable_two_not(tmp_path):
 
 def test_letters_non_transitive():
     """A~B, B~C, A≠C (not separable chain): A 'a', B 'ab', C 'b'."""
-    from vlbench.compare.paired import letters
+    from vlbench.metrics.paired import letters
 
     assert letters(["A", "B", "C"], {frozenset("AC")}) == {"A": "a", "B": "ab", "C": "b"}
     assert letters(["A", "B", "C"], set()) == {"A": "a", "B": "a", "C": "a"}
@@ -148,3 +148,18 @@ def test_rank_groups_use_only_run_files_that_prove_themselves(tmp_path):
     disagreeing = run("disagreeing", i2t=300.0, t2i=90.0)  # the file's t2i mean is 100
     disagreeing.record.other[FILES] = file_manifest(tmp_path / "disagreeing")
     assert _clean_rsum(disagreeing) is None
+
+
+@pytest.mark.parametrize("row,fields", [("r1,char-swap", 2), ("r1,char-swap,words,1,0,2,0.5,9", 8)])
+def test_an_analysis_row_with_too_few_or_too_many_fields_is_named(tmp_path, row, fields):
+    """A cut or edited analysis_regression.csv (a row shorter or longer than its header) is skipped with a warning
+    naming the file and the row, not an AttributeError on the missing cells."""
+    from vlbench.leaderboards.sections import read_analyses
+
+    path = tmp_path / "an" / "analysis_regression.csv"
+    path.parent.mkdir()
+    path.write_text("run,condition,term,coef,ci_low,ci_high,per_sd\nr1,char-swap,words,1,0,2,0.5\n" + row + "\n")
+    warnings: list[str] = []
+    assert read_analyses([path], warnings.append) == []
+    assert len(warnings) == 1 and str(path) in warnings[0]
+    assert f"row 2 (line 3) has {fields} fields, its header 7" in warnings[0]

@@ -7,8 +7,8 @@ import csv
 import io
 
 import pytest
-
 from support.synthetic_runs import synth_run
+
 from vlbench.errors import OptionError
 
 
@@ -133,3 +133,49 @@ def test_no_shared_dataset_means_nothing_is_stray(tmp_path):
     assert "left_out" not in built.manifest and len(built.manifest["runs"]) == 2
     rank = ranking_table(built.tables["clean_retrieval"], built.tables["rsum_changes"])
     assert all(r[0] is None and r[-1].startswith("partial coverage") for r in rank.rows)
+
+
+def test_a_run_set_that_is_a_device_is_refused_unread(tmp_path):
+    """--run-set /dev/zero: refused by its kind before reading (it never ends: the old reader ran out of memory)."""
+    from vlbench.leaderboards.runset import Choice, choose
+
+    with pytest.raises(OptionError) as err:
+        choose([], Choice(run_set="/dev/zero"))
+    assert err.value.option == "--run-set" and "not a regular file" in str(err.value)
+
+
+def test_a_run_set_over_the_size_bound_is_refused_unread(tmp_path, monkeypatch):
+    from vlbench.leaderboards import runset
+
+    big = tmp_path / "big.txt"
+    big.write_text("x\n" * 600)
+    monkeypatch.setattr(runset, "MAX_RUN_SET_BYTES", 1000)
+    with pytest.raises(OptionError) as err:
+        runset.choose([], runset.Choice(run_set=str(big)))
+    assert err.value.option == "--run-set" and "1000-byte limit" in str(err.value)
+
+
+def test_a_run_set_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    """--run-set a FIFO: refused by its kind. A writer thread stands by, so that a reader that opens the FIFO (the
+    old code) gets an empty run set and the test fails instead of hanging."""
+    import os
+    import threading
+
+    from vlbench.leaderboards.runset import Choice, choose
+
+    fifo = tmp_path / "runs.fifo"
+    os.mkfifo(fifo)
+
+    def writer():
+        with open(fifo, "w"):
+            pass
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(OptionError) as err:
+            choose([], Choice(run_set=str(fifo)))
+        assert err.value.option == "--run-set" and "not a regular file" in str(err.value)
+    finally:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets the writer go, if nothing opened it
+        t.join(5)

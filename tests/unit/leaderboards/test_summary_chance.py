@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from support.synthetic_runs import PERTURBATIONS, synth_run, write_per_query
 
 
@@ -105,3 +104,21 @@ def test_a_model_name_with_dollars_is_drawn_as_written(tmp_path):
     assert "\\$\\frac\\$ broken" in legend and "price \\$5 and \\$6" in legend
     shown = [t._preprocess_math(t.get_text()) for f in drawn for t in f.legends[0].get_texts()]
     assert ("$\\frac$ broken", False) in shown and ("price $5 and $6", False) in shown  # plain text, as written
+
+
+def test_a_model_at_or_below_chance_is_never_the_best_retained():
+    """A random-ranking model keeps ~100% of its (chance-level) RSUM: it must not get the bold "best retained" cell,
+    which goes to the best of the models above chance; its clean RSUM column is judged as before."""
+    from vlbench.leaderboards.paper.latex import to_latex
+    from vlbench.leaderboards.table_types import Column, Table
+
+    cols = [Column("dataset"), Column("model"), Column("clean_rsum", "num", 1), Column("chance_rsum", "num", 1),
+            Column("typos", "num", 1, "typos % retained")]
+    rows = [["d", "random", 30.0, 40.0, 101.0], ["d", "at-chance", 40.0, 40.0, 99.0], ["d", "good", 300.0, 40.0, 90.0],
+            ["d", "better", 350.0, 40.0, 80.0]]
+    table = Table("robustness_summary", "Summary", "", cols, rows)
+    body = [line.split(" & ") for line in to_latex(table).splitlines() if line.startswith("d & ")]
+    cells = {c[1]: c for c in body}
+    assert set(cells) == {"random", "at-chance", "good", "better"}
+    assert "boldmath" not in cells["random"][4] and "boldmath" not in cells["at-chance"][4]
+    assert "boldmath" in cells["good"][4] and "boldmath" in cells["better"][2]

@@ -117,3 +117,76 @@ def test_spec_normalization():
     assert normalize_spec("siglip2:google/siglip2-base-patch16-224?lowercase=0") == \
         "siglip2:google/siglip2-base-patch16-224"
     assert [r.id for r in rows_for("siglip2", "coco")] == ["siglip2-paper-b16-224-coco"]
+
+
+def _custom_data(doc):  # what a custom manifest's run records: no built-in caption file behind it
+    doc["dataset"]["source"] = {"manifest": "mine.jsonl", "manifest_sha256": "e" * 64}
+    doc["dataset"]["n_images"] = doc["dataset"]["gallery_size"] = 16
+
+
+def test_a_custom_set_named_flickr30k_has_no_published_numbers(tmp_path, capsys):
+    from support.published_runs import edit_run
+
+    run = edit_run(standin_run(tmp_path / "mine", spec=SPEC, dataset="flickr30k", recall=_row().values),
+                   _custom_data)
+    report = check_run(run)
+    assert report.dataset == "flickr30k" and report.status == "none" and not report.rows
+    assert ("no published numbers for this data (its captions are not the built-in Flickr30k test split"
+            in report.reason)
+    assert main(["check", str(run)]) == 2
+    out = capsys.readouterr().out
+    assert "no published numbers for this data" in out and "[same" not in out
+
+
+def test_typed_in_values_without_results_hash_do_not_pass(tmp_path, capsys):
+    from support.published_runs import edit_run
+
+    def typed_in(doc):  # the published numbers typed in, the hashes removed
+        doc.pop("results_hash")
+        doc.pop("record_hash")
+
+    run = edit_run(standin_run(tmp_path / "typed", spec=SPEC, dataset="flickr30k", recall=_row().values),
+                   typed_in, reseal=False)
+    report = check_run(run)
+    assert report.status == "unverified" and not report.passed and report.column() == "unverified"
+    assert report.exit_code() == 1 and main(["check", str(run)]) == 1
+    assert "no results_hash" in capsys.readouterr().out
+
+
+def test_a_run_without_record_hash_is_checked_with_a_note(tmp_path, capsys):
+    from support.published_runs import edit_run
+
+    run = edit_run(standin_run(tmp_path / "old", spec=SPEC, dataset="flickr30k", recall=_row().values),
+                   lambda d: d.pop("record_hash"), reseal=False)
+    report = check_run(run)
+    assert report.status == "pass" and any("no record_hash" in n for n in report.notes)
+    assert main(["check", str(run)]) == 0 and "note: the run file has no record_hash" in capsys.readouterr().out
+    import dataclasses
+
+    from vlbench.results import RunRecord
+
+    computed = dataclasses.replace(RunRecord.load(run), read_schema=None)  # as `vlbench run` checks its own record
+    assert check_run(computed).notes == []
+
+
+def test_an_edited_dataset_name_or_model_spec_is_refused(tmp_path, capsys):
+    from support.published_runs import edit_run
+
+    for name, edit in (("ds", lambda d: d["dataset"].update(name="coco")),
+                       ("model", lambda d: d["model"].update(spec="openclip:ViT-L-14/openai"))):
+        run = edit_run(standin_run(tmp_path / name, spec=SPEC, dataset="flickr30k", recall=_row().values), edit,
+                       reseal=False)
+        assert main(["check", str(run)]) == 2
+        assert "record_hash does not match the record" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "-1", "-inf", "ten"])
+def test_tolerance_that_is_not_a_finite_non_negative_number_is_an_option_error(tmp_path, capsys, bad):
+    from vlbench.errors import OptionError
+
+    run = standin_run(tmp_path / "ok", spec=SPEC, dataset="flickr30k", recall=_row().values)
+    assert main(["check", str(run), f"--tolerance={bad}"]) == 2
+    assert "--tolerance must be a finite number" in capsys.readouterr().err
+    with pytest.raises(OptionError) as err:
+        check_run(run, tolerance=float(bad) if bad != "ten" else bad)
+    assert err.value.option == "tolerance"

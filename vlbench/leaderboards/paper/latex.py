@@ -1,4 +1,4 @@
-"""Tables a paper can take as they are (issue #31 item 4): every leaderboard table as a LaTeX ``table`` (booktabs),
+"""Tables a paper can take as they are: every leaderboard table as a LaTeX ``table`` (booktabs),
 and the paper view shared with the Markdown files.
 
 * **paper view** (:func:`paper_view`): run ids, hashes and an empty flags column are provenance, not results: they
@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 
+from ...util.typeset import tex_escape
 from ..table_types import Column, Table
 
 #: columns that are provenance, not results (kept in the CSV, the page and the provenance table)
@@ -35,21 +36,6 @@ _HIGHER = re.compile(r"(recall|rsum|dcg|accuracy|retained|^delta$|^diff$|^tot$|^
 _LOWER = re.compile(r"(^mce|false_rate|medr|meanr)", re.I)
 _NOT_SCORES = re.compile(r"(chance|ci_low|ci_high|^p$|p_holm|p_adj|n_boot|applicable|drift|rank$|items|pairs|"
                          r"datasets|dcg_p|blind|^n$)", re.I)
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}"}
-
-
-_UNICODE = {"\u2192": r"$\rightarrow$", "\u00b1": r"$\pm$", "\u2026": r"\ldots{}", "\u2013": "--", "\u2014": "---",
-            "\u2212": "-"}
-
-
-def tex_escape(text) -> str:
-    """Free text in a LaTeX cell or caption: specials escaped, a few symbols as LaTeX, other characters beyond
-    Latin-1 (which pdflatex's default set-up cannot typeset) as '?'."""
-    return "".join(_TEX.get(ch) or _UNICODE.get(ch) or (ch if ord(ch) < 256 else "?")
-                   for ch in " ".join(str(text).split()))
-
-
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -111,12 +97,25 @@ def _signed(x: float, digits: int) -> str:
     return s if s.startswith("-") else "+" + s
 
 
+def at_chance(table: Table) -> set[int]:
+    """Rows whose clean score is at or below chance (a table with ``clean_rsum`` and ``chance_rsum``: the total RSUM
+    of a uniformly random ranking, from R@k's chance k / n_candidates per query with one positive; summary.py):
+    retaining a random ranking's score is no robustness, so such a row is never the best retained."""
+    keys = [c.key for c in table.columns]
+    if "clean_rsum" not in keys or "chance_rsum" not in keys:
+        return set()
+    clean, chance = keys.index("clean_rsum"), keys.index("chance_rsum")
+    return {i for i, r in enumerate(table.rows) if _finite(r[clean]) and _finite(r[chance])
+            and float(r[clean]) <= float(r[chance])}
+
+
 def _best(table: Table, col: int, how: str) -> set[int]:
     keys = [c.key for c in table.columns]
     group = [keys.index(g) for g in GROUPING if g in keys]
     groups: dict[tuple, list[int]] = {}
+    skip = at_chance(table) if keys[col] != "clean_rsum" else set()  # no "best retained" at or below chance
     for i, r in enumerate(table.rows):
-        if _finite(r[col]):
+        if _finite(r[col]) and i not in skip:
             groups.setdefault(tuple(r[g] for g in group), []).append(i)
     out: set[int] = set()
     for rows in groups.values():

@@ -18,30 +18,15 @@ formats are reproducible for one matplotlib version (no Software or Date stamp, 
 from __future__ import annotations
 
 import io
-import re
 
 from ...results import DIRECTIONS
+from ...util.typeset import COLORS, GREY, plain, slug
 from ..tables import Table, fg_base
 from .ranking import family_rank
 
 WIDTH = 7.0  # inches: the text width of a two-column paper (a figure* spanning both columns)
 COLUMN = 3.4  # inches: one column of a two-column paper
 DPI = 150
-#: Okabe & Ito (2008), "Color Universal Design": blue, orange, bluish green, vermillion, sky blue, reddish purple,
-#: black, yellow (last: weak on white)
-COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442")
-GREY = "#999999"
-
-
-def plain(text) -> str:
-    """A user's text for matplotlib as written: ``$`` escaped, so '$x$' is not typeset (or refused) as math."""
-    return str(text).replace("$", r"\$")
-
-
-def slug(text: str, n: int = 40) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:n] or "x"
-
-
 def _figure(w: float, h: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -1,4 +1,4 @@
-"""The summary a paper's results section starts from (issue #31 item 4; the definition is argued in
+"""The summary a paper's results section starts from (the definition is argued in
 docs/leaderboards.md, "The robustness summary"): per model and dataset, the clean total RSUM, the chance level, and
 one headline number per family of caption perturbations and of image corruptions with its bootstrap interval:
 
@@ -20,9 +20,8 @@ import zlib
 
 import numpy as np
 
-from ...compare.data import check_against_record, read_per_query
 from ...results import DIRECTIONS
-from ...runfolder import per_query_file
+from ...runread import proven_per_query
 from ..store import Run
 from ..table_types import Column, Table
 from ..tables import _Ctx
@@ -72,11 +71,9 @@ def _per_query(run: Run, conds: list[str]) -> dict | None:
     """{(condition, direction): per-query RSUM} of ``conds`` + clean, aligned with clean's queries, or None."""
     folder = os.path.dirname(run.path) or "."
     try:  # only the run's own file, proven by its file hashes and agreeing with its record (as rank groups read it)
-        path = per_query_file(folder, run.record.other)
-        if path is None:
+        tabs = proven_per_query(folder, run.record, set(conds) | {"clean"})
+        if tabs is None:
             return None
-        _, tabs = read_per_query(str(path), set(conds) | {"clean"})
-        check_against_record(folder, run.record, tabs)
     except Exception:  # an unproven or unreadable per-query file: no interval (the value still comes from results.json)
         return None
     out = {}

@@ -1,4 +1,5 @@
-"""Paired statistics of two models scored on the same queries (docs/compare.md).
+"""Paired statistics of two models scored on the same queries (docs/compare.md): what ``vlbench compare`` and the
+leaderboard's rank groups test with.
 
 A comparison is a weighted sum of per-query means, ``T = sum_s w_s * mean(d_s)``, over one or more strata of
 paired per-query differences ``d_s`` (one stratum: a direction; two: i2t + t2i for total RSUM; more: the
@@ -41,7 +42,7 @@ def bootstrap_dist(strata: list[np.ndarray], weights: list[float], n_resamples: 
                    rng: np.random.Generator) -> np.ndarray:
     """T over ``n_resamples`` bootstrap resamples: each stratum's queries resampled with replacement, strata in
     order, from one generator (the draws of :func:`vlbench.metrics.stats.resample_means`)."""
-    from ..metrics.stats import resample_means  # lazy: vlbench --help imports this module; keep it light
+    from .stats import resample_means  # lazy: vlbench --help imports this module; keep it light
 
     return np.asarray(sum(w * resample_means(np.asarray(d, dtype=np.float64), n_resamples, rng)
                           for d, w in zip(strata, weights)))

@@ -1,0 +1,105 @@
+"""Many processes, one file: four processes (torchrun ranks, jobs on one shared folder) download the same file from
+the local mirror (support/mirror.py) at the same moment, and two load a caption set that pins its file on first use.
+The mirror sends the body slowly so the processes really overlap. One full download happens; every process gets the
+right bytes; the pin is the digest of what the mirror served."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import time
+
+import pytest
+from support.mirror import wait_for
+
+URL = "https://raw.githubusercontent.com/org/repo/0123456789abcdef/data/shared.bin"
+
+# each child: say it is ready, wait for the common start, download, print the sha256 of what it got
+DOWNLOAD = """
+import hashlib, os, sys, time
+from pathlib import Path
+from vlbench.util import fetch
+url, dest, sha, ready, go = sys.argv[1:6]
+Path(ready).touch()
+while not os.path.exists(go):
+    time.sleep(0.005)
+out = fetch.download(url, dest, sha256=sha or None, settings=fetch.Settings(timeout=30, retries=1, backoff=0.05))
+print(hashlib.sha256(out.read_bytes()).hexdigest())
+"""
+
+LOAD_DOCCI = """
+import os, sys, time
+from pathlib import Path
+from vlbench.datasets.longcaptions import SETS, load_long_caption_set
+data_dir, ready, go = sys.argv[1:4]
+Path(ready).touch()
+while not os.path.exists(go):
+    time.sleep(0.005)
+ds = load_long_caption_set(SETS["docci"], data_dir, require_images=False, download_missing=True)
+print(ds.source["text"]["sha256"], ds.source["text"]["pin"], len(ds.captions))
+"""
+
+
+def _race(mirror, tmp_path, script: str, args_of, n: int) -> list[subprocess.CompletedProcess]:
+    """Start ``n`` children, let them all reach the start line, then release them together."""
+    go = tmp_path / "go"
+    env = mirror.env()
+    procs = []
+    for i in range(n):
+        ready = tmp_path / f"ready-{i}"
+        procs.append((ready, subprocess.Popen([sys.executable, "-c", script, *args_of(i), str(ready), str(go)],
+                                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    assert wait_for(lambda: all(r.exists() for r, _ in procs), 120)
+    go.touch()
+    done = []
+    for _, p in procs:
+        out, err = p.communicate(timeout=180)
+        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    return done
+
+
+def _blob(n: int) -> bytes:
+    return b"".join(hashlib.sha256(i.to_bytes(4, "little")).digest() for i in range(n // 32))
+
+
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "unpinned"])
+def test_four_processes_downloading_one_file_fetch_it_once(mirror, tmp_path, pinned):
+    data = _blob(4 << 20)
+    digest = hashlib.sha256(data).hexdigest()
+    mirror.add_file(URL, data)
+    mirror.fault("shared.bin", "slow", seconds=2.0, times=10)  # every body takes 2 s: the four overlap for real
+    dest = tmp_path / "data" / "shared.bin"
+    start = time.monotonic()
+    done = _race(mirror, tmp_path, DOWNLOAD, lambda i: (URL, str(dest), digest if pinned else ""), 4)
+    for d in done:
+        assert d.returncode == 0, d.stderr
+        assert d.stdout.split() == [digest]  # every process returned the right bytes
+    assert hashlib.sha256(dest.read_bytes()).hexdigest() == digest and dest.stat().st_size == len(data)
+    full = mirror.full_gets("shared.bin")
+    assert len(full) == 1 and full[0].sent == len(data)  # ONE full download; the others waited, then found it
+    assert len(mirror.gets("shared.bin")) == 1
+    assert any("waiting for another process" in d.stderr for d in done)  # the wait was real, and said so
+    assert not (tmp_path / "data" / ".shared.bin.part").exists()
+    assert time.monotonic() - start < 60
+
+
+def test_two_processes_pinning_a_caption_file_on_first_use_pin_the_right_digest(mirror, tmp_path):
+    from vlbench.datasets.longcaptions import SETS
+
+    rows = [{"example_id": f"test_{i}", "split": "test", "image_file": f"test_{i:05d}.jpg",
+             "description": f"A detailed description number {i} of a photo, " + "with many words " * 20}
+            for i in range(3000)]
+    body = "".join(__import__("json").dumps(r) + "\n" for r in rows).encode()
+    text = SETS["docci"].text
+    assert text is not None and text.url is not None and text.sha256 is None  # the set pins on first use
+    mirror.add_file(text.url, body)
+    mirror.fault("docci_descriptions", "slow", seconds=2.0, times=10)
+    done = _race(mirror, tmp_path, LOAD_DOCCI, lambda i: (str(tmp_path / "data"),), 2)
+    digest = hashlib.sha256(body).hexdigest()
+    for d in done:
+        assert d.returncode == 0, d.stderr
+        assert d.stdout.split() == [digest, "pinned", "on", "first", "use", "3000"]
+    pin = tmp_path / "data" / "docci" / "docci_descriptions.jsonlines.sha256"
+    assert pin.read_text().strip() == digest and not pin.is_symlink()
+    assert len(mirror.full_gets("docci_descriptions")) == 1

@@ -1,0 +1,233 @@
+"""The one scorer: every similarity of an (image, caption) embedding pair comes from one fixed grid of tiles.
+
+A matrix product does not round an element the same wherever it sits: a BLAS picks its kernel (and, inside
+it, the code for the edge of a register tile, a one-row side or a small problem) by the product's shape and
+the element's position, and the same dot product of two float32 vectors can come out 1-2 ulp apart in two
+products (docs/metrics.md, "One tiled scorer", has measured cases). So exactness is not left to where a
+block, a shard or a rank happens to cut. The similarity matrix ``S`` (images x captions) is defined as:
+
+* the **tile grid** is fixed by the data's shape only: ``TI`` image rows x ``TT`` caption columns
+  (:func:`tile_shape`), tile ``(a, b)`` covering rows ``a*TI:(a+1)*TI`` and columns ``b*TT:(b+1)*TT``
+  (the last ones shorter);
+* tile ``(a, b)`` is ONE product ``image_rows @ caption_rows.T`` of exactly that shape, with the BLAS held to
+  one thread (threadpoolctl), so its every element has the same bits whichever schedule asks for it;
+* ``S[i, j]`` is the element of the tile holding ``(first(i), first(j))``, where ``first`` maps a vector to
+  the lowest index holding the same bits: a duplicate's score IS its first copy's, never recomputed.
+
+Every reader (the one-piece pass in query blocks, ``--score-block`` shards, torchrun ranks, the official
+ECCV / CxC protocol, ``vlbench rescore``) asks this grid for the entries it needs, so they are different
+schedules of identical products: one piece = blocks = ranks, bit for bit, on one device. Both directions
+read the same matrix (a t2i query's row is a column of ``S``): i2t and t2i rank the same numbers.
+
+Tiles are computed on demand and kept in a small least-recently-used store (``cache_bytes``), so a schedule
+whose blocks cut through tiles computes each tile about once as long as its blocks walk the grid in order.
+On a GPU (``device="cuda"``) the tiles are torch products on the device (one shape per tile: cuBLAS picks
+one kernel per shape); CPU and GPU numbers agree within a stated tolerance, not bit for bit
+(docs/metrics.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+#: similarities per strip of the one-piece pass (a query tile against the whole gallery) aimed at
+STRIP_BYTES = 32 << 20
+TILE_MIN, TILE_MAX = 64, 1024
+
+
+def _pow2_floor(x: int) -> int:
+    return 1 << max(0, int(x).bit_length() - 1)
+
+
+def tile_shape(n_images: int, n_captions: int) -> tuple[int, int]:
+    """(image rows, caption columns) per tile: a function of the two gallery sizes only. Each side is the
+    largest power of two (between 64 and 1024) whose strip against the whole other side stays within
+    STRIP_BYTES, so a query tile's row of tiles fits the one-piece pass's block budget wherever it can."""
+    ti = _pow2_floor(max(1, STRIP_BYTES // (4 * max(1, n_captions))))
+    tt = _pow2_floor(max(1, STRIP_BYTES // (4 * max(1, n_images))))
+    return min(TILE_MAX, max(TILE_MIN, ti)), min(TILE_MAX, max(TILE_MIN, tt))
+
+
+def first_copies(x: np.ndarray) -> np.ndarray:
+    """For each row of ``x``, the lowest index of a row with the same bits (itself when it is the first).
+
+    Rows are hashed to 64 bits and only rows whose hashes collide are compared, so the memory is a few
+    integers per row, not a copy of the matrix (a million 512-d rows: ~40 MB, not ~2 GB)."""
+    n = len(x)
+    first = np.arange(n, dtype=np.int64)
+    if n < 2 or x.shape[1] == 0:
+        return first
+    x = np.ascontiguousarray(x)
+    words = x.view(np.uint8).reshape(n, -1)
+    pad = (-words.shape[1]) % 8
+    h = np.zeros(n, dtype=np.uint64)
+    step = max(1, (8 << 20) // max(1, words.shape[1] + pad))
+    mult = np.uint64(0x9E3779B97F4A7C15)
+    for r0 in range(0, n, step):  # in slabs: the uint64 view of a slab, never of the whole matrix
+        w = words[r0:r0 + step]
+        if pad:
+            w = np.pad(w, ((0, 0), (0, pad)))
+        w = np.ascontiguousarray(w).view(np.uint64)
+        acc = np.zeros(len(w), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for c in range(w.shape[1]):
+                acc = (acc ^ w[:, c]) * mult
+                acc ^= acc >> np.uint64(29)
+        h[r0:r0 + step] = acc
+    order = np.argsort(h, kind="stable")  # equal hashes keep index order: the first of a run is the lowest
+    hs = h[order]
+    same = np.flatnonzero(hs[1:] == hs[:-1])
+    if not len(same):
+        return first
+    # runs of equal hashes: compare the actual bits against every earlier member of the run
+    starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
+    run_of = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
+    for run in np.unique(run_of[same + 1]):
+        members = order[starts[run]:(starts[run + 1] if run + 1 < len(starts) else n)]
+        firsts: list[int] = []
+        for m in members:  # ascending index (stable sort)
+            for f in firsts:
+                if np.array_equal(words[m], words[f]):
+                    first[m] = f
+                    break
+            else:
+                firsts.append(int(m))
+    return first
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="vlbench-tile")
+    return _POOL
+
+
+class TileGrid:
+    """``S = images @ captions.T`` on a fixed tile grid (module docstring); entries are read with
+    :meth:`scores`. ``device``: None / "cpu" (NumPy, one BLAS thread per tile, tiles in parallel threads) or
+    a torch device (the products run there, one tile at a time)."""
+
+    def __init__(self, img: np.ndarray, txt: np.ndarray, device: str | None = None, cache_bytes: int = 64 << 20):
+        self.img, self.txt = img, txt
+        self.n_images, self.n_captions = len(img), len(txt)
+        self.ti, self.tt = tile_shape(self.n_images, self.n_captions)
+        self.first_img, self.first_txt = first_copies(img), first_copies(txt)
+        self.device = device if device and device != "cpu" else None
+        self.cache_bytes = max(cache_bytes, 8 * 4 * self.ti * self.tt)  # room for a few tiles at least
+        self._tiles: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._held = 0
+        self.products = 0  # tiles computed (a test and the benchmarks read it)
+        if self.device:
+            import torch  # lazy: only with a device, where the model has loaded torch
+
+            self._t = (torch.from_numpy(np.ascontiguousarray(img)).to(self.device),
+                       torch.from_numpy(np.ascontiguousarray(txt)).to(self.device))
+
+    # -- tiles ------------------------------------------------------------------------------------
+    def _product(self, a: int, b: int) -> np.ndarray:
+        i0, i1 = a * self.ti, min(self.n_images, (a + 1) * self.ti)
+        t0, t1 = b * self.tt, min(self.n_captions, (b + 1) * self.tt)
+        if self.device:
+            return (self._t[0][i0:i1] @ self._t[1][t0:t1].T).cpu().numpy()
+        return self.img[i0:i1] @ self.txt[t0:t1].T  # row slices of C-ordered arrays: contiguous
+
+    def _compute(self, keys: list[tuple[int, int]]) -> None:
+        todo = [k for k in keys if k not in self._tiles]
+        if todo:
+            if self.device or len(todo) == 1:
+                out = [self._one_thread(k) for k in todo] if not self.device else [self._product(*k) for k in todo]
+            else:
+                out = list(_pool().map(self._one_thread, todo))
+            self.products += len(todo)
+            for k, t in zip(todo, out):
+                self._tiles[k] = t
+                self._held += t.nbytes
+        for k in keys:
+            self._tiles.move_to_end(k)
+
+    def _one_thread(self, key: tuple[int, int]) -> np.ndarray:
+        return self._product(*key)
+
+    def _evict(self, keep: set) -> None:
+        for k in list(self._tiles):
+            if self._held <= self.cache_bytes:
+                break
+            if k not in keep:
+                self._held -= self._tiles.pop(k).nbytes
+
+    # -- entries ----------------------------------------------------------------------------------
+    def scores(self, images: np.ndarray, captions: np.ndarray, *, by_caption: bool = False) -> np.ndarray:
+        """``S[images][:, captions]`` as float32 (or the embeddings' float64), from whole tiles only;
+        ``by_caption``: its transpose (captions x images, a t2i block), filled tile by tile."""
+        fi = self.first_img[np.asarray(images, dtype=np.int64)]
+        ft = self.first_txt[np.asarray(captions, dtype=np.int64)]
+        shape = (len(ft), len(fi)) if by_caption else (len(fi), len(ft))
+        out = np.empty(shape, dtype=np.result_type(self.img.dtype, self.txt.dtype))
+        if not out.size:
+            return out
+        ai, bt = fi // self.ti, ft // self.tt
+        rows = {int(a): np.flatnonzero(ai == a) for a in np.unique(ai)}
+        cols = {int(b): np.flatnonzero(bt == b) for b in np.unique(bt)}
+        # tile columns outer: at most one column of tiles is held at a time beyond the cache
+        for b, cj in cols.items():
+            keys = [(a, b) for a in rows]
+            with _blas_one_thread(self.device):
+                self._compute(keys)
+            tc, oc = _as_slice(ft[cj] - b * self.tt), _as_slice(cj)
+            for a, ri in rows.items():
+                tile = self._tiles[(a, b)]
+                tr, orow = _as_slice(fi[ri] - a * self.ti), _as_slice(ri)
+                if tr is not None and tc is not None and orow is not None and oc is not None:  # the usual case
+                    if by_caption:
+                        out[oc, orow] = tile[tr, tc].T
+                    else:
+                        out[orow, oc] = tile[tr, tc]
+                else:  # duplicates or scattered ids: gather
+                    part = tile[np.ix_(fi[ri] - a * self.ti, ft[cj] - b * self.tt)]
+                    if by_caption:
+                        out[np.ix_(cj, ri)] = part.T
+                    else:
+                        out[np.ix_(ri, cj)] = part
+            self._evict(set(keys))
+        return out
+
+
+def _as_slice(ix: np.ndarray) -> slice | None:
+    """``ix`` as a slice when it is a contiguous ascending run (a view instead of a gather), else None."""
+    if len(ix) and int(ix[-1]) - int(ix[0]) == len(ix) - 1 and (len(ix) < 2 or bool((np.diff(ix) == 1).all())):
+        return slice(int(ix[0]), int(ix[-1]) + 1)
+    return None
+
+
+_CONTROLLER = None
+
+
+class _blas_one_thread:
+    """The BLAS held to one thread while tiles are computed (each tile is then one single-threaded product:
+    its bits do not depend on how many threads the process or the environment allows); tiles run in
+    parallel threads instead."""
+
+    def __init__(self, device):
+        self.device, self._ctx = device, None
+
+    def __enter__(self):
+        global _CONTROLLER
+        if not self.device:
+            if _CONTROLLER is None:
+                from threadpoolctl import ThreadpoolController
+
+                _CONTROLLER = ThreadpoolController()
+            self._ctx = _CONTROLLER.limit(limits=1, user_api="blas")
+        return self
+
+    def __exit__(self, *exc):
+        if self._ctx is not None:
+            self._ctx.restore_original_limits()
+        return False
