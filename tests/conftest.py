@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from support.data import ROOT, SHARED_CAPTIONS, TESTS, write_manifest
+
+from vlbench.errors import VlbenchError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -85,7 +86,6 @@ def folder_manifest(tmp_path) -> Path:
     """The colour dataset of the protocol tests (support/colour_model.py): 5 solid-colour images in the folder,
     3 of them listed with two captions each."""
     from PIL import Image
-
     from support.colour_model import FOLDER_CAPTIONS, FOLDER_IMAGES
     from support.data import write_rows
 
@@ -177,7 +177,7 @@ def language():
     try:
         lang.nlp()
         lang.wordnet()
-    except Exception as exc:  # pragma: no cover
+    except VlbenchError as exc:  # pragma: no cover - how lang says the data is not installed; anything else fails
         pytest.skip(f"spaCy model or WordNet missing: {exc}")
 
 
@@ -187,7 +187,7 @@ def wordnet_ready():
 
     try:
         return lang.wordnet()
-    except Exception as exc:  # pragma: no cover - depends on the machine
+    except VlbenchError as exc:  # pragma: no cover - depends on the machine; only "not installed" skips
         pytest.skip(f"WordNet is not available: {exc}")
 
 
@@ -197,7 +197,7 @@ def parser_ready():
 
     try:
         return lang.nlp()
-    except Exception as exc:  # pragma: no cover
+    except VlbenchError as exc:  # pragma: no cover - only "not installed" skips
         pytest.skip(f"no spaCy English model: {exc}")
 
 
@@ -235,6 +235,28 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 # ------------------------------------------------------------------------------------------------------------
+# external tools and the GPU
+
+
+def _cuda_device() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``needs_tool`` or ``gpu`` whose tool or CUDA device is missing skips with the reason, or
+    fails when VLBENCH_REQUIRE_TOOLS names the tool (``cuda`` for the GPU tests): support/tools.py."""
+    from support.tools import missing_tool
+
+    for mark in item.iter_markers("needs_tool"):
+        if not mark.kwargs["found"]:
+            missing_tool(mark.args[0], mark.kwargs["reason"])
+    if item.get_closest_marker("gpu") and not _cuda_device():
+        missing_tool("cuda", "no CUDA device here (a test marked gpu; it runs where torch.cuda.is_available())")
+
+
+# ------------------------------------------------------------------------------------------------------------
 # the online path
 
 
@@ -245,7 +267,6 @@ def mirror(monkeypatch, tmp_path):
     import-time flag); every other host sits behind a dead proxy. ``mirror.env(hf_home=...)`` gives the same
     settings for a subprocess."""
     from huggingface_hub import constants
-
     from support.mirror import Mirror
 
     m = Mirror()
@@ -257,6 +278,7 @@ def mirror(monkeypatch, tmp_path):
     # the Hub client reads HF_ENDPOINT when it is imported (a user's environment is set before that); a test that
     # points it at the mirror after the import sets what the import made of it
     monkeypatch.setattr(constants, "ENDPOINT", m.url.rstrip("/"))
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", m.url.rstrip("/") + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                        m.url.rstrip("/") + "/{repo_id}/resolve/{revision}/{filename}")
     yield m
     m.close()

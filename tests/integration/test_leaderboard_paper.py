@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from support.synthetic_runs import synth_run, write_per_query
+from support.tools import missing_tool, needs_tool
 
 PERTURB = ["char-swap", "missing-char", "synonym-noun", "shuffle-all-words"]
 PDFLATEX = shutil.which("pdflatex")
@@ -104,8 +104,8 @@ def test_the_best_value_is_bold(board):
     assert "SigLIP\\_base \\& co" in (out / "clean_retrieval.tex").read_text()  # names escaped for LaTeX
 
 
-@pytest.mark.skipif(PDFLATEX is None, reason="pdflatex not installed (Debian: texlive-latex-base, "
-                                             "texlive-latex-recommended; scripts/test.sh installs them)")
+@needs_tool("pdflatex", PDFLATEX is not None, "pdflatex not installed (Debian: texlive-latex-base, "
+                                              "texlive-latex-recommended; scripts/test.sh installs them)")
 def test_leaderboard_tex_compiles_and_a_page_renders(board, tmp_path):
     out, _ = board
     shutil.copy(out / "leaderboard.tex", tmp_path / "leaderboard.tex")
@@ -116,7 +116,7 @@ def test_leaderboard_tex_compiles_and_a_page_renders(board, tmp_path):
     assert "Overfull \\hbox" not in run.stdout  # wide tables are scaled to the line
     pdftoppm = shutil.which("pdftoppm")
     if pdftoppm is None:
-        pytest.skip("pdftoppm not installed (Debian: poppler-utils): the PDF compiled, no page image made")
+        missing_tool("pdftoppm", "pdftoppm not installed (Debian: poppler-utils): the PDF compiled, no page image made")
     keep = Path(os.environ.get("VLBENCH_SCREENSHOT_DIR", tmp_path))
     subprocess.run([pdftoppm, "-png", "-r", "100", "-f", "3", "-l", "3", str(tmp_path / "leaderboard.pdf"),
                     str(keep / "leaderboard-tex-page")], check=True, timeout=60)

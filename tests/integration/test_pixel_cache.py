@@ -88,7 +88,8 @@ def test_results_record_the_pixel_route(tiny_models, data, tmp_path):
 def test_the_device_path_runs_on_the_cpu_under_its_own_identity(tiny_models, data, tmp_path):
     """--pixels device (JPEGs decoded by torchvision on --device, here the CPU; a PNG through PIL in the same
     batch): every image encoded, the path recorded, another model hash (caches never mix), and on the CPU, where
-    torchvision and PIL both decode with libjpeg, numbers close to the reference path's."""
+    torchvision and PIL both decode with libjpeg and resample with the same code, the reference path's pixels
+    exactly (docs/performance.md), hence the same numbers: every metric record equal, not close."""
     from PIL import Image
 
     root, man = data
@@ -109,8 +110,9 @@ def test_the_device_path_runs_on_the_cpu_under_its_own_identity(tiny_models, dat
     assert dev["hardware"]["pixels"] == "device" and ref["hardware"]["pixels"] == "reference"
     enc = dev["encoding"]
     assert enc["images_encoded"] == 12 and enc["images_device_decoded"] == 11 and _decoded(dev) == 12
-    for (c, d, m, k, v), (_, _, _, _, w) in zip(_values(ref), _values(dev)):
-        assert v == pytest.approx(w, abs=34), (c, d, m, k)  # 12 images: one rank moved changes R@1 by 8.3
+    assert len(_values(dev)) == len(_values(ref)) > 0
+    for got, want in zip(_values(dev), _values(ref)):
+        assert got == want  # (condition, direction, metric, k, value): the same record, to the last bit
 
 
 def test_the_device_path_needs_a_pixel_split(counting_plugin, manifest, tmp_path):

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from vlbench.errors import VlbenchError
-from vlbench.studies.hendriksen2024 import compat
 from vlbench.perturbations.base import CaptionRNG, Token
 from vlbench.perturbations.engine import instantiate
+from vlbench.studies.hendriksen2024 import compat
 
 typo = pytest.importorskip("typo")
 

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from vlbench.datasets import eccv as gt_files
-from vlbench.metrics import official as eccv
 from vlbench.errors import DataError, VlbenchError
+from vlbench.metrics import official as eccv
 
 pkg_metrics = pytest.importorskip("eccv_caption._metrics")
 
 
 @pytest.fixture(scope="module")
 def setup():
-    from tests.conftest import SHARED_CAPTIONS
+    from support.data import SHARED_CAPTIONS
     folder = SHARED_CAPTIONS / "eccv_caption"
     if not (folder / "eccv_caption_to_image.json").is_file():
         pytest.skip(f"ECCV Caption ground truth not at {folder} (set VLBENCH_SHARED_CAPTIONS)")
@@ -95,12 +95,14 @@ def test_run_extra_positives_default_is_official(kind):
     eccv_caption package's own metric functions on the same matrix, to 1e-9; ids read from the raw files here."""
     import json
 
-    from tests.conftest import SHARED_CAPTIONS
+    from support.data import SHARED_CAPTIONS
+
     from vlbench.datasets.core import load_dataset
     from vlbench.metrics.official import official_values
 
     folder = SHARED_CAPTIONS / "eccv_caption"
-    if not (folder / "eccv_caption_to_image.json").is_file() or not (SHARED_CAPTIONS / "coco5k_test_ids.jsonl").is_file():
+    if not (folder / "eccv_caption_to_image.json").is_file() \
+            or not (SHARED_CAPTIONS / "coco5k_test_ids.jsonl").is_file():
         pytest.skip(f"ECCV Caption ground truth not under {SHARED_CAPTIONS} (set VLBENCH_SHARED_CAPTIONS)")
     ds = load_dataset("coco", data_dir=SHARED_CAPTIONS, require_images=False, download=False, extra_positives=kind)
     assert ds.extra_positives is None and ds.extra_positives_name == kind  # standard metrics keep the originals
@@ -132,5 +134,7 @@ def test_run_extra_positives_default_is_official(kind):
                 assert got[(d, ours, None)] == pytest.approx(ref[d][theirs], abs=1e-9)
     else:
         for k in (1, 5, 10):
-            assert got[("i2t", "cxc_recall", k)] == pytest.approx(pkg_metrics.compute_r_at_k(i2t, gt["i2t"], K=k), abs=1e-9)
-            assert got[("t2i", "cxc_recall", k)] == pytest.approx(pkg_metrics.compute_r_at_k(t2i, gt["t2i"], K=k), abs=1e-9)
+            want = pkg_metrics.compute_r_at_k(i2t, gt["i2t"], K=k)
+            assert got[("i2t", "cxc_recall", k)] == pytest.approx(want, abs=1e-9)
+            want = pkg_metrics.compute_r_at_k(t2i, gt["t2i"], K=k)
+            assert got[("t2i", "cxc_recall", k)] == pytest.approx(want, abs=1e-9)

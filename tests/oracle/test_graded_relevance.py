@@ -14,12 +14,11 @@ import sys
 
 import numpy as np
 import pytest
-
-from vlbench.metrics import graded as G
-from vlbench.metrics.compute import ArraySource, build_positives, _direction
-from vlbench.errors import UnknownNameError, VlbenchError
-
 from support.data import FIXTURES
+
+from vlbench.errors import UnknownNameError, VlbenchError
+from vlbench.metrics import graded as G
+from vlbench.metrics.compute import ArraySource, _direction, build_positives
 
 EXCERPT = FIXTURES / "flickr30k_excerpt.jsonl"
 
@@ -482,8 +481,8 @@ def test_graded_ndcg_in_evaluate_matches_graded_ndcg():
     """evaluate(..., graded=...) reports the same per-query values as graded_ndcg (exponential gains)."""
     import numpy as np
 
-    from vlbench.metrics.graded import RougeLRelevance, graded_ndcg
     from vlbench.metrics.compute import ArraySource, evaluate
+    from vlbench.metrics.graded import RougeLRelevance, graded_ndcg
 
     caps = ["a dog runs on grass", "a brown dog in a park", "a red car on a street", "a car parked by a house",
             "two cats sleep on a sofa", "a cat on a couch"]

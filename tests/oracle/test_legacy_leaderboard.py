@@ -25,7 +25,8 @@ from support.data import TESTS
 
 LEGACY = TESTS / "fixtures" / "legacy_v1"
 #: old table name -> new (file stems, ids in the manifest), old title -> new
-RENAMED = {"table_5_3_rsum": "rsum_per_perturbation", "table_5_3_total": "rsum_per_perturbation_total", "table_5_3": "rsum_per_perturbation",
+RENAMED = {"table_5_3_rsum": "rsum_per_perturbation", "table_5_3_total": "rsum_per_perturbation_total",
+           "table_5_3": "rsum_per_perturbation",
            "table_5_2": "clean_retrieval", "table_5_4": "model_input_similarity"}
 RETITLED = {"Table 5.2: clean retrieval performance": "Clean retrieval",
             "Table 5.3: RSUM per perturbation": "RSUM per perturbation",

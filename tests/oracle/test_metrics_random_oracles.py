@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from support.oracles import eccv_scores, oracle_score, per_query, positives
 from torchmetrics.functional.retrieval import (
     retrieval_hit_rate,
     retrieval_normalized_dcg,
@@ -24,8 +25,6 @@ from torchmetrics.functional.retrieval import (
 
 import vlbench
 from vlbench.metrics.compute import ArraySource, EmbeddingSource, evaluate
-
-from support.oracles import eccv_scores, oracle_score, per_query, positives
 
 TOL = 1e-9
 

@@ -7,7 +7,7 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
+from support.tools import needs_tool
 
 
 def find_browser() -> str | None:
@@ -22,8 +22,8 @@ def find_browser() -> str | None:
 
 
 BROWSER = find_browser()
-NEEDS_BROWSER = pytest.mark.skipif(BROWSER is None, reason="no headless browser found (install Debian's 'chromium' "
-                                                           "package or set VLBENCH_CHROMIUM)")
+NEEDS_BROWSER = needs_tool("chromium", BROWSER is not None, "no headless browser found (install Debian's 'chromium' "
+                                                             "package or set VLBENCH_CHROMIUM)")
 
 
 class Tables(HTMLParser):

@@ -204,3 +204,70 @@ def eccv_scores(similarity, caption_to_image, extra_positives=None):
         out[f"{d}_map_at_r"] = 100.0 * float(np.mean(maps))
         out[f"{d}_r_precision"] = 100.0 * float(np.mean(rps))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Third opinion: from embeddings, in plain NumPy, whole matrices at a time (written from docs/metrics.md and
+# the shared spec, not from vlbench/metrics): the scores are the exact cosines (float64 dot products of the
+# float32 vectors, each distinct pair of vectors scored once, so bit-identical duplicates tie exactly), the
+# order is score descending then candidate index ascending (np.lexsort), and every metric is read off the
+# 0/1 matrix of positives in that order.
+# ---------------------------------------------------------------------------------------------
+
+def exact_cosines(img, txt):
+    """(n_images, n_captions) float64 scores: each distinct (image vector, caption vector) pair scored once, so
+    equal vectors get equal scores whatever their position."""
+    ui, inv_i = np.unique(np.asarray(img, dtype=np.float32), axis=0, return_inverse=True)
+    ut, inv_t = np.unique(np.asarray(txt, dtype=np.float32), axis=0, return_inverse=True)
+    scores = ui.astype(np.float64) @ ut.astype(np.float64).T
+    return scores[np.ravel(inv_i)][:, np.ravel(inv_t)]
+
+
+def numpy_direction(scores, positive, ks=(1, 5, 10), p=10):
+    """Per-query metrics of one direction. scores: (queries, candidates) float64; positive: the same shape, bool.
+    Gains of nDCG@p: 1 for a positive, max(0, score) otherwise (the default relevance: the similarity)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    positive = np.asarray(positive, dtype=bool)
+    nq, nc = scores.shape
+    index = np.broadcast_to(np.arange(nc), scores.shape)
+    order = np.lexsort((index, -scores), axis=-1)  # last key first: score descending, then index ascending
+    hit = np.take_along_axis(positive, order, axis=1)  # hit[q, r]: the candidate at rank r + 1 is a positive
+    n_pos = positive.sum(axis=1)
+    best = hit.argmax(axis=1) + 1
+    out = {"best_rank": best, "n_positives": n_pos}
+    for k in ks:
+        out[f"recall@{k}"] = np.where(best <= k, 100.0, 0.0)
+    within_r = np.arange(nc)[None, :] < n_pos[:, None]  # the top R of each query
+    hits_so_far = np.cumsum(hit, axis=1)
+    out["r_precision"] = 100.0 * (hit & within_r).sum(axis=1) / n_pos
+    precision_at = hits_so_far / np.arange(1, nc + 1)[None, :]
+    out["map_at_r"] = 100.0 * (precision_at * (hit & within_r)).sum(axis=1) / n_pos
+    gains = np.where(positive, 1.0, np.maximum(scores, 0.0))
+    discount = 1.0 / np.log2(np.arange(2, min(p, nc) + 2))
+    dcg = (np.take_along_axis(gains, order, axis=1)[:, :p] * discount).sum(axis=1)
+    idcg = (-np.sort(-gains, axis=1)[:, :p] * discount).sum(axis=1)
+    out[f"ndcg@{p}"] = dcg / idcg
+    return out
+
+
+def numpy_evaluate(img, txt, caption_to_image, ks=(1, 5, 10), p=10):
+    """{direction: per-query dict} and {(direction, metric, k): value} records, from the embeddings."""
+    scores = exact_cosines(img, txt)
+    c2i = np.asarray(caption_to_image)
+    n_images = scores.shape[0]
+    pos = np.zeros(scores.shape, dtype=bool)
+    pos[c2i, np.arange(len(c2i))] = True
+    queries = np.flatnonzero(pos.any(axis=1))  # i2t: the images with a caption
+    per = {"i2t": numpy_direction(scores[queries], pos[queries], ks, p), "t2i": numpy_direction(scores.T, pos.T, ks, p)}
+    per["i2t"]["query"], per["t2i"]["query"] = queries, np.arange(len(c2i))
+    records = {}
+    for d, q in per.items():
+        for k in ks:
+            records[(d, "recall", k)] = float(np.mean(q[f"recall@{k}"]))
+        records[(d, "medr", None)] = float(np.median(q["best_rank"]))
+        records[(d, "meanr", None)] = float(np.mean(q["best_rank"]))
+        records[(d, "r_precision", None)] = float(np.mean(q["r_precision"]))
+        records[(d, "map_at_r", None)] = float(np.mean(q["map_at_r"]))
+        records[(d, "ndcg", p)] = float(np.mean(q[f"ndcg@{p}"]))
+    assert n_images == len(img)
+    return per, records

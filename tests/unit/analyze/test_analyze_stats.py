@@ -23,6 +23,7 @@ def clustered(seed: int = 0, n_images: int = 300, per_image: int = 5, slope: flo
     return y, words, adjectives, image
 
 
+@pytest.mark.slow  # imports statsmodels, the peer implementation (~1 s CPU)
 def test_cluster_robust_regression_equals_statsmodels():
     sm = pytest.importorskip("statsmodels.api")
     y, words, adjectives, image = clustered(seed=1, n_images=80)

@@ -106,6 +106,7 @@ def test_missing_image_is_named(tmp_path):
         load_dataset(f"custom:{man}")
 
 
+@pytest.mark.slow  # reads the real COCO 5k captions and the ECCV / CxC files (~1 s CPU)
 @pytest.mark.parametrize("kind", ["eccv-all", "cxc-union"])
 def test_extended_positives_map_coco_ids(shared_captions, kind):
     """The union variants: extra positives mapped to dataset indices (the official ones: test_eccv_official.py)."""

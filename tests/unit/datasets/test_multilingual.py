@@ -90,6 +90,7 @@ def _limit(a):
     return getattr(a, "max_length", None) or a.context_length
 
 
+@pytest.mark.slow  # loads a tiny model of every family (~2 s CPU for the module's model tests)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_non_latin1_text_is_encoded_and_truncated_by_tokens(adapters, family):
     a = adapters[family]
@@ -108,6 +109,7 @@ def test_non_latin1_text_is_encoded_and_truncated_by_tokens(adapters, family):
     assert cov["truncated"] == pytest.approx((2 if family == "altclip" else 1) / 6)
 
 
+@pytest.mark.slow  # the same five tiny models
 @pytest.mark.parametrize("family", FAMILIES)
 def test_diacritics_reach_the_model_except_with_an_uncased_bert(adapters, family):
     a = adapters[family]

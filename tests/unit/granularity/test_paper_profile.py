@@ -114,6 +114,7 @@ def test_cli_profile_flag_and_override(tmp_path, language, capsys):
 # pairing by image
 
 
+@pytest.mark.slow  # parses a manifest's captions with spaCy (~0.6 s CPU)
 def test_reordered_fg_manifest_is_paired_by_image(tmp_path, language):
     fg = rows_of(COCO_FG_X)
     reordered = write(tmp_path / "fg_reordered.jsonl", fg[::-1])  # same images, reversed order
@@ -131,6 +132,7 @@ def test_reordered_fg_manifest_is_paired_by_image(tmp_path, language):
     assert per.loc[per["dataset"] == "custom:fg_reordered.jsonl", "image"].iloc[0] == fg[-1]["image"]
 
 
+@pytest.mark.slow  # parses two manifests' captions with spaCy (~0.4 s CPU)
 def test_unrelated_manifest_is_refused_or_reported_unpaired(tmp_path, language):
     other = [{"image": f"other_{k}.jpg", "captions": r["captions"]} for k, r in enumerate(rows_of(COCO_FG_X))]
     spec = write(tmp_path / "unrelated.jsonl", other)

@@ -196,6 +196,7 @@ def test_plugin_function_interface():
         del image_perturbations._entries["test_invert"]
 
 
+@pytest.mark.slow  # the reference zoom blur at photo sizes
 @pytest.mark.parametrize("shape", [(224, 224, 3), (120, 161, 3), (161, 120, 3), (32, 200, 3)])
 def test_fast_zoom_blur_equals_reference_at_photo_sizes(shape):
     """The separable zoom_blur equals scipy.ndimage.zoom's (the reference) bit for bit, square or not."""

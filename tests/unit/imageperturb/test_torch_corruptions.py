@@ -90,6 +90,7 @@ def test_glass_blur_moves_equal_the_sequential_copies():
         assert _moved_sources(h, w, delta, torch.as_tensor(offsets)).tolist() == src
 
 
+@pytest.mark.slow  # seven corruptions over a batch of photos, together and one by one (~3 s CPU)
 def test_an_image_does_not_depend_on_its_batch(photo):
     from vlbench.imageperturb.ontorch import corrupt_batch
 

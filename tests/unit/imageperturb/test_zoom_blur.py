@@ -43,6 +43,7 @@ def test_zero_edge_matches_scipy_by_hand():
 @needs_reference
 @pytest.mark.parametrize("shape", [(36, 32), (32, 71), (78, 139), (285, 40), (40, 646), (136, 136),
                                    (224, 224), (33, 500)])
+@pytest.mark.slow  # the reference zoom blur at every size (~1 s CPU)
 def test_fast_equals_reference_including_formerly_failing_sizes(shape):
     from vlbench.imageperturb.backend import run_reference
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 from support.data import ROOT
-from support.package_source import PKG, from_module, package_modules
+from support.package_source import PKG, from_module, package_modules, parsed
 
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
@@ -56,15 +57,20 @@ def _layer_of() -> dict[str, int]:
 
 
 
-def _import_names(path: Path, mod: str) -> list[tuple[str, str]]:
+def _import_names(path: Path, mod: str) -> tuple[tuple[str, str], ...]:
     """(module, name) of every ``from X import name`` and (module, "") of every ``import X`` in vlbench code."""
+    return _names_in(parsed(path)[1], mod, path)
+
+
+@cache  # per syntax tree (a changed file is parsed again, a new tree): the rules ask for every module's imports
+def _names_in(tree: ast.Module, mod: str, path: Path) -> tuple[tuple[str, str], ...]:
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             out += [(from_module(node, mod, path), a.name) for a in node.names]
         elif isinstance(node, ast.Import):
             out += [(a.name, "") for a in node.names]
-    return [(m, n) for m, n in out if m == "vlbench" or m.startswith("vlbench.")]
+    return tuple((m, n) for m, n in out if m == "vlbench" or m.startswith("vlbench."))
 
 
 def _imports(mod: str, path: Path, known: dict) -> set[str]:
@@ -142,11 +148,11 @@ def test_no_import_cycles():
 def _too_long() -> list[str]:
     bad = []
     for mod, path in package_modules().items():
-        src = path.read_text()
+        src, tree = parsed(path)
         noted = set(_SIZE_NOTE.findall(src))
         if src.count("\n") > MAX_MODULE_LINES and "module" not in noted:
             bad.append(f"{mod}: {src.count(chr(10))} lines")
-        for node in ast.walk(ast.parse(src)):
+        for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
                 if n > MAX_FUNCTION_LINES and node.name not in noted:

@@ -21,6 +21,7 @@ def remote_folder(tmp_path_factory):
     return save_remote(tmp_path_factory.mktemp("remote") / "tiny-dual")
 
 
+@pytest.mark.slow  # whole runs of the remote-code checkpoint
 def test_a_run_loads_the_checkpoints_own_code_only_with_trust_remote_code(remote_folder, manifest, tmp_path,
                                                                            capsys):
     common = ["run", "--model", f"remote:{remote_folder}", "--dataset", f"custom:{manifest}", "--quiet",
@@ -41,6 +42,7 @@ def test_a_run_loads_the_checkpoints_own_code_only_with_trust_remote_code(remote
     assert any(v["metric"] == "recall" for v in res["results"])
 
 
+@pytest.mark.slow  # loads the remote-code checkpoint three times (~1 s CPU)
 def test_options_are_part_of_the_identity_and_both_apis_give_the_models_vectors(remote_folder):
     feats = load_remote(str(remote_folder), trust_remote_code=True)
     prompted = load_remote(f"{remote_folder}?text_prefix=a%20photo%20of%20&max_length=32", trust_remote_code=True)

@@ -141,6 +141,7 @@ def test_naflex_images_are_patches_with_mask_and_shape_and_match_get_image_featu
     assert model.identity()["preprocessing"]["max_num_patches"] == 16
 
 
+@pytest.mark.slow  # two whole runs (cold and warm) per family
 @pytest.mark.parametrize("family,kind", [("siglip", "siglip"), ("siglip2", "siglip2-naflex")])
 def test_a_run_works_end_to_end_and_a_warm_run_loads_no_model(tiny_siglip, manifest, tmp_path, family, kind):
     from vlbench.pipeline.runner import run

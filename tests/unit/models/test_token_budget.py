@@ -80,6 +80,7 @@ def test_sentences_are_split_by_their_endings():
     assert min(counts) == 3 and max(counts) == 14 and sum(counts) == 157
 
 
+@pytest.mark.slow  # a whole run with four budget conditions (~2 s CPU)
 def test_a_run_writes_one_condition_per_budget_and_the_curve(tiny_models, manifest, tmp_path):
     from vlbench.pipeline.runner import run
 

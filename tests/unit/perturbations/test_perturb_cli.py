@@ -112,6 +112,7 @@ def test_summary_table_is_printed(tmp_path, capsys):
     assert "char-swap" not in out
 
 
+@pytest.mark.slow  # every perturbation of the chapter's example caption (~1 s CPU)
 def test_text_mode_prints_one_json_object_per_perturbation(capsys):
     assert run(["--text", CHAPTER, "--json"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]

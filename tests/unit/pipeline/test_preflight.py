@@ -38,10 +38,15 @@ def _run(args, tmp_path, offline=True):
     return proc, time.perf_counter() - t0
 
 
+SLOW = pytest.mark.slow  # each case runs vlbench in a subprocess (~0.5 s CPU): one case of each in the fast lane
+
+
 @pytest.mark.parametrize("model, repo", [("clip", "openai/clip-vit-base-patch32"),
-                                         ("openclip", "laion/CLIP-ViT-B-32-laion2B-s34B-b79K"),
-                                         ("align:kakaobrain/align-base", "kakaobrain/align-base"),
-                                         ("openclip:hf-hub:org/some-model", "org/some-model")])
+                                         pytest.param("openclip", "laion/CLIP-ViT-B-32-laion2B-s34B-b79K", marks=SLOW),
+                                         pytest.param("align:kakaobrain/align-base", "kakaobrain/align-base",
+                                                      marks=SLOW),
+                                         pytest.param("openclip:hf-hub:org/some-model", "org/some-model",
+                                                      marks=SLOW)])
 def test_uncached_hub_model_offline_fails_fast_listing_everything(manifest_one_missing, tmp_path, model, repo):
     proc, seconds = _run(["--model", model, "--dataset", f"custom:{manifest_one_missing}", "--perturb", "all",
                           "--out", str(tmp_path / "o")], tmp_path)
@@ -55,6 +60,7 @@ def test_uncached_hub_model_offline_fails_fast_listing_everything(manifest_one_m
     assert seconds < 10, f"took {seconds:.1f} s"
 
 
+@SLOW
 def test_missing_local_folder_is_named_without_a_hub_hint(manifest_one_missing, tmp_path):
     proc, seconds = _run(["--model", "clip:./models/nonexist", "--dataset", f"custom:{manifest_one_missing}"],
                          tmp_path)
@@ -120,7 +126,7 @@ def test_openclip_table_is_read_without_torch():
 
 
 @pytest.mark.parametrize("model, suggestion", [("kakaobrain/align-base", "align:kakaobrain/align-base"),
-                                               ("hf-hub:timm/x", "openclip:hf-hub:timm/x")])
+                                               pytest.param("hf-hub:timm/x", "openclip:hf-hub:timm/x", marks=SLOW)])
 def test_unknown_model_family_is_refused_up_front_with_did_you_mean(manifest_one_missing, tmp_path, model,
                                                                    suggestion):
     write_images(manifest_one_missing.parent, 3)  # all images present: the model is the only problem

@@ -24,6 +24,7 @@ def _run(tmp_path, manifest, model, **kw):
                          perturb="distraction-true", n_boot=10, quiet=True, **kw))
 
 
+@pytest.mark.slow  # a whole run of the protocol (~1 s CPU)
 def test_hendriksen2024_protocol_hand_worked(tmp_path, folder_manifest, colour_models):
     vec, rel = colour_models
     res = _run(tmp_path, folder_manifest, vec, protocol="hendriksen2024", relevance=rel)
@@ -55,6 +56,7 @@ def test_hendriksen2024_protocol_hand_worked(tmp_path, folder_manifest, colour_m
     assert "hendriksen2024" in json.dumps(res.results["conditions"]["distraction-true"])
 
 
+@pytest.mark.slow  # a whole run (~0.6 s CPU)
 def test_standard_protocol_same_data(tmp_path, folder_manifest, colour_models):
     """The standard protocol on the same data: test gallery, hit recall, both sides perturbed, self relevance."""
     vec, _ = colour_models

@@ -53,6 +53,7 @@ def _order_like_items(captions):
             for i, c in enumerate(captions)]
 
 
+@pytest.mark.slow  # trains the blind baseline on real caption files (~0.7 s CPU)
 def test_custom_named_coco_captions_are_left_out_of_training(coco_rows):
     """60 COCO test captions under any name: exactly the training captions equal to an evaluated candidate
     are left out (counted independently here), and the accuracy is that of a model trained on the rest."""

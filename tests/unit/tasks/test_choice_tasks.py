@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vlbench.errors import DataError, VlbenchError
 from vlbench import tasks
+from vlbench.errors import DataError, VlbenchError
 
 SUGARCREPE = Path("/work/shared/data/sugarcrepe")
 # items and distinct images per set, from the SugarCrepe SOURCES.md table (counted when copied)
@@ -80,8 +80,9 @@ def _independent_accuracy(adapter, items):
 
 @pytest.fixture(scope="module")
 def flickr_small():
+    from support.data import SHARED_CAPTIONS
+
     from vlbench.datasets.core import load_dataset
-    from tests.conftest import SHARED_CAPTIONS
 
     if not (SHARED_CAPTIONS / "flickr30k_test.jsonl").is_file():
         pytest.skip(f"the real caption files are not at {SHARED_CAPTIONS}")

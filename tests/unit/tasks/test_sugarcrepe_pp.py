@@ -174,6 +174,7 @@ def test_download_is_checked_against_the_pinned_sha256(tmp_path, monkeypatch):
     assert f"Sri-Harsha/scpp (commit {S.SCPP_COMMIT[:10]}" in exc.value.hint
 
 
+@pytest.mark.slow  # a task run and the COCO caption language model (~0.6 s CPU)
 def test_blind_baseline_is_the_itt_rule_on_a_caption_model(counting_plugin, scpp_data, tmp_path):
     if not (SHARED_DATA / "captions" / "coco5k_test.jsonl").is_file():
         pytest.skip(f"the COCO test captions are not at {SHARED_DATA / 'captions'}")

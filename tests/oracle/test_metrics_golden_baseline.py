@@ -1,4 +1,7 @@
-"""Metric values are bit-for-bit those of the code before the metrics registry (commit 9c666a6).
+"""A regression baseline, not an oracle: metric values are bit-for-bit those of the code before the metrics
+registry (commit 9c666a6). The fixture is that code's own output, so this file proves that later code did not move a
+bit, not that the values are right; the oracles that check the definitions are test_metrics_numpy_oracle.py (NumPy,
+from embeddings), test_metrics_random_oracles.py and test_metrics_hand_worked.py.
 
 tests/fixtures/metrics_baseline.json was written by tests/fixtures/make_metrics_baseline.py with that
 code: random cases with ties, distractors, extra positives, separate relevance, graded labels and
@@ -15,7 +18,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from support.data import FIXTURES as FIX
 
 sys.path.insert(0, str(FIX))
