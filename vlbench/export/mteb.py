@@ -62,8 +62,9 @@ def task_name(record: RunRecord, direction: str) -> str:
     """MTEB's task name when the run's dataset is an MTEB task's test set, else ``VLBench<Dataset><I2T|T2I>Retrieval``."""
     info = record.dataset.fields
     known = MTEB_TASKS.get(record.dataset.name)
-    if known and (info.get("n_images"), info.get("n_captions")) == known[1:] and not info.get("limit") \
-            and (info.get("gallery") or "test") == "test" and not info.get("extra_positives"):
+    whole = not info.get("limit") and not record.settings.get("limit") and not info.get("extra_positives")
+    if known and whole and (info.get("n_images"), info.get("n_captions")) == known[1:] \
+            and (info.get("gallery") or "test") == "test":
         return known[0][direction]
     words = re.split(r"[^0-9A-Za-z]+", record.dataset.name)
     return "VLBench" + "".join(w[:1].upper() + w[1:] for w in words if w) + f"{_DIRECTION[direction]}Retrieval"
@@ -105,14 +106,22 @@ def scores(record: RunRecord, condition: str, direction: str, one_positive: bool
                 out[f"{CUT_NAMES[key.metric]}_at_{key.k}"] = value * scale if scale != 1.0 else value
     if "recall_at_1" in out:
         out["accuracy"] = out["recall_at_1"]  # MTEB's retrieval scores report Recall@1 as "accuracy" too
-    return dict(sorted(out.items()))
+    return dict(sorted(out.items(), key=lambda kv: (kv[0].rsplit('_', 1)[0], _k(kv[0]))))
+
+
+def _k(name: str) -> int:
+    tail = name.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
 
 
 def _one_positive(folder: str, record: RunRecord) -> dict:
     """{(condition, direction): every query has exactly one positive}, from the run's own per-query file (its
     ``n_positives`` column); empty when the run wrote none."""
+    from ..runfolder import FILES
     from ..runread import proven_per_query
 
+    if not isinstance(record.other.get(FILES), dict):  # a run written before its files were hashed: no proof
+        return {}
     try:
         tables = proven_per_query(folder, record)
     except (OSError, ValueError, EOFError) as exc:
