@@ -279,7 +279,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif rev not in ("main", repo.commit):
             return repo, None, {"X-Error-Code": "RevisionNotFound"}
         data = files.get(file)
-        head = {"X-Repo-Commit": repo.commit}
+        head = {"X-Repo-Commit": repo.commit if files is repo.files else Repo(repo.kind, files).commit}
         if data is None:
             return repo, None, dict(head, **{"X-Error-Code": "EntryNotFound"})
         return repo, data, head
