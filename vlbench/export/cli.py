@@ -6,6 +6,7 @@ import argparse
 import os
 
 from ..errors import OptionError, VlbenchError
+from ..results import RunRecord, SchemaTooNew, UnreadableResults
 
 FORMATS = ("mteb", "model-index")
 
@@ -27,8 +28,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def main(a: argparse.Namespace) -> int:
-    from ..runread import run_folder_of
-    from ..results import RunRecord, SchemaTooNew, UnreadableResults
+    from ..runread import run_folder_of  # lazy: vlbench --help imports this module; keep it light
 
     if a.push_to_hub and a.format != "model-index":
         raise OptionError("push_to_hub", "{opt} pushes a model card's model-index, not MTEB files",
@@ -48,17 +48,17 @@ def main(a: argparse.Namespace) -> int:
             from None
     name = a.model_name or record.model.label
     if a.format == "mteb":
-        from . import mteb
+        from . import mteb  # lazy: vlbench --help imports this module; keep it light
 
         written = mteb.write(folder, record, a.out, name)
     else:
-        from . import modelindex
+        from . import modelindex  # lazy: as above
 
         written = modelindex.write(record, a.out, name) if a.out else []
     for path in written:
         print(f"wrote {path}")
     if a.push_to_hub:
-        from .hub import push
+        from .hub import push  # lazy: as above (it imports huggingface_hub)
 
         print(f"opened a pull request on {a.push_to_hub}: {push(record, a.push_to_hub, name)}")
     return 0

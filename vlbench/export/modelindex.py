@@ -14,7 +14,10 @@ gallery, revision = the dataset's content hash; metric type = vlbench's key rend
 
 from __future__ import annotations
 
+import os
+
 from ..results import RunRecord
+from ..util.io import atomic_write_text
 
 TASK_TYPE = "image-text-retrieval"
 TASK_NAME = "Image-Text Retrieval"
@@ -97,10 +100,6 @@ def eval_results_yaml(record: RunRecord) -> str:
 
 def write(record: RunRecord, out: str, name: str) -> list[str]:
     """README.md (a model card with the model-index) and .eval_results/vlbench.yaml under ``out``."""
-    import os
-
-    from ..util.io import atomic_write_text
-
     os.makedirs(os.path.join(out, ".eval_results"), exist_ok=True)
     readme = os.path.join(out, "README.md")
     atomic_write_text(readme, str(model_card(record, name)))

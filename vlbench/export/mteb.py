@@ -32,8 +32,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import registry
+from ..datasets.specs import BUILTIN
 from ..errors import VlbenchError
+from ..metrics import specs  # noqa: F401 -- imported for the built-in metrics it registers
 from ..results import RunRecord, parse_created
+from ..runfolder import FILES
+from ..runread import proven_per_query
+from ..util.io import atomic_write_text, write_json
 
 #: vlbench datasets that are the test set of an MTEB task, per direction. vlbench's ``flickr30k`` is the Karpathy
 #: 1k test split (1,000 images, 5,000 captions), the shape MTEB's Flickr30k tasks describe (their descriptive
@@ -59,7 +65,8 @@ class TaskFile:
 
 
 def task_name(record: RunRecord, direction: str) -> str:
-    """MTEB's task name when the run's dataset is an MTEB task's test set, else ``VLBench<Dataset><I2T|T2I>Retrieval``."""
+    """MTEB's task name when the run's dataset is an MTEB task's test set, else
+    ``VLBench<Dataset><I2T|T2I>Retrieval``."""
     info = record.dataset.fields
     known = MTEB_TASKS.get(record.dataset.name)
     whole = not info.get("limit") and not record.settings.get("limit") and not info.get("extra_positives")
@@ -77,9 +84,6 @@ def experiment_folder(condition: str) -> str:
 
 def _unit_scale(metric: str) -> float | None:
     """1/100 for a percent metric, 1 for a fraction, None when this vlbench does not know the metric."""
-    from .. import registry
-    from ..metrics import specs  # noqa: F401 -- registers the built-in metrics
-
     try:
         m = registry.metrics.get(metric)
     except (KeyError, VlbenchError):
@@ -117,9 +121,6 @@ def _k(name: str) -> int:
 def _one_positive(folder: str, record: RunRecord) -> dict:
     """{(condition, direction): every query has exactly one positive}, from the run's own per-query file (its
     ``n_positives`` column); empty when the run wrote none."""
-    from ..runfolder import FILES
-    from ..runread import proven_per_query
-
     if not isinstance(record.other.get(FILES), dict):  # a run written before its files were hashed: no proof
         return {}
     try:
@@ -135,8 +136,6 @@ def _one_positive(folder: str, record: RunRecord) -> dict:
 
 
 def _languages(record: RunRecord) -> list[str]:
-    from ..datasets.specs import BUILTIN
-
     lang = record.dataset.fields.get("language")
     spec = BUILTIN.get(record.dataset.name)
     if lang is None and spec is not None:
@@ -200,8 +199,6 @@ def task_files(folder: str, record: RunRecord, name: str) -> list[TaskFile]:
 
 def write(folder: str, record: RunRecord, out: str, name: str) -> list[str]:
     """Write the run's MTEB result files under ``out``; returns the paths written."""
-    from ..util.io import write_json
-
     files = task_files(folder, record, name)
     written = []
     versions = {"vlbench": record.vlbench_version, **{k: v for k, v in record.environment.items()
@@ -215,8 +212,6 @@ def write(folder: str, record: RunRecord, out: str, name: str) -> list[str]:
         lines = [json.dumps({"task": f.doc["task_name"], "splits": list(f.doc["scores"]), "version": versions,
                              "encode_kwargs": {"batch_size": record.settings.get("batch_size")},
                              "subsets": ["default"]}) for f in here]
-        from ..util.io import atomic_write_text
-
         atomic_write_text(Path(out) / where / "run_settings.jsonl", "\n".join(lines) + "\n")
         for f in here:
             write_json(Path(out) / f.path, f.doc)
