@@ -8,6 +8,8 @@ Hub are huggingface_hub's: ``HF_TOKEN`` (or a saved login) and ``HF_ENDPOINT``.
 
 from __future__ import annotations
 
+import sys
+
 from ..errors import VlbenchError
 from ..results import RunRecord
 from . import modelindex
@@ -15,11 +17,20 @@ from . import modelindex
 
 def _existing_card(api, repo: str) -> str | None:
     """The repository's README.md text, or None when it has none; VlbenchError when the repository is missing."""
-    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     try:
         path = api.hf_hub_download(repo_id=repo, filename="README.md")
-    except EntryNotFoundError:
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled):  # the Hub did not answer: the card is unknown, not absent
+        raise VlbenchError(f"--push-to-hub: the Hub at {api.endpoint} could not be reached to read {repo!r}'s "
+                           "README.md", "check the network and HF_ENDPOINT, and unset HF_HUB_OFFLINE") from None
+    except EntryNotFoundError:  # the repository has no README.md: a new card
         return None
     except (RepositoryNotFoundError, RevisionNotFoundError) as exc:
         raise VlbenchError(f"--push-to-hub: the model repository {repo!r} was not found on {api.endpoint} "
@@ -27,6 +38,16 @@ def _existing_card(api, repo: str) -> str | None:
                            "to a token that can read it (HF_ENDPOINT for another Hub)") from None
     with open(path, encoding="utf-8") as fh:
         return fh.read()
+
+
+def _transport_errors() -> tuple:
+    """The connection errors of the HTTP client huggingface_hub uses (httpx, or its fork httpx2), as loaded."""
+    found = []
+    for module, name in (("httpx2", "TransportError"), ("httpx", "TransportError")):
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            found.append(cls)
+    return tuple(found) or (ConnectionError,)
 
 
 def push(record: RunRecord, repo: str, name: str) -> str:
@@ -48,6 +69,9 @@ def push(record: RunRecord, repo: str, name: str) -> str:
     except ValueError as exc:  # the Hub's check of the card's YAML (api/validate-yaml) said no
         raise VlbenchError(f"--push-to-hub: the Hub rejected the model card for {repo!r}: {exc}",
                            "fix the metadata of the repository's README.md, then push again") from None
+    except _transport_errors() as exc:  # connection refused, timed out, ... while committing
+        raise VlbenchError(f"--push-to-hub: the Hub at {api.endpoint} could not be reached ({type(exc).__name__})",
+                           "check the network and HF_ENDPOINT, then push again") from None
     except HfHubHTTPError as exc:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         raise VlbenchError(f"--push-to-hub: the Hub refused the pull request on {repo!r} (HTTP {status}: "

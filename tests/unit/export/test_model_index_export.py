@@ -103,3 +103,26 @@ def test_push_to_hub_to_a_missing_repository_is_refused_by_name(run, mirror, cap
 def test_export_options_that_do_not_fit_are_refused_naming_the_option(run, argv, option, capsys):
     assert main(["export", str(run), *argv]) == 2
     assert option in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dead", ["readme", "commit"])
+def test_push_to_an_unreachable_hub_is_refused_without_opening_a_pull_request(run, mirror, monkeypatch, capsys, dead):
+    # "readme": the repository's README.md cannot be read (the commit API would answer), so the card is unknown, not absent, and no pull request may replace it with a new one; "commit":
+    # the commit API does not answer
+    from huggingface_hub import constants
+
+    mirror.add_model_repo("org/model", {"README.md": b"---\nlicense: mit\n---\n\n# The owner's card\n"})
+    nowhere = "http://127.0.0.1:9"  # the discard port: nothing answers
+    if dead == "readme":  # what huggingface_hub raises when the Hub does not answer for a file (after retries)
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        def unanswered(self, **kw):
+            raise LocalEntryNotFoundError("the Hub did not answer and the file is not in the local cache")
+
+        monkeypatch.setattr(HfApi, "hf_hub_download", unanswered)
+    else:
+        monkeypatch.setattr(constants, "ENDPOINT", nowhere)
+    assert main(["export", str(run), "--format", "model-index", "--push-to-hub", "org/model"]) == 2
+    assert "could not be reached" in capsys.readouterr().err
+    assert mirror.commits == []
