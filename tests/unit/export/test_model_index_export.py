@@ -107,8 +107,8 @@ def test_export_options_that_do_not_fit_are_refused_naming_the_option(run, argv,
 
 @pytest.mark.parametrize("dead", ["readme", "commit"])
 def test_push_to_an_unreachable_hub_is_refused_without_opening_a_pull_request(run, mirror, monkeypatch, capsys, dead):
-    # "readme": the repository's README.md cannot be read (the commit API would answer), so the card is unknown, not absent, and no pull request may replace it with a new one; "commit":
-    # the commit API does not answer
+    # "readme": the repository's README.md cannot be read (the commit API would answer), so the card is unknown,
+    # not absent, and no pull request may replace it with a new one; "commit": the commit API does not answer
     from huggingface_hub import constants
 
     mirror.add_model_repo("org/model", {"README.md": b"---\nlicense: mit\n---\n\n# The owner's card\n"})
