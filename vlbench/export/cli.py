@@ -21,7 +21,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="write the files into DIR (needed unless --push-to-hub)")
     p.add_argument("--model-name", default=None, metavar="NAME",
                    help="the model's name in the files (an MTEB model name / the card's model-index name, e.g. "
-                        "ORG/NAME); default: the run's --model-name, else its model spec")
+                        "ORG/NAME); default: the --push-to-hub repository, else the run's --model-name, else its "
+                        "model spec")
     p.add_argument("--push-to-hub", default=None, metavar="REPO",
                    help="--format model-index: open a pull request on the Hub model repository REPO with the results "
                         "(never a direct commit; HF_TOKEN and HF_ENDPOINT are honoured)")
@@ -46,11 +47,14 @@ def main(a: argparse.Namespace) -> int:
     except (UnreadableResults, SchemaTooNew) as exc:
         raise VlbenchError(f"run {folder} cannot be read: {exc}", "pass a run folder written by 'vlbench run'") \
             from None
-    name = a.model_name or record.model.label
+    # the model-index names the model the card belongs to: the repository pushed to, unless named
+    name = a.model_name or a.push_to_hub or record.model.label
     if a.format == "mteb":
         from . import mteb  # lazy: vlbench --help imports this module; keep it light
 
         written = mteb.write(folder, record, a.out, name)
+        for note in mteb.notes(record):
+            print(f"note: {note}")
     else:
         from . import modelindex  # lazy: as above
 

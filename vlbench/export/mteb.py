@@ -197,6 +197,16 @@ def task_files(folder: str, record: RunRecord, name: str) -> list[TaskFile]:
     return out
 
 
+def notes(record: RunRecord) -> list[str]:
+    """What a reader of the exported files should know about this run's export (printed by the command)."""
+    out = []
+    has = any(k.metric == "ndcg_binary" and k.k == 10 for c in record.condition_names() for k in record.values_of(c))
+    if not has or _unit_scale("ndcg_binary") is None:
+        out.append("main_score is null in every file: the run has no binary nDCG@10 (MTEB's main score of image-text "
+                   "retrieval); re-run with a vlbench that reports ndcg_binary and --k including 10 to fill it")
+    return out
+
+
 def write(folder: str, record: RunRecord, out: str, name: str) -> list[str]:
     """Write the run's MTEB result files under ``out``; returns the paths written."""
     files = task_files(folder, record, name)

@@ -52,3 +52,13 @@ def test_task_file_records_revision_time_and_vlbench_version(tmp_path):
     settings = json.loads((tmp_path / "out" / "results" / "org__model" / ("a" * 64) / "run_settings.jsonl")
                           .read_text().splitlines()[0])
     assert settings["version"]["vlbench"] == "0.1.0"
+
+
+def test_main_score_is_binary_ndcg_at_10_and_its_absence_is_noted(monkeypatch):
+    without = _record({("clean", "t2i", "recall", 1): 30.0})
+    assert M.notes(without) and M.task_files("unused", without, "org/model")[0].doc["scores"]["test"][0][
+        "main_score"] is None
+    monkeypatch.setattr(M, "_unit_scale", lambda name: 1.0)  # the ranking metrics, as fractions
+    with_ndcg = _record({("clean", "t2i", "recall", 1): 30.0, ("clean", "t2i", "ndcg_binary", 10): 0.625})
+    [entry] = M.task_files("unused", with_ndcg, "org/model")[0].doc["scores"]["test"]
+    assert (entry["main_score"], entry["ndcg_at_10"], M.notes(with_ndcg)) == (0.625, 0.625, [])
