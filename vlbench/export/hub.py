@@ -58,8 +58,9 @@ def push(record: RunRecord, repo: str, name: str) -> str:
     api = HfApi()  # HF_TOKEN / HF_ENDPOINT as huggingface_hub reads them
     try:
         card = modelindex.model_card(record, name, _existing_card(api, repo))
+        results = modelindex.eval_results_yaml(record).encode("utf-8")
         ops = [CommitOperationAdd("README.md", str(card).encode("utf-8")),
-               CommitOperationAdd(modelindex.EVAL_RESULTS_PATH, modelindex.eval_results_yaml(record).encode("utf-8"))]
+               CommitOperationAdd(modelindex.eval_results_path(record), results)]
         info = api.create_commit(repo_id=repo, operations=ops, create_pr=True,
                                  commit_message=f"Add vlbench image-text retrieval results ({record.dataset.name})",
                                  commit_description=f"vlbench {record.vlbench_version or ''} run {record.run_id}: "

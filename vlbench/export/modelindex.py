@@ -2,7 +2,7 @@
 
 * the ``model-index`` block (``EvalResult`` -> ``ModelCardData`` -> ``ModelCard``): one result per condition
   (clean and each perturbation), every metric record of both directions in it;
-* the Hub's newer evaluation-results file, ``.eval_results/vlbench.yaml`` (``EvalResultEntry`` and
+* the Hub's newer evaluation-results file, ``.eval_results/vlbench_<dataset>.yaml`` (``EvalResultEntry`` and
   ``eval_result_entries_to_yaml``, documented in ``huggingface_hub._eval_results``).
 
 The mapping (docs/export.md): task ``image-text-retrieval``; dataset type = the dataset's id (``hf:ORG/NAME`` as
@@ -15,13 +15,20 @@ gallery, revision = the dataset's content hash; metric type = vlbench's key rend
 from __future__ import annotations
 
 import os
+import re
 
 from ..results import RunRecord
 from ..util.io import atomic_write_text
 
 TASK_TYPE = "image-text-retrieval"
 TASK_NAME = "Image-Text Retrieval"
-EVAL_RESULTS_PATH = ".eval_results/vlbench.yaml"
+
+
+def eval_results_path(record: RunRecord) -> str:
+    """``.eval_results/vlbench_<dataset>.yaml``: one file per dataset, so results on several datasets sit side by
+    side in a repository (a later export of the same dataset replaces its file)."""
+    slug = re.sub(r"[^0-9A-Za-z._-]+", "_", record.dataset.name).strip("_.") or "dataset"
+    return f".eval_results/vlbench_{slug}.yaml"
 
 
 def metric_type(direction: str, metric: str, k: int | None) -> str:
@@ -99,10 +106,10 @@ def eval_results_yaml(record: RunRecord) -> str:
 
 
 def write(record: RunRecord, out: str, name: str) -> list[str]:
-    """README.md (a model card with the model-index) and .eval_results/vlbench.yaml under ``out``."""
+    """README.md (a model card with the model-index) and the .eval_results file under ``out``."""
     os.makedirs(os.path.join(out, ".eval_results"), exist_ok=True)
     readme = os.path.join(out, "README.md")
     atomic_write_text(readme, str(model_card(record, name)))
-    results = os.path.join(out, EVAL_RESULTS_PATH)
+    results = os.path.join(out, eval_results_path(record))
     atomic_write_text(results, eval_results_yaml(record))
     return [readme, results]

@@ -49,8 +49,8 @@ def test_eval_results_file_parses_with_huggingface_hub_into_the_same_triples(run
     from huggingface_hub import parse_eval_result_entries
 
     main(["export", str(run), "--format", "model-index", "--out", str(tmp_path / "card")])
-    entries = parse_eval_result_entries(yaml.safe_load((tmp_path / "card" / ".eval_results" / "vlbench.yaml")
-                                                       .read_text()))
+    path = tmp_path / "card" / ".eval_results" / "vlbench_custom_mini.jsonl.yaml"
+    entries = parse_eval_result_entries(yaml.safe_load(path.read_text()))
     got = {(*e.task_id.split("/", 1), e.value) for e in entries}
     assert got == _triples_of_results_json(run)
     assert {(e.dataset_id, e.dataset_revision) for e in entries} == {("custom:mini.jsonl", "d" * 64)}
@@ -83,7 +83,7 @@ def test_push_to_hub_opens_a_pull_request_with_the_token_and_leaves_main_as_it_w
     commits = [r for r in mirror.log if r.method == "POST" and "/commit/" in r.path]
     assert len(commits) == 1 and "create_pr=1" in commits[0].query
     assert commits[0].headers.get("Authorization") == "Bearer hf_export_test_token"
-    assert set(repo.prs[0].files) == {"README.md", modelindex.EVAL_RESULTS_PATH}
+    assert set(repo.prs[0].files) == {"README.md", ".eval_results/vlbench_custom_mini.jsonl.yaml"}
     # the pull request's card, read back from its ref through the Hub client: the owner's text and the results
     card = ModelCard.load(hf_hub_download("org/model", "README.md", revision="refs/pr/1"))
     assert "The owner's text." in card.text and card.data.license == "mit"
