@@ -107,3 +107,21 @@ def test_exported_scores_equal_mteb_evaluator_on_the_same_similarities(direction
     if direction == "i2t":
         # at k=1 MTEB's recall finds one of five positives: a fifth of the hit rate, never the hit rate itself
         assert "recall_at_1" not in ours and theirs["recall_at_1"] == pytest.approx(theirs["hit_rate_at_1"] / 5)
+
+
+def test_flickr30k_files_pass_mtebs_task_validation_and_their_main_score_reads_back(tmp_path, monkeypatch):
+    """A whole-Flickr30k-test run exported under MTEB's task names: MTEB validates each file against its own task
+    metadata (splits, subsets) and its get_score reads the main score, as its leaderboards do."""
+    import mteb
+
+    monkeypatch.setattr(M, "_unit_scale", lambda name: 0.01 if name != "ndcg_binary" else 1.0)
+    values = {("clean", d, m, k): v for d, v in (("i2t", 70.0), ("t2i", 50.0)) for m in ("recall", "mrr")
+              for k in (1, 5, 10)}
+    values.update({("clean", "i2t", "ndcg_binary", 10): 0.71, ("clean", "t2i", "ndcg_binary", 10): 0.55})
+    rec = _record(values, dataset="flickr30k", fields={"n_images": 1000, "n_captions": 5000})
+    (tmp_path / "run").mkdir()
+    M.write(str(tmp_path / "run"), rec, str(tmp_path / "out"), "org/model")
+    loaded = mteb.ResultCache(tmp_path / "out").load_results(include_remote=False, validate_and_filter=True)
+    [model] = loaded.model_results
+    got = {t.task_name: t.get_score() for t in model.task_results}
+    assert got == {"Flickr30kI2TRetrieval": 0.71, "Flickr30kT2IRetrieval": 0.55}
