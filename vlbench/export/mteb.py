@@ -151,8 +151,15 @@ def model_revision(record: RunRecord) -> str:
     return str(rev) if isinstance(rev, str) and rev.strip() else record.model.hash
 
 
+def _segment(text: str) -> str:
+    """One path segment: MTEB's spelling ('/' as '__', ' ' as '_'), other characters a folder name cannot hold
+    safely as '_', never '.' or '..' (a name never writes outside OUT)."""
+    seg = re.sub(r"[^0-9A-Za-z._=+-]", "_", text.replace("/", "__").replace(" ", "_"))
+    return seg if seg.strip(".") else seg.replace(".", "_") or "_"
+
+
 def model_folder(name: str) -> str:
-    return name.replace("/", "__").replace(" ", "_")
+    return _segment(name)
 
 
 def model_meta(record: RunRecord, name: str, condition: str) -> dict:
@@ -174,7 +181,7 @@ def task_files(folder: str, record: RunRecord, name: str) -> list[TaskFile]:
     timings = record.timings or {}
     wall = timings.get("wall_seconds", record.other.get("wall_time_s"))
     split = record.dataset.fields.get("gallery") or "test"
-    base = Path("results") / model_folder(name) / model_revision(record)
+    base = Path("results") / model_folder(name) / _segment(model_revision(record))
     out = []
     for cond in record.condition_names():
         where = base if cond == "clean" else base / "experiments" / experiment_folder(cond)

@@ -4,6 +4,7 @@ folders, the files mteb's own loader reads (on synthetic records; a real run: te
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from support.export_records import record as _record
@@ -62,3 +63,14 @@ def test_main_score_is_binary_ndcg_at_10_and_its_absence_is_noted(monkeypatch):
     with_ndcg = _record({("clean", "t2i", "recall", 1): 30.0, ("clean", "t2i", "ndcg_binary", 10): 0.625})
     [entry] = M.task_files("unused", with_ndcg, "org/model")[0].doc["scores"]["test"]
     assert (entry["main_score"], entry["ndcg_at_10"], M.notes(with_ndcg)) == (0.625, 0.625, [])
+
+
+@pytest.mark.parametrize("name", ["..", "../../elsewhere", "org/model", "a b:c"])
+def test_model_names_never_write_outside_the_output_folder(tmp_path, name):
+    rec = _record({("clean", "t2i", "recall", 1): 30.0})
+    rec.model.fields["identity"] = {"revision": "../.."}
+    (tmp_path / "run").mkdir()
+    out = tmp_path / "out"
+    for path in M.write(str(tmp_path / "run"), rec, str(out), name):
+        assert (out / "results").resolve() in Path(path).resolve().parents
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "run"]
