@@ -289,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     _lazy_sub(sub, "explain", "vlbench.explain.cli", "a static HTML page of the queries a run's perturbations flip")
     _lazy_sub(sub, "analyze", "vlbench.analyze.cli", "which captions make a model brittle: per-query changes vs "
               "caption granularity (bins, regression, fine-grained vs original)")
+    _lazy_sub(sub, "export", "vlbench.export.cli", "a finished run as MTEB result files or a Hugging Face model card's "
+              "model-index (--push-to-hub opens a pull request)")
     _lazy_sub(sub, "check", "vlbench.published.cli", "a finished run's clean R@k against the published numbers")
     c = sub.add_parser("cache", help="inspect or clear everything vlbench keeps under its cache folder")
     c.add_argument("action", choices=["ls", "clear"])

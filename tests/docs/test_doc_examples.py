@@ -18,7 +18,7 @@ from support.data import ROOT, excerpt_rows, write_images
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NEEDS_CAPTIONS = {"granularity.md"}
-NEEDS_RUNS = {"leaderboards.md", "flips.md"}
+NEEDS_RUNS = {"leaderboards.md", "flips.md", "export.md"}
 NEEDS_MODEL = {"README.md", "studies.md"}
 
 

@@ -4,7 +4,10 @@
   ``/ORG/NAME/resolve/REV/PATH`` and ``/datasets/ORG/NAME/resolve/REV/PATH`` with the headers the client needs
   (``X-Repo-Commit``, ``ETag``, ``Content-Length``, ``Accept-Ranges``; ``Range`` answered with 206), the Hub's
   error codes on 404 (``X-Error-Code: EntryNotFound / RepoNotFound / RevisionNotFound``), and the API endpoints
-  ``snapshot_download`` uses (``/api/{models,datasets}/ORG/NAME/revision/REV`` and ``.../tree/REV[/PATH]``).
+  ``snapshot_download`` uses (``/api/{models,datasets}/ORG/NAME/revision/REV`` and ``.../tree/REV[/PATH]``); the
+  commit API of ``HfApi.create_commit`` (``/api/validate-yaml``, ``.../preupload/REV``, ``.../commit/REV``): with
+  ``create_pr=1`` the files go to a new pull request (:attr:`Repo.prs`, served at ``resolve/refs/pr/N/PATH``) and
+  the default branch stays as it is; every commit received is in :attr:`Mirror.commits`.
   Repositories are added whole (:meth:`Mirror.add_model_repo`, :meth:`Mirror.add_dataset_repo`), e.g. a tiny model
   saved by tests/support/tiny_models.py, in its real layout.
 * Any other file at ``/HOST/PATH``, the layout ``VLBENCH_MIRROR=BASE`` asks for (:meth:`Mirror.add_file` takes the
@@ -36,6 +39,20 @@ class Request:
     start: int = 0  # first byte sent (a Range request's offset)
     sent: int = 0  # body bytes actually written
     headers: dict = field(default_factory=dict)
+    query: str = ""
+
+
+@dataclass
+class Commit:
+    """A commit the mirror received (HfApi.create_commit): on a new pull request (``pr_num``) or, without
+    ``create_pr``, on the default branch."""
+
+    repo_id: str
+    summary: str
+    description: str
+    files: dict[str, bytes]
+    create_pr: bool
+    pr_num: int | None = None
 
 
 @dataclass
@@ -56,6 +73,7 @@ class Fault:
 class Repo:
     kind: str  # "model" or "dataset"
     files: dict[str, bytes]
+    prs: list[Commit] = field(default_factory=list)  # pull requests opened by commits with create_pr
 
     @property
     def commit(self) -> str:
@@ -74,6 +92,7 @@ class Mirror:
         self.repos: dict[tuple[str, str], Repo] = {}
         self.files: dict[str, bytes] = {}
         self.log: list[Request] = []
+        self.commits: list[Commit] = []
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -164,24 +183,60 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._serve(body=True)
 
-    def do_POST(self) -> None:  # /api/{models,datasets}/ORG/NAME/paths-info/REV (HfApi.get_paths_info, HfFileSystem)
-        from urllib.parse import parse_qs
-
+    def do_POST(self) -> None:
+        """paths-info (HfApi.get_paths_info, HfFileSystem), and the commit API: validate-yaml, preupload and commit
+        (HfApi.create_commit; ``create_pr=1`` opens a pull request on ``refs/pr/N`` and leaves main as it is)."""
         length = int(self.headers.get("Content-Length") or 0)
-        form = parse_qs(self.rfile.read(length).decode()) if length else {}
-        path = unquote(urlsplit(self.path).path)
-        record = Request("POST", path, 0)
+        body = self.rfile.read(length) if length else b""
+        split = urlsplit(self.path)
+        path = unquote(split.path)
+        kept = ("Authorization", "Content-Type")
+        record = Request("POST", path, 0, headers={k: self.headers[k] for k in kept if k in self.headers})
+        record.query = split.query
         self.mirror.log.append(record)
+        if path == "/api/validate-yaml":
+            return self._json(record, {"errors": [], "warnings": []})
         parts = path.strip("/").split("/")
         kinds = {"models": "model", "datasets": "dataset"}
-        if len(parts) < 6 or parts[0] != "api" or parts[1] not in kinds or parts[4] != "paths-info":
+        if len(parts) < 6 or parts[0] != "api" or parts[1] not in kinds:
             return self._error(record, 404, {}, "unknown API")
         repo = self.mirror.repos.get((kinds[parts[1]], "/".join(parts[2:4])))
         if repo is None:
             return self._error(record, 404, {"X-Error-Code": "RepoNotFound"}, "not found")
-        wanted = set(form.get("paths", []))
-        entries = [e for e in _tree(repo, "") if e["path"] in wanted]
-        self._send(record, json.dumps(entries).encode(), {"Content-Type": "application/json"}, True, None)
+        if parts[4] == "paths-info":
+            from urllib.parse import parse_qs
+
+            wanted = set(parse_qs(body.decode()).get("paths", []))
+            return self._json(record, [e for e in _tree(repo, "") if e["path"] in wanted])
+        if parts[4] == "preupload":
+            files = json.loads(body or b"{}").get("files", [])
+            return self._json(record, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
+                                                  "oid": None} for f in files]})
+        if parts[4] == "commit":
+            return self._commit(record, repo, "/".join(parts[2:4]), body, "create_pr=1" in split.query)
+        return self._error(record, 404, {}, "unknown API")
+
+    def _commit(self, record: Request, repo: Repo, repo_id: str, body: bytes, create_pr: bool) -> None:
+        import base64
+
+        lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+        header = next((x["value"] for x in lines if x.get("key") == "header"), {})
+        files = {x["value"]["path"]: base64.b64decode(x["value"]["content"]) for x in lines if x.get("key") == "file"}
+        commit = Commit(repo_id, header.get("summary", ""), header.get("description", ""), files, create_pr)
+        with self.mirror._lock:
+            if create_pr:
+                commit.pr_num = len(repo.prs) + 1
+                repo.prs.append(commit)
+            else:
+                repo.files.update(files)  # a direct commit changes the default branch
+            self.mirror.commits.append(commit)
+        oid = hashlib.sha1(json.dumps(sorted(files)).encode() + b"".join(files.values())).hexdigest()
+        pr_url = f"{self.mirror.url}/{repo_id}/discussions/{commit.pr_num}" if create_pr else None
+        return self._json(record, {"commitUrl": f"{self.mirror.url}/{repo_id}/commit/{oid}", "commitOid": oid,
+                                   "pullRequestUrl": pr_url})
+
+    def _json(self, record: Request, doc) -> None:
+        self._send(record, json.dumps(doc).encode(), {"Content-Type": "application/json"}, True, None)
 
     # ------------------------------------------------------------------ routing
     def _serve(self, body: bool) -> None:
@@ -215,10 +270,16 @@ class _Handler(BaseHTTPRequestHandler):
         repo = self.mirror.repos.get((kind, repo_id))
         if repo is None:
             return None, None, {"X-Error-Code": "RepoNotFound"}
-        if rev not in ("main", repo.commit):
+        files = repo.files
+        if parts[3:5] == ["refs", "pr"] and len(parts) > 6 and parts[5].isdigit():  # a pull request's ref
+            num, file = int(parts[5]), "/".join(parts[6:])
+            if not 1 <= num <= len(repo.prs):
+                return repo, None, {"X-Error-Code": "RevisionNotFound"}
+            files = {**repo.files, **repo.prs[num - 1].files}
+        elif rev not in ("main", repo.commit):
             return repo, None, {"X-Error-Code": "RevisionNotFound"}
-        data = repo.files.get(file)
-        head = {"X-Repo-Commit": repo.commit}
+        data = files.get(file)
+        head = {"X-Repo-Commit": repo.commit if files is repo.files else Repo(repo.kind, files).commit}
         if data is None:
             return repo, None, dict(head, **{"X-Error-Code": "EntryNotFound"})
         return repo, data, head

@@ -1,0 +1,13 @@
+"""A finished run in the formats where the field reads results (``vlbench export``; docs/export.md).
+
+* :mod:`.mteb` -- MTEB result files (one JSON per task, MTEB's layout and metric names; conditions as MTEB
+  experiments), read by ``mteb``'s own loader;
+* :mod:`.modelindex` -- the ``model-index`` block of a Hugging Face model card and the Hub's ``.eval_results``
+  file, built with ``huggingface_hub``'s own classes;
+* :mod:`.hub` -- ``--push-to-hub REPO``: a pull request on the model repository, never a direct commit;
+* :mod:`.cli` -- the command.
+
+The run is read through :mod:`vlbench.runread` (and its typed record, :class:`vlbench.results.RunRecord`).
+"""
+
+from __future__ import annotations
