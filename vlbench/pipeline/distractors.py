@@ -186,18 +186,15 @@ def _fold_eval(part, inj: Injected, clean: compute.Evaluation, kw: dict, device)
     return compute.Evaluation(out["i2t"], out["t2i"], clean.k, clean.p, {}, extra=clean.extra + (_FALSE_RATE_METRIC,))
 
 
-def score_distractors(scoring, plan, enc, clean: list, device: str | None = None, group=None) -> dict:
-    """Condition name -> one Evaluation per fold of every gallery condition; ``clean``: the clean
-    condition's evaluations (the same queries; their ranks give the false rate); ``group``: torchrun's ranks
-    (pipeline.scoring.scoring_kwargs)."""
+def score_distractors(kw: dict, plan, enc, clean: list, device: str | None = None) -> dict:
+    """Condition name -> one Evaluation per fold of every gallery condition; ``kw``: compute.evaluate's
+    options as the run scores (pipeline.scoring.scoring_kwargs); ``clean``: the clean condition's evaluations
+    (the same queries; their ranks give the false rate)."""
     conds = [c for c in getattr(plan, "conditions", ()) if c.kind == "gallery"]  # a scoring-only plan has none
     if not conds:
         return {}
     ds, n = plan.ds, plan.ds.n_captions
     # device: where the run computes its similarities (pipeline.scoring.similarity_device), passed in
-    from .scoring import scoring_kwargs  # lazy: scoring imports this module
-
-    kw = scoring_kwargs(scoring, group)
     rel = None if enc.relevance is None else (enc.relevance[0], enc.relevance[1][:n])
     out = {}
     for c in conds:

@@ -82,7 +82,7 @@ def score(scoring, plan, enc, group=None) -> dict:
                                   group=group)
              for cond, off in enc.offsets.items() if cond not in getattr(enc, "distractors", {})}
 
-    evals.update(score_distractors(scoring, plan, enc, evals["clean"], device=device, group=group))
+    evals.update(score_distractors(scoring_kwargs(scoring, group), plan, enc, evals["clean"], device=device))
     return adjust_evaluations(scoring, plan, enc, evals)
 
 
