@@ -21,7 +21,8 @@ conditions         ``condition_opts``          perturb, perturb_params, perturb_
 scoring            ``scoring_opts``            k, p, relevance, graded, protocol, i2t_recall, perturb_side,
                                                truncate_chars, perturb_variant, n_boot, mia_score, score_block
 validity           ``validity_opts``           validity, validity_sample, validity_precision
-output             ``output_opts``             out, cache_dir, no_cache, restart, quiet, resume, overwrite
+output             ``output_opts``             out, cache_dir, no_cache, restart, quiet, resume, overwrite,
+                                               report_to
 =================  ==========================  ================================================================
 
 The protocol settings (presets.py) are scoring options except ``gallery`` (data).
@@ -151,6 +152,8 @@ class OutputOptions:
     #: neither, such a folder is refused (runs are never overwritten silently)
     resume: bool = False
     overwrite: bool = False
+    #: experiment trackers that receive the finished run (vlbench/trackers): wandb, mlflow, tensorboard, trackio
+    report_to: tuple = ()
 
 
 #: the option groups in --help order: (name, RunConfig attribute, class)
@@ -212,6 +215,10 @@ def _normalized(cfg) -> dict:
                 out[name] = tuple(value) if not _is_int(value) else (value,)
         except ValueError:
             raise OptionError(name, f"{{opt}} takes integers, got {value!r}", example=(16, 32, 77)) from None
+    if isinstance(cfg.report_to, str):
+        out["report_to"] = tuple(x.strip() for x in cfg.report_to.split(",") if x.strip())
+    elif isinstance(cfg.report_to, list):
+        out["report_to"] = tuple(cfg.report_to)
     if isinstance(cfg.graded, str):
         out["graded"] = tuple(x.strip() for x in cfg.graded.split(",") if x.strip())
     elif isinstance(cfg.graded, list):
@@ -317,6 +324,10 @@ def validate(cfg: RunConfig) -> None:
             raise OptionError(name, f"{{opt}} {value!r} is not a usable name", "give a short printable name",
                               example="my-flickr-subset")
     check_mode(cfg.validity, cfg.validity_sample, cfg.validity_precision)
+    if cfg.report_to:
+        from ..trackers import parse_report_to  # lazy: vlbench --help imports this module; keep it light
+
+        parse_report_to(cfg.report_to)  # an unknown tracker, named with the known ones
     if cfg.mia_score not in MIA_SCORES:
         raise OptionError("mia_score", f"unknown {{opt}} {cfg.mia_score!r}", f"use {' or '.join(MIA_SCORES)}")
     for kind in cfg.graded:

@@ -132,13 +132,28 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
                     return None
                 plan = enc.plan  # with the budget conditions the model's tokenizer made
                 evals = timing.timed("scoring", lambda: score(cfg, plan, enc), len)
-                return record(cfg, plan, enc, evals)
+                result = record(cfg, plan, enc, evals)
+                report_run(cfg, result)
+                return result
         finally:
             if inited:
                 dist.destroy_process_group()
     finally:
         if lock is not None:
             lock.release()
+
+
+def report_run(cfg: RunConfig, result: RunResult, step: int | None = None) -> dict:
+    """--report-to: the finished run (its files already written) sent to each tracker; a tracker's failure is a
+    warning with its cause (vlbench/trackers), never the run's end."""
+    if not cfg.report_to:
+        return {}
+    from ..trackers import report  # lazy: a tracker's library only when one is asked for
+
+    out = report(result, cfg.report_to, step=step)
+    for name, outcome in out.items():
+        _log(cfg, f"reported to {name}" if outcome == "ok" else f"warning: not reported to {name}: {outcome}")
+    return out
 
 
 def _minilm_cache(cfg: RunConfig):
