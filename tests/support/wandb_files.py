@@ -45,13 +45,26 @@ def records(path: Path) -> list:
     return out
 
 
+def _finished(path: Path, timeout: float = 30.0) -> list:
+    """The records once the run's exit record is in the file: wandb's core writes the file in the background, and
+    ``run.finish()`` can return before the last records reach it (the process's exit waits for them)."""
+    import time
+
+    end = time.monotonic() + timeout
+    while True:
+        recs = records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in recs) or time.monotonic() > end:
+            return recs
+        time.sleep(0.05)
+
+
 def offline_run(wandb_dir: Path) -> dict:
     """{"history": [{key: value} per logged row], "config": {key: value}, "summary": {key: value},
     "run": the run record, "artifacts": [names]} of the one offline run under ``wandb_dir``."""
     files = sorted(Path(wandb_dir).rglob("run-*.wandb"))
     assert len(files) == 1, files
     out: dict = {"history": [], "config": {}, "summary": {}, "run": None, "artifacts": []}
-    for rec in records(files[0]):
+    for rec in _finished(files[0]):
         kind = rec.WhichOneof("record_type")
         if kind == "history":
             out["history"].append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in rec.history.item})

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import OptionError, VlbenchError
 from ..results import RunRecord
-from ..runfolder import results_path
+from ..runfolder import RESULTS, TABLE, results_path
 
 #: tracker name -> the extra that installs it (``pip install 'vlbench[NAME]'``)
 TRACKERS = {"wandb": "wandb", "mlflow": "mlflow", "tensorboard": "tensorboard", "trackio": "trackio"}
@@ -31,7 +31,7 @@ TRACKERS = {"wandb": "wandb", "mlflow": "mlflow", "tensorboard": "tensorboard", 
 #: (``VLBENCH_TRACKER_PROJECT``) names one
 DEFAULT_PROJECT = "vlbench"
 #: the run's files a tracker receives, when the run folder has them
-ARTEFACTS = ("table.md", "results.json")
+ARTEFACTS = (TABLE, RESULTS)
 
 
 class TrackerError(VlbenchError):
@@ -155,19 +155,20 @@ def payload(run, *, step: int | None = None) -> Payload:
     else:
         raise TypeError(f"report() takes a run folder, a RunRecord or a RunResult, not {type(run).__name__}")
     files = files_of(folder)
-    table = next((p for p in files if p.name == "table.md"), None)
+    table = next((p for p in files if p.name == TABLE), None)
     return Payload(rec.run_id, config_of(rec), metrics_of(rec), step, files,
                    {"table": table.read_text(encoding="utf-8")} if table else {})
 
 
 def report(run, report_to, *, project: str | None = None, step: int | None = None, strict: bool = False,
-           settings: dict | None = None) -> dict:
+           settings: dict | None = None, log=None) -> dict:
     """Send one finished run (a run folder, a RunRecord or a RunResult) to each tracker of ``report_to``
     (``"wandb,mlflow"`` or a list). Returns tracker -> ``"ok"`` or the error text. A tracker that fails is
     reported as a warning with its cause and the others still run (``strict``: raise instead); the run's own
     files are never touched. ``project``: W&B project / MLflow experiment / trackio project (default
     ``$VLBENCH_TRACKER_PROJECT`` or "vlbench"); ``settings``: per tracker keyword arguments, e.g.
-    ``{"tensorboard": {"log_dir": "tb"}, "mlflow": {"tracking_uri": "file:./mlruns"}}``."""
+    ``{"tensorboard": {"log_dir": "tb"}, "mlflow": {"tracking_uri": "file:./mlruns"}}``; ``log``: a function
+    that receives one line per tracker (``reported to wandb``)."""
     from . import backends
 
     names = parse_report_to(report_to)
@@ -180,6 +181,8 @@ def report(run, report_to, *, project: str | None = None, step: int | None = Non
         try:
             backends.send(name, data, project, **(settings or {}).get(name, {}))
             out[name] = "ok"
+            if log is not None:
+                log(f"reported to {name}")
         except Exception as exc:  # noqa: BLE001 -- a tracker's failure never loses the run's results
             if strict:
                 raise
