@@ -92,3 +92,27 @@ def test_trainer_callback_evaluates_a_transformers_model_on_evaluate_and_on_save
     assert len(cb.results) == 2 and cb.results[0].record.model.label.endswith("step-7")
     assert metrics["vlbench/clean/t2i/recall@1"] == cb.results[0].record.value("clean", "t2i", "recall", 1)
     assert _values(cb.results[0].results) == _values(_cli_run(f"clip:{folder}", man, tmp_path / "cli"))
+
+
+def test_evaluator_takes_any_adapter_and_reports_each_checkpoint_at_its_step(counting_plugin, tmp_path,
+                                                                            monkeypatch):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from vlbench.models.adapter import load_model
+    from vlbench.training import Evaluator
+
+    monkeypatch.setenv("VLBENCH_TENSORBOARD_DIR", str(tmp_path / "tb"))
+    man = write_manifest(tmp_path / "data", 6)
+    evaluator = Evaluator(f"custom:{man}", report_to="tensorboard", project="train", **OPTIONS)
+    adapter = load_model("counting:dim=16", device="cpu")
+    first, second = evaluator(adapter, step=100), evaluator(adapter, step=200)
+    runs = sorted((tmp_path / "tb" / "train").iterdir())
+    assert [p.name for p in runs] == sorted([first.record.run_id, second.record.run_id])
+    for run, result, step in ((first, first, 100), (second, second, 200)):
+        acc = EventAccumulator(str(tmp_path / "tb" / "train" / run.record.run_id), size_guidance={"scalars": 0})
+        acc.Reload()
+        (event,) = acc.Scalars("clean/t2i/recall@1")
+        assert event.step == step and event.value == pytest.approx(result.record.value("clean", "t2i", "recall", 1),
+                                                                   rel=1e-6)
+    assert not first.out_dir.exists()  # no out: the call's files lived in a temporary folder only

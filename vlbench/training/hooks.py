@@ -2,7 +2,9 @@
 
 * Hugging Face ``Trainer``: :class:`VlbenchCallback` (``trainer.add_callback(VlbenchCallback(evaluator,
   processor))``) evaluates at each evaluation (``on_evaluate``) and, when asked, at each save (``on_save``),
-  on the main process only, and adds the main numbers to the Trainer's own evaluation metrics (``vlbench/...``).
+  on the main process only, and adds every metric record to the evaluation's metrics (``vlbench/...``: what
+  ``trainer.evaluate()`` returns; the Trainer has logged its own by then, so trackers get vlbench's numbers through
+  the Evaluator's ``report_to``).
 * open_clip's training loop (``open_clip_train/main.py``): a few lines after each epoch's evaluation,
   :func:`openclip_step` (docs/training.md shows them).
 """
@@ -38,7 +40,7 @@ class VlbenchCallback(TrainerCallback):
             return
         result = self.evaluator(getattr(model, "module", model), processor=self.processor, step=state.global_step)
         self.results.append(result)
-        if metrics is not None:  # the Trainer logs its evaluation metrics after the callbacks ran
+        if metrics is not None:  # what trainer.evaluate() returns
             metrics.update({self.prefix + k: v for k, v in metrics_of(result.record).items()
                             if not k.startswith("timings/")})
 
