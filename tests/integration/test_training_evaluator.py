@@ -17,12 +17,12 @@ def _values(doc: dict) -> dict:
     return {(r["condition"], r["direction"], r["metric"], r["k"]): r["value"] for r in doc["results"]}
 
 
-def _cli_run(model: str, man, out) -> dict:
+def _cli_run(model: str, man, out, *extra: str) -> dict:
     from vlbench.cli import main
 
     assert main(["run", "--model", model, "--dataset", f"custom:{man}", "--out", str(out), "--quiet",
                  "--perturb", OPTIONS["perturb"], "--num-workers", "0", "--bootstrap", "20", "--no-cache",
-                 "--validity", "off", "--batch-size", "4"]) == 0
+                 "--validity", "off", "--batch-size", "4", *extra]) == 0
     return json.loads((out / "results.json").read_text())
 
 
@@ -32,17 +32,20 @@ def test_evaluator_after_two_training_steps_equals_a_run_of_the_saved_checkpoint
     import torch
     import torch.nn.functional as F
 
+    from vlbench.imageperturb import apply
     from vlbench.pipeline import runner
     from vlbench.training import Evaluator
 
-    made = []
-    real = runner.perturbed_captions
+    made, corrupted = [], []
+    real, real_corrupt = runner.perturbed_captions, apply.corrupt
     monkeypatch.setattr(runner, "perturbed_captions", lambda *a, **k: made.append(1) or real(*a, **k))
+    monkeypatch.setattr(apply, "corrupt", lambda *a, **k: corrupted.append(1) or real_corrupt(*a, **k))
     man = write_manifest(tmp_path / "data", 6)
     start = tiny_models("openclip")
     model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{start}")
     tokenizer = open_clip.get_tokenizer(f"local-dir:{start}")
-    evaluator = Evaluator(f"custom:{man}", out=str(tmp_path / "evals"), **OPTIONS)
+    evaluator = Evaluator(f"custom:{man}", out=str(tmp_path / "evals"), perturb_images="gaussian_noise:2",
+                          **OPTIONS)
     assert made == [1]  # the caption perturbations: made when the Evaluator is built
 
     torch.manual_seed(0)
@@ -51,6 +54,8 @@ def test_evaluator_after_two_training_steps_equals_a_run_of_the_saved_checkpoint
     model.train()
     results = []
     for step in (1, 2):
+        if step == 2:
+            assert len(corrupted) == 6  # the first call corrupted each gallery image once
         img = F.normalize(model.encode_image(images), dim=-1)
         txt = F.normalize(model.encode_text(texts), dim=-1)
         logits = 10 * img @ txt.T
@@ -61,6 +66,7 @@ def test_evaluator_after_two_training_steps_equals_a_run_of_the_saved_checkpoint
         results.append(evaluator(model, preprocess=preprocess, tokenizer=tokenizer, step=step))
         assert model.training  # handed back in training mode
     assert made == [1]  # the second call made no caption perturbation again
+    assert len(corrupted) == 6  # nor corrupted an image again: it read the kept ones
     second = results[1].record.other["encoding"]
     assert second["texts_encoded"] > 0  # but encoded the captions with the new weights (no stale cache)
     assert (tmp_path / "evals" / "step-2" / "results.json").is_file()
@@ -69,10 +75,10 @@ def test_evaluator_after_two_training_steps_equals_a_run_of_the_saved_checkpoint
     ckpt.mkdir()
     shutil.copy(start / "open_clip_config.json", ckpt)
     torch.save(model.state_dict(), ckpt / "open_clip_pytorch_model.bin")
-    cli = _cli_run(f"openclip:{ckpt}", man, tmp_path / "cli")
+    cli = _cli_run(f"openclip:{ckpt}", man, tmp_path / "cli", "--perturb-images", "gaussian_noise:2")
     got = _values(results[1].results)
     assert got == _values(cli)  # every metric record, exactly
-    assert any(c != "clean" for c, *_ in got)
+    assert {"clean", "char-swap", "img:gaussian_noise:2"} <= {c for c, *_ in got}
     assert _values(results[0].results) != got  # the first checkpoint's weights gave other numbers
 
 

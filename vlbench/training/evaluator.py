@@ -2,7 +2,7 @@
 
 Built once: the run's options are checked and resolved (the protocol's presets), and the plan is made: the
 dataset (read once, images checked), every condition and the perturbed captions (made once, through the
-perturbation cache). Each call encodes with the model as it is now (the embedding cache is not used: the
+perturbation cache); the transformed images of image conditions are made at the first call and kept (kept.py). Each call encodes with the model as it is now (the embedding cache is not used: the
 weights change between calls) through the run's own steps (pipeline/runner.py: encode, score, record), so its
 numbers are those of ``vlbench run`` on the checkpoint saved at that moment. The model is put in eval mode for
 the call and handed back in the mode it came in; nothing of it is written to disk.
@@ -21,6 +21,7 @@ from ..perturbations.guard import shared_cache
 from ..pipeline import presets, runner, timing
 from ..pipeline.run_config import RunConfig, validate
 from .adapters import Held, as_adapter
+from .kept import kept_plan
 
 
 class Evaluator:
@@ -50,7 +51,10 @@ class Evaluator:
         self.project = project
         self.calls = 0
         with self._minilm():
-            self.plan = timing.timed("perturbation", lambda: runner.make_plan(self.cfg))
+            plan = timing.timed("perturbation", lambda: runner.make_plan(self.cfg))
+        #: the transformed images of image conditions (corruptions, probes), made at the first call, kept here
+        self._images = tempfile.TemporaryDirectory(prefix="vlbench-eval-images-")
+        self.plan = kept_plan(plan, self._images.name)
 
     def _minilm(self):
         """The guard's and validity's MiniLM vectors in the options' cache folder (as a run keeps them)."""
