@@ -2,8 +2,9 @@
 
 Built once: the run's options are checked and resolved (the protocol's presets), and the plan is made: the
 dataset (read once, images checked), every condition and the perturbed captions (made once, through the
-perturbation cache); the transformed images of image conditions are made at the first call and kept (kept.py). Each call encodes with the model as it is now (the embedding cache is not used: the
-weights change between calls) through the run's own steps (pipeline/runner.py: encode, score, record), so its
+perturbation cache); the transformed images of image conditions are made at the first call and kept
+(kept.py). Each call encodes with the model as it is now (the embedding cache is not used: the weights change
+between calls) through the run's own steps (pipeline/runner.py: encode, score, record), so its
 numbers are those of ``vlbench run`` on the checkpoint saved at that moment. The model is put in eval mode for
 the call and handed back in the mode it came in; nothing of it is written to disk.
 """
