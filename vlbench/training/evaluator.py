@@ -74,7 +74,8 @@ class Evaluator:
         spec = label or getattr(adapter, "checkpoint", None) or type(adapter).__name__
         spec = spec if ":" in spec else f"{adapter.name}:{spec}"
         cfg = dataclasses.replace(self.cfg, model=spec, model_name=f"{spec} {name}",
-                                  device=str(getattr(adapter, "device", "cpu")))
+                                  device=str(getattr(adapter, "device", "cpu")),
+                                  precision=getattr(adapter, "precision", None) or self.cfg.precision)
         training = getattr(model, "training", None)
         if training is not None:
             model.eval()
