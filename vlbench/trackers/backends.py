@@ -82,7 +82,7 @@ def to_mlflow(data: Payload, project: str, *, tracking_uri: str | None = None) -
             step = data.step or 0
             now = int(time.time() * 1000)
             metrics = [Metric(mlflow_name(k), v, now, step) for k, v in data.metrics.items()]
-            params = [Param(k[:250], str(v)[:6000]) for k, v in data.config.items()]
+            params = [Param(mlflow_name(k)[:250], str(v)[:6000]) for k, v in data.config.items()]
             for i in range(0, len(params), 100):  # MLflow takes at most 100 params, 1000 metrics a batch
                 client.log_batch(rid, params=params[i:i + 100])
             for i in range(0, len(metrics), 1000):
