@@ -1,4 +1,5 @@
-"""Multi-process encoding with torch.distributed (gloo, 2 processes on the CPU) equals one process."""
+"""torchrun runs (gloo, 2 processes on the CPU): every rank encodes its share and scores its slice of every
+gallery (the sharded exact scorer); the run equals one process, bit for bit, and records its ranks."""
 
 from __future__ import annotations
 
@@ -14,10 +15,15 @@ from support.data import ROOT
 
 @pytest.mark.slow
 def test_torchrun_two_processes_identical_to_one(tiny_models, manifest, tmp_path):
+    from support.data import write_images
+
     folder = tiny_models("clip")
+    write_images(tmp_path / "neg", 5, seed=9)
     env = dict(os.environ, OMP_NUM_THREADS="1", VLBENCH_CACHE_DIR=str(tmp_path / "cache-1"))
     common = ["run", "--model", f"clip:{folder}", "--dataset", f"custom:{manifest}", "--num-workers", "0",
-              "--batch-size", "4", "--quiet", "--no-cache"]
+              "--batch-size", "4", "--quiet", "--no-cache", "--perturb", "char-swap", "--perturb-images",
+              "gaussian_noise:2", "--distractors", f"images:{tmp_path / 'neg'}", "--validity", "off",
+              "--bootstrap", "50"]
     one = subprocess.run([sys.executable, "-m", "vlbench", *common, "--out", str(tmp_path / "one")],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     assert one.returncode == 0, one.stderr
@@ -28,8 +34,11 @@ def test_torchrun_two_processes_identical_to_one(tiny_models, manifest, tmp_path
     a = json.loads((tmp_path / "one" / "results.json").read_text())
     b = json.loads((tmp_path / "two" / "results.json").read_text())
     assert b["encoding"]["processes"] == 2
+    assert b["hardware"]["score_ranks"] == 2 and "score_ranks" not in a["hardware"]  # both ranks scored
     assert a["results"] == b["results"]  # identical numbers, not merely close
-    assert a["results_hash"] == b["results_hash"]
+    assert a["deltas"] == b["deltas"] and a["results_hash"] == b["results_hash"]
+    for name in ("per_query.csv.gz", "flips.csv"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
 
 
 @pytest.mark.slow

@@ -72,17 +72,33 @@ def phase(dist, shard, work):
     return out
 
 
-def gather(dist, shard, local: dict, n: int, what: str):
+def gather(dist, shard, local: dict, n: int, what: str, everywhere: bool = False):
+    """Every rank's share of the embeddings stacked in order, on rank 0 (None elsewhere), or on every rank
+    with ``everywhere`` (the ranks then score together: metrics/sharded.py)."""
     if dist is None:
         return stack(local, n, what)
-    parts: list[Any] | None = [None] * shard.world if shard.rank == 0 else None
-    dist.gather_object(local, parts, dst=0)
+    if everywhere:
+        every: list[Any] = [None] * shard.world
+        dist.all_gather_object(every, local)
+        parts: list[Any] | None = every
+    else:
+        parts = [None] * shard.world if shard.rank == 0 else None
+        dist.gather_object(local, parts, dst=0)
     if parts is None:  # not rank 0
         return None
     merged: dict = {}
     for part in parts:
         merged.update(part)
     return stack(merged, n, what)
+
+
+def share(dist, shard, obj):
+    """Rank 0's ``obj`` on every rank (what only rank 0 computed: image conditions, relevance, distractors)."""
+    if dist is None or shard.world == 1:
+        return obj
+    box = [obj if shard.rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def silence_library_progress() -> None:

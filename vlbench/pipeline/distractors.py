@@ -186,16 +186,18 @@ def _fold_eval(part, inj: Injected, clean: compute.Evaluation, kw: dict, device)
     return compute.Evaluation(out["i2t"], out["t2i"], clean.k, clean.p, {}, extra=clean.extra + (_FALSE_RATE_METRIC,))
 
 
-def score_distractors(scoring, plan, enc, clean: list, device: str | None = None) -> dict:
+def score_distractors(scoring, plan, enc, clean: list, device: str | None = None, group=None) -> dict:
     """Condition name -> one Evaluation per fold of every gallery condition; ``clean``: the clean
-    condition's evaluations (the same queries; their ranks give the false rate)."""
+    condition's evaluations (the same queries; their ranks give the false rate); ``group``: torchrun's ranks
+    (pipeline.scoring.scoring_kwargs)."""
     conds = [c for c in getattr(plan, "conditions", ()) if c.kind == "gallery"]  # a scoring-only plan has none
     if not conds:
         return {}
     ds, n = plan.ds, plan.ds.n_captions
     # device: where the run computes its similarities (pipeline.scoring.similarity_device), passed in
-    kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit",
-              score_block=getattr(scoring, "score_block", None))  # an options object without it: one piece
+    from .scoring import scoring_kwargs  # lazy: scoring imports this module
+
+    kw = scoring_kwargs(scoring, group)
     rel = None if enc.relevance is None else (enc.relevance[0], enc.relevance[1][:n])
     out = {}
     for c in conds:

@@ -35,13 +35,14 @@ import numpy as np
 from .. import __version__, perturbations
 from ..conditions import RunCondition
 from ..datasets.core import Dataset, limited, load_dataset
-from ..encoding.distributed import claim_out, distributed, gather, phase, silence_library_progress
+from ..encoding.distributed import claim_out, distributed, gather, phase, share, silence_library_progress
 from ..encoding.session import EncodingSession, check_headers
 from ..encoding.variant_images import bind_transforms
 from ..errors import VlbenchError
 from ..granularity import budgets
 from ..metrics import compute
 from ..metrics.graded import graded_relevance
+from ..metrics.sharded import TorchGroup
 from ..metrics.stats import model_input_analysis, paired_bootstrap, query_scores
 from ..perturbations.cache import perturbed_captions
 from ..perturbations.guard import shared_cache
@@ -128,10 +129,11 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
             with _minilm_cache(cfg):  # the guard's and validity's vectors: the run's cache folder, then as before
                 plan = make_plan(cfg, checked)
                 enc = encode(cfg, plan, shard, dist)
-                if enc is None:  # not rank 0: its share is encoded and gathered
-                    return None
                 plan = enc.plan  # with the budget conditions the model's tokenizer made
-                evals = timing.timed("scoring", lambda: score(cfg, plan, enc), len)
+                group = None if dist is None else TorchGroup(dist)  # every rank scores its slice of each gallery
+                evals = timing.timed("scoring", lambda: score(cfg, plan, enc, group), len)
+                if shard.rank != 0:
+                    return None
                 result = record(cfg, plan, enc, evals)
                 if cfg.report_to:  # after the run's files are written; a tracker's failure is only a warning
                     from ..trackers import report
@@ -226,12 +228,12 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
 
 @dataclass(frozen=True)
 class Encoded:
-    """What the encode step hands on (rank 0 only)."""
+    """What the encode step hands on (on every rank; ``out`` only on rank 0, which writes the run)."""
 
     adapter: Any  # the (lazy) model adapter
     model_hash: str
     run_id: str
-    out: Path
+    out: Path | None  # rank 0 only (it writes the run)
     img_emb: np.ndarray
     txt_emb: np.ndarray  # every model input of Plan.texts(), in order
     offsets: dict
@@ -264,7 +266,7 @@ def _run_id(model_spec: str, ds: Dataset, model_hash: str) -> str:
     return new_run_id(model_spec, label, model_hash, ds.content_hash())
 
 
-def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Encoded | None:
+def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Encoded:
     """Images once, each distinct text once over all conditions; under torchrun each rank its share.
     ``session``: this EncodingSession (a model held in memory: vlbench/training) instead of opening the run's."""
 
@@ -299,30 +301,32 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Enco
                              shard=shard, keys=keys)
 
     txt_local = timing.encoding("text_preprocess", session.stats, lambda: phase(dist, shard, texts_phase))
-    img_emb = gather(dist, shard, img_local, len(paths), "image")
-    txt_emb = gather(dist, shard, txt_local, len(texts), "text")
-    if shard.rank != 0:
-        return None
-    assert out is not None  # rank 0 made it
+    img_emb = gather(dist, shard, img_local, len(paths), "image", everywhere=True)
+    txt_emb = gather(dist, shard, txt_local, len(texts), "text", everywhere=True)
     if img_emb.shape[1] != txt_emb.shape[1]:
         raise VlbenchError(f"model {m.model!r} gives image embeddings of size {img_emb.shape[1]} but text "
                            f"embeddings of size {txt_emb.shape[1]}",
                            "a dual encoder must map both modalities into one space (check the projection layers)")
-    bound = timing.timed("image_decode_preprocess",  # image conditions (rank 0 encodes them) fit the model's input
-                         lambda: bind_transforms(session.model, plan.variants))
-    variant_img = timing.encoding("image_decode_preprocess", session.stats, lambda: session.variant_images(
-        paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, clean=img_emb))
+    rank0 = None
+    if shard.rank == 0:  # image conditions, the relevance model and distractors: encoded on rank 0, then shared
+        bound = timing.timed("image_decode_preprocess",  # image conditions fit the model's input
+                             lambda: bind_transforms(session.model, plan.variants))
+        variant_img = timing.encoding("image_decode_preprocess", session.stats, lambda: session.variant_images(
+            paths, plan.variants, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress,
+            clean=img_emb))
+        rel = timing.timed("relevance_encode", lambda: relevance.encode_relevance(
+            cfg, ds, paths, stats=session.stats, texts=plan.texts()[0]))
+        rank0 = (variant_img, rel, bound, distractors.encode_distractors(session, cfg, plan, session.stats))
+    variant_img, rel, bound, injected = share(dist, shard, rank0)
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
-                   session.cache, shard.world, variant_img,
-                   timing.timed("relevance_encode", lambda: relevance.encode_relevance(
-                       cfg, ds, paths, stats=session.stats, texts=plan.texts()[0])), tuple(keys), bound,
-                   distractors.encode_distractors(session, cfg, plan, session.stats), plan)
+                   session.cache, shard.world, variant_img, rel, tuple(keys), bound, injected, plan)
 
 
-def score(cfg: RunConfig, plan: Plan, enc: Encoded) -> dict:
-    """Metrics per condition (condition -> one Evaluation per fold): pipeline/scoring.py."""
+def score(cfg: RunConfig, plan: Plan, enc: Encoded, group=None) -> dict:
+    """Metrics per condition (condition -> one Evaluation per fold): pipeline/scoring.py; under torchrun
+    (``group``) every rank scores its slice of each gallery and every rank gets the same evaluations."""
 
-    return scoring.score(cfg.scoring_opts, plan, enc)
+    return scoring.score(cfg.scoring_opts, plan, enc, group=group)
 
 
 def _deltas(n_boot: int, seed: int, plan: Plan, evals: dict, values: list[MetricValue]) -> tuple[list, list]:
@@ -403,21 +407,24 @@ def cutoff_warnings(ks, ds: Dataset) -> list[str]:
 def _run_fields(cfg: RunConfig, enc: Encoded) -> dict:
     """timings and hardware; how the gallery was scored (--score-block) is a hardware fact: no number changes."""
     fields = timing.run_fields(cfg, enc)
-    return {**fields, "hardware": {**fields["hardware"], "score_block": cfg.score_block}}
+    ranks = {"score_ranks": enc.world, "score_block": cfg.score_block or scoring.RANKS_BLOCK} if enc.world > 1 else \
+        {"score_block": cfg.score_block}  # under torchrun every rank scored its slice of each gallery
+    return {**fields, "hardware": {**fields["hardware"], **ranks}}
 
 
 def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict) -> RunResult:
     """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
 
-    ds = plan.ds
+    ds, out = plan.ds, enc.out
+    assert out is not None  # rank 0's, the one that writes the run
     values = timing.timed("scoring", lambda: metric_values(evals))  # the metric values of the evaluations
     deltas, boots = timing.timed("bootstrap", lambda: _deltas(cfg.n_boot, cfg.seed, plan, evals, values),
                                  timing.resamples(cfg))
     conditions = _conditions(plan, enc, timing.timed("validity", lambda: _validity(cfg.validity_opts, plan, enc,
                                                                               log=lambda m: _log(cfg, m))))
-    per_query_file = timing.timed("writing", lambda: write_per_query(enc.out, ds, evals))
-    timing.timed("flips", lambda: write_flips(enc.out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
-    timing.timed("writing", lambda: write_index(enc.out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
+    per_query_file = timing.timed("writing", lambda: write_per_query(out, ds, evals))
+    timing.timed("flips", lambda: write_flips(out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
+    timing.timed("writing", lambda: write_index(out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
     timing.enter("writing")  # from here on the record is built (library versions, dataset hash) and written
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}
@@ -438,12 +445,12 @@ def record(cfg: RunConfig, plan: Plan, enc: Encoded, evals: dict) -> RunResult:
                "results_hash": sha256_json([v.to_json() for v in values])})
     # mCE, shortcut sources: read from the record, placed in a new record (the first is never changed)
     rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec),
-                                          FILES: file_manifest(enc.out)})  # what the run's files hash to
+                                          FILES: file_manifest(out)})  # what the run's files hash to
     results = rec.to_json()
-    _write_results(enc.out, results, rec)
-    timing.timed("writing", lambda: budgets.write_curve(enc.out, results))  # budget_curve.csv/.png (--token-budget)
-    _log(cfg, f"wrote {results_path(enc.out)}")
-    return RunResult(enc.out, results, evals, rec)
+    _write_results(out, results, rec)
+    timing.timed("writing", lambda: budgets.write_curve(out, results))  # budget_curve.csv/.png (--token-budget)
+    _log(cfg, f"wrote {results_path(out)}")
+    return RunResult(out, results, evals, rec)
 
 
 def _write_results(out: Path, results: dict, rec: RunRecord) -> None:

@@ -19,12 +19,26 @@ from ..metrics import compute
 from ..results import MetricKey, MetricValue
 from .distractors import score_distractors
 
+#: the block every rank scores at a time under torchrun when the run gives no --score-block (4 MiB x 64)
+RANKS_BLOCK = "4096x65536"
 
-def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=None, relevance=None) -> list:
+
+def scoring_kwargs(scoring, group=None) -> dict:
+    """compute.evaluate's options from the run's scoring options; under torchrun (``group``: the ranks, a
+    metrics.sharded.TorchGroup) the gallery is scored in blocks across the ranks (--score-block, or
+    RANKS_BLOCK): the same numbers as one process, bit for bit (metrics/tiles.py)."""
+    block = getattr(scoring, "score_block", None)  # an options object without it: one piece
+    if group is not None and group.world > 1:
+        return dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit", score_block=block or RANKS_BLOCK,
+                    group=group)
+    return dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit", score_block=block)
+
+
+def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=None, relevance=None,
+                   group=None) -> list:
     """One Evaluation per fold (one without folds) of one condition's embeddings; ``scoring``: the run's
     scoring options (run_config.ScoringOptions: k, p, i2t_recall)."""
-    kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit",
-              score_block=getattr(scoring, "score_block", None))  # an options object without it: one piece
+    kw = scoring_kwargs(scoring, group)
     if ds.folds is None:
         rel = None if relevance is None else compute.EmbeddingSource(relevance[0], relevance[1], device=device)
         return [compute.evaluate(compute.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
@@ -57,16 +71,18 @@ def condition_relevance(relevance, off: int, n: int):
     return img, txt[off:off + n]
 
 
-def score(scoring, plan, enc) -> dict:
+def score(scoring, plan, enc, group=None) -> dict:
     """Metrics per condition (condition -> one Evaluation per fold); ``scoring``: the run's scoring options
-    (run_config.ScoringOptions), checked by validate()."""
+    (run_config.ScoringOptions), checked by validate(); ``group``: torchrun's ranks, every one of which calls
+    this with the same arguments (each scores its slice of every gallery; all get the same evaluations)."""
     ds, n = plan.ds, plan.ds.n_captions
     device = similarity_device(enc.adapter)
     evals = {cond: evaluate_folds(ds, enc.variant_img.get(cond, enc.img_emb), enc.txt_emb[off:off + n], scoring,
-                                  plan.graded, device=device, relevance=condition_relevance(enc.relevance, off, n))
+                                  plan.graded, device=device, relevance=condition_relevance(enc.relevance, off, n),
+                                  group=group)
              for cond, off in enc.offsets.items() if cond not in getattr(enc, "distractors", {})}
 
-    evals.update(score_distractors(scoring, plan, enc, evals["clean"], device=device))
+    evals.update(score_distractors(scoring, plan, enc, evals["clean"], device=device, group=group))
     return adjust_evaluations(scoring, plan, enc, evals)
 
 
