@@ -31,7 +31,8 @@ _EXPORTS = {
     "VlbenchError": "errors",
 }
 _SUBPACKAGES = ("models", "datasets", "metrics", "encoding", "pipeline", "granularity", "leaderboards", "perturbations",
-                "imageperturb", "shortcuts", "tasks", "registry", "config", "errors", "results", "testing")
+                "imageperturb", "shortcuts", "tasks", "registry", "config", "errors", "results", "testing",
+                "trackers", "training")
 
 __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 

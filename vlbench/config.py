@@ -22,7 +22,8 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 MAX_CONFIG_BYTES = 1 << 20
-_JOINED = ("k", "graded-relevance", "token-budget", "sentence-budget")  # options that take one comma-separated value
+#: options that take one comma-separated value
+_JOINED = ("k", "graded-relevance", "token-budget", "sentence-budget", "report-to")
 
 
 def load_toml(path: str) -> dict:

@@ -32,7 +32,7 @@ from . import galleries
 #: other RunConfig field is compared by ``resume`` (a new option is compared until it is listed here)
 NOT_NUMBERS = frozenset({"model_name", "device", "batch_size", "text_batch_size", "num_workers", "dataset",
                          "dataset_name", "data_dir", "allow_partial_gallery", "trust_remote_code", "out",
-                         "cache_dir", "no_cache", "restart", "quiet", "resume", "overwrite",
+                         "cache_dir", "no_cache", "restart", "quiet", "resume", "overwrite", "report_to",
                          "score_block"})  # scoring in blocks gives the same numbers bit for bit (metrics/sharded.py)
 
 

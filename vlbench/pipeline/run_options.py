@@ -182,6 +182,8 @@ RUN_OPTIONS = (
            kind="flag"),
     Option("overwrite", "--overwrite", "--out already holds a finished run: replace it (its results.json, "
                                        "table.md and per-query file are deleted first)", kind="flag"),
+    Option("report_to", "--report-to", "trackers that receive the finished run: wandb, mlflow, tensorboard, trackio "
+           "(comma-separated; each its extra, e.g. pip install 'vlbench[wandb]'; docs/training.md)", kind="names"),
 )
 
 

@@ -132,7 +132,13 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
                 plan = enc.plan  # with the budget conditions the model's tokenizer made
                 group = None if dist is None else TorchGroup(dist)  # every rank scores its slice of each gallery
                 evals = timing.timed("scoring", lambda: score(cfg, plan, enc, group), len)
-                return record(cfg, plan, enc, evals) if shard.rank == 0 else None
+                if shard.rank != 0:
+                    return None
+                result = record(cfg, plan, enc, evals)
+                if cfg.report_to:  # after the run's files are written; a tracker's failure is only a warning
+                    from ..trackers import report
+                    report(result, cfg.report_to, log=lambda m: _log(cfg, m))
+                return result
         finally:
             if inited:
                 dist.destroy_process_group()
@@ -260,17 +266,18 @@ def _run_id(model_spec: str, ds: Dataset, model_hash: str) -> str:
     return new_run_id(model_spec, label, model_hash, ds.content_hash())
 
 
-def encode(cfg: RunConfig, plan: Plan, shard, dist) -> Encoded:
-    """Images once, each distinct text once over all conditions; under torchrun each rank its share."""
+def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Encoded:
+    """Images once, each distinct text once over all conditions; under torchrun each rank its share.
+    ``session``: this EncodingSession (a model held in memory: vlbench/training) instead of opening the run's."""
 
     ds, m = plan.ds, cfg.model_opts
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
-    checked = "torch" not in sys.modules
+    checked = "torch" not in sys.modules and session is None
     if checked:  # its first import takes seconds: say so before the wait, not after
         check_headers(paths)  # but a bad image first: refused before hundreds of MB are imported
         _log(cfg, "loading torch and the model's library (a few seconds on first use)")
         importlib.import_module("torch")
-    session = _load_model(m, cfg.output_opts, None if checked else paths)
+    session = session or _load_model(m, cfg.output_opts, None if checked else paths)
     plan = timing.timed("perturbation",  # --token-budget, --sentence-budget
                         lambda: budgets.with_budgets(cfg, plan, session.model, log=lambda m: _log(cfg, m)))
     timing.enter("writing")  # the run's id and its output folder

@@ -63,6 +63,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     flags += ["--limit", "20"]  # a smoke test
     flags += ["--pixels", "device"]  # the pixel path
     flags += ["--corrupt-backend", "torch"]  # The torch corruptions
+    flags += ["--report-to", "tensorboard,mlflow"]  # experiment trackers
     doc = {"model": "counting:dim=8", "dataset": "custom:m.jsonl", "perturb": "typos",
            "param": {"typos-keyboard.rate": 0.2}, "out": "o", "dataset_name": "d", "model-name": "m", "data-dir": "dd",
            "gallery": "fg-pool", "extra-positives": "eccv", "device": "cpu", "precision": "bf16", "batch-size": 8,
@@ -80,6 +81,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     doc.update({"token-budget": [16, 77], "sentence_budget": 2})
     doc.update({"pixels": "device"})
     doc.update({"corrupt-backend": "torch"})
+    doc.update({"report-to": ["tensorboard", "mlflow"]})
     cfg = RunConfig(model="counting:dim=8", dataset="custom:m.jsonl", perturb="typos",
                     perturb_params={"typos-keyboard": {"rate": 0.2}}, out="o", dataset_name="d", model_name="m",
                     data_dir="dd", gallery="fg-pool", extra_positives="eccv", device="cpu", precision="bf16",
@@ -92,7 +94,8 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     mce_reference="ref", corrupt_at="original", shortcuts="matched", digits="mnist",
                     validity="full", validity_sample=50, validity_precision=0.01, resume=True, overwrite=True,
                     allow_partial_gallery=True, distractors="captions:adv.txt", token_budget=(16, 77),
-                    sentence_budget=(2,), limit=20, corrupt_backend="torch")
+                    sentence_budget=(2,), limit=20, corrupt_backend="torch",
+                    report_to=("tensorboard", "mlflow"))
     cfg = dataclasses.replace(cfg, pixels="device")
     return flags, doc, cfg
 
@@ -132,7 +135,8 @@ LIST_OPTIONS = [o for o in RUN_OPTIONS if o.is_list]
 
 def test_the_comma_list_options_are_the_ones_that_take_lists():
     assert {o.flag for o in LIST_OPTIONS} == {"--perturb", "--perturb-images", "--shortcuts", "--distractors",
-                                              "--token-budget", "--sentence-budget", "--k", "--graded-relevance"}
+                                              "--token-budget", "--sentence-budget", "--k", "--graded-relevance",
+                                              "--report-to"}
 
 
 @pytest.mark.parametrize("option", LIST_OPTIONS, ids=lambda o: o.flag)
