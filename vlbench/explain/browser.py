@@ -115,7 +115,7 @@ def explain(run_dir, out=None, *, per_perturbation: int = 5, seed: int = 0, imag
             dataset: str | None = None, cache_dir=None, thumb_size: int = 96, log=None) -> Path:
     """Write the failure browser of the run folder ``run_dir``; returns the page's path
     (``out``, default ``<run_dir>/explain.html``)."""
-    from ..pipeline.embedding_index import read_index  # lazy: vlbench --help imports this module; keep it light
+    from ..encoding.index import read_index  # lazy: vlbench --help imports this module; keep it light
     from ..runread import load_run_dataset, read_flips, read_retrieved  # lazy: as above
     from .flips import sections  # lazy: vlbench --help imports this module; keep it light
     from .render import page  # lazy: vlbench --help imports this module; keep it light

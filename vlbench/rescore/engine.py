@@ -1,6 +1,6 @@
 """``vlbench rescore RUN --as SUITE``: a finished run's embeddings scored as other suites score them.
 
-The run folder's ``embedding_keys.npz`` (vlbench.pipeline.embedding_index) names the model hash, the
+The run folder's ``embedding_keys.npz`` (vlbench.encoding.index) names the model hash, the
 embedding-cache folder and the ordered cache keys of every condition's images and captions; the vectors come
 from the cache, the ground truth from the index. No model is loaded and torch is not imported (the ECCV /
 CxC ranking head may import it for speed on a large matrix, as vlbench's scorer does). Results go to
@@ -44,7 +44,7 @@ def _vectors(cache, modality: str, keys: np.ndarray, run_dir, cache_dir) -> np.n
 def load_embeddings(run_dir, cache_dir=None) -> tuple[dict, dict]:
     """(index meta, {condition: (image embeddings, caption embeddings)}) of a finished run, from the cache."""
     from ..encoding.cache import EmbeddingCache  # lazy: vlbench --help imports this module; keep it light
-    from ..pipeline.embedding_index import read_index  # lazy: vlbench --help imports this module; keep it light
+    from ..encoding.index import read_index  # lazy: vlbench --help imports this module; keep it light
 
     meta, arrays = read_index(run_dir)
     root = cache_dir or meta.get("cache_dir")

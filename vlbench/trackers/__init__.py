@@ -169,7 +169,7 @@ def report(run, report_to, *, project: str | None = None, step: int | None = Non
     ``$VLBENCH_TRACKER_PROJECT`` or "vlbench"); ``settings``: per tracker keyword arguments, e.g.
     ``{"tensorboard": {"log_dir": "tb"}, "mlflow": {"tracking_uri": "file:./mlruns"}}``; ``log``: a function
     that receives one line per tracker (``reported to wandb``)."""
-    from . import backends
+    from . import backends  # lazy: each backend imports its tracker package only when asked for
 
     names = parse_report_to(report_to)
     if not names:

@@ -11,6 +11,7 @@ the call and handed back in the mode it came in; nothing of it is written to dis
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
 from pathlib import Path
@@ -59,7 +60,6 @@ class Evaluator:
 
     def _minilm(self):
         """The guard's and validity's MiniLM vectors in the options' cache folder (as a run keeps them)."""
-        import contextlib
 
         if not self.cfg.perturb:
             return contextlib.nullcontext()
@@ -84,7 +84,7 @@ class Evaluator:
             cfg = dataclasses.replace(cfg, out=str((self.out or Path(temp.name)) / name))  # type: ignore[union-attr]
             result = self._evaluate(cfg, Held(adapter, spec))
             if cfg.report_to:
-                from ..trackers import report
+                from ..trackers import report  # lazy: only with report_to
 
                 report(result, cfg.report_to, project=self.project, step=step)
             return result

@@ -9,6 +9,7 @@ folder the worker processes that decode images can read.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from pathlib import Path
@@ -56,7 +57,6 @@ class KeptTransform:
 
 def kept_plan(plan, folder: str | os.PathLike):
     """The plan with every image-changing condition's transform kept in ``folder``."""
-    import dataclasses
 
     conditions = tuple(dataclasses.replace(c, image=KeptTransform(c.image, folder)) if c.image is not None else c
                        for c in plan.conditions)

@@ -8,7 +8,7 @@ from support.data import write_manifest
 
 from vlbench.datasets.core import limited, load_dataset
 from vlbench.granularity.budgets import budget_rows, uncut_note
-from vlbench.pipeline.runner import cutoff_warnings
+from vlbench.pipeline.record import cutoff_warnings
 
 
 def test_recall_cutoff_at_or_above_the_candidate_count_is_warned(tmp_path):

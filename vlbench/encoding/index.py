@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from ..encoding.cache import item_key
-from ..encoding.images import file_key
-from ..encoding.variant_images import variant_key
 from ..errors import VlbenchError
 from ..runfolder import EMBEDDING_KEYS, is_sha256, read_results, run_file
+from .cache import item_key
+from .images import file_key
+from .variant_images import variant_key
 
 FILENAME = EMBEDDING_KEYS  # the name older code imported; vlbench.runfolder owns it
 FORMAT = "vlbench-embedding-keys/1"
