@@ -208,10 +208,11 @@ def cut_metrics(is_pos: np.ndarray, n_pos: np.ndarray, ks) -> dict[str, dict[int
     the precision at their rank, / R (trec_eval's map_cut_k); nDCG@k = sum over positives ranked i <= k of
     1 / log2(i + 1), / the same sum for min(R, k) positives ranked first (trec_eval's ndcg_cut_k)."""
     ks = tuple(int(k) for k in ks)
-    n_q, K = is_pos.shape
     out: dict[str, dict[int, np.ndarray]] = {name: {} for name in CUT_METRICS}
     if not ks:
         return out
+    is_pos = is_pos[:, :max(ks)]  # a longer head (R, p + R) is not read: no temporaries of its size
+    n_q, K = is_pos.shape
     if K == 0:  # no candidates to rank: nothing is found
         for name in CUT_METRICS:
             out[name] = {k: np.zeros(n_q) for k in ks}
