@@ -15,8 +15,7 @@ Definitions (protocols_and_metrics.md section 2; docs/metrics.md has the full te
 * nDCG@p (the default table's): nDCG_CM@p with the relevance of non-positives clipped at 0, so every gain
   is in [0, 1] and nDCG@p in [0, 1] (docs/metrics.md argues the choice).
 * RSUM: the sum of Recall@{1,5,10} over both directions (max 600), also per direction.
-* MRR@k, Precision@k, mAP@k, nDCG@k with binary gains, for each k (``cut_metrics``): trec_eval's recip_rank
-  (of the top k), P_k, map_cut_k (divided by R) and ndcg_cut_k, as MTEB's retrieval evaluator reports them.
+* MRR@k, Precision@k, mAP@k (/ R) and nDCG@k with binary gains, for each k: metrics/cutoff.py (trec_eval's).
 
 An image with no positive caption (a distractor in an enlarged gallery) is a candidate for t2i but
 not an i2t query. The per-query values are kept; which metrics are reported, their aggregates (means, the
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .cutoff import CUT_METRICS, cut_metrics, fraction_recall
 from .official import official_values
 from .ranking import (  # noqa: F401 -- re-exported: compute is where callers find them
     BLOCK_BYTES,
@@ -88,8 +88,7 @@ class DirectionResult:
     top: np.ndarray | None = None
     #: nDCG@p with the relevance gains of non-positives clipped at 0 (in [0, 1]; the default table's nDCG)
     ndcg_clipped: np.ndarray | None = None
-    #: name (``CUT_METRICS``) -> {k: per-query fraction}: MRR@k, Precision@k, mAP@k and binary nDCG@k
-    at_k: dict = field(default_factory=dict)
+    at_k: dict = field(default_factory=dict)  # CUT_METRICS name -> {k: per-query fraction} (metrics/cutoff.py)
 
     def recall(self, k: int) -> np.ndarray:
         if k in self.fraction_recall:  # --i2t-recall fraction
@@ -193,62 +192,13 @@ def _dcg_cm(b: RankedBlock, direction: str, queries: np.ndarray, pp: int, disc: 
         return dcg, np.where(idcg > 0, dcg / idcg, 0.0), clipped
 
 
-#: the cut-off metrics read off the ranked head, per query and k (fractions): MRR@k, Precision@k, mAP@k, nDCG@k
-#: with binary gains (registered as ``mrr``, ``precision``, ``map``, ``ndcg_binary``; docs/metrics.md)
-CUT_METRICS = ("mrr", "precision", "map", "ndcg_binary")
-
-
-def cut_metrics(is_pos: np.ndarray, n_pos: np.ndarray, ks) -> dict[str, dict[int, np.ndarray]]:
-    """{name: {k: per-query fraction}} of ``CUT_METRICS`` from each query's ranked head.
-
-    ``is_pos`` (queries x K, bool): whether the candidate at rank 1..K (the tie rule's order: score desc, index
-    asc) is a positive; K >= every k, or K = the number of candidates. ``n_pos``: each query's R (>= 1).
-    MRR@k = 1 / rank of the first positive when it is <= k, else 0; Precision@k = positives in the top k / k
-    (k, not the number of candidates, as trec_eval's P_k); mAP@k = the sum over the positives ranked <= k of
-    the precision at their rank, / R (trec_eval's map_cut_k); nDCG@k = sum over positives ranked i <= k of
-    1 / log2(i + 1), / the same sum for min(R, k) positives ranked first (trec_eval's ndcg_cut_k)."""
-    ks = tuple(int(k) for k in ks)
-    out: dict[str, dict[int, np.ndarray]] = {name: {} for name in CUT_METRICS}
-    if not ks:
-        return out
-    is_pos = is_pos[:, :max(ks)]  # a longer head (R, p + R) is not read: no temporaries of its size
-    n_q, K = is_pos.shape
-    if K == 0:  # no candidates to rank: nothing is found
-        for name in CUT_METRICS:
-            out[name] = {k: np.zeros(n_q) for k in ks}
-        return out
-    hit = is_pos.astype(np.float64)
-    ranks = np.arange(1, K + 1, dtype=np.float64)
-    found = np.cumsum(hit, axis=1)  # positives in the top i
-    ap = np.cumsum(np.where(is_pos, found / ranks, 0.0), axis=1)  # sum of precision@i at the positives
-    dcg = np.cumsum(hit / np.log2(ranks + 1.0), axis=1)
-    ideal = np.cumsum(1.0 / np.log2(np.arange(2, max(ks) + 2, dtype=np.float64)))  # DCG of j positives first
-    first = np.where(is_pos.any(axis=1), np.argmax(is_pos, axis=1) + 1, K + 1)  # K + 1: none in the head
-    R = np.asarray(n_pos, dtype=np.int64)
-    for k in ks:
-        c = min(k, K) - 1
-        out["mrr"][k] = np.where(first <= k, 1.0 / first, 0.0)
-        out["precision"][k] = found[:, c] / k
-        out["map"][k] = ap[:, c] / R
-        out["ndcg_binary"][k] = dcg[:, c] / ideal[np.minimum(R, k) - 1]
-    return out
-
-
-def _fraction_recall(b: RankedBlock, K: int, ks: tuple) -> dict:
-    """Per query and k: positives in the top k / min(R, k) (the fraction i2t recall)."""
-    cum = np.cumsum(b.is_pos, axis=1)
-    return {k: cum[:, min(k, K) - 1] / np.minimum(b.n_pos, k) for k in ks}
-
-
 def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, pos: Positives, *,
-               kmax: int, p: int, relevance: SimilaritySource | None, block_bytes: int,
+               ks: tuple, p: int, relevance: SimilaritySource | None, block_bytes: int,
                progress: Callable[[int], None] | None = None, graded: dict | None = None,
-               fraction: tuple = (), score_block: ScoreBlock | None = None, group=None,
-               ks: tuple = ()) -> DirectionResult:
-    """Every built-in per-query value of one direction, from one pass of the shared ranking step;
-    ``fraction``: the k values whose recall is the fraction recall instead of the hit rate; ``ks``: the cut-offs
-    of MRR@k, Precision@k, mAP@k and binary nDCG@k (default: ``kmax``), all <= kmax."""
-    n_q = len(queries)
+               fraction: tuple = (), score_block: ScoreBlock | None = None, group=None) -> DirectionResult:
+    """Every built-in per-query value of one direction, from one pass of the shared ranking step; ``ks``: the
+    cut-offs k; ``fraction``: the k values whose recall is the fraction recall instead of the hit rate."""
+    n_q, kmax = len(queries), max(ks)
     K = head_size(pos, kmax, p)
     keep = min(TOP_KEEP, pos.n_candidates)  # the head the flip analysis keeps; the metrics read K columns
     pp = min(p, K)  # p above the gallery size: DCG@p = DCG@gallery size (nothing of size p is made)
@@ -258,8 +208,6 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     graded = {name: src for name, src in (graded or {}).items() if direction in getattr(src, "directions", DIRECTIONS)}
     graded_out = {name: np.zeros(n_q) for name in graded}
     frac = {k: np.zeros(n_q) for k in fraction}
-    ks = tuple(ks) or (kmax,)
-    assert max(ks) <= kmax, "the head covers kmax: every cut-off must be <= kmax"
     at_k = {name: {k: np.zeros(n_q) for k in ks} for name in CUT_METRICS}
     top = np.zeros((n_q, keep), dtype=np.int32)
     if score_block is None:
@@ -284,7 +232,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
                 continue
             gblk = np.exp2(np.asarray(src.rows(direction, queries[s]), dtype=np.float64)) - 1.0
             graded_out[name][s] = graded_ndcg_rows(gblk, b.top_ix[:, :pp], disc[:pp])
-        for k, v in _fraction_recall(b, K, fraction).items():
+        for k, v in fraction_recall(b.is_pos, b.n_pos, K, fraction).items():
             frac[k][s] = v
         for name, by_k in cut_metrics(b.is_pos, b.n_pos, ks).items():
             for k, v in by_k.items():
@@ -415,7 +363,7 @@ def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None
         raise ValueError(f"i2t_recall must be 'hit' or 'fraction', got {i2t_recall!r}")
     if score_block is not None:
         score_block = parse_score_block(score_block)
-    kw = dict(kmax=max(k), ks=k, p=p, block_bytes=block_bytes, progress=progress, graded=graded,
+    kw = dict(ks=k, p=p, block_bytes=block_bytes, progress=progress, graded=graded,
               score_block=score_block, group=group)
     i2t = _direction(source, "i2t", query_images, i2t_pos, relevance=rel_for("i2t"),
                      fraction=k if i2t_recall == "fraction" else (), **kw)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import VlbenchError
-from ..metrics.compute import cut_metrics
+from ..metrics.cutoff import cut_metrics
 from ..metrics.official import official_values
 from .registry import Suite, per_fold, positives, register_suite, similarity  # noqa: F401  positives: re-exported
 
