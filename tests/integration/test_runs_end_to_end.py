@@ -14,7 +14,8 @@ from support.data import ROOT, read_counts
 
 FAMILIES = ["clip", "align", "altclip", "groupvit", "openclip"]
 METRICS = {("recall", 1), ("recall", 5), ("recall", 10), ("rsum", None), ("medr", None), ("meanr", None),
-           ("r_precision", None), ("map_at_r", None), ("ndcg", 10), ("dcg_cm", 10), ("ndcg_cm", 10)}
+           ("r_precision", None), ("map_at_r", None), ("ndcg", 10), ("dcg_cm", 10), ("ndcg_cm", 10)} | \
+    {(m, k) for m in ("mrr", "precision", "map", "ndcg_binary") for k in (1, 5, 10)}
 
 
 def _check_results(res: dict, n_images: int, n_captions: int):
@@ -33,6 +34,10 @@ def _check_results(res: dict, n_images: int, n_captions: int):
         assert vals[(d, "rsum", None)] == pytest.approx(sum(vals[(d, "recall", k)] for k in (1, 5, 10)))
         assert -1 <= vals[(d, "ndcg_cm", 10)] <= 1 + 1e-9  # cosine relevances may be negative (not clipped)
         assert 0 <= vals[(d, "ndcg", 10)] <= 1 + 1e-9  # the default nDCG: gains clipped at 0
+        for k in (1, 5, 10):  # the cut-off metrics: MRR@1 = Precision@1 = hit rate@1 only with one positive
+            assert 0 <= vals[(d, "map", k)] <= vals[(d, "mrr", k)] <= vals[(d, "recall", k)] <= 100
+            assert 0 <= vals[(d, "precision", k)] <= 100 and 0 <= vals[(d, "ndcg_binary", k)] <= 1 + 1e-9
+        assert vals[(d, "mrr", 1)] == pytest.approx(vals[(d, "recall", 1)])
     assert vals[("both", "rsum", None)] == pytest.approx(vals[("i2t", "rsum", None)] + vals[("t2i", "rsum", None)])
     for r in res["results"]:
         assert math.isfinite(r["value"])

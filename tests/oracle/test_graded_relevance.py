@@ -471,7 +471,7 @@ def test_plugs_into_metrics_direction():
     sim[c2i, np.arange(len(caps))] += 1.0
     rel = G.RougeLRelevance(caps, c2i, len(rows))
     _, t2i_pos, _ = build_positives(c2i, len(rows))
-    res = _direction(ArraySource(sim), "t2i", np.arange(len(caps)), t2i_pos, kmax=10, p=10, relevance=rel,
+    res = _direction(ArraySource(sim), "t2i", np.arange(len(caps)), t2i_pos, ks=(10,), p=10, relevance=rel,
                      block_bytes=4 * len(rows) * 13)  # 13 queries per block
     ours = G.graded_ndcg(ArraySource(sim), rel, c2i, p=10, gains="linear")
     np.testing.assert_allclose(res.ndcg, ours, rtol=0, atol=1e-12)

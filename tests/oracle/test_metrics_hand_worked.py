@@ -455,6 +455,7 @@ def test_default_keys():
         expected |= {f"{d}_recall@{k}" for k in (1, 5, 10)}
         expected |= {f"{d}_{m}" for m in ("rsum", "medr", "meanr", "r_precision", "map_at_r")}
         expected |= {f"{d}_ndcg@10", f"{d}_dcg_cm@10", f"{d}_ndcg_cm@10"}
+        expected |= {f"{d}_{m}@{k}" for m in ("mrr", "precision", "map", "ndcg_binary") for k in (1, 5, 10)}
     assert set(res) == expected
 
 

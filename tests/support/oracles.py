@@ -112,6 +112,20 @@ def query_metrics(scores, pos, rel, ks, p):
     cdcg = sum(clipped[c] / math.log2(i + 1) for i, c in enumerate(order[:p], start=1))
     cideal = sum(g / math.log2(i + 1) for i, g in enumerate(sorted(clipped, reverse=True)[:p], start=1))
     out["ndcg_clipped"] = cdcg / cideal
+    # the cut-off metrics (trec_eval's recip_rank of the top k, P_k, map_cut_k / R, ndcg_cut_k with binary gains)
+    for k in ks:
+        hits = [c in pos for c in order[:k]]
+        first = next((i for i, h in enumerate(hits, start=1) if h), None)
+        out[f"mrr@{k}"] = 100.0 / first if first else 0.0
+        out[f"precision@{k}"] = 100.0 * sum(hits) / k
+        found, ap_k = 0, 0.0
+        for i, h in enumerate(hits, start=1):
+            if h:
+                found += 1
+                ap_k += found / i
+        out[f"map@{k}"] = 100.0 * ap_k / R
+        bdcg = sum(1.0 / math.log2(i + 1) for i, h in enumerate(hits, start=1) if h)
+        out[f"ndcg_binary@{k}"] = bdcg / sum(1.0 / math.log2(i + 1) for i in range(1, min(R, k) + 1))
     return out
 
 
@@ -162,6 +176,9 @@ def oracle_score(similarity, caption_to_image, *, extra_positives=None, k=(1, 5,
         out[f"{d}_ndcg@{p}"] = _mean([m["ndcg_clipped"] for m in qs])
         out[f"{d}_dcg_cm@{p}"] = _mean([m["dcg"] for m in qs])
         out[f"{d}_ndcg_cm@{p}"] = _mean([m["ndcg"] for m in qs])
+        for name in ("mrr", "precision", "map", "ndcg_binary"):
+            for kk in ks:
+                out[f"{d}_{name}@{kk}"] = _mean([m[f"{name}@{kk}"] for m in qs])
     out["rsum"] = total
     return out
 

@@ -15,6 +15,7 @@ Definitions (protocols_and_metrics.md section 2; docs/metrics.md has the full te
 * nDCG@p (the default table's): nDCG_CM@p with the relevance of non-positives clipped at 0, so every gain
   is in [0, 1] and nDCG@p in [0, 1] (docs/metrics.md argues the choice).
 * RSUM: the sum of Recall@{1,5,10} over both directions (max 600), also per direction.
+* MRR@k, Precision@k, mAP@k (/ R) and nDCG@k with binary gains, for each k: metrics/cutoff.py (trec_eval's).
 
 An image with no positive caption (a distractor in an enlarged gallery) is a candidate for t2i but
 not an i2t query. The per-query values are kept; which metrics are reported, their aggregates (means, the
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .cutoff import CUT_METRICS, cut_metrics, fraction_recall
 from .official import official_values
 from .ranking import (  # noqa: F401 -- re-exported: compute is where callers find them
     BLOCK_BYTES,
@@ -86,6 +88,7 @@ class DirectionResult:
     top: np.ndarray | None = None
     #: nDCG@p with the relevance gains of non-positives clipped at 0 (in [0, 1]; the default table's nDCG)
     ndcg_clipped: np.ndarray | None = None
+    at_k: dict = field(default_factory=dict)  # CUT_METRICS name -> {k: per-query fraction} (metrics/cutoff.py)
 
     def recall(self, k: int) -> np.ndarray:
         if k in self.fraction_recall:  # --i2t-recall fraction
@@ -189,19 +192,13 @@ def _dcg_cm(b: RankedBlock, direction: str, queries: np.ndarray, pp: int, disc: 
         return dcg, np.where(idcg > 0, dcg / idcg, 0.0), clipped
 
 
-def _fraction_recall(b: RankedBlock, K: int, ks: tuple) -> dict:
-    """Per query and k: positives in the top k / min(R, k) (the fraction i2t recall)."""
-    cum = np.cumsum(b.is_pos, axis=1)
-    return {k: cum[:, min(k, K) - 1] / np.minimum(b.n_pos, k) for k in ks}
-
-
 def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, pos: Positives, *,
-               kmax: int, p: int, relevance: SimilaritySource | None, block_bytes: int,
+               ks: tuple, p: int, relevance: SimilaritySource | None, block_bytes: int,
                progress: Callable[[int], None] | None = None, graded: dict | None = None,
                fraction: tuple = (), score_block: ScoreBlock | None = None, group=None) -> DirectionResult:
-    """Every built-in per-query value of one direction, from one pass of the shared ranking step;
-    ``fraction``: the k values whose recall is the fraction recall instead of the hit rate."""
-    n_q = len(queries)
+    """Every built-in per-query value of one direction, from one pass of the shared ranking step; ``ks``: the
+    cut-offs k; ``fraction``: the k values whose recall is the fraction recall instead of the hit rate."""
+    n_q, kmax = len(queries), max(ks)
     K = head_size(pos, kmax, p)
     keep = min(TOP_KEEP, pos.n_candidates)  # the head the flip analysis keeps; the metrics read K columns
     pp = min(p, K)  # p above the gallery size: DCG@p = DCG@gallery size (nothing of size p is made)
@@ -211,6 +208,7 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     graded = {name: src for name, src in (graded or {}).items() if direction in getattr(src, "directions", DIRECTIONS)}
     graded_out = {name: np.zeros(n_q) for name in graded}
     frac = {k: np.zeros(n_q) for k in fraction}
+    at_k = {name: {k: np.zeros(n_q) for k in ks} for name in CUT_METRICS}
     top = np.zeros((n_q, keep), dtype=np.int32)
     if score_block is None:
         blocks = rank_blocks(source, direction, queries, pos, max(K, keep), block_bytes)
@@ -234,12 +232,15 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
                 continue
             gblk = np.exp2(np.asarray(src.rows(direction, queries[s]), dtype=np.float64)) - 1.0
             graded_out[name][s] = graded_ndcg_rows(gblk, b.top_ix[:, :pp], disc[:pp])
-        for k, v in _fraction_recall(b, K, fraction).items():
+        for k, v in fraction_recall(b.is_pos, b.n_pos, K, fraction).items():
             frac[k][s] = v
+        for name, by_k in cut_metrics(b.is_pos, b.n_pos, ks).items():
+            for k, v in by_k.items():
+                at_k[name][k][s] = v
         if progress:
             progress(b.b1 - b.b0)
     return DirectionResult(direction, queries, best_rank, out["r_prec"], out["map_r"], out["dcg"], out["ndcg"],
-                           pos.counts.copy(), graded_out, frac, top=top, ndcg_clipped=out["ndcg_clipped"])
+                           pos.counts.copy(), graded_out, frac, top=top, ndcg_clipped=out["ndcg_clipped"], at_k=at_k)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,8 +363,8 @@ def evaluate(source: SimilaritySource, caption_to_image, *, extra_positives=None
         raise ValueError(f"i2t_recall must be 'hit' or 'fraction', got {i2t_recall!r}")
     if score_block is not None:
         score_block = parse_score_block(score_block)
-    kw = dict(kmax=max(k), p=p, block_bytes=block_bytes, progress=progress, graded=graded, score_block=score_block,
-              group=group)
+    kw = dict(ks=k, p=p, block_bytes=block_bytes, progress=progress, graded=graded,
+              score_block=score_block, group=group)
     i2t = _direction(source, "i2t", query_images, i2t_pos, relevance=rel_for("i2t"),
                      fraction=k if i2t_recall == "fraction" else (), **kw)
     t2i = _direction(source, "t2i", np.arange(source.n_captions), t2i_pos, relevance=rel_for("t2i"), **kw)

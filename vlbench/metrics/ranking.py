@@ -261,7 +261,8 @@ class RankedBlock:
 
 
 def head_size(pos: Positives, kmax: int, p: int) -> int:
-    """How many ranked candidates the metrics need: Recall@kmax, R-precision (R), DCG@p below R positives."""
+    """How many ranked candidates the metrics need: Recall@kmax and the cut-off metrics (MRR, Precision, mAP and
+    binary nDCG at every k <= kmax), R-precision (R), DCG@p below R positives."""
     rmax = int(pos.counts.max()) if pos.n_queries else 1
     return min(pos.n_candidates, max(kmax, rmax, p + rmax))
 

@@ -151,6 +151,11 @@ def _task(name: str, description: str) -> Metric:
     return Metric(name, "%", "[0, 100]", True, description, directions=("i2t",), column=False, kind="task")
 
 
+def _cut(name: str) -> Callable:
+    """per_query of a cut-off metric of the ranking pass (compute.cut_metrics): None where it was not computed."""
+    return lambda r, ev, k: r.at_k.get(name, {}).get(k)
+
+
 def _graded_metrics(r) -> list[Metric]:
     """The ndcg_<labels> metric of each kind of graded labels a result has."""
     return [graded_metric(n) for n in sorted(r.graded)]
@@ -171,9 +176,20 @@ BUILTINS = (
            per_query=lambda r, ev: r.r_precision, percent=True, table="R-P"),
     Metric("map_at_r", "%", "[0, 100]", True, "mAP@R (ECCV Caption)",
            per_query=lambda r, ev: r.map_at_r, percent=True, table="mAP@R"),
+    # the cut-off metrics MTEB's retrieval evaluator reports (pytrec_eval's): results.json and per_query only
+    Metric("mrr", "%", "[0, 100]", True, "MRR@k: 1 / rank of the first positive when it is ranked <= k, else 0",
+           per_query=_cut("mrr"), param="k", percent=True),
+    Metric("precision", "%", "[0, 100]", True, "Precision@k: positives in the top k / k (trec_eval P_k)",
+           per_query=_cut("precision"), param="k", percent=True),
+    Metric("map", "%", "[0, 100]", True, "mAP@k: sum over the positives ranked <= k of the precision at their "
+           "rank, / R (the number of positives; trec_eval map_cut_k)", per_query=_cut("map"), param="k",
+           percent=True),
     Metric("ndcg", "ratio", "[0, 1]", True, "nDCG@p: positives gain 1, other candidates their relevance "
            "(the model's cosine, or --relevance) clipped at 0, divided by the ideal order's DCG",
            per_query=lambda r, ev, p: r.ndcg_clipped, param="p", table="nDCG@{x}", fmt=".3f"),
+    Metric("ndcg_binary", "ratio", "[0, 1]", True, "nDCG@k with binary gains: positives gain 1, every other "
+           "candidate 0; ideal: min(R, k) positives first (trec_eval ndcg_cut_k)", per_query=_cut("ndcg_binary"),
+           param="k", fmt=".3f"),
     Metric("dcg_cm", "gain", "[-H_p, H_p] with cosine relevance, H_p = sum_{i<=p} 1/log2(i+1) (4.54 at p=10)",
            True, "DCG_CM@p as originally published: positives gain 1, others their relevance (negative allowed)",
            per_query=lambda r, ev, p: r.dcg, param="p", table="DCG_CM@{x} (signed)", fmt=".3f", printed=False),

@@ -11,8 +11,11 @@ rule (score descending, then the lower candidate index), which decides only betw
   ``image_retrieval_recall@k`` is text -> image, ``text_retrieval_recall@k`` image -> text. Fractions.
 - ``mieb`` (MTEB's image extension; its retrieval evaluator scores with pytrec_eval): ``recall_at_k`` is
   the fraction of a query's positives in its top k (for an image with five captions, 0.2 per caption
-  found), ``ndcg_at_10`` with binary gains, DCG = sum over ranks r <= 10 of rel_r / log2(r + 1), divided by
-  the DCG of the ideal ranking. Fractions (MTEB's files), the main score is ndcg_at_10.
+  found); ``ndcg_at_k`` with binary gains, DCG = sum over ranks r <= k of rel_r / log2(r + 1), divided by
+  the DCG of the ideal ranking; ``map_at_k`` (trec_eval map_cut: divided by the number of positives),
+  ``precision_at_k`` (positives in the top k / k) and ``mrr_at_k`` (1 / rank of the first positive within k),
+  for k = 1, 5, 10: vlbench's built-in ``ndcg_binary``, ``map``, ``precision`` and ``mrr`` (one definition,
+  ``metrics.compute.cut_metrics``). Fractions (MTEB's files), the main score is ndcg_at_10.
 - ``mmeb`` (MMEB / VLM2Vec): precision@1 over 1,000 candidates per query: the query's positive (t2i: its
   image; i2t: its first caption in dataset order) and 999 negatives. MMEB ships fixed candidate lists;
   here they are drawn without replacement from the candidates that are not positives of the query
@@ -29,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import VlbenchError
+from ..metrics.cutoff import cut_metrics
 from ..metrics.official import official_values
 from .registry import Suite, per_fold, positives, register_suite, similarity  # noqa: F401  positives: re-exported
 
@@ -36,6 +40,9 @@ K_VALUES = (1, 5, 10)
 MMEB_CANDIDATES = 1000
 BLOCK = 256
 
+#: MTEB's names of vlbench's cut-off metrics (the suite reports them for every k of K_VALUES)
+MIEB_CUT_NAMES = {"ndcg_binary": "ndcg_at_{k}", "map": "map_at_{k}", "precision": "precision_at_{k}",
+                  "mrr": "mrr_at_{k}"}
 #: clip_benchmark's metric names per direction
 CLIP_NAMES = {"t2i": "image_retrieval_recall@{k}", "i2t": "text_retrieval_recall@{k}"}
 
@@ -69,18 +76,26 @@ def clip_benchmark(sim, pos) -> list[tuple]:
     return out
 
 
+def ranked_head(ranks: dict[int, np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(queries x width booleans: a positive at rank 1..width, each query's number of positives R) from the ranks
+    of its positives, in the order of ``ranks``: the input of vlbench's cut-off metrics (compute.cut_metrics)."""
+    head = np.zeros((len(ranks), width), dtype=bool)
+    for row, r in enumerate(ranks.values()):
+        head[row, r[r <= width] - 1] = True
+    return head, np.fromiter((len(r) for r in ranks.values()), dtype=np.int64, count=len(ranks))
+
+
 def mieb(sim, pos) -> list[tuple]:
     out = []
-    disc = 1.0 / np.log2(np.arange(2, 12))  # ranks 1..10
     for d in ("t2i", "i2t"):
         ranks = ranks_of_positives(sim, d, pos[d])
         for k in K_VALUES:
             out.append((d, f"recall_at_{k}", k, float(np.mean([(r <= k).sum() / len(r) for r in ranks.values()]))))
-        ndcg = []
-        for r in ranks.values():
-            dcg = sum(disc[x - 1] for x in r if x <= 10)
-            ndcg.append(dcg / disc[:min(len(r), 10)].sum())
-        out.append((d, "ndcg_at_10", 10, float(np.mean(ndcg))))
+        n_cand = sim.shape[1] if d == "i2t" else sim.shape[0]
+        cut = cut_metrics(*ranked_head(ranks, min(max(K_VALUES), n_cand)), K_VALUES)
+        for metric, name in MIEB_CUT_NAMES.items():  # vlbench's own definitions, which are trec_eval's
+            for k in K_VALUES:
+                out.append((d, name.format(k=k), k, float(np.mean(cut[metric][k]))))
     return out
 
 
@@ -136,11 +151,12 @@ CLIP_BENCHMARK = register_suite(Suite(
     "torch.topk (ties unspecified); here score desc, then lower index",
     per_fold(lambda sim, pos, seed: clip_benchmark(sim, pos)), names=CLIP_NAMES))
 MIEB = register_suite(Suite(
-    "mieb", "recall_at_k = positives in top k / positives (pytrec_eval recall); ndcg_at_10 with binary relevance; "
-            "fractions",
-    "embeddings-benchmark/mteb RetrievalEvaluator (pytrec_eval recall.k, ndcg_cut.10)",
+    "mieb", "recall_at_k = positives in top k / positives (pytrec_eval recall); ndcg_at_k with binary relevance; "
+            "map_at_k / positives; precision_at_k / k; mrr_at_k; fractions",
+    "embeddings-benchmark/mteb RetrievalEvaluator (pytrec_eval recall.k, ndcg_cut.k, map_cut.k, P.k; mteb's mrr)",
     "trec_eval breaks ties by document id descending; here score desc, then lower index",
-    per_fold(lambda sim, pos, seed: mieb(sim, pos)), names={"recall": "recall_at_{k}", "ndcg": "ndcg_at_10"}))
+    per_fold(lambda sim, pos, seed: mieb(sim, pos)),
+    names={"recall": "recall_at_{k}", **MIEB_CUT_NAMES}))
 MMEB = register_suite(Suite(
     "mmeb", "precision@1 over 1 positive + 999 sampled negatives per query; fractions",
     "TIGER-Lab/VLM2Vec MMEB evaluation (fixed 1,000-candidate lists per query)",

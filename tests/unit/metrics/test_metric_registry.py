@@ -44,7 +44,9 @@ def _entry_points(mapping):
     return fake
 
 
-MRR = Metric("mrr", "ratio", "(0, 1]", True, "mean reciprocal rank", per_query=lambda r, ev: 1.0 / r.best_rank)
+#: a plug-in that is not the built-in mrr@k (the name is free: built-ins win clashes): the rank is not cut at k
+MRR = Metric("inv-rank", "ratio", "(0, 1]", True, "mean reciprocal rank, uncut",
+             per_query=lambda r, ev: 1.0 / r.best_rank)
 
 
 def test_builtins_declare_metadata():
@@ -58,16 +60,16 @@ def test_builtins_declare_metadata():
 def test_monkeypatched_plugin_is_listed_and_computed(fresh_metrics, monkeypatch):
     monkeypatch.setitem(sys.modules, "fake_metric_mod", type(sys)("fake_metric_mod"))
     sys.modules["fake_metric_mod"].MRR = MRR
-    monkeypatch.setattr(md, "entry_points", _entry_points({"mrr": "fake_metric_mod:MRR",
+    monkeypatch.setattr(md, "entry_points", _entry_points({"inv-rank": "fake_metric_mod:MRR",
                                                            "broken": "no_such_module_xyz:M"}))
-    assert [r["name"] for r in describe() if r["source"] != "builtin"] == ["broken", "mrr"]
+    assert [r["name"] for r in describe() if r["source"] != "builtin"] == ["broken", "inv-rank"]
     with pytest.warns(UserWarning, match="'broken'.*skipped"):
         ev = M.evaluate(M.ArraySource(S), C2I)
         recs = {(r["direction"], r["metric"]): r["value"] for r in ev.records()}
-    assert recs[("t2i", "mrr")] == pytest.approx(0.75) and recs[("i2t", "mrr")] == pytest.approx(0.75)
-    np.testing.assert_allclose(ev.per_query("t2i")["mrr"], [1, .5, .5, 1])
+    assert recs[("t2i", "inv-rank")] == pytest.approx(0.75) and recs[("i2t", "inv-rank")] == pytest.approx(0.75)
+    np.testing.assert_allclose(ev.per_query("t2i")["inv-rank"], [1, .5, .5, 1])
     used = registry.plugin_versions()
-    assert "metrics/mrr" in used and "metrics/broken" not in used  # broken: never computed, not "in use"
+    assert "metrics/inv-rank" in used and "metrics/broken" not in used  # broken: never computed, not "in use"
 
 
 @pytest.mark.slow  # pip-installs the plug-in package, runs a subprocess
