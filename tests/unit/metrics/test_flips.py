@@ -118,9 +118,9 @@ def test_small_run_equals_numpy_recomputation(tiny_models, manifest, tmp_path, m
     seen = {}
     original = S.score
 
-    def spy(scoring, plan, enc):
+    def spy(scoring, plan, enc, **kw):
         seen.update(plan=plan, enc=enc)
-        return original(scoring, plan, enc)
+        return original(scoring, plan, enc, **kw)
 
     monkeypatch.setattr(S, "score", spy)
     res = run(model=f"clip:{tiny_models('clip')}", dataset=f"custom:{manifest}", out=str(tmp_path / "r"),
