@@ -1,0 +1,55 @@
+"""The Slurm executor runs a sweep's tasks as real jobs (submitit's local cluster: one subprocess per job, the
+same pickled job files and result collection a Slurm array uses), and its runs equal the same runs made one by
+one with vlbench.run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from support.data import write_manifest
+from support.executor_runs import make_tasks, numbers, one_by_one
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("submitit") is None,
+                                reason="submitit (the extra vlbench[slurm]) is not installed")
+
+
+def test_slurm_executor_jobs_give_the_numbers_of_runs_made_one_by_one(tiny_models, tmp_path):
+    from vlbench.sweep.executors.slurm import execute
+
+    models = {"clip-a": tiny_models("clip", seed=0), "clip-b": tiny_models("clip", seed=1)}
+    tasks = make_tasks(tmp_path / "study", models, {"tiny": write_manifest(tmp_path / "data", 8)},
+                       cache=tmp_path / "cache", conditions={"swap": {"perturb": "char-swap"}})
+    events = []
+    outcomes = execute(tasks, {"cluster": "local", "time": 10, "poll_s": 0.5},
+                       lambda kind, run_id, info: events.append((kind, run_id)))
+    assert [o["run_id"] for o in outcomes] == [t.run_id for t in tasks]
+    assert all(o["status"] == "done" for o in outcomes), outcomes
+    assert {e for e in events if e[0] == "done"} == {("done", t.run_id) for t in tasks}
+    for o in outcomes:  # each job's logs beside the runs, in the study folder
+        assert Path(o["job_stderr"]).is_relative_to(tmp_path / "study" / "runs" / "slurm-logs")
+        assert Path(o["job_stderr"]).is_file()
+    alone = one_by_one(tasks, tmp_path / "alone")
+    for t in tasks:
+        assert numbers(t.folder) == alone[t.run_id]
+
+
+def test_slurm_job_that_fails_is_an_outcome_naming_its_log_and_the_others_finish(tiny_models, tmp_path):
+    from vlbench.sweep.executors.slurm import execute
+
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    models = {"good": tiny_models("clip", seed=0), "broken": broken}
+    tasks = make_tasks(tmp_path / "study", models, {"tiny": write_manifest(tmp_path / "data", 6)},
+                       cache=tmp_path / "cache", conditions={"clean": {}})
+    outcomes = execute(tasks, {"cluster": "local", "time": 10, "poll_s": 0.5}, None)
+    by_id = {o["run_id"]: o for o in outcomes}
+    assert by_id["good--tiny--clean"]["status"] == "done"
+    bad = by_id["broken--tiny--clean"]
+    assert bad["status"] == "failed" and bad["error"] and Path(bad["log"]).is_file()
+    assert "Traceback" in Path(bad["log"]).read_text()
+    assert json.loads((Path(by_id["good--tiny--clean"]["folder"]) / "results.json").read_text())["results"]
