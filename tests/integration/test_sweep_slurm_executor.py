@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("submitit") is None,
 def test_slurm_executor_jobs_give_the_numbers_of_runs_made_one_by_one(tiny_models, tmp_path):
     from vlbench.sweep.executors.slurm import execute
 
-    models = {"clip-a": tiny_models("clip", seed=0), "clip-b": tiny_models("clip", seed=1)}
+    models = {"clip-a": f"clip:{tiny_models('clip', seed=0)}", "clip-b": f"clip:{tiny_models('clip', seed=1)}"}
     tasks = make_tasks(tmp_path / "study", models, {"tiny": write_manifest(tmp_path / "data", 8)},
                        cache=tmp_path / "cache", conditions={"swap": {"perturb": "char-swap"}})
     events = []
@@ -43,7 +43,7 @@ def test_slurm_job_that_fails_is_an_outcome_naming_its_log_and_the_others_finish
     broken = tmp_path / "broken-model"
     broken.mkdir()
     (broken / "config.json").write_text("{not json")
-    models = {"good": tiny_models("clip", seed=0), "broken": broken}
+    models = {"good": f"clip:{tiny_models('clip', seed=0)}", "broken": f"clip:{broken}"}
     tasks = make_tasks(tmp_path / "study", models, {"tiny": write_manifest(tmp_path / "data", 6)},
                        cache=tmp_path / "cache", conditions={"clean": {}})
     outcomes = execute(tasks, {"cluster": "local", "time": 10, "poll_s": 0.5}, None)

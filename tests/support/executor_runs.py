@@ -13,18 +13,18 @@ RUN_KW = dict(quiet=True, num_workers=0, n_boot=20, validity="off")
 CONDITIONS = {"clean": {}, "swap": {"perturb": "char-swap"}}
 
 
-def make_tasks(root: Path, models: dict[str, Path], manifests: dict[str, Path], *, cache: Path,
+def make_tasks(root: Path, models: dict[str, str], manifests: dict[str, Path], *, cache: Path,
                conditions: dict[str, dict] | None = None, needs: dict | None = None) -> list:
-    """One :class:`vlbench.sweep.worker.Task` per model x dataset x condition, its run folder under
-    ``root/runs`` and its log beside it."""
+    """One :class:`vlbench.sweep.worker.Task` per model (name -> ``family:folder``) x dataset x condition, its
+    run folder under ``root/runs`` and its log beside it."""
     from vlbench.sweep.worker import Task
 
     tasks = []
-    for m, folder in models.items():
+    for m, spec in models.items():
         for d, man in manifests.items():
             for c, extra in (conditions or CONDITIONS).items():
                 run_id = f"{m}--{d}--{c}"
-                kwargs = dict(model=f"clip:{folder}", dataset=f"custom:{man}", cache_dir=str(cache), **RUN_KW,
+                kwargs = dict(model=spec, dataset=f"custom:{man}", cache_dir=str(cache), **RUN_KW,
                               **extra)
                 tasks.append(Task(run_id=run_id, folder=str(root / "runs" / run_id), kwargs=kwargs,
                                   needs=dict(needs or {}), log=str(root / "runs" / f"{run_id}.log")))
