@@ -29,16 +29,21 @@ def _raylet_pid(node) -> int:
     return node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
 
 
+def _parent(pid: int) -> int | None:
+    try:  # /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after its ")"
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _node_of(pid: int, raylets: dict[int, object]):
     """The cluster node whose raylet started the worker process ``pid`` (or None)."""
-    import psutil
-
-    try:
-        for parent in psutil.Process(pid).parents():
-            if parent.pid in raylets:
-                return raylets[parent.pid]
-    except psutil.NoSuchProcess:
-        return None
+    seen = 0
+    parent = _parent(pid)
+    while parent and parent > 1 and seen < 16:
+        if parent in raylets:
+            return raylets[parent]
+        parent, seen = _parent(parent), seen + 1
     return None
 
 

@@ -22,10 +22,12 @@ Options (all optional):
 A run that a dead node interrupted is started again on another node; it resumes from what it had written (its
 results are written with atomic renames, so a half-written run is never taken for a finished one). The study
 folder and the cache must be on storage every node sees (docs/setup.md, "Shared storage and many processes").
+Ctrl-C while the sweep waits cancels the runs still on the cluster.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -151,16 +153,22 @@ def execute(tasks: list[Task], options: dict | None, on_event: Callable[[str, st
         index = {ref: i for i, ref in enumerate(refs)}
         outcomes: list[dict | None] = [None] * len(tasks)
         pending = list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=opts["poll_s"])
-            for ref in ready:
-                i = index[ref]
-                try:
-                    outcome = dict(ray.get(ref))
-                except Exception as exc:  # noqa: BLE001 -- a lost run is one failed outcome, not the sweep's end
-                    outcome = _lost(tasks[i], exc, opts)
-                outcomes[i] = outcome
-                emit("done" if outcome["status"] == "done" else "failed", tasks[i].run_id, outcome)
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1, timeout=opts["poll_s"])
+                for ref in ready:
+                    i = index[ref]
+                    try:
+                        outcome = dict(ray.get(ref))
+                    except Exception as exc:  # noqa: BLE001 -- a lost run is one failed outcome, not the end
+                        outcome = _lost(tasks[i], exc, opts)
+                    outcomes[i] = outcome
+                    emit("done" if outcome["status"] == "done" else "failed", tasks[i].run_id, outcome)
+        except KeyboardInterrupt:  # Ctrl-C: the runs still on the cluster stop too
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
         return [o for o in outcomes if o is not None]
     finally:
         if connected:

@@ -22,11 +22,13 @@ for a first try without a cluster), ``poll_s`` (how often the jobs are checked; 
 
 A job that ended without an outcome (its node failed, Slurm killed it at its time limit, it ran out of memory)
 becomes a failed outcome naming the job id and its stderr file. The study folder, the cache and the logs must
-be on storage every node sees (docs/setup.md, "Shared storage and many processes").
+be on storage every node sees (docs/setup.md, "Shared storage and many processes"). Ctrl-C while the sweep
+waits cancels the jobs not yet finished (``scancel``), so a rerun never races a job of this one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
@@ -165,7 +167,7 @@ def sbatch_script(tasks: list[Task], options: dict | None = None) -> str:
     opts = check_options(options)
     params = submitit_parameters(tasks, opts)
     native: dict[str, Any] = {}
-    renames = sl.SlurmExecutor._equivalence_dict()
+    renames: dict[str, Any] = dict(sl.SlurmExecutor._equivalence_dict())
     for key, value in params.items():
         if key.startswith("slurm_"):
             native[key[len("slurm_"):]] = value
@@ -189,7 +191,8 @@ def _executor(tasks: list[Task], opts: dict):
         raise VlbenchError(f"the slurm executor found no Slurm here ({exc})",
                            "run the sweep on a Slurm login node (where sbatch and srun are), or try it on this "
                            "machine with the option cluster=\"local\"") from None
-    ex.update_parameters(**submitit_parameters(tasks, opts))
+    params: Any = submitit_parameters(tasks, opts)  # submitit types these keywords one by one
+    ex.update_parameters(**params)
     return ex
 
 
@@ -225,14 +228,21 @@ def execute(tasks: list[Task], options: dict | None, on_event: Callable[[str, st
     from submitit.helpers import as_completed
 
     outcomes: list[dict | None] = [None] * len(tasks)
-    for job in as_completed(jobs, poll_frequency=opts["poll_s"]):
-        i = index[id(job)]
-        t = tasks[i]
-        try:
-            outcome = dict(job.result())
-            outcome.update(job_id=str(job.job_id), job_stderr=str(job.paths.stderr))
-        except Exception as exc:  # noqa: BLE001 -- a job that died is one failed run, not the sweep's end
-            outcome = _died(job, exc, t)
-        outcomes[i] = outcome
-        emit(outcome["status"] if outcome["status"] in ("done", "failed") else "failed", t.run_id, outcome)
+    try:
+        for job in as_completed(jobs, poll_frequency=opts["poll_s"]):
+            i = index[id(job)]
+            t = tasks[i]
+            try:
+                outcome = dict(job.result())
+                outcome.update(job_id=str(job.job_id), job_stderr=str(job.paths.stderr))
+            except Exception as exc:  # noqa: BLE001 -- a job that died is one failed run, not the sweep's end
+                outcome = _died(job, exc, t)
+            outcomes[i] = outcome
+            emit("done" if outcome["status"] == "done" else "failed", t.run_id, outcome)
+    except KeyboardInterrupt:  # Ctrl-C: the jobs go too, so a rerun never races a job of this one
+        for job, got in zip(jobs, outcomes):
+            if got is None:
+                with contextlib.suppress(Exception):
+                    job.cancel(check=False)
+        raise
     return [o for o in outcomes if o is not None]
