@@ -53,3 +53,34 @@ def test_slurm_job_that_fails_is_an_outcome_naming_its_log_and_the_others_finish
     assert bad["status"] == "failed" and bad["error"] and Path(bad["log"]).is_file()
     assert "Traceback" in Path(bad["log"]).read_text()
     assert json.loads((Path(by_id["good--tiny--clean"]["folder"]) / "results.json").read_text())["results"]
+
+
+def test_slurm_array_submitted_through_sbatch_runs_and_a_job_whose_node_failed_is_named(tiny_models, tmp_path,
+                                                                                        monkeypatch):
+    """Slurm's own path (support/fake_slurm.py stands in for sbatch/srun/sacct): ONE array is submitted, its
+    script is the one sbatch_script renders, with the user's options; element 1's node fails: its outcome is
+    failed, naming the job id and its stderr file, and the other runs finish with the numbers of vlbench.run."""
+    from support import fake_slurm
+    from vlbench.sweep.executors.slurm import execute, sbatch_script
+
+    state = fake_slurm.install(tmp_path / "slurm", monkeypatch, node_fail=(1,))
+    models = {"clip-a": f"clip:{tiny_models('clip', seed=0)}", "clip-b": f"clip:{tiny_models('clip', seed=1)}",
+              "clip-c": f"clip:{tiny_models('clip', seed=2)}"}
+    tasks = make_tasks(tmp_path / "study", models, {"tiny": write_manifest(tmp_path / "data", 6)},
+                       cache=tmp_path / "cache", conditions={"clean": {}})
+    options = {"partition": "gpu", "time": 30, "mem_gb": 8, "array_parallelism": 2, "account": "vislab",
+               "poll_s": 0.5}
+    outcomes = execute(tasks, options, None)
+    scripts = sorted(state.glob("submitted-*.sh"))
+    assert len(scripts) == 1  # one job array for the whole sweep
+    assert scripts[0].read_text() == sbatch_script(tasks, options)
+    assert "#SBATCH --array=0-2%2" in scripts[0].read_text() and "#SBATCH --partition=gpu" in scripts[0].read_text()
+    assert [o["run_id"] for o in outcomes] == [t.run_id for t in tasks]
+    lost = outcomes[1]
+    assert lost["status"] == "failed" and lost["job_id"] == "4242_1"
+    assert "4242_1" in lost["error"] and lost["job_stderr"] in lost["error"] and "NODE FAILURE" in lost["error"]
+    assert Path(lost["job_stderr"]).is_file()
+    alone = one_by_one([tasks[0], tasks[2]], tmp_path / "alone")
+    for o, t in ((outcomes[0], tasks[0]), (outcomes[2], tasks[2])):
+        assert o["status"] == "done" and o["job_id"].startswith("4242_")
+        assert numbers(t.folder) == alone[t.run_id]
