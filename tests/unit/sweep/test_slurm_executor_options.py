@@ -65,7 +65,18 @@ def test_slurm_options_are_checked_naming_the_option(options, option):
     with pytest.raises(OptionError) as info:
         check_options(options)
     assert info.value.option == option
-    assert option in str(info.value)
+    assert info.value.cli_text().startswith("the slurm executor") and option in info.value.cli_text()
+
+
+def test_slurm_bad_option_says_how_to_write_it_on_the_command_line_and_in_the_plan():
+    from vlbench.sweep.executors.slurm import check_options
+
+    with pytest.raises(OptionError) as info:
+        check_options({"time": "2h"})
+    assert "--option time=120" in info.value.hint and "time = 120 under [study.executor.slurm]" in info.value.hint
+    with pytest.raises(OptionError) as info:
+        check_options({"sbatch": "mail-type=END"})
+    assert 'sbatch = {"mail-type" = "END"} under [study.executor.slurm]' in info.value.hint
 
 
 def test_slurm_without_slurm_says_how_to_try_it_locally(tmp_path, monkeypatch):

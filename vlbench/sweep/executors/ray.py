@@ -48,6 +48,25 @@ def _need_ray():
     return ray
 
 
+def _toml(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r} = {_toml(v)}".replace("'", '"') for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value).replace("'", '"')
+
+
+def _bad(name: str, message: str, example: Any = None) -> OptionError:
+    """An error naming the option as it is written: ``--option NAME=VALUE`` on the command line, or a key of
+    ``[study.executor.ray]`` in the plan."""
+    hint = None
+    if example is not None:
+        plan = f"{name} = {_toml(example)} under [study.executor.ray] in the plan"
+        hint = (f"e.g. {plan}" if isinstance(example, (dict, list, tuple)) else
+                f"e.g. --option {name}={example}, or {plan}")
+    return OptionError(name, message, hint, flag=name)
+
+
 def _number(options: dict, name: str, *, kind: type, low: float, example: Any) -> Any:
     value = options[name]
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or
@@ -57,8 +76,7 @@ def _number(options: dict, name: str, *, kind: type, low: float, example: Any) -
         ok = value >= low
     if not ok:
         what = "a whole number" if kind is int else "a number"
-        raise OptionError(name, f"the ray executor's option {{opt}} must be {what} >= {low:g}, not {value!r}",
-                          example=example)
+        raise _bad(name, f"the ray executor's option {{opt}} must be {what} >= {low:g}, not {value!r}", example)
     return value
 
 
@@ -67,13 +85,14 @@ def check_options(options: dict | None) -> dict:
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
-        raise OptionError(unknown[0], f"the ray executor has no option {{opt}}; its options: {', '.join(OPTIONS)}")
+        raise OptionError(unknown[0], f"the ray executor has no option {{opt}}; its options: {', '.join(OPTIONS)}",
+                          flag=unknown[0])
     out: dict[str, Any] = {"address": "auto", "max_retries": DEFAULT_RETRIES, "poll_s": 1.0}
     if "address" in options:
         a = options["address"]
         if not isinstance(a, str) or not a.strip():
-            raise OptionError("address", "the ray executor's option {opt} must be auto, local, HOST:PORT or "
-                              f"ray://HOST:PORT, not {a!r}", example="auto")
+            raise _bad("address", "the ray executor's option {opt} must be auto, local, HOST:PORT or "
+                       f"ray://HOST:PORT, not {a!r}", "auto")
         out["address"] = a.strip()
     for name, kind, low, example in (("num_gpus", float, 0, 1), ("num_cpus", float, 0, 4),
                                      ("memory_gb", float, 0, 16), ("max_retries", int, 0, 3),
@@ -82,9 +101,8 @@ def check_options(options: dict | None) -> dict:
             out[name] = _number(options, name, kind=kind, low=low, example=example)
     if "runtime_env" in options:
         if not isinstance(options["runtime_env"], dict):
-            raise OptionError("runtime_env", "the ray executor's option {opt} must be a table (Ray's runtime "
-                              f"environment), not {options['runtime_env']!r}",
-                              example={"env_vars": {"HF_HOME": "/shared/hf"}})
+            raise _bad("runtime_env", "the ray executor's option {opt} must be a table (Ray's runtime "
+                       f"environment), not {options['runtime_env']!r}", {"env_vars": {"HF_HOME": "/shared/hf"}})
         out["runtime_env"] = dict(options["runtime_env"])
     return out
 
@@ -115,7 +133,7 @@ def _connect(ray, opts: dict) -> bool:
         address = os.environ["RAY_ADDRESS"]
     try:
         ray.init(address=address, **kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 -- whatever Ray raises, the user gets what to do
         raise VlbenchError(f"the ray executor could not reach a Ray cluster at address {opts['address']!r} ({exc})",
                            "start one (`ray start --head` on the head node, `ray start --address HEAD:6379` on "
                            "the others) and pass address=auto on a node of it, or address=HEAD:6379; "

@@ -45,6 +45,9 @@ PASSTHROUGH = ("partition", "account", "qos", "constraint", "exclude")
 OPTIONS = (*PASSTHROUGH, "gpus", "cpus", "mem_gb", "time", "array_parallelism", "job_name", "setup", "python",
            "sbatch", "logs", "cluster", "poll_s")
 CLUSTERS = ("slurm", "local", "debug")
+TEXT_EXAMPLES = {"partition": "gpu", "account": "vislab", "qos": "normal", "constraint": "a100",
+                 "exclude": "node17", "job_name": "clip-grid", "python": "/shared/venv/bin/python",
+                 "logs": "/shared/studies/grid/slurm"}
 DEFAULT_TIME_MIN = 60
 
 
@@ -57,6 +60,25 @@ def _need_submitit():
     return submitit
 
 
+def _toml(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r} = {_toml(v)}".replace("'", '"') for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value).replace("'", '"')
+
+
+def _bad(name: str, message: str, example: Any = None) -> OptionError:
+    """An error naming the option as it is written: ``--option NAME=VALUE`` on the command line, or a key of
+    ``[study.executor.slurm]`` in the plan."""
+    hint = None
+    if example is not None:
+        plan = f"{name} = {_toml(example)} under [study.executor.slurm] in the plan"
+        hint = (f"e.g. {plan}" if isinstance(example, (dict, list, tuple)) else
+                f"e.g. --option {name}={example}, or {plan}")
+    return OptionError(name, message, hint, flag=name)
+
+
 def _number(options: dict, name: str, *, kind: type, low: float, strict: bool = False, example: Any) -> Any:
     value = options[name]
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or
@@ -67,8 +89,7 @@ def _number(options: dict, name: str, *, kind: type, low: float, strict: bool = 
     if not ok:
         what = "a whole number" if kind is int else "a number"
         bound = f"> {low:g}" if strict else f">= {low:g}"
-        raise OptionError(name, f"the slurm executor's option {{opt}} must be {what} {bound}, not {value!r}",
-                          example=example)
+        raise _bad(name, f"the slurm executor's option {{opt}} must be {what} {bound}, not {value!r}", example)
     return value
 
 
@@ -78,13 +99,14 @@ def check_options(options: dict | None) -> dict:
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise OptionError(unknown[0], f"the slurm executor has no option {{opt}}; its options: {', '.join(OPTIONS)}",
-                          "pass any other sbatch option in the table sbatch (e.g. sbatch={\"mail-type\": \"END\"})")
+                          'pass any other sbatch option in the table sbatch: sbatch = {"mail-type" = "END"} under '
+                          "[study.executor.slurm] in the plan", flag=unknown[0])
     out: dict[str, Any] = {"time": DEFAULT_TIME_MIN, "cluster": "slurm", "poll_s": 10.0}
     for name in PASSTHROUGH + ("job_name", "python", "logs"):
         if name in options:
             if not isinstance(options[name], str) or not options[name].strip():
-                raise OptionError(name, f"the slurm executor's option {{opt}} must be a non-empty text, "
-                                  f"not {options[name]!r}", example="gpu" if name == "partition" else "...")
+                raise _bad(name, f"the slurm executor's option {{opt}} must be a non-empty text, "
+                           f"not {options[name]!r}", TEXT_EXAMPLES[name])
             out[name] = options[name]
     for name, kind, low, strict, example in (("gpus", int, 0, False, 1), ("cpus", int, 1, False, 8),
                                              ("mem_gb", float, 0, True, 32), ("time", int, 1, False, 120),
@@ -94,22 +116,22 @@ def check_options(options: dict | None) -> dict:
             out[name] = _number(options, name, kind=kind, low=low, strict=strict, example=example)
     if "cluster" in options:
         if options["cluster"] not in CLUSTERS:
-            raise OptionError("cluster", f"the slurm executor's option {{opt}} must be one of {', '.join(CLUSTERS)}, "
-                              f"not {options['cluster']!r}", example="slurm")
+            raise _bad("cluster", f"the slurm executor's option {{opt}} must be one of {', '.join(CLUSTERS)}, "
+                       f"not {options['cluster']!r}", "slurm")
         out["cluster"] = options["cluster"]
     if "setup" in options:
         setup = options["setup"]
         if isinstance(setup, str):
             setup = [setup]
         if not isinstance(setup, (list, tuple)) or not all(isinstance(s, str) for s in setup):
-            raise OptionError("setup", "the slurm executor's option {opt} must be a list of shell lines, "
-                              f"not {options['setup']!r}", example=["source /shared/venv/bin/activate"])
+            raise _bad("setup", "the slurm executor's option {opt} must be a list of shell lines, "
+                       f"not {options['setup']!r}", ["source /shared/venv/bin/activate"])
         out["setup"] = list(setup)
     if "sbatch" in options:
         extra = options["sbatch"]
         if not isinstance(extra, dict) or not all(isinstance(k, str) and k.strip() for k in extra):
-            raise OptionError("sbatch", "the slurm executor's option {opt} must be a table of sbatch options "
-                              f"(name -> value), not {extra!r}", example={"mail-type": "END"})
+            raise _bad("sbatch", "the slurm executor's option {opt} must be a table of sbatch options "
+                       f"(name -> value), not {extra!r}", {"mail-type": "END"})
         out["sbatch"] = {k.lstrip("-"): v for k, v in extra.items()}
     return out
 
