@@ -30,7 +30,7 @@ def test_slurm_executor_jobs_give_the_numbers_of_runs_made_one_by_one(tiny_model
     assert all(o["status"] == "done" for o in outcomes), outcomes
     assert {e for e in events if e[0] == "done"} == {("done", t.run_id) for t in tasks}
     for o in outcomes:  # each job's logs beside the runs, in the study folder
-        assert Path(o["job_stderr"]).is_relative_to(tmp_path / "study" / "runs" / "slurm-logs")
+        assert Path(o["job_stderr"]).is_relative_to(tmp_path / "study" / "slurm")
         assert Path(o["job_stderr"]).is_file()
     alone = one_by_one(tasks, tmp_path / "alone")
     for t in tasks:

@@ -36,7 +36,7 @@ def test_sbatch_script_carries_every_option_the_user_gave(tmp_path):
     assert flags["mem"] == "40GB" and flags["time"] == "90" and flags["array"] == "0-4%3"
     assert flags["account"] == "vislab" and flags["qos"] == "high" and flags["constraint"] == "a100"
     assert flags["job-name"] == "clip-grid" and flags["mail-type"] == "END" and flags["reservation"] == "eval"
-    logs = tmp_path / "study" / "runs" / "slurm-logs"
+    logs = tmp_path / "study" / "slurm"
     assert flags["output"] == f"{logs}/%A_%a/%A_%a_0_log.out" and flags["error"] == f"{logs}/%A_%a/%A_%a_0_log.err"
     assert "source /shared/venv/bin/activate" in script.split("# setup", 1)[1]
     assert "-m submitit.core._submit" in script

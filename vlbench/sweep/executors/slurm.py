@@ -16,7 +16,7 @@ Each array element runs :func:`vlbench.sweep.worker.run_task` on one task. Optio
 ``job_name``, ``setup`` (shell lines run before the run: ``module load ...``, ``source venv/bin/activate``),
 ``python`` (the interpreter command on the nodes; default: this one), ``sbatch`` (a table of any other sbatch
 option, e.g. ``{"mail-type": "END"}``), ``logs`` (the folder of the job files and logs; default
-``slurm-logs`` beside the run folders, i.e. in the study folder), ``cluster`` (``slurm``; ``local`` and
+``slurm`` in the study folder, beside ``runs``), ``cluster`` (``slurm``; ``local`` and
 ``debug`` run the same jobs as subprocesses of this machine through submitit's own executors: for tests and
 for a first try without a cluster), ``poll_s`` (how often the jobs are checked; default 10 s).
 
@@ -150,12 +150,13 @@ def _needs(tasks: list[Task], opts: dict) -> dict:
 
 
 def log_folder(tasks: list[Task], opts: dict) -> Path:
-    """Where the job files and logs go: the ``logs`` option, else ``slurm-logs`` in the folder that holds the
-    run folders (the study folder)."""
+    """Where the job files and logs go: the ``logs`` option, else ``slurm`` in the study folder (the folder
+    that holds the run folders, or the one above it when that is the sweep's ``runs`` folder)."""
     if opts.get("logs"):
         return Path(opts["logs"]).absolute()
     parents = [str(Path(t.folder).absolute().parent) for t in tasks] or [os.getcwd()]
-    return Path(os.path.commonpath(parents)) / "slurm-logs"
+    common = Path(os.path.commonpath(parents))
+    return (common.parent if common.name == "runs" else common) / "slurm"
 
 
 def submitit_parameters(tasks: list[Task], opts: dict) -> dict:
