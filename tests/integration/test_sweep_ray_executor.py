@@ -7,6 +7,7 @@ the finished sweep run again does no forward pass and takes seconds."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import re
 import threading
 import time
@@ -97,7 +98,8 @@ def ray_sweep(tiny_models, tmp_path_factory):
         again = execute(tasks, {"address": cluster.address}, None)
         again_seconds = time.monotonic() - again_start
         yield dict(root=root, tasks=tasks, outcomes=outcomes, events=events, killed=killed, seconds=seconds,
-                   files=files, again=again, again_seconds=again_seconds)
+                   files=files, again=again, again_seconds=again_seconds, cluster=cluster, models=models,
+                   manifests=manifests)
     finally:
         cluster.shutdown()
 
@@ -130,3 +132,27 @@ def test_ray_sweep_run_again_does_no_forward_pass_and_takes_seconds(ray_sweep):
         assert (Path(t.folder) / "results.json").stat().st_mtime_ns == ray_sweep["files"][t.run_id]
     assert ray_sweep["again_seconds"] < 60, ray_sweep["again_seconds"]
     print(f"ray sweep: {ray_sweep['seconds']:.1f} s with a node killed; again: {ray_sweep['again_seconds']:.1f} s")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vlbench.sweep.study") is None,
+                    reason="the sweep command (vlbench.sweep.study) is not in this checkout")
+def test_ray_sweep_command_gives_the_numbers_of_the_local_executor(ray_sweep, tmp_path):
+    """The same plan through `vlbench sweep` (its Python form) with --executor ray on the cluster and with
+    --executor local: every run of the grid has the same numbers."""
+    from vlbench.sweep.study import sweep
+
+    models = {k: v for k, v in ray_sweep["models"].items() if k != "groupvit"}
+    lines = ["[options]", "n-boot = 20", "num-workers = 0", 'validity = "off"', "[models]",
+             *(f'{k} = "{v}"' for k, v in models.items()), "[datasets]",
+             f'six = "custom:{ray_sweep["manifests"]["six"]}"', "[conditions]", "clean = {}",
+             'swap = { perturb = ["char-swap"] }']
+    plan = tmp_path / "plan.toml"
+    plan.write_text("\n".join(lines) + "\n")
+    on_ray = sweep(plan, tmp_path / "ray", executor="ray", leaderboard=False, stream=io.StringIO(),
+                   executor_options={"address": ray_sweep["cluster"].address}, cache_dir=str(tmp_path / "cache"))
+    local = sweep(plan, tmp_path / "local", executor="local", workers=1, leaderboard=False, stream=io.StringIO(),
+                  cache_dir=str(tmp_path / "cache-local"))
+    assert on_ray.ok and local.ok and len(on_ray.outcomes) == 4
+    assert list(on_ray.outcomes) == list(local.outcomes)  # the same deterministic run ids
+    for run_id in on_ray.outcomes:
+        assert numbers(tmp_path / "ray" / "runs" / run_id) == numbers(tmp_path / "local" / "runs" / run_id)

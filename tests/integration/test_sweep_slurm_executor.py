@@ -5,6 +5,7 @@ one with vlbench.run."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 from pathlib import Path
 
@@ -84,3 +85,29 @@ def test_slurm_array_submitted_through_sbatch_runs_and_a_job_whose_node_failed_i
     for o, t in ((outcomes[0], tasks[0]), (outcomes[2], tasks[2])):
         assert o["status"] == "done" and o["job_id"].startswith("4242_")
         assert numbers(t.folder) == alone[t.run_id]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vlbench.sweep.study") is None,
+                    reason="the sweep command (vlbench.sweep.study) is not in this checkout")
+def test_slurm_sweep_command_gives_the_numbers_of_runs_made_one_by_one(tiny_models, tmp_path):
+    """A plan through `vlbench sweep` (its Python form) with --executor slurm (submitit's local cluster): one
+    job per run, the numbers of vlbench.run with the same options; run again, it submits nothing."""
+    from vlbench.sweep.study import sweep
+
+    man = write_manifest(tmp_path / "data", 6)
+    plan = tmp_path / "plan.toml"
+    plan.write_text("\n".join([
+        "[options]", "n-boot = 20", "num-workers = 0", 'validity = "off"', "[models]",
+        f'a = "clip:{tiny_models("clip", seed=0)}"', "[datasets]", f'six = "custom:{man}"',
+        "[conditions]", "clean = {}", 'swap = { perturb = ["char-swap"] }',
+        "[study.executor.slurm]", 'cluster = "local"', "poll_s = 0.5"]) + "\n")
+    kw = dict(executor="slurm", leaderboard=False, stream=io.StringIO(), cache_dir=str(tmp_path / "cache"))
+    first = sweep(plan, tmp_path / "study", **kw)
+    assert first.ok and len(first.outcomes) == 2 and all(o["job_id"] for o in first.outcomes.values())
+    alone = one_by_one(first.tasks, tmp_path / "alone")
+    for t in first.tasks:
+        assert numbers(t.folder) == alone[t.run_id]
+    jobs = sorted((tmp_path / "study" / "slurm").iterdir())
+    again = sweep(plan, tmp_path / "study", **kw)
+    assert again.ok and {o["status"] for o in again.outcomes.values()} == {"skipped"}
+    assert sorted((tmp_path / "study" / "slurm").iterdir()) == jobs  # no job submitted

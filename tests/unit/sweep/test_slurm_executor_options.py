@@ -56,7 +56,7 @@ def test_sbatch_script_asks_for_what_the_tasks_need_when_no_option_says(tmp_path
 @pytest.mark.parametrize("options, option", [
     ({"gpus": -1}, "gpus"), ({"gpus": 1.5}, "gpus"), ({"cpus": 0}, "cpus"), ({"mem_gb": 0}, "mem_gb"),
     ({"time": "2h"}, "time"), ({"time": True}, "time"), ({"array_parallelism": 0}, "array_parallelism"),
-    ({"partition": ""}, "partition"), ({"partition": 3}, "partition"), ({"cluster": "pbs"}, "cluster"),
+    ({"partition": ""}, "partition"), ({"partition": 3.5}, "partition"), ({"cluster": "pbs"}, "cluster"),
     ({"sbatch": ["--mail-type=END"]}, "sbatch"), ({"setup": [1]}, "setup"), ({"partitoin": "gpu"}, "partitoin"),
 ])
 def test_slurm_options_are_checked_naming_the_option(options, option):
@@ -84,5 +84,13 @@ def test_slurm_without_slurm_says_how_to_try_it_locally(tmp_path, monkeypatch):
     from vlbench.sweep.executors.slurm import execute
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no srun, no sbatch
-    with pytest.raises(VlbenchError, match='cluster="local"'):
+    with pytest.raises(VlbenchError, match="--option cluster=local"):
         execute(_tasks(tmp_path, 1), {}, None)
+
+
+def test_slurm_partition_named_by_a_number_reaches_sbatch_as_written(tmp_path):
+    """--option qos=2 arrives as the integer 2 (the command line reads numbers); sbatch gets --qos=2."""
+    from vlbench.sweep.executors.slurm import sbatch_script
+
+    flags = _flags(sbatch_script(_tasks(tmp_path, 2), {"qos": 2, "partition": 7}))
+    assert flags["qos"] == "2" and flags["partition"] == "7"

@@ -104,6 +104,8 @@ def check_options(options: dict | None) -> dict:
     out: dict[str, Any] = {"time": DEFAULT_TIME_MIN, "cluster": "slurm", "poll_s": 10.0}
     for name in PASSTHROUGH + ("job_name", "python", "logs"):
         if name in options:
+            if isinstance(options[name], int) and not isinstance(options[name], bool) and name in PASSTHROUGH:
+                options[name] = str(options[name])  # a partition or account named by a number (--option qos=2)
             if not isinstance(options[name], str) or not options[name].strip():
                 raise _bad(name, f"the slurm executor's option {{opt}} must be a non-empty text, "
                            f"not {options[name]!r}", TEXT_EXAMPLES[name])
@@ -213,7 +215,7 @@ def _executor(tasks: list[Task], opts: dict):
     except RuntimeError as exc:  # no srun on this machine
         raise VlbenchError(f"the slurm executor found no Slurm here ({exc})",
                            "run the sweep on a Slurm login node (where sbatch and srun are), or try it on this "
-                           "machine with the option cluster=\"local\"") from None
+                           "machine with --option cluster=local") from None
     params: Any = submitit_parameters(tasks, opts)  # submitit types these keywords one by one
     ex.update_parameters(**params)
     return ex
