@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from support import fake_slurm
 from support.data import write_manifest
 from support.executor_runs import make_tasks, numbers, one_by_one
 
@@ -61,7 +62,6 @@ def test_slurm_array_submitted_through_sbatch_runs_and_a_job_whose_node_failed_i
     """Slurm's own path (support/fake_slurm.py stands in for sbatch/srun/sacct): ONE array is submitted, its
     script is the one sbatch_script renders, with the user's options; element 1's node fails: its outcome is
     failed, naming the job id and its stderr file, and the other runs finish with the numbers of vlbench.run."""
-    from support import fake_slurm
     from vlbench.sweep.executors.slurm import execute, sbatch_script
 
     state = fake_slurm.install(tmp_path / "slurm", monkeypatch, node_fail=(1,))

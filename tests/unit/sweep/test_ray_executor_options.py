@@ -20,7 +20,7 @@ def test_ray_options_are_checked_naming_the_option(options, option):
     with pytest.raises(OptionError) as info:
         check_options(options)
     assert info.value.option == option
-    assert info.value.cli_text().startswith(f"the ray executor") and option in info.value.cli_text()
+    assert info.value.cli_text().startswith("the ray executor") and option in info.value.cli_text()
 
 
 def test_ray_bad_number_says_how_to_write_it_on_the_command_line_and_in_the_plan():
