@@ -7,6 +7,11 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
+import re
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +22,8 @@ from support.executor_runs import make_tasks, numbers, one_by_one
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("submitit") is None,
                                 reason="submitit (the extra vlbench[slurm]) is not installed")
+
+HEADER = re.compile(r"^== \S+: attempt \d+ \(pid (\d+),", re.M)  # run_task's line at each attempt
 
 
 def test_slurm_executor_jobs_give_the_numbers_of_runs_made_one_by_one(tiny_models, tmp_path):
@@ -111,3 +118,33 @@ def test_slurm_sweep_command_gives_the_numbers_of_runs_made_one_by_one(tiny_mode
     again = sweep(plan, tmp_path / "study", **kw)
     assert again.ok and {o["status"] for o in again.outcomes.values()} == {"skipped"}
     assert sorted((tmp_path / "study" / "slurm").iterdir()) == jobs  # no job submitted
+
+
+def test_slurm_job_at_its_time_limit_is_requeued_and_its_run_resumes(tiny_models, tmp_path):
+    """Slurm signals a job (SIGUSR2) before its time limit ends it; the job is requeued with the same run, which
+    resumes and finishes (submitit's local cluster restarts a requeued job as Slurm would). With a 1-minute
+    limit every such signal counts as the time limit, the case a plain function is not requeued for."""
+    from vlbench.sweep.executors.slurm import execute
+
+    tasks = make_tasks(tmp_path / "study", {"a": f"clip:{tiny_models('clip', seed=0)}"},
+                       {"tiny": write_manifest(tmp_path / "data", 6)}, cache=tmp_path / "cache",
+                       conditions={"swap": {"perturb": "char-swap"}})
+    log, signalled = Path(tasks[0].log), []
+
+    def signal_the_run():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not signalled:
+            found = HEADER.findall(log.read_text()) if log.is_file() else []
+            if found:
+                os.kill(int(found[0]), signal.SIGUSR2)
+                signalled.append(int(found[0]))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=signal_the_run, daemon=True)
+    watcher.start()
+    [outcome] = execute(tasks, {"cluster": "local", "time": 1, "poll_s": 0.5}, None)
+    watcher.join(5)
+    assert signalled and outcome["status"] == "done", outcome
+    pids = [int(p) for p in HEADER.findall(log.read_text())]
+    assert pids[0] == signalled[0] and len(set(pids)) >= 2  # requeued: the run started again in a new process
+    assert numbers(tasks[0].folder) == one_by_one(tasks, tmp_path / "alone")[tasks[0].run_id]

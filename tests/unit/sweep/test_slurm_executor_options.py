@@ -94,3 +94,12 @@ def test_slurm_partition_named_by_a_number_reaches_sbatch_as_written(tmp_path):
 
     flags = _flags(sbatch_script(_tasks(tmp_path, 2), {"qos": 2, "partition": 7}))
     assert flags["qos"] == "2" and flags["partition"] == "7"
+
+
+def test_slurm_job_is_requeueable_with_the_same_run():
+    """submitit requeues a job at its time limit only when its callable has a checkpoint: the run's."""
+    from vlbench.sweep.executors.slurm import ResumableRun
+
+    job, task = ResumableRun(), {"run_id": "r", "folder": "/s/runs/r", "kwargs": {}}
+    again = job.checkpoint(task)
+    assert again.function is job and again.args == (task,) and again.kwargs == {}

@@ -9,8 +9,11 @@ Each array element runs :func:`vlbench.sweep.worker.run_task` on one task. Optio
     what ONE run gets (``--gpus-per-node``, ``--cpus-per-task``, ``--mem``); by default the most any task's
     ``needs`` asks (every element of an array gets the same), else 0 GPUs, 1 CPU and Slurm's default memory.
 ``time``
-    minutes one run may take (``--time``; default 60). A run past it is killed by Slurm and becomes a failed
-    outcome; a rerun of the sweep resumes it.
+    minutes one run may take (``--time``; default 60). A job at its limit is requeued (``requeue``) and resumes.
+``requeue``
+    how many times a job that reached its time limit is requeued (default 3; 0: never). Slurm signals the job
+    before its end, submitit requeues it with the same run, and the run resumes from its folder and the embedding
+    cache; past ``requeue`` times it is a failed outcome. A preempted job is requeued too.
 ``array_parallelism``
     how many elements run at once (``--array=0-N%P``; default: all).
 ``job_name``, ``setup`` (shell lines run before the run: ``module load ...``, ``source venv/bin/activate``),
@@ -43,12 +46,13 @@ from vlbench.sweep.worker import Task, run_task
 PASSTHROUGH = ("partition", "account", "qos", "constraint", "exclude")
 #: every option this executor reads
 OPTIONS = (*PASSTHROUGH, "gpus", "cpus", "mem_gb", "time", "array_parallelism", "job_name", "setup", "python",
-           "sbatch", "logs", "cluster", "poll_s")
+           "sbatch", "logs", "cluster", "poll_s", "requeue")
 CLUSTERS = ("slurm", "local", "debug")
 TEXT_EXAMPLES = {"partition": "gpu", "account": "vislab", "qos": "normal", "constraint": "a100",
                  "exclude": "node17", "job_name": "clip-grid", "python": "/shared/venv/bin/python",
                  "logs": "/shared/studies/grid/slurm"}
 DEFAULT_TIME_MIN = 60
+DEFAULT_REQUEUE = 3
 
 
 def _need_submitit():
@@ -101,7 +105,7 @@ def check_options(options: dict | None) -> dict:
         raise OptionError(unknown[0], f"the slurm executor has no option {{opt}}; its options: {', '.join(OPTIONS)}",
                           'pass any other sbatch option in the table sbatch: sbatch = {"mail-type" = "END"} under '
                           "[study.executor.slurm] in the plan", flag=unknown[0])
-    out: dict[str, Any] = {"time": DEFAULT_TIME_MIN, "cluster": "slurm", "poll_s": 10.0}
+    out: dict[str, Any] = {"time": DEFAULT_TIME_MIN, "cluster": "slurm", "poll_s": 10.0, "requeue": DEFAULT_REQUEUE}
     for name in PASSTHROUGH + ("job_name", "python", "logs"):
         if name in options:
             if isinstance(options[name], int) and not isinstance(options[name], bool) and name in PASSTHROUGH:
@@ -113,7 +117,7 @@ def check_options(options: dict | None) -> dict:
     for name, kind, low, strict, example in (("gpus", int, 0, False, 1), ("cpus", int, 1, False, 8),
                                              ("mem_gb", float, 0, True, 32), ("time", int, 1, False, 120),
                                              ("array_parallelism", int, 1, False, 16),
-                                             ("poll_s", float, 0, True, 10)):
+                                             ("poll_s", float, 0, True, 10), ("requeue", int, 0, False, 3)):
         if name in options:
             out[name] = _number(options, name, kind=kind, low=low, strict=strict, example=example)
     if "cluster" in options:
@@ -204,10 +208,26 @@ def sbatch_script(tasks: list[Task], options: dict | None = None) -> str:
     return sl._make_sbatch_string(command=command, folder=folder, map_count=max(1, len(tasks)), **native)
 
 
+class ResumableRun:
+    """:func:`run_task` as a job submitit can requeue: when Slurm signals the end of the job's time (or preempts
+    it), submitit calls :meth:`checkpoint`, and the same task is requeued (at most ``requeue`` times for time
+    limits); the run resumes from its folder and the embedding cache, so a run longer than ``time`` still ends."""
+
+    def __call__(self, task: dict) -> dict:
+        return run_task(task)
+
+    def checkpoint(self, task: dict):
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self, task)
+
+
 def _executor(tasks: list[Task], opts: dict):
     submitit = _need_submitit()
     folder = log_folder(tasks, opts) / "%j"
     kwargs: dict[str, Any] = {}
+    if opts["cluster"] in ("slurm", "local"):
+        kwargs[f"{opts['cluster']}_max_num_timeout"] = opts["requeue"]
     if opts.get("python"):
         kwargs[f"{opts['cluster']}_python"] = opts["python"]
     try:
@@ -246,7 +266,7 @@ def execute(tasks: list[Task], options: dict | None, on_event: Callable[[str, st
     if not tasks:
         return []
     ex = _executor(tasks, opts)
-    jobs = ex.map_array(run_task, [t.as_dict() for t in tasks])
+    jobs = ex.map_array(ResumableRun(), [t.as_dict() for t in tasks])
     index = {id(job): i for i, job in enumerate(jobs)}
     for job, t in zip(jobs, tasks):
         emit("started", t.run_id, {"job_id": str(job.job_id), "stderr": str(job.paths.stderr)})
