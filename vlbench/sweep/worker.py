@@ -68,7 +68,9 @@ def _attempt(t: Task, log: Path, attempt: int) -> str | None:
             try:
                 vlbench.run(**kwargs)
             except BaseException as exc:  # noqa: BLE001 -- a failed run is an outcome, never the sweep's end
-                if isinstance(exc, KeyboardInterrupt):
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or the job is being requeued
+                    print(f"== {t.run_id}: attempt {attempt} stopped ({type(exc).__name__} {exc}): the process "
+                          "exits; the run resumes where it is started again", file=fh)
                     raise
                 traceback.print_exc(file=fh)
                 return f"{type(exc).__name__}: {exc}"

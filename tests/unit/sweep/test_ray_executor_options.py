@@ -1,0 +1,55 @@
+"""The Ray executor's options: checked with an error naming the option (as --option NAME=VALUE or a key of the
+plan's [study.executor.ray]), and turned into each run's Ray resources."""
+
+from __future__ import annotations
+
+import pytest
+
+from vlbench.errors import OptionError, VlbenchError
+from vlbench.sweep.worker import Task
+
+
+@pytest.mark.parametrize("options, option", [
+    ({"num_gpus": -1}, "num_gpus"), ({"num_cpus": "four"}, "num_cpus"), ({"memory_gb": True}, "memory_gb"),
+    ({"max_retries": 1.5}, "max_retries"), ({"address": ""}, "address"), ({"address": 6379}, "address"),
+    ({"runtime_env": "HF_HOME=/x"}, "runtime_env"), ({"num_gpu": 1}, "num_gpu"),
+])
+def test_ray_options_are_checked_naming_the_option(options, option):
+    from vlbench.sweep.executors.ray import check_options
+
+    with pytest.raises(OptionError) as info:
+        check_options(options)
+    assert info.value.option == option
+    assert info.value.cli_text().startswith("the ray executor") and option in info.value.cli_text()
+
+
+def test_ray_bad_number_says_how_to_write_it_on_the_command_line_and_in_the_plan():
+    from vlbench.sweep.executors.ray import check_options
+
+    with pytest.raises(OptionError) as info:
+        check_options({"num_gpus": -1})
+    assert "--option num_gpus=1" in info.value.hint and "[study.executor.ray]" in info.value.hint
+
+
+def test_ray_run_resources_come_from_the_options_else_the_task_needs():
+    from vlbench.sweep.executors.ray import check_options, task_resources
+
+    t = Task(run_id="r", folder="/s/runs/r", kwargs={}, needs={"gpus": 1, "cpus": 4, "mem_gb": 2})
+    assert task_resources(t, check_options({})) == {"num_cpus": 4, "num_gpus": 1, "memory": 2 * 1024**3}
+    assert task_resources(t, check_options({"num_gpus": 0.5, "num_cpus": 2, "memory_gb": 1})) == {
+        "num_cpus": 2, "num_gpus": 0.5, "memory": 1024**3}
+    bare = Task(run_id="r", folder="/s/runs/r", kwargs={})
+    assert task_resources(bare, check_options({})) == {"num_cpus": 1, "num_gpus": 0}
+
+
+def test_ray_without_a_cluster_says_how_to_start_one(tmp_path, monkeypatch):
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray (the extra vlbench[ray]) is not installed")
+    from vlbench.sweep.executors.ray import execute
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))  # where "auto" looks for this machine's cluster: none
+    with pytest.raises(VlbenchError, match="ray start --head"):
+        execute([Task(run_id="r", folder=str(tmp_path / "r"), kwargs={})], {"address": "auto"}, None)

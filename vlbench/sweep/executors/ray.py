@@ -1,0 +1,193 @@
+"""The Ray executor: each run of a sweep a Ray task on a cluster that already runs (``ray start --head`` on one
+node, ``ray start --address HEAD:6379`` on the others; or a KubeRay cluster), with the run's GPU, CPU and memory
+needs as the task's resources (the optional extra ``vlbench[ray]``).
+
+Options (all optional):
+
+``address``
+    the cluster: ``auto`` (default: the cluster this node belongs to, or the one ``RAY_ADDRESS`` names),
+    ``HOST:PORT`` of the head, or ``ray://HOST:10001`` (Ray Client); ``local`` starts a private one-node
+    Ray on this machine for the sweep alone.
+``num_gpus``, ``num_cpus``, ``memory_gb``
+    what ONE run asks of a node; by default what the task's ``needs`` says, else 1 CPU, no GPU and no memory
+    reservation. Ray places a run only on a node with that much free.
+``max_retries``
+    how many times a run is started again when its worker process or its node dies (default 3; Ray's own
+    retry of system failures). A run whose own code fails is not retried by Ray: the task's ``retries`` decide.
+``runtime_env``
+    Ray's runtime environment for the tasks (e.g. ``{"env_vars": {"HF_HOME": "/shared/hf"}}``).
+``poll_s``
+    how often finished runs are collected (default 1 s).
+
+A run that a dead node interrupted is started again on another node; it resumes from what it had written (its
+results are written with atomic renames, so a half-written run is never taken for a finished one). The study
+folder and the cache must be on storage every node sees (docs/setup.md, "Shared storage and many processes").
+Ctrl-C while the sweep waits cancels the runs still on the cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+from vlbench.errors import OptionError, VlbenchError
+from vlbench.sweep.worker import Task, run_task
+
+OPTIONS = ("address", "num_gpus", "num_cpus", "memory_gb", "max_retries", "runtime_env", "poll_s")
+DEFAULT_RETRIES = 3
+
+
+def _need_ray():
+    try:
+        import ray
+    except ImportError:
+        raise VlbenchError("the ray executor needs Ray, which is not installed",
+                           "pip install 'vlbench[ray]' (or pip install 'ray[default]')") from None
+    return ray
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r} = {_toml(v)}".replace("'", '"') for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value).replace("'", '"')
+
+
+def _bad(name: str, message: str, example: Any = None) -> OptionError:
+    """An error naming the option as it is written: ``--option NAME=VALUE`` on the command line, or a key of
+    ``[study.executor.ray]`` in the plan."""
+    hint = None
+    if example is not None:
+        plan = f"{name} = {_toml(example)} under [study.executor.ray] in the plan"
+        hint = (f"e.g. {plan}" if isinstance(example, (dict, list, tuple)) else
+                f"e.g. --option {name}={example}, or {plan}")
+    return OptionError(name, message, hint, flag=name)
+
+
+def _number(options: dict, name: str, *, kind: type, low: float, example: Any) -> Any:
+    value = options[name]
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or
+                                                                             float(value).is_integer())
+    if ok:
+        value = kind(value)
+        ok = value >= low
+    if not ok:
+        what = "a whole number" if kind is int else "a number"
+        raise _bad(name, f"the ray executor's option {{opt}} must be {what} >= {low:g}, not {value!r}", example)
+    return value
+
+
+def check_options(options: dict | None) -> dict:
+    """The options, checked (an :class:`OptionError` naming the first bad one) and with their defaults."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise OptionError(unknown[0], f"the ray executor has no option {{opt}}; its options: {', '.join(OPTIONS)}",
+                          flag=unknown[0])
+    out: dict[str, Any] = {"address": "auto", "max_retries": DEFAULT_RETRIES, "poll_s": 1.0}
+    if "address" in options:
+        a = options["address"]
+        if not isinstance(a, str) or not a.strip():
+            raise _bad("address", "the ray executor's option {opt} must be auto, local, HOST:PORT or "
+                       f"ray://HOST:PORT, not {a!r}", "auto")
+        out["address"] = a.strip()
+    for name, kind, low, example in (("num_gpus", float, 0, 1), ("num_cpus", float, 0, 4),
+                                     ("memory_gb", float, 0, 16), ("max_retries", int, 0, 3),
+                                     ("poll_s", float, 0.01, 1)):
+        if name in options:
+            out[name] = _number(options, name, kind=kind, low=low, example=example)
+    if "runtime_env" in options:
+        if not isinstance(options["runtime_env"], dict):
+            raise _bad("runtime_env", "the ray executor's option {opt} must be a table (Ray's runtime "
+                       f"environment), not {options['runtime_env']!r}", {"env_vars": {"HF_HOME": "/shared/hf"}})
+        out["runtime_env"] = dict(options["runtime_env"])
+    return out
+
+
+def task_resources(task: Task, opts: dict) -> dict:
+    """The Ray resources of one run: the options, else the task's needs, else 1 CPU."""
+    needs = task.needs or {}
+    res: dict[str, Any] = {"num_cpus": opts.get("num_cpus", needs.get("cpus", 1)),
+                           "num_gpus": opts.get("num_gpus", needs.get("gpus", 0))}
+    mem = opts.get("memory_gb", needs.get("mem_gb"))
+    if mem:
+        res["memory"] = int(float(mem) * 1024**3)
+    return res
+
+
+def _connect(ray, opts: dict) -> bool:
+    """Connect to the cluster; True when this call connected (and so disconnects at the end)."""
+    if ray.is_initialized():
+        return False
+    address = opts["address"]
+    kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
+    if opts.get("runtime_env"):
+        kwargs["runtime_env"] = opts["runtime_env"]
+    if address == "local":
+        address = None
+        kwargs["include_dashboard"] = False
+    elif address == "auto" and os.environ.get("RAY_ADDRESS"):
+        address = os.environ["RAY_ADDRESS"]
+    try:
+        ray.init(address=address, **kwargs)
+    except Exception as exc:  # noqa: BLE001 -- whatever Ray raises, the user gets what to do
+        raise VlbenchError(f"the ray executor could not reach a Ray cluster at address {opts['address']!r} ({exc})",
+                           "start one (`ray start --head` on the head node, `ray start --address HEAD:6379` on "
+                           "the others) and pass address=auto on a node of it, or address=HEAD:6379; "
+                           "address=local runs on this machine alone") from None
+    return True
+
+
+def _lost(task: Task, exc: BaseException, opts: dict) -> dict:
+    """The outcome of a run Ray gave up on (its node or worker died more often than max_retries)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return {"run_id": task.run_id, "status": "failed", "folder": task.folder, "log": task.log, "seconds": None,
+            "attempts": None,
+            "error": f"Ray lost the run ({type(exc).__name__}: {first[:300]}) after {opts['max_retries']} "
+                     "retries (its worker or node died); rerun the sweep to resume it"}
+
+
+def execute(tasks: list[Task], options: dict | None, on_event: Callable[[str, str, dict], Any] | None = None
+            ) -> list[dict]:
+    """Run every task as a Ray task on the cluster; the outcomes in the order of ``tasks``."""
+    opts = check_options(options)
+    tasks = [t if isinstance(t, Task) else Task.from_dict(t) for t in tasks]
+    emit = on_event or (lambda kind, run_id, info: None)
+    if not tasks:
+        return []
+    ray = _need_ray()
+    connected = _connect(ray, opts)
+    try:
+        remote = ray.remote(run_task)
+        refs = []
+        for t in tasks:
+            ref = remote.options(name=f"vlbench:{t.run_id}", max_retries=opts["max_retries"],
+                                 retry_exceptions=False, **task_resources(t, opts)).remote(t.as_dict())
+            refs.append(ref)
+            emit("started", t.run_id, {"resources": task_resources(t, opts)})
+        index = {ref: i for i, ref in enumerate(refs)}
+        outcomes: list[dict | None] = [None] * len(tasks)
+        pending = list(refs)
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1, timeout=opts["poll_s"])
+                for ref in ready:
+                    i = index[ref]
+                    try:
+                        outcome = dict(ray.get(ref))
+                    except Exception as exc:  # noqa: BLE001 -- a lost run is one failed outcome, not the end
+                        outcome = _lost(tasks[i], exc, opts)
+                    outcomes[i] = outcome
+                    emit("done" if outcome["status"] == "done" else "failed", tasks[i].run_id, outcome)
+        except KeyboardInterrupt:  # Ctrl-C: the runs still on the cluster stop too
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
+        return [o for o in outcomes if o is not None]
+    finally:
+        if connected:
+            ray.shutdown()
