@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vlbench.errors import OptionError, VlbenchError
+from vlbench.sweep.executors.options import bad_option, number_option
 from vlbench.sweep.worker import Task, run_task
 
 OPTIONS = ("address", "num_gpus", "num_cpus", "memory_gb", "max_retries", "runtime_env", "poll_s")
@@ -48,36 +49,12 @@ def _need_ray():
     return ray
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r} = {_toml(v)}".replace("'", '"') for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return repr(value).replace("'", '"')
+def _bad(name: str, message: str, example: Any = None):
+    return bad_option("ray", name, message, example)
 
 
-def _bad(name: str, message: str, example: Any = None) -> OptionError:
-    """An error naming the option as it is written: ``--option NAME=VALUE`` on the command line, or a key of
-    ``[study.executor.ray]`` in the plan."""
-    hint = None
-    if example is not None:
-        plan = f"{name} = {_toml(example)} under [study.executor.ray] in the plan"
-        hint = (f"e.g. {plan}" if isinstance(example, (dict, list, tuple)) else
-                f"e.g. --option {name}={example}, or {plan}")
-    return OptionError(name, message, hint, flag=name)
-
-
-def _number(options: dict, name: str, *, kind: type, low: float, example: Any) -> Any:
-    value = options[name]
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or
-                                                                             float(value).is_integer())
-    if ok:
-        value = kind(value)
-        ok = value >= low
-    if not ok:
-        what = "a whole number" if kind is int else "a number"
-        raise _bad(name, f"the ray executor's option {{opt}} must be {what} >= {low:g}, not {value!r}", example)
-    return value
+def _number(options: dict, name: str, **kw) -> Any:
+    return number_option("ray", options, name, **kw)
 
 
 def check_options(options: dict | None) -> dict:

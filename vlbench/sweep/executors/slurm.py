@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from vlbench.errors import OptionError, VlbenchError
+from vlbench.sweep.executors.options import bad_option, number_option
 from vlbench.sweep.worker import Task, run_task
 
 #: sbatch options passed through as they are (sbatch's own names)
@@ -64,37 +65,12 @@ def _need_submitit():
     return submitit
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r} = {_toml(v)}".replace("'", '"') for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return repr(value).replace("'", '"')
+def _bad(name: str, message: str, example: Any = None):
+    return bad_option("slurm", name, message, example)
 
 
-def _bad(name: str, message: str, example: Any = None) -> OptionError:
-    """An error naming the option as it is written: ``--option NAME=VALUE`` on the command line, or a key of
-    ``[study.executor.slurm]`` in the plan."""
-    hint = None
-    if example is not None:
-        plan = f"{name} = {_toml(example)} under [study.executor.slurm] in the plan"
-        hint = (f"e.g. {plan}" if isinstance(example, (dict, list, tuple)) else
-                f"e.g. --option {name}={example}, or {plan}")
-    return OptionError(name, message, hint, flag=name)
-
-
-def _number(options: dict, name: str, *, kind: type, low: float, strict: bool = False, example: Any) -> Any:
-    value = options[name]
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or
-                                                                             float(value).is_integer())
-    if ok:
-        value = kind(value)
-        ok = value > low if strict else value >= low
-    if not ok:
-        what = "a whole number" if kind is int else "a number"
-        bound = f"> {low:g}" if strict else f">= {low:g}"
-        raise _bad(name, f"the slurm executor's option {{opt}} must be {what} {bound}, not {value!r}", example)
-    return value
+def _number(options: dict, name: str, **kw) -> Any:
+    return number_option("slurm", options, name, **kw)
 
 
 def check_options(options: dict | None) -> dict:
