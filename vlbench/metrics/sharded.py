@@ -323,7 +323,7 @@ def sharded_blocks(source, direction: str, queries: np.ndarray, pos: Positives, 
     n_q, n_cand = len(queries), pos.n_candidates
     tile = tiles_of(source, direction)[1]
     if hasattr(source, "grid"):  # the scorer keeps recent tiles within the block's bound (two tiles at least)
-        source.grid.cache_bytes = max(block.bytes, 2 * 4 * source.grid.ti * source.grid.tt)
+        source.grid.cache_bytes = max(block.bytes, 2 * source.grid.tile_bytes)
     lo, hi = split(0, n_cand, group.world, tile)[group.rank]
     shards = column_shards(lo, hi, shard_width(n_q, block_rows, block, tile))
     pieces = [(b0, min(n_q, b0 + block_rows)) for b0 in range(0, n_q, block_rows)]  # the one-piece pass's

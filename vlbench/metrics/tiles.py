@@ -37,8 +37,8 @@ import numpy as np
 
 #: similarities per strip of the one-piece pass (a query tile against the whole gallery) aimed at
 STRIP_BYTES = 32 << 20
-#: similarities per tile at most (4 MiB of float32)
-TILE_ELEMENTS = 1 << 20
+#: similarities per tile at most (1 MiB of float32)
+TILE_ELEMENTS = 1 << 18
 
 
 def _pow2_floor(x: int) -> int:
@@ -49,8 +49,7 @@ def tile_shape(n_images: int, n_captions: int) -> tuple[int, int]:
     """(image rows, caption columns) per tile: a function of the two gallery sizes only. Each side is the
     largest power of two whose strip against the whole other side stays within STRIP_BYTES (so a query
     tile's row of tiles fits the one-piece pass's block budget wherever it can), then the longer side is
-    halved until a tile holds at most TILE_ELEMENTS similarities. Flickr30k 1k: 1,024 x 1,024; COCO 5k:
-    256 x 1,024; a million images with 2,500 captions: 2,048 x 8."""
+    halved until a tile holds at most TILE_ELEMENTS similarities."""
     ti = _pow2_floor(max(1, STRIP_BYTES // (4 * max(1, n_captions))))
     tt = _pow2_floor(max(1, STRIP_BYTES // (4 * max(1, n_images))))
     while ti * tt > TILE_ELEMENTS:
@@ -108,13 +107,14 @@ def first_copies(x: np.ndarray) -> np.ndarray:
     return first
 
 
+_WORKERS = max(1, min(8, os.cpu_count() or 1))  # threads computing tiles at once
 _POOL: ThreadPoolExecutor | None = None
 
 
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="vlbench-tile")
+        _POOL = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="vlbench-tile")
     return _POOL
 
 
@@ -128,8 +128,9 @@ class TileGrid:
         self.n_images, self.n_captions = len(img), len(txt)
         self.ti, self.tt = tile_shape(self.n_images, self.n_captions)
         self.first_img, self.first_txt = first_copies(img), first_copies(txt)
+        self.tile_bytes = self.ti * self.tt * np.result_type(img.dtype, txt.dtype).itemsize
         self.device = device if device and device != "cpu" else None
-        self.cache_bytes = max(cache_bytes, 8 * 4 * self.ti * self.tt)  # room for a few tiles at least
+        self.cache_bytes = max(cache_bytes, 2 * self.tile_bytes)  # two tiles at least
         self._tiles: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._held = 0
         self.products = 0  # tiles computed (a test and the benchmarks read it)
@@ -182,25 +183,32 @@ class TileGrid:
         if not out.size:
             return out
         rows, cols = _groups(fi, self.ti), _groups(ft, self.tt)
-        # tile columns outer: at most one column of tiles is held at a time beyond the cache
+        step = 1 if self.device else _WORKERS  # tiles computed together (in parallel threads)
         for b, oc, tc in cols:
-            keys = [(a, b) for a, _, _ in rows]
-            with _blas_one_thread(self.device):
-                self._compute(keys)
-            for a, orow, tr in rows:
-                part = self._tiles[(a, b)][tr, tc] if isinstance(tr, slice) or isinstance(tc, slice) \
-                    else self._tiles[(a, b)][np.ix_(tr, tc)]
-                if isinstance(orow, slice) and isinstance(oc, slice):
-                    if by_caption:
-                        out[oc, orow] = part.T
-                    else:
-                        out[orow, oc] = part
-                elif by_caption:
-                    out[np.ix_(_ix(oc), _ix(orow))] = part.T
-                else:
-                    out[np.ix_(_ix(orow), _ix(oc))] = part
-            self._evict(set(keys))
+            for c0 in range(0, len(rows), step):  # a few tiles at a time: held memory stays within the cache's
+                chunk = rows[c0:c0 + step]
+                keys = [(a, b) for a, _, _ in chunk]
+                with _blas_one_thread(self.device):
+                    self._compute(keys)
+                for a, orow, tr in chunk:
+                    _copy(out, self._tiles[(a, b)], orow, oc, tr, tc, by_caption)
+                self._evict(set(keys))
         return out
+
+
+def _copy(out: np.ndarray, tile: np.ndarray, orow, oc, tr, tc, by_caption: bool) -> None:
+    """The tile's entries (rows ``tr``, columns ``tc``) into ``out`` at (``orow``, ``oc``), transposed for a
+    t2i block; slices where they are runs (views), gathers otherwise."""
+    part = tile[tr, tc] if isinstance(tr, slice) or isinstance(tc, slice) else tile[np.ix_(tr, tc)]
+    if isinstance(orow, slice) and isinstance(oc, slice):
+        if by_caption:
+            out[oc, orow] = part.T
+        else:
+            out[orow, oc] = part
+    elif by_caption:
+        out[np.ix_(_ix(oc), _ix(orow))] = part.T
+    else:
+        out[np.ix_(_ix(orow), _ix(oc))] = part
 
 
 def _ix(x):
