@@ -125,7 +125,8 @@ def winoground_scores(s: np.ndarray) -> tuple[bool, bool, bool]:
 def _result(items: Sequence[WinogroundItem], matrices, seed: int) -> WinogroundResult:
     if not items:
         raise VlbenchError("no Winoground items", "read them with winoground_items first")
-    records, flags = [], {"text": [], "image": [], "group": []}
+    records: list[WinogroundRecord] = []
+    flags: dict[str, list[bool]] = {"text": [], "image": [], "group": []}
     for it, s in zip(items, matrices):
         t, i, g = winoground_scores(s)
         records.append(WinogroundRecord(it.item_id, it.images[0], it.images[1],
@@ -140,8 +141,8 @@ def _result(items: Sequence[WinogroundItem], matrices, seed: int) -> WinogroundR
     for tag in sorted({it.tag for it in items if it.tag}):
         sel = [k for k, it in enumerate(items) if it.tag == tag]
         by_kind[tag] = {name: 100.0 * float(np.mean([flags[name][k] for k in sel])) for name in flags} | {"n": len(sel)}
-    g = scores["group"]
-    return WinogroundResult(g[0], g[1], g[2], len(items), scores, records, seed, by_kind=by_kind)
+    group = scores["group"]
+    return WinogroundResult(group[0], group[1], group[2], len(items), scores, records, seed, by_kind=by_kind)
 
 
 def evaluate_winoground(items: Sequence[WinogroundItem], image_emb, text_emb, *, seed: int = 0) -> WinogroundResult:
