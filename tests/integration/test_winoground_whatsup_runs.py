@@ -149,3 +149,69 @@ def test_whatsup_missing_file_is_named_before_a_model_loads(data_dir, tmp_path, 
                "--data-dir", str(data_dir), "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert rc == 2 and "coco_qa_one_obj.json" in err and str(data_dir / "whatsup") in err
+
+
+def _solid(path: Path, rgb) -> None:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (6, 4), rgb).save(path)
+
+
+RED, BLUE, GREY = (255, 0, 0), (0, 0, 255), (128, 128, 128)
+
+
+def test_winoground_run_on_a_hand_worked_colour_case_with_ties(colour_models, tmp_path):
+    """colour-vec (tests/support/colour_model.py): an image is its mean colour, a caption its first colour word
+    (none: (1, 1, 1)); cosines, so every similarity below is exact. Rows c0, c1; columns I0, I1:
+
+    0. red / blue images, "red" / "blue" captions: [[1, 0], [0, 1]]          text, image, group
+    1. red / blue images, "red" / no colour:       [[1, 0], [.58, .58]]      text only (s(c1,I1) = s(c1,I0): a tie)
+    2. red / grey images, "red" / "blue":          [[1, .58], [0, .58]]      image only (s(c1,I1) = s(c0,I1): a tie)
+    3. red / blue images, "green" / "green":       [[0, 0], [0, 0]]          none (every comparison ties)
+    so text 50%, image 50%, group 25%."""
+    root = tmp_path / "winoground"
+    cases = [(RED, BLUE, "a red cup", "a blue cup"), (RED, BLUE, "a red mug", "a plain mug"),
+             (RED, GREY, "a red bowl", "a blue bowl"), (RED, BLUE, "a green hat", "the green hat")]
+    lines = []
+    for k, (i0, i1, c0, c1) in enumerate(cases):
+        _solid(root / "images" / f"ex_{k}_img_0.png", i0)
+        _solid(root / "images" / f"ex_{k}_img_1.png", i1)
+        lines.append(json.dumps({"id": k, "image_0": f"ex_{k}_img_0", "image_1": f"ex_{k}_img_1", "caption_0": c0,
+                                 "caption_1": c1, "tag": "Object", "secondary_tag": "", "num_main_preds": 1,
+                                 "collapsed_tag": "Object"}))
+    (root / "examples.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    assert main(["run", "--task", "winoground", "--model", "colour-vec", "--data-dir", str(tmp_path), "--out",
+                 str(out), "--quiet", "--num-workers", "0", "--no-cache"]) == 0
+    got = {r["metric"]: r["value"] for r in json.loads((out / "results.json").read_text())["results"]}
+    assert (got["text_score"], got["image_score"], got["accuracy"]) == (50.0, 50.0, 25.0)
+    rows = _rows(out)
+    flags = [(int(r["text_correct"]), int(r["image_correct"]), int(r["group_correct"])) for r in rows]
+    assert flags == [(1, 1, 1), (1, 0, 0), (0, 1, 0), (0, 0, 0)]
+
+
+def test_whatsup_run_on_a_hand_worked_colour_case_with_a_tie(colour_models, tmp_path):
+    """Four Controlled-A-shaped items, the right caption first: red image vs red/blue/green/yellow (1 > .71:
+    right); grey image vs four colours (all .58 or .82 for yellow: wrong); blue image, right "blue" (right); red
+    image, right caption with no colour word tied with another (.58 = .58: a miss). Accuracy 50%."""
+    root = tmp_path / "whatsup"
+    cases = [(RED, ["a red mug on a table", "a blue mug on a table", "a green mug on a table",
+                    "a yellow mug on a table"]),
+             (GREY, ["a red lamp on a table", "a blue lamp on a table", "a green lamp on a table",
+                     "a yellow lamp on a table"]),
+             (BLUE, ["a blue book under a table", "a red book under a table", "a green book under a table",
+                     "a yellow book under a table"]),
+             (RED, ["a mug left of a plate", "a mug right of a plate", "a green mug on a plate",
+                    "a blue mug under a plate"])]
+    rows = []
+    for k, (rgb, options) in enumerate(cases):
+        _solid(root / "controlled_images" / f"obj{k}_on_table.jpeg", rgb)
+        rows.append({"image_path": f"data/controlled_images/obj{k}_on_table.jpeg", "caption_options": options})
+    (root / "controlled_images_dataset.json").write_text(json.dumps(rows))
+    out = tmp_path / "out"
+    assert main(["run", "--task", "whatsup", "--model", "colour-vec", "--dataset", "whatsup:controlled_a",
+                 "--data-dir", str(tmp_path), "--out", str(out), "--quiet", "--num-workers", "0", "--no-cache"]) == 0
+    got = {r["metric"]: r["value"] for r in json.loads((out / "results.json").read_text())["results"]}
+    assert got["accuracy"] == 50.0 and got["chance"] == 25.0
+    assert [int(r["correct"]) for r in _rows(out)] == [1, 0, 1, 0]

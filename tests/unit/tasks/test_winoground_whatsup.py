@@ -220,3 +220,16 @@ def test_whatsup_accuracy_equals_an_independent_four_way_computation():
     assert not hits[0] and not res.records[0].correct
     assert 0 < sum(hits) < len(items)
     assert res.accuracy == pytest.approx(100 * np.mean(hits)) and res.chance == 25.0
+
+
+def test_ls_tasks_names_size_licence_and_citation_of_both_sets(capsys):
+    from vlbench.cli import main
+
+    assert main(["ls", "tasks"]) == 0
+    out = capsys.readouterr().out
+    for name, words in (("winoground", ("400 items", "Getty Images", "Thrush et al.")),
+                        ("whatsup", ("controlled_a", "MIT", "Kamath, Hessel and Chang"))):
+        block = out.split(f"  {name} ", 1)[1].split("\n  ")[:4]
+        text = " ".join(block)
+        assert all(w in text for w in words), (name, text)
+        assert "size:" in text and "licence:" in text and "citation:" in text
