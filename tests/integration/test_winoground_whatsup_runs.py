@@ -72,7 +72,8 @@ def data_dir(tmp_path):
     (wino / "examples.jsonl").write_text("\n".join(lines) + "\n")
     ws = root / "whatsup"
     preps = ("on", "under", "to the left of", "to the right of")
-    rows = [{"image_path": f"data/controlled_images/{o}_{p.replace(' ', '-')}_table.jpeg",
+    named = {"on": "on", "under": "under", "to the left of": "left_of", "to the right of": "right_of"}
+    rows = [{"image_path": f"data/controlled_images/{o}_{named[p]}_table.jpeg",
              "caption_options": [f"A {o} {p} a table", *(f"A {o} {q} a table" for q in preps if q != p)]}
             for o in ("mug", "book", "lamp") for p in preps]
     (ws / "controlled_images").mkdir(parents=True)
@@ -139,6 +140,13 @@ def test_whatsup_run_accuracy_equals_an_independent_computation(tiny_models, dat
             hits.append(bool(s[0] > s[1:].max()))  # the first option is the right one
         got = {r["metric"]: r for r in doc["results"] if r["condition"] == f"task:whatsup:{subset}"}
         assert got["accuracy"]["value"] == pytest.approx(100 * np.mean(hits)) and got["accuracy"]["n"] == len(items)
+        if subset == "controlled_a":  # 3 objects x (on, under, left, right), in that order: pairs and sets
+            h = np.array(hits).reshape(3, 4)
+            pairs = [h[o, 0] and h[o, 1] for o in range(3)] + [h[o, 2] and h[o, 3] for o in range(3)]
+            assert got["pair_accuracy"]["value"] == pytest.approx(100 * np.mean(pairs))
+            assert got["set_accuracy"]["value"] == pytest.approx(100 * np.mean(h.all(axis=1)))
+        else:
+            assert "pair_accuracy" not in got
         assert got["chance"]["value"] == 100 / len(items[0][1])
         assert 0 <= got["blind_accuracy"]["value"] <= 100
     assert doc["task"]["blind_baseline"]["available"]

@@ -18,13 +18,15 @@ miss; the authors' ``np.argmax`` counts a tie with the first option as a hit).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePosixPath
+
+import numpy as np
 
 from ..errors import DataError, VlbenchError
 from ..util import paths
 from ..util.io import sha256_file, sha256_json
-from .choice import ChoiceItem, distinct_images
+from .choice import ChoiceItem, ChoiceResult, distinct_images, evaluate_choice, evaluate_text_only
 from .registry import ChoiceTask, ItemSets, register_task
 from .sources import _bad_image_name, _image_present, shown_name
 
@@ -54,6 +56,61 @@ SUBSETS = {
 def _fix(sub: Subset) -> str:
     return (f"use the unmodified {sub.file} of What'sUp ({REPO}, the Google Drive folder its README links), or a file "
             "of its layout")
+
+
+#: Controlled A / B: the preposition pairs of one object pair (the file name's second "_" part, as the authors' code)
+PAIRS = {"controlled_images": (("left", "right"), ("on", "under")),
+         "controlled_clevr": (("left", "right"), ("in-front", "behind"))}
+
+
+@dataclass
+class WhatsUpResult(ChoiceResult):
+    """A choice result with, for Controlled A / B, ``pair`` and ``set`` accuracies (percent, with their counts)."""
+
+    groups: dict = field(default_factory=dict)  # name -> {"accuracy", "n"}
+
+    def more_values(self) -> list[tuple[str, float, dict]]:
+        return [(f"{name}_accuracy", g["accuracy"], {"n": g["n"]}) for name, g in self.groups.items()]
+
+    def as_dict(self) -> dict:
+        return super().as_dict() | {f"{name}_accuracy": g for name, g in self.groups.items()}
+
+
+def controlled_groups(items, correct) -> dict:
+    """The authors' pair and set accuracies of Controlled A / B items (``correct``: one bool per item). Each image
+    file is ``<object>_<preposition>_..._<object>.jpeg``; a pair (left/right, on/under or in-front/behind of one
+    object pair) is right when both its images are, a set when all four are; the percentages are over the pairs
+    and sets present in full. Empty when the items are not Controlled ones or their names do not parse."""
+    slots: dict[tuple, dict] = {}
+    for it, ok in zip(items, correct):
+        folder, _, name = it.image.partition("/")
+        parts = name.rsplit(".", 1)[0].split("_")
+        if folder not in PAIRS or len(parts) < 3:
+            return {}
+        slots.setdefault((folder, parts[0], parts[-1]), {})[parts[1]] = bool(ok)
+    pairs, sets = [], []
+    for (folder, _, _), got in slots.items():
+        for a, b in PAIRS[folder]:
+            if a in got and b in got:
+                pairs.append(got[a] and got[b])
+        if all(p in got for pair in PAIRS[folder] for p in pair):
+            sets.append(all(got.values()))
+    return {name: {"accuracy": 100.0 * float(np.mean(v)), "n": len(v)} for name, v in (("pair", pairs), ("set", sets))
+            if v}
+
+
+def evaluate_whatsup(items, image_emb, text_emb, *, seed: int = 0) -> WhatsUpResult:
+    """The choice accuracy (:func:`evaluate_choice`) and, for Controlled A / B, the pair and set accuracies."""
+    res = evaluate_choice(items, image_emb, text_emb, seed=seed)
+    groups = controlled_groups(items, [r.correct for r in res.records])
+    return WhatsUpResult(**{f.name: getattr(res, f.name) for f in fields(ChoiceResult)}, groups=groups)
+
+
+def whatsup_text_only(items, text_score, *, seed: int = 0) -> WhatsUpResult:
+    """The blind (text-only) accuracy, with the pair and set accuracies it implies."""
+    res = evaluate_text_only(items, text_score, seed=seed)
+    groups = controlled_groups(items, [r.correct for r in res.records])
+    return WhatsUpResult(**{f.name: getattr(res, f.name) for f in fields(ChoiceResult)}, groups=groups)
 
 
 def parse_whatsup_spec(spec: str | None) -> list[str]:
@@ -185,7 +242,7 @@ def whatsup_sets(cfg, note=None) -> ItemSets:
 WHATSUP = register_task(ChoiceTask(
     TASK, "What'sUp (Kamath et al. 2023): spatial relations; Controlled A / B (4 options), COCO-QA and VG-QA one / "
           "two objects (2 options); --dataset whatsup[:SUBSET,...], --images-dir the folder of its image folders",
-    whatsup_sets, images_dir=True,
+    whatsup_sets, evaluate=evaluate_whatsup, text_only=whatsup_text_only, images_dir=True,
     size="6 subsets, one item per image: controlled_a, controlled_b (4 options each), coco_qa_one, coco_qa_two, "
          "vg_qa_one, vg_qa_two (2 options each); counts recorded per run",
     licence="the repository is MIT (its LICENSE); the data files on its Google Drive state no licence of their own; "

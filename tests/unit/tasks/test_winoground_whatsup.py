@@ -233,3 +233,31 @@ def test_ls_tasks_names_size_licence_and_citation_of_both_sets(capsys):
         text = " ".join(block)
         assert all(w in text for w in words), (name, text)
         assert "size:" in text and "licence:" in text and "citation:" in text
+
+
+def test_whatsup_controlled_pair_and_set_accuracies_equal_the_authors_definition():
+    """Kamath et al.: per object pair, a pair (left/right, on/under) is right when both its images are; a set
+    when all four are; recomputed here from per-image hits."""
+    from vlbench.tasks import ChoiceItem
+    from vlbench.tasks.whatsup import evaluate_whatsup
+
+    rng = np.random.default_rng(11)
+    preps = {"left": "left_of", "right": "right_of", "on": "on", "under": "under"}
+    items = [ChoiceItem(f"{o}-{p}", f"controlled_images/{o}_{name}_table.jpeg",
+                        tuple(f"A {o} {q} the table" for q in [p, *(x for x in preps if x != p)]), 0)
+             for o in ("mug", "book", "lamp", "cup", "vase", "plant") for p, name in preps.items()]
+    img = {it.image: rng.normal(size=5) for it in items}
+    txt = {c: rng.normal(size=5) for it in items for c in it.candidates}
+    res = evaluate_whatsup(items, img, txt)
+    hit = {}
+    for it in items:
+        s = [_cos(txt[c], img[it.image]) for c in it.candidates]
+        hit[it.item_id] = s[0] > max(s[1:])
+    objs = ("mug", "book", "lamp", "cup", "vase", "plant")
+    pairs = [hit[f"{o}-{a}"] and hit[f"{o}-{b}"] for o in objs for a, b in (("left", "right"), ("on", "under"))]
+    sets = [all(hit[f"{o}-{p}"] for p in preps) for o in objs]
+    assert res.accuracy == pytest.approx(100 * np.mean(list(hit.values())))
+    assert res.groups["pair"] == {"accuracy": pytest.approx(100 * np.mean(pairs)), "n": 12}
+    assert res.groups["set"] == {"accuracy": pytest.approx(100 * np.mean(sets)), "n": 6}
+    assert 0 < sum(pairs) < 12
+    assert {m for m, _, _ in res.more_values()} == {"pair_accuracy", "set_accuracy"}
