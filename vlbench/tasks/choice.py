@@ -63,9 +63,15 @@ class HasCandidates(Protocol):
     def candidates(self) -> tuple[str, ...]: ...
 
 
+def item_images(item: HasCandidates) -> tuple[str, ...]:
+    """The image keys of an item: its ``images`` when it has several (a Winoground pair), else its ``image``."""
+    return tuple(getattr(item, "images", None) or (item.image,))
+
+
 def distinct_images(items: Sequence[HasCandidates]) -> list[str]:
-    """Each image key once, in first-seen order (the row order :func:`evaluate_choice` accepts)."""
-    return list(dict.fromkeys(it.image for it in items))
+    """Each image key once, in first-seen order (the row order :func:`evaluate_choice` accepts); an item with
+    several images (``images``) contributes each of them, in its order."""
+    return list(dict.fromkeys(k for it in items for k in item_images(it)))
 
 
 def distinct_texts(items: Sequence[HasCandidates]) -> list[str]:

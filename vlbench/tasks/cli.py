@@ -19,6 +19,10 @@ def print_tasks() -> None:
     print(f"  {'retrieval':<34} image-text retrieval in both directions (the default)")
     for name, desc in TASKS.items():
         print(f"  {name:<34} {desc}")
+        task = tasks()[name]
+        for label, value in (("size", task.size), ("licence", task.licence), ("citation", task.citation)):
+            if value:
+                print(f"  {'':<34}   {label}: {value}")
 
 
 def run_task_from_args(args) -> int:

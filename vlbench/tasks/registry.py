@@ -23,7 +23,8 @@ from .choice import evaluate_choice, evaluate_text_only
 CHOICE_RULE = ("correct only when the right caption scores strictly above every other candidate (cosine "
                "similarity); a tie is a miss")
 #: the modules of the built-in tasks, imported on the first lookup (each registers its record)
-BUILTIN_MODULES = ("vlbench.tasks.order", "vlbench.tasks.sugarcrepe", "vlbench.tasks.sugarcrepe_pp")
+BUILTIN_MODULES = ("vlbench.tasks.order", "vlbench.tasks.sugarcrepe", "vlbench.tasks.sugarcrepe_pp",
+                   "vlbench.tasks.winoground", "vlbench.tasks.whatsup")
 
 
 @dataclass
@@ -44,7 +45,8 @@ class ChoiceTask:
     baseline) give a result with ``accuracy``, ``ci_low``, ``ci_high``, ``n_items``, ``chance``, ``by_kind``
     and ``records`` (``more_values()`` adds records of other accuracies); ``table(rec) -> str`` replaces the
     choice table in table.md; ``blind_excluded_images``: COCO image ids whose captions the blind baseline's
-    training text leaves out (the evaluated images)."""
+    training text leaves out (the evaluated images); ``size``, ``licence``, ``citation``: what ``vlbench ls tasks``
+    says about a published set."""
 
     name: str
     description: str
@@ -55,6 +57,10 @@ class ChoiceTask:
     table: Callable | None = None
     images_dir: bool = False  # reads --images-dir (the COCO val2017 folder)
     blind_excluded_images: frozenset = frozenset()
+    # what `vlbench ls tasks` says about a published set (empty: not said)
+    size: str = ""
+    licence: str = ""
+    citation: str = ""
 
 
 #: a record belongs to the module of its load hook (the built-ins are listed in BUILTIN_MODULES order)
