@@ -82,35 +82,16 @@ def sweep(plan: str | Path | Plan, out=None, *, executor: str = "local", workers
     rows = states(tasks)
     result = SweepResult(study, tasks, plan_only=plan_only)
     if plan_only:
-        look_ahead(rows, cache_dir)
-        out_stream = stream if stream is not None else sys.stdout
-        print(f"study {study} (plan {plan.path}): {len(plan.models)} model(s) x {len(plan.datasets)} dataset(s) x "
-              f"{len(plan.conditions)} condition(s) x {len(plan.seeds)} seed(s)"
-              + (f", {len(plan.exclude)} exclusion(s)" if plan.exclude else ""), file=out_stream)
-        for line in grid_lines(rows):
-            print(line, file=out_stream)
-        result.outcomes = {r.task.run_id: {"run_id": r.task.run_id, "status": r.state, **as_json([r])[0]}
-                           for r in rows}
+        _print_plan(plan, study, rows, cache_dir, stream if stream is not None else sys.stdout)
+        result.outcomes = {r.task.run_id: {**as_json([r])[0], "status": r.state} for r in rows}
         return result
 
     err = stream if stream is not None else sys.stderr
     (study / RUNS).mkdir(parents=True, exist_ok=True)
     write_json(study / PLAN_FILE, {"plan": plan.path, "executor": executor,
                                    "runs": [t.as_dict() for t in tasks]})
-    todo = []
-    for r in rows:
-        if r.state == FINISHED:
-            result.outcomes[r.task.run_id] = {"run_id": r.task.run_id, "status": "skipped", "error": None,
-                                              "log": r.task.log, "seconds": 0.0, "attempts": 0,
-                                              "folder": r.task.folder, "finished_run": r.why}
-        elif r.state == CONFLICT:
-            result.outcomes[r.task.run_id] = {
-                "run_id": r.task.run_id, "status": "failed", "log": r.task.log, "seconds": 0.0, "attempts": 0,
-                "folder": r.task.folder, "error": f"{r.why} (the sweep does not replace a finished run: remove "
-                                                  f"{r.task.folder} to run it again)"}
-        else:
-            todo.append(r.task)
-    print(f"sweep {study}: {len(tasks)} run(s), {len(tasks) - len(todo)} finished or in conflict, "
+    todo = _partition(rows, result)
+    print(f"sweep {study}: {len(tasks)} run(s), {len(tasks) - len(todo)} already finished or in conflict, "
           f"{len(todo)} to run with --executor {executor}", file=err)
     if todo:
         options = {**plan.executors.get(executor, {}), **(executor_options or {})}
@@ -133,6 +114,30 @@ def sweep(plan: str | Path | Plan, out=None, *, executor: str = "local", workers
         _leaderboard(result, err)
     _summary(result, err)
     return result
+
+
+def _print_plan(plan: Plan, study: Path, rows: list, cache_dir, out) -> None:
+    look_ahead(rows, cache_dir)
+    print(f"study {study} (plan {plan.path}): {len(plan.models)} model(s) x {len(plan.datasets)} dataset(s) x "
+          f"{len(plan.conditions)} condition(s) x {len(plan.seeds)} seed(s)"
+          + (f", {len(plan.exclude)} exclusion(s)" if plan.exclude else ""), file=out)
+    for line in grid_lines(rows):
+        print(line, file=out)
+
+
+def _partition(rows: list, result: SweepResult) -> list[Task]:
+    """The tasks to run; finished runs get a "skipped" outcome, runs in conflict a "failed" one (not run)."""
+    todo = []
+    for r in rows:
+        base = {"run_id": r.task.run_id, "log": r.task.log, "seconds": 0.0, "attempts": 0, "folder": r.task.folder}
+        if r.state == FINISHED:
+            result.outcomes[r.task.run_id] = {**base, "status": "skipped", "error": None, "finished_run": r.why}
+        elif r.state == CONFLICT:
+            result.outcomes[r.task.run_id] = {**base, "status": "failed", "error": f"{r.why} (the sweep does not "
+                                              f"replace a finished run: remove {r.task.folder} to run it again)"}
+        else:
+            todo.append(r.task)
+    return todo
 
 
 def _keep_timings(result: SweepResult, cache_dir) -> None:
