@@ -286,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     _lazy_sub(sub, "leaderboard", "vlbench.leaderboards.cli", "build and publish leaderboards from run folders")
     _lazy_sub(sub, "compare", "vlbench.compare.cli", "paired comparisons of models on the same dataset's queries")
     _reproduce_sub(sub)
-    _lazy_sub(sub, "sweep", "vlbench.sweep.cli", "run a study's grid of runs from a plan or a suite (local, Slurm, Ray)")
+    _lazy_sub(sub, "sweep", "vlbench.sweep.cli", "run a study's grid of runs from a plan or a suite (local, Slurm, "
+              "Ray)")
     _lazy_sub(sub, "rescore", "vlbench.rescore.cli", "score a finished run's cached embeddings as other suites do")
     _lazy_sub(sub, "explain", "vlbench.explain.cli", "a static HTML page of the queries a run's perturbations flip")
     _lazy_sub(sub, "analyze", "vlbench.analyze.cli", "which captions make a model brittle: per-query changes vs "

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.data import write_manifest
+
 from vlbench.cli import main
 from vlbench.pipeline.runner import run
 

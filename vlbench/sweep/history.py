@@ -22,7 +22,9 @@ STORE = "run-timings"
 def note(results: dict, cache_dir=None) -> None:
     """Keep the timings of a finished run's results.json document."""
     timings, ds = results.get("timings"), results.get("dataset") or {}
-    wall = (timings or {}).get("wall_seconds") if isinstance(timings, dict) else None
+    if not isinstance(timings, dict):
+        return
+    wall = timings.get("wall_seconds")
     spec = (results.get("model") or {}).get("spec")
     if not isinstance(wall, (int, float)) or not spec or not results.get("record_hash"):
         return
@@ -38,7 +40,7 @@ def note(results: dict, cache_dir=None) -> None:
 
 def entries(cache_dir=None) -> list[dict]:
     folder = stores.path(STORE, cache_dir)
-    out = []
+    out: list[dict] = []
     if not folder.is_dir():
         return out
     for p in sorted(folder.glob("*.json")):
