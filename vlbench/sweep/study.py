@@ -90,30 +90,39 @@ def sweep(plan: str | Path | Plan, out=None, *, executor: str = "local", workers
     (study / RUNS).mkdir(parents=True, exist_ok=True)
     write_json(study / PLAN_FILE, {"plan": plan.path, "executor": executor,
                                    "runs": [t.as_dict() for t in tasks]})
-    todo = _partition(rows, result)
-    print(f"sweep {study}: {len(tasks)} run(s), {len(tasks) - len(todo)} already finished or in conflict, "
-          f"{len(todo)} to run with --executor {executor}", file=err)
-    if todo:
-        options = {**plan.executors.get(executor, {}), **(executor_options or {})}
-        if workers is not None:
-            options["workers"] = workers
-        execute = registry.resolve(EXECUTORS[executor])
-        progress = Progress(len(tasks), skipped=sum(o["status"] == "skipped" for o in result.outcomes.values()),
-                            stream=err)
-        try:
-            got = execute(todo, options, progress.on_event)
-        finally:
-            progress.close()
-        for t, o in zip(todo, got):
-            result.outcomes[t.run_id] = o
+    result.outcomes = execute_tasks(rows, executor, {**plan.executors.get(executor, {}), **(executor_options or {})},
+                                    workers=workers, stream=err)
     _keep_timings(result, cache_dir)
-    result.outcomes = {t.run_id: result.outcomes[t.run_id] for t in tasks}  # plan order
     write_json(study / SWEEP_FILE, {"plan": plan.path, "executor": executor, "finished": time.strftime(
         "%Y-%m-%dT%H:%M:%S"), "outcomes": list(result.outcomes.values())})
     if leaderboard:
         _leaderboard(result, err)
     _summary(result, err)
     return result
+
+
+def execute_tasks(rows: list, executor: str, options: dict, *, workers: int | None = None, stream=None) -> dict:
+    """Run the runs of ``rows`` (their :class:`~vlbench.sweep.status.RunState`) that are not finished on
+    ``executor`` with one progress display; outcomes by run id. Finished runs are "skipped", runs in conflict
+    "failed" without running. The unit of a sweep, also used by a reproduction (``vlbench reproduce``)."""
+    err = stream if stream is not None else sys.stderr
+    outcomes: dict[str, dict] = {}
+    todo = _partition(rows, outcomes)
+    print(f"{len(rows)} run(s): {len(rows) - len(todo)} already finished or in conflict, {len(todo)} to run with "
+          f"--executor {executor}", file=err)
+    if todo:
+        options = dict(options)
+        if workers is not None:
+            options["workers"] = workers
+        execute = registry.resolve(EXECUTORS[executor])
+        progress = Progress(len(rows), skipped=sum(o["status"] == "skipped" for o in outcomes.values()), stream=err)
+        try:
+            got = execute(todo, options, progress.on_event)
+        finally:
+            progress.close()
+        for t, o in zip(todo, got):
+            outcomes[t.run_id] = o
+    return {r.task.run_id: outcomes[r.task.run_id] for r in rows}
 
 
 def _print_plan(plan: Plan, study: Path, rows: list, cache_dir, out) -> None:
@@ -125,15 +134,15 @@ def _print_plan(plan: Plan, study: Path, rows: list, cache_dir, out) -> None:
         print(line, file=out)
 
 
-def _partition(rows: list, result: SweepResult) -> list[Task]:
+def _partition(rows: list, outcomes: dict) -> list[Task]:
     """The tasks to run; finished runs get a "skipped" outcome, runs in conflict a "failed" one (not run)."""
     todo = []
     for r in rows:
         base = {"run_id": r.task.run_id, "log": r.task.log, "seconds": 0.0, "attempts": 0, "folder": r.task.folder}
         if r.state == FINISHED:
-            result.outcomes[r.task.run_id] = {**base, "status": "skipped", "error": None, "finished_run": r.why}
+            outcomes[r.task.run_id] = {**base, "status": "skipped", "error": None, "finished_run": r.why}
         elif r.state == CONFLICT:
-            result.outcomes[r.task.run_id] = {**base, "status": "failed", "error": f"{r.why} (the sweep does not "
+            outcomes[r.task.run_id] = {**base, "status": "failed", "error": f"{r.why} (the sweep does not "
                                               f"replace a finished run: remove {r.task.folder} to run it again)"}
         else:
             todo.append(r.task)

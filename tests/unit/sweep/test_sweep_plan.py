@@ -139,3 +139,9 @@ def test_one_condition_per_family_in_the_lite_suite():
 def test_an_unknown_suite_gets_a_did_you_mean():
     with pytest.raises(VlbenchError, match="lite"):
         suite("lit")
+
+
+def test_vlbench_ls_suites_lists_the_built_in_and_the_studys_suite(capsys):
+    assert main(["ls", "suites"]) == 0
+    out = capsys.readouterr().out
+    assert "  lite " in out and "  hendriksen2024 " in out and "[study:hendriksen2024]" in out
