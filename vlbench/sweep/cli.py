@@ -16,7 +16,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                      "plan's runs. Exit status 0 only when every run finished. See docs/scale.md.")
     p.add_argument("plan", nargs="?", metavar="PLAN.toml", help="the plan file (or --suite)")
     p.add_argument("--suite", default=None, metavar="NAME", help="a registered suite instead of a plan file "
-                                                                 "(vlbench ls suites): lite, hendriksen2024, ...")
+                                                                 "(vlbench ls suites): lite, a study's grid, ...")
     p.add_argument("--model", action="append", default=[], metavar="NAME=SPEC",
                    help="--suite: a model of the grid (repeatable; given ones replace the suite's models)")
     p.add_argument("--dataset", action="append", default=[], metavar="NAME=SPEC",

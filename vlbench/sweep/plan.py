@@ -41,7 +41,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import VlbenchError
+from ..errors import OptionError, VlbenchError
+from ..registry import close_matches
 from ..util.io import read_regular_file, sha256_json
 from ..util.typeset import slug as _slug
 from .worker import Task
@@ -200,8 +201,6 @@ def _options(table: dict, where: str, path: str, fields: dict) -> dict:
             raise _err(path, f"{where}.{key}", f"is not an option a plan sets ({RESERVED[name]})",
                        f"remove {key} from [{where}]")
         if name not in fields:
-            from ..registry import close_matches
-
             near = close_matches(name, fields)
             raise _err(path, f"{where}.{key}", "is not an option of vlbench run",
                        f"did you mean {', '.join(near)}?" if near else "keys are vlbench run's long option names "
@@ -314,7 +313,6 @@ def expand(plan: Plan, study: str | Path, *, retries: int = 0, needs: dict | Non
 def check_tasks(plan: Plan, tasks: list[Task]) -> None:
     """Every run's options, checked as vlbench.run checks them, before any run starts: the first bad one is
     a PlanError naming the plan, the run and the option."""
-    from ..errors import OptionError
     from ..pipeline.run_config import RunConfig, validate  # lazy: the pipeline's checks
 
     for t in tasks:

@@ -3,7 +3,7 @@
 A suite is a plan document (the TOML tables of a plan file, as a dict) with default models and datasets; the
 command line replaces them (``--model NAME=SPEC``, ``--dataset NAME=SPEC``: given ones replace the suite's whole
 table). Suites register in the registry ``vlbench.registry.suites`` like the other parts; a study registers its
-own from its registration function (the chapter grid: ``hendriksen2024``).
+own from its registration function (vlbench.studies).
 
 Built in:
 
