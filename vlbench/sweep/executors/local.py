@@ -6,8 +6,9 @@ given, else one per visible GPU (``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi -L`
 (one per 4 cores, at most 4, at least 1). A GPU worker is pinned to its GPU through ``CUDA_VISIBLE_DEVICES``
 before anything imports torch; CPU workers share the cores (``OMP_NUM_THREADS``: cores / workers unless set).
 
-A worker that dies (killed, out of memory, a crash in native code) fails only the runs it was running: they are
-reported failed with the cause, and the runs not yet started go to a fresh pool. Progress: "started" and
+A worker that dies (killed, out of memory, a crash in native code) fails only the runs it was running: each is
+tried again in a fresh pool while its ``retries`` last (resuming), else reported failed with the cause; the runs
+not yet started go to the fresh pool. Progress: "started" and
 "stage" (the stage a run entered, from the run's clock) come from the workers through a queue, "done" and
 "failed" when a run's outcome is back.
 """
@@ -18,6 +19,7 @@ import multiprocessing
 import os
 import queue as _queue
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -103,7 +105,7 @@ def execute(tasks: list[Task], options: dict, on_event) -> list[dict]:
     ctx = multiprocessing.get_context("spawn")
     events = ctx.Queue()
     stop = threading.Event()
-    started: set[str] = set()
+    started: dict[str, int | None] = {}  # run id -> the pid of the worker running it
 
     def pump() -> None:  # the workers' events to on_event, in this process
         while not stop.is_set():
@@ -114,16 +116,17 @@ def execute(tasks: list[Task], options: dict, on_event) -> list[dict]:
             except (EOFError, OSError):
                 return
             if kind == "started":
-                started.add(rid)
+                started[rid] = info.get("pid")
             on_event(kind, rid, info)
 
     reader = threading.Thread(target=pump, name="vlbench-sweep-events", daemon=True)
     reader.start()
     outcomes: dict[str, dict] = {}
+    deaths: dict[str, int] = {}  # run id -> attempts its worker died in
     todo = list(tasks)
     try:
         while todo:
-            todo = _one_pool(ctx, todo, n, gpus, threads, events, outcomes, started, on_event)
+            todo = _one_pool(ctx, todo, n, gpus, threads, events, outcomes, started, on_event, deaths)
     finally:
         stop.set()
         reader.join(timeout=5)
@@ -131,15 +134,24 @@ def execute(tasks: list[Task], options: dict, on_event) -> list[dict]:
     return [outcomes[t.run_id] for t in tasks]
 
 
-def _one_pool(ctx, todo: list[Task], n: int, gpus: list[str], threads, events, outcomes: dict, started: set,
-              on_event) -> list[Task]:
+def _dead_pids(pool) -> set | None:
+    """The pids of the pool's workers that died by themselves (not the pool's own SIGTERM of the others after a
+    death); None when the pool does not say (its process table is private to concurrent.futures)."""
+    procs = getattr(pool, "_processes", None)
+    if not isinstance(procs, dict):
+        return None
+    return {p.pid for p in procs.values() if p.exitcode not in (None, 0, -signal.SIGTERM)}
+
+
+def _one_pool(ctx, todo: list[Task], n: int, gpus: list[str], threads, events, outcomes: dict, started: dict,
+              on_event, deaths: dict) -> list[Task]:
     """Run ``todo`` in one pool; the tasks still to run when a worker died (none when the pool ends well)."""
     slots = ctx.Queue()
     for i in range(n):
         slots.put(gpus[i % len(gpus)] if gpus else None)
     pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init, initargs=(slots, events, threads))
     futures = {pool.submit(_work, t.as_dict()): t for t in todo}
-    broken = False
+    broken, dead = False, None
     try:
         pending = set(futures)
         while pending:
@@ -149,6 +161,8 @@ def _one_pool(ctx, todo: list[Task], n: int, gpus: list[str], threads, events, o
                 try:
                     out = fut.result()
                 except BrokenProcessPool:
+                    if not broken:
+                        dead = _dead_pids(pool)
                     broken = True
                     continue
                 except Exception as exc:  # noqa: BLE001 -- a task that could not even be sent is one failed run
@@ -163,17 +177,33 @@ def _one_pool(ctx, todo: list[Task], n: int, gpus: list[str], threads, events, o
     if not broken:
         return []
     time.sleep(0.5)  # the dead worker's last "started" events, still in the queue's pipe
-    rest = []
+    rest, progressed = [], False
     for t in todo:
         if t.run_id in outcomes:
+            progressed = True
             continue
-        if t.run_id in started:  # it was running when its worker died: that run failed
+        if t.run_id in started:  # it was running when the pool broke
+            progressed = True
+            pid = started.pop(t.run_id)
+            if dead and pid not in dead and deaths.get(f"{t.run_id} (stopped)", 0) < 3:
+                # another worker died and the pool stopped this one: not this run's fault, it runs again
+                deaths[f"{t.run_id} (stopped)"] = deaths.get(f"{t.run_id} (stopped)", 0) + 1
+                on_event("retry", t.run_id, {"attempt": deaths.get(t.run_id, 0) + 1,
+                                             "error": "stopped when another worker process died"})
+                rest.append(t)
+                continue
+            deaths[t.run_id] = deaths.get(t.run_id, 0) + 1
+            if deaths[t.run_id] <= t.retries:  # tried again in the fresh pool (run_task resumes it)
+                on_event("retry", t.run_id, {"attempt": deaths[t.run_id] + 1, "error": "its worker process died"})
+                rest.append(t)
+                continue
             out = _died(t, "its worker process died (killed, out of memory, or a crash in native code); see its log")
+            out["attempts"] = deaths[t.run_id]
             outcomes[t.run_id] = out
             on_event("failed", t.run_id, out)
         else:
             rest.append(t)
-    if len(rest) == len(todo):  # no worker could run anything (its start fails): each run failed, no new pool
+    if not progressed:  # no worker could start any run (its start fails): each run failed, no new pool
         for t in rest:
             outcomes[t.run_id] = out = _died(t, "no worker process could start a run (the pool broke at once)")
             on_event("failed", t.run_id, out)
