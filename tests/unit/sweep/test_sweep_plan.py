@@ -145,3 +145,16 @@ def test_vlbench_ls_suites_lists_the_built_in_and_the_studys_suite(capsys):
     assert main(["ls", "suites"]) == 0
     out = capsys.readouterr().out
     assert "  lite " in out and "  hendriksen2024 " in out and "[study:hendriksen2024]" in out
+
+
+def test_plan_only_lists_what_each_run_still_needs_and_runs_nothing(tmp_path, capsys):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'[models]\nm = "clip:{tmp_path / "no-weights"}"\n[datasets]\nd = "custom:{tmp_path / "no.jsonl"}"\n'
+                    '[conditions]\nclean = {}\ntypos = { perturb = ["char-swap"] }\n')
+    assert main(["sweep", str(plan), "--plan-only", "--out", str(tmp_path / "study")]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("m--d--")]
+    assert len(rows) == 2 and all(" to do " in r for r in rows)
+    assert all(f"weights model 'clip:{tmp_path / 'no-weights'}'" in r and "data dataset" in r for r in rows), rows
+    assert "2 run(s): 0 finished, 0 partial, 2 to do" in out and "2 run(s) miss something they need" in out
+    assert not (tmp_path / "study").exists()
