@@ -149,7 +149,8 @@ def test_vlbench_ls_suites_lists_the_built_in_and_the_studys_suite(capsys):
 
 def test_plan_only_lists_what_each_run_still_needs_and_runs_nothing(tmp_path, capsys):
     plan = tmp_path / "plan.toml"
-    plan.write_text(f'[models]\nm = "clip:{tmp_path / "no-weights"}"\n[datasets]\nd = "custom:{tmp_path / "no.jsonl"}"\n'
+    plan.write_text(f'[models]\nm = "clip:{tmp_path / "no-weights"}"\n'
+                    f'[datasets]\nd = "custom:{tmp_path / "no.jsonl"}"\n'
                     '[conditions]\nclean = {}\ntypos = { perturb = ["char-swap"] }\n')
     assert main(["sweep", str(plan), "--plan-only", "--out", str(tmp_path / "study")]) == 0
     out = capsys.readouterr().out
