@@ -114,7 +114,13 @@ def execute_tasks(rows: list, executor: str, options: dict, *, workers: int | No
         options = dict(options)
         if workers is not None:
             options["workers"] = workers
-        execute = registry.resolve(EXECUTORS[executor])
+        try:
+            execute = registry.resolve(EXECUTORS[executor])
+        except ImportError as exc:  # an optional engine that is not installed (submitit, ray)
+            raise OptionError("executor", f"{{opt}} {executor} is unavailable here: {exc}",
+                              "install the package it runs on (submitit for slurm, ray for ray; docs/scale.md), or use "
+                              "--executor local",
+                              flag="--executor") from None
         progress = Progress(len(rows), skipped=sum(o["status"] == "skipped" for o in outcomes.values()), stream=err)
         try:
             got = execute(todo, options, progress.on_event)

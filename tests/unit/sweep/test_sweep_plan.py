@@ -159,3 +159,14 @@ def test_plan_only_lists_what_each_run_still_needs_and_runs_nothing(tmp_path, ca
     assert all(f"weights model 'clip:{tmp_path / 'no-weights'}'" in r and "data dataset" in r for r in rows), rows
     assert "2 run(s): 0 finished, 0 partial, 2 to do" in out and "2 run(s) miss something they need" in out
     assert not (tmp_path / "study").exists()
+
+
+def test_an_executor_whose_engine_is_not_installed_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    from vlbench.sweep.executors import EXECUTORS
+
+    monkeypatch.setitem(EXECUTORS, "ray", "vlbench_engine_not_installed:execute")
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[models]\nm = "clip:/nowhere"\n[datasets]\nd = "custom:/nowhere.jsonl"\n')
+    assert main(["sweep", str(plan), "--out", str(tmp_path / "s"), "--executor", "ray"]) == 2
+    err = capsys.readouterr().err
+    assert "--executor ray is unavailable" in err and "--executor local" in err and "Traceback" not in err

@@ -177,6 +177,13 @@ def _one_pool(ctx, todo: list[Task], n: int, gpus: list[str], threads, events, o
     if not broken:
         return []
     time.sleep(0.5)  # the dead worker's last "started" events, still in the queue's pipe
+    return _after_break(todo, outcomes, started, deaths, dead, on_event)
+
+
+def _after_break(todo: list[Task], outcomes: dict, started: dict, deaths: dict, dead: set | None,
+                 on_event) -> list[Task]:
+    """After a worker died: each run it was running failed an attempt (retried while its retries last), each run
+    the pool stopped because of it runs again, the others were not started; returns the runs for a fresh pool."""
     rest, progressed = [], False
     for t in todo:
         if t.run_id in outcomes:
