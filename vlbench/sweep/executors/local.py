@@ -8,9 +8,8 @@ before anything imports torch; CPU workers share the cores (``OMP_NUM_THREADS``:
 
 A worker that dies (killed, out of memory, a crash in native code) fails only the runs it was running: each is
 tried again in a fresh pool while its ``retries`` last (resuming), else reported failed with the cause; the runs
-not yet started go to the fresh pool. Progress: "started" and
-"stage" (the stage a run entered, from the run's clock) come from the workers through a queue, "done" and
-"failed" when a run's outcome is back.
+not yet started go to the fresh pool. Progress: "started", "stage" (the stage a run entered, from the run's
+clock), "done" and "failed" come from the workers through one queue, in the order each worker met them.
 """
 
 from __future__ import annotations
@@ -77,9 +76,12 @@ def _work(task: dict) -> dict:
         events.put(("started", run_id, {"pid": os.getpid(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}))
     timing.STAGE_LISTENERS.append(stage)
     try:
-        return run_task(task)
+        out = run_task(task)
     finally:
         timing.STAGE_LISTENERS.remove(stage)
+    if events is not None:  # through the same queue as its "started": the display never counts a run twice
+        events.put((out["status"], run_id, out))
+    return out
 
 
 def _died(t: Task, why: str) -> dict:
@@ -107,11 +109,13 @@ def execute(tasks: list[Task], options: dict, on_event) -> list[dict]:
     stop = threading.Event()
     started: dict[str, int | None] = {}  # run id -> the pid of the worker running it
 
-    def pump() -> None:  # the workers' events to on_event, in this process
-        while not stop.is_set():
+    def pump() -> None:  # the workers' events to on_event, in this process (what is queued when told to stop too)
+        while True:
             try:
                 kind, rid, info = events.get(timeout=0.2)
             except _queue.Empty:
+                if stop.is_set():
+                    return
                 continue
             except (EOFError, OSError):
                 return
@@ -167,8 +171,8 @@ def _one_pool(ctx, todo: list[Task], n: int, gpus: list[str], threads, events, o
                     continue
                 except Exception as exc:  # noqa: BLE001 -- a task that could not even be sent is one failed run
                     out = _died(t, f"{type(exc).__name__}: {exc}")
+                    on_event("failed", t.run_id, out)  # (a run's own outcome comes through the events queue)
                 outcomes[t.run_id] = out
-                on_event(out["status"], t.run_id, out)
             if broken:
                 break
     finally:
