@@ -102,10 +102,19 @@ def test_rerunning_a_finished_sweep_runs_nothing_and_takes_seconds(study):
 
 
 def test_the_study_leaderboard_holds_exactly_the_plans_runs(study):
+    runs = study["study"] / "runs"
+    first = _plan_runs(study["study"])[0]["run_id"]
+    shutil.copytree(runs / first, runs / "stray-copy", ignore=shutil.ignore_patterns(".vlbench.lock"))
+    try:  # a finished run that is not the plan's, in the study's runs/ folder: never on the study's board
+        assert main(["sweep", str(study["plan"])]) == 0
+    finally:
+        shutil.rmtree(runs / "stray-copy")
     manifest = json.loads((study["study"] / "leaderboard" / "build_manifest.json").read_text())
     taken = {Path(r["path"]).parent.name for r in manifest["runs"]} | {
         Path(r["path"]).parent.name for r in manifest["superseded"]}
     assert taken == {r["run_id"] for r in _plan_runs(study["study"])}
+    assert "stray-copy" not in json.dumps(manifest["runs"]) + json.dumps(manifest["superseded"])
+    assert any("stray-copy" in x["folder"] for x in manifest["left_out"])  # and the board says why
     listed = [x for x in (study["study"] / "run_set.txt").read_text().splitlines() if x and not x.startswith("#")]
     assert len(listed) == 8
 

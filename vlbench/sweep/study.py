@@ -165,8 +165,8 @@ def _keep_timings(result: SweepResult, cache_dir) -> None:
 
 
 def _leaderboard(result: SweepResult, err) -> None:
-    """The board of exactly the plan's finished runs: the run folder tree with the run set of those runs (a stray
-    folder under runs/ is left out, and named so)."""
+    """The board of exactly the plan's finished runs: the study's runs/ folder read with the run set of those runs,
+    so any other folder there (a stray run, a failed one) is left out, and named so in the board's manifest."""
     finished = [o["folder"] for o in result.outcomes.values() if o["status"] in ("done", "skipped")]
     run_set = result.study / RUN_SET
     atomic_write_text(run_set, "# the runs of the plan that finished (vlbench sweep)\n" + "".join(
@@ -177,7 +177,7 @@ def _leaderboard(result: SweepResult, err) -> None:
     from ..leaderboards.runset import Choice
 
     try:
-        build_leaderboard([str(Path(f).resolve()) for f in finished], result.study / BOARD, plots=False,
+        build_leaderboard([str((result.study / RUNS).resolve())], result.study / BOARD, plots=False,
                           warn=lambda m: print(f"vlbench: warning: {m}", file=err),
                           choice=Choice(run_set=str(run_set), allow_limited=True, keep_stray=True))
         result.leaderboard = result.study / BOARD
