@@ -5,6 +5,9 @@ deterministic id and folder under the study folder.
 The format is the one run configs already use (``vlbench run --config``): keys are ``vlbench run``'s long option
 names (``batch-size`` or ``batch_size``), values as in such a file (strings, numbers, booleans, lists)::
 
+    seeds = [0]                        # top-level keys first: the seeds of the grid (default [0])
+    exclude = [{ model = "siglip", condition = "noise" }]
+
     [study]
     out = "studies/robustness"         # the study folder (--out overrides it)
 
@@ -22,9 +25,6 @@ names (``batch-size`` or ``batch_size``), values as in such a file (strings, num
     [conditions]                       # name = the options of that condition (each one run per model x dataset)
     text = { perturb = ["typos", "lexical"] }
     noise = { perturb-images = "gaussian_noise:3" }
-
-    seeds = [0]                        # top level: the seeds of the grid (default [0])
-    exclude = [{ model = "siglip", condition = "noise" }]
 
 The grid is models x datasets x conditions x seeds, without the combinations an ``exclude`` entry matches (every
 key it gives equal). A run's id is its model, dataset and condition names, its seed and a hash of everything that
@@ -227,6 +227,9 @@ def _entries(doc: dict, key: str, path: str, fields: dict, *, with_spec: bool) -
                    f"add a [{key}] table with one {what} per line, e.g. {example}")
     out = []
     for name, value in table.items():
+        if name in TOP_KEYS:  # TOML put a top-level key written after [models] etc. into that table
+            raise _err(path, f"{key}.{name}", f"{name} is a top-level key of a plan, read here as a {what}",
+                       f"move {name} = ... above the first [table] of the file")
         _check_name(path, f"{key}.{name}", name)
         where = f"{key}.{name}"
         if with_spec and isinstance(value, str):

@@ -81,6 +81,7 @@ def test_a_plan_without_conditions_is_the_clean_run_and_needs_reach_each_task(tm
     ({"exclude": [{"colour": "a"}]}, "exclude[0].colour", "model, dataset, condition, seed"),
     ({"exclude": [{"model": "a"}, {"model": "b"}]}, "exclude", "exclude fewer"),
     ({"study": {"needs": {"gpu": 1}}}, "study.needs.gpu", "gpus, cpus and mem_gb"),
+    ({"conditions": {"clean": {}, "seeds": [0, 1]}}, "conditions.seeds", "above the first [table]"),
 ])
 def test_a_bad_plan_names_the_file_the_key_and_the_fix(change, key, fix):
     with pytest.raises(PlanError) as info:
@@ -170,3 +171,18 @@ def test_an_executor_whose_engine_is_not_installed_is_a_clear_error(tmp_path, mo
     assert main(["sweep", str(plan), "--out", str(tmp_path / "s"), "--executor", "ray"]) == 2
     err = capsys.readouterr().err
     assert "--executor ray is unavailable" in err and "--executor local" in err and "Traceback" not in err
+
+
+def test_the_plan_in_docs_scale_md_is_a_valid_plan(tmp_path):
+    import re
+
+    from vlbench.sweep.plan import tomllib
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "scale.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    plan = parse_plan(tomllib.loads(block), "docs/scale.md")
+    tasks = expand(plan, tmp_path)
+    # 2 models x 2 datasets x 3 conditions x 2 seeds = 24, minus siglip's budgets (4) and coco's seed 1 (6, of
+    # which 1 is already out): 15
+    assert len(tasks) == 24 - 4 - 6 + 1
+    assert plan.needs == {"gpus": 1, "mem_gb": 32} and plan.out == "studies/robustness"
