@@ -56,8 +56,11 @@ class SweepResult:
 def _study_folder(plan: Plan, out) -> Path:
     folder = out or plan.out
     if not folder:
-        raise OptionError("out", f"{{opt}}: the plan {plan.path} names no study folder",
-                          f"pass one (--out STUDY), or write [study] out = \"...\" in {plan.path}", flag="--out")
+        suite = plan.path.startswith("suite ")
+        raise OptionError("out", f"{{opt}}: {'the' if suite else 'the plan'} {plan.path} names no study folder",
+                          "pass one, e.g. --out studies/mine" + ("" if suite else
+                                                                 f", or write [study] out = \"...\" in {plan.path}"),
+                          flag="--out")
     return Path(folder).expanduser()
 
 
