@@ -105,7 +105,10 @@ def execute(tasks: list[Task], options: dict, on_event) -> list[dict]:
     n = min(len(tasks), workers or default_workers(gpus))
     threads = max(1, (os.cpu_count() or 1) // n) if not gpus else None
     ctx = multiprocessing.get_context("spawn")
-    events = ctx.Queue()
+    # a manager's queue, not a multiprocessing.Queue: a worker killed while writing to a shared pipe would take
+    # that pipe's lock with it and stall every later writer; a manager gives each process its own connection
+    manager = ctx.Manager()
+    events = manager.Queue()
     stop = threading.Event()
     started: dict[str, int | None] = {}  # run id -> the pid of the worker running it
 
@@ -117,7 +120,7 @@ def execute(tasks: list[Task], options: dict, on_event) -> list[dict]:
                 if stop.is_set():
                     return
                 continue
-            except (EOFError, OSError):
+            except (EOFError, OSError, BrokenPipeError):  # the manager is gone: nothing more will come
                 return
             if kind == "started":
                 started[rid] = info.get("pid")
@@ -134,7 +137,7 @@ def execute(tasks: list[Task], options: dict, on_event) -> list[dict]:
     finally:
         stop.set()
         reader.join(timeout=5)
-        events.close()
+        manager.shutdown()
     return [outcomes[t.run_id] for t in tasks]
 
 
