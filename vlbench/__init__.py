@@ -7,6 +7,7 @@ only when something that needs them runs), so ``vlbench --help`` and ``vlbench l
 >>> vlbench.score(similarity, caption_to_image)          # doctest: +SKIP  (a NumPy (images, captions) array)
 >>> vlbench.run(model="clip", dataset="flickr30k", perturb="all", out="runs/x")   # doctest: +SKIP
 >>> vlbench.granularity.granularity_table(["coco", "coco-fg"])                   # doctest: +SKIP
+>>> vlbench.sweep.sweep("plan.toml", "studies/x")   # a grid of runs (docs/scale.md)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ _EXPORTS = {
 }
 _SUBPACKAGES = ("models", "datasets", "metrics", "encoding", "pipeline", "granularity", "leaderboards", "perturbations",
                 "imageperturb", "shortcuts", "tasks", "registry", "config", "errors", "results", "testing",
-                "trackers", "training")
+                "trackers", "training", "sweep")
 
 __all__ = sorted([*_EXPORTS, *_SUBPACKAGES, "__version__"])
 

@@ -133,7 +133,8 @@ def _cmd_ls(args) -> int:
                 ("perturbations", registry.perturbations), ("image-perturbations", image_perturbations),
                 ("protocols", registry.protocols), ("galleries", registry.galleries),
                 ("perturbation-variants", registry.perturbation_variants),
-                ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions)]
+                ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions),
+                ("suites", registry.suites)]
     want = args.what
     for title, reg in sections:
         if want and want != title:
@@ -278,13 +279,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "studies included)")
     ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
                                                 "metrics", "protocols", "galleries", "perturbation-variants",
-                                                "granularity-profiles", "reproductions"])
+                                                "granularity-profiles", "reproductions", "suites"])
     ls.add_argument("--check", action="store_true", help="import every plug-in to find broken ones (slower)")
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets")
     _lazy_sub(sub, "leaderboard", "vlbench.leaderboards.cli", "build and publish leaderboards from run folders")
     _lazy_sub(sub, "compare", "vlbench.compare.cli", "paired comparisons of models on the same dataset's queries")
     _reproduce_sub(sub)
+    _lazy_sub(sub, "sweep", "vlbench.sweep.cli", "run a study's grid of runs from a plan or a suite (local, Slurm, "
+              "Ray)")
     _lazy_sub(sub, "rescore", "vlbench.rescore.cli", "score a finished run's cached embeddings as other suites do")
     _lazy_sub(sub, "explain", "vlbench.explain.cli", "a static HTML page of the queries a run's perturbations flip")
     _lazy_sub(sub, "analyze", "vlbench.analyze.cli", "which captions make a model brittle: per-query changes vs "

@@ -1,5 +1,5 @@
 """One small generic registry for models, datasets, perturbations, metrics, protocols, galleries, perturbation
-variants, granularity profiles and reproductions.
+variants, granularity profiles, reproductions and sweep suites.
 
 * names are kebab-case slugs; registering a name twice is an error;
 * entries may be lazy ``"module:attr"`` strings, so nothing heavy is imported until used;
@@ -212,6 +212,8 @@ galleries = Registry("galleries", BUILTIN_MODULES["galleries"])
 perturbation_variants = Registry("perturbation_variants")
 #: reproductions of published results, ``vlbench reproduce NAME`` (an object with ``configure(parser)``, ``main(args)``)
 reproductions = Registry("reproductions")
+#: named grids of runs, ``vlbench sweep --suite NAME`` (a vlbench.sweep.suites.Suite)
+suites = Registry("suites", "vlbench.sweep.suites")
 #: named sets of granularity feature readings (a dict of vlbench.granularity.FeatureOptions values)
 granularity_profiles = Registry("granularity_profiles", BUILTIN_MODULES["granularity_profiles"])
 

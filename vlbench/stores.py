@@ -46,6 +46,8 @@ STORES: dict[str, Store] = {s.name: s for s in (
           legacy=("file-digests.json",)),
     Store("minilm-vectors", "minilm-vectors", "vlbench.perturbations.guard", "MiniLM vectors (guard, validity)"),
     Store("validity-drift", "validity-drift", "vlbench.perturbations.guard", "semantic-drift summaries"),
+    Store("run-timings", "run-timings", "vlbench.sweep.history", "stage times of finished runs (sweep cost "
+          "estimates)"),
     Store("digits", "mnist", "vlbench.shortcuts", "MNIST digit bank of the shortcut probes"),
     Store("datasets", "data", "vlbench.datasets.builtin", "downloaded datasets (default --data-dir)",
           kind="download"),

@@ -40,6 +40,11 @@ STAGES = ("startup", "startup_model_load", "perturbation", "image_decode_preproc
           "writing", "other")
 
 
+#: functions called with the new stage's name whenever a clock enters another stage (a sweep worker's progress
+#: report); a listener must be quick and must not raise
+STAGE_LISTENERS: list[Callable[[str], None]] = []
+
+
 class Clock:
     """Exclusive stage times: ``seconds[stage]``; ``items[stage]`` where a stage counts what it did."""
 
@@ -53,6 +58,9 @@ class Clock:
         now = time.perf_counter()
         self.seconds[self.current] = self.seconds.get(self.current, 0.0) + now - self._mark
         self._mark, previous, self.current = now, self.current, stage
+        if stage != previous:
+            for listener in STAGE_LISTENERS:  # a sweep's progress display: the stage each run is in
+                listener(stage)
         return previous
 
     def enter(self, stage: str) -> None:

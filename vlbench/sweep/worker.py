@@ -57,7 +57,7 @@ def run_task(task: dict) -> dict:
 
 def _attempt(t: Task, log: Path, attempt: int) -> str | None:
     """One attempt of the run, its output appended to ``log``; the error as text, or None."""
-    import vlbench  # lazy: the package imports the sweep lazily too; the run is the same code path as `vlbench run`
+    import vlbench  # lazy: the run's own code path (the same as `vlbench run`), imported where a run happens
 
     kwargs = {**t.kwargs, "out": t.folder}
     kwargs.setdefault("resume", True)

@@ -21,3 +21,5 @@ def register() -> None:
     registry.reproductions.register("hendriksen2024", f"{HERE}.reproduce.cli", source=SOURCE,
                                     description="the chapter's Tables 5.2-5.4 (4 models x 4 datasets x 14 "
                                                 "conditions)")
+    registry.suites.register("hendriksen2024", f"{HERE}.suite:SUITE", source=SOURCE,
+                             description="the chapter's grid: 4 models x 4 datasets x 14 conditions (sweep suite)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 #: executor name -> "module:function", imported only when chosen (submitit and ray are optional extras)
 EXECUTORS = {
     "local": "vlbench.sweep.executors.local:execute",
+    "inline": "vlbench.sweep.executors.inline:execute",  # in this process, one run after another
     "slurm": "vlbench.sweep.executors.slurm:execute",
     "ray": "vlbench.sweep.executors.ray:execute",
 }

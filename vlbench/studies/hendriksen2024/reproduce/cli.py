@@ -8,6 +8,7 @@ from pathlib import Path
 
 from vlbench.errors import VlbenchError
 from vlbench.runfolder import RESULTS
+from vlbench.sweep.executors import EXECUTORS
 
 
 def _pairs(values: list[str], what: str) -> dict:
@@ -43,6 +44,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="accept image folders smaller than the chapter's t2i gallery (Flickr30k 31,783, COCO "
                              "val2014 40,504 images); the protocol label then names the size, e.g. "
                              "hendriksen2024[gallery=5000]")
+    parser.add_argument("--executor", default="inline", choices=list(EXECUTORS),
+                        help="where the runs execute, as for vlbench sweep: inline (default: in this process, one "
+                             "after another), local worker processes, slurm, ray (docs/scale.md)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N", help="--executor local: worker processes")
+    parser.add_argument("--retries", type=int, default=0, metavar="N", help="retry a failed run N more times")
     parser.add_argument("--plan-only", action="store_true",
                         help="check what every run needs (all at once), print the plan and stop; exit 2 when "
                              "something is missing")
@@ -80,7 +86,8 @@ def main(args) -> int:
     if args.relevance:
         kw["relevance"] = args.relevance
     summary = run.reproduce(args.out, models=models, datasets=datasets, also_standard=args.also_standard, log=log,
-                            device_kind=kind, **kw)
+                            device_kind=kind, executor=args.executor, workers=args.workers, retries=args.retries,
+                            **kw)
     for protocol in summary:
         print(f"{args.out}/{protocol}/table_5_2.md, table_5_3.md, table_5_4.md, comparison.json")
     return 0

@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from vlbench.errors import VlbenchError
-from vlbench.pipeline.runner import RunConfig, run
 from vlbench.results import MetricKey, RunRecord
 from vlbench.runfolder import RESULTS
 from vlbench.util.markdown import md_table
@@ -105,26 +104,43 @@ def needs(jobs: list[Job], out: Path | None, device: str = "gpu", *, relevance: 
     return "\n".join(lines)
 
 
-def run_jobs(jobs: list[Job], out: Path, *, log=print, **run_kwargs) -> dict:
-    """Run (or reuse) every job; returns {job: RunRecord}."""
+def tasks_of(jobs: list[Job], out: Path, *, retries: int = 0, **run_kwargs) -> dict:
+    """{job: the sweep Task that runs it}: the run folder ``<out>/runs/<protocol>-<model>-<dataset>``, its log under
+    ``<out>/logs/``, vlbench.run's options (the standard protocol has no fixed relevance model)."""
+    from vlbench.sweep.worker import Task  # lazy: the sweep's unit of work
 
-    records = {}
-    for n, job in enumerate(jobs, start=1):
-        folder = job.folder(out)
-        if (folder / RESULTS).is_file():
-            log(f"[{n}/{len(jobs)}] {folder.name}: reused")
-            records[job] = RunRecord.from_json(json.loads((folder / RESULTS).read_text()))
-            continue
-        log(f"[{n}/{len(jobs)}] {folder.name}: running")
+    tasks = {}
+    for job in jobs:
         kw = dict(run_kwargs)
         if job.protocol == "standard":
             kw.pop("relevance", None)
-        cfg = RunConfig(model=job.model_spec, dataset=job.dataset_spec, protocol=job.protocol, out=str(folder),
-                        dataset_name=job.dataset, model_name=job.model, **kw)
-        result = run(cfg)
-        assert result is not None  # one process: rank 0, which returns the result
-        records[job] = result.record or RunRecord.from_json(result.results)  # as RunResult reads itself
-    return records
+        kw.update(model=job.model_spec, dataset=job.dataset_spec, protocol=job.protocol, dataset_name=job.dataset,
+                  model_name=job.model)
+        folder = job.folder(out)
+        tasks[job] = Task(run_id=folder.name, folder=str(folder), kwargs=kw, retries=retries,
+                          log=str(out / "logs" / f"{folder.name}.log"))
+    return tasks
+
+
+def run_jobs(jobs: list[Job], out: Path, *, log=print, executor: str = "inline", workers: int | None = None,
+             retries: int = 0, **run_kwargs) -> tuple[dict, list[dict]]:
+    """Run (or reuse) every job through the sweep (vlbench.sweep: a finished run folder, proven by its hashes, is
+    reused; a failed run does not stop the others); returns ({job: RunRecord} of the finished jobs, the failed
+    runs' outcomes)."""
+    from vlbench.sweep.status import states  # lazy: the sweep's skip rule and executors
+    from vlbench.sweep.study import execute_tasks
+
+    tasks = tasks_of(jobs, out, retries=retries, **run_kwargs)
+    outcomes = execute_tasks(states(list(tasks.values())), executor, {}, workers=workers)
+    records, failed = {}, []
+    for job, task in tasks.items():
+        o = outcomes[task.run_id]
+        if o["status"] in ("done", "skipped"):
+            records[job] = RunRecord.load(task.folder)
+        else:
+            failed.append(o)
+    log(f"{len(records)} run(s) finished or reused, {len(failed)} failed")
+    return records, failed
 
 
 def _get(rec, cond: str, direction: str, metric: str, k=None):
@@ -233,7 +249,8 @@ def write_tables(out: Path, records: dict) -> dict:
 
 
 def reproduce(out, *, models: dict | None = None, datasets: dict | None = None, also_standard: bool = False,
-              log=print, device_kind: str = "gpu", **run_kwargs) -> dict:
+              log=print, device_kind: str = "gpu", executor: str = "inline", workers: int | None = None,
+              retries: int = 0, **run_kwargs) -> dict:
     """Plan, say what is needed, run (resuming), write the tables; returns the verdict counts per protocol."""
 
     out = Path(out)
@@ -247,9 +264,14 @@ def reproduce(out, *, models: dict | None = None, datasets: dict | None = None, 
     found = problems(jobs, out, cache_dir=run_kwargs.get("cache_dir"), perturb=run_kwargs.get("perturb", "all"),
                      allow_partial_gallery=bool(run_kwargs.get("allow_partial_gallery")), done=done, **kw)
     raise_if_missing(found, sum(not done(j) for j in jobs))  # every run checked before the first starts
-    records = run_jobs(jobs, out, log=log, **run_kwargs)
+    records, failed = run_jobs(jobs, out, log=log, executor=executor, workers=workers, retries=retries, **run_kwargs)
     summary = write_tables(out, records)
     for protocol, counts in summary.items():
         log(f"{protocol}: " + "; ".join(f"{t}: {c['reproduced']} reproduced, {c['not reproduced']} not, "
                                        f"{c['not run']} not run" for t, c in counts.items()))
+    if failed:  # the tables hold what finished ("not run" for these); the command says which runs failed and why
+        raise VlbenchError(f"reproduce: {len(failed)} run(s) failed: " + "; ".join(
+            f"{o['run_id']}: {o['error']} (log: {o['log']})" for o in failed[:5]) + (" ..." if len(failed) > 5 else ""),
+                           "fix the cause named in each log, then run the same command again: finished runs are "
+                           "reused, only the failed ones run")
     return summary
