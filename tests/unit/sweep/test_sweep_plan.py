@@ -179,7 +179,7 @@ def test_the_plan_in_docs_scale_md_is_a_valid_plan(tmp_path):
     from vlbench.sweep.plan import tomllib
 
     text = (Path(__file__).resolve().parents[3] / "docs" / "scale.md").read_text(encoding="utf-8")
-    (block,) = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    block = re.findall(r"```toml\n(.*?)```", text, flags=re.S)[0]  # the plan; later blocks: executor tables
     plan = parse_plan(tomllib.loads(block), "docs/scale.md")
     tasks = expand(plan, tmp_path)
     # 2 models x 2 datasets x 3 conditions x 2 seeds = 24, minus siglip's budgets (4) and coco's seed 1 (6, of
