@@ -62,8 +62,8 @@ def _cmd_run(args) -> int:
 
         return run_task_from_args(args)
     if args.images_dir is not None:
-        raise VlbenchError("--images-dir applies to --task sugarcrepe or sugarcrepe++, not to a retrieval run",
-                           "leave it out, or add --task sugarcrepe (or sugarcrepe++)")
+        raise VlbenchError("--images-dir applies to --task sugarcrepe, sugarcrepe++ or whatsup, not to a retrieval "
+                           "run", "leave it out, or add --task sugarcrepe (or sugarcrepe++, whatsup)")
     if not args.dataset:
         raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
     from .pipeline import timing  # lazy: vlbench --help imports this module; keep it light

@@ -43,7 +43,9 @@ def test_warm_runs_load_no_model_and_book_almost_nothing_as_other(runs, case):
     assert warm["encoding"]["model_loaded"] is False
     assert warm["encoding"]["images_encoded"] == 0 and warm["encoding"]["texts_encoded"] == 0
     t = warm["timings"]
-    assert _stage(warm, "other")["seconds"] < 0.05 * t["wall_seconds"], t["stages"]
+    # 5 % of the wall time, and never less than 20 ms: a warm run now takes a few tens of ms, where one scheduler
+    # hiccup on a loaded machine is more than 5 %; what this guards against is seconds left unbooked
+    assert _stage(warm, "other")["seconds"] < max(0.05 * t["wall_seconds"], 0.02), t["stages"]
 
 
 @pytest.mark.parametrize("case", ["img", "dist"])

@@ -31,7 +31,8 @@ def run_task_from_args(args) -> int:
 
     refuse_retrieval_options(args.task, given_fields(args))
     if args.images_dir is not None and not get_task(args.task).images_dir:
-        takes = " and ".join(n for n, t in tasks().items() if t.images_dir)
+        names = [n for n, t in tasks().items() if t.images_dir]
+        takes = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
         raise VlbenchError(f"--images-dir applies to --task {takes}, not to --task {args.task}", "leave it out")
     cfg = TaskConfig(task=args.task, model=args.model, dataset=args.dataset, images_dir=args.images_dir,
                      **{opt: getattr(args, opt) for opt in SHARED_OPTIONS})

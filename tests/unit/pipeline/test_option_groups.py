@@ -164,10 +164,10 @@ def test_task_refuses_a_retrieval_keyword_in_python(name):
 
 def test_images_dir_belongs_to_sugarcrepe(tmp_path, capsys):
     rc = main(["run", "--model", "counting", "--dataset", "custom:none.jsonl", "--images-dir", str(tmp_path)])
-    assert rc == 2 and "--images-dir applies to --task sugarcrepe or sugarcrepe++, not to a retrieval run" in capsys.readouterr().err
+    assert rc == 2 and "--images-dir applies to --task sugarcrepe, sugarcrepe++ or whatsup, not to a retrieval run" in capsys.readouterr().err
     rc = main(["run", "--task", "order", "--model", "counting", "--dataset", "custom:none.jsonl",
                "--images-dir", str(tmp_path)])
-    assert rc == 2 and "--images-dir applies to --task sugarcrepe and sugarcrepe++, not to --task order" in capsys.readouterr().err
+    assert rc == 2 and "--images-dir applies to --task sugarcrepe, sugarcrepe++ or whatsup, not to --task order" in capsys.readouterr().err
 
 
 def test_task_config_is_frozen():
