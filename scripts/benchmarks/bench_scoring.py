@@ -10,7 +10,7 @@ source's duplicate search (EmbeddingSource, before any scoring) is measured apar
 times the default pass (query blocks of 32 MiB of whole rows) and checks that both give the same values.
 
 usage: python scripts/benchmarks/bench_scoring.py [--queries 25000] [--gallery 1000000] [--dim 64] [--block 16x65536]
-       [--one-piece] [--json out.json]
+       [--one-piece] [--bare] [--json out.json]
 """
 
 from __future__ import annotations
@@ -48,6 +48,18 @@ def child(args) -> dict:
     txt = rng.standard_normal((args.queries, args.dim), dtype=np.float32)
     txt /= np.linalg.norm(txt, axis=1, keepdims=True)
     c2i = np.repeat(np.arange(args.queries // 5), 5)
+    if args.mode == "bare":  # the yardstick: a plain torch product + top-10 in query blocks of 256, no metric
+        import torch
+
+        base = _reset_peak()
+        t0 = time.perf_counter()
+        g = torch.from_numpy(img)
+        for q0 in range(0, len(txt), 256):
+            torch.topk(torch.from_numpy(txt[q0:q0 + 256]) @ g.T, 10, dim=1)
+        wall = time.perf_counter() - t0
+        return {"mode": "bare", "seconds": round(wall, 1), "source_seconds": 0.0, "source_mb": 0,
+                "rss_before_mb": round(base), "peak_mb": round(_status_mb("VmHWM")),
+                "working_mb": round(_status_mb("VmHWM") - base)}
     base = _reset_peak()
     t0 = time.perf_counter()
     src = EmbeddingSource(img, txt)  # finds bit-identical duplicate vectors (np.unique over the rows)
@@ -72,6 +84,8 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--block", default="16x65536")
     ap.add_argument("--one-piece", action="store_true", help="also time the default pass and compare the values")
+    ap.add_argument("--bare", action="store_true", help="also time a bare torch product + top-10 in query blocks of "
+                    "256 over the same vectors (no metric): the yardstick, and vlbench's ratio to it")
     ap.add_argument("--json")
     ap.add_argument("--mode", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--save", default=None, help=argparse.SUPPRESS)
@@ -85,19 +99,27 @@ def main() -> None:
 
     block = parse_score_block(args.block)
     rows = []
-    for mode in ("blocks", "one-piece") if args.one_piece else ("blocks",):
+    modes = ("blocks",) + (("one-piece",) if args.one_piece else ()) + (("bare",) if args.bare else ())
+    for mode in modes:
         cmd = [sys.executable, __file__, "--mode", mode, "--queries", str(args.queries), "--gallery",
                str(args.gallery), "--dim", str(args.dim), "--block", args.block]
-        if args.one_piece:
+        if args.one_piece and mode != "bare":
             cmd += ["--save", f"/tmp/bench_scoring_{os.getpid()}_{mode}.npz"]
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
-        r["block"] = str(block) if mode == "blocks" else "32 MiB of whole rows (default)"
-        r["block_mb"] = round(block.bytes / 2**20) if mode == "blocks" else 32
+        r["block"] = {"blocks": str(block), "one-piece": "32 MiB of whole rows (default)",
+                      "bare": "256 queries x the gallery"}[mode]
+        r["block_mb"] = {"blocks": round(block.bytes / 2**20), "one-piece": 32,
+                         "bare": round(256 * args.gallery * 4 / 2**20)}[mode]
         rows.append(r)
         print(f"{mode:9s} block {r['block']:>30s} ({r['block_mb']} MiB): scoring {r['seconds']:8.1f} s, working "
               f"memory {r['working_mb']} MB (peak {r['peak_mb']} MB over {r['rss_before_mb']} MB of vectors, torch "
               f"etc.); the source's duplicate search before it: {r['source_seconds']} s, +{r['source_mb']} MB",
               flush=True)
+    if args.bare:
+        bare = next(r for r in rows if r.get("mode") == "bare")["seconds"]
+        for r in rows:
+            if r.get("mode") in ("blocks", "one-piece") and bare:
+                print(f"{r['mode']}: {r['seconds'] / bare:.2f} x the bare product + top-10")
     if args.one_piece:
         a, b = (np.load(f"/tmp/bench_scoring_{os.getpid()}_{m}.npz") for m in ("blocks", "one-piece"))
         same = all(np.array_equal(a[k], b[k]) for k in a.files)
