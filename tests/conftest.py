@@ -282,3 +282,22 @@ def mirror(monkeypatch, tmp_path):
                         m.url.rstrip("/") + "/{repo_id}/resolve/{revision}/{filename}")
     yield m
     m.close()
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    """A Hub cache of its own for one test: ``put(repo, files)`` fills it (support.hub_datasets.write_hub_cache);
+    ``load(spec)`` loads a dataset offline from it with its own data folder."""
+    from support.hub_datasets import use_hub_cache, write_hub_cache
+
+    from vlbench.datasets.core import load_dataset
+
+    use_hub_cache(monkeypatch, tmp_path / "hub")
+
+    def put(repo, files):
+        return write_hub_cache(tmp_path / "hub", repo, files)
+
+    def load(spec, **kw):
+        return load_dataset(spec, data_dir=tmp_path / "data", **kw)
+
+    return put, load

@@ -20,6 +20,15 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
 
+def png_bytes(rgb, size=(8, 6)) -> bytes:
+    """A small solid-colour PNG (``size`` is width x height), the image cells of the Hub dataset tests."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", size, tuple(rgb)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
 def parquet_bytes(columns: dict, *, features: dict | None = None) -> bytes:
     """A parquet file of ``columns`` (name -> list of values; an image column holds (bytes, path) pairs or
     {"bytes", "path"} dicts), with the ``datasets`` library's feature metadata when ``features`` is given."""

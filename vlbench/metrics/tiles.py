@@ -151,19 +151,15 @@ class TileGrid:
     def _compute(self, keys: list[tuple[int, int]]) -> None:
         todo = [k for k in keys if k not in self._tiles]
         if todo:
-            if self.device or len(todo) == 1:
-                out = [self._one_thread(k) for k in todo] if not self.device else [self._product(*k) for k in todo]
-            else:
-                out = list(_pool().map(self._one_thread, todo))
+            parallel = not self.device and len(todo) > 1  # CPU: tiles in threads, each one BLAS thread
+            out = list(_pool().map(lambda k: self._product(*k), todo)) if parallel else \
+                [self._product(*k) for k in todo]
             self.products += len(todo)
             for k, t in zip(todo, out):
                 self._tiles[k] = t
                 self._held += t.nbytes
         for k in keys:
             self._tiles.move_to_end(k)
-
-    def _one_thread(self, key: tuple[int, int]) -> np.ndarray:
-        return self._product(*key)
 
     def _evict(self, keep: set) -> None:
         for k in list(self._tiles):
@@ -220,7 +216,7 @@ def _groups(ids: np.ndarray, tile: int) -> list[tuple[int, Any, Any]]:
     run of ids (the usual case, no scan per tile), index arrays otherwise (duplicates read earlier tiles)."""
     n = len(ids)
     lo = int(ids[0])
-    if int(ids[-1]) - lo == n - 1 and (n < 2 or bool((np.diff(ids) == 1).all())):
+    if _as_slice(ids) is not None:
         out: list[tuple[int, Any, Any]] = []
         for a in range(lo // tile, (lo + n - 1) // tile + 1):
             s0, s1 = max(lo, a * tile), min(lo + n, (a + 1) * tile)

@@ -13,35 +13,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from PIL import Image
-from support.hub_datasets import IMAGE_TYPE, parquet_bytes, use_hub_cache, write_hub_cache
+from support.hub_datasets import IMAGE_TYPE, parquet_bytes, png_bytes
 
 from vlbench.datasets.captions import MAX_CAPTION_CHARS
 from vlbench.datasets.core import Dataset, _build, check_captions, load_custom, load_dataset
 from vlbench.datasets.parquet import max_image_bytes
 from vlbench.errors import DataError
 
-
-def _png(rgb) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(np.full((6, 8, 3), rgb, dtype=np.uint8)).save(buf, format="PNG")
-    return buf.getvalue()
+RED, GREEN = png_bytes((255, 0, 0)), png_bytes((0, 255, 0))
 
 
-RED, GREEN = _png((255, 0, 0)), _png((0, 255, 0))
-
-
-@pytest.fixture
-def hub(tmp_path, monkeypatch):
-    """put(repo, files) fills the Hub cache; load(spec) loads it offline with its own data folder."""
-    use_hub_cache(monkeypatch, tmp_path / "hub")
-
-    def put(repo, files):
-        return write_hub_cache(tmp_path / "hub", repo, files)
-
-    def load(spec, **kw):
-        return load_dataset(spec, data_dir=tmp_path / "data", **kw)
-
-    return put, load
 
 
 def _table_bytes(table: pa.Table, **kw) -> bytes:

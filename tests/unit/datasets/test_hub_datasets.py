@@ -4,39 +4,16 @@ cache filled in its real layout (tests/support/hub_datasets.py), offline."""
 
 from __future__ import annotations
 
-import io
-
-import numpy as np
 import pytest
-from PIL import Image
-from support.hub_datasets import parquet_bytes, use_hub_cache, write_hub_cache
+from support.hub_datasets import parquet_bytes, png_bytes
 
-from vlbench.datasets.core import limited, load_custom, load_dataset
+from vlbench.datasets.core import limited, load_custom
 from vlbench.datasets.hub import canonical_name, choose_files, parse_spec, split_of
 from vlbench.errors import DataError
 
-
-def _png(rgb, size=(8, 6)) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(np.full((size[1], size[0], 3), rgb, dtype=np.uint8)).save(buf, format="PNG")
-    return buf.getvalue()
+RED, GREEN, BLUE = png_bytes((255, 0, 0)), png_bytes((0, 255, 0)), png_bytes((0, 0, 255))
 
 
-RED, GREEN, BLUE = _png((255, 0, 0)), _png((0, 255, 0)), _png((0, 0, 255))
-
-
-@pytest.fixture
-def hub(tmp_path, monkeypatch):
-    """put(repo, files) fills the Hub cache; load(spec) loads it offline with its own data folder."""
-    use_hub_cache(monkeypatch, tmp_path / "hub")
-
-    def put(repo, files):
-        return write_hub_cache(tmp_path / "hub", repo, files)
-
-    def load(spec, **kw):
-        return load_dataset(spec, data_dir=tmp_path / "data", **kw)
-
-    return put, load
 
 
 def test_spec_options_in_one_canonical_order_and_duplicates_refused():
