@@ -27,11 +27,11 @@ def scoring_kwargs(scoring, group=None) -> dict:
     """compute.evaluate's options from the run's scoring options; under torchrun (``group``: the ranks, a
     metrics.sharded.TorchGroup) the gallery is scored in blocks across the ranks (--score-block, or
     RANKS_BLOCK): the same numbers as one process, bit for bit (metrics/tiles.py)."""
-    block = getattr(scoring, "score_block", None)  # an options object without it: one piece
+    kw = dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit",
+              score_block=getattr(scoring, "score_block", None))  # an options object without it: one piece
     if group is not None and group.world > 1:
-        return dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit", score_block=block or RANKS_BLOCK,
-                    group=group)
-    return dict(k=scoring.k, p=scoring.p, i2t_recall=scoring.i2t_recall or "hit", score_block=block)
+        kw.update(score_block=kw["score_block"] or RANKS_BLOCK, group=group)
+    return kw
 
 
 def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=None, relevance=None,
