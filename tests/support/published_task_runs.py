@@ -23,7 +23,7 @@ def task_run(folder: Path, *, task: str, spec: str, scores: dict, files: dict | 
         for metric, v in by_metric.items():
             extra = {"n": (n_items or {}).get(cond, 100)} if metric == "accuracy" else {}
             values.append(MetricValue(cond, MetricKey("i2t", metric), v, extra))
-    ident = {"adapter": adapter, "checkpoint": spec.split(":", 1)[1], "precision": precision}
+    ident = {"adapter": adapter, "checkpoint": spec.partition(":")[2], "precision": precision}
     model = {"spec": spec, "name": spec.split(":")[0], "hash": "a" * 64, "identity": ident}
     ds = {"name": task, "hash": "d" * 64, "n_images": 10, "n_items": 10,
           "source": {"annotations": "/data/" + task, "sha256": files, "images": "/images"}}
