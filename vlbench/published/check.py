@@ -15,13 +15,17 @@ by another tool) is not compared: its status is ``unverified`` (exit 1), as the 
 A file with ``results_hash`` but no ``record_hash`` (written before whole records were sealed) is checked,
 with a note that its model and dataset fields are not proven.
 
+A choice-task run (results.json ``task.name``) is checked against the published task scores instead
+(:mod:`.task_scores`: matched by task, item set and model; each published score within ``tolerance``).
+
 ``vlbench check RUN`` prints :meth:`CheckReport.format` (exit 0 pass, 1 off, 2 no row applies), and
-``vlbench run`` prints it after the table when a row applies. For a leaderboard column:
+``vlbench run`` (with or without ``--task``) prints it after the table when a row applies. For a leaderboard column:
 ``check_run(rec).column()`` ("pass", "off 3.0", or "" when no row applies) and ``.status``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -31,6 +35,7 @@ from ..errors import OptionError
 from ..results import RunRecord
 from .report import format_report
 from .table import FACT_LABELS, FACTS, PublishedRow, rows_for
+from .task_scores import task_name, task_rows
 
 #: default tolerance, percentage points of R@k (open_clip measured with AMP on GPU; fp32 on CPU moves R@1 of
 #: a 1k set by a few tenths at most)
@@ -75,6 +80,12 @@ class RowCheck:
     def worst(self) -> float | None:
         diffs = [abs(m.diff) for m in self.metrics if m.diff is not None]
         return max(diffs) if diffs else None
+
+    def to_json(self) -> dict:
+        return {"id": self.row.id, "citation": self.row.citation(), "passed": self.passed,
+                "metrics": [{"direction": m.direction, "k": m.k, "published": m.published, "measured": m.measured,
+                             "within": m.within} for m in self.metrics],
+                "facts": [vars(f) for f in self.facts]}
 
 
 @dataclass(frozen=True)
@@ -122,10 +133,7 @@ class CheckReport:
     def to_json(self) -> dict:
         return {"model": self.model, "dataset": self.dataset, "tolerance": self.tolerance, "status": self.status,
                 "reason": self.reason or None, "unverified": self.unverified or None, "notes": list(self.notes),
-                "rows": [{"id": r.row.id, "citation": r.row.citation(), "passed": r.passed,
-                          "metrics": [{"direction": m.direction, "k": m.k, "published": m.published,
-                                       "measured": m.measured, "within": m.within} for m in r.metrics],
-                          "facts": [vars(f) for f in r.facts]} for r in self.rows]}
+                "rows": [r.to_json() for r in self.rows]}
 
     def format(self) -> str:
         return format_report(self)
@@ -271,6 +279,10 @@ def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
     tolerance = check_tolerance(tolerance)
     rec = _record(results)
     label = str(rec.model.fields.get("label") or rec.model.spec)
+    if task_name(rec) is not None:  # a choice-task run: the published task scores (task_scores.py)
+        task, rows, reason = task_rows(rec, tolerance)
+        report = CheckReport(label, task, tolerance, rows, reason=reason)
+        return _verified(rec, report) if rows else report
     ds = builtin_dataset(rec)
     if ds is None:
         named = _PUBLISHED_SETS.get(rec.dataset.name)
@@ -285,6 +297,12 @@ def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
         return CheckReport(label, ds, tolerance, reason=(
             f"no published row for model {rec.model.spec!r} on {ds}: vlbench ships open_clip's table "
             "(openclip:ARCH/TAG) and the papers' numbers of the built-in families (docs/published.md)"))
+    return _verified(rec, CheckReport(label, ds, tolerance, [_row_check(rec, r, tolerance) for r in rows]))
+
+
+def _verified(rec: RunRecord, report: CheckReport) -> CheckReport:
+    """``report`` marked ``unverified`` when no results_hash proves the run's values, with a note when no
+    record_hash proves its model and dataset fields."""
     unverified, notes = "", []
     if "results_hash" not in rec.other:
         unverified = ("the run file has no results_hash, so nothing proves its values are the ones a vlbench run "
@@ -292,8 +310,7 @@ def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
     elif rec.read_schema is not None and not rec.sealed:  # read from a file (a record just computed is proof)
         notes.append("the run file has no record_hash (written before vlbench sealed whole records): its metric "
                      "records are proven by results_hash, its model and dataset fields are not")
-    return CheckReport(label, ds, tolerance, [_row_check(rec, r, tolerance) for r in rows], unverified=unverified,
-                       notes=notes)
+    return dataclasses.replace(report, unverified=unverified, notes=notes)
 
 
 def fact_label(name: str) -> str:

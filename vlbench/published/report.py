@@ -1,6 +1,7 @@
 """The text of a published-numbers check (``vlbench check RUN`` and the lines ``vlbench run`` prints after its
 table): per row, measured vs published per metric, the verdict, and when off the protocol facts known to move
-such numbers, each marked as one this run differs in, matches, or cannot tell."""
+such numbers, each marked as one this run differs in, matches, or cannot tell. A task run's entries write their
+own lines (``TaskRowCheck.lines`` in task_scores.py)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def format_report(report) -> str:
     lines = [head] + [f"  note: {n}" for n in report.notes]
     for rc in report.rows:
         lines.append("")
-        lines.extend(_row_text(rc, report.tolerance))
+        lines.extend(rc.lines(report.tolerance) if hasattr(rc, "lines") else _row_text(rc, report.tolerance))
     lines.append("")
     lines.append(f"verdict: {report.status}" + (" (at least one published row matches)" if report.passed else ""))
     return "\n".join(lines)

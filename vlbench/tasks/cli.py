@@ -40,4 +40,10 @@ def run_task_from_args(args) -> int:
     from ..pipeline.report import print_run_result  # lazy: vlbench ls imports this module; keep it light
 
     print_run_result(res, as_json=args.json, quiet=args.quiet)
+    if not (args.json or args.quiet):
+        from ..published.check import check_run  # lazy: vlbench ls imports this module; keep it light
+
+        report = check_run(res.record or res.results)
+        if report.applies:  # a model and task with published scores: measured vs published, per item set
+            print("\n" + report.format())
     return 0

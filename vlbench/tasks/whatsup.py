@@ -53,6 +53,16 @@ SUBSETS = {
 }
 
 
+#: items per released subset file where the paper pins it (Controlled A / B: the counts its Table 3 percentages are
+#: whole numbers of; its section 2.1 prose gives 408 / 412 the other way round). COCO-QA one + two hold 2,687 images
+#: together, VG-QA one + two 1,451 (its section 2.1); no per-file split is published, so those are not pinned.
+SIZES = {"controlled_a": 412, "controlled_b": 408}
+#: the paper's totals over a pair of QA subsets (COCO-spatial, GQA-spatial)
+QA_TOTALS = {("coco_qa_one", "coco_qa_two"): 2687, ("vg_qa_one", "vg_qa_two"): 1451}
+#: no sha256 is pinned: the JSON files are only on the authors' Google Drive (not in the repository), which the
+#: release could not read; a run records the sha256 of each file it read (``dataset.source.sha256``)
+
+
 def _fix(sub: Subset) -> str:
     return (f"use the unmodified {sub.file} of What'sUp ({REPO}, the Google Drive folder its README links), or a file "
             "of its layout")
@@ -231,6 +241,12 @@ def whatsup_sets(cfg, note=None) -> ItemSets:
         sets[cond] = whatsup_items(root, s, images_dir=images)
         files[s] = sha256_file(root / SUBSETS[s].file)
         notes[cond] = {"items": len(sets[cond]), "options": SUBSETS[s].options}
+        if s in SIZES and len(sets[cond]) != SIZES[s] and note:
+            note(f"What'sUp {s}: {len(sets[cond])} items, not the released {SIZES[s]} (a subset or a changed file)")
+    for pair, total in QA_TOTALS.items():
+        got = sum(len(sets[f"task:{TASK}:{s}"]) for s in pair if s in subsets)
+        if all(s in subsets for s in pair) and got != total and note:
+            note(f"What'sUp {' + '.join(pair)}: {got} items, not the released {total:,} (a subset or a changed file)")
     keys = distinct_images([it for items in sets.values() for it in items])
     desc = {"name": (cfg.dataset_name or TASK).strip(), "hash": sha256_json({"files": files}), "n_images": len(keys),
             "n_items": sum(len(v) for v in sets.values()), "subsets": subsets,
@@ -243,8 +259,9 @@ WHATSUP = register_task(ChoiceTask(
     TASK, "What'sUp (Kamath et al. 2023): spatial relations; Controlled A / B (4 options), COCO-QA and VG-QA one / "
           "two objects (2 options); --dataset whatsup[:SUBSET,...], --images-dir the folder of its image folders",
     whatsup_sets, evaluate=evaluate_whatsup, text_only=whatsup_text_only, images_dir=True,
-    size="6 subsets, one item per image: controlled_a, controlled_b (4 options each), coco_qa_one, coco_qa_two, "
-         "vg_qa_one, vg_qa_two (2 options each); counts recorded per run",
+    size="6 subsets, one item per image: " + ", ".join(f"{k} {n}" for k, n in SIZES.items()) + " (4 options each); "
+         + ", ".join(f"{' + '.join(p)} {n:,} together" for p, n in QA_TOTALS.items())
+         + " (2 options each; the paper gives no per-file split); counts recorded per run",
     licence="the repository is MIT (its LICENSE); the data files on its Google Drive state no licence of their own; "
             "images: COCO val2017 (Flickr terms), Visual Genome (CC BY 4.0), the authors' own photographs and renders",
     citation="Kamath, Hessel and Chang, What's \"up\" with vision-language models? Investigating their struggle "

@@ -33,6 +33,8 @@ from .sources import _bad_image_name, _image_present, shown_name
 
 TASK = "winoground"
 HUB_REPO = "facebook/winoground"
+#: no sha256 is pinned: the files are in a gated Hub dataset that publishes no checksum outside the gate, and the
+#: release could not read it; a run records the sha256 of the examples.jsonl it read (``dataset.source.sha256``)
 N_ITEMS = 400
 #: chance of each score under random similarities, percent (text, image: 1/4; group: 1/6, as the paper)
 CHANCE = {"text": 25.0, "image": 25.0, "group": 100.0 / 6}
