@@ -56,7 +56,8 @@ def _hand_worked():
     vecs = [(E[0], E[1], E[0], E[1]), (E[0], E[1], E[0], H), (E[0], H, E[0], E[1]), (E[1], E[0], E[0], E[1])]
     items, img, txt = [], {}, {}
     for k, (i0, i1, c0, c1) in enumerate(vecs):
-        it = PairItem(str(k), (f"i{k}_0.png", f"i{k}_1.png"), (f"caption {k} a", f"caption {k} b"), ("add", "swap")[k % 2])
+        it = PairItem(str(k), (f"i{k}_0.png", f"i{k}_1.png"), (f"caption {k} a", f"caption {k} b"),
+                      ("add", "swap")[k % 2])
         img.update({it.images[0]: i0, it.images[1]: i1})
         txt.update({it.candidates[0]: c0, it.candidates[1]: c1})
         items.append(it)
@@ -245,7 +246,8 @@ def test_colorswap_parquet_ids_must_be_unique(tmp_path):
 def test_an_unknown_split_is_refused_with_the_choices(parse, spec):
     with pytest.raises(VlbenchError):
         parse(spec)
-    assert colorswap.parse_colorswap_spec(None) == "test" and colorswap.parse_colorswap_spec("colorswap:train") == "train"
+    assert colorswap.parse_colorswap_spec(None) == "test"
+    assert colorswap.parse_colorswap_spec("colorswap:train") == "train"
 
 
 def test_both_sets_are_registered_with_size_licence_and_citation():

@@ -53,7 +53,8 @@ def parse_colorswap_spec(spec: str | None) -> str:
     split = split.strip().lower() or "test"
     if name != TASK or split not in SPLITS:
         raise VlbenchError(f"--task {TASK} reads --dataset {TASK}[:SPLIT], not {spec!r}",
-                           f"leave --dataset out (the test split) or give one of {', '.join(f'{TASK}:{s}' for s in SPLITS)}")
+                           "leave --dataset out (the test split) or give one of "
+                           f"{', '.join(f'{TASK}:{s}' for s in SPLITS)}")
     return split
 
 
@@ -129,11 +130,10 @@ def colorswap_items(data_dir=None, split: str = "test") -> tuple[list[PairItem],
         return items, images, {"annotations": str(path), "sha256": sha256_file(path), "layout": "archive json",
                                "repository": f"{REPO}@{COMMIT[:7]}"}
     got = read_rows(SET, split, data_dir)
-    items, seen = [], set()
-    for n, row in enumerate(got.rows):
-        key = _key(row, n, seen, f"ColorSwap split {split!r} row {n + 1}")
-        items.append(_item(row, key, (row["image_1"], row["image_2"])))
-    return items, {k: got.image_dir / k for it in items for k in it.images}, {**got.source, "layout": "hub parquet"}
+    seen: set = set()
+    rows = [_item(row, _key(row, n, seen, f"ColorSwap split {split!r} row {n + 1}"), (row["image_1"], row["image_2"]))
+            for n, row in enumerate(got.rows)]
+    return rows, {k: got.image_dir / k for it in rows for k in it.images}, {**got.source, "layout": "hub parquet"}
 
 
 def colorswap_sets(cfg, note=None) -> ItemSets:

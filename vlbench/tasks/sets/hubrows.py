@@ -72,7 +72,8 @@ def locate(hs: HubSet, split: str, data_dir=None) -> tuple[Path, list[Path], dic
     for cand in (base / hs.task, base):
         files = _split_files(cand, split)
         if files:
-            return cand, files, {"folder": str(cand), "split": split, "repository": f"huggingface.co/datasets/{hs.repo}"}
+            return cand, files, {"folder": str(cand), "split": split,
+                                 "repository": f"huggingface.co/datasets/{hs.repo}"}
     try:
         folder, config, got, names = hub.fetch(hub.HubSpec(hs.repo, split=split), None)
     except DataError as exc:
@@ -101,7 +102,7 @@ def _row(hs: HubSet, row: dict, where: str, fix: str, image_dir: Path) -> dict:
     for col in hs.texts:
         value = row.get(col)
         refused = caption_refusal(value)
-        if refused or not value.strip():
+        if refused or not str(value).strip():
             raise DataError(f"{where}: field {col!r} {refused or 'is an empty string'}",
                             LENGTH_HINT if isinstance(value, str) and refused else fix)
         out[col] = value
@@ -140,7 +141,7 @@ def read_rows(hs: HubSet, split: str, data_dir=None) -> HubRows:
         n = 0
         for batch in batches(hs.repo, f, shown, cols, pf):
             for i, _ in enumerate(hs.images):
-                check_cell_sizes(batch.column(i), lambda k: f"{label} row {k}", n + 1, bound)
+                check_cell_sizes(batch.column(i), lambda k, at=label: f"{at} row {k}", n + 1, bound)
             for row in batch.to_pylist():
                 n += 1
                 rows.append(_row(hs, row, f"{label} row {n}", fix, image_dir))

@@ -172,23 +172,34 @@ def pairs_text_only(items: Sequence[PairItem], text_score, *, scoring: PairScori
 
 
 def format_pairs_table(rec, scoring: PairScoring) -> str:
-    """table.md of a run: each reported score with its interval, its chance and the blind (text-only) score
-    beside it, the group score last."""
-    order = [k for k in FLAGS if k in scoring.metrics and k != "group"] + ["group"]
+    """table.md of a run: the image-to-text, text-to-image and group scores side by side with their intervals and
+    the text-to-image minus image-to-text gap, their chances, the blind (text-only) value of each, and the single
+    comparisons when the set reports them."""
+    main = ("text", "image", "group")
+    single = [k for k in FLAGS[:4] if k in scoring.metrics]
 
     def cell(v):
         return f"{v.value:.2f} [{v.extra['ci_low']:.2f}, {v.extra['ci_high']:.2f}]" if v else "-"
 
+    def joined(values):
+        return " / ".join("-" if v is None else f"{v:.2f}" for v in values)
+
     rows = []
     for cond in rec.conditions:
         get = {v.key.metric: v for v in rec.values if v.condition == cond}
-        row = [cond, get["accuracy"].extra["n"]]
-        for k in order:
-            m = scoring.metrics[k]
-            blind = get.get(f"blind_{m}")
-            row += [cell(get.get(m)), f"{CHANCE[k]:.2f}", f"{blind.value:.2f}" if blind else "-"]
+        value = {k: getattr(get.get(scoring.metrics[k]), "value", None) for k in (*main, *single)}
+        blind = {k: getattr(get.get(f"blind_{scoring.metrics[k]}"), "value", None) for k in (*main, *single)}
+        gap = None if value["text"] is None or value["image"] is None else value["image"] - value["text"]
+        row = [cond, get["accuracy"].extra["n"], *(cell(get.get(scoring.metrics[k])) for k in main),
+               "-" if gap is None else f"{gap:+.2f}", joined(CHANCE[k] for k in main), joined(blind[k] for k in main)]
+        if single:
+            row += [joined(value[k] for k in single), joined(blind[k] for k in single)]
         rows.append(row)
-    head = ["set", "items"]
-    for k in order:
-        head += [f"{scoring.labels[k]} %", "chance %", "blind (text-only) %"]
+    names = " / ".join(scoring.labels[k] for k in main)
+    head = ["set", "items", *(f"{scoring.labels[k]} %" for k in main),
+            f"{scoring.labels['image']} - {scoring.labels['text']} (points)", f"chance % ({names})",
+            f"blind (text-only) % ({names})"]
+    if single:
+        each = " / ".join(scoring.labels[k] for k in single)
+        head += [f"{each} %", f"blind {each} %"]
     return md_table(head, rows, pad=True)
