@@ -258,3 +258,25 @@ def test_both_sets_are_registered_with_size_licence_and_citation():
         t = known[name]
         assert t.size and "MIT" in t.licence and "2024" in t.citation
     assert known["bivlc"].blind_excluded_images and json.dumps(sorted(known["bivlc"].blind_excluded_images))
+
+
+def _digest(rows) -> str:
+    return hashlib.sha256(json.dumps(sorted(rows), ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+
+
+def test_the_texts_are_checked_against_the_authors_published_lists(tmp_path):
+    """The release pins (from the authors' per-item files) are sha256 of the sorted text rows; a fixture's differ,
+    and the run says so (a note, recorded as texts_match_release=False)."""
+    from types import SimpleNamespace
+
+    write_bivlc(tmp_path)
+    write_colorswap(tmp_path)
+    notes: list[str] = []
+    cfg = SimpleNamespace(dataset=None, data_dir=tmp_path, dataset_name=None)
+    got = bivlc.bivlc_sets(cfg, notes.append).dataset["source"]
+    assert got["texts_sha256"] == _digest([[a, b, t, "obj"] for a, b, t in BIVLC_CAPTIONS])
+    assert got["texts_match_release"] is False and "results/BiVLC_ViT-B-32.csv" in notes[-1]
+    got = colorswap.colorswap_sets(cfg, notes.append).dataset["source"]
+    assert got["texts_sha256"] == _digest([[k, a, b] for k, (a, b, _) in enumerate(COLORSWAP_CAPTIONS)])
+    assert got["texts_match_release"] is False and "vlm_results" in notes[-1]
+    assert len(bivlc.RELEASE_TEXTS_SHA256) == len(colorswap.TEST_TEXTS_SHA256) == 64

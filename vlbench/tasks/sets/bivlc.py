@@ -35,6 +35,10 @@ HUB_REPO = "imirandam/BiVLC"
 REPO = "github.com/IMirandaM/BiVLC"
 COMMIT = "84f0d1751e7212d97cdeaeb01353862c09908bcb"  # evaluate_BiVLC, whose rule this module follows
 N_ITEMS = 2933
+#: sha256 (vlbench.util.io.sha256_json) of the sorted [caption, negative_caption, type, subtype] rows of the 2,933
+#: items, from the per-item file the authors publish with their evaluation (results/BiVLC_ViT-B-32.csv of REPO at
+#: COMMIT; that file's sha256 is a16d196a...): the parquet files themselves cannot be fetched here to pin
+RELEASE_TEXTS_SHA256 = "ddaa60eded4499c46246286af1c556f017aea4cb5c0dcd198b68265262780d88"
 SET = HubSet(TASK, HUB_REPO, "BiVLC", ("image", "negative_image"), ("caption", "negative_caption"),
              ("type", "subtype"))
 SCORING = PairScoring(
@@ -61,20 +65,24 @@ def bivlc_items(data_dir=None) -> tuple[list[PairItem], dict, dict]:
     """(items, image key -> file, source record) of BiVLC's test split. Item ids are the row numbers (from 0, in
     file order) since the release has no id column; ``tag`` is the item's ``type``."""
     got = read_rows(SET, "test", data_dir)
+    texts = sha256_json(sorted([r["caption"], r["negative_caption"], r.get("type"), r.get("subtype")]
+                               for r in got.rows))
     items = []
     for n, row in enumerate(got.rows):
         kind = row.get("type")
         items.append(PairItem(str(n), (row["image"], row["negative_image"]), (row["caption"], row["negative_caption"]),
                               kind.strip().lower() if isinstance(kind, str) else ""))
-    return items, {k: got.image_dir / k for it in items for k in it.images}, got.source
+    source = {**got.source, "texts_sha256": texts, "texts_match_release": texts == RELEASE_TEXTS_SHA256}
+    return items, {k: got.image_dir / k for it in items for k in it.images}, source
 
 
 def bivlc_sets(cfg, note=None) -> ItemSets:
     """The one item set of ``vlbench run --task bivlc``."""
     parse_bivlc_spec(cfg.dataset)
     items, images, source = bivlc_items(cfg.data_dir)
-    if len(items) != N_ITEMS and note:
-        note(f"BiVLC: {len(items)} items, not the released {N_ITEMS} (a subset or a changed file)")
+    if not source["texts_match_release"] and note:
+        note(f"BiVLC: {len(items)} items whose captions, negative captions and types differ from the {N_ITEMS} "
+             f"the authors' evaluation lists ({REPO}, results/BiVLC_ViT-B-32.csv): a subset or a changed file")
     cond = f"task:{TASK}"
     keys = distinct_images(items)
     desc = {"name": (cfg.dataset_name or TASK).strip(), "hash": sha256_json({"files": source["files"]}),

@@ -37,6 +37,9 @@ HUB_REPO = "stanfordnlp/colorswap"
 REPO = "github.com/Top34051/colorswap"
 COMMIT = "4f2c9e40ab4cf9db9e4c7b89410d0b15dccb404a"  # the README whose layout this module reads
 SPLITS = {"test": 300, "train": 700}  # released sizes (the paper's test split: the 300 ids of its vlm_results/)
+#: sha256 (vlbench.util.io.sha256_json) of the test split's sorted [id, caption_1, caption_2] rows, from the six
+#: vlm_results/*.json files of REPO at COMMIT (they agree on all 300): the data files cannot be fetched here to pin
+TEST_TEXTS_SHA256 = "e5a6f7257bd0aac27a62270c8c6b33ce1b34347360f2320d020c3b6451d3d1b3"
 FIELDS = ("image_1", "image_2", "caption_1", "caption_2")
 SET = HubSet(TASK, HUB_REPO, "ColorSwap", ("image_1", "image_2"), ("caption_1", "caption_2"),
              ("id", "image_source", "caption_source"))
@@ -136,12 +139,24 @@ def colorswap_items(data_dir=None, split: str = "test") -> tuple[list[PairItem],
     return rows, {k: got.image_dir / k for it in rows for k in it.images}, {**got.source, "layout": "hub parquet"}
 
 
+def texts_digest(items) -> str:
+    """sha256_json of the items' sorted [id, caption_1, caption_2] rows (numeric ids as numbers), the form
+    :data:`TEST_TEXTS_SHA256` pins."""
+    rows = [[int(it.item_id) if it.item_id.isdigit() else it.item_id, *it.candidates] for it in items]
+    return sha256_json(sorted(rows, key=lambda r: (isinstance(r[0], str), r)))
+
+
 def colorswap_sets(cfg, note=None) -> ItemSets:
     """The one item set of ``vlbench run --task colorswap``."""
     split = parse_colorswap_spec(cfg.dataset)
     items, images, source = colorswap_items(cfg.data_dir, split)
-    if len(items) != SPLITS[split] and note:
-        note(f"ColorSwap {split}: {len(items)} items, not the released {SPLITS[split]} (a subset or a changed file)")
+    source["texts_sha256"] = texts_digest(items)
+    if split == "test":
+        source["texts_match_release"] = source["texts_sha256"] == TEST_TEXTS_SHA256
+    if not source.get("texts_match_release", len(items) == SPLITS[split]) and note:
+        note(f"ColorSwap {split}: {len(items)} items; " + ("their ids and captions differ from the 300 of the "
+             f"authors' vlm_results ({REPO})" if split == "test" else f"the release has {SPLITS[split]}") +
+             " (a subset or a changed file)")
     cond = f"task:{TASK}:{split}"
     keys = distinct_images(items)
     desc = {"name": (cfg.dataset_name or TASK).strip(), "hash": sha256_json({k: v for k, v in source.items()
