@@ -280,3 +280,17 @@ def test_the_texts_are_checked_against_the_authors_published_lists(tmp_path):
     assert got["texts_sha256"] == _digest([[k, a, b] for k, (a, b, _) in enumerate(COLORSWAP_CAPTIONS)])
     assert got["texts_match_release"] is False and "vlm_results" in notes[-1]
     assert len(bivlc.RELEASE_TEXTS_SHA256) == len(colorswap.TEST_TEXTS_SHA256) == 64
+
+
+def test_an_image_cell_over_the_decoder_bound_is_refused_before_it_is_written(tmp_path, monkeypatch):
+    from PIL import Image
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10)  # the bound becomes 40 bytes + 64 KiB of headers
+    big = b"\x89PNG" + bytes(np.random.default_rng(0).integers(0, 256, 80_000, dtype=np.uint8))
+    cols = {"image": [(noise_png(1), None), (big, None)], "caption": ["a", "b"], "negative_caption": ["x", "y"],
+            "negative_image": [(noise_png(2), None), (noise_png(3), None)], "type": ["add"] * 2, "subtype": ["obj"] * 2}
+    path = write_bivlc(tmp_path, parquet_bytes(cols))
+    with pytest.raises(DataError) as err:
+        bivlc.bivlc_items(tmp_path)
+    assert str(path) in err.value.message and "limit" in err.value.message
+    assert not (tmp_path / "bivlc" / "images" / f"{hashlib.sha256(big).hexdigest()}.png").exists()

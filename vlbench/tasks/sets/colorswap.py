@@ -111,7 +111,7 @@ def read_colorswap_json(path: Path) -> list[PairItem]:
 
 
 def _json_file(base: Path, split: str) -> Path | None:
-    for cand in (base / TASK / "data", base / TASK, base):
+    for cand in (base / TASK / "data", base / TASK):  # not <data-dir>/test.json: too common a name to claim
         if (cand / f"{split}.json").is_file():
             return cand / f"{split}.json"
     return None

@@ -21,7 +21,14 @@ from pathlib import Path
 
 from ...datasets import hub
 from ...datasets.captions import LENGTH_HINT, caption_refusal
-from ...datasets.parquet.limits import batches, check_cell_sizes, check_declared_sizes, max_image_bytes, open_file
+from ...datasets.parquet.limits import (
+    batches,
+    check_cell_sizes,
+    check_declared_caption_sizes,
+    check_declared_sizes,
+    max_image_bytes,
+    open_file,
+)
 from ...errors import DataError
 from ...util import paths
 from ...util.io import atomic_write_bytes, sha256_file
@@ -137,6 +144,7 @@ def read_rows(hs: HubSet, split: str, data_dir=None) -> HubRows:
             raise DataError(f"{label}: field {missing[0]!r} is missing (its columns: {', '.join(names)})", fix)
         for col in hs.images:
             check_declared_sizes(pf, col, label, bound)
+        check_declared_caption_sizes(pf, list(hs.texts), label)
         cols = [*hs.images, *hs.texts, *(c for c in hs.optional if c in names)]
         n = 0
         for batch in batches(hs.repo, f, shown, cols, pf):
