@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.hub_datasets import parquet_bytes, png_bytes
-from support.pair_sets import BIVLC_CAPTIONS, noise_png, write_bivlc
+from support.pair_sets import BIVLC_CAPTIONS, COLORSWAP_CAPTIONS, noise_png, write_bivlc, write_colorswap
 
 from vlbench.cli import main
 
@@ -55,6 +55,7 @@ def data_dir(tmp_path):
     (root / "captions").mkdir(parents=True)
     (root / "captions" / coco.name).symlink_to(coco)
     write_bivlc(root)
+    write_colorswap(root)
     return root
 
 
@@ -75,6 +76,9 @@ def test_bivlc_run_scores_both_directions_as_the_papers_rule_on_a_tiny_model(tin
         ipos, ineg, tpos, tneg = s[0, 0] > s[1, 0], s[1, 1] > s[0, 1], s[0, 0] > s[0, 1], s[1, 1] > s[1, 0]
         flags.append((ipos, ineg, tpos, tneg, ipos and ineg, tpos and tneg, ipos and ineg and tpos and tneg))
     f = np.array(flags, dtype=float)
+    # the tiny CLIP barely tells noise images apart, so its composite scores are 0 here; the single comparisons
+    # vary, and the hand-worked colour runs below check non-zero composite scores through a whole run
+    assert 0 < f[:, :4].mean() < 1
     got = {r["metric"]: r for r in doc["results"] if r["condition"] == "task:bivlc"}
     for j, m in enumerate(("ipos_2t", "ineg_2t", "tpos_2i", "tneg_2i", "i2t_score", "t2i_score", "accuracy")):
         assert got[m]["value"] == pytest.approx(100 * f[:, j].mean()), m
@@ -89,39 +93,73 @@ def test_bivlc_run_scores_both_directions_as_the_papers_rule_on_a_tiny_model(tin
     assert "I2T %" in table and "T2I %" in table and table.index("I2T %") < table.index("T2I %")
 
 
+def test_colorswap_run_scores_equal_the_papers_rule_on_a_tiny_model(tiny_models, data_dir, tmp_path):
+    spec = f"clip:{tiny_models('clip')}"
+    out = tmp_path / "cs"
+    assert main(["run", "--task", "colorswap", "--model", spec, "--data-dir", str(data_dir), "--out", str(out),
+                 "--quiet", "--num-workers", "0"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    image, text = _encoder(spec, tmp_path)
+    flags = []
+    for k, (c1, c2, _) in enumerate(COLORSWAP_CAPTIONS):  # image_k / caption_k of id k (write_colorswap's seeds)
+        imgs = [image(noise_png(100 + 2 * k)), image(noise_png(100 + 2 * k + 1))]
+        s = np.array([[text(c) @ v for v in imgs] for c in (c1, c2)])
+        t, i = s[0, 0] > s[1, 0] and s[1, 1] > s[0, 1], s[0, 0] > s[0, 1] and s[1, 1] > s[1, 0]
+        flags.append((t, i, t and i))
+    f = np.array(flags, dtype=float)
+    got = {r["metric"]: r for r in doc["results"] if r["condition"] == "task:colorswap:test"}
+    assert [got[m]["value"] for m in ("text_score", "image_score", "accuracy")] == pytest.approx(100 * f.mean(axis=0))
+    assert got["blind_text_score"]["value"] == got["blind_image_score"]["value"] == got["blind_accuracy"]["value"] == 0
+    assert doc["dataset"]["n_items"] == len(COLORSWAP_CAPTIONS) and doc["dataset"]["split"] == "test"
+
+
 RED, GREEN, BLUE, GREY = (255, 0, 0), (0, 255, 0), (0, 0, 255), (128, 128, 128)
 
 
-def test_colorswap_run_on_a_hand_worked_colour_case_with_ties(colour_models, tmp_path):
-    """colour-vec (tests/support/colour_model.py): an image is its mean colour, a caption its first colour word
-    (none: (1, 1, 1)); cosines, so every similarity is exact. Rows caption_1, caption_2; columns image_1, image_2:
+CASES = [(RED, GREEN, "a red cup on a green table", "a green cup on a red table"),
+         (RED, BLUE, "a red mug", "a plain mug"), (RED, GREY, "a red bowl", "a blue bowl"),
+         (RED, BLUE, "a plain hat", "the plain hat")]
 
-    0. red / green images, "a red cup on a green table" / "a green cup on a red table": [[1, 0], [0, 1]]  all three
-    1. red / blue images, "a red mug" / "a plain mug":        [[1, 0], [.58, .58]]  text only (a tie under image)
-    2. red / grey images, "a red bowl" / "a blue bowl":       [[1, .58], [0, .58]]  image only (a tie under text)
+
+def _colour_split(task: str) -> bytes:
+    """CASES in the set's Hub layout (ColorSwap: image_1 / caption_1 first; BiVLC: image / caption first)."""
+    first, second = [(png_bytes(a), None) for a, _, _, _ in CASES], [(png_bytes(b), None) for _, b, _, _ in CASES]
+    c0, c1 = [c for _, _, c, _ in CASES], [d for _, _, _, d in CASES]
+    kinds = ["midjourney", "dalle3", "dalle3", "midjourney"]
+    if task == "colorswap":
+        return parquet_bytes({"id": list(range(4)), "image_1": first, "image_2": second, "caption_1": c0,
+                              "caption_2": c1, "image_source": kinds, "caption_source": ["human"] * 4})
+    return parquet_bytes({"image": first, "caption": c0, "negative_caption": c1, "negative_image": second,
+                          "type": kinds, "subtype": ["att"] * 4})
+
+
+@pytest.mark.parametrize("task", ["colorswap", "bivlc"])
+def test_a_run_on_a_hand_worked_colour_case_with_ties(colour_models, tmp_path, task):
+    """colour-vec (tests/support/colour_model.py): an image is its mean colour, a caption its first colour word
+    (none: (1, 1, 1)); cosines, so every similarity is exact. Rows c0, c1; columns I0, I1:
+
+    0. red / green images, "a red cup on a green table" / "a green cup on a red table": [[1, 0], [0, 1]]  all
+    1. red / blue images, "a red mug" / "a plain mug":        [[1, 0], [.58, .58]]  I2T (text) only: a tie under I1
+    2. red / grey images, "a red bowl" / "a blue bowl":       [[1, .58], [0, .58]]  T2I (image) only: a tie under c1
     3. red / blue images, "a plain hat" / "the plain hat":    [[.58, .58], [.58, .58]] none (every comparison ties)
-    so text 50%, image 50%, group 25%."""
-    cases = [(RED, GREEN, "a red cup on a green table", "a green cup on a red table"),
-             (RED, BLUE, "a red mug", "a plain mug"), (RED, GREY, "a red bowl", "a blue bowl"),
-             (RED, BLUE, "a plain hat", "the plain hat")]
-    cols = {"id": list(range(4)), "image_1": [(png_bytes(a), f"img_{k}_1.png") for k, (a, _, _, _) in enumerate(cases)],
-            "image_2": [(png_bytes(b), f"img_{k}_2.png") for k, (_, b, _, _) in enumerate(cases)],
-            "caption_1": [c for _, _, c, _ in cases], "caption_2": [d for _, _, _, d in cases],
-            "image_source": ["midjourney", "dalle3", "dalle3", "midjourney"], "caption_source": ["human"] * 4}
-    path = tmp_path / "colorswap" / "data" / "test-00000-of-00001.parquet"
+    so I2T / text 50%, T2I / image 50%, group 25%; single comparisons 75 / 50 / 75 / 50."""
+    path = tmp_path / task / "data" / "test-00000-of-00001.parquet"
     path.parent.mkdir(parents=True)
-    path.write_bytes(parquet_bytes(cols))
+    path.write_bytes(_colour_split(task))
     out = tmp_path / "out"
-    assert main(["run", "--task", "colorswap", "--model", "colour-vec", "--data-dir", str(tmp_path), "--out",
+    assert main(["run", "--task", task, "--model", "colour-vec", "--data-dir", str(tmp_path), "--out",
                  str(out), "--quiet", "--num-workers", "0", "--no-cache"]) == 0
     doc = json.loads((out / "results.json").read_text())
     got = {r["metric"]: r["value"] for r in doc["results"]}
-    assert (got["text_score"], got["image_score"], got["accuracy"]) == (50.0, 50.0, 25.0)
-    assert list(doc["conditions"]) == ["task:colorswap:test"]
+    names = ("text_score", "image_score") if task == "colorswap" else ("i2t_score", "t2i_score")
+    assert (got[names[0]], got[names[1]], got["accuracy"]) == (50.0, 50.0, 25.0)
+    if task == "bivlc":
+        assert [got[m] for m in ("ipos_2t", "ineg_2t", "tpos_2i", "tneg_2i")] == [75.0, 50.0, 75.0, 50.0]
     flags = [(int(r["text_correct"]), int(r["image_correct"]), int(r["group_correct"])) for r in _rows(out)]
     assert flags == [(1, 1, 1), (1, 0, 0), (0, 1, 0), (0, 0, 0)]
-    assert doc["conditions"]["task:colorswap:test"]["by_kind"]["dalle3"] == {"text_score": 50.0,
-                                                                           "image_score": 50.0, "accuracy": 0.0, "n": 2}
+    assert doc["conditions"][next(iter(doc["conditions"]))]["by_kind"]["dalle3"] == {
+        names[0]: 50.0, names[1]: 50.0, "accuracy": 0.0, **({} if task == "colorswap" else {
+            "ipos_2t": 100.0, "ineg_2t": 50.0, "tpos_2i": 100.0, "tneg_2i": 50.0}), "n": 2}
 
 
 def test_bivlc_missing_files_are_named_before_a_model_loads(tmp_path, capsys):
