@@ -152,6 +152,7 @@ for _spec in BUILTIN.values():
                       licence=_spec.licence, citation=_spec.citation)
 
 from . import longcaptions  # noqa: E402,F401  the long-caption sets register themselves (urban1k, docci, iiw-*, dci-*)
+from . import langsets  # noqa: E402,F401  the multilingual sets register themselves (xm3600, xtd10)
 
 
 def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:

@@ -358,8 +358,15 @@ def load_dataset(spec: str, *, data_dir=None, gallery: str = "test", require_ima
         return load_custom(path, require_images=require_images)
     if custom:
         return load_custom(spec, require_images=require_images)
-    factory = DATASETS.get(spec)
+    name, sep, options = spec.partition("?")  # ``xm3600?languages=de,fr``: a registered set's own options
+    factory = DATASETS.get(name)
     kwargs = dict(data_dir=data_dir, gallery=gallery, require_images=require_images, download=download)
+    if sep:
+        if not getattr(factory, "takes_options", None):
+            raise DataError(f"dataset {name!r} takes no ?options (the dataset was given as {spec!r})",
+                            f"write --dataset {name}; options after '?' exist for xm3600 and xtd10 (languages=...) "
+                            "and for Hub datasets (hf:ORG/NAME?split=...)")
+        kwargs["options"] = options
     if extra_positives:
         kwargs["extra_positives"] = extra_positives
     ds = factory(**kwargs)

@@ -1,0 +1,97 @@
+"""A multilingual set in one run: an XM3600-shaped captions.jsonl with 3 languages (written here, tiny images).
+Every language's recall in both directions equals a plain-NumPy recomputation from the model's own vectors, the
+run's values are their mean, the selection is recorded, and the images are encoded once for all languages."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import vlbench
+from support.data import write_images
+from vlbench.encoding.session import EncodingSession
+
+CAPTIONS = {  # per image: de (two captions), fr, ja
+    "de": [["ein roter Bus auf der Straße", "ein Bus fährt"], ["zwei Hunde spielen im Schnee", "Hunde im Schnee"],
+           ["eine Frau liest ein Buch", "Frau mit Buch am Fenster"], ["ein Boot auf dem See", "ein kleines Boot"],
+           ["Kinder spielen Fußball", "ein Fußballspiel im Park"]],
+    "fr": [["un bus rouge dans la rue"], ["deux chiens jouent dans la neige"], ["une femme lit un livre"],
+           ["un bateau sur le lac"], ["des enfants jouent au football"]],
+    "ja": [["赤い バス が 道 を 走る"], ["雪 の 中 で 遊ぶ 二匹 の 犬"], ["本 を 読む 女性"], ["湖 の 上 の ボート", "小さな ボート"],
+           ["公園 で サッカー を する 子供たち"]],
+}
+
+
+def write_xm3600(root, n: int = 5, langs=("de", "fr", "ja")):
+    """The release's layout: <root>/xm3600/captions.jsonl and <root>/images/xm3600/<key>.jpg."""
+    names = write_images(root / "images" / "xm3600", n, fmt="jpg")
+    rows = []
+    for i, name in enumerate(names):
+        row = {"image/key": name[:-4]}
+        for lang in langs:
+            row[lang] = {"caption": CAPTIONS[lang][i], "caption/tokenized": CAPTIONS[lang][i]}
+        rows.append(row)
+    (root / "xm3600").mkdir(parents=True, exist_ok=True)
+    (root / "xm3600" / "captions.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return names
+
+
+def _ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based rank of every candidate of every row: higher score first, a tie to the lower index (the tie rule)."""
+    n = scores.shape[1]
+    out = np.empty(scores.shape, dtype=np.int64)
+    for q, row in enumerate(scores):
+        for c in range(n):
+            out[q, c] = 1 + int(np.sum(row > row[c])) + int(np.sum((row == row[c]) & (np.arange(n) < c)))
+    return out
+
+
+def oracle_recall(img: np.ndarray, txt: np.ndarray, owner: list[int], k: int) -> dict:
+    """R@k in percent from the definitions: t2i, a caption's image within its top k; i2t, any of an image's
+    captions within its top k."""
+    t2i = _ranks(txt @ img.T)
+    i2t = _ranks(img @ txt.T)
+    hits_t = [t2i[j, owner[j]] <= k for j in range(len(owner))]
+    hits_i = [min(i2t[i, j] for j in range(len(owner)) if owner[j] == i) <= k for i in range(len(img))]
+    return {"t2i": 100.0 * np.mean(hits_t), "i2t": 100.0 * np.mean(hits_i)}
+
+
+def test_each_language_recall_equals_a_numpy_recomputation_in_one_run(counting_plugin, tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    names = write_xm3600(data)
+    count = tmp_path / "count.jsonl"
+    monkeypatch.setenv("VLBENCH_COUNT_FILE", str(count))
+    res = vlbench.run(model="counting:dim=16", dataset="xm3600?languages=de,fr,ja", data_dir=str(data),
+                      out=str(tmp_path / "run"), quiet=True, num_workers=0, validity="off", n_boot=20,
+                      cache_dir=str(tmp_path / "cache"), k=(1, 2, 3))
+    doc = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert doc["languages"]["selected"] == ["de", "fr", "ja"]
+    assert doc["dataset"]["source"]["languages"] == ["de", "fr", "ja"]
+    assert doc["dataset"]["source"]["spec"] == "xm3600?languages=de,fr,ja"
+    image_batches = [json.loads(x)["n"] for x in count.read_text().splitlines() if json.loads(x)["kind"] == "images"]
+    assert sum(image_batches) == len(names)  # 5 images encoded once for 3 languages
+
+    session = EncodingSession.open("counting:dim=16", cache_dir=tmp_path / "cache")
+    iv = session.images([data / "images" / "xm3600" / n for n in names], num_workers=0, progress=False)
+    img = np.stack([iv[i] for i in range(len(names))])
+    got = {(r["language"], r["direction"], r["k"]): r["value"] for r in doc["languages"]["values"]
+           if r["condition"] == "clean" and r["metric"] == "recall"}
+    run_values = {(v.key.direction, v.key.k): v.value for v in res.record.values
+                  if v.condition == "clean" and v.key.metric == "recall"}
+    per_lang = {}
+    for lang in ("de", "fr", "ja"):
+        texts = [c for caps in CAPTIONS[lang] for c in caps]
+        owner = [i for i, caps in enumerate(CAPTIONS[lang]) for _ in caps]
+        tv = session.texts(texts, progress=False)
+        txt = np.stack([tv[j] for j in range(len(texts))])
+        for k in (1, 2, 3):
+            want = oracle_recall(img, txt, owner, k)
+            for d in ("t2i", "i2t"):
+                assert got[(lang, d, k)] == pytest.approx(want[d], abs=1e-9), (lang, d, k)
+                per_lang.setdefault((d, k), []).append(want[d])
+    for (d, k), vals in per_lang.items():
+        assert run_values[(d, k)] == pytest.approx(np.mean(vals), abs=1e-9)  # the run's value: the mean
+    assert len({tuple(v) for v in per_lang.values()}) > 1  # the case has teeth: not every language scores alike
+    assert any(0 < v < 100 for vals in per_lang.values() for v in vals)
