@@ -10,32 +10,8 @@ import numpy as np
 import pytest
 
 import vlbench
-from support.data import write_images
+from support.language_sets import CAPTIONS, write_xm3600
 from vlbench.encoding.session import EncodingSession
-
-CAPTIONS = {  # per image: de (two captions), fr, ja
-    "de": [["ein roter Bus auf der Straße", "ein Bus fährt"], ["zwei Hunde spielen im Schnee", "Hunde im Schnee"],
-           ["eine Frau liest ein Buch", "Frau mit Buch am Fenster"], ["ein Boot auf dem See", "ein kleines Boot"],
-           ["Kinder spielen Fußball", "ein Fußballspiel im Park"]],
-    "fr": [["un bus rouge dans la rue"], ["deux chiens jouent dans la neige"], ["une femme lit un livre"],
-           ["un bateau sur le lac"], ["des enfants jouent au football"]],
-    "ja": [["赤い バス が 道 を 走る"], ["雪 の 中 で 遊ぶ 二匹 の 犬"], ["本 を 読む 女性"], ["湖 の 上 の ボート", "小さな ボート"],
-           ["公園 で サッカー を する 子供たち"]],
-}
-
-
-def write_xm3600(root, n: int = 5, langs=("de", "fr", "ja")):
-    """The release's layout: <root>/xm3600/captions.jsonl and <root>/images/xm3600/<key>.jpg."""
-    names = write_images(root / "images" / "xm3600", n, fmt="jpg")
-    rows = []
-    for i, name in enumerate(names):
-        row = {"image/key": name[:-4]}
-        for lang in langs:
-            row[lang] = {"caption": CAPTIONS[lang][i], "caption/tokenized": CAPTIONS[lang][i]}
-        rows.append(row)
-    (root / "xm3600").mkdir(parents=True, exist_ok=True)
-    (root / "xm3600" / "captions.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return names
 
 
 def _ranks(scores: np.ndarray) -> np.ndarray:
