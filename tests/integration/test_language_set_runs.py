@@ -4,6 +4,8 @@ run's values are their mean, the selection is recorded, and the images are encod
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import numpy as np
@@ -34,29 +36,46 @@ def oracle_recall(img: np.ndarray, txt: np.ndarray, owner: list[int], k: int) ->
     return {"t2i": 100.0 * np.mean(hits_t), "i2t": 100.0 * np.mean(hits_i)}
 
 
-def test_each_language_recall_equals_a_numpy_recomputation_in_one_run(counting_plugin, tmp_path, monkeypatch):
-    data = tmp_path / "data"
+@pytest.fixture(scope="module")
+def xm_run(tmp_path_factory):
+    """One counting-model run of the XM3600-shaped fixture (de, fr, ja), with the images-encoded count."""
+    from vlbench import registry
+
+    if "counting" not in registry.models:  # as the counting_plugin fixture does (that one is function-scoped)
+        registry.models.register("counting", "vlbench_counting_plugin:load", source="plugin:test")
+    root = tmp_path_factory.mktemp("xm3600-run")
+    data = root / "data"
     names = write_xm3600(data)
-    count = tmp_path / "count.jsonl"
-    monkeypatch.setenv("VLBENCH_COUNT_FILE", str(count))
-    res = vlbench.run(model="counting:dim=16", dataset="xm3600?languages=de,fr,ja", data_dir=str(data),
-                      out=str(tmp_path / "run"), quiet=True, num_workers=0, validity="off", n_boot=20,
-                      cache_dir=str(tmp_path / "cache"), k=(1, 2, 3))
-    doc = json.loads((tmp_path / "run" / "results.json").read_text())
+    count = root / "count.jsonl"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("VLBENCH_COUNT_FILE", str(count))
+    try:
+        res = vlbench.run(model="counting:dim=16", dataset="xm3600?languages=de,fr,ja", data_dir=str(data),
+                          out=str(root / "run"), quiet=True, num_workers=0, validity="off", n_boot=20,
+                          cache_dir=str(root / "cache"), k=(1, 2, 3))
+    finally:
+        mp.undo()
+    return root, names, res, count
+
+
+def test_each_language_recall_equals_a_numpy_recomputation_in_one_run(xm_run):
+    root, names, res, count = xm_run
+    data = root / "data"
+    doc = json.loads((root / "run" / "results.json").read_text())
     assert doc["languages"]["selected"] == ["de", "fr", "ja"]
     assert doc["dataset"]["source"]["languages"] == ["de", "fr", "ja"]
     assert doc["dataset"]["source"]["spec"] == "xm3600?languages=de,fr,ja"
     image_batches = [json.loads(x)["n"] for x in count.read_text().splitlines() if json.loads(x)["kind"] == "images"]
     assert sum(image_batches) == len(names)  # 5 images encoded once for 3 languages
 
-    session = EncodingSession.open("counting:dim=16", cache_dir=tmp_path / "cache")
+    session = EncodingSession.open("counting:dim=16", cache_dir=root / "cache")
     iv = session.images([data / "images" / "xm3600" / n for n in names], num_workers=0, progress=False)
     img = np.stack([iv[i] for i in range(len(names))])
     got = {(r["language"], r["direction"], r["k"]): r["value"] for r in doc["languages"]["values"]
            if r["condition"] == "clean" and r["metric"] == "recall"}
     run_values = {(v.key.direction, v.key.k): v.value for v in res.record.values
                   if v.condition == "clean" and v.key.metric == "recall"}
-    per_lang = {}
+    per_lang: dict = {}
     for lang in ("de", "fr", "ja"):
         texts = [c for caps in CAPTIONS[lang] for c in caps]
         owner = [i for i, caps in enumerate(CAPTIONS[lang]) for _ in caps]
@@ -71,3 +90,23 @@ def test_each_language_recall_equals_a_numpy_recomputation_in_one_run(counting_p
         assert run_values[(d, k)] == pytest.approx(np.mean(vals), abs=1e-9)  # the run's value: the mean
     assert len({tuple(v) for v in per_lang.values()}) > 1  # the case has teeth: not every language scores alike
     assert any(0 < v < 100 for vals in per_lang.values() for v in vals)
+
+
+def test_the_leaderboard_multilingual_table_shows_each_language_and_the_mean(xm_run, tmp_path):
+    from vlbench.leaderboards import build_leaderboard
+
+    root, _, res, _ = xm_run
+    build_leaderboard([root / "run"], tmp_path / "lb")
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "lb" / "multilingual.csv").read_text())))
+    assert [(r["condition"], r["direction"]) for r in rows] == [("clean", "i2t"), ("clean", "t2i")]
+    doc = json.loads((root / "run" / "results.json").read_text())
+    want = {(r["language"], r["direction"]): r["value"] for r in doc["languages"]["values"]
+            if r["condition"] == "clean" and r["metric"] == "recall" and r["k"] == 1}
+    for r in rows:
+        for lang in ("de", "fr", "ja"):
+            assert float(r[lang]) == pytest.approx(want[(lang, r["direction"])], abs=1e-6)
+        assert float(r["mean"]) == pytest.approx(np.mean([want[(x, r["direction"])] for x in ("de", "fr", "ja")]),
+                                                 abs=1e-6)
+        assert r["languages"] == "3"
+    md = (tmp_path / "lb" / "leaderboard.md").read_text()
+    assert "| dataset | model | condition | direction | de | fr | ja | mean R@1 | languages |" in md
