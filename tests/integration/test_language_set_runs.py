@@ -10,9 +10,9 @@ import json
 
 import numpy as np
 import pytest
+from support.language_sets import CAPTIONS, write_xm3600
 
 import vlbench
-from support.language_sets import CAPTIONS, write_xm3600
 from vlbench.encoding.session import EncodingSession
 
 

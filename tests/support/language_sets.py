@@ -14,8 +14,8 @@ CAPTIONS = {  # per image: de (two captions each), fr (one), ja (one or two)
            ["Kinder spielen Fußball", "ein Fußballspiel im Park"]],
     "fr": [["un bus rouge dans la rue"], ["deux chiens jouent dans la neige"], ["une femme lit un livre"],
            ["un bateau sur le lac"], ["des enfants jouent au football"]],
-    "ja": [["赤い バス が 道 を 走る"], ["雪 の 中 で 遊ぶ 二匹 の 犬"], ["本 を 読む 女性"], ["湖 の 上 の ボート", "小さな ボート"],
-           ["公園 で サッカー を する 子供たち"]],
+    "ja": [["赤い バス が 道 を 走る"], ["雪 の 中 で 遊ぶ 二匹 の 犬"], ["本 を 読む 女性"],
+           ["湖 の 上 の ボート", "小さな ボート"], ["公園 で サッカー を する 子供たち"]],
 }
 
 

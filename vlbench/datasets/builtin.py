@@ -151,8 +151,10 @@ for _spec in BUILTIN.values():
     DATASETS.register(_spec.name, BuiltinDataset(_spec), description=_spec.description,
                       licence=_spec.licence, citation=_spec.citation)
 
-from . import longcaptions  # noqa: E402,F401  the long-caption sets register themselves (urban1k, docci, iiw-*, dci-*)
-from . import langsets  # noqa: E402,F401  the multilingual sets register themselves (xm3600, xtd10)
+from . import (  # noqa: E402  these register themselves: the long-caption sets (urban1k, docci, iiw-*, dci-*)
+    langsets,  # noqa: F401  and the multilingual sets (xm3600, xtd10)
+    longcaptions,
+)
 
 
 def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:

@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 import pytest
-
 from support.language_sets import CAPTIONS, XTD10_TEXT, pin_xtd10, write_jsonl, write_xm3600, write_xtd10
+
 from vlbench.datasets.core import load_dataset
 from vlbench.errors import DataError
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 from ...errors import DataError
-from ..longcaptions import MAX_LINE_BYTES, SourceFile, check_source
+from ..longcaptions import MAX_LINE_BYTES, LongCaptionSet, SourceFile, check_source
 from .common import LanguageSet, missing_language, parse_options
 
 CAPTIONS_URL = "https://google.github.io/crossmodal-3600/web-data/captions.zip"
@@ -45,6 +44,10 @@ XM3600 = LanguageSet(
     f"the images ({IMAGES_URL}; extract so that images/xm3600/<image key>.jpg exists)",
     options=("languages", "captions"))
 CAPTIONS_HINT = f"{CAPTIONS_URL} and unzip its captions.jsonl"
+_SOURCE = SourceFile("captions.jsonl", None, None)  # not pinned here: pinned on first use (module docstring)
+#: the checksum check of the long-caption sets (first-use pin, its lock and its refusals), reused for this file
+_PINNED = LongCaptionSet(XM3600.name, XM3600.description, "xm3600", XM3600.folder, _SOURCE, CAPTIONS_HINT,
+                         XM3600.licence, XM3600.citation)
 
 
 def _field_error(path: Path, n: int, field: str, problem: str) -> DataError:
@@ -104,7 +107,8 @@ def read_captions(path: Path, languages: list[str] | None, first: bool) -> tuple
             for lang in languages:
                 captions.setdefault(lang, []).append(_captions(path, n, obj, lang, first))
     if not images or not languages:
-        raise DataError(f"{path} holds no images with captions", f"get the release's captions.jsonl from {CAPTIONS_URL}")
+        raise DataError(f"{path} holds no images with captions",
+                        f"get the release's captions.jsonl from {CAPTIONS_URL}")
     return images, captions, languages
 
 
@@ -112,8 +116,7 @@ def load(data_dir: Path, options: str | None) -> tuple:
     """(LanguageSet, images, captions, selected, source) of ``xm3600[?options]`` under ``data_dir``."""
     opts = parse_options(XM3600, options)
     path = data_dir / XM3600.folder / "captions.jsonl"
-    pin = check_source(path, SourceFile("captions.jsonl", None, None),
-                       SimpleNamespace(name=XM3600.name, images=CAPTIONS_HINT))
+    pin = check_source(path, _SOURCE, _PINNED)
     images, captions, selected = read_captions(path, opts["languages"], opts["captions"] == "first")
     source = {"caption_file": str(path), "caption_sha256": pin["sha256"], "pin": pin["pin"],
               "captions": opts["captions"], "caption_source": CAPTIONS_URL}

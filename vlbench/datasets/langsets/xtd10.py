@@ -76,7 +76,8 @@ def _fetch(folder: Path, src: SourceFile, allowed: bool) -> Path:
 def _checked(path: Path, src: SourceFile) -> None:
     digest = sha256_file(path)
     if digest != src.sha256:
-        raise DataError(f"xtd10: {path} has sha256 {digest[:16]}..., expected {src.sha256[:16]}... (pinned in vlbench)",
+        raise DataError(f"xtd10: {path} has sha256 {digest[:16]}..., expected {str(src.sha256)[:16]}... "
+                        "(pinned in vlbench)",
                         f"the file is corrupt or another version: delete it and download {src.url}")
 
 
