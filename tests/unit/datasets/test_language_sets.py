@@ -140,3 +140,50 @@ def test_missing_images_name_the_folder_and_where_to_get_them(tmp_path):
     with pytest.raises(DataError) as err:
         _load("xm3600?languages=de", tmp_path)
     assert names[1] in err.value.message and "images.tgz" in err.value.hint
+
+
+def test_xtd10_downloads_through_the_mirror_pinned_and_loads(mirror, tmp_path, monkeypatch, capsys):
+    from vlbench import cli
+    from vlbench.datasets.langsets import xtd10
+
+    stage = tmp_path / "stage"
+    write_xtd10(stage, langs=())
+    for code, src in xtd10.FILES.items():  # every language of the release, 3 lines each
+        path = stage / "xtd10" / src.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{code} caption {i}\n" for i in range(3)), encoding="utf-8")
+    mirror.add_file(xtd10.IMAGE_LIST.url, (stage / "xtd10" / xtd10.IMAGE_LIST.path).read_bytes())
+    for src in xtd10.FILES.values():
+        mirror.add_file(src.url, (stage / "xtd10" / src.path).read_bytes())
+    data = tmp_path / "data"
+    assert cli.main(["download", "xtd10", "--data-dir", str(data)]) != 0  # the release's pins: fixture refused
+    assert "504a472dfd40e44f" in capsys.readouterr().err and not (data / "xtd10" / xtd10.IMAGE_LIST.path).exists()
+    pin_xtd10(monkeypatch, stage)
+    assert cli.main(["download", "xtd10", "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "11 languages" in out and "images are not downloaded by vlbench" in out
+    assert mirror.gets("XTD10/test_1kcaptions_ko.txt") and mirror.gets("STAIR/test_1kcaptions_jp.txt")
+    ds = _load("xtd10?languages=ko,ja", data, require_images=False)
+    assert ds.captions == [f"ko caption {i}" for i in range(3)] + [f"ja caption {i}" for i in range(3)]
+
+
+def test_limit_cuts_every_language_to_its_first_images(tmp_path):
+    from vlbench.datasets.core import limited
+
+    names = write_xm3600(tmp_path)
+    ds = limited(_load("xm3600?languages=de,ja", tmp_path), 2)
+    assert ds.images == names[:2] * 2 and [list(f) for f in ds.folds] == [[0, 1], [2, 3]]
+    assert ds.captions == [c for caps in CAPTIONS["de"][:2] for c in caps] + \
+        [c for caps in CAPTIONS["ja"][:2] for c in caps]
+    assert ds.limit == 2 and ds.source["distinct_images"] == 2
+
+
+def test_english_only_perturbations_are_refused_on_a_multilingual_selection(tmp_path):
+    from vlbench.errors import VlbenchError
+    from vlbench.perturbations import check_language, dataset_language
+
+    write_xm3600(tmp_path)
+    ds = _load("xm3600?languages=de,fr", tmp_path, require_images=False)
+    with pytest.raises(VlbenchError, match="multilingual captions"):
+        check_language(["synonym-noun"], dataset_language(ds))
+    check_language(["char-swap"], dataset_language(ds))  # letters only: any language

@@ -37,6 +37,21 @@ def load_language_set(name: str, *, options: str | None = None, data_dir=None, g
     return ds
 
 
+def download_sources(name: str, data_dir=None) -> list[str]:
+    """``vlbench download xm3600|xtd10``: the caption files vlbench can fetch (XTD10's, pinned), and what to get by
+    hand (XM3600's captions are released inside a zip; the images of both); the lines to print."""
+    s = SETS[name]
+    root = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    if name == "xtd10":
+        for src in (xtd10.IMAGE_LIST, *xtd10.FILES.values()):
+            xtd10.fetch(root / s.folder, src, True)
+        lines = [f"{name}: captions in {root / s.folder} ({len(xtd10.FILES)} languages, checksums pinned)"]
+    else:
+        lines = [f"{name}: no caption file to download as is; get {xm3600.CAPTIONS_HINT} into {root / s.folder}"]
+    where = root / "images" / s.images
+    return lines + [f"{name}: images are not downloaded by vlbench; get {s.image_hint} into {where}"]
+
+
 def _factory(s: LanguageSet):
     def load(data_dir=None, gallery: str = "test", require_images: bool = True, download=None, options=None, **_):
         return load_language_set(s.name, options=options, data_dir=data_dir, gallery=gallery,

@@ -66,7 +66,7 @@ def _lines(path: Path) -> list[str]:
     return [ln.strip() for ln in lines]
 
 
-def _fetch(folder: Path, src: SourceFile, allowed: bool) -> Path:
+def fetch(folder: Path, src: SourceFile, allowed: bool) -> Path:
     path = folder / src.path
     if not path.is_file() and allowed and src.url:
         download(src.url, path, sha256=src.sha256, size=src.size, what=f"xtd10 {src.path}", text=True)
@@ -90,12 +90,12 @@ def load(data_dir: Path, options: str | None, *, download_missing: bool) -> tupl
     if unknown:
         raise DataError(f"xtd10 has no language {unknown[0]!r}; its languages are {', '.join(LANGUAGES)}",
                         f"select among them, e.g. --dataset xtd10?languages={','.join(list(LANGUAGES)[:3])}")
-    names_path = _fetch(folder, IMAGE_LIST, download_missing)
+    names_path = fetch(folder, IMAGE_LIST, download_missing)
     if not names_path.is_file():
         raise DataError(f"xtd10: the image list {names_path} does not exist",
                         f"download {IMAGE_LIST.url} into {names_path.parent} (or clone the XTD10 repository into "
                         f"{folder})")
-    files = {c: _fetch(folder, FILES[c], download_missing) for c in selected}
+    files = {c: fetch(folder, FILES[c], download_missing) for c in selected}
     for c, path in files.items():
         if not path.is_file():
             present = [k for k, s in FILES.items() if (folder / s.path).is_file()]
