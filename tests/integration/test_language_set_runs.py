@@ -52,7 +52,7 @@ def xm_run(tmp_path_factory):
     try:
         res = vlbench.run(model="counting:dim=16", dataset="xm3600?languages=de,fr,ja", data_dir=str(data),
                           out=str(root / "run"), quiet=True, num_workers=0, validity="off", n_boot=20,
-                          cache_dir=str(root / "cache"), k=(1, 2, 3))
+                          cache_dir=str(root / "cache"), k=(1, 2, 3), perturb="char-swap")
     finally:
         mp.undo()
     return root, names, res, count
@@ -92,17 +92,33 @@ def test_each_language_recall_equals_a_numpy_recomputation_in_one_run(xm_run):
     assert any(0 < v < 100 for vals in per_lang.values() for v in vals)
 
 
+def test_a_perturbed_condition_has_its_own_per_language_values_and_the_dataset_reads_back(xm_run):
+    from vlbench.runread import load_run_dataset
+
+    root, names, res, _ = xm_run
+    doc = json.loads((root / "run" / "results.json").read_text())
+    rows = [r for r in doc["languages"]["values"] if r["condition"] == "char-swap" and r["metric"] == "recall"]
+    assert {r["language"] for r in rows} == {"de", "fr", "ja"}
+    run_values = {(v.key.direction, v.key.k): v.value for v in res.record.values
+                  if v.condition == "char-swap" and v.key.metric == "recall"}
+    for (d, k), value in run_values.items():
+        assert value == pytest.approx(np.mean([r["value"] for r in rows if (r["direction"], r["k"]) == (d, k)]))
+    ds = load_run_dataset(doc, data_dir=root / "data")  # from the recorded spec; its content hash checked
+    assert ds.source["languages"] == ["de", "fr", "ja"] and ds.images == names * 3
+
+
 def test_the_leaderboard_multilingual_table_shows_each_language_and_the_mean(xm_run, tmp_path):
     from vlbench.leaderboards import build_leaderboard
 
     root, _, res, _ = xm_run
     build_leaderboard([root / "run"], tmp_path / "lb")
     rows = list(csv.DictReader(io.StringIO((tmp_path / "lb" / "multilingual.csv").read_text())))
-    assert [(r["condition"], r["direction"]) for r in rows] == [("clean", "i2t"), ("clean", "t2i")]
+    assert [(r["condition"], r["direction"]) for r in rows] == [("clean", "i2t"), ("clean", "t2i"),
+                                                                ("char-swap", "i2t"), ("char-swap", "t2i")]
     doc = json.loads((root / "run" / "results.json").read_text())
     want = {(r["language"], r["direction"]): r["value"] for r in doc["languages"]["values"]
             if r["condition"] == "clean" and r["metric"] == "recall" and r["k"] == 1}
-    for r in rows:
+    for r in rows[:2]:
         for lang in ("de", "fr", "ja"):
             assert float(r[lang]) == pytest.approx(want[(lang, r["direction"])], abs=1e-6)
         assert float(r["mean"]) == pytest.approx(np.mean([want[(x, r["direction"])] for x in ("de", "fr", "ja")]),
