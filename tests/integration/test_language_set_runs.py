@@ -126,3 +126,14 @@ def test_the_leaderboard_multilingual_table_shows_each_language_and_the_mean(xm_
         assert r["languages"] == "3"
     md = (tmp_path / "lb" / "leaderboard.md").read_text()
     assert "| dataset | model | condition | direction | de | fr | ja | mean R@1 | languages |" in md
+
+
+def test_the_printed_result_lists_r1_per_language(xm_run):
+    root, _, res, _ = xm_run
+    doc = json.loads((root / "run" / "results.json").read_text())
+    r1 = {(r["language"], r["direction"]): r["value"] for r in doc["languages"]["values"]
+          if r["condition"] == "clean" and r["metric"] == "recall" and r["k"] == 1}
+    printed = res.printed()
+    assert "R@1 per language" in printed
+    for lang in ("de", "fr", "ja"):
+        assert f"{lang}  {r1[(lang, 'i2t')]:6.2f}  {r1[(lang, 't2i')]:6.2f}" in printed
