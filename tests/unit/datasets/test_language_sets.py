@@ -187,3 +187,11 @@ def test_english_only_perturbations_are_refused_on_a_multilingual_selection(tmp_
     with pytest.raises(VlbenchError, match="multilingual captions"):
         check_language(["synonym-noun"], dataset_language(ds))
     check_language(["char-swap"], dataset_language(ds))  # letters only: any language
+
+
+def test_download_xm3600_says_where_to_get_the_zip_and_the_images(tmp_path, capsys):
+    from vlbench import cli
+
+    assert cli.main(["download", "xm3600", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "web-data/captions.zip" in out and "images.tgz" in out and str(tmp_path / "xm3600") in out
