@@ -41,6 +41,7 @@ def test_languages_are_selected_in_the_given_order_and_recorded(tmp_path):
     assert ds.source["spec"] == "xm3600?languages=ja,de&captions=first"  # what a run's dataset is read back from
     assert ds.captions == [c[0] for c in CAPTIONS["ja"]] + [c[0] for c in CAPTIONS["de"]]
     assert _load(ds.source["spec"], tmp_path).content_hash() == ds.content_hash()
+    assert ds.name == "xm3600-ja-de-first"  # a selection is named: runs of two selections never share a name
     one = _load("xm3600?languages=fr", tmp_path)
     assert one.source["language"] == "fr" and len(one.folds) == 1
 
@@ -165,6 +166,7 @@ def test_xtd10_downloads_through_the_mirror_pinned_and_loads(mirror, tmp_path, m
     assert mirror.gets("XTD10/test_1kcaptions_ko.txt") and mirror.gets("STAIR/test_1kcaptions_jp.txt")
     ds = _load("xtd10?languages=ko,ja", data, require_images=False)
     assert ds.captions == [f"ko caption {i}" for i in range(3)] + [f"ja caption {i}" for i in range(3)]
+    assert ds.name == "xtd10-ko-ja" and _load("xtd10", data, require_images=False).name == "xtd10"  # the release
 
 
 def test_limit_cuts_every_language_to_its_first_images(tmp_path):

@@ -81,6 +81,14 @@ def canonical_spec(s: LanguageSet, languages: list[str], captions: str) -> str:
     return spec + ("&captions=first" if "captions" in s.options and captions == "first" else "")
 
 
+def dataset_name(s: LanguageSet, languages: list[str], captions: str) -> str:
+    """The set's name for the release's every language in its order (and every caption); otherwise the name with the
+    selection (``xm3600-de-fr-ja``, ``xm3600-de-first``): runs of different selections measure different things, so
+    results and leaderboards keep them apart by name."""
+    full = list(languages) == list(s.languages) and captions == "all"
+    return s.name if full else "-".join([s.name, *languages] + (["first"] if captions == "first" else []))
+
+
 def missing_language(s: LanguageSet, where: str, lang: str, present) -> DataError:
     """A selected language that a caption file does not hold: the file, the language and the ones it has."""
     have = sorted(present)
@@ -118,7 +126,7 @@ def build(s: LanguageSet, images: list[str], captions: dict, selected: list[str]
                    "language": selected[0] if len(selected) == 1 else MULTIPLE, "folds_are": "languages",
                    "distinct_images": n, "licence": s.licence, "citation": s.citation,
                    "image_hint": f"get {s.image_hint} into {image_root}"})
-    return Dataset(name=s.name, images=[im for _ in selected for im in images], captions=caps,
+    return Dataset(name=dataset_name(s, selected, source.get("captions", "all")), images=[im for _ in selected for im in images], captions=caps,
                    caption_to_image=np.asarray(c2i, dtype=np.int64), caption_ids=ids, image_root=image_root,
                    folds=[np.arange(f * n, (f + 1) * n) for f in range(len(selected))], source=source,
                    issues=issues)
