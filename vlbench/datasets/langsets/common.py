@@ -126,7 +126,8 @@ def build(s: LanguageSet, images: list[str], captions: dict, selected: list[str]
                    "language": selected[0] if len(selected) == 1 else MULTIPLE, "folds_are": "languages",
                    "distinct_images": n, "licence": s.licence, "citation": s.citation,
                    "image_hint": f"get {s.image_hint} into {image_root}"})
-    return Dataset(name=dataset_name(s, selected, source.get("captions", "all")), images=[im for _ in selected for im in images], captions=caps,
+    return Dataset(name=dataset_name(s, selected, source.get("captions", "all")),
+                   images=[im for _ in selected for im in images], captions=caps,
                    caption_to_image=np.asarray(c2i, dtype=np.int64), caption_ids=ids, image_root=image_root,
                    folds=[np.arange(f * n, (f + 1) * n) for f in range(len(selected))], source=source,
                    issues=issues)
