@@ -151,7 +151,10 @@ for _spec in BUILTIN.values():
     DATASETS.register(_spec.name, BuiltinDataset(_spec), description=_spec.description,
                       licence=_spec.licence, citation=_spec.citation)
 
-from . import longcaptions  # noqa: E402,F401  the long-caption sets register themselves (urban1k, docci, iiw-*, dci-*)
+from . import (  # noqa: E402  these register themselves: the long-caption sets (urban1k, docci, iiw-*, dci-*)
+    langsets,  # and the multilingual sets (xm3600, xtd10)
+    longcaptions,
+)
 
 
 def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> None:
@@ -164,8 +167,11 @@ def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> N
         if not captions_only:
             print(f"{name}: images are not downloaded by vlbench; get {s.images}")
         return
+    if name in langsets.SETS:  # the caption files vlbench can fetch; what to get by hand
+        print("\n".join(langsets.download_sources(name, data_dir)))
+        return
     if name not in BUILTIN:
-        known = [*BUILTIN, *longcaptions.SETS]
+        known = [*BUILTIN, *longcaptions.SETS, *langsets.SETS]
         # a family name whose variants are the downloadable sets (dci -> dci-extra, dci-short-extra): name them all
         variants = [n for n in longcaptions.SETS if n.startswith(f"{name}-")] if name else []
         matches = variants or close_matches(name, known)

@@ -122,9 +122,18 @@ class Dataset:
 
 def limited(ds: Dataset, n: int | None) -> Dataset:
     """``--limit N``: the first ``n`` images of ``ds`` with all their captions (gallery distractors kept as they
-    are); ``ds`` itself when ``n`` is None. A dataset whose structure needs every image is refused."""
+    are; a multilingual set: the first ``n`` of every language); ``ds`` itself when ``n`` is None. A dataset whose
+    structure needs every image is refused."""
     if n is None or ds.limit == n:
         return ds
+    if ds.folds is not None and ds.source.get("folds_are") == "languages":  # a multilingual set: n per language
+        keep = [f[:n] for f in ds.folds]
+        cut = ds.subset(np.concatenate(keep))
+        ids = set(cut.caption_ids)
+        sizes = np.cumsum([0] + [len(f) for f in keep])
+        return replace(cut, folds=[np.arange(a, b) for a, b in zip(sizes[:-1], sizes[1:])], limit=n,
+                       source={**ds.source, "distinct_images": len(keep[0])},
+                       issues=[i for i in ds.issues if i.get("caption_id") in ids])
     if ds.folds is not None:
         raise DataError(f"--limit {n}: {ds.name!r} is scored over {len(ds.folds)} folds of its images, which a cut "
                         "to the first images would break", "use the dataset without folds (e.g. coco instead of "
@@ -358,8 +367,15 @@ def load_dataset(spec: str, *, data_dir=None, gallery: str = "test", require_ima
         return load_custom(path, require_images=require_images)
     if custom:
         return load_custom(spec, require_images=require_images)
-    factory = DATASETS.get(spec)
+    name, sep, options = spec.partition("?")  # ``xm3600?languages=de,fr``: a registered set's own options
+    factory = DATASETS.get(name)
     kwargs = dict(data_dir=data_dir, gallery=gallery, require_images=require_images, download=download)
+    if sep:
+        if not getattr(factory, "takes_options", None):
+            raise DataError(f"dataset {name!r} takes no ?options (the dataset was given as {spec!r})",
+                            f"write --dataset {name}; options after '?' exist for xm3600 and xtd10 (languages=...) "
+                            "and for Hub datasets (hf:ORG/NAME?split=...)")
+        kwargs["options"] = options
     if extra_positives:
         kwargs["extra_positives"] = extra_positives
     ds = factory(**kwargs)

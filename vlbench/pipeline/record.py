@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import __version__
 from ..datasets.core import Dataset
+from ..datasets.langsets import per_language
 from ..encoding.index import write_index
 from ..granularity import budgets
 from ..metrics import compute
@@ -162,7 +163,8 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,
                "warnings": cutoff_warnings(cfg.k, ds),
-               "results_hash": sha256_json([v.to_json() for v in values])})
+               "results_hash": sha256_json([v.to_json() for v in values]),
+               **per_language(ds, evals)})  # a multilingual set: each language's values (their mean is the run's)
     # mCE, shortcut sources: read from the record, placed in a new record (the first is never changed)
     rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec),
                                           FILES: file_manifest(out)})  # what the run's files hash to

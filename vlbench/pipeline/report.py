@@ -267,6 +267,7 @@ def format_printed(rec: RunRecord) -> str:
         out += f"\n({len(conds) - 1} more conditions: every row in table.md)"
     if rec.intervals and few:
         out += "\n\n" + _interval_table(rec, conds)
+    out += _language_lines(rec)
     summary = family_summary(rec)
     if summary:
         out += "\n\n" + summary
@@ -276,6 +277,19 @@ def format_printed(rec: RunRecord) -> str:
     if proto:
         out += f"\n\nprotocol: {proto['name']}"
     return out
+
+
+def _language_lines(rec: RunRecord) -> str:
+    """A multilingual set's clean R@1 per language (results.json ``languages``; the rows above are their mean)."""
+    sec = rec.other.get("languages")
+    if not isinstance(sec, dict) or not sec.get("values"):
+        return ""
+    r1 = {(r["language"], r["direction"]): r["value"] for r in sec["values"]
+          if r.get("condition") == "clean" and r.get("metric") == "recall" and r.get("k") == 1}
+    lines = [f"  {lang:>4}  {r1.get((lang, 'i2t'), float('nan')):6.2f}  {r1.get((lang, 't2i'), float('nan')):6.2f}"
+             for lang in sec.get("selected") or []]
+    return ("\n\nR@1 per language (clean; the rows above are the mean over these languages):\n"
+            "  lang     i2t     t2i\n" + "\n".join(lines))
 
 
 def write_run_files(out: Path, results: dict, table: str) -> None:

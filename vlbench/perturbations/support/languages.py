@@ -21,7 +21,7 @@ LANGUAGE_FREE = frozenset({"char-swap", "missing-char", "extra-char", "shuffle-a
                            "shuffle-within-trigrams", "shuffle-trigrams"})
 _NEEDS = {"typos": "the English QWERTY keyboard map", "lexical": "the English tagger and WordNet",
           "distraction": "an English phrase", "word-order": "the English part-of-speech tagger"}
-_LANG_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"}
+_LANG_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "mul": "multilingual"}
 
 
 def languages(name: str, variant: str | None = None) -> frozenset | None:
