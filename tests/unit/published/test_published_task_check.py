@@ -179,7 +179,8 @@ def test_every_shipped_score_is_a_whole_number_of_its_sets_items():
                 continue
             scores = want["scores"]
             assert _whole(scores["accuracy"], n, decimals), (entry.id, cond)
-            for metric, per in (("text_score", n), ("image_score", n), ("pair_accuracy", n // 2),
+            for metric, per in (("text_score", n), ("image_score", n), ("i2t_score", n), ("t2i_score", n),
+                                ("pair_accuracy", n // 2),
                                 ("set_accuracy", n // 4)):
                 if metric in scores:
                     assert _whole(scores[metric], per, decimals), (entry.id, cond, metric)
@@ -206,3 +207,14 @@ def test_every_task_entry_has_a_source_and_its_protocol_facts():
             assert all(0.0 <= v <= 100.0 for v in w["scores"].values()), entry.id
     said = " ".join(n["what"] for n in task_document()["not_shipped"])
     assert "XM3600" in said and "What'sUp" in said and "Winoground" in said  # not found: said, not invented
+
+
+def test_the_bivlc_entry_names_the_metrics_a_bivlc_run_records():
+    """The paper's I2T / T2I / group row is compared with the run's values of the same names (a renamed metric
+    would make the check compare nothing)."""
+    from vlbench.tasks.sets.bivlc import SCORING
+
+    entry = _entry("bivlc")
+    recorded = set(SCORING.metrics.values())
+    assert set(entry.sets["task:bivlc"]["scores"]) == {"i2t_score", "t2i_score", "accuracy"} <= recorded
+    assert entry.sets["task:bivlc"]["n_items"] == 2933
