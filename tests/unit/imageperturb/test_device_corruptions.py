@@ -73,6 +73,7 @@ def _bound(name: str, severity: int, at: str, device: str = "cpu"):
     return t, t.bind(_Device(device))
 
 
+@pytest.mark.slow  # frost's photographs and glass_blur's moves on two geometries: a few seconds
 @pytest.mark.parametrize("at,names", [("input", ("gaussian_noise", "glass_blur", "pixelate", "frost")),
                                       ("original", ("gaussian_noise", "pixelate"))])
 def test_a_batch_corrupted_on_the_cpu_device_equals_the_workers_image_by_image(at, names):
