@@ -2,9 +2,9 @@
 
 Each condition's images are the dataset's gallery passed through its :class:`~vlbench.conditions.ImageTransform`
 after decoding, in the DataLoader workers, before the model's preprocessing; a transform that runs on the model's
-device (``on_device``, under ``--pixels device``) gets the images decoded there instead (encoding/device_conditions.py). Every transformed image is encoded
-once and cached under a key naming the transform and its parameters and the image file's content hash, so a
-second run encodes nothing.
+device (``on_device``, under ``--pixels device``) gets the images decoded there instead
+(encoding/device_conditions.py). Every transformed image is encoded once and cached under a key naming the
+transform and its parameters and the image file's content hash, so a second run encodes nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import numpy as np
 from ..conditions import Variant
 from ..errors import DataError, VlbenchError
 from .cache import item_key
+from .device_conditions import DeviceConditionBatches
+from .device_pixels import check_device_path
 from .encode import (
     EncodeStats,
     _encode_batches,
@@ -28,8 +30,6 @@ from .encode import (
     image_batches,
     load_image,
 )
-from .device_conditions import DeviceConditionBatches
-from .device_pixels import check_device_path
 from .pixels import PixelJob
 
 

@@ -48,7 +48,8 @@ def test_fit_to_input_on_tensors_is_the_workers_fit():
     from vlbench.imageperturb.apply import fit_to_input as pil_fit
     from vlbench.imageperturb.ontorch.geometry import fit_to_input
 
-    for i, (h, w, size) in enumerate([(375, 500, 224), (500, 333, 224), (24, 30, 32), (224, 224, 224), (41, 97, 64)]):
+    for i, (h, w, size) in enumerate([(375, 500, 224), (500, 333, 224), (640, 180, 224), (24, 30, 32), (224, 224, 224),
+                                      (41, 97, 64)]):
         img = _photo(h, w, i)
         want = np.asarray(pil_fit(Image.fromarray(img), size))
         got = fit_to_input(_chw(img)[None], size)[0].permute(1, 2, 0).numpy()

@@ -1,4 +1,4 @@
-"""Pillow's resampling in torch, value for value: the geometry a corruption is applied at, computed where the images lie.
+"""Pillow's resampling in torch, value for value: the geometry a corruption is applied at, made where the images lie.
 
 The reference path fits an image to the model's input with Pillow (:func:`vlbench.imageperturb.apply.fit_to_input`:
 bicubic resize of the shorter side, centre crop) and shrinks or enlarges small images with Pillow's box and nearest
