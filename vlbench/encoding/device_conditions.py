@@ -68,7 +68,7 @@ class DeviceConditionBatches:
         for k in keys:
             groups.setdefault(id(self.job_of[k][3]), []).append(k)
         memo: dict = {}  # what the conditions of one image share (its fit to the model's input)
-        made = {}
+        made: dict = {}
         for ks in groups.values():
             jobs = [self.job_of[k] for k in ks]
             t0 = time.perf_counter()
