@@ -128,4 +128,5 @@ class CorruptedLoader:
     def __repr__(self) -> str:
         at = "" if self.input_size is None else f", input_size={self.input_size}"
         at += "" if self.backend == "reference" else f", backend={self.backend!r}"
+        at += "" if self.device == TORCH_DEVICE else f", device={self.device!r}"
         return f"CorruptedLoader({self.name!r}, {self.severity}, seed={self.seed}{at})"
