@@ -55,7 +55,7 @@ class CorruptionTransform:
         from .ondevice import placement  # lazy: as above
 
         size = model_input_size(adapter.preprocess) if self.at == "input" else None
-        self.device, where = placement(self.name, self.backend, adapter, self.at)
+        self.device, where = placement(self.name, self.backend, adapter, "input" if size else "original")
         self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size, backend=self.backend,
                                       device=self.device or TORCH_DEVICE)
         out = {"corrupted_at": size or "original size", "cache_key": self.loader.cache_key, **where}

@@ -39,7 +39,8 @@ def device_type(adapter) -> str | None:
 
 
 def placement(name: str, backend: str, adapter, at: str) -> tuple[str | None, dict]:
-    """(device type to corrupt on, or None for the workers; what the condition's results entry records)."""
+    """(device type to corrupt on, or None for the workers; what the condition's results entry records). ``at``:
+    the geometry as bound (``original`` also when the model's input is not a square the images can be fitted to)."""
     device = device_type(adapter) if backend == "torch" else None
     if device is None:
         return None, {"corrupt_on": "workers"}

@@ -100,6 +100,13 @@ def test_where_a_corruption_runs_is_recorded_and_keyed():
     assert on_cuda["cache_key"].endswith("imagenet-c-torch/1@cuda:at48") and on_cuda["version"].endswith("@cuda")
     assert _bound("contrast", 2, "original")[1]["corrupt_batches"].startswith("one image at a time")
 
+    class Wide(_Device):  # a model input that is not square: the images are corrupted at their own sizes
+        def preprocess(self, image):
+            return np.zeros((3, 48, 64), np.float32)
+
+    wide = CorruptionTransform("contrast", 2, 7, "input", backend="torch").bind(Wide())
+    assert wide["corrupted_at"] == "original size" and wide["corrupt_batches"].startswith("one image at a time")
+
     class Workers:  # the reference pixel path: corruptions stay in the DataLoader workers
         pixels = "reference"
         device = "cpu"
