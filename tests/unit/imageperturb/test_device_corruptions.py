@@ -158,3 +158,26 @@ def test_an_image_refused_on_the_device_is_named_by_its_file(tmp_path, monkeypat
         list(DeviceConditionBatches(Adapter(), [["k0", "k1", "k2"]], jobs, EncodeStats()))
     assert err.value.message.startswith(paths[1])
     assert "VLBENCH_MAX_CORRUPT_PIXELS" in err.value.message + str(err.value.hint)
+
+
+@pytest.mark.slow  # all 15 corruptions at 224 px: several seconds
+def test_every_corruption_on_the_cpu_device_gives_the_workers_pixels_at_224():
+    from vlbench.imageperturb import NAMES
+
+    images = [_photo(375, 500, 11)]  # a Flickr30k-sized photograph (the portrait fit: the fit test above)
+    contents = [f"img:{i + 40:064x}" for i in range(len(images))]
+    memo: dict = {}
+
+    class Model(_Device):
+        def preprocess(self, image):
+            return np.zeros((3, 224, 224), np.float32)
+
+    from vlbench.imageperturb.conditions import CorruptionTransform
+
+    for name in NAMES:
+        t = CorruptionTransform(name, 3, 0, "input", backend="torch")
+        assert t.bind(Model())["corrupt_on"] == "device"
+        got = t.apply_batch([_chw(a) for a in images], [0], contents, memo)
+        for i, (img, c) in enumerate(zip(images, contents)):
+            want = np.asarray(t(Image.fromarray(img), i, c))
+            assert want.shape == (224, 224, 3) and np.array_equal(got[i].permute(1, 2, 0).numpy(), want), name
