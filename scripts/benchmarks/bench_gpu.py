@@ -13,7 +13,12 @@ N synthetic Flickr30k-sized JPEGs (500 x 375) with five synthetic captions each.
   pixel cache filled by the fp32 run (the same preprocessing: no image decoded); ``--pixels device`` at fp32 and
   bf16; a warm rerun (every vector cached);
 * the 15 x 5 image-corruption sweep (``--perturb-images all:1-5``; ``--quick``: two corruptions) with the
-  reference corruption code and, where this vlbench has ``--corrupt-backend``, the torch one;
+  reference corruption code and, where this vlbench has ``--corrupt-backend``, the torch one (both in the
+  DataLoader workers, on the CPU);
+* the full Flickr30k suite in one run (the target: under 60 s for 1,000 images): the 13 caption perturbations
+  (``--perturb all``; ``--quick``: char-swap) and the corruption sweep, ``--pixels device --corrupt-backend torch``
+  (the corruptions on the device, batched); its row gives the device corruption stage and whether a CPU
+  corruption stage appeared (it should not);
 * exact scoring of 25,000 queries against 1,000,000 gallery vectors (``--quick``: 250 x 10,000), where this
   vlbench has the scoring block option (``score_block``); skipped otherwise.
 
@@ -56,6 +61,7 @@ class Setup:
     batch_size: int
     corruptions: str
     scoring: tuple  # (queries, gallery, dim)
+    captions: str = "all"  # the caption perturbations of the full suite
 
 
 def build_model(out: Path, quick: bool) -> str:
@@ -149,6 +155,8 @@ def vlbench_run(spec: str, manifest: Path, s: Setup, name: str, cache: Path | No
     fwd = st.get("image_forward", {})
     return {"seconds": wall, "image_forward_s": fwd.get("seconds"), "images_per_s": fwd.get("items_per_s"),
             "image_decode_preprocess_s": st.get("image_decode_preprocess", {}).get("seconds"),
+            "image_corrupt_cpu_s": st.get("image_corrupt_cpu", {}).get("seconds"),
+            "image_corrupt_device_s": st.get("image_corrupt_device", {}).get("seconds"),
             "images_decoded": enc.get("images_decoded"), "images_encoded": enc.get("images_encoded"),
             "pixels_from_cache": enc.get("pixels_cached"), "hardware": res["hardware"]}
 
@@ -198,6 +206,20 @@ def corruption_cases(spec: str, s: Setup) -> list[dict]:
     return rows
 
 
+def suite_case(spec: str, s: Setup) -> list[dict]:
+    """The full suite in one run, corruptions on the device (where this vlbench has --corrupt-backend)."""
+    from vlbench.pipeline.run_config import RunConfig
+
+    case = f"full suite ({s.captions} captions, {s.corruptions} images), torch backend on the device"
+    if "corrupt_backend" not in {f.name for f in dataclasses.fields(RunConfig)}:
+        return [{"case": case, "skipped": "this vlbench has no --corrupt-backend"}]
+    n = s.sizes[0]
+    man = write_data(s.out / "data", n)
+    fig = vlbench_run(spec, man, s, "suite-device", None, precision="bf16", pixels="device", perturb=s.captions,
+                      perturb_images=s.corruptions, corrupt_backend="torch")
+    return [_row(case, n, "bf16", s, "device", fig, "target: under 60 s for 1,000 images on one H100-class GPU")]
+
+
 def scoring_case(s: Setup) -> list[dict]:
     """Exact t2i/i2t scoring of Q caption queries against a G-vector gallery, in blocks (where supported)."""
     from vlbench.metrics import compute
@@ -220,17 +242,25 @@ def scoring_case(s: Setup) -> list[dict]:
              "pixels": "n/a (vectors)", "score_block": block}]
 
 
+def _corrupt_stage(r: dict) -> str:
+    """Where a row's corruptions took time: ``device 1.2`` / ``cpu 3.4`` (seconds of the stage), or empty."""
+    parts = [f"{where} {r[f'image_corrupt_{where}_s']:.2f}" for where in ("cpu", "device")
+             if r.get(f"image_corrupt_{where}_s") is not None]
+    return " / ".join(parts)
+
+
 def table(rows: list[dict]) -> str:
-    out = ["| case | images | precision | batch | workers | pixels | seconds | image fwd/s | decoded | note |",
-           "|---|---:|---|---:|---:|---|---:|---:|---:|---|"]
+    out = ["| case | images | precision | batch | workers | pixels | seconds | image fwd/s | decoded | corruption "
+           "stage s | note |", "|---|---:|---|---:|---:|---|---:|---:|---:|---|---|"]
     for r in rows:
         if "skipped" in r:
-            out.append(f"| {r['case']} | | | | | | skipped | | | {r['skipped']} |")
+            out.append(f"| {r['case']} | | | | | | skipped | | | | {r['skipped']} |")
             continue
         ips = r.get("images_per_s")
         out.append(f"| {r['case']} | {r.get('images', '')} | {r.get('precision', '')} | {r.get('batch_size', '')} | "
                    f"{r.get('workers', '')} | {r.get('pixels', '')} | {r['seconds']:.2f} | "
-                   f"{'' if ips is None else f'{ips:,.0f}'} | {r.get('images_decoded', '')} | {r.get('note', '')} |")
+                   f"{'' if ips is None else f'{ips:,.0f}'} | {r.get('images_decoded', '')} | {_corrupt_stage(r)} | "
+                   f"{r.get('note', '')} |")
     return "\n".join(out)
 
 
@@ -247,7 +277,8 @@ def setup(argv: list[str] | None) -> Setup:
     a = ap.parse_args(argv)
     out = Path(a.out or tempfile.mkdtemp(prefix="vlbench-bench-gpu-"))
     if a.quick:
-        return Setup(True, out, a.device or "cpu", [8, 12], 0, 4, "gaussian_noise:1,contrast:2", (250, 10_000, 64))
+        return Setup(True, out, a.device or "cpu", [8, 12], 0, 4, "gaussian_noise:1,contrast:2", (250, 10_000, 64),
+                     "char-swap")
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     return Setup(False, out, device, [int(x) for x in a.sizes.split(",")], a.workers, a.batch_size, "all:1-5",
                  (25_000, 1_000_000, 512))
@@ -257,7 +288,7 @@ def main(argv: list[str] | None = None) -> dict:
     s = setup(argv)
     t0 = time.perf_counter()
     spec = build_model(s.out, s.quick)
-    rows = image_cases(spec, s) + corruption_cases(spec, s) + scoring_case(s)
+    rows = image_cases(spec, s) + corruption_cases(spec, s) + suite_case(spec, s) + scoring_case(s)
     report = {"device": s.device, "quick": s.quick, "seconds": time.perf_counter() - t0, "rows": rows,
               "hardware": _hardware(s)}
     (s.out / "bench_gpu.json").write_text(json.dumps(report, indent=2, default=str))

@@ -1,7 +1,7 @@
 """scripts/benchmarks/bench_gpu.py runs in its --quick mode on the CPU: every case at a tiny size, one
 table and one JSON file, each figure with its precision, batch size, workers and pixel path; the pixel-cache
-row decoded nothing; options a vlbench lacks (the torch corruption backend, the scoring block) are skipped
-by name rather than failing."""
+row decoded nothing; the full suite corrupts on the device (no CPU corruption stage); options a vlbench lacks
+(the torch corruption backend, the scoring block) are skipped by name rather than failing."""
 
 from __future__ import annotations
 
@@ -44,5 +44,10 @@ def test_bench_gpu_quick_on_the_cpu(tmp_path, capsys, monkeypatch):
     sweep = [r for r in rep["rows"] if r["case"].startswith("corruption sweep")]
     assert len(sweep) == 2 and (("skipped" in sweep[1]) != has_backend)
     assert sweep[0]["images_encoded"] == 8 * 3  # 8 clean + 8 x 2 corrupted
+    suite = [r for r in rep["rows"] if r["case"].startswith("full suite")]
+    assert len(suite) == 1 and suite[0]["pixels"] == "device"
+    if has_backend:  # the corruptions ran on the device: a device stage, no CPU corruption stage
+        assert suite[0]["images_encoded"] == 8 * 3 and suite[0]["image_corrupt_device_s"] > 0
+        assert suite[0]["image_corrupt_cpu_s"] is None and sweep[1]["image_corrupt_cpu_s"] > 0
     out = capsys.readouterr().out
     assert "| case | images | precision | batch | workers | pixels |" in out

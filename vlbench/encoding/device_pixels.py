@@ -16,8 +16,9 @@ in the identity (``pixel_decoders``): a decoder upgrade is another cache key.
 The pixels differ from the reference path's by a few grey levels (another JPEG decoder's rounding, another
 device's resampling): the path is part of the model's identity (``{"pixels": "device"}``), so its vectors are
 cached apart and its runs are never mixed with reference runs; scripts/benchmarks/pixel_equivalence.py measures the
-difference (docs/performance.md). Image conditions (corruptions, shortcut probes) transform the decoded PIL image
-in the workers as on the reference path.
+difference (docs/performance.md). Corruptions of the torch backend (``--corrupt-backend torch``) run on the device
+too, on the images decoded here (encoding/device_conditions.py); other image conditions (the reference backend,
+plug-in corruptions, shortcut probes) transform the decoded PIL image in the workers as on the reference path.
 """
 
 from __future__ import annotations
@@ -99,6 +100,12 @@ class DeviceBatches:
 
     def _pixels(self, paths: list, fast: list, data: list):
         """(pixels, how many files the device decoder took) of a batch."""
+        images, on_device = self.images(paths, fast, data)
+        return self.adapter.to_pixels(images), on_device  # one call: the processor resizes same-shape images together
+
+    def images(self, paths: list, fast: list, data: list) -> tuple[list, int]:
+        """(the decoded uint8 (3, H, W) tensor of each file on the device, how many the device decoder took);
+        ``fast``: which files it may take (:func:`device_readable`), ``data``: their bytes, in order."""
         import torch
 
         images: list = [None] * len(paths)
@@ -109,7 +116,7 @@ class DeviceBatches:
             if img is None:  # PIL, as the reference path decodes it, then on the device as the others
                 rgb = np.asarray(load_image(paths[i]), dtype=np.uint8)
                 images[i] = torch.from_numpy(rgb.copy()).permute(2, 0, 1).to(self.device)
-        return self.adapter.to_pixels(images), on_device  # one call: the processor resizes same-shape images together
+        return images, on_device
 
     def __iter__(self):
         if not self.batches:

@@ -49,6 +49,12 @@ class EncodeStats:
     pixel_files_damaged: int = 0
     text_forward_seconds: float = 0.0
     model_load_seconds: float = 0.0  # loading the model where encoding first needs it (pipeline/timing.py)
+    #: image conditions made in DataLoader workers: the main process's wait for their batches, and how many
+    condition_wait_seconds: float = 0.0
+    images_transformed_workers: int = 0
+    #: image conditions made on the model's device (--pixels device, torch corruptions): time in the transforms
+    corrupt_device_seconds: float = 0.0
+    images_corrupted_device: int = 0
     oom_retries: list = field(default_factory=list)
 
     def as_dict(self):

@@ -1,9 +1,10 @@
 """Encoding the images of run conditions that change them (image corruptions, shortcut probes).
 
 Each condition's images are the dataset's gallery passed through its :class:`~vlbench.conditions.ImageTransform`
-after decoding, in the DataLoader workers, before the model's preprocessing. Every transformed image is encoded
-once and cached under a key naming the transform and its parameters and the image file's content hash, so a
-second run encodes nothing.
+after decoding, in the DataLoader workers, before the model's preprocessing; a transform that runs on the model's
+device (``on_device``, under ``--pixels device``) gets the images decoded there instead
+(encoding/device_conditions.py). Every transformed image is encoded once and cached under a key naming the
+transform and its parameters and the image file's content hash, so a second run encodes nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import numpy as np
 from ..conditions import Variant
 from ..errors import DataError, VlbenchError
 from .cache import item_key
+from .device_conditions import DeviceConditionBatches
+from .device_pixels import check_device_path
 from .encode import (
     EncodeStats,
     _encode_batches,
@@ -111,15 +114,17 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
                           clean: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """{variant label: (len(paths), d) embeddings} for the variants that transform images.
 
-    All variants share one DataLoader (workers decode and transform while the model encodes); an image a
-    transform leaves alone (key None) reuses the clean embedding (``clean``, rows aligned with ``paths``).
+    All variants share one DataLoader (workers decode and transform while the model encodes), except those whose
+    transform runs on the model's device (``on_device``: the torch corruptions under ``--pixels device``), which
+    are made there (encoding/device_conditions.py); an image a transform leaves alone (key None) reuses the clean
+    embedding (``clean``, rows aligned with ``paths``).
     """
     from tqdm.auto import tqdm
 
     stats = stats if stats is not None else EncodeStats()
     t_start = time.perf_counter()
     contents = contents or [file_key(p) for p in paths]  # the transforms are bound first (bind_transforms)
-    keys: dict[str, list[str]] = {}
+    keys_of: dict[str, list[str]] = {}
     first_job: dict[str, tuple] = {}
     for v in variants:
         if v.image is None:
@@ -130,7 +135,7 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
             row.append(k)
             if k not in first_job:
                 first_job[k] = (str(p), i, c, v.image if k != item_key(c) else _identity)
-        keys[v.label] = row
+        keys_of[v.label] = row
     vec_of: dict[str, np.ndarray] = {}
     if clean is not None:
         vec_of.update((item_key(c), clean[i]) for i, c in enumerate(contents))
@@ -141,16 +146,44 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
         t_load = time.perf_counter()
         getattr(adapter, "real", None)  # load a lazy model once, here
         stats.model_load_seconds += time.perf_counter() - t_load
-        batches = [todo[i:i + batch_size] for i in range(0, len(todo), batch_size)]
-        jobs = [PixelJob(k, *first_job[k]) for k in todo]  # the pixel cache's key: the transformed image's key
-        loader = image_batches(adapter, jobs, [len(b) for b in batches],
-                               _VariantImages([first_job[k] for k in todo], adapter.preprocess),
-                               num_workers=num_workers, cache=cache, stats=stats)
+        here = {k for k in todo if getattr(first_job[k][3], "on_device", False)}  # --pixels device: on the device
+        routes = [r for r in ((_device_pairs, [k for k in todo if k in here]),
+                              (_worker_pairs, [k for k in todo if k not in here])) if r[1]]
         enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
         with tqdm(total=len(todo), desc="image conditions", unit="img", disable=not progress, leave=False) as bar:
-            _encode_batches(_raise_failed(zip(batches, loader)), enc, "image", cache, vec_of, set(), stats, bar)
+            for route, keys in routes:
+                batches = [keys[i:i + batch_size] for i in range(0, len(keys), batch_size)]
+                pairs = route(adapter, batches, first_job, num_workers=num_workers, cache=cache, stats=stats)
+                _encode_batches(pairs, enc, "image", cache, vec_of, set(), stats, bar)
     stats.image_seconds += time.perf_counter() - t_start
-    return {label: np.stack([vec_of[k] for k in row]) for label, row in keys.items()}
+    return {label: np.stack([vec_of[k] for k in row]) for label, row in keys_of.items()}
+
+
+def _worker_pairs(adapter, batches: list, first_job: dict, *, num_workers, cache, stats):
+    """(keys, model inputs) of condition images decoded, transformed and preprocessed in DataLoader workers; the
+    main process's wait for them is timed (``condition_wait_seconds``: the CPU stage of image conditions)."""
+    todo = [k for b in batches for k in b]
+    jobs = [PixelJob(k, *first_job[k]) for k in todo]  # the pixel cache's key: the transformed image's key
+    loader = image_batches(adapter, jobs, [len(b) for b in batches],
+                           _VariantImages([first_job[k] for k in todo], adapter.preprocess),
+                           num_workers=num_workers, cache=cache, stats=stats)
+    return _raise_failed(zip(batches, _waited(loader, batches, stats)))
+
+
+def _waited(loader, batches: list, stats):
+    it = iter(loader)
+    for b in batches:
+        t0 = time.perf_counter()
+        batch = next(it)
+        stats.condition_wait_seconds += time.perf_counter() - t0
+        stats.images_transformed_workers += len(b)
+        yield batch
+
+
+def _device_pairs(adapter, batches: list, first_job: dict, *, num_workers, cache, stats):
+    """(keys, model inputs) of condition images transformed on the model's device (encoding/device_conditions.py)."""
+    check_device_path(adapter, getattr(adapter, "spec", adapter.name))
+    return iter(DeviceConditionBatches(adapter, batches, first_job, stats))
 
 
 def _identity(image, index, content):

@@ -31,11 +31,13 @@ def _to_rgb(image, image_id) -> Image.Image:
     return image.convert("RGB")
 
 
-def corrupt(image, name: str, severity: int, seed: int, image_id, backend: str = "reference") -> Image.Image:
+def corrupt(image, name: str, severity: int, seed: int, image_id, backend: str = "reference",
+            device: str = TORCH_DEVICE) -> Image.Image:
     """``image`` corrupted by ``name`` at ``severity`` (1-5); an RGB PIL image of the same size.
 
-    ``backend="torch"``: a built-in runs through the torch code (vlbench/imageperturb/ontorch) on the CPU, seeded
-    with the same per-image seed (other numbers: torch's generator); plug-ins run their own code either way.
+    ``backend="torch"``: a built-in runs through the torch code (vlbench/imageperturb/ontorch) on ``device`` (the
+    CPU unless told), seeded with the same per-image seed (other numbers: torch's generator); plug-ins run their
+    own code either way.
 
     Greyscale, palette and alpha images become RGB first (alpha over white). Images with a side under
     32 pixels are enlarged (nearest) to 32, corrupted and shrunk back (box filter), since the reference
@@ -62,7 +64,7 @@ def corrupt(image, name: str, severity: int, seed: int, image_id, backend: str =
     if backend == "torch" and not plugin:
         from .ontorch import corrupt_array  # lazy: torch only for --corrupt-backend torch
 
-        out = corrupt_array(x, name, int(severity), derive_seed(seed, name, int(severity), image_id), TORCH_DEVICE)
+        out = corrupt_array(x, name, int(severity), derive_seed(seed, name, int(severity), image_id), device)
     elif plugin:  # third-party code: errors reported by name, global random state seeded per image
         out = call_plugin(fn, name, entry.source, x, int(severity), rng,
                           f"{int(seed)}|{name}|{int(severity)}|{image_id}", image_id)
@@ -101,27 +103,30 @@ class CorruptedLoader:
     ``input_size`` (e.g. 224): corrupt at the model's input geometry (:func:`fit_to_input` first), as ImageNet-C
     does; its severities are calibrated in pixels of a 224 x 224 image. ``None`` corrupts the decoded original.
 
-    Apply after decoding and before the model's preprocessing; the output depends only on the
+    ``device``: where the torch backend runs (the CPU in DataLoader workers; it names the device type in the cache
+    key). Apply after decoding and before the model's preprocessing; the output depends only on the
     constructor arguments, the image and its id, so worker count and order do not matter.
     """
 
     def __init__(self, name: str, severity: int, seed: int = 0, input_size: int | None = None,
-                 backend: str = "reference"):
+                 backend: str = "reference", device: str = TORCH_DEVICE):
         self.name, self.severity, self.seed, self.backend = name, int(severity), int(seed), check_backend(backend)
+        self.device = str(device)
         self.input_size = None if input_size is None else int(input_size)
         if self.input_size is not None and self.input_size < MIN_SIDE:
             raise VlbenchError(f"input_size {input_size!r} is below {MIN_SIDE} pixels",
                                "give the model's input resolution, e.g. 224, or None to corrupt the original image")
-        self.cache_key = cache_key(name, self.severity, self.seed, backend)  # also validates the name
+        self.cache_key = cache_key(name, self.severity, self.seed, backend, self.device)  # also validates the name
         if self.input_size is not None:
             self.cache_key += f":at{self.input_size}"
 
     def __call__(self, image, image_id) -> Image.Image:
         if self.input_size is not None:
             image = fit_to_input(_to_rgb(image, image_id), self.input_size)
-        return corrupt(image, self.name, self.severity, self.seed, image_id, self.backend)
+        return corrupt(image, self.name, self.severity, self.seed, image_id, self.backend, self.device)
 
     def __repr__(self) -> str:
         at = "" if self.input_size is None else f", input_size={self.input_size}"
         at += "" if self.backend == "reference" else f", backend={self.backend!r}"
+        at += "" if self.device == TORCH_DEVICE else f", device={self.device!r}"
         return f"CorruptedLoader({self.name!r}, {self.severity}, seed={self.seed}{at})"

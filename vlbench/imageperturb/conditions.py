@@ -29,7 +29,8 @@ class CorruptionTransform:
     ``at="input"`` (default): corrupt at the model's input geometry (shorter side to the input size, centre
     crop, as ImageNet-C does), found from the model's preprocessing when the run binds the transform;
     ``at="original"``: corrupt the decoded image at its own size. ``backend``: ``reference`` (the reference
-    code) or ``torch`` (vlbench/imageperturb/ontorch, on the CPU in the loader's workers)."""
+    code) or ``torch`` (vlbench/imageperturb/ontorch: on the CPU in the loader's workers, or, when the model makes
+    its pixels on its device (``--pixels device``), there, in batches: :meth:`apply_batch`, :mod:`.ondevice`)."""
 
     def __init__(self, name: str, severity: int, seed: int, at: str = "input", backend: str = "reference"):
         if at not in CORRUPT_AT:
@@ -39,18 +40,38 @@ class CorruptionTransform:
         self.name, self.severity, self.seed, self.at = name, int(severity), int(seed), at
         self.backend = check_backend(backend)
         self.loader = CorruptedLoader(name, severity, seed, backend=backend)
+        self.device: str | None = None  # the device type it corrupts on (bind: --pixels device); None: the workers
+
+    @property
+    def on_device(self) -> bool:
+        """Whether the run's device path corrupts this condition's images (:meth:`apply_batch`), not the workers."""
+        return self.device is not None
 
     def bind(self, adapter) -> dict:
-        """Fix the geometry from the model's preprocessing (called once per run, before cache keys); returns
-        what the condition's results entry gains from it (the geometry and the cache key it implies)."""
+        """Fix the geometry from the model's preprocessing and where the corruption runs (the model's device under
+        ``--pixels device`` with the torch backend, else the workers); called once per run, before cache keys.
+        Returns what the condition's results entry gains from it (geometry, placement, version, cache key)."""
         from .apply import CorruptedLoader, model_input_size  # lazy: PIL; --help imports this module
+        from .ondevice import placement  # lazy: as above
 
         size = model_input_size(adapter.preprocess) if self.at == "input" else None
-        self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size, backend=self.backend)
-        return {"corrupted_at": size or "original size", "cache_key": self.loader.cache_key}
+        self.device, where = placement(self.name, self.backend, adapter, "input" if size else "original")
+        self.loader = CorruptedLoader(self.name, self.severity, self.seed, input_size=size, backend=self.backend,
+                                      device=self.device or TORCH_DEVICE)
+        out = {"corrupted_at": size or "original size", "cache_key": self.loader.cache_key, **where}
+        if self.device is not None:
+            out["version"] = f"{TORCH_VERSION}@{self.device}"
+        return out
 
     def key(self, index: int, content: str) -> str:
         return self.loader.cache_key
+
+    def apply_batch(self, images: list, indices: list, contents: list, memo: dict | None = None) -> list:
+        """The decoded uint8 (3, H, W) tensors ``images`` corrupted where they lie (the device path); the same
+        pixels as :meth:`__call__` on the CPU. ``memo``: fits shared by the conditions of one batch window."""
+        from .ondevice import corrupt_images  # lazy: torch only on the device path
+
+        return corrupt_images(images, contents, self.name, self.severity, self.seed, self.loader.input_size, memo)
 
     def __call__(self, image, index: int, content: str):
         """Same pixels as ``self.loader(image, content)``; the fit to the input geometry is shared by the
@@ -71,7 +92,8 @@ _FITTED: tuple | None = None  # (decoded image, size, fitted image) of the last 
 
 def image_variants(spec: str | None, seed: int, at: str = "input", backend: str = "reference") -> list:
     """The Variants of a ``--perturb-images`` spec (``gaussian_noise:3,motion_blur:1-5,all:3``); ``backend``:
-    ``--corrupt-backend`` (recorded per condition as ``corrupt_backend``, with the torch code's version and device)."""
+    ``--corrupt-backend`` (recorded per condition as ``corrupt_backend``, with the torch code's version and device;
+    ``corrupt_on``: the workers, until binding to a model that makes its pixels on its device says otherwise)."""
     if not spec:
         return []
     out = []
@@ -80,7 +102,7 @@ def image_variants(spec: str | None, seed: int, at: str = "input", backend: str 
         fam = family_of(c.name)
         meta = {"perturbation": PREFIX + c.label, "kind": "image", "corruption": c.name, "severity": c.severity,
                 "family": f"image-{fam}", "corruption_family": fam, "seed": seed,
-                "version": version, "corrupt_backend": backend, "not_applicable_rate": 0.0,
+                "version": version, "corrupt_backend": backend, "corrupt_on": "workers", "not_applicable_rate": 0.0,
                 "applied_to": "i2t: the query images; t2i: the gallery images; captions clean"}
         t = CorruptionTransform(c.name, c.severity, seed, at, backend)
         meta["cache_key"] = t.loader.cache_key

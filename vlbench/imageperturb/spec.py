@@ -14,7 +14,9 @@ IMPLEMENTATION_VERSION = "imagenet-c/2"  # 2: zoom_blur edge row/column as the r
 TORCH_VERSION = "imagenet-c-torch/1"
 #: --corrupt-backend: the reference code (NumPy/SciPy/OpenCV, imagecorruptions 1.1.2) or the torch code
 BACKENDS = ("reference", "torch")
-TORCH_DEVICE = "cpu"  # where a run's torch corruptions execute (DataLoader workers): part of their cache key
+#: where a run's torch corruptions execute in the DataLoader workers: part of their cache key (under --pixels device
+#: they run on the model's device instead, whose type is named the same way: ``@cuda``)
+TORCH_DEVICE = "cpu"
 SEVERITIES = (1, 2, 3, 4, 5)
 __all__ = ["FAMILIES", "NAMES", "SEVERITIES", "IMPLEMENTATION_VERSION", "TORCH_VERSION", "BACKENDS", "ImageCondition",
            "family_of", "cache_key", "backend_version", "parse_spec"]
@@ -43,20 +45,21 @@ def check_backend(backend: str) -> str:
     return backend
 
 
-def backend_version(name: str, backend: str = "reference") -> str:
+def backend_version(name: str, backend: str = "reference", device: str = TORCH_DEVICE) -> str:
     """What made the corrupted pixels of ``name``: the reference implementation's version, the torch backend's
-    version and device (``imagenet-c-torch/1@cpu``; the same seed draws other numbers on another device), or
+    version and device type (``imagenet-c-torch/1@cpu``; the same seed draws other numbers on another device), or
     a plug-in's source (plug-ins run their own code under either backend)."""
     entry = image_perturbations.entry(name)
     if entry.source != "builtin":
         return entry.source
-    return IMPLEMENTATION_VERSION if check_backend(backend) == "reference" else f"{TORCH_VERSION}@{TORCH_DEVICE}"
+    return IMPLEMENTATION_VERSION if check_backend(backend) == "reference" else f"{TORCH_VERSION}@{device}"
 
 
-def cache_key(name: str, severity: int, seed: int, backend: str = "reference") -> str:
+def cache_key(name: str, severity: int, seed: int, backend: str = "reference", device: str = TORCH_DEVICE) -> str:
     """Cache-key component of a corrupted image set: (name, severity, seed, implementation version), the
-    version naming the backend (:func:`backend_version`), so the two backends' images never share a cache entry."""
-    return f"img:{name}:{int(severity)}:seed{int(seed)}:{backend_version(name, backend)}"
+    version naming the backend and, for torch, the device type (:func:`backend_version`), so images made by
+    another backend or on another kind of device never share a cache entry."""
+    return f"img:{name}:{int(severity)}:seed{int(seed)}:{backend_version(name, backend, device)}"
 
 
 def _severities(text: str, item: str) -> list[int]:

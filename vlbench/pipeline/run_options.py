@@ -81,8 +81,9 @@ RUN_OPTIONS = (
                                          "original size", choices=run_config.CORRUPT_AT),
     Option("corrupt_backend", "--corrupt-backend", "the corruptions' code: reference (imagecorruptions' NumPy/SciPy/"
                                                    "OpenCV code; default) or torch (the same definitions in torch, "
-                                                   "agreement in docs/image_perturbations.md); recorded per "
-                                                   "condition, never cached or tabled with the other",
+                                                   "agreement in docs/image_perturbations.md; with --pixels device "
+                                                   "run on the device, batched); recorded per condition, never "
+                                                   "cached or tabled with the other",
            choices=run_config.CORRUPT_BACKENDS),
     Option("shortcuts", "--shortcuts", "synthetic-shortcut probes as conditions: matched, mismatched, caption-only, "
                                        "image-only, bits=N (comma-separated; docs/shortcuts.md)", metavar="PROBES",

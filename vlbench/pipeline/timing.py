@@ -5,7 +5,10 @@ pauses the one around it (exclusive attribution), and time outside any named sta
 the stages sum to the wall time by construction, and ``other`` shows what no stage names (the
 torchrun gather). Building and writing the record, the run's id and output folder are ``writing``; binding image
 conditions to the model is ``image_decode_preprocess``; the encoding of gallery distractors is booked in the
-encoding stages like the gallery's own.
+encoding stages like the gallery's own. Image conditions (corruptions, shortcut probes) have a stage of their own
+in a run that makes their images: ``image_corrupt_cpu``, the main process's wait for the DataLoader workers that
+decode, transform and preprocess them on the CPU, or ``image_corrupt_device``, the time in the corruptions run on
+the model's device (``--pixels device --corrupt-backend torch``: no CPU stage then); items: the images made.
 
 Encoding is split after the fact from the encode statistics (:class:`vlbench.encoding.encode.EncodeStats`),
 which time the model's forward passes and the model load where they happen: what remains of an image
@@ -35,7 +38,8 @@ from collections.abc import Callable
 from ..encoding.encode import default_workers
 
 #: the stages results.json names, in the order a run meets them (others are allowed)
-STAGES = ("startup", "startup_model_load", "perturbation", "image_decode_preprocess", "image_forward",
+STAGES = ("startup", "startup_model_load", "perturbation", "image_decode_preprocess", "image_corrupt_cpu",
+          "image_corrupt_device", "image_forward",
           "text_preprocess", "text_forward", "relevance_encode", "validity", "scoring", "bootstrap", "flips",
           "writing", "other")
 
@@ -180,6 +184,9 @@ def resamples(cfg) -> Callable:
 _SPLITS = (("image_forward_seconds", "image_forward", "images_encoded"),
            ("text_forward_seconds", "text_forward", "texts_encoded"),
            ("model_load_seconds", "startup_model_load", None))
+#: image conditions (field of seconds, stage, field of items): a stage only in a run that has such images
+_CONDITION_SPLITS = (("condition_wait_seconds", "image_corrupt_cpu", "images_transformed_workers"),
+                     ("corrupt_device_seconds", "image_corrupt_device", "images_corrupted_device"))
 
 
 def encoding(name: str, stats, fn: Callable):
@@ -188,12 +195,18 @@ def encoding(name: str, stats, fn: Callable):
     Items: the images / texts the model encoded (cache hits are not counted)."""
     before = {f: getattr(stats, f, 0) for f, _, _ in _SPLITS} | {c: getattr(stats, c, 0) for _, _, c in _SPLITS if c}
     before["images_decoded"] = getattr(stats, "images_decoded", 0)
+    before |= {f: getattr(stats, f, 0) for split in _CONDITION_SPLITS for f in (split[0], split[2])}
     out = timed(name, fn)
     clock = current()
     for field, target, counter in _SPLITS:
         clock.move(name, target, getattr(stats, field, 0.0) - before[field])
         if counter:
             n = getattr(stats, counter, 0) - before[counter]
+            clock.count(target, n)
+    for field, target, counter in _CONDITION_SPLITS:
+        n = getattr(stats, counter, 0) - before[counter]
+        if n:
+            clock.move(name, target, getattr(stats, field, 0.0) - before[field])
             clock.count(target, n)
     if name == "image_decode_preprocess":  # its items: the image files decoded (not the pixel cache's)
         clock.count(name, getattr(stats, "images_decoded", 0) - before["images_decoded"])
