@@ -184,6 +184,8 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
         if b:
             values.append(MetricValue(cond, MetricKey("i2t", "blind_accuracy"), b["accuracy"],
                                       {"ci_low": b["ci_low"], "ci_high": b["ci_high"], "n": b["n_items"]}))
+            # a task whose text-only result lists other scores (its as_dict "more_values") records them too
+            values += [MetricValue(cond, MetricKey("i2t", f"blind_{m}"), v, x) for m, v, x in b.get("more_values", ())]
     conditions = {cond: Condition(cond, {"task": cfg.task, "kind": "choice", **sets.notes.get(cond, {}),
                                          "by_kind": res.by_kind}) for cond, res in evals.items()}
     kind = get_task(cfg.task)
