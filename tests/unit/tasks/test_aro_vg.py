@@ -160,3 +160,11 @@ def test_missing_images_are_named_with_the_folder(tmp_path):
     with pytest.raises(DataError) as err:
         aro_items(root, "vg_relation")
     assert "9.jpg" in err.value.message and str(root / "images") in err.value.message
+
+
+def test_every_metric_an_aro_run_reports_is_listed():
+    from vlbench import registry
+
+    items, img, txt = _scored(3)
+    names = {m for m, _, _ in evaluate_aro(items, img, txt).more_values()}
+    assert names | {f"blind_{m}" for m in names} <= set(registry.metrics.names())
