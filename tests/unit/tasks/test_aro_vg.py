@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-
 from support.aro_mmvp import NOTEBOOK_EXCLUDED, aro_macro, aro_row, crop, noise_image, write_aro
+
 from vlbench.errors import DataError, VlbenchError
 from vlbench.tasks.sets.aro_vg import (
     EXCLUDED_RELATIONS,

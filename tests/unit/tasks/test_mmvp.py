@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from support.aro_mmvp import mmvp_rules, noise_image, write_mmvp
+
 from vlbench import registry
 from vlbench.errors import DataError
 from vlbench.tasks.sets.mmvp import (
@@ -35,7 +35,8 @@ def test_released_layout_loads_pairs_with_the_authors_prompt_and_patterns(tmp_pa
     items = mmvp_items(root)
     assert items[0] == MMVPItem("1", ("Orientation/1.jpg", "Orientation/2.jpg"),
                                 ("a photo of The dog faces left", "a photo of The dog faces right"), "orientation")
-    assert items[1].pattern == "viewpoint" and items[1].images == ("Camera_Perspective/3.jpg", "Camera_Perspective/4.jpg")
+    assert items[1].pattern == "viewpoint"
+    assert items[1].images == ("Camera_Perspective/3.jpg", "Camera_Perspective/4.jpg")
     assert [pattern_of(t) for t in ("Presence", "Structural_Character", "Texts", "Color", "State", "Quantity",
                                     "Spatial")] == ["presence", "structural", "text", "color", "state", "quantity",
                                                     "positional"]
