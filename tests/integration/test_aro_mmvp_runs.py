@@ -129,9 +129,11 @@ def test_aro_run_crops_the_box_as_the_authors_on_a_hand_worked_colour_case(colou
     Image.fromarray(arr).save(aro / "images" / "7.jpg", format="PNG")  # exact colours under the released name
     out = tmp_path / "out"
     assert main(["run", "--task", "aro", "--dataset", "aro:vg_relation", "--model", "colour-vec", "--data-dir",
-                 str(tmp_path), "--out", str(out), "--quiet", "--num-workers", "0", "--no-cache"]) == 0
+                 str(tmp_path), "--out", str(out), "--quiet", "--num-workers", "0", "--cache-dir",
+                 str(tmp_path / "c")]) == 0
     got = {r["metric"]: r["value"] for r in _results(out)["results"]}
     assert got["accuracy"] == 50.0 and got["micro_accuracy"] == pytest.approx(200 / 3)
+    assert len(list((tmp_path / "c" / "aro-crops").glob("*.png"))) == 3  # the crops live in the cache store
     assert [int(r["correct"]) for r in _rows(out)] == [1, 0, 1]
 
 
