@@ -168,3 +168,12 @@ def test_every_metric_an_aro_run_reports_is_listed():
     items, img, txt = _scored(3)
     names = {m for m, _, _ in evaluate_aro(items, img, txt).more_values()}
     assert names | {f"blind_{m}" for m in names} <= set(registry.metrics.names())
+
+
+def test_an_unreadable_image_is_named_when_cropping(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "3.jpg").write_bytes(b"not an image")
+    item = AroItem("r:0", "3.jpg#0,0,2,2", ("f", "t"), 1, (), "vg_relation", "on", "3.jpg", (0, 0, 2, 2))
+    with pytest.raises(DataError) as err:
+        crop_images([item], tmp_path / "img", tmp_path / "crops")
+    assert str(tmp_path / "img" / "3.jpg") in err.value.message

@@ -267,35 +267,39 @@ def aro_items(root, subset: str, *, images_dir=None, check_images: bool = True) 
     return items
 
 
-def _crop_one(src: Path, box: tuple, folder: Path) -> Path:
-    """The crop of ``src`` to ``box`` as the authors make it, written once as a PNG named by its inputs."""
+def _crops_of(src: Path, boxes: list[tuple], folder: Path) -> list[Path]:
+    """The crops of one image to each box as the authors make them (the RGB image, ``crop((x, y, x + w, y + h))``),
+    each written once as a PNG named by its inputs; the image is decoded once, and only when a crop is missing."""
     from PIL import Image  # lazy: Pillow is only needed when a run crops images
 
     st = src.stat()
-    out = folder / (hashlib.sha256(f"{src.resolve()}|{st.st_size}|{st.st_mtime_ns}|{box!r}".encode()).hexdigest()[:40]
-                    + ".png")
-    if out.is_file():
-        return out
-    x, y, w, h = box
-    try:
-        with Image.open(src) as im:
-            crop = im.convert("RGB").crop((x, y, x + w, y + h))
-    except (OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise DataError(f"ARO image {src} cannot be read and cropped ({exc})", "replace the file with the one from "
-                        f"{IMAGES_ZIP}") from None
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    crop.save(tmp, format="PNG")
-    tmp.replace(out)
-    return out
+    stem = f"{src.resolve()}|{st.st_size}|{st.st_mtime_ns}|"
+    outs = [folder / (hashlib.sha256(f"{stem}{box!r}".encode()).hexdigest()[:40] + ".png") for box in boxes]
+    todo = [(out, box) for out, box in zip(outs, boxes) if not out.is_file()]
+    if todo:
+        try:
+            with Image.open(src) as im:
+                rgb = im.convert("RGB")
+        except (OSError, ValueError, Image.DecompressionBombError) as exc:
+            raise DataError(f"ARO image {src} cannot be read ({exc})", f"replace it with the file from {IMAGES_ZIP}") \
+                from None
+        for out, (x, y, w, h) in todo:
+            tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+            rgb.crop((x, y, x + w, y + h)).save(tmp, format="PNG", compress_level=1)  # lossless and fast to write
+            tmp.replace(out)
+    return outs
 
 
 def crop_images(items, images_dir: Path, folder: Path) -> dict[str, Path]:
-    """image key -> the file of its crop (made in ``folder`` when not there yet, several at a time)."""
+    """image key -> the file of its crop (made in ``folder`` when not there yet; several images at a time)."""
     folder.mkdir(parents=True, exist_ok=True)
-    jobs = {it.image: (Path(images_dir) / it.source, it.box) for it in items}
+    by_source: dict[str, dict[str, tuple]] = {}
+    for it in items:
+        by_source.setdefault(it.source, {})[it.image] = it.box
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        done = pool.map(lambda job: _crop_one(job[0], job[1], folder), jobs.values())
-        return dict(zip(jobs, done))
+        done = pool.map(lambda src: _crops_of(Path(images_dir) / src, list(by_source[src].values()), folder),
+                        by_source)
+        return {key: path for keys, paths in zip(by_source.values(), done) for key, path in zip(keys, paths)}
 
 
 def aro_sets(cfg, note=None) -> ItemSets:
