@@ -149,3 +149,15 @@ def test_missing_images_are_named_with_the_folder(tmp_path):
     with pytest.raises(DataError) as err:
         mmvp_items(root)
     assert "Color/2.jpg" in err.value.message and "MLLM_VLM Images" in err.value.message
+
+
+def test_ls_tasks_names_size_licence_and_citation_of_aro_and_mmvp(capsys):
+    from vlbench.cli import main
+
+    assert main(["ls", "tasks"]) == 0
+    out = capsys.readouterr().out
+    for name, words in (("aro", ("23,937 items", "CC BY 4.0", "Yuksekgonul")),
+                        ("mmvp", ("135 pairs", "MMVP/MMVP_VLM", "Tong, Liu"))):
+        text = " ".join(out.split(f"\n  {name} ", 1)[1].split("\n  ")[:4])
+        assert all(w in text for w in words), (name, text)
+        assert "size:" in text and "licence:" in text and "citation:" in text
