@@ -248,8 +248,8 @@ def aro_root(data_dir=None, subsets=tuple(SUBSETS)) -> Path:
     missing = [SUBSETS[s].file for s in subsets if not (base / TASK / SUBSETS[s].file).is_file()]
     raise DataError(f"the ARO file{'s' if len(missing) > 1 else ''} {', '.join(missing)} not in {base / TASK}",
                     f"download them (and {IMAGES_ZIP}, unzipped as images/) with the Google Drive ids in {REPO}'s "
-                    f"dataset_zoo/aro_datasets.py into {base / TASK}, or pass --data-dir naming the folder holding "
-                    "them")
+                    f"dataset_zoo/aro_datasets.py into {base / TASK}, pass --data-dir naming the folder holding "
+                    f"them, or name only the sets you have (--dataset {TASK}:vg_relation)")
 
 
 def aro_items(root, subset: str, *, images_dir=None, check_images: bool = True) -> list[AroItem]:
