@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import json
 from pathlib import Path
 
@@ -107,6 +108,9 @@ def test_aro_run_macro_and_micro_accuracy_equal_the_authors_rule_on_a_tiny_model
         assert got["chance"]["value"] == 50.0 and got["accuracy"]["n"] == len(right)
         assert 0 <= got["blind_accuracy"]["value"] <= 100 and 0 <= got["blind_micro_accuracy"]["value"] <= 100
     assert doc["conditions"]["task:aro:vg_attribution"]["groups_in_macro"] == 1
+    assert doc["dataset"]["source"]["sha256"] == {  # the files read, recorded (no published checksum to pin)
+        s: hashlib.sha256((aro / f).read_bytes()).hexdigest() for s, f in (
+            ("vg_relation", "visual_genome_relation.json"), ("vg_attribution", "visual_genome_attribution.json"))}
     assert doc["task"]["blind_baseline"]["available"] and "macro accuracy %" in (out / "table.md").read_text()
 
 
@@ -173,6 +177,9 @@ def test_mmvp_run_scores_equal_the_authors_rule_on_a_tiny_model(tiny_models, dat
     assert got["pattern_orientation"]["value"] == pytest.approx(100 * pair[:2].mean())
     assert got["pattern_color"]["value"] == pytest.approx(100 * pair[2])
     assert got["chance"]["value"] == 25.0 and got["blind_accuracy"]["value"] == 0.0  # no text-only signal
+    doc = _results(out)
+    assert doc["dataset"]["source"]["sha256"] == hashlib.sha256((base / "Questions.csv").read_bytes()).hexdigest()
+    assert doc["dataset"]["prompt"] == "a photo of " and doc["dataset"]["n_images"] == 6
     table = (out / "table.md").read_text()
     assert "Orientation and Direction" in table and "statement %" in table
 
