@@ -129,12 +129,13 @@ def test_aro_run_crops_the_box_as_the_authors_on_a_hand_worked_colour_case(colou
     rel = [aro_row("7.jpg", (0, 0, 20, 20), "a red cup on a table", "a blue cup on a table", "on"),
            aro_row("7.jpg", (0, 20, 40, 10), "a red man holding a cup", "a blue man holding a cup", "holding"),
            aro_row("7.jpg", (20, 0, 20, 20), "a blue car near a tree", "a red car near a tree", "near")]
-    aro = write_aro(tmp_path, rel, [])
-    Image.fromarray(arr).save(aro / "images" / "7.jpg", format="PNG")  # exact colours under the released name
+    write_aro(tmp_path, rel, [])
+    (tmp_path / "elsewhere").mkdir()
+    Image.fromarray(arr).save(tmp_path / "elsewhere" / "7.jpg", format="PNG")  # exact colours, the released name
     out = tmp_path / "out"
     assert main(["run", "--task", "aro", "--dataset", "aro:vg_relation", "--model", "colour-vec", "--data-dir",
-                 str(tmp_path), "--out", str(out), "--quiet", "--num-workers", "0", "--cache-dir",
-                 str(tmp_path / "c")]) == 0
+                 str(tmp_path), "--images-dir", str(tmp_path / "elsewhere"), "--out", str(out), "--quiet",
+                 "--num-workers", "0", "--cache-dir", str(tmp_path / "c")]) == 0
     got = {r["metric"]: r["value"] for r in _results(out)["results"]}
     assert got["accuracy"] == 50.0 and got["micro_accuracy"] == pytest.approx(200 / 3)
     assert len(list((tmp_path / "c" / "aro-crops").glob("*.png"))) == 3  # the crops live in the cache store

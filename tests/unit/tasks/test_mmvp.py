@@ -13,6 +13,7 @@ from vlbench.errors import DataError
 from vlbench.tasks.sets.mmvp import (
     MMVPItem,
     evaluate_mmvp,
+    mmvp_images_dir,
     mmvp_items,
     mmvp_text_only,
     pattern_of,
@@ -149,6 +150,15 @@ def test_missing_images_are_named_with_the_folder(tmp_path):
     with pytest.raises(DataError) as err:
         mmvp_items(root)
     assert "Color/2.jpg" in err.value.message and "MLLM_VLM Images" in err.value.message
+
+
+def test_the_readmes_folder_name_and_images_dir_are_read(tmp_path):
+    root = write_mmvp(tmp_path, [("Color", "a red car", "a blue car")], folder="MMVP_VLM_Images")
+    assert mmvp_images_dir(root) == root / "MMVP_VLM_Images"
+    assert mmvp_images_dir(root, tmp_path / "x") == tmp_path / "x"
+    (root / "MMVP_VLM_Images").rmdir()
+    with pytest.raises(DataError, match="MLLM_VLM Images"):
+        mmvp_images_dir(root)
 
 
 def test_ls_tasks_names_size_licence_and_citation_of_aro_and_mmvp(capsys):
