@@ -54,6 +54,8 @@ STORES: dict[str, Store] = {s.name: s for s in (
     Store("language-data", "nltk_data", "vlbench.lang", "WordNet and other NLTK data", kind="download"),
     Store("coco-images", "coco", "vlbench.tasks.sources", "COCO val2017 images of --task sugarcrepe",
           kind="download"),
+    Store("aro-crops", "aro-crops", "vlbench.tasks.sets.aro_vg", "box crops of ARO's VG-Relation / VG-Attribution "
+          "images"),
 )}
 
 _current: ContextVar[Path | None] = ContextVar("vlbench_cache_root", default=None)

@@ -25,7 +25,8 @@ CHOICE_RULE = ("correct only when the right caption scores strictly above every 
 #: the modules of the built-in tasks, imported on the first lookup (each registers its record)
 BUILTIN_MODULES = ("vlbench.tasks.order", "vlbench.tasks.sugarcrepe", "vlbench.tasks.sugarcrepe_pp",
                    "vlbench.tasks.winoground", "vlbench.tasks.whatsup",
-                   "vlbench.tasks.sets.colorswap", "vlbench.tasks.sets.bivlc")
+                   "vlbench.tasks.sets.colorswap", "vlbench.tasks.sets.bivlc",
+                   "vlbench.tasks.sets.aro_vg", "vlbench.tasks.sets.mmvp")
 
 
 @dataclass
