@@ -1,7 +1,8 @@
 """A choice task under vlbench's conditions: ``vlbench run --task NAME --perturb SPEC --perturb-images SPEC``.
 
 Every item set is scored clean and under each condition; a condition's name is ``<set>@<condition>``
-(``task:winoground@char-swap``, ``task:sugarcrepe:swap_obj@img:gaussian_noise:3``).
+(``task:winoground@char-swap``, ``task:sugarcrepe:swap_obj@img:gaussian_noise:3``;
+``task:winoground@correct:char-swap`` under ``--perturb-options correct``).
 
 * **caption perturbations** (``--perturb``, vlbench/perturbations): applied to every candidate of an item or
   only to its right ones (``--perturb-options all|correct``, recorded; the task's ``right_candidates`` hook says
@@ -96,13 +97,20 @@ def perturb_sets(task, sets: dict, plan: TaskConditions, seed: int) -> tuple[dic
         for cond, items in sets.items():
             changed = [{k: new_of[it.candidates[k]] for k in ks if it.candidates[k] in new_of}
                        for it, ks in zip(items, chosen[cond])]
-            conds[f"{cond}{SEP}{name}"] = [task.perturb(it, ch) for it, ch in zip(items, changed)]
-            meta[f"{cond}{SEP}{name}"] = {
+            cname = caption_condition(cond, name, plan.which)
+            conds[cname] = [task.perturb(it, ch) for it, ch in zip(items, changed)]
+            meta[cname] = {
                 **ps.describe(), "perturbation": name, "condition_kind": "caption", "set": cond,
                 "perturb_options": plan.which, "perturbed_candidates": _options_said(plan.which),
                 "items_changed": sum(1 for ch in changed if ch),
                 "candidates_changed": sum(len(ch) for ch in changed), "blind_baseline": BLIND["caption"]}
     return conds, meta
+
+
+def caption_condition(cset: str, perturbation: str, which: str) -> str:
+    """The name of a caption perturbation's condition: ``<set>@<name>`` (every candidate perturbed), or
+    ``<set>@correct:<name>`` (only the right ones: another condition, so the two never replace each other)."""
+    return f"{cset}{SEP}{'' if which == 'all' else which + ':'}{perturbation}"
 
 
 def _options_said(which: str) -> str:
