@@ -59,7 +59,7 @@ def perturb_item(item, texts: Mapping[int, str]):
         return item
     old = tuple(item.candidates)
     new = tuple(texts.get(k, c) for k, c in enumerate(old))
-    if not dataclasses.is_dataclass(item):
+    if not dataclasses.is_dataclass(item) or isinstance(item, type):
         raise VlbenchError(f"cannot perturb the captions of a {type(item).__name__} item: it is no dataclass",
                            _hint(item))
     fields = [f.name for f in dataclasses.fields(item)]
