@@ -296,12 +296,13 @@ def _write_per_item(out: Path, evals: dict, notes: dict) -> str:
     import pandas as pd
 
     rows = []
+    conditions = any((notes.get(c) or {}).get("set") for c in evals)
     for cond, res in evals.items():
-        base = (notes.get(cond) or {}).get("set")
-        clean = {r.item_id: int(r.correct) for r in evals[base].records} if base else {}
+        base = (notes.get(cond) or {}).get("set") or cond  # a clean set is its own
+        clean = {r.item_id: int(r.correct) for r in evals[base].records}
         for r in res.records:
             flip = {}
-            if base:  # a condition: its set, the clean answer and the flip
+            if conditions:  # the item's set, its clean answer and its flip (none for the clean set itself)
                 was, now = clean[r.item_id], int(r.correct)
                 flip = {"set": base, "clean_correct": was,
                         "flip": "hit_to_miss" if was > now else "miss_to_hit" if now > was else ""}
