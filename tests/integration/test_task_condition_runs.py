@@ -92,6 +92,7 @@ def test_flips_equal_a_recomputation_from_the_per_item_records(runs):
     flips = {r["condition"]: r for r in _csv(out / "flips.csv")}
     boots = {b["condition"]: b for b in doc["bootstrap"]}
     clean = {r["item_id"]: int(r["correct"]) for r in rows if r["condition"] == SET}
+    moved = 0
     for cond in list(doc["conditions"])[1:]:
         mine = [r for r in rows if r["condition"] == cond]
         assert len(mine) == 12
@@ -100,13 +101,13 @@ def test_flips_equal_a_recomputation_from_the_per_item_records(runs):
             assert int(r["correct"]) == int(s[0] > max(s[1:]))
             was, now = clean[r["item_id"]], int(r["correct"])
             assert int(r["clean_correct"]) == was and r["set"] == SET
-            assert (r["flip"] if isinstance(r["flip"], str) else "") == \
-                ("hit_to_miss" if was > now else "miss_to_hit" if now > was else "")
+            assert r["flip"] == ("hit_to_miss" if was > now else "miss_to_hit" if now > was else "")
         a = np.array([clean[r["item_id"]] for r in mine], dtype=float)
         b = np.array([int(r["correct"]) for r in mine], dtype=float)
         h2m, m2h = int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
         assert (int(flips[cond]["hit_to_miss"]), int(flips[cond]["miss_to_hit"])) == (h2m, m2h)
         assert (boots[cond]["hit_to_miss"], boots[cond]["miss_to_hit"]) == (h2m, m2h)
+        moved += h2m + m2h
         d = (b - a) * 100
         assert boots[cond]["delta"] == pytest.approx(d.mean(), abs=1e-9)
         means = d[np.random.default_rng(0).integers(0, 12, size=(1000, 12))].mean(axis=1)
@@ -114,6 +115,7 @@ def test_flips_equal_a_recomputation_from_the_per_item_records(runs):
         assert float(flips[cond]["ci_high"]) == pytest.approx(np.percentile(means, 97.5), abs=1e-5)
         acc = {r["metric"]: r["value"] for r in doc["results"] if r["condition"] == cond}["accuracy"]
         assert acc == pytest.approx(100 * b.mean(), abs=1e-9)
+    assert moved > 0  # the recomputation is not of zeros only
     assert "right -> wrong" in (out / "table.md").read_text()
 
 
