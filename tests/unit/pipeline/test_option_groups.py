@@ -119,9 +119,12 @@ def test_retrieval_only_is_every_field_a_choice_task_does_not_take():
     task_fields = {f.name for f in dataclasses.fields(TaskConfig)}
     assert set(RETRIEVAL_ONLY) == {f.name for f in dataclasses.fields(RunConfig)} - task_fields
     assert set(SHARED_OPTIONS) <= task_fields
-    for name in ("k", "p", "protocol", "validity", "validity_sample", "validity_precision", "perturb",
-                 "perturb_params", "perturb_images", "gallery", "extra_positives", "relevance", "graded", "shortcuts"):
+    for name in ("k", "p", "protocol", "validity", "validity_sample", "validity_precision", "mce_reference",
+                 "perturb_side", "gallery", "extra_positives", "relevance", "graded", "shortcuts"):
         assert name in RETRIEVAL_ONLY
+    # the conditions a choice task is scored under (docs/tasks.md, tasks under perturbations and corruptions)
+    for name in ("perturb", "perturb_params", "perturb_images", "corrupt_at", "corrupt_backend"):
+        assert name in SHARED_OPTIONS and name not in RETRIEVAL_ONLY
 
 
 @pytest.mark.parametrize("name", RETRIEVAL_ONLY)
@@ -153,9 +156,9 @@ def test_task_refuses_the_default_value_given_explicitly(capsys):
     assert rc == 2 and "--k applies to retrieval runs" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["k", "protocol", "validity", "gallery", "perturb"])
+@pytest.mark.parametrize("name", ["k", "protocol", "validity", "gallery", "mce_reference"])
 def test_task_refuses_a_retrieval_keyword_in_python(name):
-    value = {"k": (5,), "protocol": "standard", "validity": "off", "gallery": "test", "perturb": "typos"}[name]
+    value = {"k": (5,), "protocol": "standard", "validity": "off", "gallery": "test", "mce_reference": "runs/x"}[name]
     with pytest.raises(VlbenchError, match=re.escape(f"{flag_of(name)} applies to retrieval runs")):
         TaskConfig(task="order", model="counting", **{name: value})
     with pytest.raises(VlbenchError, match=re.escape(flag_of(name))):
