@@ -61,6 +61,8 @@ def runs(tiny_models, tmp_path_factory):
     assert main(common + ["--perturb", "distraction-true", "--perturb-options", "correct",
                           "--out", str(root / "correct")]) == 0
     assert main(every + ["--out", str(root / "warm")]) == 0
+    other = [f"clip:{tiny_models('clip', seed=1)}" if a == spec else a for a in every]
+    assert main(other + ["--out", str(root / "other")]) == 0
     from vlbench.leaderboards import build_leaderboard
 
     build_leaderboard([root / "all", root / "correct"], root / "lb")
@@ -211,3 +213,31 @@ def test_condition_options_are_refused_where_they_do_not_apply(runs, tmp_path, c
     assert main(["run", "--task", "whatsup", "--model", runs["spec"], "--k", "5", "--perturb", "typos",
                  "--data-dir", str(runs["data"]), "--out", str(tmp_path / "k")]) == 2
     assert "--k applies to retrieval runs" in capsys.readouterr().err
+
+
+def test_compare_pairs_two_models_item_by_item_under_each_condition(runs):
+    """`vlbench compare --metric accuracy` on two task runs: each condition's difference and robustness rows equal
+    the per-item recomputation (A - B; (A_cond - A_set) - (B_cond - B_set))."""
+    from vlbench.compare import compare_runs
+
+    root = runs["root"]
+    doc = compare_runs([root / "all", root / "other"], metric="accuracy", conditions="all", n_resamples=200)
+    ok = {}
+    for name in ("all", "other"):
+        for r in _rows(root / name):
+            ok.setdefault((name, r["condition"]), {})[r["item_id"]] = 100.0 * int(r["correct"])
+    ids = sorted(ok[("all", SET)])
+
+    def col(name, cond):
+        return np.array([ok[(name, cond)][i] for i in ids])
+
+    rows = {(r["condition"], r["kind"]): r for r in doc["rows"]}
+    assert {d for (_, _), r in rows.items() for d in [r["direction"]]} == {"i2t"}
+    assert rows[(SET, "difference")]["diff"] == pytest.approx((col("all", SET) - col("other", SET)).mean())
+    for cond in list(_doc(runs, "all")["conditions"])[1:]:
+        assert rows[(cond, "difference")]["diff"] == pytest.approx((col("all", cond) - col("other", cond)).mean())
+        robust = (col("all", cond) - col("all", SET)) - (col("other", cond) - col("other", SET))
+        assert rows[(cond, "robustness")]["diff"] == pytest.approx(robust.mean())
+        assert rows[(cond, "robustness")]["n_queries"] == 12
+    fams = compare_runs([root / "all", root / "other"], metric="accuracy", conditions="families", n_resamples=200)
+    assert {r["condition"] for r in fams["rows"]} == {f"{SET}@typos", f"{SET}@distraction", f"{SET}@image-noise"}
