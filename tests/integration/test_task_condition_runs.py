@@ -231,6 +231,7 @@ def test_compare_pairs_two_models_item_by_item_under_each_condition(runs):
     def col(name, cond):
         return np.array([ok[(name, cond)][i] for i in ids])
 
+    assert any((col("all", c) != col("other", c)).any() for c in {k[1] for k in ok})  # the models differ somewhere
     rows = {(r["condition"], r["kind"]): r for r in doc["rows"]}
     assert {d for (_, _), r in rows.items() for d in [r["direction"]]} == {"i2t"}
     assert rows[(SET, "difference")]["diff"] == pytest.approx((col("all", SET) - col("other", SET)).mean())
