@@ -240,5 +240,10 @@ def test_compare_pairs_two_models_item_by_item_under_each_condition(runs):
         robust = (col("all", cond) - col("all", SET)) - (col("other", cond) - col("other", SET))
         assert rows[(cond, "robustness")]["diff"] == pytest.approx(robust.mean())
         assert rows[(cond, "robustness")]["n_queries"] == 12
+    from vlbench.errors import OptionError
+
+    with pytest.raises(OptionError) as err:  # rsum, the default metric, is a retrieval run's
+        compare_runs([root / "all", root / "other"], n_resamples=200)
+    assert err.value.option == "metric" and "accuracy" in err.value.hint
     fams = compare_runs([root / "all", root / "other"], metric="accuracy", conditions="families", n_resamples=200)
     assert {r["condition"] for r in fams["rows"]} == {f"{SET}@typos", f"{SET}@distraction", f"{SET}@image-noise"}

@@ -60,6 +60,11 @@ def check_options(runs: list[RunData], metric: str, test: str, correction: str, 
         raise OptionError("model_name", f"{{opt}} given {len(names)} time(s) for {len(runs)} runs: give one name per "
                                         "run, in the order of the runs")
     _refuse_same_run(runs)
+    task = next((r for r in runs if r.record.other.get("task")), None)
+    if task is not None and metric not in task.header:
+        raise OptionError("metric", f"{{opt}} {metric}: run {task.folder} is a choice-task run, whose per-item "
+                                    f"columns are {', '.join(task.header[2:])}",
+                          "compare choice-task runs item by item with --metric accuracy", example="accuracy")
 
 
 def _refuse_same_run(runs: list[RunData]) -> None:

@@ -189,9 +189,9 @@ def with_conditions(cfg: TaskConfig, sets: ItemSets, plan) -> ItemSets:
     text_sets, text_meta = task_conditions.perturb_sets(get_task(cfg.task), sets.sets, plan, cfg.seed)
     image_sets, image_meta = task_conditions.image_sets(sets.sets, plan)
     for name, meta in text_meta.items():
-        reason = meta.get("not_applicable_rate") and meta.get("not_applicable_reasons")
-        if reason:
-            _log(cfg, f"note: {name}: {reason}")
+        if meta["n_not_applicable"]:  # said as retrieval runs say it: the texts are left as they are
+            _log(cfg, f"note: {name}: left {meta['n_not_applicable']} of the {meta['n_captions']} candidate texts "
+                      f"it was asked to change unchanged (not applicable to them)")
     metas = {**text_meta, **image_meta}
     notes = {c: {**sets.notes.get(c, {}), **({"perturbation": None, "condition_kind": "clean"})} for c in sets.sets}
     notes.update({c: {**sets.notes.get(m["set"], {}), **m} for c, m in metas.items()})
