@@ -247,3 +247,59 @@ def test_compare_pairs_two_models_item_by_item_under_each_condition(runs):
     assert err.value.option == "metric" and "accuracy" in err.value.hint
     fams = compare_runs([root / "all", root / "other"], metric="accuracy", conditions="families", n_resamples=200)
     assert {r["condition"] for r in fams["rows"]} == {f"{SET}@typos", f"{SET}@distraction", f"{SET}@image-noise"}
+
+
+def test_winoground_under_conditions_every_caption_is_a_right_one(tiny_models, tmp_path):
+    """Winoground's pairs: `--perturb-options correct` perturbs both captions (each is the right one of one image),
+    recorded; every similarity under the caption condition equals an independent encoding of the perturbed captions,
+    and the text, image and group scores of each condition follow the paper's rule on them."""
+    import torch
+    from PIL import Image
+
+    from vlbench.encoding.encode import load_image
+    from vlbench.models.adapter import load_model
+
+    wino = tmp_path / "data" / "winoground"
+    (wino / "images").mkdir(parents=True)
+    pairs = [("a dog chases a cat", "a cat chases a dog"), ("a man above a boat", "a boat above a man"),
+             ("a big tree and a small house", "a small tree and a big house")]
+    lines = []
+    for k, (c0, c1) in enumerate(pairs):
+        lines.append(json.dumps({"id": k, "image_0": f"ex_{k}_0", "image_1": f"ex_{k}_1", "caption_0": c0,
+                                 "caption_1": c1, "collapsed_tag": "Object"}))
+        for j in (0, 1):
+            Image.fromarray(np.random.default_rng(10 * k + j).integers(0, 256, (20, 24, 3), dtype=np.uint8)).save(
+                wino / "images" / f"ex_{k}_{j}.png")
+    (wino / "examples.jsonl").write_text("\n".join(lines) + "\n")
+    spec = f"clip:{tiny_models('clip')}"
+    out = tmp_path / "wg"
+    assert main(["run", "--task", "winoground", "--model", spec, "--data-dir", str(tmp_path / "data"), "--out",
+                 str(out), "--quiet", "--num-workers", "0", "--perturb", "distraction-false", "--perturb-options",
+                 "correct", "--perturb-images", "gaussian_noise:2"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    cond = "task:winoground@correct:distraction-false"
+    assert list(doc["conditions"]) == ["task:winoground", cond, "task:winoground@img:gaussian_noise:2"]
+    assert doc["conditions"][cond]["candidates_changed"] == 6  # both captions of each of the 3 items
+    assert "every caption" in doc["conditions"][cond]["perturbed_candidates"]
+    adapter = load_model(spec, device="cpu")
+
+    def unit(v):
+        v = np.asarray(v.float())[0]
+        return v / np.linalg.norm(v)
+
+    rows = [r for r in _rows(out) if r["condition"] == cond]
+    flags = {"text": [], "image": [], "group": []}
+    for r, (c0, c1) in zip(rows, pairs):
+        imgs = [unit(adapter.encode_images(torch.stack([adapter.preprocess(load_image(wino / "images" / n))])))
+                for n in (r["image"], r["image_1"])]
+        caps = [unit(adapter.encode_texts([c + " and false is false"])) for c in (c0, c1)]
+        s = np.array([[c @ i for i in imgs] for c in caps])  # s[c, I]
+        assert json.loads(r["scores"]) == pytest.approx([s[0, 0], s[1, 0], s[0, 1], s[1, 1]], abs=1e-5)
+        text = s[0, 0] > s[1, 0] and s[1, 1] > s[0, 1]
+        image = s[0, 0] > s[0, 1] and s[1, 1] > s[1, 0]
+        for name, v in (("text", text), ("image", image), ("group", text and image)):
+            flags[name].append(v)
+            assert int(r[f"{name}_correct"]) == int(v)
+    got = {r["metric"]: r["value"] for r in doc["results"] if r["condition"] == cond}
+    for name, metric in (("text", "text_score"), ("image", "image_score"), ("group", "accuracy")):
+        assert got[metric] == pytest.approx(100 * np.mean(flags[name]))
