@@ -169,8 +169,9 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
         evaluate = get_task(cfg.task).evaluate
         evals = {cond: evaluate(items, corrupted.get(_image_condition(sets, cond), img), txt, seed=cfg.seed)
                  for cond, items in sets.sets.items()}
-        for cond in evals:
-            sets.notes[cond].update(bound.get(_image_condition(sets, cond), {}))
+        for cond in evals:  # what binding a corruption to the model fixed (its geometry, its cache key)
+            if bound.get(_image_condition(sets, cond)):
+                sets.notes[cond].update(bound[_image_condition(sets, cond)])
         blind = blind_baseline(cfg, sets)
         rec = _record(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out, blind)
         results = rec.to_json()
@@ -193,7 +194,7 @@ def with_conditions(cfg: TaskConfig, sets: ItemSets, plan) -> ItemSets:
             _log(cfg, f"note: {name}: left {meta['n_not_applicable']} of the {meta['n_captions']} candidate texts "
                       f"it was asked to change unchanged (not applicable to them)")
     metas = {**text_meta, **image_meta}
-    notes = {c: {**sets.notes.get(c, {}), **({"perturbation": None, "condition_kind": "clean"})} for c in sets.sets}
+    notes = {c: {**sets.notes.get(c, {}), "perturbation": None, "condition_kind": "clean"} for c in sets.sets}
     notes.update({c: {**sets.notes.get(m["set"], {}), **m} for c, m in metas.items()})
     return ItemSets(task_conditions.ordered(sets.sets, {**text_sets, **image_sets}), sets.image_path, sets.dataset,
                     notes)
@@ -238,7 +239,7 @@ def _values(evals: dict, blind: dict) -> list[MetricValue]:
 
 def _changes(cfg, sets: ItemSets, evals: dict, out: Path) -> tuple[list, list, dict]:
     """Per condition with a clean set: the accuracy change (deltas), its paired bootstrap interval with the flip
-    counts (intervals), and flips.csv; every item's flip in ``sets.notes`` for per_item.csv.gz."""
+    counts (intervals), and flips.csv (written into ``out``; its name for results.json)."""
     metas = {c: m for c, m in sets.notes.items() if m.get("set") and c in evals}
     found = task_conditions.all_flips(evals, metas, cfg.seed, N_BOOT)
     key = MetricKey("i2t", "accuracy")
