@@ -52,6 +52,9 @@ def _add_run(sub):
     kind.add_argument("--images-dir", default=None, help="--task sugarcrepe / sugarcrepe++: the COCO val2017 image "
                                                          "folder (default $VLBENCH_COCO_VAL2017 or "
                                                          "<cache>/coco/val2017)")
+    kind.add_argument("--perturb-options", default=None, choices=["all", "correct"],
+                      help="--task with --perturb: perturb every candidate of an item (all, the default) or only "
+                           "its right one(s) (correct); recorded (docs/tasks.md)")
     p.add_argument("--json", action="store_true", help="print the results records as JSON")
 
 
@@ -62,8 +65,13 @@ def _cmd_run(args) -> int:
 
         return run_task_from_args(args)
     if args.images_dir is not None:
-        raise VlbenchError("--images-dir applies to --task sugarcrepe, sugarcrepe++ or whatsup, not to a retrieval "
-                           "run", "leave it out, or add --task sugarcrepe (or sugarcrepe++, whatsup)")
+        from .tasks.cli import images_dir_tasks  # lazy: vlbench --help imports this module; keep it light
+
+        raise VlbenchError(f"--images-dir applies to --task {images_dir_tasks()}, not to a retrieval run",
+                           "leave it out, or add --task NAME for one of those tasks")
+    if getattr(args, "perturb_options", None) is not None:
+        raise VlbenchError("--perturb-options applies to a choice task (--task NAME --perturb SPEC), not to a "
+                           "retrieval run", "leave it out (a retrieval run perturbs every caption)")
     if not args.dataset:
         raise VlbenchError("vlbench run needs --dataset", "e.g. --dataset flickr30k (vlbench ls datasets)")
     from .pipeline import timing  # lazy: vlbench --help imports this module; keep it light

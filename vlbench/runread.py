@@ -32,7 +32,18 @@ import numpy as np
 from .errors import DataError, VlbenchError
 from .metrics.specs import builtins
 from .results import MetricKey, RunRecord, SchemaTooNew, UnreadableResults
-from .runfolder import FILES, FLIPS, PER_QUERY, RECORD_HASH, RESULTS, RETRIEVED, per_query_file, record_hash, run_file
+from .runfolder import (
+    FILES,
+    FLIPS,
+    PER_ITEM,
+    PER_QUERY,
+    RECORD_HASH,
+    RESULTS,
+    RETRIEVED,
+    per_query_file,
+    record_hash,
+    run_file,
+)
 
 _KEY_COLUMNS = ("condition", "fold", "direction", "query_index", "query_id")
 
@@ -129,6 +140,10 @@ def load_run(path, conditions: set[str] | None = None) -> RunData:
         raise VlbenchError(f"run {folder} cannot be read: {exc}", "pass run folders written by 'vlbench run'") \
             from None
     pq = per_query_file(folder, record.other)  # proven by the run's file hashes; never a path elsewhere
+    if pq is None and record.other.get("task"):  # a choice task: its items are its queries
+        header, tables = read_per_item(folder, record, conditions)
+        check_against_record(folder, record, tables)
+        return RunData(folder, record, tables, header)
     if pq is None:
         raise VlbenchError(f"run {folder} has no {PER_QUERY}: a comparison needs the per-query values",
                            "re-run the model with 'vlbench run' (it writes per_query.csv.gz into the run folder)")
@@ -138,6 +153,34 @@ def load_run(path, conditions: set[str] | None = None) -> RunData:
         raise VlbenchError(f"{pq} cannot be read ({exc})", "re-run the model with 'vlbench run'") from None
     check_against_record(folder, record, tables)
     return RunData(folder, record, tables, header)
+
+
+def read_per_item(folder: str, record: RunRecord, conditions: set[str] | None = None) -> tuple[list[str], dict]:
+    """(header, {(condition, "i2t"): QueryTable}) of a choice-task run's per_item.csv.gz (proven by its file hashes):
+    one query per item (its id), every numeric column, and ``accuracy`` = 100 x correct (whose mean is the recorded
+    accuracy), so ``vlbench compare --metric accuracy`` pairs two models item by item."""
+    path = run_file(folder, record.other, PER_ITEM)
+    if path is None:
+        raise VlbenchError(f"run {folder} has no {PER_ITEM}: a comparison needs the per-item values",
+                           "re-run the task with 'vlbench run --task ...' (it writes per_item.csv.gz)")
+    raw: dict[str, list[dict]] = {}
+    try:
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+            for row in csv.DictReader(fh):
+                if conditions is None or row.get("condition") in conditions:
+                    raw.setdefault(str(row.get("condition")), []).append(row)
+    except (OSError, EOFError, ValueError, csv.Error) as exc:
+        raise VlbenchError(f"{path} cannot be read ({exc})", "re-run the task with 'vlbench run --task ...'") from None
+    header = ["condition", "item_id", "accuracy"]
+    out = {}
+    for cond, rows in raw.items():
+        cols = {"accuracy": 100.0 * _floats([r.get("correct") or "" for r in rows])}
+        for name in rows[0]:
+            if name not in ("condition", "item_id", "image", "scores", "set", "flip"):
+                cols.setdefault(name, _floats([r.get(name) or "" for r in rows]))
+                header += [name] if name not in header else []
+        out[(cond, "i2t")] = QueryTable([("", str(i), str(r.get("item_id"))) for i, r in enumerate(rows)], cols)
+    return header, out
 
 
 def _recorded_key(column: str, means: set) -> MetricKey | None:

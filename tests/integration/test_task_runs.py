@@ -142,8 +142,8 @@ def test_warm_task_run_encodes_nothing(counting_plugin, manifest, tmp_path, monk
 
 def test_task_options_are_checked(manifest, tmp_path, capsys):
     rc = main(["run", "--task", "order", "--model", "counting", "--dataset", f"custom:{manifest}",
-               "--perturb", "typos", "--out", str(tmp_path / "x")])
-    assert rc == 2 and "--perturb applies to retrieval runs" in capsys.readouterr().err
+               "--shortcuts", "matched", "--out", str(tmp_path / "x")])
+    assert rc == 2 and "--shortcuts applies to retrieval runs" in capsys.readouterr().err
     rc = main(["run", "--task", "sugarcrepe", "--model", "counting", "--dataset", "sugarcrepe:swap_objects"])
     assert rc == 2 and "unknown SugarCrepe subset 'swap_objects'" in capsys.readouterr().err
     rc = main(["run", "--model", "counting"])

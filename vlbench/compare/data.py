@@ -20,7 +20,7 @@ def _image_identity(meta: dict) -> dict:
     """What makes an image corruption the same condition in two runs: the corruption, severity, seed, the
     geometry it was made at (the model's input size, whichever it is, or the original size, as the leaderboard
     groups them) and the implementation that made it (a backend, where recorded)."""
-    if meta.get("kind") != "image":
+    if meta.get("kind") != "image" and meta.get("condition_kind") != "image":  # a choice task's: condition_kind
         return {}
     at = meta.get("corrupted_at")
     geometry = "input" if isinstance(at, int) and not isinstance(at, bool) else "original" if \

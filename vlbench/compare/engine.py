@@ -13,7 +13,7 @@ from ..metrics import paired
 from ..results import DIRECTIONS
 from ..runread import RunData, load_run
 from .data import check_comparable, check_same_queries
-from .plan import CORRECTIONS, TESTS, Ask, asks, check_options, directions
+from .plan import CORRECTIONS, TESTS, Ask, asks, base_of, check_options, directions
 from .record import seal
 
 RECORD_KIND = "vlbench-comparison"
@@ -64,8 +64,7 @@ def _side(run: RunData, conds: tuple[str, ...], d: str, metric: str, robust: boo
     ``conds`` (one condition: exactly its change)."""
     if not robust:
         return _finite_column(run, conds[0], d, metric)
-    clean = _finite_column(run, "clean", d, metric)
-    total = sum(_finite_column(run, c, d, metric) - clean for c in conds)
+    total = sum(_finite_column(run, c, d, metric) - _finite_column(run, base_of(run, c), d, metric) for c in conds)
     return total if len(conds) == 1 else total / len(conds)
 
 
@@ -83,7 +82,7 @@ def _strata(a: RunData, b: RunData, conds: tuple[str, ...], dirs: tuple, metric:
 
 def _row(a: RunData, b: RunData, ask: Ask, direction: str, kind: str, opts: dict) -> dict | None:
     dirs = DIRECTIONS if direction == "both" else (direction,)
-    need = set(ask.conditions) | ({"clean"} if kind == "robustness" else set())
+    need = set(ask.conditions) | ({base_of(a, c) for c in ask.conditions} if kind == "robustness" else set())
     if any((c, d) not in r.tables for r in (a, b) for d in dirs for c in need):
         return None
     strata, ma, mb = _strata(a, b, ask.conditions, dirs, opts["metric"], kind == "robustness")
@@ -144,6 +143,8 @@ def compare_loaded(runs: list[RunData], metric: str = "rsum", test: str = "rando
                 check_same_queries(runs, c, d)
     groups = asks(runs, conds, conditions)
     dirs = directions(directions_, metric, test)
+    if directions_ is None:  # the directions the runs have (a choice task's image picks a caption: i2t only)
+        dirs = tuple(d for d in dirs if any(k[1] == d for r in runs for k in r.tables)) or dirs
     opts = {"metric": metric, "test": test, "n_resamples": n_resamples, "seed": seed, "alpha": alpha}
     rows = []
     for a, b in itertools.combinations(runs, 2):

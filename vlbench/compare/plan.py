@@ -60,6 +60,11 @@ def check_options(runs: list[RunData], metric: str, test: str, correction: str, 
         raise OptionError("model_name", f"{{opt}} given {len(names)} time(s) for {len(runs)} runs: give one name per "
                                         "run, in the order of the runs")
     _refuse_same_run(runs)
+    task = next((r for r in runs if r.record.other.get("task")), None)
+    if task is not None and metric not in task.header:
+        raise OptionError("metric", f"{{opt}} {metric}: run {task.folder} is a choice-task run, whose per-item "
+                                    f"columns are {', '.join(task.header[2:])}",
+                          "compare choice-task runs item by item with --metric accuracy", example="accuracy")
 
 
 def _refuse_same_run(runs: list[RunData]) -> None:
@@ -93,29 +98,42 @@ def directions(spec: str | None, metric: str, test: str) -> tuple[str, ...]:
 
 
 def family_of(run: RunData, cond: str) -> str:
-    """A condition's family (results.json conditions[c].family; a gallery condition: its kind)."""
+    """A condition's family (results.json conditions[c].family; a gallery condition: its kind); a choice task's
+    condition: ``<set>@<family>`` (a family never mixes the items of two sets)."""
     meta = run.record.condition(cond).meta
-    return str(meta.get("family") or meta.get("kind") or "other")
+    fam = str(meta.get("family") or meta.get("kind") or "other")
+    return f"{meta['set']}@{fam}" if meta.get("set") else fam
+
+
+def base_of(run: RunData, cond: str) -> str:
+    """The clean condition ``cond`` is compared against: ``clean``, or a choice task condition's item set."""
+    return str(run.record.condition(cond).meta.get("set") or "clean")
+
+
+def is_clean(run: RunData, cond: str) -> bool:
+    """``clean``, or an item set of a choice-task run (scored clean; its conditions name it as their set)."""
+    return cond == "clean" or bool(run.record.other.get("task")) and not run.record.condition(cond).meta.get("set")
 
 
 def asks(runs: list[RunData], conds: list[str], spec: str | None) -> list[Ask]:
     """The groups of rows ``--conditions`` asks for, over the conditions every run shares (``conds``)."""
     fams: dict[str, list[str]] = {}
+    cleans = [c for c in conds if is_clean(runs[0], c)]
     for c in conds:
-        if c != "clean":
+        if c not in cleans:
             fams.setdefault(family_of(runs[0], c), []).append(c)
     out: list[Ask] = []
     tokens = [x.strip() for x in (spec or DEFAULT_CONDITIONS).split(",") if x.strip()]
     for tok in tokens:
         if tok == "all":
-            out += [Ask(c, "clean" if c == "clean" else "condition", (c,)) for c in conds]
-        elif tok == "clean" and "clean" in conds:
-            out.append(Ask("clean", "clean", ("clean",)))
+            out += [Ask(c, "clean" if c in cleans else "condition", (c,)) for c in conds]
+        elif tok == "clean" and cleans:
+            out += [Ask(c, "clean", (c,)) for c in cleans]
         elif tok == "families":
             out += [Ask(f, "family", tuple(cs)) for f, cs in fams.items()]
         elif tok in fams and tok not in conds:
             out.append(Ask(tok, "family", tuple(fams[tok])))
-        elif tok in conds and tok != "clean":
+        elif tok in conds and tok not in cleans:
             out.append(Ask(tok, "condition", (tok,)))
         else:
             have = ", ".join(["clean", "families", "all"] + [f"{f} (family)" for f in fams] +

@@ -4,6 +4,7 @@ table and the provenance."""
 
 from __future__ import annotations
 
+from .compositional.table import compositional_table
 from .modalities import choice_table, corruption_table
 from .multilingual.table import multilingual_table
 from .paper.summary import robustness_summary
@@ -27,6 +28,6 @@ def build_tables(selection: Selection, labels: Labels) -> list[Table]:
     return [clean_retrieval(ctx), robustness_summary(ctx), rsum_per_perturbation(ctx, "t2i"),
             rsum_per_perturbation(ctx, "both"),
             model_input_similarity(ctx), rsum_changes(ctx),
-            corruption_table(ctx), choice_table(ctx), multilingual_table(ctx), distractor_table(ctx), flips_table(ctx),
-            *rank_groups(ctx),
+            corruption_table(ctx), choice_table(ctx), compositional_table(ctx), multilingual_table(ctx),
+            distractor_table(ctx), flips_table(ctx), *rank_groups(ctx),
             values_table(selection, labels), provenance_table(selection, labels)]

@@ -35,12 +35,13 @@ MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
 PAGE_TABLES = ("rank_groups", "clean_retrieval", "robustness_summary", "rsum_per_perturbation",
                "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes",
-               "image_corruptions", "choice_tasks", "multilingual", "distractors", "flips", "paired_comparisons",
-               "caption_brittleness", "provenance")
+               "image_corruptions", "choice_tasks", "compositional",  # choice tasks under conditions
+               "multilingual", "distractors", "flips", "paired_comparisons", "caption_brittleness",
+               "provenance")
 #: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
 #: runs stays byte-identical to one made before these tables existed
-OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks", "multilingual", "distractors", "flips", "rank_groups",
-                        "rank_pairs")
+OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks", "compositional", "multilingual",
+                        "distractors", "flips", "rank_groups", "rank_pairs")
 
 
 class LeaderboardWarning(UserWarning):

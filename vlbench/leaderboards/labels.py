@@ -93,7 +93,7 @@ def geometry_of(run: Run) -> str | None:
     seen = None
     for c in run.conditions():
         meta = run.condition_meta(c)
-        if meta.get("kind") == "image":
+        if meta.get("kind") == "image" or meta.get("condition_kind") == "image":  # a choice task's: condition_kind
             at = meta.get("corrupted_at")
             seen = "original" if at == "original size" else "input" if isinstance(at, int) else \
                 "unrecorded" if at is None else str(at)
@@ -106,7 +106,7 @@ def backend_of(run: Run) -> str | None:
     seen = None
     for c in run.conditions():
         meta = run.condition_meta(c)
-        if meta.get("kind") == "image" and "corruption" in meta:
+        if (meta.get("kind") == "image" or meta.get("condition_kind") == "image") and "corruption" in meta:
             seen = str(meta.get("corrupt_backend") or "reference")
     return seen
 

@@ -68,7 +68,7 @@ def choice_table(ctx: _Ctx) -> Table:
     for key in ctx.keys():
         mh, dn, dh = key
         for cond, run in ctx.pairs[key].items():
-            if not is_task(cond):
+            if not is_task(cond) or run.condition_meta(cond).get("set"):  # a set under a condition: compositional
                 continue
             recs = {v.key.metric: v.to_json() for v in run.record.values if v.condition == cond}
             acc = recs.get("accuracy", {})

@@ -11,8 +11,8 @@ the other way round.
 The parsed arguments also say which options were given (on the command line or in the ``--config``
 file), whatever their value: :func:`given_fields`. A choice task refuses the retrieval options by it.
 
-Flags that are not run settings (``--config``, ``--json``, and ``--task``/``--images-dir``, which send
-the arguments to a choice task, vlbench/tasks/cli.py) are listed in :data:`CLI_ONLY`. ``--dataset`` is
+Flags that are not run settings (``--config``, ``--json``, and ``--task``/``--images-dir``/``--perturb-options``,
+which send the arguments to a choice task, vlbench/tasks/cli.py) are listed in :data:`CLI_ONLY`. ``--dataset`` is
 the one field the command line may leave out: a choice task names its own data; a retrieval run without
 it stops in ``vlbench run`` with exit status 2.
 """
@@ -29,7 +29,7 @@ from ..registry import Names
 from . import run_config
 
 #: options of ``vlbench run`` that are not RunConfig fields: how the CLI reads and prints, not what runs
-CLI_ONLY = ("--config", "--json", "--task", "--images-dir")
+CLI_ONLY = ("--config", "--json", "--task", "--images-dir", "--perturb-options")
 #: fields without a default that the command line does not require (checked later, see above)
 _OPTIONAL_ON_CLI = ("dataset",)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..errors import VlbenchError
 from ..registry import Records, close_matches
 from .choice import evaluate_choice, evaluate_text_only
+from .perturbable import perturb_item, right_candidates
 
 #: the rule of a plain choice task (recorded in results.json ``task.rule``)
 CHOICE_RULE = ("correct only when the right caption scores strictly above every other candidate (cosine "
@@ -48,7 +49,9 @@ class ChoiceTask:
     and ``records`` (``more_values()`` adds records of other accuracies); ``table(rec) -> str`` replaces the
     choice table in table.md; ``blind_excluded_images``: COCO image ids whose captions the blind baseline's
     training text leaves out (the evaluated images); ``size``, ``licence``, ``citation``: what ``vlbench ls tasks``
-    says about a published set."""
+    says about a published set. ``right_candidates(item) -> (index, ...)`` and ``perturb(item, {index: text})
+    -> item`` let ``--perturb`` change an item's captions (vlbench.tasks.perturbable: defaults that fit a frozen
+    dataclass with ``candidates`` and ``correct``, or with several ``images``)."""
 
     name: str
     description: str
@@ -63,6 +66,9 @@ class ChoiceTask:
     size: str = ""
     licence: str = ""
     citation: str = ""
+    # --perturb on this task's items: which candidates are right ones, and an item with some captions replaced
+    right_candidates: Callable = right_candidates
+    perturb: Callable = perturb_item
 
 
 #: a record belongs to the module of its load hook (the built-ins are listed in BUILTIN_MODULES order)

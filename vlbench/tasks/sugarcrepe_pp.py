@@ -304,4 +304,5 @@ SUGARCREPE_PP = register_task(ChoiceTask(
           "accuracies, COCO val2017 images; --dataset sugarcrepe++[:SUBSET,...]", scpp_sets,
     evaluate=evaluate_triplets, text_only=evaluate_triplets_text_only, rule=RULE, table=format_scpp_table,
     # its images are a subset of SugarCrepe's (every file name of its five sets is in SugarCrepe's)
-    images_dir=True, blind_excluded_images=SUGARCREPE_TEST_IMAGES))
+    images_dir=True, blind_excluded_images=SUGARCREPE_TEST_IMAGES,
+    right_candidates=lambda item: (0, 1)))  # --perturb-options correct: both positives are right

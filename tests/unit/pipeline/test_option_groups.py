@@ -119,9 +119,12 @@ def test_retrieval_only_is_every_field_a_choice_task_does_not_take():
     task_fields = {f.name for f in dataclasses.fields(TaskConfig)}
     assert set(RETRIEVAL_ONLY) == {f.name for f in dataclasses.fields(RunConfig)} - task_fields
     assert set(SHARED_OPTIONS) <= task_fields
-    for name in ("k", "p", "protocol", "validity", "validity_sample", "validity_precision", "perturb",
-                 "perturb_params", "perturb_images", "gallery", "extra_positives", "relevance", "graded", "shortcuts"):
+    for name in ("k", "p", "protocol", "validity", "validity_sample", "validity_precision", "mce_reference",
+                 "perturb_side", "gallery", "extra_positives", "relevance", "graded", "shortcuts"):
         assert name in RETRIEVAL_ONLY
+    # the conditions a choice task is scored under (docs/tasks.md, tasks under perturbations and corruptions)
+    for name in ("perturb", "perturb_params", "perturb_images", "corrupt_at", "corrupt_backend"):
+        assert name in SHARED_OPTIONS and name not in RETRIEVAL_ONLY
 
 
 @pytest.mark.parametrize("name", RETRIEVAL_ONLY)
@@ -153,21 +156,26 @@ def test_task_refuses_the_default_value_given_explicitly(capsys):
     assert rc == 2 and "--k applies to retrieval runs" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["k", "protocol", "validity", "gallery", "perturb"])
+@pytest.mark.parametrize("name", ["k", "protocol", "validity", "gallery", "mce_reference"])
 def test_task_refuses_a_retrieval_keyword_in_python(name):
-    value = {"k": (5,), "protocol": "standard", "validity": "off", "gallery": "test", "perturb": "typos"}[name]
+    value = {"k": (5,), "protocol": "standard", "validity": "off", "gallery": "test", "mce_reference": "runs/x"}[name]
     with pytest.raises(VlbenchError, match=re.escape(f"{flag_of(name)} applies to retrieval runs")):
         TaskConfig(task="order", model="counting", **{name: value})
     with pytest.raises(VlbenchError, match=re.escape(flag_of(name))):
         run_task(task="order", model="counting", dataset="custom:none.jsonl", **{name: value})
 
 
-def test_images_dir_belongs_to_sugarcrepe(tmp_path, capsys):
+def test_images_dir_belongs_to_the_tasks_that_read_images(tmp_path, capsys):
+    """Both refusals name every registered task that reads --images-dir (a new set appears in them by itself)."""
     rc = main(["run", "--model", "counting", "--dataset", "custom:none.jsonl", "--images-dir", str(tmp_path)])
-    assert rc == 2 and "--images-dir applies to --task sugarcrepe, sugarcrepe++ or whatsup, not to a retrieval run" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert rc == 2 and "--images-dir applies to --task sugarcrepe, sugarcrepe++, whatsup" in err
+    assert "not to a retrieval run" in err and " or mmvp" in err
     rc = main(["run", "--task", "order", "--model", "counting", "--dataset", "custom:none.jsonl",
                "--images-dir", str(tmp_path)])
-    assert rc == 2 and "--images-dir applies to --task sugarcrepe, sugarcrepe++ or whatsup, not to --task order" in capsys.readouterr().err
+    err2 = capsys.readouterr().err
+    assert rc == 2 and "not to --task order" in err2
+    assert err.split(", not to")[0] == err2.split(", not to")[0]
 
 
 def test_task_config_is_frozen():
