@@ -90,10 +90,13 @@ def perturb_sets(task, sets: dict, plan: TaskConditions, seed: int) -> tuple[dic
               for cond, items in sets.items()}
     texts = list(dict.fromkeys(it.candidates[k] for cond, items in sets.items()
                                for it, ks in zip(items, chosen[cond]) for k in ks))
-    out = perturb_captions(texts, [text_id(t) for t in texts], plan.captions, seed=seed, params=plan.params)
+    # the task's template prefix is not caption text: the perturbation sees the caption after it
+    pre = task.prompt
+    bare = [t[len(pre):] if pre and t.startswith(pre) else t for t in texts]
+    out = perturb_captions(bare, [text_id(t) for t in bare], plan.captions, seed=seed, params=plan.params)
     conds, meta = {}, {}
     for name, ps in out.items():
-        new_of = {t: p for t, p, ok in zip(texts, ps.texts, ps.applicable) if ok}
+        new_of = {t: (t[:len(t) - len(b)] + p) for t, b, p, ok in zip(texts, bare, ps.texts, ps.applicable) if ok}
         for cond, items in sets.items():
             changed = [{k: new_of[it.candidates[k]] for k in ks if it.candidates[k] in new_of}
                        for it, ks in zip(items, chosen[cond])]

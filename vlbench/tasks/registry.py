@@ -51,7 +51,8 @@ class ChoiceTask:
     training text leaves out (the evaluated images); ``size``, ``licence``, ``citation``: what ``vlbench ls tasks``
     says about a published set. ``right_candidates(item) -> (index, ...)`` and ``perturb(item, {index: text})
     -> item`` let ``--perturb`` change an item's captions (vlbench.tasks.perturbable: defaults that fit a frozen
-    dataclass with ``candidates`` and ``correct``, or with several ``images``)."""
+    dataclass with ``candidates`` and ``correct``, or with several ``images``); ``prompt``: a template prefix the
+    task puts before every caption (MMVP's "a photo of "), which a caption perturbation leaves as it is."""
 
     name: str
     description: str
@@ -69,6 +70,7 @@ class ChoiceTask:
     # --perturb on this task's items: which candidates are right ones, and an item with some captions replaced
     right_candidates: Callable = right_candidates
     perturb: Callable = perturb_item
+    prompt: str = ""  # the prefix of every candidate that is the task's template, not the caption
 
 
 #: a record belongs to the module of its load hook (the built-ins are listed in BUILTIN_MODULES order)

@@ -163,3 +163,22 @@ def test_flips_equal_a_plain_recomputation():
     assert got["ci_high"] == pytest.approx(np.percentile(means, 97.5), abs=1e-9)
     with pytest.raises(VlbenchError):
         flips(_result([True, False]), SimpleNamespace(records=list(reversed(_result([True, False]).records))), 0, 10)
+
+
+def test_a_tasks_prompt_prefix_is_kept_and_only_the_caption_after_it_is_perturbed():
+    """MMVP gives the model "a photo of " + statement: a typo or a shuffle must change the statement, never the
+    template (the template is the task's protocol, not the caption under test)."""
+    from vlbench.tasks.sets.mmvp import PROMPT, MMVPItem
+
+    mmvp = get_task("mmvp")
+    assert mmvp.prompt == PROMPT
+    items = [MMVPItem("p", ("i0", "i1"), (PROMPT + "the dog is facing left", PROMPT + "the dog is facing right"))]
+    for name in ("shuffle-all-words", "char-swap", "distraction-true"):
+        (out,) = perturb_sets(mmvp, {"task:mmvp": items}, TaskConditions([name], [], "all"), 0)[0].values()
+        for clean, new in zip(items[0].candidates, out[0].candidates):
+            assert new.startswith(PROMPT) and new != clean, (name, new)
+    # the same perturbation of the bare statement, without the task's template, gives the same words after it
+    bare = [ChoiceItem("q", "x.png", tuple(c[len(PROMPT):] for c in items[0].candidates), 0)]
+    (plain,) = perturb_sets(_task(), {"task:t": bare}, TaskConditions(["shuffle-all-words"], [], "all"), 0)[0].values()
+    (pref,) = perturb_sets(mmvp, {"task:mmvp": items}, TaskConditions(["shuffle-all-words"], [], "all"), 0)[0].values()
+    assert [PROMPT + c for c in plain[0].candidates] == list(pref[0].candidates)

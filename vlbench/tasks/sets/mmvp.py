@@ -322,6 +322,7 @@ MMVP = register_task(ChoiceTask(
     TASK, "MMVP-VLM (Tong et al. 2024): 2 images x 2 statements per pair, 9 visual patterns; a pair is right when "
           "each statement picks its own image (strict); files from the Hub dataset MMVP/MMVP_VLM", mmvp_sets,
     evaluate=evaluate_mmvp, text_only=mmvp_text_only, rule=RULE, table=format_mmvp_table, images_dir=True,
+    prompt=PROMPT,
     size="135 pairs (270 images, 270 statements): 9 visual patterns x 15 pairs",
     licence="not stated in the authors' GitHub repository (its only LICENSE is LLaVA's); read the Hub dataset card "
             "of MMVP/MMVP_VLM before redistributing; images collected by the authors from ImageNet and LAION",
