@@ -172,10 +172,23 @@ def flips(clean, pert, seed: int, n_boot: int) -> dict:
         raise VlbenchError("a condition's items differ from its clean set's", "this is a bug in vlbench; report it")
     d = (b - a) * 100.0
     dist = resample_means(d, n_boot, np.random.default_rng(seed))
-    return {"n": len(d), "hit_to_miss": int(((a == 1) & (b == 0)).sum()),
-            "miss_to_hit": int(((a == 0) & (b == 1)).sum()), "delta": float(d.mean()),
-            "ci_low": float(np.quantile(dist, 0.025)), "ci_high": float(np.quantile(dist, 0.975)),
-            "n_boot": n_boot, "alpha": 0.05, "seed": seed, "method": "paired percentile bootstrap over items"}
+    out = {"n": len(d), "hit_to_miss": int(((a == 1) & (b == 0)).sum()),
+           "miss_to_hit": int(((a == 0) & (b == 1)).sum()), "delta": float(d.mean()),
+           "ci_low": float(np.quantile(dist, 0.025)), "ci_high": float(np.quantile(dist, 0.975)),
+           "n_boot": n_boot, "alpha": 0.05, "seed": seed, "method": "paired percentile bootstrap over items"}
+    if not (_item_mean(clean, a) and _item_mean(pert, b)):
+        # a set whose accuracy is no item mean (ARO's macro mean over relations): the change is the reported
+        # accuracies' difference; the interval stays the items' (micro) change's, and says so
+        out.update(delta=float(pert.accuracy - clean.accuracy), item_delta=float(d.mean()),
+                   interval_of="the item mean's (micro accuracy's) change: the set's accuracy is a mean over groups, "
+                               "whose paired interval is not computed")
+    return out
+
+
+def _item_mean(res, correct: np.ndarray) -> bool:
+    """Whether the result's accuracy is the percentage of its items answered right."""
+    acc = getattr(res, "accuracy", None)
+    return acc is None or not len(correct) or abs(float(acc) - 100.0 * float(correct.mean())) < 1e-6
 
 
 def all_flips(evals: dict, metas: dict, seed: int, n_boot: int) -> dict:

@@ -182,3 +182,19 @@ def test_a_tasks_prompt_prefix_is_kept_and_only_the_caption_after_it_is_perturbe
     (plain,) = perturb_sets(_task(), {"task:t": bare}, TaskConditions(["shuffle-all-words"], [], "all"), 0)[0].values()
     (pref,) = perturb_sets(mmvp, {"task:mmvp": items}, TaskConditions(["shuffle-all-words"], [], "all"), 0)[0].values()
     assert [PROMPT + c for c in plain[0].candidates] == list(pref[0].candidates)
+
+
+def test_the_change_of_a_macro_accuracy_is_the_reported_accuracies_difference():
+    """ARO's accuracy is a mean over relations, not over items: its recorded change must be the difference of
+    the two reported accuracies (the items' change is kept beside it, with the interval it belongs to)."""
+    rec = lambda ok: [ChoiceRecord(f"i{k}", "x", 0, bool(v), [0.0]) for k, v in enumerate(ok)]  # noqa: E731
+    clean_ok, pert_ok = [1, 1, 1, 0], [1, 0, 1, 0]
+    clean = SimpleNamespace(accuracy=80.0, records=rec(clean_ok))  # macro: not 75
+    pert = SimpleNamespace(accuracy=40.0, records=rec(pert_ok))  # macro: not 50
+    f = flips(clean, pert, seed=0, n_boot=200)
+    assert f["delta"] == pytest.approx(-40.0) and f["item_delta"] == pytest.approx(-25.0)
+    assert (f["hit_to_miss"], f["miss_to_hit"]) == (1, 0) and "micro" in f["interval_of"]
+    # an item-mean accuracy keeps the one change
+    g = flips(SimpleNamespace(accuracy=75.0, records=rec(clean_ok)), SimpleNamespace(accuracy=50.0, records=rec(pert_ok)),
+              seed=0, n_boot=200)
+    assert g["delta"] == pytest.approx(-25.0) and "item_delta" not in g
