@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ranking import Positives, RankedBlock, _sorted_topk, check_finite
+from .streaming.scan import scan, usable
+from .tiles import WORKERS
 
 MIN_COLS = 256  # the narrowest column bound: narrower blocks cost more in Python than they save in memory
 _BLOCK = re.compile(r"^\s*(\d+)\s*[xX*]\s*(\d+)\s*$")
@@ -321,15 +323,22 @@ def sharded_blocks(source, direction: str, queries: np.ndarray, pos: Positives, 
     group = group or LocalGroup()
     graded = graded or {}
     n_q, n_cand = len(queries), pos.n_candidates
-    tile = tiles_of(source, direction)[1]
+    qtile, tile = tiles_of(source, direction)
     if hasattr(source, "grid"):  # the scorer keeps recent tiles within the block's bound (two tiles at least)
         source.grid.cache_bytes = max(block.bytes, 2 * source.grid.tile_bytes)
     lo, hi = split(0, n_cand, group.world, tile)[group.rank]
-    shards = column_shards(lo, hi, shard_width(n_q, block_rows, block, tile))
-    pieces = [(b0, min(n_q, b0 + block_rows)) for b0 in range(0, n_q, block_rows)]  # the one-piece pass's
     keys = np.repeat(np.arange(n_q, dtype=np.int64), pos.counts) * n_cand + pos.idx
-    head, counts = _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards, progress,
-                                keys=keys if group.world == 1 else None)
+    if usable(source, relevance, graded):  # tile by tile, the block's bytes in flight (metrics/streaming)
+        inflight = max(1, min(2 * WORKERS, block.bytes // source.grid.tile_bytes))
+        ix, v, best_s, best_c, local = scan(source.grid, direction, queries, pos, K, lo, hi, inflight=inflight,
+                                            progress=progress)
+        head = _Head(ix, v, None, {}, None, {}, best_s, best_c)
+        counts = group.sum(local)
+    else:  # pieces of whole query tiles (each tile computed about once) x shards of the gallery
+        pieces = [(b0, min(n_q, b0 + qtile)) for b0 in range(0, n_q, qtile)]
+        shards = column_shards(lo, hi, shard_width(n_q, qtile, block, tile))
+        head, counts = _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards,
+                                    progress, keys=keys if group.world == 1 else None)
     head = _all_ranks(head, group, K, pp)
     is_pos = _in_head(keys, n_cand, 0, head.ix)
     found = is_pos.any(axis=1)
