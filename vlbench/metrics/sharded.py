@@ -12,9 +12,11 @@ gallery, each exactly (docs/metrics.md, "Scoring in blocks"):
 * the DCG ideal lists (the ``p`` largest relevances among non-positives, the ``p`` largest graded gains)
   are merges of the shards' ``p`` largest, and the relevances / gains at the head travel with the head.
 
-Nothing is approximated and nothing depends on where a cut falls. Shards follow the tile grid's columns
-when the block is at least a tile wide (each tile is then computed once); a narrower block cuts inside a
-tile, whose other columns the scorer keeps for the next shard. Under torchrun each rank scores a contiguous
+Nothing is approximated and nothing depends on where a cut falls. Without a relevance model or graded gains
+the gallery is streamed tile by tile instead (metrics/streaming/scan.py: the same combination per tile, the
+block's bytes bounding the tiles in flight). Otherwise query tiles meet shards that follow the tile grid's
+columns when the block is at least a tile wide (each tile is then computed once); a narrower block cuts
+inside a tile, whose other columns the scorer keeps for the next shard. Under torchrun each rank scores a contiguous
 slice of the gallery; heads, best positives and counts are exchanged through torch.distributed (gloo on
 CPU, NCCL on GPU).
 

@@ -20,7 +20,9 @@ schedules of identical products: one piece = blocks = ranks, bit for bit, on one
 read the same matrix (a t2i query's row is a column of ``S``): i2t and t2i rank the same numbers.
 
 Tiles are computed on demand and kept in a small least-recently-used store (``cache_bytes``), so a schedule
-whose blocks cut through tiles computes each tile about once as long as its blocks walk the grid in order.
+whose blocks cut through tiles computes each tile about once as long as its blocks walk the grid in order;
+the streamed scan (metrics/streaming) computes tiles with :meth:`TileGrid.product` in worker threads and
+reads duplicates through :meth:`TileGrid.scores`, the same bits.
 On a GPU (``device="cuda"``) the tiles are torch products on the device (one shape per tile: cuBLAS picks
 one kernel per shape); CPU and GPU numbers agree within a stated tolerance, not bit for bit
 (docs/metrics.md).

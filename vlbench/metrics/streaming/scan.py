@@ -108,7 +108,7 @@ def _reduce(grid, direction, a, b, base, patch, offs, rows, thr, bs, bc, K):
     n = len(x)
     s = bs.astype(x.dtype)
     below = bc >= c0 + n  # the whole tile ranks before the best positive: equal scores count too
-    cnt = (x > np.where(below, np.nextafter(s, x.dtype.type(-np.inf)), s)).sum(axis=0, dtype=np.int32)  # < 2**31 rows
+    cnt = (x > np.where(below, np.nextafter(s, x.dtype.type(-np.inf)), s)).sum(axis=0, dtype=np.int32)
     for j in np.flatnonzero((bc >= c0) & ~below):  # the tile holding the best positive: ties before it
         cnt[j] += np.count_nonzero(x[:bc[j] - c0, j] == s[j])
     hit = np.flatnonzero(x.max(axis=0) >= thr)
@@ -159,8 +159,9 @@ def scan(grid: TileGrid, direction: str, queries: np.ndarray, pos, K: int, lo: i
             g, walk = int(qtile[e0]), _Walk(e1 - e0, K)
             offs = queries[e0:e1] - g * tq
             full = min(tq, (grid.n_captions if direction == "t2i" else grid.n_images) - g * tq)
-            offs = None if np.array_equal(offs, np.arange(full)) else offs  # the whole query tile: no gather
-            _walk(grid, direction, g, offs, walk, best_s[e0:e1], best_c[e0:e1], (lo, hi, tc), dups, inflight)
+            whole = np.array_equal(offs, np.arange(full))  # the whole query tile: no gather
+            _walk(grid, direction, g, None if whole else offs, walk, best_s[e0:e1], best_c[e0:e1], (lo, hi, tc),
+                  dups, inflight)
             w = walk.v.shape[1]
             ix[e0:e1, :w], v[e0:e1, :w], counts[e0:e1] = walk.ix, walk.v, walk.counts
             if progress:
