@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -62,16 +63,22 @@ def _threads() -> dict:
     return {"blas": "; ".join(blas), "torch": torch.get_num_threads(), "tile_workers": WORKERS}
 
 
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def _bare(img, txt) -> dict:
     import torch
 
     base = _reset_peak()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     g = torch.from_numpy(img)
     for q0 in range(0, len(txt), 256):
         torch.topk(torch.from_numpy(txt[q0:q0 + 256]) @ g.T, 10, dim=1)
     wall = time.perf_counter() - t0
-    return {"seconds": round(wall, 2), "working_mb": round(_status_mb("VmHWM") - base), "rss_before_mb": round(base)}
+    return {"seconds": round(wall, 2), "cpu_seconds": round(_cpu() - c0, 1),
+            "working_mb": round(_status_mb("VmHWM") - base), "rss_before_mb": round(base)}
 
 
 def child(args) -> dict:
@@ -88,11 +95,12 @@ def child(args) -> dict:
     src = EmbeddingSource(img, txt)  # finds bit-identical duplicate vectors (metrics/tiles.py first_copies)
     t_src, src_mb = time.perf_counter() - t0, _status_mb("VmHWM") - base
     base = _reset_peak()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     ev = evaluate(src, c2i, score_block=None if args.mode == "one-piece" else args.block)
     wall = time.perf_counter() - t0
-    out = {"mode": args.mode, "seconds": round(wall, 2), "source_seconds": round(t_src, 2),
-           "source_mb": round(src_mb, 1), "gallery_mb": round(img.nbytes / 1e6), "rss_before_mb": round(base),
+    out = {"mode": args.mode, "seconds": round(wall, 2), "cpu_seconds": round(_cpu() - c0, 1),
+           "source_seconds": round(t_src, 2), "source_mb": round(src_mb, 1), "gallery_mb": round(img.nbytes / 1e6),
+           "rss_before_mb": round(base),
            "peak_mb": round(_status_mb("VmHWM")), "tile": f"{src.grid.ti}x{src.grid.tt}",
            "tiles_computed": src.grid.products, "threads": _threads(), "precision": str(img.dtype),
            "t2i_recall@10": ev.as_dict()["t2i_recall@10"], "t2i_meanr": ev.as_dict()["t2i_meanr"]}
@@ -115,11 +123,12 @@ def _run(args, mode: str) -> dict:
 
 def _print(r: dict, block) -> None:
     if r["mode"] == "bare":
-        print(f"  bare torch product + top-10, 256 queries x the gallery at a time: {r['seconds']:7.2f} s, working "
-              f"memory {r['working_mb']} MB (load {r['load_before']})", flush=True)
+        print(f"  bare torch product + top-10, 256 queries x the gallery at a time: {r['seconds']:7.2f} s "
+              f"({r['cpu_seconds']} CPU-s), working memory {r['working_mb']} MB (load {r['load_before']})", flush=True)
         return
     how = f"--score-block {block} ({block.bytes >> 20} MiB)" if r["mode"] == "blocks" else "one piece (32 MiB)"
-    print(f"  vlbench {how}, tiles {r['tile']} ({r['tiles_computed']} computed): {r['seconds']:7.2f} s, working "
+    print(f"  vlbench {how}, tiles {r['tile']} ({r['tiles_computed']} computed): {r['seconds']:7.2f} s "
+          f"({r['cpu_seconds']} CPU-s), working "
           f"memory {r['working_mb']} MB beyond {r['rss_before_mb']} MB of vectors, torch etc.; duplicate search "
           f"{r['source_seconds']} s, +{r['source_mb']} MB = {100 * r['source_mb'] / r['gallery_mb']:.1f}% of the "
           f"gallery's {r['gallery_mb']} MB (load {r['load_before']})", flush=True)
