@@ -54,12 +54,11 @@ from .ranking import (  # noqa: F401 -- re-exported: compute is where callers fi
     query_block_rows,
     rank_blocks,
 )
-from .sharded import MIN_COLS, ScoreBlock, parse_score_block, sharded_blocks, tiles_of
+from .sharded import ScoreBlock, one_piece_block, parse_score_block, sharded_blocks
 from .specs import builtins, from_stored, plugin_columns, plugin_metrics
 
-# bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores;
-# 1.2: every similarity from the one tiled scorer, metrics/tiles.py: both directions rank one matrix;
-# 1.3: square tiles of up to 512 x 512 (fast streamed scoring): a similarity may differ from 1.2's by an ulp)
+# bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicates share scores; 1.2: one
+# tiled scorer, metrics/tiles.py; 1.3: its tiles square, up to 512 x 512: a near tie can round the other way)
 METRIC_VERSION = "1.3"
 DEFAULT_K = (1, 5, 10)
 DEFAULT_P = 10
@@ -212,14 +211,12 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     at_k = {name: {k: np.zeros(n_q) for k in ks} for name in CUT_METRICS}
     top = np.zeros((n_q, keep), dtype=np.int32)
     block_rows = query_block_rows(source, direction, n_q, pos.n_candidates, block_bytes)
-    if score_block is None and block_rows < min(n_q, tiles_of(source, direction)[0]):  # rows would cut the tiles:
-        score_block = ScoreBlock(1, max(MIN_COLS, block_bytes // 4))  # stream them within the same bytes
+    score_block = score_block or one_piece_block(source, direction, n_q, block_rows, block_bytes)  # large: streamed
     if score_block is None:
         blocks = rank_blocks(source, direction, queries, pos, max(K, keep), block_bytes)
     else:  # the gallery in blocks of rows x cols (and over torchrun ranks): the same blocks, combined exactly
-        blocks = sharded_blocks(source, direction, queries, pos, max(K, keep), score_block, pp=pp,
-                                relevance=relevance, graded=graded, group=group, progress=progress,
-                                block_rows=block_rows)
+        blocks = sharded_blocks(source, direction, queries, pos, max(K, keep), score_block, pp=pp, relevance=relevance,
+                                graded=graded, group=group, progress=progress, block_rows=block_rows)
         progress = None
     for b in blocks:
         s = slice(b.b0, b.b1)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ranking import Positives, RankedBlock, _sorted_topk, check_finite
-from .streaming.scan import scan, usable
+from .streaming.scan import cuts_query_tiles, scan, usable
 from .tiles import WORKERS
 
 MIN_COLS = 256  # the narrowest column bound: narrower blocks cost more in Python than they save in memory
@@ -87,6 +87,13 @@ def shard_width(n_q: int, block_rows: int, block: ScoreBlock, tile: int = 1) -> 
     (``tile`` columns) when it is at least one tile wide."""
     w = max(MIN_COLS, block.rows * block.cols // max(1, min(block_rows, n_q)))
     return w // tile * tile if w >= tile else w
+
+
+def one_piece_block(source, direction: str, n_q: int, block_rows: int, block_bytes: int) -> ScoreBlock | None:
+    """The one-piece pass's bytes as a block where whole rows would cut the query tiles (a large gallery, then
+    streamed tile by tile in those bytes), else None."""
+    return ScoreBlock(1, max(MIN_COLS, block_bytes // 4)) if cuts_query_tiles(source, direction, n_q, block_rows) \
+        else None
 
 
 def column_shards(lo: int, hi: int, cols: int) -> list[tuple[int, int]]:

@@ -38,6 +38,13 @@ def usable(source, relevance, graded) -> bool:
     return isinstance(grid, TileGrid) and relevance is None and not graded and grid.finite_range()
 
 
+def cuts_query_tiles(source, direction: str, n_q: int, block_rows: int) -> bool:
+    """Whole rows in query blocks of ``block_rows`` would cut the source's query tiles (a gallery too large for
+    a tile's rows in the block's bytes): the one-piece pass then streams the tiles within those bytes."""
+    return isinstance(getattr(source, "grid", None), TileGrid) and block_rows < min(n_q, _axes(source.grid,
+                                                                                              direction)[0])
+
+
 def _axes(grid: TileGrid, direction: str) -> tuple[int, int]:
     """(query tile side, candidate tile side) in this direction."""
     return (grid.tt, grid.ti) if direction == "t2i" else (grid.ti, grid.tt)
