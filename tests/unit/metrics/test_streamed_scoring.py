@@ -148,3 +148,20 @@ def test_first_copies_settles_rows_that_share_a_hash_but_differ(monkeypatch):
     for i, row in enumerate(x):
         want[i] = seen.setdefault(row.tobytes(), i)
     assert np.array_equal(first_copies(x), want)
+
+
+def test_device_tiles_stream_one_at_a_time_with_the_block_path_values(streamed):
+    """The GPU schedule (tiles as torch products, one at a time, no worker threads), run with torch on the CPU
+    as the device: the streamed values equal the whole-row pass over the same device tiles."""
+    import torch  # lazy: the other tests here do not need it
+    img, txt, c2i = _case(dups=True)
+
+    def on_torch():
+        src = EmbeddingSource(img, txt)
+        src.grid.device, src.grid._t = "cpu", (torch.from_numpy(img), torch.from_numpy(txt))  # a stand-in device
+        return src
+
+    whole, tiled = evaluate(on_torch(), c2i), evaluate(on_torch(), c2i, score_block="64x4096")
+    assert sorted(streamed) == ["i2t", "t2i"]
+    a, b = per_query(whole), per_query(tiled)
+    assert all(np.array_equal(a[key], b[key]) for key in a)
