@@ -164,14 +164,15 @@ class TileGrid:
                        torch.from_numpy(np.ascontiguousarray(txt)).to(self.device))
 
     # -- tiles ------------------------------------------------------------------------------------
-    def product(self, a: int, b: int) -> np.ndarray:
+    def product(self, a: int, b: int, on_device: bool = False):
         """Tile ``(a, b)`` as computed: ONE product of the tile's rows (duplicates not yet read from their
-        copies; :meth:`scores` and metrics/streaming do that). Safe in any thread; the BLAS one-threaded by the
-        caller (:class:`blas_one_thread`)."""
+        copies; :meth:`scores` and metrics/streaming do that), a torch tensor left on the device with
+        ``on_device``. Safe in any thread; the BLAS one-threaded by the caller (:class:`blas_one_thread`)."""
         i0, i1 = a * self.ti, min(self.n_images, (a + 1) * self.ti)
         t0, t1 = b * self.tt, min(self.n_captions, (b + 1) * self.tt)
         if self.device:
-            return (self._t[0][i0:i1] @ self._t[1][t0:t1].T).cpu().numpy()
+            t = self._t[0][i0:i1] @ self._t[1][t0:t1].T
+            return t if on_device else t.cpu().numpy()
         return self.img[i0:i1] @ self.txt[t0:t1].T  # row slices of C-ordered arrays: contiguous
 
     def _compute(self, keys: list[tuple[int, int]]) -> None:
@@ -200,8 +201,7 @@ class TileGrid:
         return self._dups
 
     def finite_range(self) -> bool:
-        """Every similarity is finite: finite embeddings whose largest norms multiply to well below the
-        float's limit (Cauchy-Schwarz), so no tile needs checking (metrics/streaming relies on it)."""
+        """No similarity can be NaN or infinite (finite embeddings, norms whose product is far from overflow)."""
         if self._finite is None:
             big = float(np.finfo(np.result_type(self.img.dtype, self.txt.dtype)).max) / 4
             sq = [_largest_square_norm(self.img), _largest_square_norm(self.txt)]

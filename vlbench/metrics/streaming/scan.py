@@ -125,6 +125,36 @@ def _reduce(grid, direction, a, b, base, patch, offs, rows, thr, bs, bc, K):
     return cnt, hit, ids + c0, vals.astype(np.float64)
 
 
+def _reduce_on_device(grid, direction, a, b, base, patch, offs, rows, thr, bs, bc, K):
+    """:func:`_reduce` where the tile stays on the device (a GPU): the comparisons run there, and only the counts,
+    the column maxima and the columns that may change a head come back."""
+    import torch  # lazy: device grids only, where the model has loaded torch
+
+    dev = grid.device
+    t = torch.from_numpy(base.copy()).to(dev) if base is not None else grid.product(a, b, on_device=True)
+    if patch is not None:
+        if patch[1] is not None:
+            t[torch.from_numpy(patch[0]).to(dev)] = torch.from_numpy(patch[1]).to(dev)
+        if patch[3] is not None:
+            t[:, torch.from_numpy(patch[2]).to(dev)] = torch.from_numpy(patch[3]).to(dev)
+    x = t if direction == "t2i" else t.T
+    c0 = (a * grid.ti if direction == "t2i" else b * grid.tt) + rows.start
+    x = (x if offs is None else x[:, torch.from_numpy(offs).to(dev)])[rows]
+    n = len(x)
+    s = torch.from_numpy(bs).to(device=dev, dtype=x.dtype)
+    below = bc >= c0 + n
+    cut = torch.where(torch.from_numpy(below).to(dev), torch.nextafter(s, torch.full_like(s, -np.inf)), s)
+    cnt = (x > cut).sum(dim=0, dtype=torch.int32).cpu().numpy()
+    for j in np.flatnonzero((bc >= c0) & ~below):
+        cnt[j] += int((x[:int(bc[j]) - c0, j] == s[j]).sum())
+    hit = np.flatnonzero(x.max(dim=0).values.cpu().numpy() >= thr)
+    if not len(hit):
+        return cnt, hit, None, None
+    sub = x[:, torch.from_numpy(hit).to(dev)].cpu().numpy()
+    ids, vals = _tile_head(sub, np.arange(len(hit)), min(K, n))
+    return cnt, hit, ids + c0, vals.astype(np.float64)
+
+
 class _Walk:
     """One query tile's state while its candidate tiles are reduced (head, threshold, counts)."""
 
@@ -187,9 +217,9 @@ def _walk(grid, direction, g, offs, walk, bs, bc, span, dups, inflight) -> None:
         grid.products += base is None
         args = (grid, direction, a, b, base, _patch(grid, a, b, dups), offs, rows, walk.threshold(), bs, bc,
                 walk.K)
-        if grid.device:  # one tile at a time on the device
+        if grid.device:  # one tile at a time on the device, reduced there
             pending.append(Future())
-            pending[-1].set_result(_reduce(*args))
+            pending[-1].set_result(_reduce_on_device(*args))
         else:
             pending.append(pool().submit(_reduce, *args))
         while len(pending) >= inflight:
