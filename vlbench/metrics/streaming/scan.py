@@ -41,8 +41,8 @@ def usable(source, relevance, graded) -> bool:
 def cuts_query_tiles(source, direction: str, n_q: int, block_rows: int) -> bool:
     """Whole rows in query blocks of ``block_rows`` would cut the source's query tiles (a gallery too large for
     a tile's rows in the block's bytes): the one-piece pass then streams the tiles within those bytes."""
-    return isinstance(getattr(source, "grid", None), TileGrid) and block_rows < min(n_q, _axes(source.grid,
-                                                                                              direction)[0])
+    grid = getattr(source, "grid", None)
+    return isinstance(grid, TileGrid) and block_rows < min(n_q, _axes(grid, direction)[0])
 
 
 def _axes(grid: TileGrid, direction: str) -> tuple[int, int]:
@@ -192,7 +192,7 @@ def scan(grid: TileGrid, direction: str, queries: np.ndarray, pos, K: int, lo: i
     qtile = queries // tq
     edges = np.flatnonzero(np.r_[True, qtile[1:] != qtile[:-1], True]) if n else np.zeros(1, dtype=np.int64)
     with blas_one_thread(grid.device):
-        for e0, e1 in zip(edges[:-1], edges[1:]):  # queries are ascending: one run per query tile
+        for e0, e1 in zip(edges[:-1], edges[1:]):  # a run of queries in one query tile (they are ascending)
             g, walk = int(qtile[e0]), _Walk(e1 - e0, K)
             offs = queries[e0:e1] - g * tq
             full = min(tq, (grid.n_captions if direction == "t2i" else grid.n_images) - g * tq)
