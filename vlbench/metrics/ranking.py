@@ -276,7 +276,7 @@ def check_finite(blk: np.ndarray, queries: np.ndarray, b0: int, direction: str, 
 def query_block_rows(source: SimilaritySource, direction: str, n_q: int, n_cand: int, block_bytes: int) -> int:
     """Queries per block: as many as ``block_bytes`` of similarities hold, rounded down to a whole number of the
     source's query tiles when that is at least one tile (each tile then computed once); below one tile the
-    scorer streams the tiles instead (metrics.sharded.one_piece_block; the same bits). The scorer's store of
+    pass goes by whole query tiles instead (metrics.sharded.one_piece_block; the same bits). The store of
     recent tiles is held to the same budget (two tiles at least)."""
     rows = max(1, block_bytes // max(1, 4 * n_cand))
     tile = source.tiles(direction)[0] if hasattr(source, "tiles") else 1
