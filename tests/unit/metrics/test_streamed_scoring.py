@@ -22,14 +22,17 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def _case(dups: bool, seed: int = 11):
-    """2,600 images x 700 captions, 64-d: near twins, caption 1 just off image 3, whose 27 bit-identical copies
-    (with duplicates) then tie exactly across the top-10 cut; without duplicates every tile is dup-free."""
+    """2,600 images x 700 captions, 64-d: near twins, caption 1 just off image 3, whose 47 bit-identical copies
+    (with duplicates; 20 of them in one tile) then tie exactly across the top-10 cut, in the tile and over the
+    gallery, and captions 4 and 7 whose positive is a later copy; without duplicates every tile is dup-free."""
     img, txt, c2i = gallery(2_600, 700, dim=64, seed=seed)
     rng = np.random.default_rng(seed + 1)
-    if not dups:
+    if dups:
+        img[600:620] = img[3]
+    else:
         img[5::97] = _unit(rng.standard_normal((len(img[5::97]), 64)))
         txt[9::89] = _unit(rng.standard_normal((len(txt[9::89]), 64)))
-    c2i[1] = 3
+    c2i[1], c2i[4], c2i[7] = 3, 684, 610  # 684 and 610: later copies of image 3 (ties before them count)
     txt[1] = _unit(img[3:4] + 0.01 * rng.standard_normal((1, 64)))[0]
     return img, txt, c2i
 
@@ -88,7 +91,7 @@ def test_streamed_heads_and_ranks_follow_an_independent_stable_sort():
     ev = evaluate(EmbeddingSource(img, txt), c2i, score_block="4x4096")
     want_top = np.stack([np.argsort(-sim[:, j], kind="stable")[:10] for j in range(sim.shape[1])])
     assert np.array_equal(ev.direction("t2i").top, want_top)
-    assert np.array_equal(want_top[1], np.r_[3, np.arange(5, 2_600, 97)][:10])  # image 3 and its copies
+    assert np.array_equal(want_top[1], np.r_[3, np.arange(5, 600, 97), np.arange(600, 620)][:10])  # image 3's copies
     assert (sim[:, 1] == sim[3, 1]).sum() > 10  # the tie straddles the cut: it has teeth
     want = independent_best_ranks(sim, c2i)
     for d in ("i2t", "t2i"):
