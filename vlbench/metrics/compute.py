@@ -54,12 +54,12 @@ from .ranking import (  # noqa: F401 -- re-exported: compute is where callers fi
     query_block_rows,
     rank_blocks,
 )
-from .sharded import ScoreBlock, parse_score_block, sharded_blocks
+from .sharded import ScoreBlock, one_piece_block, parse_score_block, sharded_blocks
 from .specs import builtins, from_stored, plugin_columns, plugin_metrics
 
-# bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicate vectors share scores;
-# 1.2: every similarity from the one tiled scorer, metrics/tiles.py: both directions rank one matrix)
-METRIC_VERSION = "1.2"
+# bump on any change of semantics (1.1: relevance gains from the query as evaluated; duplicates share scores; 1.2: one
+# tiled scorer, metrics/tiles.py; 1.3: its tiles square, up to 512 x 512: a near tie can round the other way)
+METRIC_VERSION = "1.3"
 DEFAULT_K = (1, 5, 10)
 DEFAULT_P = 10
 TOP_KEEP = 10  # each query's best-ranked candidates kept from the scoring pass (metrics/flips.py reads them)
@@ -210,12 +210,13 @@ def _direction(source: SimilaritySource, direction: str, queries: np.ndarray, po
     frac = {k: np.zeros(n_q) for k in fraction}
     at_k = {name: {k: np.zeros(n_q) for k in ks} for name in CUT_METRICS}
     top = np.zeros((n_q, keep), dtype=np.int32)
+    block_rows = query_block_rows(source, direction, n_q, pos.n_candidates, block_bytes)
+    score_block = score_block or one_piece_block(source, direction, n_q, block_rows, block_bytes)  # large: streamed
     if score_block is None:
         blocks = rank_blocks(source, direction, queries, pos, max(K, keep), block_bytes)
     else:  # the gallery in blocks of rows x cols (and over torchrun ranks): the same blocks, combined exactly
-        blocks = sharded_blocks(source, direction, queries, pos, max(K, keep), score_block, pp=pp,
-                                relevance=relevance, graded=graded, group=group, progress=progress,
-                                block_rows=query_block_rows(source, direction, n_q, pos.n_candidates, block_bytes))
+        blocks = sharded_blocks(source, direction, queries, pos, max(K, keep), score_block, pp=pp, relevance=relevance,
+                                graded=graded, group=group, progress=progress, block_rows=block_rows)
         progress = None
     for b in blocks:
         s = slice(b.b0, b.b1)

@@ -275,9 +275,9 @@ def check_finite(blk: np.ndarray, queries: np.ndarray, b0: int, direction: str, 
 
 def query_block_rows(source: SimilaritySource, direction: str, n_q: int, n_cand: int, block_bytes: int) -> int:
     """Queries per block: as many as ``block_bytes`` of similarities hold, rounded down to a whole number of the
-    source's query tiles when that is at least one tile (each tile then computed once); a smaller budget cuts
-    inside the tiles (the same bits; the scorer keeps the tiles it can within the budget). The scorer's store
-    of recent tiles is held to the same budget (two tiles at least)."""
+    source's query tiles when that is at least one tile (each tile then computed once); below one tile the
+    pass goes by whole query tiles instead (metrics.sharded.one_piece_block; the same bits). The store of
+    recent tiles is held to the same budget (two tiles at least)."""
     rows = max(1, block_bytes // max(1, 4 * n_cand))
     tile = source.tiles(direction)[0] if hasattr(source, "tiles") else 1
     if rows >= tile:

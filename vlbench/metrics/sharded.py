@@ -12,9 +12,11 @@ gallery, each exactly (docs/metrics.md, "Scoring in blocks"):
 * the DCG ideal lists (the ``p`` largest relevances among non-positives, the ``p`` largest graded gains)
   are merges of the shards' ``p`` largest, and the relevances / gains at the head travel with the head.
 
-Nothing is approximated and nothing depends on where a cut falls. Shards follow the tile grid's columns
-when the block is at least a tile wide (each tile is then computed once); a narrower block cuts inside a
-tile, whose other columns the scorer keeps for the next shard. Under torchrun each rank scores a contiguous
+Nothing is approximated and nothing depends on where a cut falls. Without a relevance model or graded gains
+the gallery is streamed tile by tile instead (metrics/streaming/scan.py: the same combination per tile, the
+block's bytes bounding the tiles in flight). Otherwise query tiles meet shards that follow the tile grid's
+columns when the block is at least a tile wide (each tile is then computed once); a narrower block cuts
+inside a tile, whose other columns the scorer keeps for the next shard. Under torchrun each rank scores a contiguous
 slice of the gallery; heads, best positives and counts are exchanged through torch.distributed (gloo on
 CPU, NCCL on GPU).
 
@@ -31,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ranking import Positives, RankedBlock, _sorted_topk, check_finite
+from .streaming.scan import cuts_query_tiles, scan, usable
+from .tiles import WORKERS
 
 MIN_COLS = 256  # the narrowest column bound: narrower blocks cost more in Python than they save in memory
 _BLOCK = re.compile(r"^\s*(\d+)\s*[xX*]\s*(\d+)\s*$")
@@ -83,6 +87,13 @@ def shard_width(n_q: int, block_rows: int, block: ScoreBlock, tile: int = 1) -> 
     (``tile`` columns) when it is at least one tile wide."""
     w = max(MIN_COLS, block.rows * block.cols // max(1, min(block_rows, n_q)))
     return w // tile * tile if w >= tile else w
+
+
+def one_piece_block(source, direction: str, n_q: int, block_rows: int, block_bytes: int) -> ScoreBlock | None:
+    """The one-piece pass's bytes as a block where whole rows would cut the query tiles (a large gallery, then
+    streamed tile by tile in those bytes), else None."""
+    return ScoreBlock(1, max(MIN_COLS, block_bytes // 4)) if cuts_query_tiles(source, direction, n_q, block_rows) \
+        else None
 
 
 def column_shards(lo: int, hi: int, cols: int) -> list[tuple[int, int]]:
@@ -321,15 +332,22 @@ def sharded_blocks(source, direction: str, queries: np.ndarray, pos: Positives, 
     group = group or LocalGroup()
     graded = graded or {}
     n_q, n_cand = len(queries), pos.n_candidates
-    tile = tiles_of(source, direction)[1]
+    qtile, tile = tiles_of(source, direction)
     if hasattr(source, "grid"):  # the scorer keeps recent tiles within the block's bound (two tiles at least)
         source.grid.cache_bytes = max(block.bytes, 2 * source.grid.tile_bytes)
     lo, hi = split(0, n_cand, group.world, tile)[group.rank]
-    shards = column_shards(lo, hi, shard_width(n_q, block_rows, block, tile))
-    pieces = [(b0, min(n_q, b0 + block_rows)) for b0 in range(0, n_q, block_rows)]  # the one-piece pass's
     keys = np.repeat(np.arange(n_q, dtype=np.int64), pos.counts) * n_cand + pos.idx
-    head, counts = _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards, progress,
-                                keys=keys if group.world == 1 else None)
+    if usable(source, relevance, graded):  # tile by tile, the block's bytes in flight (metrics/streaming)
+        inflight = max(1, min(2 * WORKERS, block.bytes // source.grid.tile_bytes))
+        ix, v, best_s, best_c, local = scan(source.grid, direction, queries, pos, K, lo, hi, inflight=inflight,
+                                            progress=progress)
+        head = _Head(ix, v, None, {}, None, {}, best_s, best_c)
+        counts = group.sum(local)
+    else:  # pieces of whole query tiles (each tile computed about once) x shards of the gallery
+        pieces = [(b0, min(n_q, b0 + qtile)) for b0 in range(0, n_q, qtile)]
+        shards = column_shards(lo, hi, shard_width(n_q, qtile, block, tile))
+        head, counts = _local_heads(source, direction, queries, pos, K, pp, pieces, relevance, graded, shards,
+                                    progress, keys=keys if group.world == 1 else None)
     head = _all_ranks(head, group, K, pp)
     is_pos = _in_head(keys, n_cand, 0, head.ix)
     found = is_pos.any(axis=1)

@@ -20,7 +20,9 @@ schedules of identical products: one piece = blocks = ranks, bit for bit, on one
 read the same matrix (a t2i query's row is a column of ``S``): i2t and t2i rank the same numbers.
 
 Tiles are computed on demand and kept in a small least-recently-used store (``cache_bytes``), so a schedule
-whose blocks cut through tiles computes each tile about once as long as its blocks walk the grid in order.
+whose blocks cut through tiles computes each tile about once as long as its blocks walk the grid in order;
+the streamed scan (metrics/streaming) computes tiles with :meth:`TileGrid.product` in worker threads and
+reads duplicates through :meth:`TileGrid.scores`, the same bits.
 On a GPU (``device="cuda"``) the tiles are torch products on the device (one shape per tile: cuBLAS picks
 one kernel per shape); CPU and GPU numbers agree within a stated tolerance, not bit for bit
 (docs/metrics.md).
@@ -35,86 +37,105 @@ from typing import Any
 
 import numpy as np
 
-#: similarities per strip of the one-piece pass (a query tile against the whole gallery) aimed at
-STRIP_BYTES = 32 << 20
-#: similarities per tile at most (1 MiB of float32)
-TILE_ELEMENTS = 1 << 18
+#: the longest tile side: a square tile of 512 x 512 float32 similarities (1 MiB) stays in a core's cache while
+#: it is reduced, and its product has enough rows and columns for the BLAS to run near its peak
+TILE_SIDE = 512
+#: similarities per tile at most (a side shorter than TILE_SIDE lets the other grow up to this)
+TILE_ELEMENTS = TILE_SIDE * TILE_SIDE
 
 
-def _pow2_floor(x: int) -> int:
-    return 1 << max(0, int(x).bit_length() - 1)
+def _pow2_ceil(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
 
 
 def tile_shape(n_images: int, n_captions: int) -> tuple[int, int]:
-    """(image rows, caption columns) per tile: a function of the two gallery sizes only. Each side is the
-    largest power of two whose strip against the whole other side stays within STRIP_BYTES (so a query
-    tile's row of tiles fits the one-piece pass's block budget wherever it can), then the longer side is
-    halved until a tile holds at most TILE_ELEMENTS similarities."""
-    ti = _pow2_floor(max(1, STRIP_BYTES // (4 * max(1, n_captions))))
-    tt = _pow2_floor(max(1, STRIP_BYTES // (4 * max(1, n_images))))
-    while ti * tt > TILE_ELEMENTS:
-        if ti >= tt:
-            ti //= 2
-        else:
-            tt //= 2
+    """(image rows, caption columns) per tile: a function of the two gallery sizes only. Each side is
+    TILE_SIDE, or the side's size rounded up to a power of two when that is shorter; a short side lets the
+    other grow until the tile holds TILE_ELEMENTS similarities (100 images x 1M captions: 128 x 2,048)."""
+    ti, tt = min(TILE_SIDE, _pow2_ceil(n_images)), min(TILE_SIDE, _pow2_ceil(n_captions))
+    if ti < TILE_SIDE:
+        tt = min(_pow2_ceil(n_captions), TILE_ELEMENTS // ti)
+    elif tt < TILE_SIDE:
+        ti = min(_pow2_ceil(n_images), TILE_ELEMENTS // tt)
     return ti, tt
 
 
-def first_copies(x: np.ndarray) -> np.ndarray:
-    """For each row of ``x``, the lowest index of a row with the same bits (itself when it is the first).
-
-    Rows are hashed to 64 bits and only rows whose hashes collide are compared, so the memory is a few
-    integers per row, not a copy of the matrix (a million 512-d rows: ~40 MB, not ~2 GB)."""
-    n = len(x)
-    first = np.arange(n, dtype=np.int64)
-    if n < 2 or x.shape[1] == 0:
-        return first
-    x = np.ascontiguousarray(x)
-    words = x.view(np.uint8).reshape(n, -1)
-    pad = (-words.shape[1]) % 8
-    h = np.zeros(n, dtype=np.uint64)
-    step = max(1, (8 << 20) // max(1, words.shape[1] + pad))
+def _row_hashes(words: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row's bytes, in slabs of about 2 MB (the uint64 view of a slab, never of the
+    whole matrix)."""
+    n, width = words.shape
+    pad = (-width) % 8
+    h = np.empty(n, dtype=np.uint64)
+    step = max(1, (2 << 20) // (width + pad))
     mult = np.uint64(0x9E3779B97F4A7C15)
-    for r0 in range(0, n, step):  # in slabs: the uint64 view of a slab, never of the whole matrix
+    for r0 in range(0, n, step):
         w = words[r0:r0 + step]
-        if pad:
-            w = np.pad(w, ((0, 0), (0, pad)))
-        w = np.ascontiguousarray(w).view(np.uint64)
+        w = np.ascontiguousarray(np.pad(w, ((0, 0), (0, pad))) if pad else w).view(np.uint64)
         acc = np.zeros(len(w), dtype=np.uint64)
         with np.errstate(over="ignore"):
             for c in range(w.shape[1]):
                 acc = (acc ^ w[:, c]) * mult
                 acc ^= acc >> np.uint64(29)
         h[r0:r0 + step] = acc
-    order = np.argsort(h, kind="stable")  # equal hashes keep index order: the first of a run is the lowest
-    hs = h[order]
-    same = np.flatnonzero(hs[1:] == hs[:-1])
-    if not len(same):
+    return h
+
+
+def first_copies(x: np.ndarray) -> np.ndarray:
+    """For each row of ``x``, the lowest index of a row with the same bits (itself when it is the first);
+    int32 below 2**31 rows.
+
+    Rows are hashed to 64 bits; only the rows whose hash is shared are compared, bit for bit, so the extra
+    memory is two hashes per row while they are sorted (a million rows: 16 MB), not a copy of the matrix."""
+    n = len(x)
+    itype = np.int32 if n < 2**31 else np.int64
+    if n < 2 or x.shape[1] == 0:
+        return np.arange(n, dtype=itype)
+    words = np.ascontiguousarray(x).view(np.uint8).reshape(n, -1)
+    h = _row_hashes(words)
+    hs = np.sort(h)
+    shared = np.unique(hs[1:][hs[1:] == hs[:-1]])
+    del hs
+    first = np.arange(n, dtype=itype)
+    if not len(shared):
         return first
-    # runs of equal hashes: compare the actual bits against every earlier member of the run
-    starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
-    run_of = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
-    for run in np.unique(run_of[same + 1]):
-        members = order[starts[run]:(starts[run + 1] if run + 1 < len(starts) else n)]
-        firsts: list[int] = []
-        for m in members:  # ascending index (stable sort)
-            for f in firsts:
-                if np.array_equal(words[m], words[f]):
-                    first[m] = f
-                    break
-            else:
-                firsts.append(int(m))
+    chunk = 1 << 16  # membership in slabs: no full-length temporaries
+    members = np.concatenate([r0 + np.flatnonzero(shared[np.minimum(np.searchsorted(shared, h[r0:r0 + chunk]),
+                                                                      len(shared) - 1)] == h[r0:r0 + chunk])
+                              for r0 in range(0, n, chunk)]).astype(itype)
+    members = members[np.argsort(h[members], kind="stable")]  # by hash, then by index (the lowest first)
+    mh = h[members]
+    starts = np.flatnonzero(np.r_[True, mh[1:] != mh[:-1]])
+    ends = np.r_[starts[1:], len(members)]
+    lead = np.repeat(members[starts], ends - starts)  # each member's run's lowest index
+    same = np.concatenate([(words[members[i:i + chunk]] == words[lead[i:i + chunk]]).all(axis=1)
+                           for i in range(0, len(members), chunk)])
+    first[members[same]] = lead[same]
+    for s0, s1 in zip(starts, ends):
+        if not same[s0:s1].all():  # two different rows share a hash: compare the run's rows pairwise
+            _settle_run(words, members[s0:s1], first)
     return first
 
 
-_WORKERS = max(1, min(8, os.cpu_count() or 1))  # threads computing tiles at once
+def _settle_run(words: np.ndarray, members: np.ndarray, first: np.ndarray) -> None:
+    firsts: list[int] = []
+    for m in members:  # ascending index
+        for f in firsts:
+            if np.array_equal(words[m], words[f]):
+                first[m] = f
+                break
+        else:
+            first[m] = m
+            firsts.append(int(m))
+
+
+WORKERS = max(1, min(8, os.cpu_count() or 1))  # threads computing tiles at once
 _POOL: ThreadPoolExecutor | None = None
 
 
-def _pool() -> ThreadPoolExecutor:
+def pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="vlbench-tile")
+        _POOL = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="vlbench-tile")
     return _POOL
 
 
@@ -134,6 +155,8 @@ class TileGrid:
         self._tiles: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._held = 0
         self.products = 0  # tiles computed (a test and the benchmarks read it)
+        self._finite: bool | None = None
+        self._dups: tuple[np.ndarray, np.ndarray] | None = None
         if self.device:
             import torch  # lazy: only with a device, where the model has loaded torch
 
@@ -141,25 +164,49 @@ class TileGrid:
                        torch.from_numpy(np.ascontiguousarray(txt)).to(self.device))
 
     # -- tiles ------------------------------------------------------------------------------------
-    def _product(self, a: int, b: int) -> np.ndarray:
+    def product(self, a: int, b: int, on_device: bool = False):
+        """Tile ``(a, b)`` as computed: ONE product of the tile's rows (duplicates not yet read from their
+        copies; :meth:`scores` and metrics/streaming do that), a torch tensor left on the device with
+        ``on_device``. Safe in any thread; the BLAS one-threaded by the caller (:class:`blas_one_thread`)."""
         i0, i1 = a * self.ti, min(self.n_images, (a + 1) * self.ti)
         t0, t1 = b * self.tt, min(self.n_captions, (b + 1) * self.tt)
         if self.device:
-            return (self._t[0][i0:i1] @ self._t[1][t0:t1].T).cpu().numpy()
+            t = self._t[0][i0:i1] @ self._t[1][t0:t1].T
+            return t if on_device else t.cpu().numpy()
         return self.img[i0:i1] @ self.txt[t0:t1].T  # row slices of C-ordered arrays: contiguous
 
     def _compute(self, keys: list[tuple[int, int]]) -> None:
         todo = [k for k in keys if k not in self._tiles]
         if todo:
             parallel = not self.device and len(todo) > 1  # CPU: tiles in threads, each one BLAS thread
-            out = list(_pool().map(lambda k: self._product(*k), todo)) if parallel else \
-                [self._product(*k) for k in todo]
+            out = list(pool().map(lambda k: self.product(*k), todo)) if parallel else \
+                [self.product(*k) for k in todo]
             self.products += len(todo)
             for k, t in zip(todo, out):
                 self._tiles[k] = t
                 self._held += t.nbytes
         for k in keys:
             self._tiles.move_to_end(k)
+
+    def cached(self, a: int, b: int) -> np.ndarray | None:
+        """Tile ``(a, b)`` when the store holds it (as :meth:`product` gives it), else None."""
+        return self._tiles.get((a, b))
+
+    def duplicates(self) -> tuple[np.ndarray, np.ndarray]:
+        """The image rows and the caption rows that repeat an earlier one (ascending): their entries are their
+        first copies'."""
+        if self._dups is None:
+            self._dups = (np.flatnonzero(self.first_img != np.arange(self.n_images, dtype=self.first_img.dtype)),
+                          np.flatnonzero(self.first_txt != np.arange(self.n_captions, dtype=self.first_txt.dtype)))
+        return self._dups
+
+    def finite_range(self) -> bool:
+        """No similarity can be NaN or infinite (finite embeddings, norms whose product is far from overflow)."""
+        if self._finite is None:
+            big = float(np.finfo(np.result_type(self.img.dtype, self.txt.dtype)).max) / 4
+            sq = [_largest_square_norm(self.img), _largest_square_norm(self.txt)]
+            self._finite = bool(np.isfinite(sq).all() and np.sqrt(sq[0]) * np.sqrt(sq[1]) < big)
+        return self._finite
 
     def _evict(self, keep: set) -> None:
         for k in list(self._tiles):
@@ -179,17 +226,23 @@ class TileGrid:
         if not out.size:
             return out
         rows, cols = _groups(fi, self.ti), _groups(ft, self.tt)
-        step = 1 if self.device else _WORKERS  # tiles computed together (in parallel threads)
+        step = 1 if self.device else WORKERS  # tiles computed together (in parallel threads)
         for b, oc, tc in cols:
             for c0 in range(0, len(rows), step):  # a few tiles at a time: held memory stays within the cache's
                 chunk = rows[c0:c0 + step]
                 keys = [(a, b) for a, _, _ in chunk]
-                with _blas_one_thread(self.device):
+                with blas_one_thread(self.device):
                     self._compute(keys)
                 for a, orow, tr in chunk:
                     _copy(out, self._tiles[(a, b)], orow, oc, tr, tc, by_caption)
                 self._evict(set(keys))
         return out
+
+
+def _largest_square_norm(x: np.ndarray) -> float:
+    """The largest squared row norm (NaN or inf when a row holds one), in slabs."""
+    return float(np.max([np.einsum("ij,ij->i", x[i:i + 65536], x[i:i + 65536]).max()
+                         for i in range(0, len(x), 65536)] or [0.0]))
 
 
 def _copy(out: np.ndarray, tile: np.ndarray, orow, oc, tr, tc, by_caption: bool) -> None:
@@ -245,7 +298,7 @@ def _as_slice(ix: np.ndarray):
 _CONTROLLER = None
 
 
-class _blas_one_thread:
+class blas_one_thread:
     """The BLAS held to one thread while tiles are computed (each tile is then one single-threaded product:
     its bits do not depend on how many threads the process or the environment allows); tiles run in
     parallel threads instead."""

@@ -19,8 +19,9 @@ from ..metrics import compute
 from ..results import MetricKey, MetricValue
 from .distractors import score_distractors
 
-#: the block every rank scores at a time under torchrun when the run gives no --score-block (4 MiB x 64)
-RANKS_BLOCK = "4096x65536"
+#: the block every rank scores at a time under torchrun when the run gives no --score-block: the one-piece pass's
+#: 32 MiB, as query tiles of 512 x 16,384 candidates (tiles in flight when the scorer streams; metrics/streaming)
+RANKS_BLOCK = "512x16384"
 
 
 def scoring_kwargs(scoring, group=None) -> dict:

@@ -1,0 +1,170 @@
+"""Scoring streamed over square tiles (metrics/streaming/scan.py): the exact heads and ranks of the whole-row
+ranking, on real-valued vectors with duplicates, exact ties across the head's cut and near twins; the tile
+shape that makes it fast; the duplicate search's memory."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from support.sharded_gallery import gallery, independent_best_ranks, per_query
+from vlbench.metrics import sharded, tiles
+from vlbench.metrics.compute import EmbeddingSource, evaluate, similarity_matrix
+from vlbench.metrics.ranking import build_positives
+from vlbench.metrics.streaming.scan import scan, usable
+from vlbench.metrics.tiles import TILE_ELEMENTS, first_copies, tile_shape
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _case(dups: bool, seed: int = 11):
+    """2,600 images x 700 captions, 64-d: near twins, caption 1 just off image 3, whose 47 bit-identical copies
+    (with duplicates; 20 of them in one tile) then tie exactly across the top-10 cut, in the tile and over the
+    gallery, and captions 4 and 7 whose positive is a later copy; without duplicates every tile is dup-free."""
+    img, txt, c2i = gallery(2_600, 700, dim=64, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    if dups:
+        img[600:620] = img[3]
+    else:
+        img[5::97] = _unit(rng.standard_normal((len(img[5::97]), 64)))
+        txt[9::89] = _unit(rng.standard_normal((len(txt[9::89]), 64)))
+    c2i[1], c2i[4], c2i[7] = 3, 684, 610  # 684 and 610: later copies of image 3 (ties before them count)
+    txt[1] = _unit(img[3:4] + 0.01 * rng.standard_normal((1, 64)))[0]
+    return img, txt, c2i
+
+
+@pytest.fixture
+def streamed(monkeypatch):
+    """The directions the streamed scan served (a spy on metrics/sharded.py's call)."""
+    calls: list[str] = []
+    real = sharded.scan
+
+    def spy(grid, direction, *a, **kw):
+        calls.append(direction)
+        return real(grid, direction, *a, **kw)
+
+    monkeypatch.setattr(sharded, "scan", spy)
+    return calls
+
+
+def test_tiles_stay_square_and_large_for_a_million_image_gallery():
+    """Tiles derived from the other gallery's size were 2,048 images x 8 captions at 2,500 x 1M (products BLAS
+    runs far below its peak, 150,000 of them): every side is now at least 256 wherever both galleries are."""
+    for n_cap in (2_500, 25_000, 1_000_000):
+        ti, tt = tile_shape(1_000_000, n_cap)
+        assert min(ti, tt) >= 256 and ti * tt <= TILE_ELEMENTS, n_cap
+    assert tile_shape(5_000, 25_000) == (512, 512)
+    assert tile_shape(100, 1_000_000) == (128, 2_048)  # a short side lets the other grow
+    assert tile_shape(3, 5) == (4, 8)
+
+
+@pytest.mark.parametrize("dups", [True, False])
+@pytest.mark.parametrize("block", ["2x256", "1000x100000"])
+def test_streamed_scoring_gives_the_whole_row_values_bit_for_bit(dups, block, streamed):
+    """Whole rows ranked at once (the one-piece pass at this size) against the tile stream (one tile in flight,
+    and four), with and without duplicate rows to read from their first copies: every per-query column and
+    top list equal."""
+    img, txt, c2i = _case(dups)
+    kw = dict(k=(1, 5, 10, 50), i2t_recall="fraction")
+    whole = evaluate(EmbeddingSource(img, txt), c2i, **kw)
+    assert streamed == []
+    tiled = evaluate(EmbeddingSource(img, txt), c2i, score_block=block, **kw)
+    assert sorted(streamed) == ["i2t", "t2i"]
+    a, b = per_query(whole), per_query(tiled)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert np.array_equal(a[key], b[key]), key
+    assert whole.records() == tiled.records()
+
+
+def test_streamed_heads_and_ranks_follow_an_independent_stable_sort():
+    """The matrix vlbench scores (close to the plain product), ranked by a NumPy stable sort of each column
+    (score desc, index asc): the streamed top-10 of every caption and every best-positive rank are the sort's;
+    caption 1's 27 exactly tied copies straddle the cut in index order."""
+    img, txt, c2i = _case(dups=True)
+    sim = similarity_matrix(EmbeddingSource(img, txt))
+    assert np.abs(sim - img @ txt.T).max() < 1e-6
+    ev = evaluate(EmbeddingSource(img, txt), c2i, score_block="4x4096")
+    want_top = np.stack([np.argsort(-sim[:, j], kind="stable")[:10] for j in range(sim.shape[1])])
+    assert np.array_equal(ev.direction("t2i").top, want_top)
+    assert np.array_equal(want_top[1], np.r_[3, np.arange(5, 600, 97), np.arange(600, 620)][:10])  # image 3's copies
+    assert (sim[:, 1] == sim[3, 1]).sum() > 10  # the tie straddles the cut: it has teeth
+    want = independent_best_ranks(sim, c2i)
+    for d in ("i2t", "t2i"):
+        assert np.array_equal(ev.direction(d).best_rank, want[d]), d
+
+
+def test_slices_at_tile_edges_merge_to_the_whole_scan():
+    """As torchrun ranks split the gallery: the heads of two slices merged in the tie order, and their counts
+    of candidates above the best positive added, are the whole gallery's."""
+    img, txt, c2i = _case(dups=True)
+    grid = EmbeddingSource(img, txt).grid
+    _, t2i, _ = build_positives(c2i, len(img))
+    q = np.arange(len(txt))
+    ix, v, bs, bc, n = scan(grid, "t2i", q, t2i, 11, 0, len(img))
+    parts = [scan(grid, "t2i", q, t2i, 11, lo, hi) for lo, hi in ((0, 1_024), (1_024, len(img)))]
+    pix, pv = np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts])
+    order = np.lexsort((pix, -pv), axis=1)[:, :11]
+    assert np.array_equal(np.take_along_axis(pix, order, axis=1), ix)
+    assert np.array_equal(np.take_along_axis(pv, order, axis=1), v)
+    assert np.array_equal(parts[0][4] + parts[1][4], n)
+    assert all(np.array_equal(p[2], bs) and np.array_equal(p[3], bc) for p in parts)
+
+
+def test_non_finite_embeddings_take_the_checked_path():
+    img, txt, c2i = _case(dups=False)
+    img[7, 3] = np.nan
+    src = EmbeddingSource(img, txt)
+    assert not usable(src, None, {})
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        evaluate(src, c2i, score_block="64x4096")
+
+
+def test_first_copies_memory_stays_under_a_tenth_of_the_matrix():
+    """The duplicate search holds a few integers per row (hashes while they are sorted, the int32 answer),
+    never a copy of the matrix or full-length int64 temporaries: under 10% of the matrix's bytes."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((200_000, 64), dtype=np.float32)
+    x[1::1_000] = x[0]
+    tracemalloc.start()
+    try:
+        first = first_copies(x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert first.dtype == np.int32 and (first[1::1_000] == 0).all() and first[2] == 2
+    assert peak <= 0.10 * x.nbytes, peak / x.nbytes
+
+
+def test_first_copies_settles_rows_that_share_a_hash_but_differ(monkeypatch):
+    """A coarse hash (forced collisions between different rows): the answer is still the lowest index of the
+    same bits, checked against a dictionary of the rows' bytes."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((500, 5)).astype(np.float32)
+    x[100:200] = x[rng.integers(0, 100, 100)]
+    monkeypatch.setattr(tiles, "_row_hashes", lambda words: words[:, 0].astype(np.uint64) % np.uint64(3))
+    want, seen = np.empty(len(x), dtype=np.int64), {}
+    for i, row in enumerate(x):
+        want[i] = seen.setdefault(row.tobytes(), i)
+    assert np.array_equal(first_copies(x), want)
+
+
+def test_device_tiles_stream_one_at_a_time_with_the_block_path_values(streamed):
+    """The GPU schedule (tiles as torch products, one at a time, no worker threads), run with torch on the CPU
+    as the device: the streamed values equal the whole-row pass over the same device tiles."""
+    import torch  # lazy: the other tests here do not need it
+    img, txt, c2i = _case(dups=True)
+
+    def on_torch():
+        src = EmbeddingSource(img, txt)
+        src.grid.device, src.grid._t = "cpu", (torch.from_numpy(img), torch.from_numpy(txt))  # a stand-in device
+        return src
+
+    whole, tiled = evaluate(on_torch(), c2i), evaluate(on_torch(), c2i, score_block="64x4096")
+    assert sorted(streamed) == ["i2t", "t2i"]
+    a, b = per_query(whole), per_query(tiled)
+    assert all(np.array_equal(a[key], b[key]) for key in a)
