@@ -70,6 +70,19 @@ def shared_captions() -> Path:
 
 
 @pytest.fixture
+def blind_data_dir(tmp_path, shared_captions) -> Path:
+    """A --data-dir holding only the COCO test captions the choice tasks' blind (text-only) baseline trains on
+    (a link to the shared file); a test adds its set's files in their released layout."""
+    coco = shared_captions / "coco5k_test.jsonl"
+    if not coco.is_file():
+        pytest.skip(f"the COCO test captions are not at {coco}")
+    root = tmp_path / "data"
+    (root / "captions").mkdir(parents=True)
+    (root / "captions" / coco.name).symlink_to(coco)
+    return root
+
+
+@pytest.fixture
 def tiny_manifest(tmp_path) -> Path:
     """A custom dataset: 12 synthetic images with real Flickr30k captions (5 each), tmp_path/data/manifest.jsonl."""
     return write_manifest(tmp_path / "data", 12)

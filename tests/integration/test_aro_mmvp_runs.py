@@ -16,8 +16,6 @@ from support.aro_mmvp import NOTEBOOK_EXCLUDED, aro_macro, aro_row, crop, mmvp_r
 
 from vlbench.cli import main
 
-SHARED_DATA = Path("/work/shared/data")
-
 
 def _rows(out: Path) -> list[dict]:
     with gzip.open(out / "per_item.csv.gz", "rt") as fh:
@@ -51,18 +49,6 @@ def _encoder(spec):
     return images, texts
 
 
-@pytest.fixture
-def data_dir(tmp_path):
-    """A data folder with the blind baseline's COCO captions."""
-    coco = SHARED_DATA / "captions" / "coco5k_test.jsonl"
-    if not coco.is_file():
-        pytest.skip(f"the COCO test captions are not at {coco}")
-    root = tmp_path / "data"
-    (root / "captions").mkdir(parents=True)
-    (root / "captions" / coco.name).symlink_to(coco)
-    return root
-
-
 def _aro_fixture(root: Path) -> tuple[Path, dict]:
     rng = np.random.default_rng(0)
     rel = [aro_row(f"{k % 3}.jpg", (int(rng.integers(0, 20)), int(rng.integers(0, 15)), 20, 18),
@@ -78,11 +64,11 @@ def _aro_fixture(root: Path) -> tuple[Path, dict]:
     return aro, pixels
 
 
-def test_aro_run_macro_and_micro_accuracy_equal_the_authors_rule_on_a_tiny_model(tiny_models, data_dir, tmp_path):
+def test_aro_run_macro_and_micro_accuracy_equal_the_authors_rule_on_a_tiny_model(tiny_models, blind_data_dir, tmp_path):
     spec = f"clip:{tiny_models('clip')}"
-    aro, pixels = _aro_fixture(data_dir)
+    aro, pixels = _aro_fixture(blind_data_dir)
     out = tmp_path / "aro"
-    assert main(["run", "--task", "aro", "--model", spec, "--data-dir", str(data_dir), "--out", str(out),
+    assert main(["run", "--task", "aro", "--model", spec, "--data-dir", str(blind_data_dir), "--out", str(out),
                  "--quiet", "--num-workers", "0"]) == 0
     doc = _results(out)
     assert list(doc["conditions"]) == ["task:aro:vg_relation", "task:aro:vg_attribution"]
@@ -151,11 +137,11 @@ def _mmvp_fixture(root: Path) -> tuple[Path, dict]:
     return base, pixels
 
 
-def test_mmvp_run_scores_equal_the_authors_rule_on_a_tiny_model(tiny_models, data_dir, tmp_path):
+def test_mmvp_run_scores_equal_the_authors_rule_on_a_tiny_model(tiny_models, blind_data_dir, tmp_path):
     spec = f"clip:{tiny_models('clip')}"
-    base, pixels = _mmvp_fixture(data_dir)
+    base, pixels = _mmvp_fixture(blind_data_dir)
     out = tmp_path / "mmvp"
-    assert main(["run", "--task", "mmvp", "--model", spec, "--data-dir", str(data_dir), "--out", str(out),
+    assert main(["run", "--task", "mmvp", "--model", spec, "--data-dir", str(blind_data_dir), "--out", str(out),
                  "--quiet", "--num-workers", "0"]) == 0
     images, texts = _encoder(spec)
     with open(base / "Questions.csv", newline="") as fh:

@@ -16,8 +16,6 @@ from support.pair_sets import BIVLC_CAPTIONS, COLORSWAP_CAPTIONS, noise_png, wri
 
 from vlbench.cli import main
 
-SHARED_DATA = Path("/work/shared/data")
-
 
 def _rows(out: Path) -> list[dict]:
     with gzip.open(out / "per_item.csv.gz", "rt") as fh:
@@ -46,14 +44,9 @@ def _encoder(spec, tmp: Path):
 
 
 @pytest.fixture
-def data_dir(tmp_path):
+def data_dir(blind_data_dir):
     """A data folder with the blind baseline's COCO captions and BiVLC's test split in the Hub layout."""
-    coco = SHARED_DATA / "captions" / "coco5k_test.jsonl"
-    if not coco.is_file():
-        pytest.skip(f"the COCO test captions are not at {coco}")
-    root = tmp_path / "data"
-    (root / "captions").mkdir(parents=True)
-    (root / "captions" / coco.name).symlink_to(coco)
+    root = blind_data_dir
     write_bivlc(root)
     write_colorswap(root)
     return root

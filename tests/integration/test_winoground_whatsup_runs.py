@@ -14,8 +14,6 @@ import pytest
 
 from vlbench.cli import main
 
-SHARED_DATA = Path("/work/shared/data")
-
 
 def _rows(out: Path) -> list[dict]:
     with gzip.open(out / "per_item.csv.gz", "rt") as fh:
@@ -49,14 +47,9 @@ def _image(path: Path, k: int) -> None:
 
 
 @pytest.fixture
-def data_dir(tmp_path):
+def data_dir(blind_data_dir):
     """A data folder: the blind baseline's COCO captions, winoground/ and whatsup/ in their released layouts."""
-    coco = SHARED_DATA / "captions" / "coco5k_test.jsonl"
-    if not coco.is_file():
-        pytest.skip(f"the COCO test captions are not at {coco}")
-    root = tmp_path / "data"
-    (root / "captions").mkdir(parents=True)
-    (root / "captions" / coco.name).symlink_to(coco)
+    root = blind_data_dir
     pairs = [("a dog chases a cat", "a cat chases a dog"), ("the red cup is on the blue plate",
              "the blue cup is on the red plate"), ("a man above a boat", "a boat above a man"),
              ("there is more water than milk", "there is more milk than water"), ("a big tree and a small house",

@@ -91,17 +91,19 @@ def test_block_metrics_memory_is_bounded():
     from vlbench.metrics.compute import EmbeddingSource, evaluate
 
     rng = np.random.default_rng(0)
-    n_img, per, d = 3000, 5, 32
+    n_img, per, d = 4000, 5, 32
     img = rng.standard_normal((n_img, d)).astype(np.float32)
     txt = np.repeat(img, per, axis=0) + rng.standard_normal((n_img * per, d)).astype(np.float32)
-    full = n_img * n_img * per * 4  # 180 MB if materialized
+    full = n_img * n_img * per * 4  # 320 MB if materialized
     block = 2 << 20
     tracemalloc.start()
     evaluate(EmbeddingSource(img, txt), np.repeat(np.arange(n_img), per), block_bytes=block)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    # a block plus its same-size temporaries, plus O(n) per-query arrays
-    assert peak < 8 * block + 200 * n_img * per, (peak, full)
+    # a block plus its same-size temporaries, plus O(n) per-query state: the streamed scan's head (K <= 10 int64
+    # ids and float64 scores: 160 B), the best positive and counts (24 B) and the per-query metric arrays (~14 x
+    # 8 B) of the larger direction, about 300 B a query; 400 B leaves room without admitting O(n^2)
+    assert peak < 8 * block + 400 * n_img * per, (peak, full)
     assert peak < full / 10
 
 

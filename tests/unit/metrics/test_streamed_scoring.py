@@ -8,11 +8,12 @@ import tracemalloc
 
 import numpy as np
 import pytest
-
 from support.sharded_gallery import gallery, independent_best_ranks, per_query
-from vlbench.metrics import sharded, tiles
+
+from vlbench.metrics import sharded
 from vlbench.metrics.compute import EmbeddingSource, evaluate, similarity_matrix
 from vlbench.metrics.ranking import build_positives
+from vlbench.metrics.streaming import dedupe
 from vlbench.metrics.streaming.scan import scan, usable
 from vlbench.metrics.tiles import TILE_ELEMENTS, first_copies, tile_shape
 
@@ -146,7 +147,7 @@ def test_first_copies_settles_rows_that_share_a_hash_but_differ(monkeypatch):
     rng = np.random.default_rng(4)
     x = rng.standard_normal((500, 5)).astype(np.float32)
     x[100:200] = x[rng.integers(0, 100, 100)]
-    monkeypatch.setattr(tiles, "_row_hashes", lambda words: words[:, 0].astype(np.uint64) % np.uint64(3))
+    monkeypatch.setattr(dedupe, "_row_hashes", lambda words: words[:, 0].astype(np.uint64) % np.uint64(3))
     want, seen = np.empty(len(x), dtype=np.int64), {}
     for i, row in enumerate(x):
         want[i] = seen.setdefault(row.tobytes(), i)
