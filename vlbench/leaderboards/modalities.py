@@ -81,10 +81,12 @@ def choice_table(ctx: _Ctx) -> Table:
             rows[-1][-2:-2] = [tot.get("value"), tot.get("ci_low"), tot.get("ci_high")]
             runs.add(run.ref)
     rows.sort(key=lambda r: (r[2], r[3], r[0], r[1]))
-    text = ("vlbench run --task order|sugarcrepe|sugarcrepe++: percent of items where the right caption scores "
-            "strictly above every other candidate (SugarCrepe++: ITT, both paraphrases above the negative; a tie is a "
-            "miss), with a 95% percentile bootstrap interval over items, the chance level, and a blind text-only "
-            "baseline (a caption bigram model picking the more plausible text without the image; docs/tasks.md).")
+    text = ("vlbench run --task NAME (vlbench ls tasks): each set's accuracy as the set defines it (most: percent of "
+            "items where the right caption scores strictly above every other candidate; Winoground, ColorSwap, BiVLC: "
+            "the group score; SugarCrepe++: ITT, both paraphrases above the negative; ARO: the macro accuracy; MMVP: "
+            "pairs; a tie is a miss), with a 95% percentile bootstrap interval over items, the chance level, and a "
+            "blind text-only baseline (a caption bigram model picking the more plausible text without the image; "
+            "docs/tasks.md).")
     if any(r[-5] is not None for r in rows):  # SugarCrepe++ runs: its TOT accuracy beside ITT
         cols[-2:-2] = [Column("tot", "num", 2, "TOT % (text only)"), Column("tot_ci_low", "num", 2),
                        Column("tot_ci_high", "num", 2)]
