@@ -34,7 +34,7 @@ from ..datasets.specs import SPECS
 from ..errors import OptionError
 from ..results import RunRecord
 from .report import format_report
-from .table import FACT_LABELS, FACTS, PublishedRow, rows_for
+from .table import FACT_LABELS, FACTS, FactCheck, PublishedRow, rows_for
 from .task_scores import task_name, task_rows
 
 #: default tolerance, percentage points of R@k (open_clip measured with AMP on GPU; fp32 on CPU moves R@1 of
@@ -56,14 +56,6 @@ class MetricCheck:
     @property
     def diff(self) -> float | None:
         return None if self.measured is None else self.measured - self.published
-
-
-@dataclass(frozen=True)
-class FactCheck:
-    fact: str
-    published: str
-    run: str
-    status: str  # "same", "differs" or "unknown"
 
 
 @dataclass(frozen=True)

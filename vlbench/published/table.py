@@ -150,3 +150,14 @@ def rows_for(spec: str, dataset: str) -> list[PublishedRow]:
     want = normalize_spec(spec)
     base = "coco" if dataset == "coco-1k" else dataset
     return [r for r in published_rows() if r.dataset == base and want in {normalize_spec(s) for s in r.specs}]
+
+
+@dataclass(frozen=True)
+class FactCheck:
+    """One protocol fact of a published entry beside the run's: ``status`` is "same", "differs" or "unknown"
+    (the retrieval rows' check and the task entries' check report facts alike)."""
+
+    fact: str
+    published: str
+    run: str
+    status: str

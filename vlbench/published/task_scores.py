@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..results import RunRecord
 from ..util.markdown import md_table
-from .table import _data, normalize_spec
+from .table import FactCheck, _data, normalize_spec
 
 #: the protocol facts that can move a published task score, in the order they are reported
 TASK_FACTS = ("set_version", "implementation", "preprocessing", "precision", "lowercase", "prompt", "tie_rule")
@@ -66,14 +66,6 @@ class ScoreCheck:
     @property
     def diff(self) -> float | None:
         return None if self.measured is None else self.measured - self.published
-
-
-@dataclass(frozen=True)
-class TaskFact:
-    fact: str
-    published: str
-    run: str
-    status: str  # "same", "differs" or "unknown"
 
 
 @dataclass(frozen=True)
@@ -264,7 +256,7 @@ def check_entry(rec: RunRecord, entry: TaskEntry, tolerance: float) -> TaskRowCh
     facts = []
     for name in TASK_FACTS:
         run, status = _FACTS[name](rec, entry, compared)
-        facts.append(TaskFact(name, str(entry.protocol.get(name, "not stated")), run, status))
+        facts.append(FactCheck(name, str(entry.protocol.get(name, "not stated")), run, status))
     return TaskRowCheck(entry, metrics, facts, skipped)
 
 
