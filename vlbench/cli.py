@@ -31,6 +31,7 @@ from .pipeline.run_options import (
     list_flags,
 )
 from .tasks.run import SHARED_OPTIONS, TASKS
+from .util import options
 
 
 def _add_run(sub):
@@ -38,24 +39,17 @@ def _add_run(sub):
                        description="Encode every image once and every distinct caption once, compute all retrieval "
                                    "metrics in both directions, and write results.json + per-query values.",
                        epilog=REPEAT_RULE.format(flags=list_flags()))
-    p.add_argument("--config", metavar="FILE.toml", default=None, action=ConfigFileAction,
-                   help="read options from a TOML file whose keys are these long option names (batch-size = 32); "
-                        "options given here override the file")
+    row = options.by_field()  # the help of each option: the option table (vlbench/util/options.py)
+    p.add_argument("--config", metavar="FILE.toml", default=None, action=ConfigFileAction, help=row["config"].help)
 
     add_run_options(p)  # one option per RunConfig field, grouped as RunConfig's groups (pipeline/run_options.py)
     kind = p.add_argument_group("kind of run", "a retrieval run takes every option above; a choice task (--task) "
                                                "takes --model, --dataset, " +
                                 ", ".join(flag_of(f) for f in SHARED_OPTIONS) + " and refuses the others")
-    kind.add_argument("--task", default=None, choices=["retrieval", *TASKS],
-                      help="retrieval (default), or a compositional choice task: order (ARO word order, captions of "
-                           "--dataset), sugarcrepe or sugarcrepe++ (see docs/tasks.md)")
-    kind.add_argument("--images-dir", default=None, help="--task sugarcrepe / sugarcrepe++: the COCO val2017 image "
-                                                         "folder (default $VLBENCH_COCO_VAL2017 or "
-                                                         "<cache>/coco/val2017)")
-    kind.add_argument("--perturb-options", default=None, choices=["all", "correct"],
-                      help="--task with --perturb: perturb every candidate of an item (all, the default) or only "
-                           "its right one(s) (correct); recorded (docs/tasks.md)")
-    p.add_argument("--json", action="store_true", help="print the results records as JSON")
+    kind.add_argument("--task", default=None, choices=["retrieval", *TASKS], help=row["task"].help)
+    kind.add_argument("--images-dir", default=None, help=row["images_dir"].help)
+    kind.add_argument("--perturb-options", default=None, choices=["all", "correct"], help=row["perturb_options"].help)
+    p.add_argument("--json", action="store_true", help=row["json"].help)
 
 
 def _cmd_run(args) -> int:

@@ -104,7 +104,7 @@ def _settings(cfg: RunConfig, plan: Any, enc: Any) -> dict:
             "tie_rule": "score desc, then candidate index asc", "medr": "plain median of 1-based ranks",
             "folds": "mean over folds" if plan.ds.folds is not None else None,
             **({"limit": cfg.limit} if cfg.limit is not None else {}),  # a smoke test: leaderboards refuse it
-            "options": number_options(cfg)}  # what --resume compares (rerun.py)
+            "options": number_options(cfg, str(enc.adapter.device))}  # what --resume compares (rerun.py)
 
 
 def cutoff_warnings(ks, ds: Dataset) -> list[str]:

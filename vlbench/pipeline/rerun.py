@@ -25,25 +25,64 @@ from ..datasets.hub import canonical_name, is_hub_spec
 from ..errors import OptionError, VlbenchError
 from ..results import RunRecord, SchemaTooNew, UnreadableResults
 from ..runfolder import RESULTS, RUN_FILES, check_run_files, is_finished, remove_run_files  # noqa: F401  re-exported
+from ..util import options
 from ..util.io import dumps_strict
 from . import galleries
 
-#: the options that change no number a run reports (where it runs, how fast, where files go, labels); every
-#: other RunConfig field is compared by ``resume`` (a new option is compared until it is listed here)
-NOT_NUMBERS = frozenset({"model_name", "device", "batch_size", "text_batch_size", "num_workers", "dataset",
-                         "dataset_name", "data_dir", "allow_partial_gallery", "trust_remote_code", "out",
-                         "cache_dir", "no_cache", "restart", "quiet", "resume", "overwrite", "report_to",
-                         "score_block"})  # scoring in blocks gives the same numbers bit for bit (metrics/sharded.py)
+#: the options that change no number a run reports (where it runs, how fast, where files go, labels), and the
+#: dataset's, compared through its content hash: the option table's rows whose ``numbers`` is ``no`` or ``by content``
+#: (vlbench/util/options.py); every other RunConfig field is compared by ``resume`` and a sweep
+NOT_NUMBERS = options.changing_no_number()
+#: the options that change numbers on an accelerator only (the batch sizes): compared when the device is not the CPU
+ON_ACCELERATORS = options.on_accelerators()
 
 
-def number_options(cfg) -> dict:
+def device_kind(device) -> str | None:
+    """The kind of device a run uses: ``cpu``, ``cuda`` (any ``cuda:N``), ``mps``; None (or "auto") is resolved to
+    the best device here without loading a model (vlbench.models.adapter.pick_device); None for a value that names
+    no device (a warm run's ``not loaded``)."""
+    text = str(device) if device is not None else None
+    if text is None or text == "auto":
+        from ..models.adapter import pick_device  # lazy: imports torch
+
+        text = pick_device(None)
+    kind = text.split(":")[0]
+    return kind if kind in ("cpu", "cuda", "mps") else None
+
+
+def number_options(cfg, device: str | None = None) -> dict:
     """results.json ``settings.options``: every option of ``cfg`` (after the protocol's presets) that changes a
     number, as JSON (the caption perturbations as the list they resolve to). The dataset is compared by its
-    content hash and name instead of its path."""
-    out = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in NOT_NUMBERS}
+    content hash and name instead of its path. ``device``: the device the run used (default: ``cfg.device``,
+    resolved); it is recorded by kind (``cpu``, ``cuda``, ``mps``: numbers differ between kinds within a tolerance
+    only, docs/metrics.md), and on an accelerator the batch sizes count too."""
+    kind = device_kind(device) if device not in (None, "not loaded") else device_kind(cfg.device)
+    skip = NOT_NUMBERS | (ON_ACCELERATORS if kind == "cpu" else frozenset())
+    out = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in skip}
+    out["device"] = kind
     if cfg.perturb:
         out["perturb"] = list(perturbations.resolve(cfg.perturb))
     return json.loads(dumps_strict(out, default=str))
+
+
+def recorded_options(rec) -> dict:
+    """The number options a finished run recorded; a run recorded before the device counted gets the device kind
+    (and on an accelerator the batch size) of its settings, so it is compared, never taken as equal."""
+    stored = dict(rec.settings.get("options") or {})
+    if "device" not in stored:
+        said = rec.settings.get("device")
+        stored["device"] = device_kind(said) if said not in (None, "not loaded") else None
+        if stored["device"] != "cpu":
+            stored.setdefault("batch_size", rec.settings.get("batch_size"))
+    return stored
+
+
+def option_differences(stored: dict, want: dict) -> list[str]:
+    """Each option that changes a number and differs between a finished run's record (``stored``) and this run
+    (``want``), as ``name 'recorded', not 'wanted'``: the comparison of ``resume`` and of a sweep's skip rule. A
+    run on another kind of device (``cpu`` vs ``cuda``) or in another precision is another run."""
+    return [f"{name} {stored.get(name)!r}, not {want.get(name)!r}" for name in sorted(set(want) | set(stored))
+            if stored.get(name) != want.get(name)]
 
 
 def expected_dataset_name(cfg) -> str:
@@ -73,13 +112,10 @@ def _differences(cfg, rec) -> list[str]:
         return [f"model {rec.model.spec!r}, not {cfg.model!r}"]
     if rec.dataset.name != expected_dataset_name(cfg):
         return [f"dataset {rec.dataset.name!r}, not {expected_dataset_name(cfg)!r}"]
-    stored = rec.settings.get("options")
-    if not isinstance(stored, dict):
+    if not isinstance(rec.settings.get("options"), dict):
         return ["no record of its options (written by a vlbench before they were recorded), so they cannot be "
                 "proven the same"]
-    want = number_options(cfg)
-    found = [f"{name} {stored.get(name)!r}, not {want.get(name)!r}" for name in sorted(set(want) | set(stored))
-             if stored.get(name) != want.get(name)]
+    found = option_differences(recorded_options(rec), number_options(cfg))
     if found:
         return found
     if _dataset_hash(cfg) != rec.dataset.hash:

@@ -1,6 +1,7 @@
-"""The options of ``vlbench run``, generated from :class:`~vlbench.pipeline.run_config.RunConfig`.
+"""The options of ``vlbench run``, generated from the option table (vlbench/util/options.py).
 
-:data:`RUN_OPTIONS` gives each RunConfig field its command-line flag, help and kind; the argparse
+:data:`RUN_OPTIONS` are the table's rows that are :class:`~vlbench.pipeline.run_config.RunConfig` fields (each
+with its command-line flag, help and kind); the argparse
 options (:func:`add_run_options`, one argparse group per RunConfig option group, so ``--help`` shows
 them grouped), the ``--config run.toml`` keys (vlbench/config.py reads the keys off these argparse
 options) and the Python API (``RunConfig(**fields)``) therefore share one definition: the field's
@@ -21,33 +22,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from dataclasses import dataclass
 
 from ..errors import OptionError
 from ..perturbations.cli import parse_params
-from ..registry import Names
+from ..util import options
 from . import run_config
 
 #: options of ``vlbench run`` that are not RunConfig fields: how the CLI reads and prints, not what runs
-CLI_ONLY = ("--config", "--json", "--task", "--images-dir", "--perturb-options")
+CLI_ONLY = tuple(o.flag for o in options.OPTIONS if "cli" in o.where and "api" not in o.where)
 #: fields without a default that the command line does not require (checked later, see above)
 _OPTIONAL_ON_CLI = ("dataset",)
 
 
-@dataclass(frozen=True)
-class Option:
-    field: str  # the RunConfig field
-    flag: str  # the long option; its config-file key is the flag without "--" (or with "_")
-    help: str = ""
-    kind: str = "str"  # str | int | float | flag (on/off) | ints (comma-separated) | names (comma-separated) | params
-    choices: tuple | Names | None = None
-    metavar: str | None = None
-    listed: bool = False  # a str option whose value is a comma-separated list (kinds ints and names always are)
-
-    @property
-    def is_list(self) -> bool:
-        """The option takes one comma-separated list: given twice on the command line it is refused."""
-        return self.listed or self.kind in ("ints", "names")
+Option = options.Option  # a row of the table (re-exported: its old home)
 
 
 def _ints(s: str) -> tuple:
@@ -61,131 +48,10 @@ def _names(s: str) -> tuple:
     return tuple(x.strip() for x in s.split(",") if x.strip())
 
 
-RUN_OPTIONS = (
-    Option("model", "--model", "NAME[:CHECKPOINT], e.g. clip, clip:/path/to/folder, "
-                               "openclip:ViT-B-32/laion2b_s34b_b79k"),
-    Option("dataset", "--dataset", "flickr30k, flickr30k-fg, coco, coco-fg, coco-1k, flickr30k-de, "
-                                   "flickr30k-multi30k-{en,de,fr,cs}, custom:<manifest.jsonl> or "
-                                   "hf:ORG/NAME[?split=S&image=COL&caption=COL,COL] (vlbench ls datasets); "
-                                   "with --task sugarcrepe: sugarcrepe[:SUBSETS]; with --task sugarcrepe++: "
-                                   "sugarcrepe++[:SUBSETS]"),
-    Option("perturb", "--perturb", "'all', a family (typos, lexical, distraction, word-order) or comma-separated "
-                                   "perturbation names", listed=True),
-    Option("perturb_images", "--perturb-images", "ImageNet-C corruptions as conditions: names or families with "
-                                                 "severities, e.g. gaussian_noise:3,motion_blur:1-5,all:3 "
-                                                 "(vlbench ls image-perturbations)", metavar="SPEC", listed=True),
-    Option("mce_reference", "--mce-reference", "run folder of a reference model's --perturb-images run: mCE relative "
-                                               "to it (ImageNet-C)", metavar="RUN"),
-    Option("corrupt_at", "--corrupt-at", "corrupt images at the model's input geometry (shorter side to its input "
-                                         "size, centre crop: the ImageNet-C definition; default) or at their "
-                                         "original size", choices=run_config.CORRUPT_AT),
-    Option("corrupt_backend", "--corrupt-backend", "the corruptions' code: reference (imagecorruptions' NumPy/SciPy/"
-                                                   "OpenCV code; default) or torch (the same definitions in torch, "
-                                                   "agreement in docs/image_perturbations.md; with --pixels device "
-                                                   "run on the device, batched); recorded per condition, never "
-                                                   "cached or tabled with the other",
-           choices=run_config.CORRUPT_BACKENDS),
-    Option("shortcuts", "--shortcuts", "synthetic-shortcut probes as conditions: matched, mismatched, caption-only, "
-                                       "image-only, bits=N (comma-separated; docs/shortcuts.md)", metavar="PROBES",
-           listed=True),
-    Option("token_budget", "--token-budget", "caption budgets in the model's own tokens, each a condition "
-                                             "budget:B (captions cut to B tokens, end token kept), e.g. 16,32,64,77",
-           kind="ints", metavar="B[,B...]"),
-    Option("sentence_budget", "--sentence-budget", "caption budgets in sentences, each a condition sentences:K "
-                                                   "(the first K sentences), e.g. 1,2,3", kind="ints",
-           metavar="K[,K...]"),
-    Option("digits", "--digits", "digit images of the shortcut probes (auto: MNIST when available, else "
-                                 "scikit-learn's)", choices=run_config.DIGIT_SOURCES),
-    Option("distractors", "--distractors", "extra gallery candidates (never queries), comma-separated sources: "
-                                           "images:FOLDER, dataset:NAME (its images), captions:FILE (one per line); "
-                                           "adds the condition distractors:<label> with its false rate "
-                                           "(docs/distractors.md)", metavar="SPEC", listed=True),
-    Option("perturb_params", "--param", "perturbation parameter, e.g. synonym-noun.choice=random (repeatable)",
-           kind="params", metavar="NAME.KEY=VALUE"),
-    Option("out", "--out", "run folder (default runs/<run id>); a finished run there is refused unless --resume or "
-                           "--overwrite says what to do with it"),
-    Option("dataset_name", "--dataset-name", "name of the dataset in results and leaderboards (default: its own, "
-                                             "custom:<file name>); name two different custom datasets differently "
-                                             "to put them on one leaderboard"),
-    Option("model_name", "--model-name", "label of the model in leaderboards (default: the --model spec)"),
-    Option("data_dir", "--data-dir", "folder with caption files and images/ (default: $VLBENCH_DATA_DIR or "
-                                     "~/.cache/vlbench/data)"),
-    Option("gallery", "--gallery", "candidate images for t2i: the test set, the FG release's enlarged pool, or every "
-                                   "image in the image folder",
-           choices=run_config.GALLERIES),
-    Option("allow_partial_gallery", "--allow-partial-gallery", "accept a --gallery folder image folder smaller than "
-           "the dataset's full folder (Flickr30k 31,783, COCO val2014 40,504 images); the size joins the protocol "
-           "label, e.g. <protocol>[gallery=5000]", kind="flag"),
-    Option("extra_positives", "--extra-positives", "extended positives for coco: eccv / cxc follow ECCV Caption's "
-                                                   "official protocol (annotated queries, eccv_* / cxc_* metrics); "
-                                                   "eccv-all / cxc-union add them to the "
-                                                   "original positives of every query",
-           choices=run_config.EXTRA_POSITIVES),
-    Option("limit", "--limit", "a smoke test: only the first N images with their captions (the run id says "
-                               "-limitN; leaderboards leave such runs out unless asked)", kind="int", metavar="N"),
-    Option("device", "--device", "cuda, cuda:1, mps or cpu (default: best available)"),
-    Option("precision", "--precision", "weights and activations (default fp32)", choices=run_config.PRECISIONS),
-    Option("batch_size", "--batch-size", "image batch size (texts use max(this, 256))", kind="int"),
-    Option("text_batch_size", "--text-batch-size", "caption batch size (default max(--batch-size, 256))", kind="int"),
-    Option("num_workers", "--num-workers", "image decoding worker processes", kind="int"),
-    Option("pixels", "--pixels", "what makes the image pixels: reference (default: the model's own processor on "
-                                 "PIL-decoded images, in the workers) or device (JPEGs decoded, resized and "
-                                 "normalised on --device in batches; a few grey levels from the reference, a model "
-                                 "identity of its own: docs/performance.md)", choices=run_config.PIXEL_PATHS),
-    Option("seed", "--seed", "perturbation and bootstrap seed", kind="int"),
-    Option("k", "--k", "Recall@k cut-offs (default 1,5,10)", kind="ints"),
-    Option("p", "--dcg-p", "DCG_CM rank cut-off p (default 10)", kind="int"),
-    Option("relevance", "--relevance", "relevance of non-positives in DCG_CM: 'self' (the evaluated similarity) or a "
-                                       "fixed relevance model spec, e.g. clip:openai/clip-vit-base-patch32",
-           metavar="MODEL"),
-    Option("protocol", "--protocol", "evaluation protocol: a named preset of the options below (vlbench ls "
-                                     "protocols; docs/studies.md); each of them overrides its single setting",
-           choices=run_config.PROTOCOL_NAMES),
-    Option("i2t_recall", "--i2t-recall", "i2t Recall@k: hit (any relevant caption in the top k) or fraction "
-                                         "(hits / min(#relevant, k))", choices=run_config.I2T_RECALLS),
-    Option("perturb_side", "--perturb-side", "where perturbed captions go: both directions, or t2i queries only",
-           choices=run_config.PERTURB_SIDES),
-    Option("truncate_chars", "--truncate-chars", "cut captions to N characters before encoding (0: no cut)",
-           kind="int", metavar="N"),
-    Option("perturb_variant", "--perturb-variant", "perturbation implementations: standard, or a registered "
-                                                   "variant (vlbench ls perturbation-variants)",
-           choices=run_config.PERTURB_VARIANTS),
-    Option("cache_dir", "--cache-dir", "cache root of every store: embeddings, perturbed captions, model identities, "
-                                       "MiniLM vectors, ... (default $VLBENCH_CACHE_DIR or ~/.cache/vlbench; see "
-                                       "vlbench cache ls)"),
-    Option("no_cache", "--no-cache", "neither read nor write the embedding cache", kind="flag"),
-    Option("restart", "--restart", "ignore cached embeddings from earlier runs and re-encode", kind="flag"),
-    Option("trust_remote_code", "--trust-remote-code",
-           "allow checkpoints that run their own code (transformers trust_remote_code)", kind="flag"),
-    Option("revision", "--revision", "hub revision (branch, tag or commit) of the checkpoint"),
-    Option("n_boot", "--bootstrap", "bootstrap resamples for RSUM-change CIs", kind="int"),
-    Option("graded", "--graded-relevance", "also report t2i nDCG with graded caption-caption labels: rouge-l and/or "
-                                           "minilm (comma-separated; see docs/graded_relevance.md for the cost)",
-           kind="names", metavar="KINDS"),
-    Option("score_block", "--score-block", "score the gallery in blocks of at most ROWSxCOLS similarities (e.g. "
-                                           "4096x65536: 1 GiB), whatever its size; exactly the numbers of the "
-                                           "one-piece pass (docs/metrics.md)", metavar="ROWSxCOLS"),
-    Option("mia_score", "--mia-score", "per-query score grouping the model-input analysis",
-           choices=run_config.MIA_SCORES),
-    Option("validity", "--validity", "semantic drift of perturbed captions (all-MiniLM-L6-v2): a fixed-seed sample "
-                                     "of --validity-sample applied captions per perturbation (default), all of them, "
-                                     "or none", choices=run_config.VALIDITY_MODES),
-    Option("validity_sample", "--validity-sample", "at most this many applied captions in the drift sample, fewer "
-                                                   "once the mean drift is known to --validity-precision "
-                                                   "(default 2000)", kind="int"),
-    Option("validity_precision", "--validity-precision", "the drift sample grows (from 500) until the 95-percent "
-                                                         "interval of the mean drift is within +- this (default 0.005; "
-                                                         "0: "
-                                                         "always --validity-sample captions)", kind="float"),
-    Option("quiet", "--quiet", "no progress bars or table", kind="flag"),
-    Option("resume", "--resume", "--out already holds a finished run: print it as it is instead of refusing the "
-                                 "folder (same model and dataset only); an unfinished run there continues either way",
-           kind="flag"),
-    Option("overwrite", "--overwrite", "--out already holds a finished run: replace it (its results.json, "
-                                       "table.md and per-query file are deleted first)", kind="flag"),
-    Option("report_to", "--report-to", "trackers that receive the finished run: wandb, mlflow, tensorboard, trackio "
-           "(comma-separated; each its extra, e.g. pip install 'vlbench[wandb]'; docs/training.md)", kind="names"),
-)
+#: the rows of the option table (vlbench/util/options.py) that are RunConfig fields, in the table's order (the order
+#: of --help), with their choice lists filled in from run_config.py
+RUN_OPTIONS = tuple(dataclasses.replace(o, choices=getattr(run_config, o.choices) if o.choices else None)
+                    for o in options.OPTIONS if "api" in o.where)
 
 
 def _default(name: str):

@@ -35,16 +35,16 @@ ones (a finished run is never mixed with another).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import OptionError, VlbenchError
 from ..registry import close_matches
+from ..util import options
 from ..util.io import read_regular_file, sha256_json
 from ..util.typeset import slug as _slug
+from .checks import PlanError, check_cells, check_runs, check_size
 from .worker import Task
 
 if sys.version_info >= (3, 11):
@@ -56,24 +56,24 @@ MAX_PLAN_BYTES = 1 << 20
 TOP_KEYS = ("study", "options", "models", "datasets", "conditions", "seeds", "exclude")
 AXES = ("model", "dataset", "condition", "seed")
 NEEDS = ("gpus", "cpus", "mem_gb")
-#: options the sweep sets itself (the grid's axes, the run folder, resuming), refused in a plan
+#: why a plan refuses the options the sweep sets itself (the grid's axes, the run folder, resuming) and those that
+#: only shape the command line: the option table's rows that do not apply to a plan (tests check both agree)
 RESERVED = {"model": "a model is an entry of [models]", "dataset": "a dataset is an entry of [datasets]",
             "out": "each run's folder is set by the sweep (under the study folder)",
             "resume": "the sweep always resumes finished and partial runs",
             "overwrite": "remove the run's folder (or the study) to run it again", "config": "give the options here",
             "seed": "give the seeds as the top-level list seeds = [...]",
-            "quiet": "each run's output goes to its log", "task": "choice tasks are not part of a sweep yet"}
-#: what a plan calls the option (as on the command line) -> RunConfig field, where they differ
-_FLAG_TO_FIELD = {"bootstrap": "n_boot", "dcg-p": "p", "param": "perturb_params", "graded-relevance": "graded"}
+            "quiet": "each run's output goes to its log",
+            "json": "each run writes its results.json; the study's leaderboard lists them"}
 
 
 def _fields() -> dict[str, str]:
-    """Plan key (dashes) -> RunConfig field, for every run option."""
-    from ..pipeline.run_config import RunConfig  # lazy: the options' one definition (imports the pipeline's checks)
-
-    names = {f.name for f in dataclasses.fields(RunConfig)}
-    out = {n.replace("_", "-"): n for n in names}
-    out.update({k: v for k, v in _FLAG_TO_FIELD.items() if v in names})
+    """Plan key (dashes) -> RunConfig field (or ``task``, ``images_dir``, ``perturb_options`` of a choice task):
+    the option table's rows that apply to a plan, by their flag's spelling and their field's with dashes."""
+    out = {}
+    for o in options.applying("plan"):
+        out[o.field.replace("_", "-")] = o.field
+        out[o.key] = o.field
     return out
 
 
@@ -100,19 +100,20 @@ class Plan:
     needs: dict = field(default_factory=dict)  # what each run asks of a node: gpus, cpus, mem_gb
     executors: dict = field(default_factory=dict)  # executor name -> its options ([study.executor.slurm])
 
-    def runs(self) -> list[tuple[Entry, Entry, Entry, int]]:
-        """The grid, in plan order (models, then datasets, conditions, seeds), exclusions left out."""
+    def iter_runs(self):
+        """The grid one run at a time, in plan order (models, then datasets, conditions, seeds), exclusions left
+        out: nothing is built that is not asked for."""
         grid = itertools.product(self.models, self.datasets, self.conditions, self.seeds)
-        return [(m, d, c, s) for m, d, c, s in grid if not any(_excluded(x, m, d, c, s) for x in self.exclude)]
+        return ((m, d, c, s) for m, d, c, s in grid if not any(_excluded(x, m, d, c, s) for x in self.exclude))
+
+    def runs(self) -> list[tuple[Entry, Entry, Entry, int]]:
+        """The grid as a list (:meth:`iter_runs`)."""
+        return list(self.iter_runs())
 
 
 def _excluded(rule: dict, m: Entry, d: Entry, c: Entry, s: int) -> bool:
     have = {"model": m.name, "dataset": d.name, "condition": c.name, "seed": s}
     return all(have[k] == v for k, v in rule.items())
-
-
-class PlanError(VlbenchError):
-    """A bad plan file: the message names the file and the key, the hint the fix."""
 
 
 def _err(path: str, key: str, what: str, fix: str) -> PlanError:
@@ -172,7 +173,7 @@ def parse_plan(doc: dict, path: str = "<plan>") -> Plan:
     plan = Plan(path, models, datasets, conditions, tuple(seeds), options, exclude,
                 out=_str(study, "out", "study.out", path), name=_str(study, "name", "study.name", path),
                 needs=dict(needs), executors={k: dict(v) for k, v in executors.items()})
-    if not plan.runs():
+    if next(plan.iter_runs(), None) is None:
         raise _err(path, "exclude", "leaves no run in the grid", "exclude fewer combinations")
     return plan
 
@@ -241,8 +242,12 @@ def _entries(doc: dict, key: str, path: str, fields: dict, *, with_spec: bool) -
             raise _err(path, where, f"must be {'a spec or ' if with_spec else ''}a table, got {value!r}", fix)
         rest = dict(value)
         spec = rest.pop("spec", None)
+        if key == "datasets" and spec is None and "task" in rest:  # a choice set: its task names its data
+            out.append(Entry(name, None, _options(rest, where, path, fields)))
+            continue
         if with_spec and (not isinstance(spec, str) or not spec.strip()):
-            raise _err(path, f"{where}.spec", "is missing or not a string", f'{name} = {{ spec = "SPEC" }}')
+            raise _err(path, f"{where}.spec", "is missing or not a string", f'{name} = {{ spec = "SPEC" }}' + (
+                f', or a choice set: {name} = {{ task = "winoground" }}' if key == "datasets" else ""))
         if not with_spec and spec is not None:
             raise _err(path, f"{where}.spec", "a condition has no spec", "give the condition's run options only")
         out.append(Entry(name, spec.strip() if spec else None, _options(rest, where, path, fields)))
@@ -283,8 +288,11 @@ RUNS = "runs"  # the study folder's sub-folder of run folders (each with its log
 
 
 def run_kwargs(plan: Plan, m: Entry, d: Entry, c: Entry, seed: int) -> dict:
-    """The keyword arguments of :func:`vlbench.run` for one run of the grid (``out`` is set by the task)."""
+    """The keyword arguments of :func:`vlbench.run` for one run of the grid (``out`` is set by the task); with a
+    ``task`` (a choice set), those of :func:`vlbench.tasks.run.run_task` (``task = "retrieval"``: a retrieval run)."""
     kw = {**plan.options, **d.options, **m.options, **c.options}
+    if kw.get("task") == "retrieval":
+        del kw["task"]
     kw.update(model=m.spec, dataset=d.spec, seed=seed, quiet=True)
     kw.setdefault("model_name", m.name)
     kw.setdefault("dataset_name", d.name)
@@ -292,19 +300,24 @@ def run_kwargs(plan: Plan, m: Entry, d: Entry, c: Entry, seed: int) -> dict:
 
 
 def run_id(m: Entry, d: Entry, c: Entry, seed: int, kwargs: dict) -> str:
-    """The run's id: its names, seed and a hash of what changes its numbers (the same kwargs: the same id)."""
-    from ..pipeline.rerun import NOT_NUMBERS  # lazy: the one list of what changes no number
+    """The run's id: its names, seed and a hash of what changes its numbers (the same kwargs: the same id). The
+    batch sizes change numbers on an accelerator only: they count when the plan puts the run on one."""
+    from ..pipeline.rerun import NOT_NUMBERS, ON_ACCELERATORS  # lazy: the table's list of what changes no number
 
-    kept = {k: v for k, v in kwargs.items() if k not in NOT_NUMBERS or k in ("dataset", "model_name", "dataset_name")}
+    cpu = str(kwargs.get("device") or "auto").split(":")[0] in ("cpu", "auto")
+    skip = NOT_NUMBERS | (ON_ACCELERATORS if cpu else frozenset())
+    kept = {k: v for k, v in kwargs.items() if k not in skip or k in ("dataset", "model_name", "dataset_name")}
     digest = sha256_json(kept)[:10]
     return f"{m.name}--{d.name}--{c.name}--s{seed}--{digest}"
 
 
 def expand(plan: Plan, study: str | Path, *, retries: int = 0, needs: dict | None = None) -> list[Task]:
-    """The plan's runs as Tasks under ``study``/runs/ (folder = id; its log beside it as ``<id>.log``)."""
+    """The plan's runs as Tasks under ``study``/runs/ (folder = id; its log beside it as ``<id>.log``); a grid over
+    :data:`~vlbench.sweep.checks.MAX_RUNS` runs is refused before it is built."""
+    check_size(plan)
     base = Path(study) / RUNS
     tasks = []
-    for m, d, c, s in plan.runs():
+    for m, d, c, s in plan.iter_runs():
         kw = run_kwargs(plan, m, d, c, s)
         rid = run_id(m, d, c, s, kw)
         folder = base / rid
@@ -314,17 +327,8 @@ def expand(plan: Plan, study: str | Path, *, retries: int = 0, needs: dict | Non
 
 
 def check_tasks(plan: Plan, tasks: list[Task]) -> None:
-    """Every run's options, checked as vlbench.run checks them, before any run starts: the first bad one is
-    a PlanError naming the plan, the run and the option."""
-    from ..pipeline.run_config import RunConfig, validate  # lazy: the pipeline's checks
-
-    for t in tasks:
-        try:
-            validate(RunConfig(**{**t.kwargs, "out": t.folder}))
-        except OptionError as exc:
-            message, hint = exc.render(None)
-            raise PlanError(f"plan {plan.path}: run {t.run_id}: {message}", hint) from None
-        except VlbenchError as exc:
-            raise PlanError(f"plan {plan.path}: run {t.run_id}: {exc.message}", exc.hint) from None
-        except TypeError as exc:
-            raise PlanError(f"plan {plan.path}: run {t.run_id}: {exc}", "check the option's value") from None
+    """The whole plan checked before any run starts: every cell (each model, dataset, perturbation, image
+    corruption, probe and task, once) and every distinct run's options, as vlbench.run checks them; the first bad
+    one is a PlanError naming the plan, the entry or run and the option (vlbench/sweep/checks.py)."""
+    check_cells(plan)
+    check_runs(plan, tasks)

@@ -51,13 +51,19 @@ def state_of(task: Task) -> tuple[str, str]:
     folder = Path(task.folder)
     if (folder / RESULTS).exists():
         from ..pipeline.rerun import finished_run  # lazy: the run's own resume check
+        from .choice import finished_task, is_choice
 
         try:
-            done = finished_run(_config(task), lambda m: None)
+            if is_choice(task.kwargs):  # a choice set: the same rule, for a run that has no resume of its own
+                rid = finished_task(task.kwargs, task.folder)
+                if rid is not None:
+                    return FINISHED, rid
+            else:
+                done = finished_run(_config(task), lambda m: None)
+                if done is not None:
+                    return FINISHED, done[1].run_id
         except VlbenchError as exc:
             return CONFLICT, exc.message
-        if done is not None:
-            return FINISHED, done[1].run_id
     if any((folder / name).exists() for name in _TRACES) or Path(task.log).is_file():
         return PARTIAL, ""
     return TODO, ""
@@ -97,6 +103,11 @@ def look_ahead(rows: list[RunState], cache_dir=None) -> None:
             continue
         kw = row.task.kwargs
         mkey = (kw["model"], bool(kw.get("trust_remote_code")))
+        if kw.get("task") is not None:  # a choice set names its data through its task: its model is checked here
+            if mkey not in models:
+                models[mkey] = [f"weights {p.item}: {p.what} (fix: {p.fix})" for p in check_model(*mkey)]
+            row.needs, row.cached = list(models[mkey]), kw["model"] in cached
+            continue
         if mkey not in models:
             models[mkey] = [f"weights {p.item}: {p.what} (fix: {p.fix})" for p in check_model(*mkey)]
         dkey = (kw["dataset"], kw.get("data_dir"), kw.get("limit"))

@@ -66,7 +66,12 @@ def _attempt(t: Task, log: Path, attempt: int) -> str | None:
         fh.flush()
         with contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
             try:
-                vlbench.run(**kwargs)
+                if "task" in t.kwargs:  # a choice set of the plan (vlbench/sweep/choice.py)
+                    from .choice import run_choice
+
+                    run_choice(kwargs)
+                else:
+                    vlbench.run(**kwargs)
             except BaseException as exc:  # noqa: BLE001 -- a failed run is an outcome, never the sweep's end
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or the job is being requeued
                     print(f"== {t.run_id}: attempt {attempt} stopped ({type(exc).__name__} {exc}): the process "
