@@ -81,7 +81,10 @@ def option_differences(stored: dict, want: dict) -> list[str]:
     """Each option that changes a number and differs between a finished run's record (``stored``) and this run
     (``want``), as ``name 'recorded', not 'wanted'``: the comparison of ``resume`` and of a sweep's skip rule. A
     run on another kind of device (``cpu`` vs ``cuda``) or in another precision is another run."""
-    return [f"{name} {stored.get(name)!r}, not {want.get(name)!r}" for name in sorted(set(want) | set(stored))
+    names = sorted(set(want) | set(stored), key=lambda n: (n != "device", n))  # the device first: it explains the rest
+    if stored.get("device") != want.get("device"):  # the batch sizes are compared on one kind of device only
+        names = [n for n in names if n not in ON_ACCELERATORS]
+    return [f"{name} {stored.get(name)!r}, not {want.get(name)!r}" for name in names
             if stored.get(name) != want.get(name)]
 
 

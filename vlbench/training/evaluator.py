@@ -22,8 +22,13 @@ from ..errors import OptionError
 from ..perturbations.guard import shared_cache
 from ..pipeline import presets, runner, timing
 from ..pipeline.run_config import RunConfig, validate
+from ..util import options as option_table
 from .adapters import Held, as_adapter
 from .kept import kept_plan
+
+#: the keywords of vlbench.run that the Evaluator refuses (the option table's rows without "evaluator"): the model
+#: comes at each call; each call writes a new folder, so there is nothing to resume or overwrite
+_NOT_HERE = frozenset(o.field for o in option_table.applying("api") if "evaluator" not in o.where)
 
 
 class Evaluator:
@@ -42,7 +47,7 @@ class Evaluator:
         if "model" in options:
             raise OptionError("model", "the Evaluator takes its model at each call, not as {opt}",
                               "call evaluator(model, ...) at each checkpoint")
-        for name in ("resume", "overwrite"):
+        for name in sorted(_NOT_HERE - {"model"}):  # the option table's rows that do not apply to the Evaluator
             if options.get(name):
                 raise OptionError(name, "{opt} does not apply to the Evaluator: each call writes a new folder")
         options.setdefault("quiet", True)

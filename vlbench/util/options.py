@@ -313,13 +313,18 @@ def _shown(value) -> str:
     return str(value)
 
 
+#: the groups in the order the docs list them (vlbench run --help's order; "kind": the kind of run)
+GROUP_ORDER = ("model", "data", "conditions", "scoring", "validity", "output", "kind")
+
+
 def markdown_table(where: str = "cli") -> str:
-    """The options that apply at ``where`` as a Markdown table (option, group, default, changes numbers, also in),
-    in table order: the option lists of the docs are this text."""
-    head = ["| option | group | default | changes numbers | also |", "|---|---|---|---|---|"]
+    """The options that apply at ``where`` as a Markdown table (option, group, default, whether it changes numbers,
+    where else it applies, what it does), by group: the option lists of the docs are this text."""
+    head = ["| option | group | default | changes numbers | also | what |", "|---|---|---|---|---|---|"]
     lines = []
-    for o in applying(where):
+    for o in sorted(applying(where), key=lambda o: GROUP_ORDER.index(o.group)):
         name = f"`{o.flag}`" if where in ("cli", "config") else f"`{o.field}`"
         also = ", ".join(w for w in WHERE if w in o.where and w != where)
-        lines.append(f"| {name} | {o.group} | {_shown(o.default)} | {o.numbers} | {also} |")
+        cells = [name, o.group, _shown(o.default), o.numbers, also, o.help]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(head + lines) + "\n"
