@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from support.data import ROOT
+
 from vlbench.sweep.plan import RESERVED
 from vlbench.util.options import markdown_table
 

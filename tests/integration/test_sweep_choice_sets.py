@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from support.data import write_manifest
+
 from vlbench.cli import main
 from vlbench.results import RunRecord
 
