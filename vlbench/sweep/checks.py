@@ -14,6 +14,10 @@ from __future__ import annotations
 import itertools
 
 from ..errors import OptionError, VlbenchError
+from ..shortcuts.conditions import parse_probes
+from ..tasks.conditions import plan_conditions
+from ..tasks.registry import get_task
+from ..tasks.run import SHARED_OPTIONS, TaskConfig
 from ..util.io import sha256_json
 
 #: the most runs one plan may expand to: a bigger grid is refused before it is expanded (split it in several
@@ -96,7 +100,6 @@ def _check_specs(opts: dict) -> None:
     probes, the task."""
     from .. import perturbations  # lazy: the registries
     from ..imageperturb.conditions import image_variants
-    from ..shortcuts.conditions import parse_probes
 
     perturb = opts.get("perturb")
     if perturb:
@@ -109,8 +112,6 @@ def _check_specs(opts: dict) -> None:
         parse_probes(",".join(shortcuts) if isinstance(shortcuts, (list, tuple)) else shortcuts)
     task = opts.get("task")
     if task is not None and task != "retrieval":
-        from ..tasks.registry import get_task
-
         if not isinstance(task, str):
             raise VlbenchError(f"task must be a task's name, got {task!r}", 'e.g. task = "winoground"')
         get_task(task)
@@ -136,9 +137,6 @@ def check_run(kwargs: dict, folder: str) -> None:
     from ..pipeline.run_config import RunConfig, validate  # lazy: the pipeline's checks
 
     if kwargs.get("task") not in (None, "retrieval"):
-        from ..tasks.conditions import plan_conditions
-        from ..tasks.run import SHARED_OPTIONS, TaskConfig
-
         cfg = TaskConfig(**{**kwargs, "out": folder})  # a retrieval-only option is refused, named
         validate(RunConfig(model=cfg.model, dataset=cfg.dataset or cfg.task,
                            **{n: getattr(cfg, n) for n in SHARED_OPTIONS}))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import VlbenchError
+from ..pipeline.rerun import device_kind, option_differences
 from ..runfolder import RESULTS, check_run_files, is_finished
 
 
@@ -24,8 +25,6 @@ def is_choice(kwargs: dict) -> bool:
 
 
 def _differences(kwargs: dict, rec) -> list[str]:
-    from ..pipeline.rerun import device_kind, option_differences
-
     task = (rec.other.get("task") or {}).get("name")
     if task != kwargs["task"]:
         return [f"task {task!r}, not {kwargs['task']!r}"]

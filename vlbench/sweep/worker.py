@@ -17,6 +17,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .choice import run_choice
+
 
 @dataclass(frozen=True)
 class Task:
@@ -67,8 +69,6 @@ def _attempt(t: Task, log: Path, attempt: int) -> str | None:
         with contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
             try:
                 if "task" in t.kwargs:  # a choice set of the plan (vlbench/sweep/choice.py)
-                    from .choice import run_choice
-
                     run_choice(kwargs)
                 else:
                     vlbench.run(**kwargs)
