@@ -85,3 +85,33 @@ def test_the_run_count_is_lazy_and_follows_the_exclusions():
     plan = parse_plan(doc, "p.toml")
     assert count_runs(plan) == 9_000
     assert count_runs(plan, limit=100) == 101  # stops counting once over the bound
+
+
+def test_a_plan_or_suite_holds_a_choice_set_as_a_dataset_entry(tmp_path):
+    """task is a plan key: a dataset entry with a task and no spec is a choice set, expanded to a task run's
+    keywords (its own id: the task changes numbers), beside the retrieval runs; a suite holds one the same way."""
+    from vlbench.sweep.plan import expand
+    from vlbench.sweep.suites import Suite
+
+    doc = {"models": {"a": "clip:/m/a"}, "datasets": {"d": "custom:/d/one.jsonl", "w": {"task": "winoground",
+                                                                                       "data-dir": "/data"}}}
+    for plan in (parse_plan(doc, "p.toml"), Suite("with-sets", "a suite with a choice set", doc).plan()):
+        runs = {t.run_id.split("--")[1]: t for t in expand(plan, tmp_path)}
+        assert runs["w"].kwargs == {"task": "winoground", "data_dir": "/data", "model": "clip:/m/a", "dataset": None,
+                                    "seed": 0, "quiet": True, "model_name": "a", "dataset_name": "w"}
+        assert "task" not in runs["d"].kwargs
+    with pytest.raises(PlanError, match='or a choice set: w = { task = "winoground" }'):
+        parse_plan({**doc, "datasets": {"w": {"data-dir": "/data"}}}, "p.toml")
+
+
+def test_a_plan_on_a_gpu_gets_other_run_ids_than_on_the_cpu_and_batch_sizes_count_there(tmp_path):
+    from vlbench.sweep.plan import expand
+
+    def ids(**options):
+        doc = {"options": options, "models": {"a": "clip:/m/a"}, "datasets": {"d": "custom:/d/one.jsonl"}}
+        return [t.run_id for t in expand(parse_plan(doc, "p.toml"), tmp_path)]
+
+    assert ids(device="cpu") != ids(device="cuda") != ids()
+    assert ids(device="cuda", precision="bf16") != ids(device="cuda")
+    assert ids(device="cuda", **{"batch-size": 8}) != ids(device="cuda", **{"batch-size": 64})
+    assert ids(device="cpu", **{"batch-size": 8}) == ids(device="cpu", **{"batch-size": 64})  # no number on the CPU
