@@ -1,6 +1,7 @@
-"""What a run is asked to do: :class:`RunConfig` (the one definition of the run options; the CLI, the
-``--config`` file and the Python API are checked against its fields) and :func:`validate`, which checks
-every option before any work so a typo never costs an encoding pass.
+"""What a run is asked to do: :class:`RunConfig` (the run options as typed fields; each is a row of the option
+table, vlbench/util/options.py, which gives its flag, config and plan key, help, default and whether it changes a
+number; tests/unit/pipeline/test_option_table.py checks the fields against the table) and :func:`validate`, which
+checks every option before any work so a typo never costs an encoding pass.
 
 The options come in six groups, each a frozen dataclass that declares its fields (type, default) once;
 RunConfig is all six at once (it inherits their fields, so ``RunConfig(model=..., k=(1, 5))``,
