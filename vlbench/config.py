@@ -2,8 +2,9 @@
 (``batch-size = 32``; ``batch_size`` is read the same): the option table's rows that apply to ``config``
 (vlbench/util/options.py), read off the run parser's options, which are made from the table. The file is turned
 into option tokens placed before the command line's own, so argparse applies one set of definitions, types,
-choices and checks to both, and a flag given on the command line overrides the file's value (the last value wins). A ``true``
-flag in the file (``quiet = true``) cannot be switched off from the command line: leave it out of the file.
+choices and checks to both, and a flag given on the command line overrides the file's value (the last value
+wins). A ``true`` flag in the file (``quiet = true``) cannot be switched off from the command line: leave it out
+of the file.
 
 Values: strings, integers, booleans for on/off flags; ``k``, ``graded-relevance``, ``token-budget`` and
 ``sentence-budget`` may be lists; ``param``
