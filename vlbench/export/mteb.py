@@ -34,12 +34,13 @@ from pathlib import Path
 
 from .. import registry
 from ..datasets.specs import BUILTIN
-from ..errors import VlbenchError
+from ..errors import OptionError, VlbenchError
 from ..metrics import specs  # noqa: F401 -- imported for the built-in metrics it registers
 from ..results import RunRecord, parse_created
 from ..runfolder import FILES
 from ..runread import proven_per_query
 from ..util.io import atomic_write_text, write_json
+from .protocol import ExportRequest
 
 #: vlbench datasets that are the test set of an MTEB task, per direction. vlbench's ``flickr30k`` is the Karpathy
 #: 1k test split (1,000 images, 5,000 captions), the shape MTEB's Flickr30k tasks describe (their descriptive
@@ -234,3 +235,21 @@ def write(folder: str, record: RunRecord, out: str, name: str) -> list[str]:
             write_json(Path(out) / f.path, f.doc)
             written.append(str(Path(out) / f.path))
     return written
+
+
+class MtebExporter:
+    description = "MTEB result files, read by mteb's own loader (perturbed conditions as MTEB experiments)"
+    run_kinds = ("retrieval",)
+
+    def export(self, request: ExportRequest) -> list:
+        if request.metrics is not None:
+            raise OptionError("metrics", "{opt} selects the results of a model card: MTEB result files carry "
+                              "every metric MTEB defines that the run has (docs/export.md)",
+                              "leave out --metrics with --format mteb", flag="--metrics")
+        written = write(str(request.folder), request.record, str(request.out), request.model_name)
+        for line in notes(request.record):
+            request.note(f"note: {line}")
+        return written
+
+
+EXPORTER = MtebExporter()
