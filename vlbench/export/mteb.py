@@ -216,7 +216,8 @@ def notes(record: RunRecord) -> list[str]:
 
 
 def write(folder: str, record: RunRecord, out: str, name: str) -> list[str]:
-    """Write the run's MTEB result files under ``out``; returns the paths written."""
+    """Write the run's MTEB result files under ``out``; returns every path written (task files, model_meta.json,
+    run_settings.jsonl)."""
     files = task_files(folder, record, name)
     written = []
     versions = {"vlbench": record.vlbench_version, **{k: v for k, v in record.environment.items()
@@ -226,11 +227,13 @@ def write(folder: str, record: RunRecord, out: str, name: str) -> list[str]:
         cond = next(f.doc["vlbench"]["condition"] for f in files if f.path.parent == where)
         os.makedirs(Path(out) / where, exist_ok=True)
         write_json(Path(out) / where / "model_meta.json", model_meta(record, name, cond))
+        written.append(str(Path(out) / where / "model_meta.json"))
         here = [f for f in files if f.path.parent == where]
         lines = [json.dumps({"task": f.doc["task_name"], "splits": list(f.doc["scores"]), "version": versions,
                              "encode_kwargs": {"batch_size": record.settings.get("batch_size")},
                              "subsets": ["default"]}) for f in here]
         atomic_write_text(Path(out) / where / "run_settings.jsonl", "\n".join(lines) + "\n")
+        written.append(str(Path(out) / where / "run_settings.jsonl"))
         for f in here:
             write_json(Path(out) / f.path, f.doc)
             written.append(str(Path(out) / f.path))

@@ -86,6 +86,7 @@ def check_exporter(exporter, run=None) -> Report:
             return c.report
         before_run = _files(folder)
         (scratch / "cwd").mkdir()
+        before = _files(scratch)
         first = _export(c, obj, folder, record, scratch, "out1")
         with c.check("files"):
             got = _files(scratch / "out1")
@@ -96,8 +97,10 @@ def check_exporter(exporter, run=None) -> Report:
             c.expect(_files(folder) == before_run, "the run folder as it was", "a file of the run added or changed")
             c.expect(not _files(scratch / "cwd"), "nothing written in the working directory",
                      sorted(_files(scratch / "cwd"))[:3])
+            beside = sorted(p for p in set(_files(scratch)) - set(before) if not p.startswith("out1" + os.sep))
+            c.expect(not beside, "nothing written beside out", beside[:3])
+        _export(c, obj, folder, record, scratch, "out2")
         with c.check("repeatable"):
-            _export(c, obj, folder, record, scratch, "out2")
             c.expect(_files(scratch / "out2") == _files(scratch / "out1"),
                      "the same files with the same bytes from the same run", "files or bytes that differ")
     return c.report
