@@ -118,8 +118,8 @@ def explain(exc: BaseException, endpoint: str, repo: str) -> VlbenchError:
     bad_json = next((e for e in chain if type(e).__name__ == "JSONDecodeError"), None)
     if bad_json is not None:
         return VlbenchError(f"{where} answered with something that is not the Hub's JSON ({bad_json})",
-                            "push again later (a failing Hub answers with an error page), and check that HF_ENDPOINT is a Hugging "
-                            "Face Hub (unset it for huggingface.co)")
+                            "push again later (a failing Hub answers with an error page), and check that "
+                            "HF_ENDPOINT is a Hugging Face Hub (unset it for huggingface.co)")
     if isinstance(exc, ValueError):  # the Hub's check of the card's YAML (api/validate-yaml) said no
         return VlbenchError(f"{where} rejected the model card for {repo!r}: {' '.join(str(exc).split())[:300]}",
                             "fix the metadata of the repository's README.md, then push again")
