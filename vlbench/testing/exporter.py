@@ -72,9 +72,9 @@ def check_exporter(exporter, run=None) -> Report:
         desc = getattr(obj, "description", None)
         c.expect(isinstance(desc, str) and bool(desc.strip()) and "\n" not in desc,
                  "description: one non-empty line", short(desc))
-        kinds = getattr(obj, "run_kinds", None)
+        kinds: tuple = getattr(obj, "run_kinds", None) or ()
         c.expect(isinstance(kinds, tuple) and bool(kinds) and set(kinds) <= set(RUN_KINDS),
-                 f"run_kinds: a non-empty tuple among {RUN_KINDS}", short(kinds))
+                 f"run_kinds: a non-empty tuple among {RUN_KINDS}", short(getattr(obj, "run_kinds", None)))
         c.expect(callable(getattr(obj, "export", None)), "export(request): a method", short(getattr(obj, "export",
                                                                                                        None)))
     with tempfile.TemporaryDirectory(prefix="vlbench-check-exporter-") as tmp:

@@ -171,11 +171,11 @@ class TrackioTracker:
 
     def send(self, data: Payload, project: str, **init_kw) -> str:
         trackio = _import("trackio", "trackio", "trackio")
-        run = trackio.init(project=project, name=data.name, config=data.config, embed=False, **init_kw)
+        trackio.init(project=project, name=data.name, config=data.config, embed=False, **init_kw)
         try:
             trackio.log(dict(data.metrics), step=data.step)
         finally:
-            run.finish() if hasattr(run, "finish") else trackio.finish()
+            trackio.finish()  # the module's finish: run.finish() leaves the run current, finished again at exit
         store = os.environ.get("TRACKIO_DIR") or "trackio's store under HF_HOME"
         return f"trackio run {data.name} in project {project!r} ({store}; trackio show --project {project!r})"
 

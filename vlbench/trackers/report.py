@@ -109,10 +109,13 @@ def report(run, report_to, *, project: str | None = None, step: int | None = Non
             tracker = registry.trackers.get(name)
             with _silenced(quiet):
                 where = tracker.send(data, project, **settings_for(settings, name))
-            seconds = time.perf_counter() - t0 + (started.seconds.get(name, 0.0) if started is not None else 0.0)
+            seconds = time.perf_counter() - t0
             out[name] = "ok"
             if log is not None:
-                log(f"reported to {name} in {seconds:.1f} s: {' '.join(str(where).split()) or '(no location)'}")
+                ahead = f", start-up {started.seconds[name]:.1f} s while the run computed" \
+                    if started is not None and name in started.seconds else ""
+                log(f"reported to {name} in {seconds:.1f} s{ahead}: "
+                    f"{' '.join(str(where).split()) or '(no location)'}")
         except Exception as exc:  # noqa: BLE001 -- a tracker's failure never loses the run's results
             if strict:
                 raise
