@@ -2,7 +2,7 @@
 
 The formats are the registered exporters (:data:`vlbench.registry.exporters`: the built-in ``mteb`` and
 ``model-index``, and a third party's through the entry-point group ``vlbench.exporters``); each is called the
-same way, through :class:`~vlbench.export.protocol.Exporter`.
+same way, through :class:`~vlbench.plugins.exporter.Exporter`.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def _metrics(value: str | None) -> tuple[str, ...] | None:
 
 
 def main(a: argparse.Namespace) -> int:
+    from ..plugins.exporter import ExportRequest, run_kind
     from ..runread import run_folder_of  # lazy: vlbench --help imports this module; keep it light
-    from .protocol import ExportRequest, run_kind
 
     exporter = registry.exporters.get(a.format)  # an unknown name: "did you mean", the registered ones
     if a.push_to_hub and a.format != PUSHED:

@@ -20,9 +20,9 @@ import re
 from collections.abc import Callable
 
 from ..errors import OptionError, VlbenchError
+from ..plugins.exporter import ExportRequest
 from ..results import MetricKey, RunRecord
 from ..util.io import atomic_write_text
-from .protocol import ExportRequest
 
 TASK_TYPE = "image-text-retrieval"
 TASK_NAME = "Image-Text Retrieval"

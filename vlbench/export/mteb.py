@@ -36,11 +36,11 @@ from .. import registry
 from ..datasets.specs import BUILTIN
 from ..errors import OptionError, VlbenchError
 from ..metrics import specs  # noqa: F401 -- imported for the built-in metrics it registers
+from ..plugins.exporter import ExportRequest
 from ..results import RunRecord, parse_created
 from ..runfolder import FILES
 from ..runread import proven_per_query
 from ..util.io import atomic_write_text, write_json
-from .protocol import ExportRequest
 
 #: vlbench datasets that are the test set of an MTEB task, per direction. vlbench's ``flickr30k`` is the Karpathy
 #: 1k test split (1,000 images, 5,000 captions), the shape MTEB's Flickr30k tasks describe (their descriptive

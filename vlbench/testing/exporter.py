@@ -1,4 +1,5 @@
-"""``check_exporter``: an exporter (``vlbench export --format NAME``; vlbench/export/protocol.py) against its contract.
+"""``check_exporter``: an exporter (``vlbench export --format NAME``; vlbench/plugins/exporter.py) against its
+contract.
 
 The exporter writes a run -- ``run=`` a run folder, or by default a small synthetic retrieval run the check writes
 (results.json only: clean and one caption perturbation, Recall@1/5/10, RSUM and MedR of both directions) -- into a
@@ -15,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from .. import registry
-from ..export.protocol import RUN_KINDS, ExportRequest, run_kind
+from ..plugins.exporter import RUN_KINDS, ExportRequest, run_kind
 from ..results import Condition, DatasetInfo, MetricKey, MetricValue, ModelInfo, RunRecord, records_hash
 from ..runfolder import RESULTS
 from .common import Checker, Report, short

@@ -2,7 +2,7 @@
 metric records as one CSV file, ``<run id>.csv`` (condition, direction, metric, k, value).
 
 It needs nothing of vlbench to be defined: an object with ``description``, ``run_kinds`` and ``export(request)``
-(vlbench.export.protocol.Exporter); ``request.record`` is the run's typed record.
+(vlbench.plugins.exporter.Exporter); ``request.record`` is the run's typed record.
 """
 
 from __future__ import annotations
