@@ -155,6 +155,11 @@ def _cmd_ls(args) -> int:
             desc = e.description or ""
             if title == "models":
                 desc = _model_line(e, desc, args.check)
+            elif title in ("exporters", "trackers") and not desc and args.check:  # a plug-in's own line
+                try:
+                    desc = str(getattr(e.load(), "description", "") or "")
+                except (Exception, SystemExit):
+                    pass
             broken = _plugin_problem(e, args.check) if e.source != "builtin" else None
             mark = "!" if broken else " "
             print(f"{mark} {e.name:<34} {('(' + fam + ') ') if fam else ''}{desc}{src}"

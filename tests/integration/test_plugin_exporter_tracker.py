@@ -29,10 +29,11 @@ def test_third_party_exporter_and_tracker_work_end_to_end(plugin_env, tmp_path, 
     tracked = tmp_path / "tracked.jsonl"
     env = dict(plugin_env, COUNTING_TRACKER_FILE=str(tracked))
     for kind, name in (("exporters", "counting-csv"), ("trackers", "counting-jsonl")):
-        ls = _vlbench(env, tmp_path, "ls", kind, timeout=120)
+        ls = _vlbench(env, tmp_path, "ls", kind, "--check", timeout=120)
         assert ls.returncode == 0, ls.stderr
         line = next(x for x in ls.stdout.splitlines() if name in x)
         assert "vlbench-counting-plugin 0.3.0" in line and "BROKEN" not in line
+        assert "(example plug-in)" in line  # --check imports it and shows its own description
 
     run = tmp_path / "run"
     r = _vlbench(env, tmp_path, "run", "--model", "counting:dim=16", "--dataset", f"custom:{manifest}", "--out",
