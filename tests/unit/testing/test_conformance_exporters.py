@@ -22,6 +22,7 @@ def test_builtin_exporters_pass(name):
     assert check_exporter(name).passed == CLAUSES
 
 
+@pytest.mark.slow  # a whole run (the tiny_run fixture)
 def test_mteb_exporter_passes_on_a_real_run(tiny_run):
     """MTEB's files need the run's per-query file (proven by its hashes): a real run, not the synthetic one."""
     assert check_exporter("mteb", run=tiny_run).passed == CLAUSES

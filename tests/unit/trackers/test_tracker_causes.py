@@ -128,6 +128,7 @@ def test_a_failed_start_up_is_tried_again_by_send(run, fake):
     assert "half-imported" in started.problems["fake-flaky"]
 
 
+@pytest.mark.slow  # a whole run
 def test_run_with_report_to_starts_the_tracker_before_its_work_and_sends_after(counting_plugin, fake, tmp_path,
                                                                             capsys):
     from support.runs import counting_run
