@@ -136,7 +136,8 @@ def _cmd_ls(args) -> int:
                 ("protocols", registry.protocols), ("galleries", registry.galleries),
                 ("perturbation-variants", registry.perturbation_variants),
                 ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions),
-                ("suites", registry.suites)]
+                ("suites", registry.suites),
+                ("exporters", registry.exporters), ("trackers", registry.trackers)]
     want = args.what
     for title, reg in sections:
         if want and want != title:
@@ -148,6 +149,11 @@ def _cmd_ls(args) -> int:
             desc = e.description or ""
             if title == "models":
                 desc = _model_line(e, desc, args.check)
+            elif title in ("exporters", "trackers") and not desc and args.check:  # a plug-in's own line
+                try:
+                    desc = str(getattr(e.load(), "description", "") or "")
+                except (Exception, SystemExit):
+                    pass
             broken = _plugin_problem(e, args.check) if e.source != "builtin" else None
             mark = "!" if broken else " "
             print(f"{mark} {e.name:<34} {('(' + fam + ') ') if fam else ''}{desc}{src}"
@@ -281,7 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "studies included)")
     ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
                                                 "metrics", "protocols", "galleries", "perturbation-variants",
-                                                "granularity-profiles", "reproductions", "suites"])
+                                                "granularity-profiles", "reproductions", "suites",
+                                                "exporters", "trackers"])
     ls.add_argument("--check", action="store_true", help="import every plug-in to find broken ones (slower)")
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets")

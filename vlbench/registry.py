@@ -1,5 +1,5 @@
 """One small generic registry for models, datasets, perturbations, metrics, protocols, galleries, perturbation
-variants, granularity profiles, reproductions and sweep suites.
+variants, granularity profiles, reproductions, sweep suites, exporters and trackers.
 
 * names are kebab-case slugs; registering a name twice is an error;
 * entries may be lazy ``"module:attr"`` strings, so nothing heavy is imported until used;
@@ -79,7 +79,9 @@ def close_matches(name: str, choices, n: int = 3) -> list[str]:
 BUILTIN_MODULES = {"models": "vlbench.models.adapter", "datasets": "vlbench.datasets.builtin",
                    "perturbations": "vlbench.perturbations", "metrics": "vlbench.metrics.specs",
                    "protocols": "vlbench.pipeline.presets", "granularity_profiles": "vlbench.granularity.features",
-                   "galleries": "vlbench.pipeline.galleries"}
+                   "galleries": "vlbench.pipeline.galleries",
+                   "exporters": "vlbench.export.builtin",
+                   "trackers": "vlbench.trackers.builtin"}
 STUDY_GROUP = "vlbench.studies"
 #: name -> why a study's registration failed (shown by ``vlbench ls``; a run that needs its parts fails then)
 study_errors: dict[str, str] = {}
@@ -216,6 +218,10 @@ reproductions = Registry("reproductions")
 suites = Registry("suites", "vlbench.sweep.suites")
 #: named sets of granularity feature readings (a dict of vlbench.granularity.FeatureOptions values)
 granularity_profiles = Registry("granularity_profiles", BUILTIN_MODULES["granularity_profiles"])
+#: the formats of ``vlbench export --format NAME`` (a vlbench.plugins.exporter.Exporter)
+exporters = Registry("exporters", BUILTIN_MODULES["exporters"])
+#: the experiment trackers of ``--report-to NAME`` (a vlbench.trackers.protocol.Tracker)
+trackers = Registry("trackers", BUILTIN_MODULES["trackers"])
 
 
 def plugin_versions() -> dict[str, str]:

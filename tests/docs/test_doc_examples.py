@@ -38,7 +38,8 @@ def _registries_restored(counting_plugin):
     from vlbench import registry
 
     regs = (registry.models, registry.datasets, registry.perturbations, registry.metrics, registry.protocols,
-            registry.perturbation_variants, registry.granularity_profiles, registry.reproductions)
+            registry.perturbation_variants, registry.granularity_profiles, registry.reproductions,
+            registry.exporters, registry.trackers)
     for reg in regs:
         reg.names()  # built-ins and installed plug-ins first, so the snapshot holds them
     saved = [dict(reg._entries) for reg in regs]

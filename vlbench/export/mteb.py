@@ -34,8 +34,9 @@ from pathlib import Path
 
 from .. import registry
 from ..datasets.specs import BUILTIN
-from ..errors import VlbenchError
+from ..errors import OptionError, VlbenchError
 from ..metrics import specs  # noqa: F401 -- imported for the built-in metrics it registers
+from ..plugins.exporter import ExportRequest
 from ..results import RunRecord, parse_created
 from ..runfolder import FILES
 from ..runread import proven_per_query
@@ -215,7 +216,8 @@ def notes(record: RunRecord) -> list[str]:
 
 
 def write(folder: str, record: RunRecord, out: str, name: str) -> list[str]:
-    """Write the run's MTEB result files under ``out``; returns the paths written."""
+    """Write the run's MTEB result files under ``out``; returns every path written (task files, model_meta.json,
+    run_settings.jsonl)."""
     files = task_files(folder, record, name)
     written = []
     versions = {"vlbench": record.vlbench_version, **{k: v for k, v in record.environment.items()
@@ -225,12 +227,32 @@ def write(folder: str, record: RunRecord, out: str, name: str) -> list[str]:
         cond = next(f.doc["vlbench"]["condition"] for f in files if f.path.parent == where)
         os.makedirs(Path(out) / where, exist_ok=True)
         write_json(Path(out) / where / "model_meta.json", model_meta(record, name, cond))
+        written.append(str(Path(out) / where / "model_meta.json"))
         here = [f for f in files if f.path.parent == where]
         lines = [json.dumps({"task": f.doc["task_name"], "splits": list(f.doc["scores"]), "version": versions,
                              "encode_kwargs": {"batch_size": record.settings.get("batch_size")},
                              "subsets": ["default"]}) for f in here]
         atomic_write_text(Path(out) / where / "run_settings.jsonl", "\n".join(lines) + "\n")
+        written.append(str(Path(out) / where / "run_settings.jsonl"))
         for f in here:
             write_json(Path(out) / f.path, f.doc)
             written.append(str(Path(out) / f.path))
     return written
+
+
+class MtebExporter:
+    description = "MTEB result files, read by mteb's own loader (perturbed conditions as MTEB experiments)"
+    run_kinds = ("retrieval",)
+
+    def export(self, request: ExportRequest) -> list:
+        if request.metrics is not None:
+            raise OptionError("metrics", "{opt} selects the results of a model card: MTEB result files carry "
+                              "every metric MTEB defines that the run has (docs/export.md)",
+                              "leave out --metrics with --format mteb", flag="--metrics")
+        written = write(str(request.folder), request.record, str(request.out), request.model_name)
+        for line in notes(request.record):
+            request.note(f"note: {line}")
+        return written
+
+
+EXPORTER = MtebExporter()

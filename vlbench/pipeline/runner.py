@@ -88,6 +88,11 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
 
     # everything the run needs, listed at once, in seconds (and the dataset it read); a silent Hub: its cache only
     checked = preflight(cfg, lambda m: _log(cfg, m))
+    trackers = None
+    if cfg.report_to:  # their start-up (imports, services) in a background thread, off the run's critical path
+        from .. import trackers as tracking  # lazy: only with --report-to
+
+        trackers = tracking.start(cfg.report_to)
     lock = claim_out(cfg.out)
     try:
         cfg, shard, dist, inited = distributed(cfg)
@@ -103,9 +108,9 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
                 if shard.rank != 0:
                     return None
                 result = record(cfg, plan, enc, evals)
-                if cfg.report_to:  # after the run's files are written; a tracker's failure is only a warning
+                if cfg.report_to:  # after the run's files are written; a tracker's failure is one line, not an error
                     from ..trackers import report  # lazy: only with --report-to
-                    report(result, cfg.report_to, log=lambda m: _log(cfg, m))
+                    report(result, cfg.report_to, log=_say, quiet=cfg.quiet, started=trackers)
                 return result
         finally:
             if inited:
@@ -113,6 +118,11 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
     finally:
         if lock is not None:
             lock.release()
+
+
+def _say(msg: str) -> None:
+    """A line printed even with --quiet: where each tracker put the run (one line each, not their banners)."""
+    print(msg, file=sys.stderr, flush=True)
 
 
 def _minilm_cache(cfg: RunConfig):

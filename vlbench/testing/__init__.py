@@ -9,7 +9,11 @@ every clause of its contract that vlbench relies on, and vlbench's own tests run
   worst ranking, param honoured (testing/metric.py);
 * :func:`check_dataset` (a ``Dataset``, factory or name): images, captions, indices, ids, files (testing/dataset.py);
 * :func:`check_image_perturbation` (an image corruption: name or function): shape, values, determinism,
-  severities (testing/images.py).
+  severities (testing/images.py);
+* :func:`check_exporter` (a ``vlbench export`` format: name or object): the protocol, the files it returns, writes
+  only under ``out``, leaves the run as it was, the same bytes twice (testing/exporter.py);
+* :func:`check_tracker` (a ``--report-to`` tracker: name or object): the protocol, a silent ``prepare``, one
+  line from ``send``, the payload unchanged, a second run (testing/tracker.py).
 
 Each returns a :class:`Report` (the checks passed, and those skipped with why) and raises a
 :class:`ConformanceError` (an ``AssertionError``) naming the plug-in, the check, what was expected and what was
@@ -23,9 +27,11 @@ from __future__ import annotations
 from .adapter import check_adapter
 from .common import ConformanceError, Report
 from .dataset import check_dataset
+from .exporter import check_exporter
 from .images import check_image_perturbation
 from .metric import check_metric
 from .perturbation import check_perturbation
+from .tracker import check_tracker
 
-__all__ = ["ConformanceError", "Report", "check_adapter", "check_dataset", "check_image_perturbation",
-           "check_metric", "check_perturbation"]
+__all__ = ["ConformanceError", "Report", "check_adapter", "check_dataset", "check_exporter",
+           "check_image_perturbation", "check_metric", "check_perturbation", "check_tracker"]

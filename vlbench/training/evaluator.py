@@ -54,6 +54,11 @@ class Evaluator:
         cfg = RunConfig(model="in-memory", dataset=dataset, report_to=report_to, **options)
         validate(cfg)
         self.cfg = presets.resolve(cfg)
+        self._trackers = None
+        if self.cfg.report_to:  # their start-up in a background thread while the plan is made and the model trains
+            from ..trackers import start  # lazy: only with report_to
+
+            self._trackers = start(self.cfg.report_to)
         self.out = Path(out) if out else None
         self.project = project
         self.calls = 0
@@ -91,7 +96,7 @@ class Evaluator:
             if cfg.report_to:
                 from ..trackers import report  # lazy: only with report_to
 
-                report(result, cfg.report_to, project=self.project, step=step)
+                report(result, cfg.report_to, project=self.project, step=step, quiet=cfg.quiet, started=self._trackers)
             return result
         finally:
             if training:

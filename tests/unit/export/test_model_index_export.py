@@ -33,7 +33,7 @@ def test_model_index_parses_back_into_the_runs_condition_metric_value_triples(ru
     from huggingface_hub.repocard_data import model_index_to_eval_results
 
     assert main(["export", str(run), "--format", "model-index", "--out", str(tmp_path / "card"),
-                 "--model-name", "org/model"]) == 0
+                 "--model-name", "org/model", "--metrics", "all"]) == 0
     card = ModelCard.load(tmp_path / "card" / "README.md")
     name, results = model_index_to_eval_results(card.data.to_dict()["model-index"])
     assert name == "org/model"
@@ -48,7 +48,7 @@ def test_model_index_parses_back_into_the_runs_condition_metric_value_triples(ru
 def test_eval_results_file_parses_with_huggingface_hub_into_the_same_triples(run, tmp_path):
     from huggingface_hub import parse_eval_result_entries
 
-    main(["export", str(run), "--format", "model-index", "--out", str(tmp_path / "card")])
+    main(["export", str(run), "--format", "model-index", "--out", str(tmp_path / "card"), "--metrics", "all"])
     path = tmp_path / "card" / ".eval_results" / "vlbench_custom_mini.jsonl.yaml"
     entries = parse_eval_result_entries(yaml.safe_load(path.read_text()))
     got = {(*e.task_id.split("/", 1), e.value) for e in entries}
@@ -62,7 +62,7 @@ def test_an_existing_card_keeps_its_text_and_other_results(run):
     existing = ("---\nlicense: mit\nmodel-index:\n- name: org/model\n  results:\n  - task:\n      type: "
                 "image-classification\n    dataset:\n      name: Beans\n      type: beans\n    metrics:\n    - type: "
                 "accuracy\n      value: 0.9\n---\n\n# My model\n\nHand-written text.\n")
-    card = ModelCard(str(modelindex.model_card(RunRecord.load(run), "org/model", existing)))
+    card = ModelCard(str(modelindex.model_card(RunRecord.load(run), "org/model", existing, ("all",))))
     assert card.data.license == "mit" and "Hand-written text." in card.text
     kinds = {(r.dataset_type, r.metric_type) for r in card.data.eval_results}
     assert ("beans", "accuracy") in kinds and ("custom:mini.jsonl", "t2i_recall@1") in kinds
@@ -75,7 +75,7 @@ def test_push_to_hub_opens_a_pull_request_with_the_token_and_leaves_main_as_it_w
     mirror.add_model_repo("org/model", {"README.md": readme, "config.json": b"{}"})
     before = dict(mirror.repos[("model", "org/model")].files)
     monkeypatch.setenv("HF_TOKEN", "hf_export_test_token")
-    assert main(["export", str(run), "--format", "model-index", "--push-to-hub", "org/model"]) == 0
+    assert main(["export", str(run), "--format", "model-index", "--push-to-hub", "org/model", "--metrics", "all"]) == 0
 
     repo = mirror.repos[("model", "org/model")]
     assert repo.files == before  # nothing committed to main

@@ -47,7 +47,9 @@ def test_task_file_records_revision_time_and_vlbench_version(tmp_path):
     rec = _record({("clean", "t2i", "recall", 1): 30.0})
     rec.other["timings"] = {"wall_seconds": 12.5, "stages": {}}
     (tmp_path / "run").mkdir()
-    [path] = [p for p in M.write(str(tmp_path / "run"), rec, str(tmp_path / "out"), "org/model")]
+    written = M.write(str(tmp_path / "run"), rec, str(tmp_path / "out"), "org/model")
+    [path] = [p for p in written if not p.endswith(("model_meta.json", "run_settings.jsonl"))]
+    assert {p.rsplit("/", 1)[1] for p in written} >= {"model_meta.json", "run_settings.jsonl"}  # every file it wrote
     doc = json.loads(open(path).read())
     assert (doc["dataset_revision"], doc["evaluation_time"], doc["vlbench"]["version"]) == ("d" * 64, 12.5, "0.1.0")
     settings = json.loads((tmp_path / "out" / "results" / "org__model" / ("a" * 64) / "run_settings.jsonl")
