@@ -5,19 +5,18 @@ results.json."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
 import pytest
+from support.tools import needs_package
 
 from vlbench.results import RunRecord
 from vlbench.trackers import config_of, metric_name, mlflow_name, report
 
 
 def _needs(module: str):
-    return pytest.mark.skipif(importlib.util.find_spec(module) is None,
-                              reason=f"{module} is not installed (pip install 'vlbench[{module}]')")
+    return needs_package(module, f"the {module} tracker, read back in its offline mode")
 
 
 def _expected(run_dir) -> dict:
