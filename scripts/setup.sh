@@ -117,7 +117,7 @@ elif [ "$TORCH_ROUTE" = cpu ]; then
       pip_install $PAIR || fail "installing $PAIR failed (pip's output above)" \
         "pin another pair: VLBENCH_TORCH='torch==X+cpu torchvision==Y+cpu' bash scripts/setup.sh"
     else
-      SEEN=$(cpu_versions torch | tr '\n' ' ')
+      SEEN=$(cpu_versions torch | paste -sd, - | sed 's/,/, /g')
       echo "      pip offers no CPU pair of torch and torchvision here (CPU builds of torch: ${SEEN:-none}; of"
       echo "      torchvision: none; a torchvision built for the CUDA torch does not load beside a +cpu torch)"
       echo "      taking the default route: torch as pip resolves it (the CUDA build on PyPI, about 4-5 GB more, which"

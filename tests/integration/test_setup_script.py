@@ -45,7 +45,7 @@ def _setup(tmp_path: Path, *options: str, has_torch: bool = False, index_up: boo
         (venv / "bin" / name).chmod(0o755)
     path = tmp_path / "path"  # the basic tools, and no nvidia-smi
     path.mkdir()
-    for tool in ("bash", "env", "cat", "sed", "awk", "grep", "uname", "timeout", "dirname", "id", "python3", "tr", "cut"):
+    for tool in ("bash", "env", "cat", "sed", "awk", "grep", "uname", "timeout", "dirname", "id", "python3", "tr", "cut", "paste"):
         if shutil.which(tool):
             (path / tool).symlink_to(shutil.which(tool))
     log = tmp_path / "pip.log"
