@@ -23,7 +23,7 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
-from ..errors import OptionError
+from ..errors import OptionError, install_extra
 from ..perturbations.cli import parse_params
 from ..registry import Names
 from . import run_config
@@ -184,7 +184,7 @@ RUN_OPTIONS = (
     Option("overwrite", "--overwrite", "--out already holds a finished run: replace it (its results.json, "
                                        "table.md and per-query file are deleted first)", kind="flag"),
     Option("report_to", "--report-to", "trackers that receive the finished run: wandb, mlflow, tensorboard, trackio "
-           "(comma-separated; each its extra, e.g. pip install 'vlbench[wandb]'; docs/training.md)", kind="names"),
+           f"(comma-separated; each its extra, e.g. {install_extra('wandb')}; docs/training.md)", kind="names"),
 )
 
 
