@@ -23,7 +23,8 @@ def test_every_page_is_listed_once():
 
 
 def test_the_tasks_line_names_every_task_of_tasks_md():
-    line = next(x for x in (DOCS / "README.md").read_text(encoding="utf-8").splitlines() if x.startswith("| [tasks.md]"))
+    index = (DOCS / "README.md").read_text(encoding="utf-8").splitlines()
+    line = next(x for x in index if x.startswith("| [tasks.md]"))
     tasks = (DOCS / "tasks.md").read_text(encoding="utf-8")
     heading = re.search(r"^## In a run: `vlbench run --task ([^`]+)`", tasks, re.M)
     assert heading, "tasks.md's 'In a run' heading lists the tasks"
