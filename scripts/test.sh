@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
-# Sets vlbench up (scripts/setup.sh), installs the external tools some tests drive (a headless Chromium, pdflatex,
-# pdftoppm), runs ruff and mypy, then the whole test suite. This is what CI runs.
+# Sets vlbench up with the test extra (scripts/setup.sh --test), installs the external tools some tests drive (a
+# headless Chromium, pdflatex, pdftoppm), runs ruff and mypy, then the whole test suite. This is what CI runs.
 #
-# Where this script can install the tools (root, apt-get), it also requires them: it exports
-# VLBENCH_REQUIRE_TOOLS=chromium,pdflatex,pdftoppm, which turns those tests' "tool not found" skips into failures,
-# so a tool that failed to install makes CI red instead of quietly skipping its tests. Elsewhere (no root) the tests
-# skip with the reason, as before. A VLBENCH_REQUIRE_TOOLS already set (even empty) is kept as it is.
+#   bash scripts/test.sh [PYTEST ARGS...]     # e.g. bash scripts/test.sh tests/unit -x
+#
+# CI cannot pass by skipping:
+# * set-up installs the test extra and fails when it cannot (or when one of its packages does not import);
+# * VLBENCH_REQUIRE_TOOLS names the test extra's packages that tests drive (mteb, pytrec_eval, submitit, ray, the
+#   trackers, ...) and, where this script can install them (root, apt-get), chromium, pdflatex and pdftoppm: a test
+#   that needs a missing one fails instead of skipping (tests/support/tools.py);
+# * VLBENCH_STRICT_SKIPS=1: the run prints every skipped test with its reason and fails when a skip is not on the
+#   allowlist in tests/support/skips.py (a gpu test without a GPU, real weights).
+# A VLBENCH_REQUIRE_TOOLS or VLBENCH_STRICT_SKIPS already set (even empty) is kept as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+case "${1:-}" in
+  -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0;;
+esac
+bash scripts/setup.sh --test
+VPY="${VLBENCH_VENV:-.venv}/bin/python"
+# the packages of the test extra that tests need (tests/support/tools.py: TEST_PACKAGES)
+TEST_PACKAGES="mteb,pytrec_eval,eccv_caption,statsmodels,submitit,ray,wandb,mlflow,tensorboard,trackio"
 
 APT_UPDATED=""
 apt_install() {  # apt_install PACKAGE...: Debian's package lists are refreshed once, before the first install
@@ -36,8 +48,9 @@ if [ -n "$CAN_INSTALL" ]; then
   if ! has pdflatex || ! has pdftoppm; then
     apt_install texlive-latex-base texlive-latex-recommended poppler-utils || true
   fi
-  export VLBENCH_REQUIRE_TOOLS="${VLBENCH_REQUIRE_TOOLS-chromium,pdflatex,pdftoppm}"
+  export VLBENCH_REQUIRE_TOOLS="${VLBENCH_REQUIRE_TOOLS-chromium,pdflatex,pdftoppm,$TEST_PACKAGES}"
 else
+  export VLBENCH_REQUIRE_TOOLS="${VLBENCH_REQUIRE_TOOLS-$TEST_PACKAGES}"
   echo "test.sh: not root or no apt-get: chromium, pdflatex and pdftoppm are not installed here; the tests that" \
        "need one skip with the reason when it is missing"
 fi
@@ -51,8 +64,10 @@ for tool in chromium pdflatex pdftoppm; do
 done
 
 # Lint and types first (seconds; configured in pyproject.toml): a style or type error fails before the long suite.
-.venv/bin/python -m ruff check vlbench \
-  || { echo "test.sh: ruff check failed (above); '.venv/bin/python -m ruff check --fix vlbench' fixes many"; exit 1; }
-.venv/bin/python -m mypy \
+"$VPY" -m ruff check vlbench \
+  || { echo "test.sh: ruff check failed (above); '$VPY -m ruff check --fix vlbench' fixes many"; exit 1; }
+"$VPY" -m mypy \
   || { echo "test.sh: mypy found type errors (above)"; exit 1; }
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+export VLBENCH_STRICT_SKIPS="${VLBENCH_STRICT_SKIPS-1}"
+echo "test.sh: VLBENCH_REQUIRE_TOOLS=$VLBENCH_REQUIRE_TOOLS VLBENCH_STRICT_SKIPS=$VLBENCH_STRICT_SKIPS"
+exec "$VPY" -m pytest -q -p no:cacheprovider "$@"

@@ -217,7 +217,8 @@ def parser_ready():
 @pytest.fixture(scope="session")
 def vocab():
     """A blank English vocab for gold parses (support/gold_parse.py)."""
-    spacy = pytest.importorskip("spacy")
+    import spacy
+
     return spacy.blank("en").vocab
 
 
@@ -245,6 +246,60 @@ def pytest_terminal_summary(terminalreporter, config):
     if n:
         terminalreporter.write_line(f"fast lane: {n} unit tests marked slow were left out (pytest -m slow tests/unit, "
                                     "or the whole suite, runs them)")
+    _report_skips(terminalreporter, config)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# strict skips (VLBENCH_STRICT_SKIPS=1, set by scripts/test.sh): support/skips.py holds the allowlist
+
+_SKIPS: list[tuple[str, str, str | None]] = []  # (test id, reason, the allowlist entry that covers it)
+
+
+def _note_skip(report) -> None:
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    from support.skips import allowed, skip_reason
+
+    reason = skip_reason(report.longrepr)
+    entry = allowed(getattr(report, "keywords", {}) or {}, reason)
+    _SKIPS.append((report.nodeid, reason, entry.name if entry else None))
+
+
+def pytest_runtest_logreport(report):
+    _note_skip(report)
+
+
+def pytest_collectreport(report):
+    _note_skip(report)
+
+
+def _bad_skips() -> list[tuple[str, str, str | None]]:
+    return [s for s in _SKIPS if s[2] is None]
+
+
+def _report_skips(terminalreporter, config) -> None:
+    from support.skips import STRICT_VAR, strict
+
+    if not strict():
+        return
+    tr = terminalreporter
+    tr.section(f"skipped tests ({len(_SKIPS)}; {STRICT_VAR}: only tests/support/skips.py's allowlist may skip)")
+    for nodeid, reason, entry in _SKIPS:
+        tr.write_line(f"{'allowed (' + entry + ')' if entry else 'NOT ALLOWED'}: {nodeid}: {reason}")
+    bad = _bad_skips()
+    if bad:
+        tr.write_line(f"strict skips: {len(bad)} skipped test(s) not on the allowlist: the run fails. Install what "
+                      "they name (scripts/test.sh installs the test extra and the tools), or, for a skip every CI "
+                      "machine must accept, add it to tests/support/skips.py with its reason", red=True, bold=True)
+    elif not _SKIPS:
+        tr.write_line("no test skipped")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from support.skips import strict
+
+    if strict() and _bad_skips() and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -7,6 +7,17 @@ without a traceback and exits with status 2.
 from __future__ import annotations
 
 
+def install_extra(*extras: str) -> str:
+    """The command that installs vlbench's optional extras (pyproject.toml), for an error's fix or a help text.
+
+    vlbench is not on PyPI, so installing its extras by the package's name cannot work: they install from the clone,
+    editable, as scripts/setup.sh installs vlbench itself.
+    """
+    if not extras:
+        raise ValueError("install_extra needs the name of at least one extra")
+    return f"pip install -e '.[{','.join(extras)}]' (in vlbench's clone)"
+
+
 class VlbenchError(Exception):
     """Base class: a problem the user can fix. ``hint`` says how."""
 

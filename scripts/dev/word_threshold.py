@@ -30,6 +30,9 @@ CHANGED = [("group", "radical"), ("girl", "miss"), ("several", "respective"), ("
 
 
 def main() -> int:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # no options; --help prints this
     from vlbench.perturbations.drift import encode
 
     pairs = [(p, "kept") for p in KEPT] + [(p, "changed") for p in CHANGED]

@@ -3,14 +3,13 @@ condition and direction, and the values it reads equal results.json (the model-i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
-import pytest
+from support.tools import needs_package
 
 from vlbench.cli import main
 
-needs_mteb = pytest.mark.skipif(importlib.util.find_spec("mteb") is None, reason="mteb is not installed (test extra)")
+needs_mteb = needs_package("mteb", "reads the export back with mteb's own loader")
 
 
 def _records(run) -> dict:

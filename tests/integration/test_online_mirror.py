@@ -181,8 +181,6 @@ def _save_openclip(folder: Path) -> Path:
     ("st:testorg/tiny-st", _save_st, "model.safetensors"),
 ])
 def test_each_hub_family_is_resolved_through_the_mirror(mirror, tmp_path, spec, save, weights):
-    if spec.startswith("st:"):
-        pytest.importorskip("sentence_transformers")
     repo = spec.split(":")[-1]
     mirror.add_model_repo(repo, save(tmp_path / "src" / repo.split("/")[1]))
     manifest = _tiny_manifest(tmp_path / "d")

@@ -14,7 +14,7 @@ from support.data import ROOT
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    pytest.importorskip("skimage.data")
+    import skimage.data  # noqa: F401
     spec = importlib.util.spec_from_file_location("pixel_equivalence", ROOT / "scripts" / "benchmarks" / "pixel_equivalence.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -57,7 +57,7 @@ def test_one_difference_recomputed_with_the_libraries_alone(report):
 def test_precision_effects_script_on_the_cpu(tmp_path):
     """scripts/benchmarks/precision_effects.py: fp32 and bf16 on the CPU (TF32 and fp16 skipped, named); fp32 against itself
     changes nothing; bf16's changes are the differences of its own values (recomputed here)."""
-    pytest.importorskip("skimage.data")
+    import skimage.data  # noqa: F401
     spec = importlib.util.spec_from_file_location("precision_effects", ROOT / "scripts" / "benchmarks" / "precision_effects.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -14,12 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.data import write_manifest
 from support.executor_runs import make_tasks, numbers, one_by_one
+from support.tools import needs_package
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                                reason="Ray (the extra vlbench[ray]) is not installed")
+pytestmark = needs_package("ray", "a real Ray cluster on this machine")
 
 HEADER = re.compile(r"^== (\S+): attempt \d+ \(pid (\d+),", re.M)
 

@@ -15,13 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support import fake_slurm
 from support.data import write_manifest
 from support.executor_runs import make_tasks, numbers, one_by_one
+from support.tools import needs_package
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("submitit") is None,
-                                reason="submitit (the extra vlbench[slurm]) is not installed")
+pytestmark = needs_package("submitit", "Slurm through submitit's local cluster")
 
 HEADER = re.compile(r"^== \S+: attempt \d+ \(pid (\d+),", re.M)  # run_task's line at each attempt
 

@@ -4,14 +4,10 @@ the tolerance): per corruption, severities 1-5, four 224 px photographs x 8 seed
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from support.corruption_agreement import STATISTIC, STATS_TOLERANCE, photos, statistics
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(importlib.util.find_spec("imagecorruptions") is None,
-                                 reason="needs the imagecorruptions package (pip install imagecorruptions)")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,18 @@ results.json."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
 import pytest
+from support.tools import needs_package, require_package
 
 from vlbench.results import RunRecord
 from vlbench.trackers import config_of, metric_name, mlflow_name, report
 
 
 def _needs(module: str):
-    return pytest.mark.skipif(importlib.util.find_spec(module) is None,
-                              reason=f"{module} is not installed (pip install -e '.[{module}]')")
+    return needs_package(module, f"the {module} tracker, read back in its offline mode")
 
 
 def _expected(run_dir) -> dict:
@@ -152,8 +151,7 @@ def test_a_failing_tracker_is_one_line_and_the_run_is_kept(counting_plugin, tmp_
 
 @pytest.mark.parametrize("name", ["wandb", "mlflow", "tensorboard", "trackio"])
 def test_builtin_trackers_pass_check_tracker(name, tmp_path, monkeypatch):
-    if importlib.util.find_spec(name) is None:
-        pytest.skip(f"{name} is not installed (pip install -e '.[{name}]')")
+    require_package(name, f"the {name} tracker's conformance check")
     from vlbench.testing import check_tracker
 
     monkeypatch.setenv("WANDB_MODE", "offline")

@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 from support.data import write_manifest
+from support.tools import require_package
 
 OPTIONS = dict(perturb="char-swap", num_workers=0, n_boot=20, no_cache=True, validity="off", batch_size=4)
 
@@ -83,7 +84,7 @@ def test_evaluator_after_two_training_steps_equals_a_run_of_the_saved_checkpoint
 
 
 def test_trainer_callback_evaluates_a_transformers_model_on_evaluate_and_on_save(tiny_models, tmp_path):
-    pytest.importorskip("transformers")
+    import transformers  # noqa: F401  (a core dependency: never skipped on)
     from transformers import CLIPModel, CLIPProcessor, TrainerControl, TrainerState
 
     from vlbench.training import Evaluator, VlbenchCallback
@@ -102,7 +103,7 @@ def test_trainer_callback_evaluates_a_transformers_model_on_evaluate_and_on_save
 
 def test_evaluator_takes_any_adapter_and_reports_each_checkpoint_at_its_step(counting_plugin, tmp_path,
                                                                             monkeypatch):
-    pytest.importorskip("tensorboard")
+    require_package("tensorboard", "reads the TensorBoard event files back")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from vlbench.models.adapter import load_model

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+import typo
 
 from vlbench.errors import VlbenchError
 from vlbench.perturbations.base import CaptionRNG, Token
 from vlbench.perturbations.engine import instantiate
 from vlbench.studies.hendriksen2024 import compat
-
-typo = pytest.importorskip("typo")
 
 
 def _coco_captions(root):
@@ -126,34 +125,53 @@ def test_trigrams_as_aro():
     assert compat.trigrams([]) == []
 
 
-def _nltk_ready():
+_HIDDEN_NLTK = r"""
+import sys
+
+import nltk
+
+nltk.data.path[:] = [sys.argv[1]]  # an empty folder: no tokenizer, tagger or WordNet anywhere NLTK looks
+from vlbench.errors import VlbenchError
+from vlbench.perturbations.base import CaptionRNG
+from vlbench.perturbations.engine import instantiate
+
+try:
+    instantiate("synonym-noun", variant="hendriksen2024").apply("A dog runs.", rng=CaptionRNG("x"))
+except VlbenchError as exc:
+    print("VlbenchError:", exc)
+    sys.exit(3)
+print("no error")
+"""
+
+
+def test_synonym_without_nltk_data_names_the_download(tmp_path):
+    """In a fresh process whose NLTK search path is one empty folder (and whose vlbench store is empty), whatever
+    this machine has installed: the missing data is a VlbenchError naming nltk.download (no skip either way)."""
+    import os
+    import subprocess
+    import sys
+
+    empty = tmp_path / "nltk_data"
+    empty.mkdir()
+    env = dict(os.environ, NLTK_DATA=str(empty), VLBENCH_CACHE_DIR=str(tmp_path / "cache"), HOME=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", _HIDDEN_NLTK, str(empty)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 3, run.stdout + run.stderr[-2000:]
+    assert "nltk.download" in run.stdout, run.stdout
+
+
+def test_synonym_matches_authors_procedure(shared_captions, monkeypatch):
+    """With the NLTK tokenizer and tagger copies of ../shared/data/nltk (the authors' data, as the protocol's
+    offline tests use them) and vlbench's WordNet."""
     import nltk
-    try:
-        from vlbench.lang import ensure_wordnet
 
-        ensure_wordnet()  # vlbench's own WordNet copy, as the tests' conftest makes it visible
-    except Exception:
-        pass
-    try:
-        nltk.pos_tag(nltk.word_tokenize("a dog"))
-        from nltk.corpus import wordnet
-        wordnet.synsets("dog")
-        return True
-    except LookupError:
-        return False
+    from support.data import SHARED_NLTK
+    from vlbench.lang import ensure_wordnet
 
-
-@pytest.mark.skipif(_nltk_ready(), reason="NLTK data present: the missing-data error cannot be shown")
-def test_synonym_without_nltk_data_names_the_download():
-    obj = instantiate("synonym-noun", variant="hendriksen2024")
-    with pytest.raises(VlbenchError, match="nltk.download"):
-        obj.apply("A dog runs.", rng=CaptionRNG("x"))
-
-
-@pytest.mark.skipif(not _nltk_ready(), reason="NLTK tokenizer/tagger data (punkt_tab, "
-                    "averaged_perceptron_tagger_eng) not installed; run nltk.download for them")
-def test_synonym_matches_authors_procedure(shared_captions):
-    import nltk
+    if not (SHARED_NLTK / "tokenizers").is_dir():
+        pytest.skip(f"no NLTK tokenizer/tagger copy at {SHARED_NLTK} (../shared is not part of the repository)")
+    ensure_wordnet()
+    monkeypatch.setattr(nltk.data, "path", [str(SHARED_NLTK), *nltk.data.path])
     from nltk.corpus import wordnet
 
     from vlbench.studies.hendriksen2024.compat import nltk_tokens

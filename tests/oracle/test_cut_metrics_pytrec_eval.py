@@ -12,12 +12,16 @@ sort is not stable, so it gets rank-based scores (n - rank + 1 > 0) from the sam
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
+from support.tools import has_package, needs_package
 
 from vlbench.metrics.compute import EmbeddingSource, evaluate, similarity_matrix
 
-pytrec_eval = pytest.importorskip("pytrec_eval", reason="pip install pytrec-eval-terrier (the test extra)")
+pytestmark = needs_package("pytrec_eval", "trec_eval is the oracle here: pip install pytrec-eval-terrier")
+pytrec_eval = importlib.import_module("pytrec_eval") if has_package("pytrec_eval") else None
 
 KS = (1, 5, 10)
 
@@ -124,7 +128,7 @@ def test_cut_metrics_equal_torchmetrics_where_defined_alike(case):
     """RetrievalMRR, RetrievalPrecision and RetrievalNormalizedDCG with top_k everywhere; RetrievalMAP with top_k
     divides by the positives found in the top k, not by R: alike for the queries that find all their positives
     in the top k (every query with R = 1 that has a hit; the rest have 0 in both)."""
-    torch = pytest.importorskip("torch")
+    import torch
     from torchmetrics.functional.retrieval import (
         retrieval_average_precision,
         retrieval_normalized_dcg,

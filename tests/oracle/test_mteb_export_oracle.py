@@ -3,14 +3,13 @@ names, its model metadata and its result loader), on synthetic records; a real r
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from support.export_records import record as _record
+from support.tools import needs_package
 
 from vlbench.export import mteb as M
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("mteb") is None, reason="mteb is not installed (test extra)")
+pytestmark = needs_package("mteb", "mteb's own registry, evaluator and result loader are the oracle")
 
 
 def test_exported_metric_names_are_mteb_retrieval_score_names(monkeypatch):

@@ -104,3 +104,56 @@ def statistics(name: str, severity: int, images: list[np.ndarray], seeds: int = 
             tor.append(statistic(name, img, torch_output(img, name, severity, seed)))
     r, t = float(np.mean(ref)), float(np.mean(tor))
     return {"reference": r, "torch": t, "rel": abs(t - r) / abs(r)}
+
+
+#: the corruptions that draw no random numbers: the same pixels go in under both backends
+DETERMINISTIC = ("defocus_blur", "zoom_blur", "brightness", "contrast", "pixelate", "jpeg_compression")
+
+
+def record_changes(folder, n_images: int = 24, severity: int = 3, corrupt_at: str = "input") -> dict[str, dict]:
+    """How far the deterministic corruptions' 1-grey-level differences move a run's numbers: a tiny CLIP (random
+    weights, 16-d; tests/support/tiny_models.py, seed 0) on ``n_images`` synthetic images with real captions, the
+    deterministic corruptions at ``severity``, once with ``--corrupt-backend reference`` and once with ``torch``
+    (CPU, one thread, no loader workers), corrupted at ``corrupt_at`` (``input``: the model's 32 px input geometry,
+    the default of a run; ``original``: each image's own size). Per corruption: the metric records of its
+    condition, how many differ at all between the backends (which metrics, the largest difference), and both runs'
+    RSUM (both directions)."""
+    import json
+    from pathlib import Path
+
+    import torch
+    from support.data import write_manifest
+    from support.tiny_models import save_clip
+
+    import vlbench
+
+    folder = Path(folder)
+    model = save_clip(folder / "clip")
+    manifest = write_manifest(folder / "data", n=n_images)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the encoder's CPU forward depends on the thread count: one, on every machine
+    try:
+        records = {}
+        for backend in ("reference", "torch"):
+            vlbench.run(model=f"clip:{model}", dataset=f"custom:{manifest}",
+                        perturb_images=",".join(f"{n}:{severity}" for n in DETERMINISTIC), corrupt_backend=backend,
+                        out=str(folder / backend), quiet=True, num_workers=0, n_boot=10, validity="off",
+                        cache_dir=str(folder / "cache"), device="cpu", corrupt_at=corrupt_at)
+            doc = json.loads((folder / backend / "results.json").read_text())
+            records[backend] = {(r["condition"], r["direction"], r["metric"], r.get("k")): r["value"]
+                                for r in doc["results"]}
+    finally:
+        torch.set_num_threads(threads)
+    out = {}
+    for name in DETERMINISTIC:
+        cond = f"img:{name}:{severity}"
+        keys = sorted((k for k in records["reference"] if k[0] == cond), key=str)
+        assert keys and set(keys) == {k for k in records["torch"] if k[0] == cond}, name
+        out[name] = {"records": len(keys),
+                     "differ": sum(records["reference"][k] != records["torch"][k] for k in keys),
+                     "metrics_that_differ": sorted({f"{k[1]} {k[2]}" + (f"@{k[3]}" if k[3] is not None else "")
+                                                    for k in keys if records["reference"][k] != records["torch"][k]}),
+                     "largest_difference": max(abs(records["reference"][k] - records["torch"][k]) for k in keys),
+                     "rsum_reference": records["reference"][(cond, "both", "rsum", None)],
+                     "rsum_torch": records["torch"][(cond, "both", "rsum", None)]}
+    return out

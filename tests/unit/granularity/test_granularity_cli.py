@@ -7,17 +7,14 @@ traceback).
 
 from __future__ import annotations
 
+import pandas  # noqa: F401
 import pytest
-
-pytest.importorskip("pandas")
-
+from support.data import FIXTURES as FIX
 
 from vlbench import cli  # noqa: E402
 from vlbench.errors import VlbenchError  # noqa: E402
 from vlbench.granularity import table as gtable  # noqa: E402
 from vlbench.granularity.pairing import resolve_pairs  # noqa: E402
-
-from support.data import FIXTURES as FIX
 
 COCO_X = FIX / "granularity_coco_excerpt.jsonl"
 COCO_FG_X = FIX / "granularity_coco_fg_excerpt.jsonl"

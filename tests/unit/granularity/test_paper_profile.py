@@ -12,18 +12,16 @@ import argparse
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
-
-pytest.importorskip("spacy")
-pd = pytest.importorskip("pandas")
+import spacy  # noqa: F401
+from support.data import FIXTURES as FIX
 
 from vlbench import registry  # noqa: E402
 from vlbench.errors import VlbenchError  # noqa: E402
 from vlbench.granularity import caption_features, granularity_report, granularity_table  # noqa: E402
 from vlbench.granularity import cli as gcli  # noqa: E402
 from vlbench.granularity.features import PROFILES, FeatureOptions, profile_options  # noqa: E402
-
-from support.data import FIXTURES as FIX
 
 COCO_X = FIX / "granularity_coco_excerpt.jsonl"
 COCO_FG_X = FIX / "granularity_coco_fg_excerpt.jsonl"

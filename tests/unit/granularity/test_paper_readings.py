@@ -8,13 +8,10 @@ statistical parser; WordNet depths are NLTK's ``min_depth`` values of WordNet 3.
 from __future__ import annotations
 
 import pytest
-
-spacy = pytest.importorskip("spacy")
+from support.gold_parse import gold  # noqa: E402
 
 from vlbench.errors import VlbenchError  # noqa: E402
-from vlbench.granularity.features import (FeatureOptions, analyse_doc,  # noqa: E402
-                                          features_from_counts, profile_options)
-from support.gold_parse import gold  # noqa: E402
+from vlbench.granularity.features import FeatureOptions, analyse_doc, features_from_counts, profile_options  # noqa: E402
 
 PAPER = FeatureOptions.from_kwargs(**profile_options("paper"))
 PER_CAPTION = FeatureOptions.from_kwargs(**profile_options("per-caption"))  # CPs inside noun phrases

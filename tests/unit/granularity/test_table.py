@@ -12,16 +12,14 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import spacy  # noqa: F401
+from support.data import FIXTURES as FIX
 
-pytest.importorskip("spacy")
-pd = pytest.importorskip("pandas")
-
+from vlbench.errors import VlbenchError  # noqa: E402
 from vlbench.granularity import FEATURES, caption_features, granularity_report, granularity_table  # noqa: E402
 from vlbench.granularity import cli as gcli  # noqa: E402
-from vlbench.errors import VlbenchError  # noqa: E402
-
-from support.data import FIXTURES as FIX
 
 COCO_X = FIX / "granularity_coco_excerpt.jsonl"
 COCO_FG_X = FIX / "granularity_coco_fg_excerpt.jsonl"

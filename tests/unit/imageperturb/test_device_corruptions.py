@@ -5,17 +5,12 @@ file."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
+import torch  # noqa: E402
 from PIL import Image
 
 from vlbench.errors import DataError
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("imagecorruptions") is None,
-                                reason="needs the imagecorruptions package (pip install imagecorruptions)")
-torch = pytest.importorskip("torch")
 
 FILTERS = {"bicubic": Image.Resampling.BICUBIC, "box": Image.Resampling.BOX, "bilinear": Image.Resampling.BILINEAR,
            "nearest": Image.Resampling.NEAREST}

@@ -5,18 +5,13 @@ The statistics of the random ones under each backend's own draws: tests/integrat
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
+import torch  # noqa: E402
 from support.corruption_agreement import GREY_LEVELS, photos, same_function
 
 from vlbench.errors import VlbenchError
 from vlbench.imageperturb import NAMES
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("imagecorruptions") is None,
-                                reason="needs the imagecorruptions package (pip install imagecorruptions)")
-torch = pytest.importorskip("torch")
 
 DETERMINISTIC = {"defocus_blur", "zoom_blur", "brightness", "contrast", "pixelate", "jpeg_compression"}
 EXACT = {"contrast", "pixelate", "jpeg_compression", "shot_noise", "impulse_noise", "snow"}  # 0 levels measured

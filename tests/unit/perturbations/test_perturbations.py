@@ -19,12 +19,11 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from support.data import SHARED_DATA, TESTS
 
 import vlbench.perturbations as P
 from vlbench.errors import UnknownNameError, VlbenchError
 from vlbench.perturbations.base import CaptionRNG
-
-from support.data import SHARED_DATA, TESTS
 
 EXCERPT = TESTS / "fixtures" / "captions_excerpt.jsonl"
 SHARED = SHARED_DATA / "captions"
@@ -250,9 +249,8 @@ def _corpus(name: str):
                                                pytest.param("shared", marks=pytest.mark.slow)])  # 300 / 5,000 captions
 def corpus(request):
     """Captions, ids, spaCy tokens and all 13 perturbations (seed 0) for one corpus; computed once."""
-    from vlbench.perturbations.engine import parse
-
     from vlbench.perturbations import engine
+    from vlbench.perturbations.engine import parse
 
     caps, ids = _corpus(request.param)
     tokens = parse(caps)
@@ -557,9 +555,8 @@ def test_qwerty_map_matches_nlpaug_resource():
     from vlbench.perturbations.typos import QWERTY
 
     assert {k: "".join(sorted(v)) for k, v in QWERTY.items()} == {k: "".join(sorted(v)) for k, v in TEST_QWERTY.items()}
-    spec = importlib.util.find_spec("nlpaug")
-    if spec is None:
-        pytest.skip("nlpaug is not installed")
+    spec = importlib.util.find_spec("nlpaug")  # a core dependency
+    assert spec is not None and spec.submodule_search_locations, "nlpaug (a core dependency) is not installed"
     path = Path(spec.submodule_search_locations[0]) / "res" / "char" / "keyboard" / "en.json"
     raw = json.loads(path.read_text())
     nl = {k: sorted({v for v in vals if len(v) == 1 and v.isalpha() and v != k}) for k, vals in raw.items()

@@ -8,10 +8,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from support.oracles import oracle_score
+from support.tools import require_package
 
 from vlbench.metrics import compute as M
 from vlbench.metrics.ranking import EmbeddingSource, duplicate_rows
-from support.oracles import oracle_score
 
 N = 60  # images; caption i belongs to image i
 L = N - 1  # the second copy of caption 0 and of image 0
@@ -93,7 +94,8 @@ def _package_rankings(sim, row_ids, col_ids, top):
 
 
 def test_eccv_and_cxc_on_exact_ties_equal_the_package(tied):
-    pkg = pytest.importorskip("eccv_caption._metrics")
+    require_package("eccv_caption", "the ECCV Caption authors' metric code")
+    import eccv_caption._metrics as pkg
     img, txt, exact, _ = tied
     img_ids, cap_ids, gt = _gts(N)
     i2t = _package_rankings(exact, img_ids, cap_ids, 10)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.tools import require_package
 
 from vlbench.metrics.compute import EmbeddingSource, evaluate, similarity_matrix
 from vlbench.rescore import score_suite
@@ -45,7 +46,8 @@ def test_mieb_reports_mteb_cut_metrics_equal_to_the_runs_records():
 
 
 def test_mieb_cut_metrics_equal_pytrec_eval_with_ties():
-    pytrec_eval = pytest.importorskip("pytrec_eval", reason="pip install pytrec-eval-terrier (the test extra)")
+    require_package("pytrec_eval", "trec_eval's cut metrics")
+    import pytrec_eval
     img, txt, c2i = _case()
     got = _mieb(img, txt, c2i)
     sim = similarity_matrix(EmbeddingSource(img, txt)).astype(np.float64)  # the bits the suite ranks

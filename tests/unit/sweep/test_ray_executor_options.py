@@ -4,6 +4,7 @@ plan's [study.executor.ray]), and turned into each run's Ray resources."""
 from __future__ import annotations
 
 import pytest
+from support.tools import require_package
 
 from vlbench.errors import OptionError, VlbenchError
 from vlbench.sweep.worker import Task
@@ -43,10 +44,7 @@ def test_ray_run_resources_come_from_the_options_else_the_task_needs():
 
 
 def test_ray_without_a_cluster_says_how_to_start_one(tmp_path, monkeypatch):
-    import importlib.util
-
-    if importlib.util.find_spec("ray") is None:
-        pytest.skip("Ray (the extra vlbench[ray]) is not installed")
+    require_package("ray")
     from vlbench.sweep.executors.ray import execute
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)

@@ -3,16 +3,15 @@ the one job array it submits (rendered by submitit's own code, no Slurm needed).
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
+from support.tools import needs_package
 
 from vlbench.errors import OptionError
 from vlbench.sweep.worker import Task
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("submitit") is None,
-                                reason="submitit (the extra vlbench[slurm]) is not installed")
+pytestmark = needs_package("submitit")
 
 
 def _tasks(root, n=5, needs=None):

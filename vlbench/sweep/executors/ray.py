@@ -32,7 +32,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from vlbench.errors import OptionError, VlbenchError
+from vlbench.errors import OptionError, VlbenchError, install_extra
 from vlbench.sweep.executors.options import bad_option, number_option
 from vlbench.sweep.worker import Task, run_task
 
@@ -45,7 +45,7 @@ def _need_ray():
         import ray
     except ImportError:
         raise VlbenchError("the ray executor needs Ray, which is not installed",
-                           "pip install 'vlbench[ray]' (or pip install 'ray[default]')") from None
+                           f"{install_extra('ray')} (or pip install 'ray[default]')") from None
     return ray
 
 

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vlbench.errors import OptionError, VlbenchError
+from vlbench.errors import OptionError, VlbenchError, install_extra
 from vlbench.sweep.executors.options import bad_option, number_option
 from vlbench.sweep.worker import Task, run_task
 
@@ -61,7 +61,7 @@ def _need_submitit():
         import submitit
     except ImportError:
         raise VlbenchError("the slurm executor needs submitit, which is not installed",
-                           "pip install 'vlbench[slurm]' (or pip install submitit)") from None
+                           f"{install_extra('slurm')} (or pip install submitit)") from None
     return submitit
 
 
