@@ -50,11 +50,27 @@ def strict() -> bool:
     return os.environ.get(STRICT_VAR, "").strip().lower() not in ("", "0", "false", "no")
 
 
+#: the shared data (../shared/data beside the checkout, or VLBENCH_SHARED_DATA): real caption files, NLTK data,
+#: SugarCrepe, open_clip's table. It is not part of the repository and a user's clone has none, so where the whole
+#: folder is absent the tests that read it skip (with a reason naming the path) and the strict run accepts that.
+#: Where the folder IS present, a skip over a missing file in it is not allowed: the copy is incomplete.
+SHARED_ABSENT = Allowed("no shared data", why="../shared/data (or VLBENCH_SHARED_DATA) is not beside this checkout; "
+                        "it is not part of the repository, and the tests that read it skip naming the path")
+
+
+def _shared_roots() -> tuple[str, ...]:
+    from support.data import SHARED_CAPTIONS, SHARED_DATA  # lazy: support.data reads the environment once
+
+    return tuple(str(p) for p in (SHARED_DATA, SHARED_CAPTIONS) if not p.is_dir())
+
+
 def allowed(keywords, reason: str) -> Allowed | None:
     """The entry of :data:`ALLOWED` that covers a skip (its test's keywords/markers and its reason), or None."""
     for entry in ALLOWED:
         if entry.covers(keywords, reason):
             return entry
+    if any(root in reason for root in _shared_roots()):
+        return SHARED_ABSENT
     return None
 
 
