@@ -13,7 +13,7 @@ gallery, each exactly (docs/metrics.md, "Scoring in blocks"):
   are merges of the shards' ``p`` largest, and the relevances / gains at the head travel with the head.
 
 Nothing is approximated and nothing depends on where a cut falls. Without a relevance model or graded gains
-the gallery is streamed tile by tile instead (metrics/streaming/scan.py: the same combination per tile, the
+the gallery is streamed tile by tile instead (metrics/scan/reduce.py: the same combination per tile, the
 block's bytes bounding the tiles in flight). Otherwise query tiles meet shards that follow the tile grid's
 columns when the block is at least a tile wide (each tile is then computed once); a narrower block cuts
 inside a tile, whose other columns the scorer keeps for the next shard. Under torchrun each rank scores a contiguous
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ranking import Positives, RankedBlock, _sorted_topk, check_finite
-from .streaming.scan import cuts_query_tiles, scan, usable
+from .scan.reduce import cuts_query_tiles, scan, usable
 from .tiles import WORKERS
 
 MIN_COLS = 256  # the narrowest column bound: narrower blocks cost more in Python than they save in memory
@@ -337,7 +337,7 @@ def sharded_blocks(source, direction: str, queries: np.ndarray, pos: Positives, 
         source.grid.cache_bytes = max(block.bytes, 2 * source.grid.tile_bytes)
     lo, hi = split(0, n_cand, group.world, tile)[group.rank]
     keys = np.repeat(np.arange(n_q, dtype=np.int64), pos.counts) * n_cand + pos.idx
-    if usable(source, relevance, graded):  # tile by tile, the block's bytes in flight (metrics/streaming)
+    if usable(source, relevance, graded):  # tile by tile, the block's bytes in flight (metrics/scan/reduce.py)
         inflight = max(1, min(2 * WORKERS, block.bytes // source.grid.tile_bytes))
         ix, v, best_s, best_c, local = scan(source.grid, direction, queries, pos, K, lo, hi, inflight=inflight,
                                             progress=progress)

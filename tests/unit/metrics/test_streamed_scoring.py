@@ -1,4 +1,4 @@
-"""Scoring streamed over square tiles (metrics/streaming/scan.py): the exact heads and ranks of the whole-row
+"""Scoring streamed over square tiles (metrics/scan/reduce.py): the exact heads and ranks of the whole-row
 ranking, on real-valued vectors with duplicates, exact ties across the head's cut and near twins; the tile
 shape that makes it fast; the duplicate search's memory."""
 
@@ -13,9 +13,9 @@ from support.sharded_gallery import gallery, independent_best_ranks, per_query
 from vlbench.metrics import sharded
 from vlbench.metrics.compute import EmbeddingSource, evaluate, similarity_matrix
 from vlbench.metrics.ranking import build_positives
-from vlbench.metrics.streaming import dedupe
-from vlbench.metrics.streaming.scan import scan, usable
-from vlbench.metrics.tiles import TILE_ELEMENTS, first_copies, tile_shape
+from vlbench.metrics.scan import duplicates
+from vlbench.metrics.scan.reduce import scan, usable
+from vlbench.metrics.tiles import TILE_ELEMENTS, TileGrid, first_copies, tile_shape
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -147,7 +147,7 @@ def test_first_copies_settles_rows_that_share_a_hash_but_differ(monkeypatch):
     rng = np.random.default_rng(4)
     x = rng.standard_normal((500, 5)).astype(np.float32)
     x[100:200] = x[rng.integers(0, 100, 100)]
-    monkeypatch.setattr(dedupe, "_row_hashes", lambda words: words[:, 0].astype(np.uint64) % np.uint64(3))
+    monkeypatch.setattr(duplicates, "_row_hashes", lambda words: words[:, 0].astype(np.uint64) % np.uint64(3))
     want, seen = np.empty(len(x), dtype=np.int64), {}
     for i, row in enumerate(x):
         want[i] = seen.setdefault(row.tobytes(), i)
@@ -162,7 +162,8 @@ def test_device_tiles_stream_one_at_a_time_with_the_block_path_values(streamed):
 
     def on_torch():
         src = EmbeddingSource(img, txt)
-        src.grid.device, src.grid._t = "cpu", (torch.from_numpy(img), torch.from_numpy(txt))  # a stand-in device
+        src.grid = TileGrid(img, txt, device="cpu", backend="torch")  # the CPU as a stand-in device
+        assert isinstance(src.grid.product(0, 0, on_device=True), torch.Tensor)  # the device schedule's tiles
         return src
 
     whole, tiled = evaluate(on_torch(), c2i), evaluate(on_torch(), c2i, score_block="64x4096")

@@ -85,11 +85,10 @@ def _patch(grid: TileGrid, a: int, b: int, dups: tuple[np.ndarray, np.ndarray]):
             dc - t0, grid.scores(np.arange(i0, i1), dc) if len(dc) else None)
 
 
-def _tile_head(x: np.ndarray, hit: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
-    """The exact top ``kk`` rows of columns ``hit`` of ``x`` in the tie order (row ids, values), (len(hit), kk)."""
-    sub = x[:, hit]
-    if kk >= len(x):
-        return np.broadcast_to(np.arange(len(x)), (len(hit), len(x))).copy(), sub.T.copy()
+def _tile_head(sub: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top ``kk`` rows of each column of ``sub`` in the tie order (row ids, values), (columns, kk)."""
+    if kk >= len(sub):
+        return np.broadcast_to(np.arange(len(sub)), (sub.shape[1], len(sub))).copy(), sub.T.copy()
     part = np.argpartition(-sub, kk - 1, axis=0)[:kk]
     vals = np.take_along_axis(sub, part, axis=0)
     kth = vals.min(axis=0)
@@ -99,59 +98,80 @@ def _tile_head(x: np.ndarray, hit: np.ndarray, kk: int) -> tuple[np.ndarray, np.
     return part.T, vals.T
 
 
-def _reduce(grid, direction, a, b, base, patch, offs, rows, thr, bs, bc, K):
-    """One tile, reduced where it was computed: (candidates ranked above each query's best positive,
-    queries whose head it may change, their top candidates' ids and scores)."""
-    t = base if base is not None else grid.product(a, b)
+class ArrayOps:
+    """The reducer's few array operations, for NumPy (``device`` None: the CPU grid's tiles) or torch (a device
+    grid: the tile stays where it was computed; only the counts, the column maxima and the columns that may
+    change a head come back to the host). Everything else the reducer writes once, as plain indexing and
+    comparisons that mean the same in both; comparisons are exact, so the two agree bit for bit on the same
+    tile."""
+
+    def __init__(self, device=None):
+        self.device = device
+        if device:
+            import torch  # lazy: device grids only, where the model has loaded torch
+
+            self.torch = torch
+
+    def put(self, a: np.ndarray):
+        """A host array where the tile is."""
+        return self.torch.from_numpy(np.ascontiguousarray(a)).to(self.device) if self.device else a
+
+    def get(self, a) -> np.ndarray:
+        """A result back on the host."""
+        return a.cpu().numpy() if self.device else a
+
+    def copy(self, a):
+        return a.clone() if self.device else a.copy()
+
+    def below(self, s):
+        """The next representable value below each of ``s``."""
+        if self.device:
+            return self.torch.nextafter(s, self.torch.full_like(s, -np.inf))
+        return np.nextafter(s, s.dtype.type(-np.inf))
+
+    def where(self, c, a, b):
+        return self.torch.where(c, a, b) if self.device else np.where(c, a, b)
+
+    def column_counts(self, hits) -> np.ndarray:
+        """Per column, the true entries of a boolean tile (int32: a tile has fewer than 2**31 rows)."""
+        return self.get(hits.sum(0, dtype=self.torch.int32 if self.device else np.int32))
+
+    def column_max(self, x) -> np.ndarray:
+        return self.get(x.max(0).values if self.device else x.max(axis=0))
+
+
+def _tile(grid: TileGrid, xp: ArrayOps, a: int, b: int, base, patch):
+    """Tile ``(a, b)`` where the reducer runs, its duplicate rows and columns read from their first copies
+    (``base``: the grid's stored copy, never written to)."""
+    t = xp.put(base) if base is not None else grid.product(a, b, on_device=True)
     if patch is not None:
-        t = t.copy() if base is not None else t
+        t = xp.copy(t) if base is not None else t
         if patch[1] is not None:
-            t[patch[0]] = patch[1]
+            t[xp.put(patch[0])] = xp.put(patch[1])
         if patch[3] is not None:
-            t[:, patch[2]] = patch[3]
+            t[:, xp.put(patch[2])] = xp.put(patch[3])
+    return t
+
+
+def _reduce(grid, direction, a, b, base, patch, offs, rows, thr, bs, bc, K):
+    """One tile, reduced where it was computed (in the worker thread on the CPU, on the device for a device
+    grid): (candidates ranked above each query's best positive, queries whose head it may change, their top
+    candidates' ids and scores)."""
+    xp = ArrayOps(grid.device)
+    t = _tile(grid, xp, a, b, base, patch)
     x = t if direction == "t2i" else t.T  # candidates x queries
     c0 = (a * grid.ti if direction == "t2i" else b * grid.tt) + rows.start
-    x = (x if offs is None else x[:, offs])[rows]
+    x = (x if offs is None else x[:, xp.put(offs)])[rows]
     n = len(x)
-    s = bs.astype(x.dtype)
+    s = xp.put(bs.astype(grid.dtype))
     below = bc >= c0 + n  # the whole tile ranks before the best positive: equal scores count too
-    cnt = (x > np.where(below, np.nextafter(s, x.dtype.type(-np.inf)), s)).sum(axis=0, dtype=np.int32)
+    cnt = xp.column_counts(x > xp.where(xp.put(below), xp.below(s), s))
     for j in np.flatnonzero((bc >= c0) & ~below):  # the tile holding the best positive: ties before it
-        cnt[j] += np.count_nonzero(x[:bc[j] - c0, j] == s[j])
-    hit = np.flatnonzero(x.max(axis=0) >= thr)
-    if not len(hit):
-        return cnt, hit, None, None
-    ids, vals = _tile_head(x, hit, min(K, n))
-    return cnt, hit, ids + c0, vals.astype(np.float64)
-
-
-def _reduce_on_device(grid, direction, a, b, base, patch, offs, rows, thr, bs, bc, K):
-    """:func:`_reduce` where the tile stays on the device (a GPU): the comparisons run there, and only the counts,
-    the column maxima and the columns that may change a head come back."""
-    import torch  # lazy: device grids only, where the model has loaded torch
-
-    dev = grid.device
-    t = torch.from_numpy(base.copy()).to(dev) if base is not None else grid.product(a, b, on_device=True)
-    if patch is not None:
-        if patch[1] is not None:
-            t[torch.from_numpy(patch[0]).to(dev)] = torch.from_numpy(patch[1]).to(dev)
-        if patch[3] is not None:
-            t[:, torch.from_numpy(patch[2]).to(dev)] = torch.from_numpy(patch[3]).to(dev)
-    x = t if direction == "t2i" else t.T
-    c0 = (a * grid.ti if direction == "t2i" else b * grid.tt) + rows.start
-    x = (x if offs is None else x[:, torch.from_numpy(offs).to(dev)])[rows]
-    n = len(x)
-    s = torch.from_numpy(bs).to(device=dev, dtype=x.dtype)
-    below = bc >= c0 + n
-    cut = torch.where(torch.from_numpy(below).to(dev), torch.nextafter(s, torch.full_like(s, -np.inf)), s)
-    cnt = (x > cut).sum(dim=0, dtype=torch.int32).cpu().numpy()
-    for j in np.flatnonzero((bc >= c0) & ~below):
         cnt[j] += int((x[:int(bc[j]) - c0, j] == s[j]).sum())
-    hit = np.flatnonzero(x.max(dim=0).values.cpu().numpy() >= thr)
+    hit = np.flatnonzero(xp.column_max(x) >= thr)
     if not len(hit):
         return cnt, hit, None, None
-    sub = x[:, torch.from_numpy(hit).to(dev)].cpu().numpy()
-    ids, vals = _tile_head(sub, np.arange(len(hit)), min(K, n))
+    ids, vals = _tile_head(xp.get(x[:, xp.put(hit)]), min(K, n))
     return cnt, hit, ids + c0, vals.astype(np.float64)
 
 
@@ -219,7 +239,7 @@ def _walk(grid, direction, g, offs, walk, bs, bc, span, dups, inflight) -> None:
                 walk.K)
         if grid.device:  # one tile at a time on the device, reduced there
             pending.append(Future())
-            pending[-1].set_result(_reduce_on_device(*args))
+            pending[-1].set_result(_reduce(*args))
         else:
             pending.append(pool().submit(_reduce, *args))
         while len(pending) >= inflight:
