@@ -10,7 +10,7 @@ from support.sharded_gallery import gallery, independent_best_ranks, per_query
 from vlbench.errors import OptionError
 from vlbench.metrics import compute
 from vlbench.metrics.compute import EmbeddingSource, evaluate
-from vlbench.metrics.sharded import column_shards, parse_score_block, shard_width
+from vlbench.metrics.sharded import parse_score_block
 from vlbench.pipeline.run_config import RunConfig, validate
 
 
@@ -107,17 +107,6 @@ def test_first_copies_finds_the_lowest_index_with_the_same_bits():
     want[500] = 499
     assert np.array_equal(first, want)
     assert np.array_equal(first_copies(x[:1]), [0]) and len(first_copies(x[:0])) == 0
-
-
-def test_shards_cover_the_gallery_and_follow_the_tiles():
-    for n, cols, tile in ((200_000, 30_000, 64), (1_000, 256, 1024), (257, 256, 1), (100, 4096, 1024)):
-        block = parse_score_block(f"1x{cols}")
-        w = shard_width(1, 1, block, tile)
-        shards = column_shards(0, n, w)
-        assert shards[0][0] == 0 and shards[-1][1] == n
-        assert all(a[1] == b[0] for a, b in zip(shards, shards[1:]))
-        assert all(c1 - c0 <= cols for c0, c1 in shards)
-        assert w < tile or all(c0 % tile == 0 for c0, _ in shards)
 
 
 @pytest.mark.parametrize("bad", ["0x1000", "64x10", "64", "axb", (0, 512), "2x2.5"])

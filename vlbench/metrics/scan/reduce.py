@@ -26,16 +26,63 @@ from __future__ import annotations
 
 from collections import deque
 from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ..tiles import TileGrid, blas_one_thread, pool
+from ..ranking import check_finite
+from ..tiles import TileGrid, blas_one_thread, pool, tile_shape
 
 
-def usable(source, relevance, graded) -> bool:
-    """Whether the streamed scan can serve this scoring (else the block path of metrics/sharded.py does)."""
+def unchecked(source) -> bool:
+    """Whether the source's similarities cannot be NaN or infinite (a tile grid whose embeddings' norms say so):
+    the scan then checks no tile; otherwise every tile is checked, and a NaN or infinite value is an error that
+    names its query."""
     grid = getattr(source, "grid", None)
-    return isinstance(grid, TileGrid) and relevance is None and not graded and grid.finite_range()
+    return isinstance(grid, TileGrid) and grid.finite_range()
+
+
+def columns(src, direction: str, queries: np.ndarray, c0: int, c1: int) -> np.ndarray:
+    """Candidates ``c0:c1`` of the queries' rows: the source's own block when it has one, else a slice."""
+    if hasattr(src, "block"):
+        return src.block(direction, queries, c0, c1)
+    return np.asarray(src.rows(direction, queries))[:, c0:c1]
+
+
+class SourceGrid:
+    """A similarity source without a tile grid (an ``ArraySource``, any ``SimilaritySource``) read as one: tile
+    ``(a, b)`` is its block of those image rows and caption columns, on the grid :func:`tile_shape` fixes. No
+    duplicates are looked for (its entries are what it gives) and nothing is stored; its values are not known to
+    be finite, so the scan checks every tile."""
+
+    device = None
+
+    def __init__(self, source):
+        self.source = source
+        self.n_images, self.n_captions = source.n_images, source.n_captions
+        self.ti, self.tt = tile_shape(self.n_images, self.n_captions)
+        self.dtype = np.dtype(getattr(getattr(source, "sim", None), "dtype", np.float32))
+        self.tile_bytes = self.ti * self.tt * self.dtype.itemsize
+        self.cache_bytes, self.products = 2 * self.tile_bytes, 0
+
+    def product(self, a: int, b: int, on_device: bool = False) -> np.ndarray:
+        i0, t0 = a * self.ti, b * self.tt
+        blk = columns(self.source, "i2t", np.arange(i0, min(self.n_images, i0 + self.ti)), t0,
+                      min(self.n_captions, t0 + self.tt))
+        return blk if blk.dtype == self.dtype else blk.astype(self.dtype)
+
+    def cached(self, a: int, b: int) -> None:
+        return None
+
+    def duplicates(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+
+    def finite_range(self) -> bool:
+        return False
+
+    def scores(self, images: np.ndarray, captions: np.ndarray) -> np.ndarray:
+        return np.asarray(self.source.rows("i2t", np.asarray(images)), dtype=self.dtype)[:, captions]
 
 
 def cuts_query_tiles(source, direction: str, n_q: int, block_rows: int) -> bool:
@@ -66,7 +113,8 @@ def best_positives(grid: TileGrid, direction: str, queries: np.ndarray, pos) -> 
         blk = grid.scores(uniq, qs) if direction == "t2i" else grid.scores(qs, uniq).T
         vals[sel] = blk[np.searchsorted(uniq, cand), prow[sel] - g0]
     best_s = np.full(n, -np.inf)
-    np.maximum.at(best_s, prow, vals)
+    with np.errstate(invalid="ignore"):  # a NaN (the scan's tile check then names its query)
+        np.maximum.at(best_s, prow, vals)
     best_c = np.full(n, pos.n_candidates, dtype=np.int64)
     top = vals == best_s[prow]
     np.minimum.at(best_c, prow[top], pos.idx[top])
@@ -136,6 +184,9 @@ class ArrayOps:
         """Per column, the true entries of a boolean tile (int32: a tile has fewer than 2**31 rows)."""
         return self.get(hits.sum(0, dtype=self.torch.int32 if self.device else np.int32))
 
+    def isfinite(self, x):
+        return self.torch.isfinite(x) if self.device else np.isfinite(x)
+
     def column_max(self, x) -> np.ndarray:
         return self.get(x.max(0).values if self.device else x.max(axis=0))
 
@@ -153,81 +204,184 @@ def _tile(grid: TileGrid, xp: ArrayOps, a: int, b: int, base, patch):
     return t
 
 
-def _reduce(grid, direction, a, b, base, patch, offs, rows, thr, bs, bc, K):
+@dataclass
+class Side:
+    """What travels with the head besides ids and scores (the DCG relevances and the graded gains), read from
+    their own sources for each tile's candidates and reduced with it; after :func:`scan`, per query: ``rel`` and
+    ``gain[name]`` at the head, ``nonpos`` the ``pp`` largest relevances among non-positives, ``gtop[name]`` the
+    ``pp`` largest gains (descending)."""
+
+    relevance: Any
+    graded: dict
+    pp: int
+    rel: np.ndarray | None = None
+    nonpos: np.ndarray | None = None
+    gain: dict = field(default_factory=dict)
+    gtop: dict = field(default_factory=dict)
+
+    def blocks(self, direction: str, queries: np.ndarray, c0: int, c1: int):
+        """(relevances, graded name -> gains) of the queries x candidates ``c0:c1`` (float64)."""
+        rel = None
+        if self.relevance is not None:
+            rel = np.asarray(columns(self.relevance, direction, queries, c0, c1)).astype(np.float64)
+            check_finite(rel, queries, 0, direction, "relevance", "")
+        return rel, {g: np.exp2(np.asarray(columns(src, direction, queries, c0, c1), dtype=np.float64)) - 1.0
+                     for g, src in self.graded.items()}
+
+
+@dataclass
+class _Run:
+    """A run of queries in one query tile, as every tile of its walk reads it."""
+
+    grid: Any
+    direction: str
+    offs: np.ndarray | None  # the run's queries within the query tile (None: the whole tile, no gather)
+    queries: np.ndarray  # their ids (a NaN or infinite value names one)
+    bs: np.ndarray  # best positive's score and index per query
+    bc: np.ndarray
+    K: int
+    check: bool  # check every tile for NaN or infinite values
+    prow: np.ndarray  # the run's positives: row in the run, candidate id
+    pcol: np.ndarray
+    pp: int
+
+
+def _reduce(run: _Run, a: int, b: int, base, patch, rows: slice, thr: np.ndarray, side):
     """One tile, reduced where it was computed (in the worker thread on the CPU, on the device for a device
     grid): (candidates ranked above each query's best positive, queries whose head it may change, their top
-    candidates' ids and scores)."""
+    candidates' ids and scores, the side values: :func:`_side_values`)."""
+    grid, direction, bs, bc = run.grid, run.direction, run.bs, run.bc
     xp = ArrayOps(grid.device)
     t = _tile(grid, xp, a, b, base, patch)
     x = t if direction == "t2i" else t.T  # candidates x queries
     c0 = (a * grid.ti if direction == "t2i" else b * grid.tt) + rows.start
-    x = (x if offs is None else x[:, xp.put(offs)])[rows]
+    x = (x if run.offs is None else x[:, xp.put(run.offs)])[rows]
     n = len(x)
+    if run.check:
+        bad = np.flatnonzero(~xp.get(xp.isfinite(x).all(0)))
+        if len(bad):
+            raise ValueError(f"similarity has NaN or infinite values ({direction} query {int(run.queries[bad[0]])})"
+                             "; check the model's embeddings")
     s = xp.put(bs.astype(grid.dtype))
     below = bc >= c0 + n  # the whole tile ranks before the best positive: equal scores count too
     cnt = xp.column_counts(x > xp.where(xp.put(below), xp.below(s), s))
     for j in np.flatnonzero((bc >= c0) & ~below):  # the tile holding the best positive: ties before it
         cnt[j] += int((x[:int(bc[j]) - c0, j] == s[j]).sum())
     hit = np.flatnonzero(xp.column_max(x) >= thr)
-    if not len(hit):
-        return cnt, hit, None, None
-    ids, vals = _tile_head(xp.get(x[:, xp.put(hit)]), min(K, n))
-    return cnt, hit, ids + c0, vals.astype(np.float64)
+    ids = vals = None
+    if len(hit):
+        ids, vals = _tile_head(xp.get(x[:, xp.put(hit)]), min(run.K, n))
+    extra = None if side is None else _side_values(run, side, c0, hit, ids)
+    return cnt, hit, None if ids is None else ids + c0, None if vals is None else vals.astype(np.float64), extra
+
+
+def _side_values(run: _Run, side, c0: int, hit: np.ndarray, ids) -> dict:
+    """The side values of one tile: relevances and gains at the head candidates it offers (``ids``: rows of
+    the tile, for queries ``hit``), and per query the ``pp`` largest relevances of its non-positives and the
+    ``pp`` largest gains of the tile."""
+    rel, gains = side
+    out: dict = {"gain": {}, "gtop": {}}
+    if rel is not None:
+        out["rel"] = None if ids is None else np.take_along_axis(rel[hit], ids, axis=1)
+        inside = (run.pcol >= c0) & (run.pcol < c0 + rel.shape[1])
+        masked = rel.copy()
+        masked[run.prow[inside], run.pcol[inside] - c0] = -np.inf
+        out["nonpos"] = _largest(masked, run.pp)
+    for g, gb in gains.items():
+        out["gain"][g] = None if ids is None else np.take_along_axis(gb[hit], ids, axis=1)
+        out["gtop"][g] = _largest(gb, run.pp)
+    return out
+
+
+def _largest(a: np.ndarray, pp: int) -> np.ndarray:
+    """The ``pp`` largest values of each row, descending."""
+    return np.ascontiguousarray(-np.sort(-a, axis=1)[:, :pp])
 
 
 class _Walk:
-    """One query tile's state while its candidate tiles are reduced (head, threshold, counts)."""
+    """One query run's state while its candidate tiles are reduced (head, threshold, counts, side values)."""
 
-    def __init__(self, n: int, K: int):
-        self.K, self.ix, self.v = K, np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0))
+    def __init__(self, n: int, K: int, side: Side | None):
+        e = np.zeros((n, 0))
+        self.K, self.ix, self.v = K, np.zeros((n, 0), dtype=np.int64), e
+        self.pp = side.pp if side is not None else 0
         self.counts = np.zeros(n, dtype=np.int64)
+        rel = side is not None and side.relevance is not None
+        self.rel, self.nonpos = (e, e) if rel else (None, None)
+        self.gain = {g: e for g in side.graded} if side is not None else {}
+        self.gtop = dict(self.gain)
 
     def threshold(self) -> np.ndarray:
         return self.v[:, self.K - 1] if self.v.shape[1] == self.K else np.full(len(self.v), -np.inf)
 
-    def merge(self, cnt, hit, ids, vals) -> None:
+    def merge(self, cnt, hit, ids, vals, extra) -> None:
         self.counts += cnt  # int32 per tile, int64 over the gallery
+        if extra is not None:  # the largest relevances and gains: every query, values only
+            if self.nonpos is not None:
+                self.nonpos = _largest(np.hstack([self.nonpos, extra["nonpos"]]), self.pp)
+            for g in self.gtop:
+                self.gtop[g] = _largest(np.hstack([self.gtop[g], extra["gtop"][g]]), self.pp)
         if ids is None:
             return
         ix, v = np.hstack([self.ix[hit], ids]), np.hstack([self.v[hit], vals])
         order = np.lexsort((ix, -v), axis=1)[:, :self.K]
-        ix, v = np.take_along_axis(ix, order, axis=1), np.take_along_axis(v, order, axis=1)
-        if len(hit) == len(self.ix):
-            self.ix, self.v = ix, v
-        else:  # only a full head has a threshold, so a partial merge keeps the width
-            self.ix[hit], self.v[hit] = ix, v
+        full = len(hit) == len(self.ix)  # else only a full head has a threshold, so a partial merge keeps the width
+
+        def take(mine: np.ndarray, new: np.ndarray) -> np.ndarray:
+            out = np.take_along_axis(np.hstack([mine[hit], new]), order, axis=1)
+            if full:
+                return out
+            mine[hit] = out
+            return mine
+
+        if self.rel is not None:
+            self.rel = take(self.rel, extra["rel"])
+        self.gain = {g: take(a, extra["gain"][g]) for g, a in self.gain.items()}
+        self.ix, self.v = take(self.ix, ids), take(self.v, vals)
 
 
-def scan(grid: TileGrid, direction: str, queries: np.ndarray, pos, K: int, lo: int, hi: int, *,
-         inflight: int = 4, progress=None):
+def scan(grid, direction: str, queries: np.ndarray, pos, K: int, lo: int, hi: int, *, inflight: int = 4,
+         progress=None, side: Side | None = None):
     """Per query: the exact head over candidates ``lo:hi`` ((n, <=K) ids and float64 scores, score desc then
     index asc), the best positive (score, index) over all candidates, and how many candidates of ``lo:hi``
-    rank above it. ``inflight``: tiles computed or queued at once (the memory bound, in tiles)."""
-    n = len(queries)
+    rank above it; with ``side``, the side values over ``lo:hi`` are left in it. ``grid``: a TileGrid or a
+    SourceGrid; ``inflight``: tiles computed or queued at once (the memory bound, in tiles)."""
+    n, w, wp = len(queries), min(K, hi - lo), min(side.pp if side else 0, hi - lo)
     best_s, best_c = best_positives(grid, direction, queries, pos)
-    ix, v, counts = np.zeros((n, min(K, hi - lo)), dtype=np.int64), np.zeros((n, min(K, hi - lo))), \
-        np.zeros(n, dtype=np.int64)
+    ix, v, counts = np.zeros((n, w), dtype=np.int64), np.zeros((n, w)), np.zeros(n, dtype=np.int64)
+    if side is not None:
+        side.rel, side.nonpos = (np.zeros((n, w)), np.zeros((n, wp))) if side.relevance is not None else (None, None)
+        side.gain, side.gtop = {g: np.zeros((n, w)) for g in side.graded}, {g: np.zeros((n, wp)) for g in side.graded}
     tq, tc = _axes(grid, direction)
-    dups = grid.duplicates()
+    dups, check = grid.duplicates(), not grid.finite_range()
     qtile = queries // tq
     edges = np.flatnonzero(np.r_[True, qtile[1:] != qtile[:-1], True]) if n else np.zeros(1, dtype=np.int64)
+    prow_all = np.repeat(np.arange(n), pos.counts)
     with blas_one_thread(grid.device):
         for e0, e1 in zip(edges[:-1], edges[1:]):  # a run of queries in one query tile (they are ascending)
-            g, walk = int(qtile[e0]), _Walk(e1 - e0, K)
+            g, walk = int(qtile[e0]), _Walk(e1 - e0, K, side)
             offs = queries[e0:e1] - g * tq
             full = min(tq, (grid.n_captions if direction == "t2i" else grid.n_images) - g * tq)
-            whole = np.array_equal(offs, np.arange(full))  # the whole query tile: no gather
-            _walk(grid, direction, g, None if whole else offs, walk, best_s[e0:e1], best_c[e0:e1], (lo, hi, tc),
-                  dups, inflight)
-            w = walk.v.shape[1]
-            ix[e0:e1, :w], v[e0:e1, :w], counts[e0:e1] = walk.ix, walk.v, walk.counts
+            ps = slice(pos.ptr[e0], pos.ptr[e1])
+            run = _Run(grid, direction, None if np.array_equal(offs, np.arange(full)) else offs, queries[e0:e1],
+                       best_s[e0:e1], best_c[e0:e1], K, check, prow_all[ps] - e0, pos.idx[ps], side.pp if side else 0)
+            _walk(run, g, walk, (lo, hi, tc), dups, inflight, side)
+            r = slice(e0, e1)
+            ix[r], v[r], counts[r] = walk.ix, walk.v, walk.counts
+            if side is not None:
+                if side.rel is not None:
+                    side.rel[r], side.nonpos[r] = walk.rel, walk.nonpos
+                for name in side.graded:
+                    side.gain[name][r], side.gtop[name][r] = walk.gain[name], walk.gtop[name]
             if progress:
                 progress(e1 - e0)
     return ix, v, best_s, best_c, counts
 
 
-def _walk(grid, direction, g, offs, walk, bs, bc, span, dups, inflight) -> None:
-    """The candidate tiles of ``lo:hi`` for query tile ``g``, ``inflight`` at a time, merged in order."""
+def _walk(run: _Run, g: int, walk: _Walk, span, dups, inflight: int, side: Side | None) -> None:
+    """The candidate tiles of ``lo:hi`` for the run's query tile ``g``, ``inflight`` at a time, merged in
+    order (the side values read here, in the calling thread: their sources keep stores of their own)."""
+    grid, direction = run.grid, run.direction
     lo, hi, tc = span
     pending: deque = deque()
     for ct in range(lo // tc, -(-hi // tc)):
@@ -235,8 +389,9 @@ def _walk(grid, direction, g, offs, walk, bs, bc, span, dups, inflight) -> None:
         rows = slice(max(lo, ct * tc) - ct * tc, min(hi, (ct + 1) * tc) - ct * tc)
         base = grid.cached(a, b)
         grid.products += base is None
-        args = (grid, direction, a, b, base, _patch(grid, a, b, dups), offs, rows, walk.threshold(), bs, bc,
-                walk.K)
+        extra = None if side is None else side.blocks(direction, run.queries, ct * tc + rows.start,
+                                                      ct * tc + rows.stop)
+        args = (run, a, b, base, _patch(grid, a, b, dups), rows, walk.threshold(), extra)
         if grid.device:  # one tile at a time on the device, reduced there
             pending.append(Future())
             pending[-1].set_result(_reduce(*args))
