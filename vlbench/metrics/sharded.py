@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ranking import Positives, RankedBlock
-from .scan.reduce import Side, SourceGrid, cuts_query_tiles, scan
+from .scan.reduce import Head, Side, SourceGrid, cuts_query_tiles, scan
 from .tiles import WORKERS, TileGrid
 
 MIN_COLS = 256  # the narrowest column bound: narrower blocks cost more in Python than they save in memory
@@ -124,50 +124,6 @@ class TorchGroup:
         return t.cpu().numpy()
 
 
-@dataclass
-class _Head:
-    """Per query: the best candidates so far in the tie-broken order, what travels with them, the best positive."""
-
-    ix: np.ndarray  # (n, <=K) int64 candidate ids
-    v: np.ndarray  # their scores (float64: every float32 value exactly)
-    rel: np.ndarray | None  # relevance at the head (float64), with a relevance source
-    gain: dict  # graded name -> gains at the head
-    nonpos: np.ndarray | None  # the pp largest relevances among non-positives, descending
-    gtop: dict  # graded name -> the pp largest gains, descending
-    best_s: np.ndarray  # best positive's score (-inf: none seen)
-    best_c: np.ndarray  # its candidate id (n_candidates: none seen)
-
-    def merge(self, o: _Head, K: int, pp: int) -> _Head:
-        ix, v = np.hstack([self.ix, o.ix]), np.hstack([self.v, o.v])
-        order = np.lexsort((ix, -v), axis=1)[:, :K]
-
-        def take(a, b):
-            return np.take_along_axis(np.hstack([a, b]), order, axis=1)
-
-        def largest(a, b):
-            return np.ascontiguousarray(-np.sort(-np.hstack([a, b]), axis=1)[:, :pp])
-
-        better = (o.best_s > self.best_s) | ((o.best_s == self.best_s) & (o.best_c < self.best_c))
-        return _Head(take(self.ix, o.ix), take(self.v, o.v), None if self.rel is None else take(self.rel, o.rel),
-                     {g: take(a, o.gain[g]) for g, a in self.gain.items()},
-                     None if self.nonpos is None else largest(self.nonpos, o.nonpos),
-                     {g: largest(a, o.gtop[g]) for g, a in self.gtop.items()},
-                     np.where(better, o.best_s, self.best_s), np.where(better, o.best_c, self.best_c))
-
-    def fields(self) -> list[np.ndarray]:
-        return [self.ix, self.v, *([self.rel, self.nonpos] if self.rel is not None else []),
-                *[a for g in self.gain for a in (self.gain[g], self.gtop[g])], self.best_s, self.best_c]
-
-    def with_fields(self, arrs: list[np.ndarray]) -> _Head:
-        it = iter(arrs)
-        ix, v = next(it), next(it)
-        rel, nonpos = (next(it), next(it)) if self.rel is not None else (None, None)
-        gain, gtop = {}, {}
-        for g in self.gain:
-            gain[g], gtop[g] = next(it), next(it)
-        return _Head(ix, v, rel, gain, nonpos, gtop, next(it), next(it))
-
-
 def _positives_of(pos: Positives, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(np.arange(r1 - r0), pos.counts[r0:r1]), pos.idx[pos.ptr[r0]:pos.ptr[r1]]
 
@@ -180,19 +136,18 @@ def _in_head(keys: np.ndarray, n_cand: int, r0: int, ix: np.ndarray) -> np.ndarr
     return keys[np.minimum(np.searchsorted(keys, hk), len(keys) - 1)] == hk
 
 
-def _all_ranks(head: _Head, group, K: int, pp: int) -> _Head:
+def _all_ranks(head: Head, group, K: int, pp: int) -> Head:
     """Every rank's heads merged (the same result on each rank)."""
     if group.world == 1:
         return head
     fields = head.fields()
-    width = [f.shape[1] if f.ndim == 2 else None for f in fields]
-    pad = [max(group.gather(np.asarray([w or 0]))) for w in width]  # ranks without columns have narrower heads
-    padded = [f if w is None else np.pad(f, ((0, 0), (0, int(p[0]) - w)), constant_values=_fill(f)) for f, w, p
-              in zip(fields, width, pad)]
+    width = [f.shape[1] for f in fields]
+    pad = [max(group.gather(np.asarray([w]))) for w in width]  # ranks without columns have narrower heads
+    padded = [np.pad(f, ((0, 0), (0, int(p[0]) - w)), constant_values=_fill(f)) for f, w, p in zip(fields, width, pad)]
     gathered = [group.gather(f) for f in padded]
     out = head.with_fields([g[0] for g in gathered])
     for r in range(1, group.world):
-        out = out.merge(head.with_fields([g[r] for g in gathered]), K, pp)
+        out.merge(head.with_fields([g[r] for g in gathered]), K, pp)
     return out
 
 
@@ -214,11 +169,8 @@ def sharded_blocks(source, direction: str, queries: np.ndarray, pos: Positives, 
     lo, hi = split(0, n_cand, group.world, grid.tt if direction == "i2t" else grid.ti)[group.rank]
     side = Side(relevance, graded, pp) if relevance is not None or graded else None
     inflight = max(1, min(2 * WORKERS, block.bytes // grid.tile_bytes))
-    ix, v, best_s, best_c, local = scan(grid, direction, queries, pos, K, lo, hi, inflight=inflight,
-                                        progress=progress, side=side)
-    head = _Head(ix, v, side and side.rel, side.gain if side else {}, side and side.nonpos,
-                 side.gtop if side else {}, best_s, best_c)
-    head = _all_ranks(head, group, K, pp)
+    head, _, _, local = scan(grid, direction, queries, pos, K, lo, hi, inflight=inflight, progress=progress, side=side)
+    head = _all_ranks(head, group, K, pp)  # every rank read the same best positives: only heads and counts travel
     counts = group.sum(local)
     keys = np.repeat(np.arange(n_q, dtype=np.int64), pos.counts) * n_cand + pos.idx
     is_pos = _in_head(keys, n_cand, 0, head.ix)

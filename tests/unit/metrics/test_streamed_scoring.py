@@ -106,14 +106,15 @@ def test_slices_at_tile_edges_merge_to_the_whole_scan():
     grid = EmbeddingSource(img, txt).grid
     _, t2i, _ = build_positives(c2i, len(img))
     q = np.arange(len(txt))
-    ix, v, bs, bc, n = scan(grid, "t2i", q, t2i, 11, 0, len(img))
+    head, bs, bc, n = scan(grid, "t2i", q, t2i, 11, 0, len(img))
+    ix, v = head.ix, head.v
     parts = [scan(grid, "t2i", q, t2i, 11, lo, hi) for lo, hi in ((0, 1_024), (1_024, len(img)))]
-    pix, pv = np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts])
+    pix, pv = np.hstack([p[0].ix for p in parts]), np.hstack([p[0].v for p in parts])
     order = np.lexsort((pix, -pv), axis=1)[:, :11]
     assert np.array_equal(np.take_along_axis(pix, order, axis=1), ix)
     assert np.array_equal(np.take_along_axis(pv, order, axis=1), v)
-    assert np.array_equal(parts[0][4] + parts[1][4], n)
-    assert all(np.array_equal(p[2], bs) and np.array_equal(p[3], bc) for p in parts)
+    assert np.array_equal(parts[0][3] + parts[1][3], n)
+    assert all(np.array_equal(p[1], bs) and np.array_equal(p[2], bc) for p in parts)
 
 
 def test_non_finite_embeddings_take_the_checked_path():

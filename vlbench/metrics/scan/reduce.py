@@ -206,18 +206,13 @@ def _tile(grid: TileGrid, xp: ArrayOps, a: int, b: int, base, patch):
 
 @dataclass
 class Side:
-    """What travels with the head besides ids and scores (the DCG relevances and the graded gains), read from
-    their own sources for each tile's candidates and reduced with it; after :func:`scan`, per query: ``rel`` and
-    ``gain[name]`` at the head, ``nonpos`` the ``pp`` largest relevances among non-positives, ``gtop[name]`` the
-    ``pp`` largest gains (descending)."""
+    """What travels with the head besides ids and scores: the DCG relevances (a relevance source) and the graded
+    gains (name -> source of labels, gain ``2**label - 1``), read from their own sources for each tile's
+    candidates and reduced with it into :class:`Head`'s ``rel`` / ``nonpos`` and ``gain`` / ``gtop``."""
 
     relevance: Any
     graded: dict
     pp: int
-    rel: np.ndarray | None = None
-    nonpos: np.ndarray | None = None
-    gain: dict = field(default_factory=dict)
-    gtop: dict = field(default_factory=dict)
 
     def blocks(self, direction: str, queries: np.ndarray, c0: int, c1: int):
         """(relevances, graded name -> gains) of the queries x candidates ``c0:c1`` (float64)."""
@@ -268,29 +263,31 @@ def _reduce(run: _Run, a: int, b: int, base, patch, rows: slice, thr: np.ndarray
     for j in np.flatnonzero((bc >= c0) & ~below):  # the tile holding the best positive: ties before it
         cnt[j] += int((x[:int(bc[j]) - c0, j] == s[j]).sum())
     hit = np.flatnonzero(xp.column_max(x) >= thr)
-    ids = vals = None
-    if len(hit):
-        ids, vals = _tile_head(xp.get(x[:, xp.put(hit)]), min(run.K, n))
-    extra = None if side is None else _side_values(run, side, c0, hit, ids)
-    return cnt, hit, None if ids is None else ids + c0, None if vals is None else vals.astype(np.float64), extra
+    ids, vals = _tile_head(xp.get(x[:, xp.put(hit)]), min(run.K, n)) if len(hit) else (None, None)
+    return cnt, hit, _part(run, side, c0, hit, ids, vals)
 
 
-def _side_values(run: _Run, side, c0: int, hit: np.ndarray, ids) -> dict:
-    """The side values of one tile: relevances and gains at the head candidates it offers (``ids``: rows of
-    the tile, for queries ``hit``), and per query the ``pp`` largest relevances of its non-positives and the
-    ``pp`` largest gains of the tile."""
+def _part(run: _Run, side, c0: int, hit: np.ndarray, ids, vals) -> Head:
+    """One tile's contribution to the run's head: its top candidates for the queries ``hit`` (``ids``: rows of
+    the tile; None: no query's head can change) with their relevances and gains, and every query's ``pp``
+    largest relevances among the tile's non-positives and ``pp`` largest gains."""
+    head = Head(np.zeros((0, 0), dtype=np.int64) if ids is None else ids + c0,
+                np.zeros((0, 0)) if vals is None else vals.astype(np.float64))
+    if side is None:
+        return head
     rel, gains = side
-    out: dict = {"gain": {}, "gtop": {}}
+
+    def at_head(b: np.ndarray) -> np.ndarray:
+        return np.zeros((0, 0)) if ids is None else np.take_along_axis(b[hit], ids, axis=1)
+
     if rel is not None:
-        out["rel"] = None if ids is None else np.take_along_axis(rel[hit], ids, axis=1)
         inside = (run.pcol >= c0) & (run.pcol < c0 + rel.shape[1])
         masked = rel.copy()
         masked[run.prow[inside], run.pcol[inside] - c0] = -np.inf
-        out["nonpos"] = _largest(masked, run.pp)
-    for g, gb in gains.items():
-        out["gain"][g] = None if ids is None else np.take_along_axis(gb[hit], ids, axis=1)
-        out["gtop"][g] = _largest(gb, run.pp)
-    return out
+        head.rel, head.nonpos = at_head(rel), _largest(masked, run.pp)
+    head.gain = {g: at_head(b) for g, b in gains.items()}
+    head.gtop = {g: _largest(b, run.pp) for g, b in gains.items()}
+    return head
 
 
 def _largest(a: np.ndarray, pp: int) -> np.ndarray:
@@ -298,65 +295,96 @@ def _largest(a: np.ndarray, pp: int) -> np.ndarray:
     return np.ascontiguousarray(-np.sort(-a, axis=1)[:, :pp])
 
 
-class _Walk:
-    """One query run's state while its candidate tiles are reduced (head, threshold, counts, side values)."""
+@dataclass
+class Head:
+    """Per query: the best candidates so far in the tie order (score desc, index asc) and what travels with
+    them (relevances and gains at the head), beside the ``pp`` largest relevances among non-positives and the
+    ``pp`` largest gains (values only). One merge serves the tiles of a walk and the ranks of torchrun."""
 
-    def __init__(self, n: int, K: int, side: Side | None):
-        e = np.zeros((n, 0))
-        self.K, self.ix, self.v = K, np.zeros((n, 0), dtype=np.int64), e
-        self.pp = side.pp if side is not None else 0
-        self.counts = np.zeros(n, dtype=np.int64)
-        rel = side is not None and side.relevance is not None
-        self.rel, self.nonpos = (e, e) if rel else (None, None)
-        self.gain = {g: e for g in side.graded} if side is not None else {}
-        self.gtop = dict(self.gain)
+    ix: np.ndarray  # (n, <=K) int64 candidate ids
+    v: np.ndarray  # their scores (float64: every float32 value exactly)
+    rel: np.ndarray | None = None  # relevance at the head (float64), with a relevance source
+    gain: dict = field(default_factory=dict)  # graded name -> gains at the head
+    nonpos: np.ndarray | None = None  # the pp largest relevances among non-positives, descending
+    gtop: dict = field(default_factory=dict)  # graded name -> the pp largest gains, descending
 
-    def threshold(self) -> np.ndarray:
-        return self.v[:, self.K - 1] if self.v.shape[1] == self.K else np.full(len(self.v), -np.inf)
+    @classmethod
+    def empty(cls, n: int, side: Side | None) -> Head:
+        e, rel = np.zeros((n, 0)), side is not None and side.relevance is not None
+        graded = side.graded if side is not None else {}
+        return cls(np.zeros((n, 0), dtype=np.int64), e, e if rel else None, {g: e for g in graded},
+                   e if rel else None, {g: e for g in graded})
 
-    def merge(self, cnt, hit, ids, vals, extra) -> None:
-        self.counts += cnt  # int32 per tile, int64 over the gallery
-        if extra is not None:  # the largest relevances and gains: every query, values only
-            if self.nonpos is not None:
-                self.nonpos = _largest(np.hstack([self.nonpos, extra["nonpos"]]), self.pp)
-            for g in self.gtop:
-                self.gtop[g] = _largest(np.hstack([self.gtop[g], extra["gtop"][g]]), self.pp)
-        if ids is None:
+    def merge(self, o: Head, K: int, pp: int, rows: np.ndarray | None = None) -> None:
+        """``o``'s candidates merged into the heads of ``rows`` (every query: None), its largest values into
+        every query's (``o.nonpos`` / ``o.gtop`` cover every query, or are None: none in ``o``)."""
+        if o.nonpos is not None and self.nonpos is not None:
+            self.nonpos = _largest(np.hstack([self.nonpos, o.nonpos]), pp)
+        for g, a in o.gtop.items():
+            self.gtop[g] = _largest(np.hstack([self.gtop[g], a]), pp)
+        if rows is not None and not len(rows):
             return
-        ix, v = np.hstack([self.ix[hit], ids]), np.hstack([self.v[hit], vals])
-        order = np.lexsort((ix, -v), axis=1)[:, :self.K]
-        full = len(hit) == len(self.ix)  # else only a full head has a threshold, so a partial merge keeps the width
+        sel = slice(None) if rows is None else rows
+        ix, v = np.hstack([self.ix[sel], o.ix]), np.hstack([self.v[sel], o.v])
+        order = np.lexsort((ix, -v), axis=1)[:, :K]
+        whole = rows is None or len(rows) == len(self.ix)  # else only a full head has a threshold: same width
 
         def take(mine: np.ndarray, new: np.ndarray) -> np.ndarray:
-            out = np.take_along_axis(np.hstack([mine[hit], new]), order, axis=1)
-            if full:
+            out = np.take_along_axis(np.hstack([mine[sel], new]), order, axis=1)
+            if whole:
                 return out
-            mine[hit] = out
+            mine[sel] = out
             return mine
 
-        if self.rel is not None:
-            self.rel = take(self.rel, extra["rel"])
-        self.gain = {g: take(a, extra["gain"][g]) for g, a in self.gain.items()}
-        self.ix, self.v = take(self.ix, ids), take(self.v, vals)
+        if self.rel is not None and o.rel is not None:
+            self.rel = take(self.rel, o.rel)
+        self.gain = {g: take(a, o.gain[g]) for g, a in self.gain.items()}
+        self.ix, self.v = take(self.ix, o.ix), take(self.v, o.v)
+
+    def fields(self) -> list[np.ndarray]:
+        return [self.ix, self.v, *([self.rel, self.nonpos] if self.rel is not None else []),
+                *[a for g in self.gain for a in (self.gain[g], self.gtop[g])]]
+
+    def with_fields(self, arrs: list[np.ndarray]) -> Head:
+        it = iter(arrs)
+        ix, v = next(it), next(it)
+        rel, nonpos = (next(it), next(it)) if self.rel is not None else (None, None)
+        gain, gtop = {}, {}
+        for g in self.gain:
+            gain[g], gtop[g] = next(it), next(it)
+        return Head(ix, v, rel, gain, nonpos, gtop)
+
+
+class _Walk:
+    """One query run's state while its candidate tiles are reduced: its head and its counts."""
+
+    def __init__(self, n: int, K: int, side: Side | None):
+        self.K, self.pp = K, side.pp if side is not None else 0
+        self.head, self.counts = Head.empty(n, side), np.zeros(n, dtype=np.int64)
+
+    def threshold(self) -> np.ndarray:
+        v = self.head.v
+        return v[:, self.K - 1] if v.shape[1] == self.K else np.full(len(v), -np.inf)
+
+    def merge(self, cnt: np.ndarray, hit: np.ndarray, part: Head) -> None:
+        self.counts += cnt  # int32 per tile, int64 over the gallery
+        self.head.merge(part, self.K, self.pp, hit)
 
 
 def scan(grid, direction: str, queries: np.ndarray, pos, K: int, lo: int, hi: int, *, inflight: int = 4,
-         progress=None, side: Side | None = None):
+         progress=None, side: Side | None = None) -> tuple[Head, np.ndarray, np.ndarray, np.ndarray]:
     """Per query: the exact head over candidates ``lo:hi`` ((n, <=K) ids and float64 scores, score desc then
-    index asc), the best positive (score, index) over all candidates, and how many candidates of ``lo:hi``
-    rank above it; with ``side``, the side values over ``lo:hi`` are left in it. ``grid``: a TileGrid or a
+    index asc; with ``side``, the relevances and gains that travel with it), the best positive (score, index)
+    over all candidates, and how many candidates of ``lo:hi`` rank above it. ``grid``: a TileGrid or a
     SourceGrid; ``inflight``: tiles computed or queued at once (the memory bound, in tiles)."""
-    n, w, wp = len(queries), min(K, hi - lo), min(side.pp if side else 0, hi - lo)
+    n = len(queries)
     best_s, best_c = best_positives(grid, direction, queries, pos)
-    ix, v, counts = np.zeros((n, w), dtype=np.int64), np.zeros((n, w)), np.zeros(n, dtype=np.int64)
-    if side is not None:
-        side.rel, side.nonpos = (np.zeros((n, w)), np.zeros((n, wp))) if side.relevance is not None else (None, None)
-        side.gain, side.gtop = {g: np.zeros((n, w)) for g in side.graded}, {g: np.zeros((n, wp)) for g in side.graded}
+    heads, counts = [], np.zeros(n, dtype=np.int64)
     tq, tc = _axes(grid, direction)
     dups, check = grid.duplicates(), not grid.finite_range()
     qtile = queries // tq
     edges = np.flatnonzero(np.r_[True, qtile[1:] != qtile[:-1], True]) if n else np.zeros(1, dtype=np.int64)
-    prow_all = np.repeat(np.arange(n), pos.counts)
+    prow = np.repeat(np.arange(n), pos.counts)
     with blas_one_thread(grid.device):
         for e0, e1 in zip(edges[:-1], edges[1:]):  # a run of queries in one query tile (they are ascending)
             g, walk = int(qtile[e0]), _Walk(e1 - e0, K, side)
@@ -364,18 +392,15 @@ def scan(grid, direction: str, queries: np.ndarray, pos, K: int, lo: int, hi: in
             full = min(tq, (grid.n_captions if direction == "t2i" else grid.n_images) - g * tq)
             ps = slice(pos.ptr[e0], pos.ptr[e1])
             run = _Run(grid, direction, None if np.array_equal(offs, np.arange(full)) else offs, queries[e0:e1],
-                       best_s[e0:e1], best_c[e0:e1], K, check, prow_all[ps] - e0, pos.idx[ps], side.pp if side else 0)
+                       best_s[e0:e1], best_c[e0:e1], K, check, prow[ps] - e0, pos.idx[ps], walk.pp)
             _walk(run, g, walk, (lo, hi, tc), dups, inflight, side)
-            r = slice(e0, e1)
-            ix[r], v[r], counts[r] = walk.ix, walk.v, walk.counts
-            if side is not None:
-                if side.rel is not None:
-                    side.rel[r], side.nonpos[r] = walk.rel, walk.nonpos
-                for name in side.graded:
-                    side.gain[name][r], side.gtop[name][r] = walk.gain[name], walk.gtop[name]
+            heads.append(walk.head)
+            counts[e0:e1] = walk.counts
             if progress:
                 progress(e1 - e0)
-    return ix, v, best_s, best_c, counts
+    head = heads[0].with_fields([np.concatenate(a) for a in zip(*(h.fields() for h in heads))]) if heads else \
+        Head.empty(0, side)
+    return head, best_s, best_c, counts
 
 
 def _walk(run: _Run, g: int, walk: _Walk, span, dups, inflight: int, side: Side | None) -> None:
