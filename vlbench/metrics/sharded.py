@@ -13,7 +13,7 @@ gallery, each exactly (docs/metrics.md, "Scoring in blocks"):
   are merges of the shards' ``p`` largest, and the relevances / gains at the head travel with the head.
 
 Nothing is approximated and nothing depends on where a cut falls. Without a relevance model or graded gains
-the gallery is streamed tile by tile instead (metrics/scan/reduce.py: the same combination per tile, the
+the gallery is streamed tile by tile instead (metrics/scan/walk.py: the same combination per tile, the
 block's bytes bounding the tiles in flight). Otherwise query tiles meet shards that follow the tile grid's
 columns when the block is at least a tile wide (each tile is then computed once); a narrower block cuts
 inside a tile, whose other columns the scorer keeps for the next shard. Under torchrun each rank scores a contiguous
@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ranking import Positives, RankedBlock
-from .scan.reduce import Head, Side, SourceGrid, cuts_query_tiles, scan
+from .scan.reducers import Head, Side
+from .scan.walk import SourceGrid, cuts_query_tiles, scan
 from .tiles import WORKERS, TileGrid
 
 MIN_COLS = 256  # the narrowest column bound: narrower blocks cost more in Python than they save in memory

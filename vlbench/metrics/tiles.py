@@ -21,7 +21,7 @@ read the same matrix (a t2i query's row is a column of ``S``): i2t and t2i rank 
 
 Tiles are computed on demand and kept in a small least-recently-used store (``cache_bytes``), so a schedule
 whose blocks cut through tiles computes each tile about once as long as its blocks walk the grid in order;
-the tile scan (metrics/scan/reduce.py) computes tiles with :meth:`TileGrid.product` in worker threads and
+the tile scan (metrics/scan/walk.py) computes tiles with :meth:`TileGrid.product` in worker threads and
 reads duplicates through :meth:`TileGrid.scores`, the same bits.
 On a GPU (``device="cuda"``) the tiles are torch products on the device (one shape per tile: cuBLAS picks
 one kernel per shape); CPU and GPU numbers agree within a stated tolerance, not bit for bit
@@ -115,7 +115,7 @@ class TileGrid:
     # -- tiles ------------------------------------------------------------------------------------
     def product(self, a: int, b: int, on_device: bool = False):
         """Tile ``(a, b)`` as computed: ONE product of the tile's rows (duplicates not yet read from their
-        copies; :meth:`scores` and metrics/scan/reduce.py do that), a torch tensor left on the device with
+        copies; :meth:`scores` and metrics/scan/walk.py do that), a torch tensor left on the device with
         ``on_device``. Safe in any thread; the BLAS one-threaded by the caller (:class:`blas_one_thread`)."""
         i0, i1 = a * self.ti, min(self.n_images, (a + 1) * self.ti)
         t0, t1 = b * self.tt, min(self.n_captions, (b + 1) * self.tt)

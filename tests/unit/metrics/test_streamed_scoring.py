@@ -1,4 +1,4 @@
-"""Scoring streamed over square tiles (metrics/scan/reduce.py): the exact heads and ranks of the whole-row
+"""Scoring streamed over square tiles (metrics/scan/walk.py): the exact heads and ranks of the whole-row
 ranking, on real-valued vectors with duplicates, exact ties across the head's cut and near twins; the tile
 shape that makes it fast; the duplicate search's memory."""
 
@@ -14,7 +14,7 @@ from vlbench.metrics import sharded
 from vlbench.metrics.compute import EmbeddingSource, evaluate, similarity_matrix
 from vlbench.metrics.ranking import build_positives
 from vlbench.metrics.scan import duplicates
-from vlbench.metrics.scan.reduce import scan, unchecked
+from vlbench.metrics.scan.walk import scan, unchecked
 from vlbench.metrics.tiles import TILE_ELEMENTS, TileGrid, first_copies, tile_shape
 
 

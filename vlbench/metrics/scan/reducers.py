@@ -1,46 +1,38 @@
-"""Exact heads and ranks from the tile grid, tile by tile, with small per-query state.
+"""The reducers of the exact scan: what one tile of similarities contributes to its queries' results.
 
-The similarities are the tile grid's (metrics/tiles.py): a tile here is the same single product the grid
-defines, with duplicate rows and columns read from their first copies exactly as ``TileGrid.scores`` reads
-them, so every value has the bits every other schedule sees. What is new is the schedule: a query tile (up
-to 512 queries) walks the candidate tiles of its slice of the gallery, and each tile is reduced in the thread
-that computed it, while it is in the core's cache:
+A tile (candidates x queries, the grid's single product with duplicates read from their first copies) is
+reduced where it was computed, while it is in the core's cache, into
 
-* **the best positive first**: every query's positives are read from the grid before the walk (the tiles
-  that hold them, usually one per query tile), so its score ``s`` and index ``c`` are known;
-* **its rank by one comparison**: the candidates ranked above it are those scoring above ``s`` plus those
-  equal to ``s`` at a lower index; in a tile wholly below ``c`` that is ``x >= s``, wholly above it ``x > s``,
-  one comparison per similarity (``x > nextafter(s, -inf)`` for the first), and only the tile holding ``c``
-  counts its ties row by row;
-* **the head by a threshold**: a query's column enters the head only if its largest value reaches the
-  ``K``-th best score so far (a threshold that only rises, so one a few tiles old keeps a superset), and
-  then only its exact top ``K`` in the tie order (an argpartition, a stable sort where a tie straddles the
-  cut) is merged (score desc, index asc).
+* **the count** of candidates ranked above each query's best positive (score ``s``, index ``c``, read before
+  the walk): ``x >= s`` in a tile wholly before ``c`` (as ``x > nextafter(s, -inf)``), ``x > s`` wholly after
+  it, one comparison per similarity, and only the tile holding ``c`` counts its ties row by row;
+* **the top-k head**: a query's column is looked at only if its largest value reaches the ``K``-th best score
+  so far (a threshold that only rises, so one a few tiles old keeps a superset), and then only its exact top
+  ``K`` in the tie order (an argpartition, a stable sort where a tie straddles the cut) joins the :class:`Head`;
+* **the relevances and graded gains** (:class:`Side`): those of the head's candidates travel with them, and
+  each query's ``p`` largest relevances among non-positives and ``p`` largest gains (the ideal DCG lists)
+  are kept as values.
 
-Nothing is approximated: the head is the exact top ``K`` of the slice and the count is exact, whatever
-order the tiles finish in. Used by metrics/sharded.py whenever no relevance model or graded gains need whole
-blocks and the similarities cannot be NaN or infinite (``TileGrid.finite_range``).
+The flip analysis and retrieved.npz read the head's first ten (metrics/flips.py), so they come from the same
+reduction. :meth:`Head.merge` combines heads in the tie order (score desc, index asc) and the largest values
+as multisets, so merging tiles, slices or torchrun ranks in any grouping gives the same result, bit for bit.
+
+One code path serves NumPy and torch: :class:`ArrayOps` holds the few operations whose spelling differs
+(moving arrays, ``nextafter``, ``where``, counting and maxima per column, the finiteness check); the rest
+is indexing and comparisons that read the same in both. On a device the tile stays there and only counts,
+column maxima and the columns that may change a head come back; the head's exact order and the side values are
+then taken on the host, as on the CPU.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..ranking import check_finite
-from ..tiles import TileGrid, blas_one_thread, pool, tile_shape
-
-
-def unchecked(source) -> bool:
-    """Whether the source's similarities cannot be NaN or infinite (a tile grid whose embeddings' norms say so):
-    the scan then checks no tile; otherwise every tile is checked, and a NaN or infinite value is an error that
-    names its query."""
-    grid = getattr(source, "grid", None)
-    return isinstance(grid, TileGrid) and grid.finite_range()
+from ..tiles import TileGrid
 
 
 def columns(src, direction: str, queries: np.ndarray, c0: int, c1: int) -> np.ndarray:
@@ -48,89 +40,6 @@ def columns(src, direction: str, queries: np.ndarray, c0: int, c1: int) -> np.nd
     if hasattr(src, "block"):
         return src.block(direction, queries, c0, c1)
     return np.asarray(src.rows(direction, queries))[:, c0:c1]
-
-
-class SourceGrid:
-    """A similarity source without a tile grid (an ``ArraySource``, any ``SimilaritySource``) read as one: tile
-    ``(a, b)`` is its block of those image rows and caption columns, on the grid :func:`tile_shape` fixes. No
-    duplicates are looked for (its entries are what it gives) and nothing is stored; its values are not known to
-    be finite, so the scan checks every tile."""
-
-    device = None
-
-    def __init__(self, source):
-        self.source = source
-        self.n_images, self.n_captions = source.n_images, source.n_captions
-        self.ti, self.tt = tile_shape(self.n_images, self.n_captions)
-        self.dtype = np.dtype(getattr(getattr(source, "sim", None), "dtype", np.float32))
-        self.tile_bytes = self.ti * self.tt * self.dtype.itemsize
-        self.cache_bytes, self.products = 2 * self.tile_bytes, 0
-
-    def product(self, a: int, b: int, on_device: bool = False) -> np.ndarray:
-        i0, t0 = a * self.ti, b * self.tt
-        blk = columns(self.source, "i2t", np.arange(i0, min(self.n_images, i0 + self.ti)), t0,
-                      min(self.n_captions, t0 + self.tt))
-        return blk if blk.dtype == self.dtype else blk.astype(self.dtype)
-
-    def cached(self, a: int, b: int) -> None:
-        return None
-
-    def duplicates(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-
-    def finite_range(self) -> bool:
-        return False
-
-    def scores(self, images: np.ndarray, captions: np.ndarray) -> np.ndarray:
-        return np.asarray(self.source.rows("i2t", np.asarray(images)), dtype=self.dtype)[:, captions]
-
-
-def cuts_query_tiles(source, direction: str, n_q: int, block_rows: int) -> bool:
-    """Whole rows in query blocks of ``block_rows`` would cut the source's query tiles (a gallery too large for
-    a tile's rows in the block's bytes): the one-piece pass then streams the tiles within those bytes."""
-    grid = getattr(source, "grid", None)
-    return isinstance(grid, TileGrid) and block_rows < min(n_q, _axes(grid, direction)[0])
-
-
-def _axes(grid: TileGrid, direction: str) -> tuple[int, int]:
-    """(query tile side, candidate tile side) in this direction."""
-    return (grid.tt, grid.ti) if direction == "t2i" else (grid.ti, grid.tt)
-
-
-def best_positives(grid: TileGrid, direction: str, queries: np.ndarray, pos) -> tuple[np.ndarray, np.ndarray]:
-    """Per query: its best positive's score (float64) and index (the lowest among equal scores), read from the
-    grid query tile by query tile (``pos``: metrics.ranking.Positives over ``queries``)."""
-    n, tq = len(queries), _axes(grid, direction)[0]
-    prow = np.repeat(np.arange(n), pos.counts)
-    vals = np.empty(len(pos.idx))
-    for g0 in range(0, n, tq):
-        sel = slice(pos.ptr[g0], pos.ptr[min(n, g0 + tq)])
-        cand = pos.idx[sel]
-        if not len(cand):
-            continue
-        uniq = np.unique(cand)
-        qs = queries[g0:g0 + tq]
-        blk = grid.scores(uniq, qs) if direction == "t2i" else grid.scores(qs, uniq).T
-        vals[sel] = blk[np.searchsorted(uniq, cand), prow[sel] - g0]
-    best_s = np.full(n, -np.inf)
-    with np.errstate(invalid="ignore"):  # a NaN (the scan's tile check then names its query)
-        np.maximum.at(best_s, prow, vals)
-    best_c = np.full(n, pos.n_candidates, dtype=np.int64)
-    top = vals == best_s[prow]
-    np.minimum.at(best_c, prow[top], pos.idx[top])
-    return best_s, best_c
-
-
-def _patch(grid: TileGrid, a: int, b: int, dups: tuple[np.ndarray, np.ndarray]):
-    """The tile's duplicate rows and columns as their first copies score them (None: it has none)."""
-    i0, i1 = a * grid.ti, min(grid.n_images, (a + 1) * grid.ti)
-    t0, t1 = b * grid.tt, min(grid.n_captions, (b + 1) * grid.tt)
-    dr = dups[0][np.searchsorted(dups[0], i0):np.searchsorted(dups[0], i1)]
-    dc = dups[1][np.searchsorted(dups[1], t0):np.searchsorted(dups[1], t1)]
-    if not len(dr) and not len(dc):
-        return None
-    return (dr - i0, grid.scores(dr, np.arange(t0, t1)) if len(dr) else None,
-            dc - t0, grid.scores(np.arange(i0, i1), dc) if len(dc) else None)
 
 
 def _tile_head(sub: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
@@ -225,7 +134,7 @@ class Side:
 
 
 @dataclass
-class _Run:
+class TileRun:
     """A run of queries in one query tile, as every tile of its walk reads it."""
 
     grid: Any
@@ -241,10 +150,10 @@ class _Run:
     pp: int
 
 
-def _reduce(run: _Run, a: int, b: int, base, patch, rows: slice, thr: np.ndarray, side):
+def reduce_tile(run: TileRun, a: int, b: int, base, patch, rows: slice, thr: np.ndarray, side):
     """One tile, reduced where it was computed (in the worker thread on the CPU, on the device for a device
-    grid): (candidates ranked above each query's best positive, queries whose head it may change, their top
-    candidates' ids and scores, the side values: :func:`_side_values`)."""
+    grid): (candidates ranked above each query's best positive, the queries whose head it may change, the
+    tile's part of their :class:`Head`)."""
     grid, direction, bs, bc = run.grid, run.direction, run.bs, run.bc
     xp = ArrayOps(grid.device)
     t = _tile(grid, xp, a, b, base, patch)
@@ -267,7 +176,7 @@ def _reduce(run: _Run, a: int, b: int, base, patch, rows: slice, thr: np.ndarray
     return cnt, hit, _part(run, side, c0, hit, ids, vals)
 
 
-def _part(run: _Run, side, c0: int, hit: np.ndarray, ids, vals) -> Head:
+def _part(run: TileRun, side, c0: int, hit: np.ndarray, ids, vals) -> Head:
     """One tile's contribution to the run's head: its top candidates for the queries ``hit`` (``ids``: rows of
     the tile; None: no query's head can change) with their relevances and gains, and every query's ``pp``
     largest relevances among the tile's non-positives and ``pp`` largest gains."""
@@ -353,76 +262,3 @@ class Head:
         for g in self.gain:
             gain[g], gtop[g] = next(it), next(it)
         return Head(ix, v, rel, gain, nonpos, gtop)
-
-
-class _Walk:
-    """One query run's state while its candidate tiles are reduced: its head and its counts."""
-
-    def __init__(self, n: int, K: int, side: Side | None):
-        self.K, self.pp = K, side.pp if side is not None else 0
-        self.head, self.counts = Head.empty(n, side), np.zeros(n, dtype=np.int64)
-
-    def threshold(self) -> np.ndarray:
-        v = self.head.v
-        return v[:, self.K - 1] if v.shape[1] == self.K else np.full(len(v), -np.inf)
-
-    def merge(self, cnt: np.ndarray, hit: np.ndarray, part: Head) -> None:
-        self.counts += cnt  # int32 per tile, int64 over the gallery
-        self.head.merge(part, self.K, self.pp, hit)
-
-
-def scan(grid, direction: str, queries: np.ndarray, pos, K: int, lo: int, hi: int, *, inflight: int = 4,
-         progress=None, side: Side | None = None) -> tuple[Head, np.ndarray, np.ndarray, np.ndarray]:
-    """Per query: the exact head over candidates ``lo:hi`` ((n, <=K) ids and float64 scores, score desc then
-    index asc; with ``side``, the relevances and gains that travel with it), the best positive (score, index)
-    over all candidates, and how many candidates of ``lo:hi`` rank above it. ``grid``: a TileGrid or a
-    SourceGrid; ``inflight``: tiles computed or queued at once (the memory bound, in tiles)."""
-    n = len(queries)
-    best_s, best_c = best_positives(grid, direction, queries, pos)
-    heads, counts = [], np.zeros(n, dtype=np.int64)
-    tq, tc = _axes(grid, direction)
-    dups, check = grid.duplicates(), not grid.finite_range()
-    qtile = queries // tq
-    edges = np.flatnonzero(np.r_[True, qtile[1:] != qtile[:-1], True]) if n else np.zeros(1, dtype=np.int64)
-    prow = np.repeat(np.arange(n), pos.counts)
-    with blas_one_thread(grid.device):
-        for e0, e1 in zip(edges[:-1], edges[1:]):  # a run of queries in one query tile (they are ascending)
-            g, walk = int(qtile[e0]), _Walk(e1 - e0, K, side)
-            offs = queries[e0:e1] - g * tq
-            full = min(tq, (grid.n_captions if direction == "t2i" else grid.n_images) - g * tq)
-            ps = slice(pos.ptr[e0], pos.ptr[e1])
-            run = _Run(grid, direction, None if np.array_equal(offs, np.arange(full)) else offs, queries[e0:e1],
-                       best_s[e0:e1], best_c[e0:e1], K, check, prow[ps] - e0, pos.idx[ps], walk.pp)
-            _walk(run, g, walk, (lo, hi, tc), dups, inflight, side)
-            heads.append(walk.head)
-            counts[e0:e1] = walk.counts
-            if progress:
-                progress(e1 - e0)
-    head = heads[0].with_fields([np.concatenate(a) for a in zip(*(h.fields() for h in heads))]) if heads else \
-        Head.empty(0, side)
-    return head, best_s, best_c, counts
-
-
-def _walk(run: _Run, g: int, walk: _Walk, span, dups, inflight: int, side: Side | None) -> None:
-    """The candidate tiles of ``lo:hi`` for the run's query tile ``g``, ``inflight`` at a time, merged in
-    order (the side values read here, in the calling thread: their sources keep stores of their own)."""
-    grid, direction = run.grid, run.direction
-    lo, hi, tc = span
-    pending: deque = deque()
-    for ct in range(lo // tc, -(-hi // tc)):
-        a, b = (ct, g) if direction == "t2i" else (g, ct)
-        rows = slice(max(lo, ct * tc) - ct * tc, min(hi, (ct + 1) * tc) - ct * tc)
-        base = grid.cached(a, b)
-        grid.products += base is None
-        extra = None if side is None else side.blocks(direction, run.queries, ct * tc + rows.start,
-                                                      ct * tc + rows.stop)
-        args = (run, a, b, base, _patch(grid, a, b, dups), rows, walk.threshold(), extra)
-        if grid.device:  # one tile at a time on the device, reduced there
-            pending.append(Future())
-            pending[-1].set_result(_reduce(*args))
-        else:
-            pending.append(pool().submit(_reduce, *args))
-        while len(pending) >= inflight:
-            walk.merge(*pending.popleft().result())
-    while pending:
-        walk.merge(*pending.popleft().result())
