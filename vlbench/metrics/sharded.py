@@ -1,24 +1,21 @@
 """Exact scoring of a gallery of any size: blocks of at most ``rows x cols`` similarities, and torchrun ranks.
 
 The similarities are the entries of the one tiled scorer (metrics/tiles.py): the same bits whichever block,
-shard or rank asks for them. What remains here is combining per-query results over column shards of the
-gallery, each exactly (docs/metrics.md, "Scoring in blocks"):
+tile or rank asks for them. Every schedule here is the exact scan (metrics/scan/walk.py) over a slice of the
+gallery, the block's bytes bounding the tiles in flight (docs/metrics.md, "Scoring in blocks"):
 
 * the ranked head (the best ``K`` candidates in the tie-broken order, score desc then index asc) is the
-  merge of the shards' own heads: every candidate of the global head is in its shard's head;
-* the best positive (the highest score, then the lowest index) is the best of the shards' best positives;
-* its rank, when it is not in the head, is ``1 + sum over shards of (#scores > it + #equal scores at a lower
-  index)``: counts, added up;
+  merge of the tiles' own heads, and under torchrun of the ranks' heads (``Head.merge``, the same merge);
+* the best positive (the highest score, then the lowest index) is read from the grid before the walk, by
+  every rank alike;
+* its rank, when it is not in the head, is ``1 + sum over tiles and ranks of (#scores > it + #equal scores at
+  a lower index)``: counts, added up;
 * the DCG ideal lists (the ``p`` largest relevances among non-positives, the ``p`` largest graded gains)
-  are merges of the shards' ``p`` largest, and the relevances / gains at the head travel with the head.
+  are merges of the tiles' ``p`` largest, and the relevances / gains at the head travel with the head.
 
-Nothing is approximated and nothing depends on where a cut falls. Without a relevance model or graded gains
-the gallery is streamed tile by tile instead (metrics/scan/walk.py: the same combination per tile, the
-block's bytes bounding the tiles in flight). Otherwise query tiles meet shards that follow the tile grid's
-columns when the block is at least a tile wide (each tile is then computed once); a narrower block cuts
-inside a tile, whose other columns the scorer keeps for the next shard. Under torchrun each rank scores a contiguous
-slice of the gallery; heads, best positives and counts are exchanged through torch.distributed (gloo on
-CPU, NCCL on GPU).
+Nothing is approximated and nothing depends on where a cut falls. Under torchrun each rank walks a contiguous
+slice of the gallery (cut at tile edges); heads and counts are exchanged through torch.distributed (gloo on
+CPU, NCCL on GPU). A reranking stage plugs in after that exchange, on the RankedBlocks (metrics/scan/__init__.py).
 
 The per-query values are then computed by the same functions as in the one-piece pass (metrics.compute),
 in the same query blocks, so even their floating-point sums are the same.
