@@ -132,3 +132,37 @@ def test_positives_without_extras_are_arrays_equal_to_the_list_path():
             assert np.array_equal(a.ptr, b.ptr) and np.array_equal(a.idx, b.idx) and a.n_candidates == b.n_candidates
             assert a.ptr.dtype == b.ptr.dtype and a.idx.dtype == b.idx.dtype
         assert np.array_equal(fast[2], lists[2]) and fast[2].dtype == lists[2].dtype
+
+
+@pytest.mark.parametrize("block", ["2x256", "64x1000"])
+def test_a_precomputed_matrix_scores_the_same_in_blocks(block):
+    """A source without a tile grid (an ArraySource: a float64 matrix with exact ties on a coarse grid of
+    values) is walked by the same scan, read as a grid of its own blocks: every per-query value equals the
+    whole-row pass, a relevance matrix's DCG and tied graded gains included."""
+    rng = np.random.default_rng(8)
+    sim = np.round(rng.random((700, 900)), 2)  # many exact ties, in float64
+    c2i = rng.integers(0, 700, 900)
+    rel = compute.ArraySource(np.round(rng.standard_normal((700, 900)), 1).astype(np.float32))
+    graded = {"g": _TextOnly(np.round(rng.random((700, 900)), 1).astype(np.float32))}
+    kw = dict(relevance=rel, graded=graded, k=(1, 5, 10), i2t_recall="fraction")
+    _same(evaluate(compute.ArraySource(sim), c2i, **kw), evaluate(compute.ArraySource(sim), c2i, score_block=block,
+                                                                   **kw))
+
+
+def test_a_non_finite_precomputed_matrix_is_refused_naming_a_query_in_blocks():
+    rng = np.random.default_rng(9)
+    sim = rng.random((300, 400)).astype(np.float32)
+    sim[5, 7] = np.inf
+    with pytest.raises(ValueError, match=r"similarity has NaN or infinite values \((i2t query 5|t2i query 7)\)"):
+        evaluate(compute.ArraySource(sim), np.arange(400) % 300, score_block="4x1000")
+
+
+def test_a_tile_grid_refuses_an_unknown_backend_or_numpy_on_a_device():
+    from vlbench.metrics.tiles import TileGrid
+
+    x = np.ones((4, 3), dtype=np.float32)
+    with pytest.raises(ValueError, match="backend is one of numpy, torch"):
+        TileGrid(x, x, backend="jax")
+    with pytest.raises(ValueError, match="use backend='torch'"):
+        TileGrid(x, x, device="cuda", backend="numpy")
+    assert TileGrid(x, x, device="cpu").device is None and TileGrid(x, x, device="cpu", backend="torch").device == "cpu"
