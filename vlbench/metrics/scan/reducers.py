@@ -56,11 +56,10 @@ def _tile_head(sub: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class ArrayOps:
-    """The reducer's few array operations, for NumPy (``device`` None: the CPU grid's tiles) or torch (a device
-    grid: the tile stays where it was computed; only the counts, the column maxima and the columns that may
-    change a head come back to the host). Everything else the reducer writes once, as plain indexing and
-    comparisons that mean the same in both; comparisons are exact, so the two agree bit for bit on the same
-    tile."""
+    """The reducer's array operations whose spelling differs between NumPy (``device`` None: the CPU grid's
+    tiles) and torch (a device grid: the tile stays where it was computed, and only counts, column maxima and
+    the columns that may change a head come back to the host). The rest of the reducer is indexing and
+    comparisons that read the same in both; comparisons are exact, so both agree bit for bit on a tile."""
 
     def __init__(self, device=None):
         self.device = device
@@ -70,31 +69,23 @@ class ArrayOps:
             self.torch = torch
 
     def put(self, a: np.ndarray):
-        """A host array where the tile is."""
+        """A host array where the tile is (a new array on a device, the same one in NumPy)."""
         return self.torch.from_numpy(np.ascontiguousarray(a)).to(self.device) if self.device else a
 
     def get(self, a) -> np.ndarray:
         """A result back on the host."""
         return a.cpu().numpy() if self.device else a
 
-    def copy(self, a):
-        return a.clone() if self.device else a.copy()
-
-    def below(self, s):
-        """The next representable value below each of ``s``."""
+    def cut(self, s, below: np.ndarray):
+        """Per query, the value a candidate must exceed to rank above its best positive ``s``: ``s`` itself, or
+        the next value below it where the whole tile comes before the positive (``below``: ties count too)."""
         if self.device:
-            return self.torch.nextafter(s, self.torch.full_like(s, -np.inf))
-        return np.nextafter(s, s.dtype.type(-np.inf))
-
-    def where(self, c, a, b):
-        return self.torch.where(c, a, b) if self.device else np.where(c, a, b)
+            return self.torch.where(self.put(below), self.torch.nextafter(s, self.torch.full_like(s, -np.inf)), s)
+        return np.where(below, np.nextafter(s, s.dtype.type(-np.inf)), s)
 
     def column_counts(self, hits) -> np.ndarray:
         """Per column, the true entries of a boolean tile (int32: a tile has fewer than 2**31 rows)."""
         return self.get(hits.sum(0, dtype=self.torch.int32 if self.device else np.int32))
-
-    def isfinite(self, x):
-        return self.torch.isfinite(x) if self.device else np.isfinite(x)
 
     def column_max(self, x) -> np.ndarray:
         return self.get(x.max(0).values if self.device else x.max(axis=0))
@@ -103,9 +94,8 @@ class ArrayOps:
 def _tile(grid: TileGrid, xp: ArrayOps, a: int, b: int, base, patch):
     """Tile ``(a, b)`` where the reducer runs, its duplicate rows and columns read from their first copies
     (``base``: the grid's stored copy, never written to)."""
-    t = xp.put(base) if base is not None else grid.product(a, b, on_device=True)
+    t = xp.put(base.copy() if patch is not None else base) if base is not None else grid.product(a, b, True)
     if patch is not None:
-        t = xp.copy(t) if base is not None else t
         if patch[1] is not None:
             t[xp.put(patch[0])] = xp.put(patch[1])
         if patch[3] is not None:
@@ -161,14 +151,14 @@ def reduce_tile(run: TileRun, a: int, b: int, base, patch, rows: slice, thr: np.
     c0 = (a * grid.ti if direction == "t2i" else b * grid.tt) + rows.start
     x = (x if run.offs is None else x[:, xp.put(run.offs)])[rows]
     n = len(x)
-    if run.check:
-        bad = np.flatnonzero(~xp.get(xp.isfinite(x).all(0)))
+    if run.check:  # a grid whose values may not be finite (rare): the tile is looked at on the host
+        bad = np.flatnonzero(~np.isfinite(xp.get(x)).all(axis=0))
         if len(bad):
             raise ValueError(f"similarity has NaN or infinite values ({direction} query {int(run.queries[bad[0]])})"
                              "; check the model's embeddings")
     s = xp.put(bs.astype(grid.dtype))
     below = bc >= c0 + n  # the whole tile ranks before the best positive: equal scores count too
-    cnt = xp.column_counts(x > xp.where(xp.put(below), xp.below(s), s))
+    cnt = xp.column_counts(x > xp.cut(s, below))
     for j in np.flatnonzero((bc >= c0) & ~below):  # the tile holding the best positive: ties before it
         cnt[j] += int((x[:int(bc[j]) - c0, j] == s[j]).sum())
     hit = np.flatnonzero(xp.column_max(x) >= thr)
