@@ -134,19 +134,33 @@ def test_positives_without_extras_are_arrays_equal_to_the_list_path():
         assert np.array_equal(fast[2], lists[2]) and fast[2].dtype == lists[2].dtype
 
 
+class _RowsOnly(compute.SimilaritySource):
+    """A source that gives whole rows only (no ``block``, no ``sim``), as a third party's may."""
+
+    def __init__(self, sim: np.ndarray):
+        self._src = compute.ArraySource(sim)
+        self.n_images, self.n_captions = sim.shape
+
+    def rows(self, direction, queries):
+        return self._src.rows(direction, queries)
+
+
+@pytest.mark.parametrize("kind", [compute.ArraySource, _RowsOnly])
 @pytest.mark.parametrize("block", ["2x256", "64x1000"])
-def test_a_precomputed_matrix_scores_the_same_in_blocks(block):
-    """A source without a tile grid (an ArraySource: a float64 matrix with exact ties on a coarse grid of
-    values) is walked by the same scan, read as a grid of its own blocks: every per-query value equals the
-    whole-row pass, a relevance matrix's DCG and tied graded gains included."""
+def test_a_precomputed_matrix_scores_the_same_in_blocks(block, kind):
+    """A source without a tile grid (a float64 matrix with exact ties on a coarse grid of values, as an
+    ArraySource or a source of whole rows only) is walked by the same scan, read as a grid of its own blocks in
+    its own precision: every per-query value equals the whole-row pass, a relevance matrix's DCG and tied graded
+    gains included."""
     rng = np.random.default_rng(8)
     sim = np.round(rng.random((700, 900)), 2)  # many exact ties, in float64
     c2i = rng.integers(0, 700, 900)
     rel = compute.ArraySource(np.round(rng.standard_normal((700, 900)), 1).astype(np.float32))
     graded = {"g": _TextOnly(np.round(rng.random((700, 900)), 1).astype(np.float32))}
     kw = dict(relevance=rel, graded=graded, k=(1, 5, 10), i2t_recall="fraction")
-    _same(evaluate(compute.ArraySource(sim), c2i, **kw), evaluate(compute.ArraySource(sim), c2i, score_block=block,
-                                                                   **kw))
+    _same(evaluate(kind(sim), c2i, **kw), evaluate(kind(sim), c2i, score_block=block, **kw))
+    # without a relevance model DCG reads the similarities themselves: float64 kept, not rounded to float32
+    _same(evaluate(kind(sim), c2i), evaluate(kind(sim), c2i, score_block=block))
 
 
 def test_a_non_finite_precomputed_matrix_is_refused_naming_a_query_in_blocks():

@@ -46,7 +46,8 @@ class SourceGrid:
         self.source = source
         self.n_images, self.n_captions = source.n_images, source.n_captions
         self.ti, self.tt = tile_shape(self.n_images, self.n_captions)
-        self.dtype = np.dtype(getattr(getattr(source, "sim", None), "dtype", np.float32))
+        probe = np.asarray(columns(source, "i2t", np.arange(min(1, self.n_images)), 0, min(1, self.n_captions)))
+        self.dtype = probe.dtype if probe.dtype in (np.float32, np.float64) else np.dtype(np.float32)  # as given
         self.tile_bytes = self.ti * self.tt * self.dtype.itemsize
         self.cache_bytes, self.products = 2 * self.tile_bytes, 0
 
