@@ -26,14 +26,6 @@ from ..tiles import TileGrid, blas_one_thread, pool, tile_shape
 from .reducers import Head, Side, TileRun, columns, reduce_tile
 
 
-def unchecked(source) -> bool:
-    """Whether the source's similarities cannot be NaN or infinite (a tile grid whose embeddings' norms say so):
-    the scan then checks no tile; otherwise every tile is checked, and a NaN or infinite value is an error that
-    names its query."""
-    grid = getattr(source, "grid", None)
-    return isinstance(grid, TileGrid) and grid.finite_range()
-
-
 class SourceGrid:
     """A similarity source without a tile grid (an ``ArraySource``, any ``SimilaritySource``) read as one: tile
     ``(a, b)`` is its block of those image rows and caption columns, on the grid :func:`tile_shape` fixes. No
