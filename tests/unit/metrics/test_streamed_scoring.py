@@ -171,3 +171,36 @@ def test_device_tiles_stream_one_at_a_time_with_the_block_path_values(streamed):
     assert sorted(streamed) == ["i2t", "t2i"]
     a, b = per_query(whole), per_query(tiled)
     assert all(np.array_equal(a[key], b[key]) for key in a)
+
+
+@pytest.mark.parametrize("direction", ["i2t", "t2i"])
+def test_the_numpy_and_torch_reducers_agree_on_the_same_tile(direction):
+    """One reducer code path for NumPy and torch (ArrayOps): given the same tile (values on a coarse grid, so
+    exact ties straddle the head's cut and meet the best positive), a NumPy grid and a torch grid (the CPU as
+    the device) give the same counts, the same queries to merge and the same head, ids and scores, bit for bit;
+    with and without a gather of the run's queries, and with the best positive before, inside and after it."""
+    from vlbench.metrics.scan.reducers import TileRun, reduce_tile
+
+    rng = np.random.default_rng(12)
+    img = np.round(rng.standard_normal((300, 8)), 1).astype(np.float32)
+    txt = np.round(rng.standard_normal((200, 8)), 1).astype(np.float32)
+    img[10:40], txt[10:40] = img[5], txt[5]  # candidates 5 and 10..39 tie exactly for every query
+    grids = [TileGrid(img, txt), TileGrid(img, txt, device="cpu", backend="torch")]
+    tile = grids[0].product(0, 0)
+    n_q = tile.shape[1] if direction == "t2i" else tile.shape[0]
+    n_c = tile.shape[0] if direction == "t2i" else tile.shape[1]
+    x = tile if direction == "t2i" else tile.T
+    for offs in (None, np.arange(3, n_q, 4)):
+        cols = np.arange(n_q) if offs is None else offs
+        bc = rng.integers(-50, n_c + 50, len(cols))  # before the tile, inside it, after it
+        bc[::2] = 20  # a best positive with equal scores before it (counted one by one) and after it
+        bs = x[np.clip(bc, 0, n_c - 1), cols].astype(np.float64)
+        out = []
+        for g in grids:
+            run = TileRun(g, direction, offs, cols, bs, bc, 7, False, np.zeros(0, dtype=np.int64),
+                          np.zeros(0, dtype=np.int64), 0)
+            out.append(reduce_tile(run, 0, 0, tile, None, slice(0, n_c), np.full(len(cols), -np.inf), None))
+        (cnt_a, hit_a, head_a), (cnt_b, hit_b, head_b) = out
+        assert np.array_equal(cnt_a, cnt_b) and np.array_equal(hit_a, hit_b)
+        assert np.array_equal(head_a.ix, head_b.ix) and np.array_equal(head_a.v, head_b.v)
+        assert (np.count_nonzero(x[:, cols] == bs.astype(np.float32), axis=0) > 1).any()  # ties at the positive
