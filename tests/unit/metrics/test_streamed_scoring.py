@@ -204,3 +204,26 @@ def test_the_numpy_and_torch_reducers_agree_on_the_same_tile(direction):
         assert np.array_equal(cnt_a, cnt_b) and np.array_equal(hit_a, hit_b)
         assert np.array_equal(head_a.ix, head_b.ix) and np.array_equal(head_a.v, head_b.v)
         assert (np.count_nonzero(x[:, cols] == bs.astype(np.float32), axis=0) > 1).any()  # ties at the positive
+
+
+def test_slices_merge_to_the_whole_scan_with_relevances_and_graded_gains():
+    """As torchrun ranks merge their heads (Head.merge): two slices at a tile edge, each scanned with a relevance
+    model and tied graded labels, merge into the whole scan's head, the relevances and gains at it, and the
+    largest relevances of non-positives and largest gains, bit for bit."""
+    from vlbench.metrics.compute import ArraySource
+    from vlbench.metrics.scan.reducers import Side
+
+    img, txt, c2i = _case(dups=True)
+    grid = EmbeddingSource(img, txt).grid
+    _, t2i, _ = build_positives(c2i, len(img))
+    rng = np.random.default_rng(13)
+    side = Side(EmbeddingSource(rng.standard_normal((len(img), 8)).astype(np.float32),
+                                rng.standard_normal((len(txt), 8)).astype(np.float32)),
+                {"g": ArraySource(np.round(rng.random((len(img), len(txt))), 1).astype(np.float32))}, 10)
+    q = np.arange(len(txt))
+    whole = scan(grid, "t2i", q, t2i, 11, 0, len(img), side=side)[0]
+    merged, other = (scan(grid, "t2i", q, t2i, 11, lo, hi, side=side)[0] for lo, hi in ((0, 1_024), (1_024, len(img))))
+    merged.merge(other, 11, 10)
+    for a, b in zip(whole.fields(), merged.fields()):
+        assert np.array_equal(a, b)
+    assert len(whole.fields()) == 6 and (whole.nonpos[:, 0] > whole.nonpos[:, -1]).all()
