@@ -92,7 +92,7 @@ def child(args) -> dict:
         return dict(_bare(img, txt), mode="bare", threads=_threads())
     base = _reset_peak()
     t0 = time.perf_counter()
-    src = EmbeddingSource(img, txt)  # finds bit-identical duplicate vectors (metrics/streaming/dedupe.py first_copies)
+    src = EmbeddingSource(img, txt)  # finds bit-identical duplicate vectors (metrics/scan/duplicates.py first_copies)
     t_src, src_mb = time.perf_counter() - t0, _status_mb("VmHWM") - base
     base = _reset_peak()
     t0, c0 = time.perf_counter(), _cpu()

@@ -143,6 +143,12 @@ class ArraySource(SimilaritySource):
             return np.ascontiguousarray(self.sim[:, queries[0]:queries[-1] + 1].T)
         return np.ascontiguousarray(self.sim[:, queries].T)
 
+    def block(self, direction: str, queries, c0: int, c1: int) -> np.ndarray:
+        """Candidates ``c0:c1`` of the queries' rows (those columns of :meth:`rows`, read without the rest)."""
+        if direction == "i2t":
+            return self.sim[queries, c0:c1]
+        return self.sim[c0:c1, queries].T
+
 
 def duplicate_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(dup, first): the rows of ``x`` that repeat an earlier row bit for bit, and that earlier row's index."""

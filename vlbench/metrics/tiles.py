@@ -21,7 +21,7 @@ read the same matrix (a t2i query's row is a column of ``S``): i2t and t2i rank 
 
 Tiles are computed on demand and kept in a small least-recently-used store (``cache_bytes``), so a schedule
 whose blocks cut through tiles computes each tile about once as long as its blocks walk the grid in order;
-the streamed scan (metrics/streaming) computes tiles with :meth:`TileGrid.product` in worker threads and
+the tile scan (metrics/scan/walk.py) computes tiles with :meth:`TileGrid.product` in worker threads and
 reads duplicates through :meth:`TileGrid.scores`, the same bits.
 On a GPU (``device="cuda"``) the tiles are torch products on the device (one shape per tile: cuBLAS picks
 one kernel per shape); CPU and GPU numbers agree within a stated tolerance, not bit for bit
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .streaming.dedupe import first_copies
+from .scan.duplicates import first_copies
 
 #: the longest tile side: a square tile of 512 x 512 float32 similarities (1 MiB) stays in a core's cache while
 #: it is reduced, and its product has enough rows and columns for the BLAS to run near its peak
@@ -73,18 +73,33 @@ def pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+BACKENDS = ("numpy", "torch")
+
+
 class TileGrid:
     """``S = images @ captions.T`` on a fixed tile grid (module docstring); entries are read with
-    :meth:`scores`. ``device``: None / "cpu" (NumPy, one BLAS thread per tile, tiles in parallel threads) or
-    a torch device (the products run there, one tile at a time)."""
+    :meth:`scores`.
 
-    def __init__(self, img: np.ndarray, txt: np.ndarray, device: str | None = None, cache_bytes: int = 64 << 20):
+    ``device``: None / "cpu" (NumPy, one BLAS thread per tile, tiles in parallel threads) or a torch device (the
+    products run there, one tile at a time). ``backend``: "numpy" or "torch" (by default NumPy on the CPU, torch
+    on any other device); ``backend="torch"`` with ``device="cpu"`` runs the device schedule with the CPU as the
+    device (torch products, one tile at a time, reduced in torch), which is how the tests check that schedule on
+    a machine without a GPU. ``device`` is then None for NumPy and the torch device otherwise."""
+
+    def __init__(self, img: np.ndarray, txt: np.ndarray, device: str | None = None, cache_bytes: int = 64 << 20,
+                 *, backend: str | None = None):
+        backend = backend or ("numpy" if not device or device == "cpu" else "torch")
+        if backend not in BACKENDS:
+            raise ValueError(f"a tile grid's backend is one of {', '.join(BACKENDS)}, got {backend!r}")
+        if backend == "numpy" and device and device != "cpu":
+            raise ValueError(f"the numpy backend computes tiles on the CPU, not on {device!r}: use backend='torch'")
         self.img, self.txt = img, txt
         self.n_images, self.n_captions = len(img), len(txt)
         self.ti, self.tt = tile_shape(self.n_images, self.n_captions)
         self.first_img, self.first_txt = first_copies(img), first_copies(txt)
-        self.tile_bytes = self.ti * self.tt * np.result_type(img.dtype, txt.dtype).itemsize
-        self.device = device if device and device != "cpu" else None
+        self.dtype = np.result_type(img.dtype, txt.dtype)  # the similarities' (float32, or float64 embeddings')
+        self.tile_bytes = self.ti * self.tt * self.dtype.itemsize
+        self.device = (device or "cpu") if backend == "torch" else None
         self.cache_bytes = max(cache_bytes, 2 * self.tile_bytes)  # two tiles at least
         self._tiles: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
         self._held = 0
@@ -100,7 +115,7 @@ class TileGrid:
     # -- tiles ------------------------------------------------------------------------------------
     def product(self, a: int, b: int, on_device: bool = False):
         """Tile ``(a, b)`` as computed: ONE product of the tile's rows (duplicates not yet read from their
-        copies; :meth:`scores` and metrics/streaming do that), a torch tensor left on the device with
+        copies; :meth:`scores` and metrics/scan/walk.py do that), a torch tensor left on the device with
         ``on_device``. Safe in any thread; the BLAS one-threaded by the caller (:class:`blas_one_thread`)."""
         i0, i1 = a * self.ti, min(self.n_images, (a + 1) * self.ti)
         t0, t1 = b * self.tt, min(self.n_captions, (b + 1) * self.tt)
@@ -137,7 +152,7 @@ class TileGrid:
     def finite_range(self) -> bool:
         """No similarity can be NaN or infinite (finite embeddings, norms whose product is far from overflow)."""
         if self._finite is None:
-            big = float(np.finfo(np.result_type(self.img.dtype, self.txt.dtype)).max) / 4
+            big = float(np.finfo(self.dtype).max) / 4
             sq = [_largest_square_norm(self.img), _largest_square_norm(self.txt)]
             self._finite = bool(np.isfinite(sq).all() and np.sqrt(sq[0]) * np.sqrt(sq[1]) < big)
         return self._finite
@@ -156,7 +171,7 @@ class TileGrid:
         fi = self.first_img[np.asarray(images, dtype=np.int64)]
         ft = self.first_txt[np.asarray(captions, dtype=np.int64)]
         shape = (len(ft), len(fi)) if by_caption else (len(fi), len(ft))
-        out = np.empty(shape, dtype=np.result_type(self.img.dtype, self.txt.dtype))
+        out = np.empty(shape, dtype=self.dtype)
         if not out.size:
             return out
         rows, cols = _groups(fi, self.ti), _groups(ft, self.tt)

@@ -10,7 +10,7 @@ from support.sharded_gallery import gallery, independent_best_ranks, per_query
 from vlbench.errors import OptionError
 from vlbench.metrics import compute
 from vlbench.metrics.compute import EmbeddingSource, evaluate
-from vlbench.metrics.sharded import column_shards, parse_score_block, shard_width
+from vlbench.metrics.sharded import parse_score_block
 from vlbench.pipeline.run_config import RunConfig, validate
 
 
@@ -109,17 +109,6 @@ def test_first_copies_finds_the_lowest_index_with_the_same_bits():
     assert np.array_equal(first_copies(x[:1]), [0]) and len(first_copies(x[:0])) == 0
 
 
-def test_shards_cover_the_gallery_and_follow_the_tiles():
-    for n, cols, tile in ((200_000, 30_000, 64), (1_000, 256, 1024), (257, 256, 1), (100, 4096, 1024)):
-        block = parse_score_block(f"1x{cols}")
-        w = shard_width(1, 1, block, tile)
-        shards = column_shards(0, n, w)
-        assert shards[0][0] == 0 and shards[-1][1] == n
-        assert all(a[1] == b[0] for a, b in zip(shards, shards[1:]))
-        assert all(c1 - c0 <= cols for c0, c1 in shards)
-        assert w < tile or all(c0 % tile == 0 for c0, _ in shards)
-
-
 @pytest.mark.parametrize("bad", ["0x1000", "64x10", "64", "axb", (0, 512), "2x2.5"])
 def test_a_bad_score_block_is_refused_by_option(bad):
     with pytest.raises(ValueError):
@@ -143,3 +132,51 @@ def test_positives_without_extras_are_arrays_equal_to_the_list_path():
             assert np.array_equal(a.ptr, b.ptr) and np.array_equal(a.idx, b.idx) and a.n_candidates == b.n_candidates
             assert a.ptr.dtype == b.ptr.dtype and a.idx.dtype == b.idx.dtype
         assert np.array_equal(fast[2], lists[2]) and fast[2].dtype == lists[2].dtype
+
+
+class _RowsOnly(compute.SimilaritySource):
+    """A source that gives whole rows only (no ``block``, no ``sim``), as a third party's may."""
+
+    def __init__(self, sim: np.ndarray):
+        self._src = compute.ArraySource(sim)
+        self.n_images, self.n_captions = sim.shape
+
+    def rows(self, direction, queries):
+        return self._src.rows(direction, queries)
+
+
+@pytest.mark.parametrize("kind", [compute.ArraySource, _RowsOnly])
+@pytest.mark.parametrize("block", ["2x256", "64x1000"])
+def test_a_precomputed_matrix_scores_the_same_in_blocks(block, kind):
+    """A source without a tile grid (a float64 matrix with exact ties on a coarse grid of values, as an
+    ArraySource or a source of whole rows only) is walked by the same scan, read as a grid of its own blocks in
+    its own precision: every per-query value equals the whole-row pass, a relevance matrix's DCG and tied graded
+    gains included."""
+    rng = np.random.default_rng(8)
+    sim = np.round(rng.random((700, 900)), 2)  # many exact ties, in float64
+    c2i = rng.integers(0, 700, 900)
+    rel = compute.ArraySource(np.round(rng.standard_normal((700, 900)), 1).astype(np.float32))
+    graded = {"g": _TextOnly(np.round(rng.random((700, 900)), 1).astype(np.float32))}
+    kw = dict(relevance=rel, graded=graded, k=(1, 5, 10), i2t_recall="fraction")
+    _same(evaluate(kind(sim), c2i, **kw), evaluate(kind(sim), c2i, score_block=block, **kw))
+    # without a relevance model DCG reads the similarities themselves: float64 kept, not rounded to float32
+    _same(evaluate(kind(sim), c2i), evaluate(kind(sim), c2i, score_block=block))
+
+
+def test_a_non_finite_precomputed_matrix_is_refused_naming_a_query_in_blocks():
+    rng = np.random.default_rng(9)
+    sim = rng.random((300, 400)).astype(np.float32)
+    sim[5, 7] = np.inf
+    with pytest.raises(ValueError, match=r"similarity has NaN or infinite values \((i2t query 5|t2i query 7)\)"):
+        evaluate(compute.ArraySource(sim), np.arange(400) % 300, score_block="4x1000")
+
+
+def test_a_tile_grid_refuses_an_unknown_backend_or_numpy_on_a_device():
+    from vlbench.metrics.tiles import TileGrid
+
+    x = np.ones((4, 3), dtype=np.float32)
+    with pytest.raises(ValueError, match="backend is one of numpy, torch"):
+        TileGrid(x, x, backend="jax")
+    with pytest.raises(ValueError, match="use backend='torch'"):
+        TileGrid(x, x, device="cuda", backend="numpy")
+    assert TileGrid(x, x, device="cpu").device is None and TileGrid(x, x, device="cpu", backend="torch").device == "cpu"

@@ -1,4 +1,4 @@
-"""Scoring streamed over square tiles (metrics/streaming/scan.py): the exact heads and ranks of the whole-row
+"""Scoring streamed over square tiles (metrics/scan/walk.py): the exact heads and ranks of the whole-row
 ranking, on real-valued vectors with duplicates, exact ties across the head's cut and near twins; the tile
 shape that makes it fast; the duplicate search's memory."""
 
@@ -13,9 +13,9 @@ from support.sharded_gallery import gallery, independent_best_ranks, per_query
 from vlbench.metrics import sharded
 from vlbench.metrics.compute import EmbeddingSource, evaluate, similarity_matrix
 from vlbench.metrics.ranking import build_positives
-from vlbench.metrics.streaming import dedupe
-from vlbench.metrics.streaming.scan import scan, usable
-from vlbench.metrics.tiles import TILE_ELEMENTS, first_copies, tile_shape
+from vlbench.metrics.scan import duplicates
+from vlbench.metrics.scan.walk import scan
+from vlbench.metrics.tiles import TILE_ELEMENTS, TileGrid, first_copies, tile_shape
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -106,21 +106,22 @@ def test_slices_at_tile_edges_merge_to_the_whole_scan():
     grid = EmbeddingSource(img, txt).grid
     _, t2i, _ = build_positives(c2i, len(img))
     q = np.arange(len(txt))
-    ix, v, bs, bc, n = scan(grid, "t2i", q, t2i, 11, 0, len(img))
+    head, bs, bc, n = scan(grid, "t2i", q, t2i, 11, 0, len(img))
+    ix, v = head.ix, head.v
     parts = [scan(grid, "t2i", q, t2i, 11, lo, hi) for lo, hi in ((0, 1_024), (1_024, len(img)))]
-    pix, pv = np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts])
+    pix, pv = np.hstack([p[0].ix for p in parts]), np.hstack([p[0].v for p in parts])
     order = np.lexsort((pix, -pv), axis=1)[:, :11]
     assert np.array_equal(np.take_along_axis(pix, order, axis=1), ix)
     assert np.array_equal(np.take_along_axis(pv, order, axis=1), v)
-    assert np.array_equal(parts[0][4] + parts[1][4], n)
-    assert all(np.array_equal(p[2], bs) and np.array_equal(p[3], bc) for p in parts)
+    assert np.array_equal(parts[0][3] + parts[1][3], n)
+    assert all(np.array_equal(p[1], bs) and np.array_equal(p[2], bc) for p in parts)
 
 
 def test_non_finite_embeddings_take_the_checked_path():
     img, txt, c2i = _case(dups=False)
     img[7, 3] = np.nan
     src = EmbeddingSource(img, txt)
-    assert not usable(src, None, {})
+    assert not src.grid.finite_range()  # so the scan checks every tile
     with pytest.raises(ValueError, match="NaN or infinite"):
         evaluate(src, c2i, score_block="64x4096")
 
@@ -147,7 +148,7 @@ def test_first_copies_settles_rows_that_share_a_hash_but_differ(monkeypatch):
     rng = np.random.default_rng(4)
     x = rng.standard_normal((500, 5)).astype(np.float32)
     x[100:200] = x[rng.integers(0, 100, 100)]
-    monkeypatch.setattr(dedupe, "_row_hashes", lambda words: words[:, 0].astype(np.uint64) % np.uint64(3))
+    monkeypatch.setattr(duplicates, "_row_hashes", lambda words: words[:, 0].astype(np.uint64) % np.uint64(3))
     want, seen = np.empty(len(x), dtype=np.int64), {}
     for i, row in enumerate(x):
         want[i] = seen.setdefault(row.tobytes(), i)
@@ -162,10 +163,67 @@ def test_device_tiles_stream_one_at_a_time_with_the_block_path_values(streamed):
 
     def on_torch():
         src = EmbeddingSource(img, txt)
-        src.grid.device, src.grid._t = "cpu", (torch.from_numpy(img), torch.from_numpy(txt))  # a stand-in device
+        src.grid = TileGrid(img, txt, device="cpu", backend="torch")  # the CPU as a stand-in device
+        assert isinstance(src.grid.product(0, 0, on_device=True), torch.Tensor)  # the device schedule's tiles
         return src
 
     whole, tiled = evaluate(on_torch(), c2i), evaluate(on_torch(), c2i, score_block="64x4096")
     assert sorted(streamed) == ["i2t", "t2i"]
     a, b = per_query(whole), per_query(tiled)
     assert all(np.array_equal(a[key], b[key]) for key in a)
+
+
+@pytest.mark.parametrize("direction", ["i2t", "t2i"])
+def test_the_numpy_and_torch_reducers_agree_on_the_same_tile(direction):
+    """One reducer code path for NumPy and torch (ArrayOps): given the same tile (values on a coarse grid, so
+    exact ties straddle the head's cut and meet the best positive), a NumPy grid and a torch grid (the CPU as
+    the device) give the same counts, the same queries to merge and the same head, ids and scores, bit for bit;
+    with and without a gather of the run's queries, and with the best positive before, inside and after it."""
+    from vlbench.metrics.scan.reducers import TileRun, reduce_tile
+
+    rng = np.random.default_rng(12)
+    img = np.round(rng.standard_normal((300, 8)), 1).astype(np.float32)
+    txt = np.round(rng.standard_normal((200, 8)), 1).astype(np.float32)
+    img[10:40], txt[10:40] = img[5], txt[5]  # candidates 5 and 10..39 tie exactly for every query
+    grids = [TileGrid(img, txt), TileGrid(img, txt, device="cpu", backend="torch")]
+    tile = grids[0].product(0, 0)
+    n_q = tile.shape[1] if direction == "t2i" else tile.shape[0]
+    n_c = tile.shape[0] if direction == "t2i" else tile.shape[1]
+    x = tile if direction == "t2i" else tile.T
+    for offs in (None, np.arange(3, n_q, 4)):
+        cols = np.arange(n_q) if offs is None else offs
+        bc = rng.integers(-50, n_c + 50, len(cols))  # before the tile, inside it, after it
+        bc[::2] = 20  # a best positive with equal scores before it (counted one by one) and after it
+        bs = x[np.clip(bc, 0, n_c - 1), cols].astype(np.float64)
+        out = []
+        for g in grids:
+            run = TileRun(g, direction, offs, cols, bs, bc, 7, False, np.zeros(0, dtype=np.int64),
+                          np.zeros(0, dtype=np.int64), 0)
+            out.append(reduce_tile(run, 0, 0, tile, None, slice(0, n_c), np.full(len(cols), -np.inf), None))
+        (cnt_a, hit_a, head_a), (cnt_b, hit_b, head_b) = out
+        assert np.array_equal(cnt_a, cnt_b) and np.array_equal(hit_a, hit_b)
+        assert np.array_equal(head_a.ix, head_b.ix) and np.array_equal(head_a.v, head_b.v)
+        assert (np.count_nonzero(x[:, cols] == bs.astype(np.float32), axis=0) > 1).any()  # ties at the positive
+
+
+def test_slices_merge_to_the_whole_scan_with_relevances_and_graded_gains():
+    """As torchrun ranks merge their heads (Head.merge): two slices at a tile edge, each scanned with a relevance
+    model and tied graded labels, merge into the whole scan's head, the relevances and gains at it, and the
+    largest relevances of non-positives and largest gains, bit for bit."""
+    from vlbench.metrics.compute import ArraySource
+    from vlbench.metrics.scan.reducers import Side
+
+    img, txt, c2i = _case(dups=True)
+    grid = EmbeddingSource(img, txt).grid
+    _, t2i, _ = build_positives(c2i, len(img))
+    rng = np.random.default_rng(13)
+    side = Side(EmbeddingSource(rng.standard_normal((len(img), 8)).astype(np.float32),
+                                rng.standard_normal((len(txt), 8)).astype(np.float32)),
+                {"g": ArraySource(np.round(rng.random((len(img), len(txt))), 1).astype(np.float32))}, 10)
+    q = np.arange(len(txt))
+    whole = scan(grid, "t2i", q, t2i, 11, 0, len(img), side=side)[0]
+    merged, other = (scan(grid, "t2i", q, t2i, 11, lo, hi, side=side)[0] for lo, hi in ((0, 1_024), (1_024, len(img))))
+    merged.merge(other, 11, 10)
+    for a, b in zip(whole.fields(), merged.fields()):
+        assert np.array_equal(a, b)
+    assert len(whole.fields()) == 6 and (whole.nonpos[:, 0] > whole.nonpos[:, -1]).all()

@@ -1,6 +1,10 @@
-"""Bit-identical duplicate rows found without a copy of the matrix: :func:`first_copies` maps every row to the
-lowest index holding the same bits, so the tile grid (vlbench.metrics.tiles) reads a duplicate's score from its
-first copy. A module of its own because the metrics folder is at its size limit."""
+"""The duplicate search: which rows of an embedding matrix repeat an earlier row bit for bit.
+
+:func:`first_copies` maps every row to the lowest index holding the same bits, without a copy of the matrix.
+It is part of the similarity matrix's definition (metrics/tiles.py): a duplicate's score IS its first copy's,
+read from the copy's tile and never recomputed, so the tie rule (a lower index first) holds among duplicates in
+every schedule of the scan.
+"""
 
 from __future__ import annotations
 
