@@ -31,7 +31,7 @@ from ..util.markdown import md_table
 from .blind import SUGARCREPE_TEST_IMAGES
 from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
 from .registry import ChoiceTask, ItemSets, register_task
-from .sources import _bad_image_name, check_coco_images, coco_val2017_dir, shown_name
+from .sources import _bad_image_name, check_coco_images, coco_val2017_dir, read_task_text, shown_name
 
 TASK = "sugarcrepe++"
 SCPP_SUBSETS = ("replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
@@ -184,10 +184,9 @@ def read_scpp_file(path: Path, subset: str) -> list[TripletItem]:
     """The items of a SugarCrepe++ file; a DataError naming the file (and item) when it is not UTF-8 JSON of the
     official shape, has no items, repeats an id, or names an image outside the images folder."""
     fix = f"use the unmodified data/{path.name} of {SCPP_REPO} (commit {SCPP_COMMIT[:10]}), or a file of its format"
+    text = read_task_text(path, "SugarCrepe++ file", fix)
     try:
-        raw = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DataError(f"SugarCrepe++ file {path} is not UTF-8 text (offset {exc.start})", fix) from None
+        raw = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"SugarCrepe++ file {path} is not valid JSON ({exc})", fix) from None
     if not isinstance(raw, list) or not raw:

@@ -28,7 +28,7 @@ from ..util import paths
 from ..util.io import sha256_file, sha256_json
 from .choice import ChoiceItem, ChoiceResult, distinct_images, evaluate_choice, evaluate_text_only
 from .registry import ChoiceTask, ItemSets, register_task
-from .sources import _bad_image_name, _image_present, shown_name
+from .sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "whatsup"
 REPO = "github.com/amitakamath/whatsup_vlms"
@@ -160,10 +160,9 @@ def read_whatsup_file(path: Path, subset: str) -> list[ChoiceItem]:
     item and the field when it is not UTF-8 JSON of the released layout."""
     sub = SUBSETS[subset]
     fix = _fix(sub)
+    text = read_task_text(path, "What'sUp file", fix)
     try:
-        raw = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DataError(f"What'sUp file {path} is not UTF-8 text (offset {exc.start})", fix) from None
+        raw = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"What'sUp file {path} is not valid JSON ({exc})", fix) from None
     shape = ('[{"image_path", "caption_options": [4 captions]}, ...]' if sub.controlled

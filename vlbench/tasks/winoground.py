@@ -29,7 +29,7 @@ from ..util.io import sha256_file, sha256_json
 from ..util.markdown import md_table
 from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
 from .registry import ChoiceTask, ItemSets, register_task
-from .sources import _bad_image_name, _image_present, shown_name
+from .sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "winoground"
 HUB_REPO = "facebook/winoground"
@@ -170,10 +170,7 @@ def evaluate_winoground_text_only(items: Sequence[WinogroundItem], text_score, *
 def read_winoground_file(path: Path) -> list[WinogroundItem]:
     """The items of ``examples.jsonl``; a DataError naming the file, the line and the field when a line is not
     a JSON object with non-empty string image_0 / image_1 / caption_0 / caption_1, or repeats an id."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"Winoground file {path} is not UTF-8 text (offset {exc.start})", FIX) from None
+    text = read_task_text(path, "Winoground file", FIX)
     items, seen = [], set()
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -28,7 +28,7 @@ from ...util import paths
 from ...util.io import sha256_file, sha256_json
 from ..choice import distinct_images
 from ..registry import ChoiceTask, ItemSets, register_task
-from ..sources import _bad_image_name, _image_present, shown_name
+from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 from .hubrows import HubSet, read_rows
 from .pairs import PairItem, PairScoring, evaluate_pairs, format_pairs_table, pairs_text_only
 
@@ -82,10 +82,9 @@ def _key(row: dict, n: int, seen: set, where: str) -> str:
 def read_colorswap_json(path: Path) -> list[PairItem]:
     """The items of the archive's ``test.json`` / ``train.json``; a DataError naming the file, the item and the
     field when it is not a JSON list of objects with non-empty string image_1 / image_2 / caption_1 / caption_2."""
+    text = read_task_text(path, "ColorSwap file", _json_fix())
     try:
-        raw = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DataError(f"ColorSwap file {path} is not UTF-8 text (offset {exc.start})", _json_fix()) from None
+        raw = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"ColorSwap file {path} is not valid JSON ({exc})", _json_fix()) from None
     if not isinstance(raw, list) or not raw:

@@ -36,7 +36,7 @@ from ...util.io import sha256_file, sha256_json
 from ...util.markdown import md_table
 from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
 from ..registry import ChoiceTask, ItemSets, register_task
-from ..sources import _bad_image_name, _image_present, shown_name
+from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "mmvp"
 HUB_REPO = "MMVP/MMVP_VLM"
@@ -214,10 +214,7 @@ def _pair(a: tuple, b: tuple, where: str) -> MMVPItem:
 def read_mmvp_file(path: Path) -> list[MMVPItem]:
     """The pairs of ``Questions.csv``; a DataError naming the file, the line and the field when it is not the
     released layout (header, three fields a row, pairs of consecutive ids, one Type per pair)."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"MMVP-VLM file {path} is not UTF-8 text (offset {exc.start})", FIX) from None
+    text = read_task_text(path, "MMVP-VLM file", FIX, encoding="utf-8-sig")
     reader = csv.reader(io.StringIO(text))
     try:
         header = next(reader, None)
