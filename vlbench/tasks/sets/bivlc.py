@@ -61,12 +61,17 @@ def parse_bivlc_spec(spec: str | None) -> str:
     return split
 
 
+def texts_digest(rows) -> str:
+    """sha256_json of the sorted [caption, negative_caption, type, subtype] rows, the form
+    :data:`RELEASE_TEXTS_SHA256` pins."""
+    return sha256_json(sorted([r["caption"], r["negative_caption"], r.get("type"), r.get("subtype")] for r in rows))
+
+
 def bivlc_items(data_dir=None) -> tuple[list[PairItem], dict, dict]:
     """(items, image key -> file, source record) of BiVLC's test split. Item ids are the row numbers (from 0, in
     file order) since the release has no id column; ``tag`` is the item's ``type``."""
     got = read_rows(SET, "test", data_dir)
-    texts = sha256_json(sorted([r["caption"], r["negative_caption"], r.get("type"), r.get("subtype")]
-                               for r in got.rows))
+    texts = texts_digest(got.rows)
     items = []
     for n, row in enumerate(got.rows):
         kind = row.get("type")
