@@ -58,6 +58,12 @@ def corruption_table(ctx: _Ctx) -> Table:
                  cols, rows, sorted(runs))
 
 
+def blind_note(run) -> str:
+    """Why a choice-task run has no blind (text-only) value: its results.json ``task.blind_baseline.why``, else ""."""
+    info = (run.record.other.get("task") or {}).get("blind_baseline") or {}
+    return f"blind baseline unavailable: {info.get('why') or 'not recorded'}" if info.get("available") is False else ""
+
+
 def choice_table(ctx: _Ctx) -> Table:
     """One row per (dataset, model, item set) of a choice-task run."""
     cols = [Column("dataset"), Column("model"), Column("task"), Column("set"), Column("items", "int"),
@@ -76,7 +82,7 @@ def choice_table(ctx: _Ctx) -> Table:
             rows.append([ctx.dataset(dn, dh), ctx.model(mh), task, cond[len(TASK_PREFIX):], acc.get("n"),
                          acc.get("value"), acc.get("ci_low"), acc.get("ci_high"),
                          recs.get("chance", {}).get("value"), recs.get("blind_accuracy", {}).get("value"), run.ref,
-                         ctx.lab.run_flags(run)])
+                         "; ".join(x for x in (blind_note(run), ctx.lab.run_flags(run)) if x)])
             tot = recs.get("tot_accuracy", {})  # SugarCrepe++'s text-only task (TOT)
             rows[-1][-2:-2] = [tot.get("value"), tot.get("ci_low"), tot.get("ci_high")]
             runs.add(run.ref)
@@ -86,7 +92,8 @@ def choice_table(ctx: _Ctx) -> Table:
             "the group score; SugarCrepe++: ITT, both paraphrases above the negative; ARO: the macro accuracy; MMVP: "
             "pairs; a tie is a miss), with a 95% percentile bootstrap interval over items, the chance level, and a "
             "blind text-only baseline (a caption bigram model picking the more plausible text without the image; "
-            "docs/tasks.md).")
+            "docs/tasks.md). A blank blind cell: the run had no blind baseline; its flags say why (e.g. the "
+            "baseline's training captions, vlbench's coco caption file, were not in the run's data folder).")
     if any(r[-5] is not None for r in rows):  # SugarCrepe++ runs: its TOT accuracy beside ITT
         cols[-2:-2] = [Column("tot", "num", 2, "TOT % (text only)"), Column("tot_ci_low", "num", 2),
                        Column("tot_ci_high", "num", 2)]

@@ -23,8 +23,8 @@ from .choice import (
            run_choice_task,
 )
 from .registry import ChoiceTask, ItemSets, get_task, register_task, tasks, unregister_task
+from .sets.sugarcrepe_pp import SCPP_SUBSETS, TripletItem, TripletResult, evaluate_triplets, scpp_items
 from .sources import ORDER_PERTURBATIONS, SUGARCREPE_SUBSETS, coco_val2017_dir, order_items, sugarcrepe_items
-from .sugarcrepe_pp import SCPP_SUBSETS, TripletItem, TripletResult, evaluate_triplets, scpp_items
 
 __all__ = ["ChoiceItem", "ChoiceRecord", "ChoiceResult", "distinct_images", "distinct_texts", "evaluate_choice",
            "evaluate_text_only", "run_choice_task", "ChoiceTask", "ItemSets", "get_task", "register_task", "tasks",

@@ -5,13 +5,15 @@ is loaded), ``evaluate`` (scores from the embeddings), the blind baseline's text
 rule recorded in results.json, an optional table.md of its own, and whether it reads ``--images-dir``.
 The kernel (vlbench.tasks.run, .blind, .cli) dispatches on these fields only, never on a task's name.
 
-To add a task: write one module that builds a ``ChoiceTask`` and calls :func:`register_task` with it
-(vlbench.tasks.order is the smallest example). A built-in is imported by name from
-:data:`BUILTIN_MODULES`; a task of your own is registered by importing your module before the run.
+To add a task: write one module in vlbench/tasks/sets/ that builds a ``ChoiceTask`` and calls
+:func:`register_task` with it (vlbench.tasks.sets.order is the smallest example); it is found there
+(:data:`BUILTIN_MODULES`) and nothing else changes. A task of your own, outside vlbench, is registered by
+importing your module before the run.
 """
 
 from __future__ import annotations
 
+import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -23,11 +25,23 @@ from .perturbable import perturb_item, right_candidates
 #: the rule of a plain choice task (recorded in results.json ``task.rule``)
 CHOICE_RULE = ("correct only when the right caption scores strictly above every other candidate (cosine "
                "similarity); a tie is a miss")
+#: the built-in sets listed first, in this order (``vlbench ls tasks``); every other module of vlbench/tasks/sets/
+#: is found there and listed after them, by name: a new set needs no line here
+LISTED_FIRST = ("order", "sugarcrepe", "sugarcrepe_pp", "winoground", "whatsup", "colorswap", "bivlc", "aro_vg", "mmvp")
+
+
+def set_modules() -> tuple[str, ...]:
+    """The modules of vlbench/tasks/sets/ (each set's module registers its record when imported; the shapes'
+    modules register none), :data:`LISTED_FIRST` first."""
+    from . import sets
+
+    found = sorted(m.name for m in pkgutil.iter_modules(sets.__path__) if not m.name.startswith("_"))
+    names = [n for n in LISTED_FIRST if n in found] + [n for n in found if n not in LISTED_FIRST]
+    return tuple(f"{sets.__name__}.{n}" for n in names)
+
+
 #: the modules of the built-in tasks, imported on the first lookup (each registers its record)
-BUILTIN_MODULES = ("vlbench.tasks.order", "vlbench.tasks.sugarcrepe", "vlbench.tasks.sugarcrepe_pp",
-                   "vlbench.tasks.winoground", "vlbench.tasks.whatsup",
-                   "vlbench.tasks.sets.colorswap", "vlbench.tasks.sets.bivlc",
-                   "vlbench.tasks.sets.aro_vg", "vlbench.tasks.sets.mmvp")
+BUILTIN_MODULES = set_modules()
 
 
 @dataclass

@@ -33,7 +33,7 @@ from . import conditions as task_conditions
 from .blind import blind_baseline as baseline
 from .choice import N_BOOT, distinct_images, distinct_texts
 from .registry import ItemSets, TaskDescriptions, get_task, tasks
-from .sugarcrepe import SUGARCREPE_COMMIT, SUGARCREPE_RAW, parse_sugarcrepe_spec, sugarcrepe_root  # noqa: F401  re-exported
+from .sets.sugarcrepe import SUGARCREPE_COMMIT, SUGARCREPE_RAW, parse_sugarcrepe_spec, sugarcrepe_root  # noqa: F401  re-exported
 
 #: name -> description of every registered task (vlbench.tasks.registry), read when used
 TASKS = TaskDescriptions()

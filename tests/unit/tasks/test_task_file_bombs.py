@@ -15,10 +15,10 @@ from vlbench.errors import DataError
 from vlbench.tasks.sets.aro_vg import read_aro_file
 from vlbench.tasks.sets.colorswap import read_colorswap_json
 from vlbench.tasks.sets.mmvp import read_mmvp_file
+from vlbench.tasks.sets.sugarcrepe_pp import read_scpp_file
+from vlbench.tasks.sets.whatsup import read_whatsup_file
+from vlbench.tasks.sets.winoground import read_winoground_file
 from vlbench.tasks.sources import read_sugarcrepe_file, read_task_text
-from vlbench.tasks.sugarcrepe_pp import read_scpp_file
-from vlbench.tasks.whatsup import read_whatsup_file
-from vlbench.tasks.winoground import read_winoground_file
 
 SMALL = 4096  # the bound the reader tests use (the real one is 64 MiB; one test below uses it)
 

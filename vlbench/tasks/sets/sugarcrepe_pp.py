@@ -22,16 +22,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import download
-from ..datasets.download import DownloadError
-from ..errors import DataError, VlbenchError
-from ..util import paths
-from ..util.io import atomic_write_bytes, sha256_file, sha256_json
-from ..util.markdown import md_table
-from .blind import SUGARCREPE_TEST_IMAGES
-from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
-from .registry import ChoiceTask, ItemSets, register_task
-from .sources import _bad_image_name, check_coco_images, coco_val2017_dir, read_task_text, shown_name
+from ...datasets import download
+from ...datasets.download import DownloadError
+from ...errors import DataError, VlbenchError
+from ...util import paths
+from ...util.io import atomic_write_bytes, sha256_file, sha256_json
+from ...util.markdown import md_table
+from ..blind import SUGARCREPE_TEST_IMAGES
+from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
+from ..registry import ChoiceTask, ItemSets, register_task
+from ..sources import _bad_image_name, check_coco_images, coco_val2017_dir, read_task_text, shown_name
 
 TASK = "sugarcrepe++"
 SCPP_SUBSETS = ("replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")

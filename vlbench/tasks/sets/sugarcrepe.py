@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..datasets import download
-from ..datasets.download import DownloadError
-from ..errors import DataError, VlbenchError
-from ..util import paths
-from ..util.io import atomic_write_bytes, sha256_bytes, sha256_file, sha256_json
-from .blind import SUGARCREPE_TEST_IMAGES
-from .registry import ChoiceTask, ItemSets, register_task
-from .sources import SUGARCREPE_SUBSETS, coco_val2017_dir, sugarcrepe_items
+from ...datasets import download
+from ...datasets.download import DownloadError
+from ...errors import DataError, VlbenchError
+from ...util import paths
+from ...util.io import atomic_write_bytes, sha256_bytes, sha256_file, sha256_json
+from ..blind import SUGARCREPE_TEST_IMAGES
+from ..registry import ChoiceTask, ItemSets, register_task
+from ..sources import SUGARCREPE_SUBSETS, coco_val2017_dir, sugarcrepe_items
 
 SUGARCREPE_COMMIT = "0047054b243992f0fad63d6f64f7544862daf846"
 SUGARCREPE_RAW = f"https://raw.githubusercontent.com/RAIVNLab/sugar-crepe/{SUGARCREPE_COMMIT}/data"

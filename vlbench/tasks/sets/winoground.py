@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError, VlbenchError
-from ..util import paths
-from ..util.io import sha256_file, sha256_json
-from ..util.markdown import md_table
-from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
-from .registry import ChoiceTask, ItemSets, register_task
-from .sources import _bad_image_name, _image_present, read_task_text, shown_name
+from ...errors import DataError, VlbenchError
+from ...util import paths
+from ...util.io import sha256_file, sha256_json
+from ...util.markdown import md_table
+from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
+from ..registry import ChoiceTask, ItemSets, register_task
+from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "winoground"
 HUB_REPO = "facebook/winoground"

@@ -23,12 +23,12 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from ..errors import DataError, VlbenchError
-from ..util import paths
-from ..util.io import sha256_file, sha256_json
-from .choice import ChoiceItem, ChoiceResult, distinct_images, evaluate_choice, evaluate_text_only
-from .registry import ChoiceTask, ItemSets, register_task
-from .sources import _bad_image_name, _image_present, read_task_text, shown_name
+from ...errors import DataError, VlbenchError
+from ...util import paths
+from ...util.io import sha256_file, sha256_json
+from ..choice import ChoiceItem, ChoiceResult, distinct_images, evaluate_choice, evaluate_text_only
+from ..registry import ChoiceTask, ItemSets, register_task
+from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "whatsup"
 REPO = "github.com/amitakamath/whatsup_vlms"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..datasets.core import load_dataset
-from ..errors import DataError, VlbenchError
-from .registry import ChoiceTask, ItemSets, register_task
-from .sources import order_items
+from ...datasets.core import load_dataset
+from ...errors import DataError, VlbenchError
+from ..registry import ChoiceTask, ItemSets, register_task
+from ..sources import order_items
 
 
 def order_sets(cfg, note) -> ItemSets:
