@@ -1,5 +1,7 @@
-"""Items of two images and two captions (c_k describes I_k), scored in both directions: the shared scoring of
-ColorSwap and BiVLC (:mod:`.colorswap`, :mod:`.bivlc`), Winoground's rule under each set's own names.
+"""The shape of 2x2 sets: items of two images and two captions (c_k describes I_k), scored in both directions.
+Winoground, ColorSwap and BiVLC (:mod:`.winoground`, :mod:`.colorswap`, :mod:`.bivlc`) are this shape: one
+item type (:class:`PairItem`), one scoring (Winoground's rule) under each set's own names (:class:`PairScoring`),
+one blind baseline and one table.
 
 From ``s[i, j] = s(c_i, I_j)`` (cosine similarity), every comparison strict (a tie is a miss):
 
@@ -56,6 +58,9 @@ class PairScoring:
     metrics: dict
     labels: dict
     rule: str
+    #: what ``by_kind`` names each score by: "metrics" (the results.json names) or "flags" (text / image / group,
+    #: as Winoground's results have named them since it shipped)
+    by_kind_names: str = "metrics"
 
 
 @dataclass
@@ -72,6 +77,18 @@ class PairRecord:
 
     @property
     def correct(self) -> bool:
+        return self.flags["group"]
+
+    @property
+    def text(self) -> bool:  # the paper's three flags by their Winoground names
+        return self.flags["text"]
+
+    @property
+    def image_ok(self) -> bool:
+        return self.flags["image"]
+
+    @property
+    def group(self) -> bool:
         return self.flags["group"]
 
     @property
@@ -140,7 +157,8 @@ def _result(items: Sequence[PairItem], matrices, scoring: PairScoring, seed: int
     by_kind: dict[str, dict] = {}
     for tag in sorted({it.tag for it in items if it.tag}):
         sel = [r for it, r in zip(items, records) if it.tag == tag]
-        by_kind[tag] = {scoring.metrics[k]: 100.0 * float(np.mean([r.flags[k] for r in sel])) for k in reported}
+        name = (lambda k: k) if scoring.by_kind_names == "flags" else scoring.metrics.get
+        by_kind[tag] = {name(k): 100.0 * float(np.mean([r.flags[k] for r in sel])) for k in reported}
         by_kind[tag]["n"] = len(sel)
     g = scores["group"]
     return PairResult(g[0], g[1], g[2], len(items), scores, scoring, records, seed, by_kind=by_kind)
