@@ -370,4 +370,8 @@ ARO = register_task(ChoiceTask(
     licence="the repository is MIT (its LICENSE); the annotation files on its Google Drive state no licence of their "
             "own; built from GQA / Visual Genome (CC BY 4.0), whose images they crop",
     citation="Yuksekgonul, Bianchi, Kalluri, Jurafsky and Zou, When and why vision-language models behave like "
-             "bags-of-words, and what to do about it?, ICLR 2023"))
+             "bags-of-words, and what to do about it?, ICLR 2023",
+    metrics=(("micro_accuracy", "--task aro: items right over all items (accuracy is the paper's macro accuracy)"),
+             ("blind_micro_accuracy", "--task aro: micro_accuracy of the text-only (blind) baseline")),
+    scores=(("accuracy", "macro accuracy"),),
+    stores=(stores.Store(CROPS, CROPS, __name__, "box crops of ARO's VG-Relation / VG-Attribution images"),)))

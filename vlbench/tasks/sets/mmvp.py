@@ -324,4 +324,8 @@ MMVP = register_task(ChoiceTask(
     licence="not stated in the authors' GitHub repository (its only LICENSE is LLaVA's); read the Hub dataset card "
             "of MMVP/MMVP_VLM before redistributing; images collected by the authors from ImageNet and LAION",
     citation="Tong, Liu, Zhai, Ma, LeCun and Xie, Eyes Wide Shut? Exploring the Visual Shortcomings of Multimodal "
-             "LLMs, CVPR 2024"))
+             "LLMs, CVPR 2024",
+    metrics=(("statement_accuracy", "--task mmvp: statements whose own image scores strictly above the other image"),
+             ("i2t_pair_accuracy", "--task mmvp: pairs whose images each score their own statement strictly higher"),
+             *((f"pattern_{p}", f"--task mmvp: pair accuracy of the visual pattern {p}") for p, _, _ in PATTERNS)),
+    scores=(("accuracy", "pairs (average)"), *((f"pattern_{p}", label) for p, label, _ in PATTERNS))))

@@ -28,6 +28,15 @@ from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_te
 FLAGS = ("i0_picks_c0", "i1_picks_c1", "c0_picks_i0", "c1_picks_i1", "text", "image", "group")
 CHANCE = {"i0_picks_c0": 50.0, "i1_picks_c1": 50.0, "c0_picks_i0": 50.0, "c1_picks_i1": 50.0, "text": 25.0,
           "image": 25.0, "group": 100.0 / 6}
+#: what each flag asks (the metric list's description of a 2x2 set's metric, whatever the set names it)
+SAYS = {"i0_picks_c0": "s(c0, I0) > s(c1, I0)", "i1_picks_c1": "s(c1, I1) > s(c0, I1)",
+        "c0_picks_i0": "s(c0, I0) > s(c0, I1)", "c1_picks_i1": "s(c1, I1) > s(c1, I0)",
+        "text": "image-to-text: each image scores its own caption strictly higher",
+        "image": "text-to-image: each caption scores its own image strictly higher"}
+#: the blind (text-only) ceiling of every 2x2 set, by design (pairs_text_only)
+BLIND_CEILING = ("0 for the image-to-text, text-to-image and group scores: a score that cannot see the image gives "
+                 "each caption the same score under both images (a tie fails); only a single image-to-text "
+                 "comparison can be won by text plausibility")
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,19 @@ class PairResult:
                 **{names[k]: dict(zip(("score", "ci_low", "ci_high"), v)) for k, v in self.scores.items()
                    if k != "group"},
                 "more_values": [list(v) for v in self.more_values() if not v[0].endswith("_chance")]}
+
+
+def declared_metrics(scoring: PairScoring) -> tuple:
+    """(name, description) of every metric a 2x2 set with ``scoring`` reports besides accuracy / chance /
+    blind_accuracy: each reported flag's score, its chance and its blind value (ChoiceTask ``metrics``)."""
+    out = []
+    for k in FLAGS:
+        if k in scoring.metrics and k != "group":
+            m = scoring.metrics[k]
+            out += [(m, f"2x2 choice sets (--task winoground, colorswap, bivlc): {SAYS[k]}; a tie is a miss"),
+                    (f"{m}_chance", f"2x2 choice sets: chance of {m} under random similarities"),
+                    (f"blind_{m}", f"2x2 choice sets: {m} of the text-only (blind) baseline")]
+    return tuple(out)
 
 
 def pair_flags(s: np.ndarray) -> dict:

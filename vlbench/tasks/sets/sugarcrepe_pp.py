@@ -304,4 +304,8 @@ SUGARCREPE_PP = register_task(ChoiceTask(
     evaluate=evaluate_triplets, text_only=evaluate_triplets_text_only, rule=RULE, table=format_scpp_table,
     # its images are a subset of SugarCrepe's (every file name of its five sets is in SugarCrepe's)
     images_dir=True, blind_excluded_images=SUGARCREPE_TEST_IMAGES,
-    right_candidates=lambda item: (0, 1)))  # --perturb-options correct: both positives are right
+    right_candidates=lambda item: (0, 1),  # --perturb-options correct: both positives are right
+    metrics=(("tot_accuracy", "--task sugarcrepe++: text-only task, cos(P1, P2) above cos(P1, N) and cos(P2, N)"),
+             ("p1_accuracy", "--task sugarcrepe++: cos(image, P1) above cos(image, N), P2 not considered"),
+             ("p2_accuracy", "--task sugarcrepe++: cos(image, P2) above cos(image, N), P1 not considered")),
+    scores=(("accuracy", "ITT"), ("tot_accuracy", "TOT"))))

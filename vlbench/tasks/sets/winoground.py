@@ -26,8 +26,16 @@ from ...util.io import sha256_file, sha256_json
 from ..choice import distinct_images
 from ..registry import ChoiceTask, ItemSets, register_task
 from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
+from .pairs import (
+    BLIND_CEILING,
+    PairItem,
+    PairScoring,
+    declared_metrics,
+    evaluate_pairs,
+    format_pairs_table,
+    pairs_text_only,
+)
 from .pairs import CHANCE as PAIR_CHANCE
-from .pairs import PairItem, PairScoring, evaluate_pairs, format_pairs_table, pairs_text_only
 
 TASK = "winoground"
 HUB_REPO = "facebook/winoground"
@@ -140,6 +148,36 @@ def winoground_sets(cfg, note=None) -> ItemSets:
                     {f"task:{TASK}": {"items": len(items)}})
 
 
+#: the published scores of this set (vlbench.published.task_scores; docs/published.md): one entry per source
+PUBLISHED = (
+    {'id': 'winoground-paper-clip-vit-b-32',
+     'model': "CLIP (ViT-B/32) as the Winoground paper names it: OpenAI's ViT-B/32 weights",
+     'specs': ['openclip:ViT-B-32/openai', 'clip:openai/clip-vit-base-patch32', 'st:clip-ViT-B-32'],
+     'sets': {'task:winoground': {'scores': {'text_score': 30.75, 'image_score': 10.5, 'accuracy': 8.0},
+                                  'n_items': 400,
+                                  'sha256': []}},
+     'source': {'kind': 'paper',
+                'citation': 'Thrush, Jiang, Bartolo, Singh, Williams, Kiela and Ross, Winoground: Probing Vision '
+                            'and Language Models for Visio-Linguistic Compositionality, CVPR 2022 '
+                            '(arXiv:2204.03162)',
+                'table': 'Table 3 (text, image and group score over the 400 examples), row CLIP (ViT-B/32); '
+                         'accuracy = the group score',
+                'url': 'https://arxiv.org/abs/2204.03162',
+                'read_in': 'a text copy of the paper (Table 3; Table 4 gives the same model by linguistic tag)',
+                'consistency': 'each value is a whole number of the 400 examples (123, 42 and 32)'},
+     'protocol': {'set_version': 'the 400 examples of facebook/winoground (Hub); no checksum of examples.jsonl is '
+                                 'published',
+                  'implementation': 'not stated (the paper names the model, not the code that ran it)',
+                  'preprocessing': 'not stated',
+                  'precision': 'not stated',
+                  'lowercase': "tokenizer's own (CLIP's BPE lower-cases)",
+                  'prompt': 'none (the caption as written)',
+                  'tie_rule': "strict: s(C0,I0) > s(C1,I0) etc. (the paper's definitions; a tie fails)"},
+     'match': {'adapter': None, 'preprocessing_adapter': None, 'precision': None, 'strict': True},
+     'note': ''},
+)
+
+
 WINOGROUND = register_task(ChoiceTask(
     TASK, "Winoground (Thrush et al. 2022): 2 images x 2 captions per item; text, image and group scores "
           "(strict: a tie fails); files from the gated Hub dataset facebook/winoground", winoground_sets,
@@ -148,4 +186,6 @@ WINOGROUND = register_task(ChoiceTask(
     size="400 items (800 images, 800 captions)",
     licence="Winoground's own terms, accepted on the Hub (gated; images licensed from Getty Images, research use)",
     citation="Thrush et al., Winoground: Probing Vision and Language Models for Visio-Linguistic "
-             "Compositionality, CVPR 2022"))
+             "Compositionality, CVPR 2022",
+    metrics=declared_metrics(SCORING), scores=(("text_score", "text"), ("image_score", "image"), ("accuracy", "group")),
+    blind_ceiling=BLIND_CEILING, published=PUBLISHED))
