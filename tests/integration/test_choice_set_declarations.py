@@ -65,7 +65,7 @@ def test_the_leaderboard_shows_winogrounds_text_and_image_scores_and_why_its_bli
     _winoground(tmp_path / "data" / "winoground")
     out = tmp_path / "runs" / "wg"
     assert main(["run", "--task", "winoground", "--model", "colour-vec", "--data-dir", str(tmp_path / "data"),
-                 "--out", str(out), "--quiet", "--num-workers", "0", "--no-cache"]) == 0
+                 "--out", str(out), "--quiet", "--num-workers", "0", "--no-cache", "--perturb", "char-swap"]) == 0
     doc = json.loads((out / "results.json").read_text())
     assert doc["task"]["scores"] == [{"metric": "text_score", "label": "text"},
                                      {"metric": "image_score", "label": "image"},
@@ -83,3 +83,6 @@ def test_the_leaderboard_shows_winogrounds_text_and_image_scores_and_why_its_bli
                                                           "captions (coco5k_test.jsonl")
     assert "by design the set's blind ceiling is 0 for the image-to-text, text-to-image and group" in row["flags"]
     assert 'title="text_score">text %</th>' in (tmp_path / "lb" / "index.html").read_text()  # the page too
+    with open(tmp_path / "lb" / "compositional.csv", newline="") as fh:  # the set under a caption perturbation
+        (comp,) = list(csv.DictReader(fh))
+    assert (float(comp["text_score"]), float(comp["image_score"]), float(comp["clean"])) == (50.0, 50.0, 25.0)
