@@ -104,8 +104,9 @@ SWAP_OBJ_246_SHA256 = "15624c2460f5c10e8720fca0f1c27ddd61998b3b8b10998ff007cd84e
 
 
 def _paper_sets() -> dict:
-    sets = {f"task:sugarcrepe:{k}": {"scores": {"accuracy": acc}, "n_items": n, "sha256": [SUGARCREPE_SHA256[k]]}
-            for k, (acc, n) in PAPER_ACCURACY.items()}
+    sets: dict[str, dict] = {f"task:sugarcrepe:{k}": {"scores": {"accuracy": acc}, "n_items": n,
+                                                      "sha256": [SUGARCREPE_SHA256[k]]}
+                             for k, (acc, n) in PAPER_ACCURACY.items()}
     sets["task:sugarcrepe:swap_obj"]["sha256"].insert(0, SWAP_OBJ_246_SHA256)
     sets["task:sugarcrepe:swap_obj"]["version_note"] = (
         "measured on the 246-item file of commit 6e45274 (2023-06-23); commit 546eb51 (2023-11-18) removed one item "
