@@ -19,6 +19,11 @@ def test_every_module_in_the_sets_folder_is_found_without_a_line_in_the_registry
     assert "valse" in tasks()  # the set added as one file
 
 
+def test_every_set_declares_its_size_licence_and_citation():
+    for name, task in tasks().items():
+        assert task.size and task.licence and task.citation, name
+
+
 def test_every_declared_metric_and_paper_score_is_listed(capsys):
     assert main(["ls", "metrics"]) == 0
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}

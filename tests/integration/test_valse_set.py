@@ -130,3 +130,10 @@ def test_a_run_equals_a_numpy_recomputation_and_the_leaderboard_shows_it(tiny_mo
     with open(tmp_path / "lb" / "choice_tasks.csv", newline="") as fh:
         board = [r for r in csv.DictReader(fh) if r["task"] == "valse"]
     assert sorted(r["set"] for r in board) == ["valse:existence", "valse:relations"]
+
+
+def test_vlbench_ls_tasks_lists_valse_with_its_size_licence_and_citation(capsys):
+    assert main(["ls", "tasks"]) == 0
+    out = capsys.readouterr().out
+    assert "  valse " in out and "size: 7,702 validated items in 11 pieces (2 options each): existence 505" in out
+    assert "licence: MIT (the repository's LICENSE)" in out and "citation: Parcalabescu, Cafagna" in out

@@ -156,4 +156,10 @@ PUBLISHED = (
 SUGARCREPE = register_task(ChoiceTask(
     "sugarcrepe", "SugarCrepe's seven hard-negative sets (Hsieh et al. 2023), 2-way, COCO val2017 images; "
                   "--dataset sugarcrepe[:SUBSET,...]", sugarcrepe_sets, images_dir=True,
-    blind_excluded_images=SUGARCREPE_TEST_IMAGES, published=PUBLISHED))
+    blind_excluded_images=SUGARCREPE_TEST_IMAGES, published=PUBLISHED,
+    size="7,511 items in 7 sets (2 options each): add_att 692, add_obj 2,062, replace_att 788, replace_obj 1,652, "
+         "replace_rel 1,406, swap_att 666, swap_obj 245 (the pinned commit's files)",
+    licence="MIT (the repository's LICENSE); images: COCO 2017 val (Flickr terms), captions CC BY 4.0",
+    citation="Hsieh, Zhang, Ma, Kembhavi and Krishna, SugarCrepe: Fixing Hackable Benchmarks for Vision-Language "
+             "Compositionality, NeurIPS 2023 Datasets and Benchmarks",
+    scores=(("accuracy", "accuracy"),)))

@@ -308,4 +308,9 @@ SUGARCREPE_PP = register_task(ChoiceTask(
     metrics=(("tot_accuracy", "--task sugarcrepe++: text-only task, cos(P1, P2) above cos(P1, N) and cos(P2, N)"),
              ("p1_accuracy", "--task sugarcrepe++: cos(image, P1) above cos(image, N), P2 not considered"),
              ("p2_accuracy", "--task sugarcrepe++: cos(image, P2) above cos(image, N), P1 not considered")),
-    scores=(("accuracy", "ITT"), ("tot_accuracy", "TOT"))))
+    scores=(("accuracy", "ITT"), ("tot_accuracy", "TOT")),
+    size="4,757 items in 5 sets (an image, two paraphrased positives, a hard negative): "
+         + ", ".join(f"{s} {n:,}" for s, (_, n) in SCPP_FILES.items()),
+    licence="the repository's README: CC BY 4.0 (its LICENSE file: MIT); images: COCO 2017 val (Flickr terms)",
+    citation="Dumpala, Jaiswal, Sastry, Milios, Oore and Sajjad, SugarCrepe++ Dataset: Vision-Language Model "
+             "Sensitivity to Semantic and Lexical Alterations, NeurIPS 2024 Datasets and Benchmarks"))
