@@ -38,7 +38,7 @@ def _data(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_the_released_entries_are_read_validated_only_caption_first():
-    from vlbench.tasks.sets.captions import read_file
+    from vlbench.tasks.shapes.captions import read_file
     from vlbench.tasks.sets.valse import VALSE_SET
 
     raw = json.loads((FIXTURE / "existence.json").read_text())
@@ -58,7 +58,7 @@ def test_the_released_entries_are_read_validated_only_caption_first():
     (lambda e: e.update(image_file="../x.jpg"), "has a '..' component"),
 ])
 def test_a_malformed_entry_names_the_file_the_entry_and_the_field(tmp_path, change, said):
-    from vlbench.tasks.sets.captions import read_file
+    from vlbench.tasks.shapes.captions import read_file
     from vlbench.tasks.sets.valse import VALSE_SET
 
     raw = json.loads((FIXTURE / "existence.json").read_text())

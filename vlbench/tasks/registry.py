@@ -33,8 +33,8 @@ LISTED_FIRST = ("order", "sugarcrepe", "sugarcrepe_pp", "winoground", "whatsup",
 
 
 def set_modules() -> tuple[str, ...]:
-    """The modules of vlbench/tasks/sets/ (each set's module registers its record when imported; the shapes'
-    modules register none), :data:`LISTED_FIRST` first."""
+    """The modules of vlbench/tasks/sets/ (each registers its set's record when imported), :data:`LISTED_FIRST`
+    first."""
     from . import sets
 
     found = sorted(m.name for m in pkgutil.iter_modules(sets.__path__) if not m.name.startswith("_"))

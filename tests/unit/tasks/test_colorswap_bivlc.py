@@ -26,7 +26,7 @@ from support.pair_sets import (
 from vlbench.errors import DataError, VlbenchError
 from vlbench.tasks import distinct_images
 from vlbench.tasks.sets import bivlc, colorswap
-from vlbench.tasks.sets.pairs import PairItem, evaluate_pairs, pairs_text_only
+from vlbench.tasks.shapes.pairs import PairItem, evaluate_pairs, pairs_text_only
 
 E = np.eye(4)
 H = np.full(4, 0.5)  # a unit vector with exact dot products (1/2) with every axis

@@ -27,8 +27,8 @@ from ...util.io import sha256_json
 from ..blind import SUGARCREPE_TEST_IMAGES
 from ..choice import distinct_images
 from ..registry import ChoiceTask, ItemSets, register_task
-from .hubrows import HubSet, read_rows
-from .pairs import (
+from ..shapes.hubrows import HubSet, read_rows
+from ..shapes.pairs import (
     BLIND_CEILING,
     PairItem,
     PairScoring,

@@ -28,9 +28,8 @@ from ...util import paths
 from ...util.io import sha256_file, sha256_json
 from ..choice import distinct_images
 from ..registry import ChoiceTask, ItemSets, register_task
-from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
-from .hubrows import HubSet, read_rows
-from .pairs import (
+from ..shapes.hubrows import HubSet, read_rows
+from ..shapes.pairs import (
     BLIND_CEILING,
     PairItem,
     PairScoring,
@@ -39,6 +38,7 @@ from .pairs import (
     format_pairs_table,
     pairs_text_only,
 )
+from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "colorswap"
 HUB_REPO = "stanfordnlp/colorswap"

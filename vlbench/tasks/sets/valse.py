@@ -17,7 +17,7 @@ from functools import partial
 from ...errors import DataError
 from ..choice import ChoiceItem
 from ..registry import ChoiceTask, register_task
-from .captions import JsonCaptionSet, caption_sets
+from ..shapes.captions import JsonCaptionSet, caption_sets
 
 #: sha256 of each piece's file at the pinned commit, and its validated entries (counted from the file)
 PIECES = {

@@ -25,8 +25,7 @@ from ...util import paths
 from ...util.io import sha256_file, sha256_json
 from ..choice import distinct_images
 from ..registry import ChoiceTask, ItemSets, register_task
-from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
-from .pairs import (
+from ..shapes.pairs import (
     BLIND_CEILING,
     PairItem,
     PairScoring,
@@ -35,7 +34,8 @@ from .pairs import (
     format_pairs_table,
     pairs_text_only,
 )
-from .pairs import CHANCE as PAIR_CHANCE
+from ..shapes.pairs import CHANCE as PAIR_CHANCE
+from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "winoground"
 HUB_REPO = "facebook/winoground"
@@ -48,7 +48,7 @@ RULE = ("text: s(c0,I0) > s(c1,I0) and s(c1,I1) > s(c0,I1); image: s(c0,I0) > s(
         "group: both; s = cosine similarity; strict (a tie is a failure), as Thrush et al. 2022")
 #: metric name of each score in results.json (``accuracy`` is the group score, the strictest)
 METRICS = {"group": "accuracy", "text": "text_score", "image": "image_score"}
-#: the 2x2 shape's scoring (vlbench.tasks.sets.pairs) under Winoground's names; by_kind names the paper's scores
+#: the 2x2 shape's scoring (vlbench.tasks.shapes.pairs) under Winoground's names; by_kind names the paper's scores
 SCORING = PairScoring({"text": METRICS["text"], "image": METRICS["image"], "group": METRICS["group"]},
                       {"text": "text", "image": "image", "group": "group"}, RULE, by_kind_names="flags")
 FIELDS = ("image_0", "image_1", "caption_0", "caption_1")
