@@ -57,7 +57,7 @@ def _cmd_run(args) -> int:
     if args.task not in (None, "retrieval"):
         from .tasks.cli import run_task_from_args  # lazy: vlbench --help imports this module; keep it light
 
-        return run_task_from_args(args)
+        return _published_check(args, run_task_from_args(args))
     if args.images_dir is not None:
         from .tasks.cli import images_dir_tasks  # lazy: vlbench --help imports this module; keep it light
 
@@ -80,11 +80,15 @@ def _cmd_run(args) -> int:
     from .pipeline.report import print_run_result  # lazy: vlbench --help imports this module; keep it light
 
     print_run_result(res, as_json=args.json, quiet=args.quiet)
+    return _published_check(args, res)
+
+
+def _published_check(args, res) -> int:
+    """After a printed run: measured vs published, when a published row or a set's published scores apply."""
     if not (args.json or args.quiet):
         from .published.check import check_run  # lazy: vlbench --help imports this module; keep it light
-
         report = check_run(res.record or res.results)
-        if report.applies:  # a built-in dataset and a model with a published row: measured vs published
+        if report.applies:
             print("\n" + report.format())
     return 0
 
@@ -174,6 +178,8 @@ def _cmd_ls(args) -> int:
 
         print_tasks()
     if not want or want == "metrics":
+        from .tasks.registry import tasks  # lazy: the choice sets declare their own metrics (docs/tasks.md)
+        tasks()
         print("metrics (name, unit, range, better, directions):")
         for m in describe():
             src = "" if m["source"] == "builtin" else f"  [{m['source']}]"
@@ -188,7 +194,8 @@ def _cmd_ls(args) -> int:
 def _cmd_cache(args) -> int:
     # lazy: vlbench --help imports this module; keep it light
     from .encoding.cache import clear_cache, list_cache, list_perturbation_cache
-
+    from .tasks.registry import tasks
+    tasks()  # the choice sets declare their own stores (ARO's crops)
     if args.action == "ls":
         _print_cache(list_cache(args.cache_dir), list_perturbation_cache(args.cache_dir))
         print(f"stores under {stores.checked_root(args.cache_dir)}:")

@@ -54,9 +54,22 @@ STORES: dict[str, Store] = {s.name: s for s in (
     Store("language-data", "nltk_data", "vlbench.lang", "WordNet and other NLTK data", kind="download"),
     Store("coco-images", "coco", "vlbench.tasks.sources", "COCO val2017 images of --task sugarcrepe",
           kind="download"),
-    Store("aro-crops", "aro-crops", "vlbench.tasks.sets.aro_vg", "box crops of ARO's VG-Relation / VG-Attribution "
-          "images"),
 )}
+
+
+def declare(store: Store) -> Store:
+    """Add a store a module above this one declares (a choice set's, in its ChoiceTask ``stores``; the sets are
+    loaded by ``vlbench cache`` before it lists or clears); declaring the same store again is a no-op, another
+    store under a taken name or folder is an error."""
+    have = STORES.get(store.name)
+    if have == store:
+        return have
+    taken = [s.name for s in STORES.values() if s.name == store.name or s.folder == store.folder]
+    if taken:
+        raise VlbenchError(f"the store {store.name!r} ({store.folder}/) clashes with the store {taken[0]!r}",
+                           "give the new store its own name and folder")
+    STORES[store.name] = store
+    return store
 
 _current: ContextVar[Path | None] = ContextVar("vlbench_cache_root", default=None)
 _disk: ContextVar[bool] = ContextVar("vlbench_cache_disk", default=True)
@@ -136,7 +149,8 @@ def _store(name: str) -> Store:
         return STORES[name]
     except KeyError:
         raise VlbenchError(f"no on-disk store is called {name!r}",
-                           f"declare it in vlbench/stores.py STORES (known: {', '.join(STORES)})") from None
+                           f"declare it in vlbench/stores.py STORES, or in a choice set's ChoiceTask stores "
+                           f"(known: {', '.join(STORES)})") from None
 
 
 def _files(r: Path, s: Store) -> list[Path]:

@@ -137,3 +137,18 @@ def test_the_printed_result_lists_r1_per_language(xm_run):
     assert "R@1 per language" in printed
     for lang in ("de", "fr", "ja"):
         assert f"{lang}  {r1[(lang, 'i2t')]:6.2f}  {r1[(lang, 't2i')]:6.2f}" in printed
+
+
+def test_the_xm3600_console_counts_distinct_images_and_notes_the_subset(counting_plugin, tmp_path, capsys):
+    """It said "encoding 10 images" for 5 images in 2 languages (then a bar of 5/5), and nothing about the
+    5-image set not being the released 3,600."""
+    from vlbench.cli import main
+
+    write_xm3600(tmp_path / "data", n=5, langs=("de", "fr"))
+    rc = main(["run", "--model", "counting:dim=16", "--dataset", "xm3600?languages=de,fr", "--data-dir",
+               str(tmp_path / "data"), "--out", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "cache"),
+               "--num-workers", "0", "--validity", "off"])
+    err = capsys.readouterr().err
+    assert rc == 0
+    assert "encoding 5 images with counting:dim=16" in err and "(10 gallery entries: the same images once per fold)" in err
+    assert "note: xm3600: 5 images, not the released 3,600 (a subset or a changed file)" in err

@@ -256,8 +256,8 @@ def test_setup_language_data_online_installs_nltk_data_from_the_mirror(mirror, t
 
 def test_sugarcrepe_and_sugarcrepe_pp_files_come_from_the_mirror(mirror, tmp_path):
     from support.data import SHARED_DATA
-    from vlbench.tasks import sugarcrepe as SC
-    from vlbench.tasks import sugarcrepe_pp as SCPP
+    from vlbench.tasks.sets import sugarcrepe as SC
+    from vlbench.tasks.sets import sugarcrepe_pp as SCPP
 
     shared = SHARED_DATA / "sugarcrepe"
     if not (shared / "swap_obj.json").is_file():

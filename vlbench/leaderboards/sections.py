@@ -24,7 +24,7 @@ from ..runread import flip_rows, proven_per_query, record_problem, run_mismatch
 from ..util.io import read_regular_file
 from .store import condition_key
 from .table_types import Column, Table
-from .tables import _Ctx, _values
+from .tables import _Ctx, _values, language_mean
 
 ALPHA = 0.05
 SEED = 0
@@ -64,9 +64,11 @@ def rank_groups(ctx: _Ctx) -> list[Table]:
     """The rank_groups table (one row per model) and rank_pairs (one row per pair of models)."""
 
     per_model: dict[str, dict] = {}
-    with_clean = {(dn, dh) for (_, dn, dh), by_cond in ctx.pairs.items() if "clean" in by_cond}
+    # a multilingual set's clean values are a mean over its languages: not a dataset of the ranking (ranking.py)
+    board = {k: by for k, by in ctx.pairs.items() if not (by.get("clean") and language_mean(by["clean"]))}
+    with_clean = {(dn, dh) for (_, dn, dh), by_cond in board.items() if "clean" in by_cond}
     covered: dict[str, set] = {}
-    for (mh, dn, dh), by_cond in ctx.pairs.items():
+    for (mh, dn, dh), by_cond in board.items():
         run = by_cond.get("clean")
         q = _clean_rsum(run) if run is not None else None
         if run is not None:

@@ -79,6 +79,16 @@ class _Ctx:
 # ----------------------------------------------------------------------------------------------
 # the tables
 
+#: the flag of a clean row whose R@k are a language set's mean over its languages (the ranking leaves them out)
+LANGUAGE_MEAN = "language mean"
+
+
+def language_mean(run: Run) -> list[str]:
+    """The selected languages of a multilingual run (its R@k are their mean: datasets/langsets), else []."""
+    sec = run.record.other.get("languages")
+    return [str(x) for x in sec.get("selected") or []] if isinstance(sec, dict) else []
+
+
 def clean_retrieval(ctx: _Ctx) -> Table:
     cols = [Column("dataset"), Column("model")]
     for d in ("i2t", "t2i"):
@@ -97,14 +107,19 @@ def clean_retrieval(ctx: _Ctx) -> Table:
         row: list = [ctx.dataset(dn, dh), ctx.model(mh)]
         for d in ("i2t", "t2i"):
             row += [v.get((d, "recall", k)) for k in (1, 5, 10)] + [v.get((d, "ndcg", p))]
-        row += [v.get(("i2t", "rsum", None)), v.get(("t2i", "rsum", None)), p, run.ref, mh, dh,
-                ctx.lab.run_flags(run)]
+        langs = language_mean(run)
+        flags = "; ".join(x for x in (f"{LANGUAGE_MEAN}: R@k, nDCG and RSUM are the mean over {len(langs)} "
+                                      f"languages ({', '.join(langs)}), not one retrieval problem; not in the "
+                                      "ranking" if langs else "", ctx.lab.run_flags(run)) if x)
+        row += [v.get(("i2t", "rsum", None)), v.get(("t2i", "rsum", None)), p, run.ref, mh, dh, flags]
         rows.append(row)
         runs.add(run.ref)
     return Table("clean_retrieval", "Clean retrieval",
                  "One row per model and dataset, clean captions: Recall@1/5/10 and nDCG@p (p in column dcg_p; the "
                  "nDCG the run prints, in [0, 1]; the signed DCG_CM is in values.csv) per direction, and RSUM (R@1 + "
-                 "R@5 + R@10) per direction.", cols, rows, sorted(runs))
+                 "R@5 + R@10) per direction. A multilingual set (xm3600, xtd10) is one row whose values are the mean "
+                 f"over its selected languages (flag '{LANGUAGE_MEAN}'; each language in the multilingual table); "
+                 "the ranking leaves such rows out.", cols, rows, sorted(runs))
 
 
 def rsum_per_perturbation(ctx: _Ctx, direction: str = "t2i") -> Table:

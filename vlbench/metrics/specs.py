@@ -209,17 +209,8 @@ BUILTINS = (
     _task("accuracy", "choice tasks (--task): items whose right caption scores strictly above every other"),
     _task("chance", "choice tasks (--task): expected accuracy of a random pick"),
     _task("blind_accuracy", "choice tasks (--task): accuracy of the text-only (blind) baseline"),
-    # --task sugarcrepe++ (its ITT accuracy is "accuracy"; docs/tasks.md)
-    _task("tot_accuracy", "--task sugarcrepe++: text-only task, cos(P1, P2) above cos(P1, N) and cos(P2, N)"),
-    _task("p1_accuracy", "--task sugarcrepe++: cos(image, P1) above cos(image, N), P2 not considered"),
-    _task("p2_accuracy", "--task sugarcrepe++: cos(image, P2) above cos(image, N), P1 not considered"),
-    # --task aro (VG-Relation / VG-Attribution; its macro accuracy is "accuracy") and --task mmvp (its pair accuracy)
-    _task("micro_accuracy", "--task aro: items right over all items (accuracy is the paper's macro accuracy)"),
-    _task("blind_micro_accuracy", "--task aro: micro_accuracy of the text-only (blind) baseline"),
-    _task("statement_accuracy", "--task mmvp: statements whose own image scores strictly above the other image"),
-    _task("i2t_pair_accuracy", "--task mmvp: pairs whose images each score their own statement strictly higher"),
-    *(_task(f"pattern_{p}", f"--task mmvp: pair accuracy of the visual pattern {p}") for p in (
-        "orientation", "presence", "state", "quantity", "positional", "color", "structural", "text", "viewpoint")),
+    # a set's own metrics (SugarCrepe++'s TOT, ARO's micro accuracy, MMVP's patterns, ...) are declared in its
+    # module (vlbench/tasks/sets/, ChoiceTask ``metrics``) and registered with the set
     # --distractors (pipeline/distractors.py puts its per-query values beside the evaluation's, docs/distractors.md)
     Metric("false_rate", "%", "[0, 100]", False, "--distractors: percent of queries whose best injected "
            "candidate outranks every positive (a gallery condition only)", kind="gallery"),

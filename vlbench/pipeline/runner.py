@@ -187,6 +187,8 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
     if ds.source.get("detected"):  # a Hub dataset's options that were detected, not given (datasets/hub.py)
         _log(cfg, f"{ds.name}: detected {', '.join(f'{k}={v}' for k, v in ds.source['detected'].items())} "
                   f"(give them in the spec to choose others: hf:ORG/NAME?split=...&image=...&caption=...)")
+    if ds.source.get("note"):  # a published set read at another size than its release (datasets/langsets)
+        _log(cfg, f"note: {ds.source['note']}")
     if ds.issues:
         _log(cfg, f"warning: {len(ds.issues)} caption(s) of {ds.name} are empty or unusable "
                   f"(first: {ds.issues[0]['caption_id']}: {ds.issues[0]['problem']}); they stay in the "
@@ -263,7 +265,9 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Enco
     out = prepare_out(cfg.out, run_id) if shard.rank == 0 else None
     timing.enter("other")
     progress = not cfg.quiet
-    _log(cfg, f"encoding {len(paths)} images with {m.model} ({m.precision})"
+    distinct = len(set(paths))  # a language set repeats its images once per language; each is encoded once
+    _log(cfg, f"encoding {distinct:,} images with {m.model} ({m.precision})"
+              + (f" ({len(paths):,} gallery entries: the same images once per fold)" if distinct < len(paths) else "")
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
     texts = relevance.truncate(cfg, texts)  # --truncate-chars

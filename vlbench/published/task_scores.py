@@ -1,6 +1,7 @@
 """Published scores of the choice tasks, and the check of a finished task run against them.
 
-``task_scores.json`` (package data) holds one :class:`TaskEntry` per (task, model, source): the scores of each
+Each set declares its published scores in its own module (vlbench/tasks/sets/, ChoiceTask ``published``): one
+:class:`TaskEntry` per (task, model, source), the scores of each
 item set, keyed by the run's condition (``task:sugarcrepe:swap_obj``) and metric (``accuracy``, Winoground's
 ``text_score`` / ``image_score``, What'sUp's ``pair_accuracy`` / ``set_accuracy``), the caption files they apply
 to (sha256, first the one measured on) and the protocol facts that can move them (:data:`TASK_FACTS`).
@@ -13,7 +14,6 @@ published score is compared with the run's value of the same condition and metri
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 
@@ -123,15 +123,21 @@ def _num(x) -> str:
     return "" if x is None else f"{x:.2f}"
 
 
-@functools.cache
 def task_document() -> dict:
-    """task_scores.json as shipped (its ``entries`` and ``not_shipped`` lists)."""
-    return json.loads(_data("task_scores.json"))
+    """The published task scores as one document: ``about`` and ``not_shipped`` (task_scores.json) and
+    ``entries``, every registered set's declared entries (its ChoiceTask ``published``) with their task."""
+    doc = json.loads(_data("task_scores.json"))
+    return {**doc, "entries": [{"task": name, **e} for name, task in _tasks().items() for e in task.published]}
 
 
-@functools.cache
+def _tasks() -> dict:
+    from ..tasks.registry import tasks  # lazy: the sets are imported only when published scores are read
+
+    return tasks()
+
+
 def task_entries() -> tuple[TaskEntry, ...]:
-    """Every shipped task entry."""
+    """Every shipped task entry (the registered sets' declarations, in their listing order)."""
     return tuple(TaskEntry(e["id"], e["task"], e["model"], tuple(e["specs"]), e["sets"], e["source"], e["protocol"],
                            e["match"], e.get("note", "")) for e in task_document()["entries"])
 

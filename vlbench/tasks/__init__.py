@@ -1,15 +1,14 @@
 """Compositional choice tasks (``vlbench run --task NAME``): given an image, pick the right caption among candidates.
 
 What lives here: the task records and their registry (:mod:`.registry`: ``ChoiceTask``, ``register_task``,
-``get_task``); one module per built-in task, each one record (:mod:`.order`: ARO's COCO-Order /
-Flickr30k-Order built with vlbench's own word-order perturbations; :mod:`.sugarcrepe`: SugarCrepe's seven
-hard-negative sets; :mod:`.sugarcrepe_pp`: SugarCrepe++'s triplets, ITT and TOT); the shared scoring
-(:mod:`.choice`: :func:`evaluate_choice` from embeddings, :func:`run_choice_task` from a model adapter), item
-sources (:mod:`.sources`), the blind text-only baseline (:mod:`.blind`) and the run (:mod:`.run`).
+``get_task``); the sets, one module each in :mod:`.sets` (order, SugarCrepe, SugarCrepe++, Winoground, What'sUp,
+ColorSwap, BiVLC, ARO, MMVP, VALSE), each a declaration the registry finds there; the shapes the sets share
+(:mod:`.shapes`: 2x2 pairs, N-captions JSON sets, the Hub's parquet rows); the shared scoring (:mod:`.choice`:
+:func:`evaluate_choice` from embeddings, :func:`run_choice_task` from a model adapter), item sources and bounded
+task-file reading (:mod:`.sources`), the blind text-only baseline (:mod:`.blind`) and the run (:mod:`.run`).
 
-To add a task: one module that builds a ``ChoiceTask`` (a ``load`` hook giving the item sets; optionally its
-own ``evaluate``, blind scorer, rule and table) and calls ``register_task``; nothing else changes
-(docs/tasks.md). This file holds no logic: it re-exports the public names.
+To add a set: one module in vlbench/tasks/sets/ that builds a ``ChoiceTask`` and calls ``register_task``; nothing
+else changes (docs/tasks.md, "Adding a set"). This file holds no logic: it re-exports the public names.
 """
 
 from .choice import (
@@ -23,8 +22,8 @@ from .choice import (
            run_choice_task,
 )
 from .registry import ChoiceTask, ItemSets, get_task, register_task, tasks, unregister_task
+from .sets.sugarcrepe_pp import SCPP_SUBSETS, TripletItem, TripletResult, evaluate_triplets, scpp_items
 from .sources import ORDER_PERTURBATIONS, SUGARCREPE_SUBSETS, coco_val2017_dir, order_items, sugarcrepe_items
-from .sugarcrepe_pp import SCPP_SUBSETS, TripletItem, TripletResult, evaluate_triplets, scpp_items
 
 __all__ = ["ChoiceItem", "ChoiceRecord", "ChoiceResult", "distinct_images", "distinct_texts", "evaluate_choice",
            "evaluate_text_only", "run_choice_task", "ChoiceTask", "ItemSets", "get_task", "register_task", "tasks",

@@ -120,8 +120,12 @@ def coco_caption_lm(data_dir, exclude_ids: set[int], exclude_texts=frozenset()) 
     base = Path(data_dir).expanduser() if data_dir else default_data_dir()
     path = find_caption_file(fname, base)
     if path is None:
-        raise DataError(f"the blind baseline's training captions ({fname}) are not in {base}",
-                        "run 'vlbench download coco --captions-only' while online, or pass --data-dir")
+        raise DataError(f"the blind baseline's training captions ({fname}: the captions of vlbench's coco "
+                        "retrieval set, the COCO Karpathy 5k test split; not a file of the task) are not in "
+                        f"{base} nor in {base / 'captions'} (the data folder, --data-dir)",
+                        f"put {fname} in {base}: run 'vlbench download coco --captions-only --data-dir {base}' "
+                        "while online, or copy it there from a machine that has it (the task's own files stay "
+                        "where they are)")
 
     digest = sha256_file(path)
     if digest != spec.sha256:

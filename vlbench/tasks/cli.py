@@ -32,9 +32,10 @@ def images_dir_tasks() -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def run_task_from_args(args) -> int:
+def run_task_from_args(args):
     """``vlbench run --task NAME ...``: a retrieval-only option given (on the command line or in the --config
-    file, whatever its value) is an error naming it, never silently ignored."""
+    file, whatever its value) is an error naming it, never silently ignored. Returns the run's result (the
+    command compares it with the published scores: vlbench.published reads the sets' declarations)."""
 
     refuse_retrieval_options(args.task, given_fields(args))
     if args.images_dir is not None and not get_task(args.task).images_dir:
@@ -48,10 +49,4 @@ def run_task_from_args(args) -> int:
     from ..pipeline.report import print_run_result  # lazy: vlbench ls imports this module; keep it light
 
     print_run_result(res, as_json=args.json, quiet=args.quiet)
-    if not (args.json or args.quiet):
-        from ..published.check import check_run  # lazy: vlbench ls imports this module; keep it light
-
-        report = check_run(res.record or res.results)
-        if report.applies:  # a model and task with published scores: measured vs published, per item set
-            print("\n" + report.format())
-    return 0
+    return res

@@ -5,17 +5,21 @@ is loaded), ``evaluate`` (scores from the embeddings), the blind baseline's text
 rule recorded in results.json, an optional table.md of its own, and whether it reads ``--images-dir``.
 The kernel (vlbench.tasks.run, .blind, .cli) dispatches on these fields only, never on a task's name.
 
-To add a task: write one module that builds a ``ChoiceTask`` and calls :func:`register_task` with it
-(vlbench.tasks.order is the smallest example). A built-in is imported by name from
-:data:`BUILTIN_MODULES`; a task of your own is registered by importing your module before the run.
+To add a task: write one module in vlbench/tasks/sets/ that builds a ``ChoiceTask`` and calls
+:func:`register_task` with it (vlbench.tasks.sets.order is the smallest example); it is found there
+(:data:`BUILTIN_MODULES`) and nothing else changes. A task of your own, outside vlbench, is registered by
+importing your module before the run.
 """
 
 from __future__ import annotations
 
+import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from .. import registry, stores
 from ..errors import VlbenchError
+from ..metrics.specs import Metric
 from ..registry import Records, close_matches
 from .choice import evaluate_choice, evaluate_text_only
 from .perturbable import perturb_item, right_candidates
@@ -23,11 +27,23 @@ from .perturbable import perturb_item, right_candidates
 #: the rule of a plain choice task (recorded in results.json ``task.rule``)
 CHOICE_RULE = ("correct only when the right caption scores strictly above every other candidate (cosine "
                "similarity); a tie is a miss")
+#: the built-in sets listed first, in this order (``vlbench ls tasks``); every other module of vlbench/tasks/sets/
+#: is found there and listed after them, by name: a new set needs no line here
+LISTED_FIRST = ("order", "sugarcrepe", "sugarcrepe_pp", "winoground", "whatsup", "colorswap", "bivlc", "aro_vg", "mmvp")
+
+
+def set_modules() -> tuple[str, ...]:
+    """The modules of vlbench/tasks/sets/ (each registers its set's record when imported), :data:`LISTED_FIRST`
+    first."""
+    from . import sets
+
+    found = sorted(m.name for m in pkgutil.iter_modules(sets.__path__) if not m.name.startswith("_"))
+    names = [n for n in LISTED_FIRST if n in found] + [n for n in found if n not in LISTED_FIRST]
+    return tuple(f"{sets.__name__}.{n}" for n in names)
+
+
 #: the modules of the built-in tasks, imported on the first lookup (each registers its record)
-BUILTIN_MODULES = ("vlbench.tasks.order", "vlbench.tasks.sugarcrepe", "vlbench.tasks.sugarcrepe_pp",
-                   "vlbench.tasks.winoground", "vlbench.tasks.whatsup",
-                   "vlbench.tasks.sets.colorswap", "vlbench.tasks.sets.bivlc",
-                   "vlbench.tasks.sets.aro_vg", "vlbench.tasks.sets.mmvp")
+BUILTIN_MODULES = set_modules()
 
 
 @dataclass
@@ -71,13 +87,41 @@ class ChoiceTask:
     right_candidates: Callable = right_candidates
     perturb: Callable = perturb_item
     prompt: str = ""  # the prefix of every candidate that is the task's template, not the caption
+    # the rest of the set's declaration: what the metric list, the cache, the published check and the leaderboard
+    # read from the set's own module (docs/tasks.md "Adding a set")
+    metrics: tuple = ()  # (name, description) of each metric the set reports besides accuracy / chance / blind_*
+    scores: tuple = (("accuracy", "accuracy"),)  # (metric, label) of every score the set's paper reports, its order
+    blind_ceiling: str = ""  # what a text-only scorer can reach on the set by design, when the design fixes it
+    published: tuple = ()  # published scores: entries as vlbench.published.task_scores reads them (no "task" key)
+    stores: tuple = ()  # the cache stores the set keeps files in (vlbench.stores.Store records)
 
 
 #: a record belongs to the module of its load hook (the built-ins are listed in BUILTIN_MODULES order)
 TASKS = Records("task", ChoiceTask, BUILTIN_MODULES, module_of=lambda task: getattr(task.load, "__module__", None))
-register_task = TASKS.register
 unregister_task = TASKS.unregister
 tasks = TASKS.all
+
+
+def register_task(task: ChoiceTask) -> ChoiceTask:
+    """Register ``task`` and what it declares: its metric names in the metric registry (``vlbench ls metrics``) and
+    its cache stores (``vlbench cache ls``); a name another record already declares is refused."""
+    if not isinstance(task, ChoiceTask):  # as Records.register says it, before anything is declared
+        return TASKS.register(task)
+    for name, description in task.metrics:
+        have = registry.metrics.get(name) if name in registry.metrics else None
+        if have is None:
+            registry.metrics.register(name, task_metric(name, description), description=description)
+        elif getattr(have, "kind", None) != "task":
+            raise VlbenchError(f"task {task.name!r} declares the metric {name!r}, a metric that is not a task's",
+                               "give the set's metric another name")
+    for store in task.stores:
+        stores.declare(store)
+    return TASKS.register(task)
+
+
+def task_metric(name: str, description: str) -> Metric:
+    """The metric record of a choice set's score: percent, higher is better, recorded per set (no table column)."""
+    return Metric(name, "%", "[0, 100]", True, description, directions=("i2t",), column=False, kind="task")
 
 
 def get_task(name: str) -> ChoiceTask:

@@ -33,7 +33,7 @@ from . import conditions as task_conditions
 from .blind import blind_baseline as baseline
 from .choice import N_BOOT, distinct_images, distinct_texts
 from .registry import ItemSets, TaskDescriptions, get_task, tasks
-from .sugarcrepe import SUGARCREPE_COMMIT, SUGARCREPE_RAW, parse_sugarcrepe_spec, sugarcrepe_root  # noqa: F401  re-exported
+from .sets.sugarcrepe import SUGARCREPE_COMMIT, SUGARCREPE_RAW, parse_sugarcrepe_spec, sugarcrepe_root  # noqa: F401  re-exported
 
 #: name -> description of every registered task (vlbench.tasks.registry), read when used
 TASKS = TaskDescriptions()
@@ -267,6 +267,9 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
     task = {"name": cfg.task, "kind": "choice", "description": kind.description, "rule": kind.rule,
             "ci": {"method": "percentile bootstrap over items", "n_boot": N_BOOT, "alpha": 0.05, "seed": cfg.seed},
             "blind_baseline": {k: v for k, v in blind.items() if k != "sets"},
+            # every score the set's paper reports, in its order (the leaderboard shows each), and the blind ceiling
+            "scores": [{"metric": m, "label": label} for m, label in kind.scores],
+            **({"blind_ceiling": kind.blind_ceiling} if kind.blind_ceiling else {}),
             **({"conditions": _conditions_said(cfg)} if intervals else {})}
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": adapter.identity()}

@@ -98,6 +98,32 @@ def _image_present(folder: Path, name: str, what: str) -> bool:
 
 #: the longest file name (one path component, in bytes) the usual file systems take
 NAME_MAX = 255
+#: the longest line a task file may hold, in bytes: the released files' lines are far shorter; a longer one is
+#: refused before it is held whole (a 240 MB line read whole and parsed took the process to 2.7 GB and aborted it)
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+def read_task_text(path, what: str, fix: str, *, encoding: str = "utf-8") -> str:
+    """The text of a task file, read a bounded line at a time: a DataError naming ``what`` (the file's kind),
+    the file and the line when a line is longer than :data:`MAX_LINE_BYTES`, or when the file is not text in
+    ``encoding``. No line longer than the bound is ever held in memory."""
+    parts, n = [], 0
+    with open(path, "rb") as f:
+        while True:
+            line = f.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                break
+            n += 1
+            if len(line) > MAX_LINE_BYTES:
+                raise DataError(f"{what} {path} line {n} is longer than {MAX_LINE_BYTES:,} bytes (the longest line "
+                                "a task file may hold); the file is not a released task file", fix)
+            parts.append(line)
+    data = b"".join(parts)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{what} {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+                        fix) from None
 
 
 def shown_name(name: str, width: int = 80) -> str:
@@ -127,11 +153,9 @@ def read_sugarcrepe_file(path: Path) -> list[tuple[str, str, str, str]]:
     (``{key: {"filename", "caption", "negative_caption"}}``); a DataError naming the file (and item) when it is
     not UTF-8 JSON of that shape, has no items, or names an image outside the images folder."""
     fix = "use the unmodified file from github.com/RAIVNLab/sugar-crepe (data/), or a file of the same format"
+    text = read_task_text(path, "SugarCrepe file", fix)
     try:
-        raw = json.loads(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DataError(f"SugarCrepe file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
-                        f"offset {exc.start})", fix) from None
+        raw = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"SugarCrepe file {path} is not valid JSON ({exc})", fix) from None
     if not isinstance(raw, dict):

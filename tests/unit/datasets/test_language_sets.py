@@ -197,3 +197,10 @@ def test_download_xm3600_says_where_to_get_the_zip_and_the_images(tmp_path, caps
     assert cli.main(["download", "xm3600", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "web-data/captions.zip" in out and "images.tgz" in out and str(tmp_path / "xm3600") in out
+
+
+def test_an_xm3600_subset_carries_a_not_the_released_3600_note(tmp_path):
+    write_xm3600(tmp_path, n=5, langs=("de", "fr"))
+    ds = _load("xm3600?languages=de,fr", tmp_path)
+    assert ds.source["note"].startswith("xm3600: 5 images, not the released 3,600 (a subset or a changed file)")
+    assert ds.source["distinct_images"] == 5 and len(ds.images) == 10  # each image once per language fold

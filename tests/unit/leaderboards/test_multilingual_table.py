@@ -46,3 +46,26 @@ def test_no_multilingual_table_without_multilingual_runs(tmp_path):
     synth_run(tmp_path / "runs" / "a")
     build_leaderboard([tmp_path / "runs"], tmp_path / "lb")
     assert not (tmp_path / "lb" / "multilingual.csv").exists()
+
+
+def test_a_language_mean_is_labelled_in_the_clean_table_and_kept_out_of_the_ranking(tmp_path):
+    """The clean-retrieval table showed XM3600's mean over languages as plain R@k, and the ranking averaged it with
+    the other sets' RSUM; now the row says so and the ranking's mean is over the other sets only."""
+    from vlbench.leaderboards.build import make
+    from vlbench.leaderboards.paper.ranking import ranking_table
+
+    for m in (0, 1):
+        synth_run(tmp_path / "runs" / f"en{m}", model=m)
+        xm = synth_run(tmp_path / "runs" / f"xm{m}", model=m, dataset="xm3600-de-fr", dataset_hash="a" * 64,
+                       clean_r1=10.0 + 60 * (1 - m))  # model 0 far ahead on the language mean only
+        _with_languages(xm, {"de": {"i2t": 51.5, "t2i": 40.25}, "fr": {"i2t": 48.0, "t2i": 39.5}})
+    built = make([tmp_path / "runs"], plots=False)
+    clean = built.tables["clean_retrieval"]
+    flags = {r[0]: r[clean.column("flags")] for r in clean.rows}
+    assert flags["xm3600-de-fr"].startswith("language mean: R@k, nDCG and RSUM are the mean over 2 languages (de, fr)")
+    assert flags["custom:mini.jsonl"] == ""
+    assert "mean over its selected languages" in clean.description
+    rank = ranking_table(clean, built.tables["rsum_changes"])
+    assert [c.key for c in rank.columns if c.key.startswith("clean_rsum:")] == ["clean_rsum:custom:mini.jsonl"]
+    assert [(r[0], r[1]) for r in rank.rows] == [(1, "clip:model-1"), (2, "clip:model-0")]  # English RSUM only
+    assert "not one of the datasets averaged here" in rank.description

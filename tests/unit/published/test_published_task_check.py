@@ -189,7 +189,7 @@ def test_every_shipped_score_is_a_whole_number_of_its_sets_items():
 
 
 def test_the_sugarcrepe_entry_applies_to_the_files_vlbench_downloads():
-    from vlbench.tasks.sugarcrepe import SUGARCREPE_SHA256
+    from vlbench.tasks.sets.sugarcrepe import SUGARCREPE_SHA256
 
     entry = _entry("sugarcrepe")
     for cond, want in entry.sets.items():

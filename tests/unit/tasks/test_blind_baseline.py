@@ -90,6 +90,7 @@ def test_evaluating_the_training_text_itself_is_refused(coco_rows):
 def test_order_run_on_custom_named_coco_manifest(counting_plugin, coco_rows, tmp_path, capsys):
     """The issue's case end to end: COCO test captions in a custom manifest named 'my-set'."""
     from support.data import write_images
+
     from vlbench.cli import main
 
     rows = coco_rows[200:206]
@@ -119,6 +120,20 @@ def test_unavailable_baseline_is_said_on_the_console(counting_plugin, manifest, 
                "--data-dir", str(empty), "--num-workers", "0", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert rc == 0 and "note: blind (text-only) baseline unavailable: the blind baseline's training captions" in err
+
+
+def test_the_missing_blind_training_file_is_named_with_where_it_was_looked_for(tmp_path):
+    """It said "pass --data-dir" to a Winoground run that had passed it: the file is the coco set's captions,
+    looked for in the data folder, and the fix names the file, the folder and the command."""
+    from vlbench.errors import DataError
+    from vlbench.tasks.blind import coco_caption_lm
+
+    with pytest.raises(DataError) as err:
+        coco_caption_lm(tmp_path, set())
+    msg, hint = err.value.message, err.value.hint
+    assert "(coco5k_test.jsonl: the captions of vlbench's coco retrieval set" in msg and "not a file of the task" in msg
+    assert f"not in {tmp_path} nor in {tmp_path / 'captions'}" in msg
+    assert f"vlbench download coco --captions-only --data-dir {tmp_path}" in hint and "pass --data-dir" not in hint
 
 
 def _per_item_rows(out: Path) -> list[dict]:

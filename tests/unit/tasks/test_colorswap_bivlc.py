@@ -4,8 +4,10 @@ every score recomputed here from the papers' definitions with plain NumPy (never
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +26,7 @@ from support.pair_sets import (
 from vlbench.errors import DataError, VlbenchError
 from vlbench.tasks import distinct_images
 from vlbench.tasks.sets import bivlc, colorswap
-from vlbench.tasks.sets.pairs import PairItem, evaluate_pairs, pairs_text_only
+from vlbench.tasks.shapes.pairs import PairItem, evaluate_pairs, pairs_text_only
 
 E = np.eye(4)
 H = np.full(4, 0.5)  # a unit vector with exact dot products (1/2) with every axis
@@ -279,7 +281,27 @@ def test_the_texts_are_checked_against_the_authors_published_lists(tmp_path):
     got = colorswap.colorswap_sets(cfg, notes.append).dataset["source"]
     assert got["texts_sha256"] == _digest([[k, a, b] for k, (a, b, _) in enumerate(COLORSWAP_CAPTIONS)])
     assert got["texts_match_release"] is False and "vlm_results" in notes[-1]
-    assert len(bivlc.RELEASE_TEXTS_SHA256) == len(colorswap.TEST_TEXTS_SHA256) == 64
+
+
+RELEASE_TEXTS = Path(__file__).parents[2] / "fixtures" / "release_texts"
+
+
+def test_the_release_text_pins_equal_a_recomputation_from_the_authors_files():
+    """The pins are recomputed through vlbench's own digest code from the authors' per-item rows (committed
+    excerpts, tests/fixtures/release_texts/SOURCES.md); they were once checked for their length only."""
+    rows = json.loads((RELEASE_TEXTS / "colorswap_test_texts.json").read_text(encoding="utf-8"))
+    items = [PairItem(str(k), (f"img_{k}_1.png", f"img_{k}_2.png"), (a, b)) for k, a, b in rows]
+    assert len(items) == colorswap.SPLITS["test"] == 300
+    assert colorswap.texts_digest(items) == colorswap.TEST_TEXTS_SHA256
+    with gzip.open(RELEASE_TEXTS / "bivlc_test_texts.json.gz", "rt", encoding="utf-8") as f:
+        rows = json.load(f)
+    named = [dict(zip(("caption", "negative_caption", "type", "subtype"), r)) for r in rows]
+    assert len(named) == bivlc.N_ITEMS == 2933
+    assert bivlc.texts_digest(named) == bivlc.RELEASE_TEXTS_SHA256
+    # one changed caption, or one item left out, no longer matches
+    assert bivlc.texts_digest(named[1:]) != bivlc.RELEASE_TEXTS_SHA256
+    assert colorswap.texts_digest([dataclasses.replace(items[0], candidates=("x", "y")), *items[1:]]) != \
+        colorswap.TEST_TEXTS_SHA256
 
 
 def test_an_image_cell_over_the_decoder_bound_is_refused_before_it_is_written(tmp_path, monkeypatch):

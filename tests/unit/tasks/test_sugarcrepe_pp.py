@@ -11,12 +11,11 @@ import shutil
 
 import numpy as np
 import pytest
+from support.data import FIXTURES, SHARED_DATA
 
 from vlbench.cli import main
 from vlbench.errors import DataError, VlbenchError
 from vlbench.tasks.run import run_task
-
-from support.data import FIXTURES, SHARED_DATA
 
 FIXTURE = FIXTURES / "sugarcrepe_pp"
 SUBSETS = ("swap_obj", "replace_att")
@@ -132,7 +131,7 @@ def test_evaluate_triplets_by_hand():
 
 
 def test_reader_and_subset_errors(tmp_path, capsys):
-    from vlbench.tasks.sugarcrepe_pp import parse_scpp_spec, read_scpp_file
+    from vlbench.tasks.sets.sugarcrepe_pp import parse_scpp_spec, read_scpp_file
 
     assert parse_scpp_spec("sugarcrepe++:replace-att,swap_obj") == ["replace_att", "swap_obj"]
     with pytest.raises(VlbenchError, match="SugarCrepe\\+\\+ has no add_att"):
@@ -154,7 +153,7 @@ def test_reader_and_subset_errors(tmp_path, capsys):
 
 def test_download_is_checked_against_the_pinned_sha256(tmp_path, monkeypatch):
     import vlbench.datasets.download as dl
-    from vlbench.tasks import sugarcrepe_pp as S
+    from vlbench.tasks.sets import sugarcrepe_pp as S
 
     body = (FIXTURE / "swap_obj.json").read_bytes()
     asked = []
@@ -207,7 +206,7 @@ def _one_item_file(root, filename):
 def test_images_dir_symlink_pointing_elsewhere_is_refused(tmp_path, monkeypatch):
     """A symbolic link inside --images-dir that points outside it was followed (custom manifests refuse
     it); now refused the same way, naming the image and $VLBENCH_IMAGE_ROOTS."""
-    from vlbench.tasks.sugarcrepe_pp import scpp_items
+    from vlbench.tasks.sets.sugarcrepe_pp import scpp_items
 
     monkeypatch.delenv("VLBENCH_IMAGE_ROOTS", raising=False)
     secret = tmp_path / "elsewhere" / "secret.jpg"
@@ -227,7 +226,7 @@ def test_images_dir_symlink_pointing_elsewhere_is_refused(tmp_path, monkeypatch)
 def test_a_5000_character_image_name_is_a_clear_error(tmp_path, capsys):
     """A 5,000-character image name ended in a traceback (the file system's ENAMETOOLONG); now a
     DataError naming the item and the limit, with the name cut short in the message."""
-    from vlbench.tasks.sugarcrepe_pp import scpp_items
+    from vlbench.tasks.sets.sugarcrepe_pp import scpp_items
 
     root = _one_item_file(tmp_path / "sugarcrepe_pp", "a" * 5000 + ".jpg")
     with pytest.raises(DataError, match="5,004 characters") as err:

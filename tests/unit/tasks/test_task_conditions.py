@@ -15,8 +15,8 @@ from vlbench.tasks.conditions import SEP, TaskConditions, flips, perturb_sets, p
 from vlbench.tasks.perturbable import perturb_item, right_candidates
 from vlbench.tasks.registry import ChoiceTask, get_task
 from vlbench.tasks.run import TaskConfig
-from vlbench.tasks.sugarcrepe_pp import TripletItem
-from vlbench.tasks.winoground import WinogroundItem
+from vlbench.tasks.sets.sugarcrepe_pp import TripletItem
+from vlbench.tasks.sets.winoground import WinogroundItem
 
 
 @dataclass(frozen=True)

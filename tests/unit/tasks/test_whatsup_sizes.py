@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from vlbench.cli import main
 from vlbench.published.task_scores import entries_for
-from vlbench.tasks.whatsup import QA_TOTALS, SIZES, SUBSETS, whatsup_sets
+from vlbench.tasks.sets.whatsup import QA_TOTALS, SIZES, SUBSETS, whatsup_sets
 
 
 def test_ls_tasks_names_a_size_for_every_whatsup_subset(capsys):

@@ -10,8 +10,8 @@ import pytest
 
 from vlbench.errors import DataError
 from vlbench.tasks import distinct_images, evaluate_choice
-from vlbench.tasks.whatsup import SUBSETS, read_whatsup_file, whatsup_items
-from vlbench.tasks.winoground import (
+from vlbench.tasks.sets.whatsup import SUBSETS, read_whatsup_file, whatsup_items
+from vlbench.tasks.sets.winoground import (
     CHANCE,
     WinogroundItem,
     evaluate_winoground,
@@ -239,7 +239,7 @@ def test_whatsup_controlled_pair_and_set_accuracies_equal_the_authors_definition
     """Kamath et al.: per object pair, a pair (left/right, on/under) is right when both its images are; a set
     when all four are; recomputed here from per-image hits."""
     from vlbench.tasks import ChoiceItem
-    from vlbench.tasks.whatsup import evaluate_whatsup
+    from vlbench.tasks.sets.whatsup import evaluate_whatsup
 
     rng = np.random.default_rng(11)
     preps = {"left": "left_of", "right": "right_of", "on": "on", "under": "under"}

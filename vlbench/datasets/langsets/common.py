@@ -126,6 +126,9 @@ def build(s: LanguageSet, images: list[str], captions: dict, selected: list[str]
                    "language": selected[0] if len(selected) == 1 else MULTIPLE, "folds_are": "languages",
                    "distinct_images": n, "licence": s.licence, "citation": s.citation,
                    "image_hint": f"get {s.image_hint} into {image_root}"})
+    if n != s.n_images:  # said on the console and kept in the provenance, as a choice set's subset note
+        source["note"] = (f"{s.name}: {n:,} images, not the released {s.n_images:,} (a subset or a changed file); "
+                          "its numbers are not comparable with the paper's")
     return Dataset(name=dataset_name(s, selected, source.get("captions", "all")),
                    images=[im for _ in selected for im in images], captions=caps,
                    caption_to_image=np.asarray(c2i, dtype=np.int64), caption_ids=ids, image_root=image_root,

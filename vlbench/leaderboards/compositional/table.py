@@ -5,6 +5,7 @@ against clean (each condition's change from its run's paired record). Pure Pytho
 
 from __future__ import annotations
 
+from ..modalities import paper_scores
 from ..table_types import Column, Table
 from ..tables import _Ctx
 
@@ -65,13 +66,14 @@ def _set_row(ctx: _Ctx, key: tuple, cset: str, clean_run) -> tuple[list, dict, s
     task = str(clean_run.condition_meta(cset).get("task") or cset.split(":")[1])
     fixed = [ctx.dataset(dn, dh), ctx.model(mh), task, cset[len(TASK_PREFIX):], acc.extra.get("n") if acc else None,
              acc.value if acc else None, acc.extra.get("ci_low") if acc else None,
-             acc.extra.get("ci_high") if acc else None, blind]
+             acc.extra.get("ci_high") if acc else None, blind,
+             {v.key.metric: v.value for v in clean_run.record.values if v.condition == cset}]
     return fixed, by_fam, runs
 
 
 def compositional_table(ctx: _Ctx) -> Table:
     """Choice tasks x models, clean and under each family (see the module's docstring)."""
-    found, runs = [], set()
+    found, runs, clean_runs = [], set(), []
     for key in ctx.keys():
         for cset, run in ctx.pairs[key].items():
             if cset.startswith(TASK_PREFIX) and not run.condition_meta(cset).get("set"):
@@ -79,9 +81,12 @@ def compositional_table(ctx: _Ctx) -> Table:
                 if got:
                     found.append(got[:2])
                     runs |= got[2]
+                    clean_runs.append(run)
+    scores = paper_scores(clean_runs)  # every other score the sets' papers report, clean
     families = sorted({f for _, by in found for f in by}, key=_family_key)
     cols = [Column("dataset"), Column("model"), Column("task"), Column("set"), Column("items", "int"),
             Column("clean", "num", 2, "clean %"), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
+            *(Column(m, "num", 2, f"clean {label} %") for m, label in scores),
             Column("blind", "num", 2, "blind (text-only) %")]
     for f in families:
         shown = f.replace(f"_{RIGHT_ONLY}", " (right caption only)")
@@ -92,7 +97,8 @@ def compositional_table(ctx: _Ctx) -> Table:
         for f in families:
             accs, changes = by.get(f, ([], []))
             cells += [_mean(accs), _mean(changes)]
-        rows.append(fixed + cells)
+        clean = fixed[-1]
+        rows.append(fixed[:8] + [clean.get(m) for m, _ in scores] + fixed[8:-1] + cells)
     rows.sort(key=lambda r: (r[2], r[3], r[0], r[1]))
     return Table("compositional", "Compositional choice tasks under perturbations and corruptions",
                  "vlbench run --task NAME with --perturb / --perturb-images: the clean accuracy of each item set (95% "
@@ -100,5 +106,8 @@ def compositional_table(ctx: _Ctx) -> Table:
                  "over the family's conditions and the mean change against clean in points (each condition's paired "
                  "bootstrap interval and flips: the run's results.json and flips.csv). Families marked 'right caption "
                  "only' perturbed only the right candidate of each item (--perturb-options correct), the others every "
-                 "candidate. Image corruptions leave the blind baseline as it is (it reads no image).",
+                 "candidate. Image corruptions leave the blind baseline as it is (it reads no image). Every other "
+                 "clean score a set's paper reports has its column (Winoground: text and image beside the group "
+                 "score in clean). A blank blind cell: the run had no blind baseline (the choice_tasks table's flags "
+                 "say why).",
                  cols, rows, sorted(runs))

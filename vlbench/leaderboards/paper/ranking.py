@@ -8,6 +8,7 @@ import math
 
 from ...perturbations import FAMILIES
 from ..table_types import Column, Table
+from ..tables import LANGUAGE_MEAN
 
 
 def _finite(v) -> bool:
@@ -60,6 +61,8 @@ def coverage(t52: Table) -> tuple[list[str], dict[str, dict[str, float]], set[st
     clean: dict[str, dict[str, float]] = {}
     datasets: list[str] = []
     for r in _dicts(t52):
+        if str(r.get("flags") or "").startswith(LANGUAGE_MEAN):  # a mean over languages: not a set to average
+            continue
         datasets += [r["dataset"]] if r["dataset"] not in datasets else []
         if _finite(r.get("i2t_rsum")) and _finite(r.get("t2i_rsum")):
             clean.setdefault(r["model"], {})[r["dataset"]] = r["i2t_rsum"] + r["t2i_rsum"]
@@ -98,7 +101,9 @@ def ranking_table(t52: Table, changes: Table | None) -> Table:
                  "without clean results on every one of them is listed after the ranked ones, unranked and marked "
                  "(partial coverage). Mean RSUM change: the mean change of that total over every caption "
                  "perturbation and dataset (negative = less robust); largest drop names the worst change that is a "
-                 "real drop (below 0, and its 95% interval too where the run has one).", cols, rows, list(t52.runs))
+                 "real drop (below 0, and its 95% interval too where the run has one). A multilingual set's clean row "
+                 "(a mean over its languages, flagged 'language mean') is not one of the datasets averaged here.",
+                 cols, rows, list(t52.runs))
 
 
 def pivot_rsum(t: Table, model_order: list[str]) -> Table:

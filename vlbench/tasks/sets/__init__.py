@@ -1,3 +1,4 @@
-"""Published choice sets, one module each (the kernel of vlbench.tasks stays small: registry, items, scoring,
-runs); each module builds a ``ChoiceTask`` and registers it, and is listed in
-``vlbench.tasks.registry.BUILTIN_MODULES``."""
+"""The choice sets, one module each: each builds a ``ChoiceTask`` declaration (how its items load, its scoring
+shape from vlbench.tasks.shapes, size, licence, citation, metric names, paper scores, blind ceiling, published
+scores, stores) and registers it. The task registry finds every module of this folder (nothing lists them), so a
+new set is one new file here and its tests (docs/tasks.md, "Adding a set")."""

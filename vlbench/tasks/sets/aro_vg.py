@@ -36,7 +36,7 @@ from ...util.io import sha256_file, sha256_json
 from ...util.markdown import md_table
 from ..choice import N_BOOT, ChoiceItem, ChoiceResult, evaluate_choice, evaluate_text_only
 from ..registry import ChoiceTask, ItemSets, register_task
-from ..sources import _bad_image_name, _image_present, shown_name
+from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "aro"
 REPO = "github.com/mertyg/vision-language-models-are-bows"
@@ -196,6 +196,21 @@ def _text(row: dict, name: str, where: str) -> str:
     return v
 
 
+def _check_box_size(box: tuple, where: str) -> None:
+    """A DataError naming the item when its crop would be larger than the largest image vlbench decodes
+    (``PIL.Image.MAX_IMAGE_PIXELS``): a crop is made at the box's size whatever the image's, so a box of
+    200,000 x 200,000 pixels would be a decompression bomb (PIL refuses it with a traceback at crop time)."""
+    from PIL import Image  # lazy: Pillow is only needed when a run reads ARO
+
+    limit = Image.MAX_IMAGE_PIXELS
+    w, h = box[2], box[3]
+    if limit and w * h > limit:
+        raise DataError(f"{where}: its box is {w:g} x {h:g} pixels ({w * h:,.0f}), more than the {limit:,} pixels "
+                        "of the largest image vlbench decodes (PIL.Image.MAX_IMAGE_PIXELS)",
+                        "fix the item's bbox_w / bbox_h (the released boxes lie inside their Visual Genome image) or "
+                        "use the unmodified file; for a trusted huge box raise PIL.Image.MAX_IMAGE_PIXELS")
+
+
 def _item(row, i: int, subset: str, where: str) -> AroItem:
     if not isinstance(row, dict):
         raise DataError(f"{where} is a JSON {type(row).__name__}, not an object", "")
@@ -204,6 +219,7 @@ def _item(row, i: int, subset: str, where: str) -> AroItem:
     if why:
         raise DataError(f"{where}: field 'image_path': image name {shown_name(name)} {why}", "")
     box = tuple(_number(row, f, where, positive=f in ("bbox_w", "bbox_h")) for f in BOX)
+    _check_box_size(box, where)
     if subset == "vg_relation":
         group = _text(row, "relation_name", where)
     else:
@@ -220,10 +236,9 @@ def read_aro_file(path: Path, subset: str) -> list[AroItem]:
     """The items of an ARO VG file; a DataError naming the file, the item and the field when it is not UTF-8 JSON
     of the released layout."""
     sub = SUBSETS[subset]
+    text = read_task_text(path, "ARO file", _fix(sub))
     try:
-        raw = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DataError(f"ARO file {path} is not UTF-8 text (offset {exc.start})", _fix(sub)) from None
+        raw = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"ARO file {path} is not valid JSON ({exc})", _fix(sub)) from None
     if not isinstance(raw, list) or not raw:
@@ -235,7 +250,7 @@ def read_aro_file(path: Path, subset: str) -> list[AroItem]:
         try:
             items.append(_item(row, i, subset, f"ARO file {path} item {i}"))
         except DataError as exc:
-            raise DataError(exc.message, _fix(sub)) from None
+            raise DataError(exc.message, exc.hint or _fix(sub)) from None
     return items
 
 
@@ -355,4 +370,8 @@ ARO = register_task(ChoiceTask(
     licence="the repository is MIT (its LICENSE); the annotation files on its Google Drive state no licence of their "
             "own; built from GQA / Visual Genome (CC BY 4.0), whose images they crop",
     citation="Yuksekgonul, Bianchi, Kalluri, Jurafsky and Zou, When and why vision-language models behave like "
-             "bags-of-words, and what to do about it?, ICLR 2023"))
+             "bags-of-words, and what to do about it?, ICLR 2023",
+    metrics=(("micro_accuracy", "--task aro: items right over all items (accuracy is the paper's macro accuracy)"),
+             ("blind_micro_accuracy", "--task aro: micro_accuracy of the text-only (blind) baseline")),
+    scores=(("accuracy", "macro accuracy"),),
+    stores=(stores.Store(CROPS, CROPS, __name__, "box crops of ARO's VG-Relation / VG-Attribution images"),)))

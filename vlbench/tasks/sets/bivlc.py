@@ -27,8 +27,16 @@ from ...util.io import sha256_json
 from ..blind import SUGARCREPE_TEST_IMAGES
 from ..choice import distinct_images
 from ..registry import ChoiceTask, ItemSets, register_task
-from .hubrows import HubSet, read_rows
-from .pairs import PairItem, PairScoring, evaluate_pairs, format_pairs_table, pairs_text_only
+from ..shapes.hubrows import HubSet, read_rows
+from ..shapes.pairs import (
+    BLIND_CEILING,
+    PairItem,
+    PairScoring,
+    declared_metrics,
+    evaluate_pairs,
+    format_pairs_table,
+    pairs_text_only,
+)
 
 TASK = "bivlc"
 HUB_REPO = "imirandam/BiVLC"
@@ -61,12 +69,17 @@ def parse_bivlc_spec(spec: str | None) -> str:
     return split
 
 
+def texts_digest(rows) -> str:
+    """sha256_json of the sorted [caption, negative_caption, type, subtype] rows, the form
+    :data:`RELEASE_TEXTS_SHA256` pins."""
+    return sha256_json(sorted([r["caption"], r["negative_caption"], r.get("type"), r.get("subtype")] for r in rows))
+
+
 def bivlc_items(data_dir=None) -> tuple[list[PairItem], dict, dict]:
     """(items, image key -> file, source record) of BiVLC's test split. Item ids are the row numbers (from 0, in
     file order) since the release has no id column; ``tag`` is the item's ``type``."""
     got = read_rows(SET, "test", data_dir)
-    texts = sha256_json(sorted([r["caption"], r["negative_caption"], r.get("type"), r.get("subtype")]
-                               for r in got.rows))
+    texts = texts_digest(got.rows)
     items = []
     for n, row in enumerate(got.rows):
         kind = row.get("type")
@@ -90,6 +103,42 @@ def bivlc_sets(cfg, note=None) -> ItemSets:
     return ItemSets({cond: items}, {k: images[k] for k in keys}, desc, {cond: {"items": len(items)}})
 
 
+#: the published scores of this set (vlbench.published.task_scores; docs/published.md): one entry per source
+PUBLISHED = (
+    {'id': 'bivlc-paper-openai-vit-b-32',
+     'model': "CLIP (OpenAI ViT-B-32, open_clip pretrained='openai') as the BiVLC paper names it",
+     'specs': ['openclip:ViT-B-32/openai', 'clip:openai/clip-vit-base-patch32', 'st:clip-ViT-B-32'],
+     'sets': {'task:bivlc': {'scores': {'i2t_score': 75.83, 't2i_score': 52.4, 'accuracy': 49.06},
+                             'n_items': 2933,
+                             'sha256': []}},
+     'source': {'kind': 'paper',
+                'citation': 'Miranda, Salaberria, Agirre and Azkune, BiVLC: Extending Vision-Language '
+                            'Compositionality Evaluation with Text-to-Image Retrieval, arXiv:2406.09952, 2024',
+                'table': 'the main results table (I2T, T2I, Group), row CLIP; accuracy = the group score',
+                'url': 'https://github.com/IMirandaM/BiVLC',
+                'read_in': "the table as the authors' repository shows it (misc/main_results.PNG at commit "
+                           '84f0d17), and recomputed from their per-item file results/BiVLC_ViT-B-32.csv (sha256 '
+                           'a16d196aa1ad012f826b002fc59df56926ab08bed68eae33f96ceec5cdb48c82): 2,224, 1,537 and '
+                           '1,439 of 2,933 items',
+                'consistency': 'each value is a whole number of the 2,933 items (2,224, 1,537 and 1,439)'},
+     'protocol': {'set_version': 'the 2,933 test items of imirandam/BiVLC (Hub); no checksum of its parquet files '
+                                 'is published',
+                  'implementation': "open_clip (create_model_and_transforms('ViT-B-32', pretrained='openai'), the "
+                                    "authors' main_evaluation_BiVLC.py)",
+                  'preprocessing': "open_clip's ViT-B-32 transform (224 px, shorter side resized with bicubic, "
+                                   'center crop)',
+                  'precision': "fp32 (no autocast in the authors' script)",
+                  'lowercase': "tokenizer's own (CLIP's BPE lower-cases)",
+                  'prompt': 'none (the caption as written)',
+                  'tie_rule': "strict: s(C0,I0) > s(C1,I0) etc. (the authors' evaluate_BiVLC; a tie fails)"},
+     'match': {'adapter': 'vlbench.openclip',
+               'preprocessing_adapter': 'vlbench.openclip',
+               'precision': 'fp32',
+               'strict': True},
+     'note': ''},
+)
+
+
 BIVLC = register_task(ChoiceTask(
     TASK, "BiVLC (Miranda et al. 2024): a COCO image and caption against a SugarCrepe negative caption and a "
           "generated negative image; image-to-text (I2T), text-to-image (T2I) and group scores side by side "
@@ -102,4 +151,6 @@ BIVLC = register_task(ChoiceTask(
     licence="MIT (the Hub card and the repository's LICENSE); the positive images and captions are COCO 2017 val "
             "(images under Flickr terms, captions CC BY 4.0)",
     citation="Miranda, Salaberria, Agirre and Azkune, BiVLC: Extending Vision-Language Compositionality "
-             "Evaluation with Text-to-Image Retrieval, arXiv:2406.09952, 2024"))
+             "Evaluation with Text-to-Image Retrieval, arXiv:2406.09952, 2024",
+    metrics=declared_metrics(SCORING), scores=(("i2t_score", "I2T"), ("t2i_score", "T2I"), ("accuracy", "group")),
+    blind_ceiling=BLIND_CEILING, published=PUBLISHED))

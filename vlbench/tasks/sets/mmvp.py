@@ -36,7 +36,7 @@ from ...util.io import sha256_file, sha256_json
 from ...util.markdown import md_table
 from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
 from ..registry import ChoiceTask, ItemSets, register_task
-from ..sources import _bad_image_name, _image_present, shown_name
+from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "mmvp"
 HUB_REPO = "MMVP/MMVP_VLM"
@@ -214,10 +214,7 @@ def _pair(a: tuple, b: tuple, where: str) -> MMVPItem:
 def read_mmvp_file(path: Path) -> list[MMVPItem]:
     """The pairs of ``Questions.csv``; a DataError naming the file, the line and the field when it is not the
     released layout (header, three fields a row, pairs of consecutive ids, one Type per pair)."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"MMVP-VLM file {path} is not UTF-8 text (offset {exc.start})", FIX) from None
+    text = read_task_text(path, "MMVP-VLM file", FIX, encoding="utf-8-sig")
     reader = csv.reader(io.StringIO(text))
     try:
         header = next(reader, None)
@@ -327,4 +324,8 @@ MMVP = register_task(ChoiceTask(
     licence="not stated in the authors' GitHub repository (its only LICENSE is LLaVA's); read the Hub dataset card "
             "of MMVP/MMVP_VLM before redistributing; images collected by the authors from ImageNet and LAION",
     citation="Tong, Liu, Zhai, Ma, LeCun and Xie, Eyes Wide Shut? Exploring the Visual Shortcomings of Multimodal "
-             "LLMs, CVPR 2024"))
+             "LLMs, CVPR 2024",
+    metrics=(("statement_accuracy", "--task mmvp: statements whose own image scores strictly above the other image"),
+             ("i2t_pair_accuracy", "--task mmvp: pairs whose images each score their own statement strictly higher"),
+             *((f"pattern_{p}", f"--task mmvp: pair accuracy of the visual pattern {p}") for p, _, _ in PATTERNS)),
+    scores=(("accuracy", "pairs (average)"), *((f"pattern_{p}", label) for p, label, _ in PATTERNS))))

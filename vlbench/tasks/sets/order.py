@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..datasets.core import load_dataset
-from ..errors import DataError, VlbenchError
-from .registry import ChoiceTask, ItemSets, register_task
-from .sources import order_items
+from ...datasets.core import load_dataset
+from ...errors import DataError, VlbenchError
+from ..registry import ChoiceTask, ItemSets, register_task
+from ..sources import order_items
 
 
 def order_sets(cfg, note) -> ItemSets:
@@ -44,4 +44,8 @@ def order_sets(cfg, note) -> ItemSets:
 
 ORDER = register_task(ChoiceTask(
     "order", "ARO-style word order (COCO-Order / Flickr30k-Order): each caption against its word-order shuffles; "
-             "--dataset names the captions (flickr30k, coco, custom:...)", order_sets))
+             "--dataset names the captions (flickr30k, coco, custom:...)", order_sets,
+    size="one item per caption of --dataset that a word-order shuffle changes (counted per run)",
+    licence="the captions' own (the dataset's record: vlbench ls datasets); the shuffles are vlbench's",
+    citation="Yuksekgonul, Bianchi, Kalluri, Jurafsky and Zou, When and why vision-language models behave like "
+             "bags-of-words, and what to do about it?, ICLR 2023 (COCO-Order, Flickr30k-Order)"))

@@ -22,16 +22,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datasets import download
-from ..datasets.download import DownloadError
-from ..errors import DataError, VlbenchError
-from ..util import paths
-from ..util.io import atomic_write_bytes, sha256_file, sha256_json
-from ..util.markdown import md_table
-from .blind import SUGARCREPE_TEST_IMAGES
-from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
-from .registry import ChoiceTask, ItemSets, register_task
-from .sources import _bad_image_name, check_coco_images, coco_val2017_dir, shown_name
+from ...datasets import download
+from ...datasets.download import DownloadError
+from ...errors import DataError, VlbenchError
+from ...util import paths
+from ...util.io import atomic_write_bytes, sha256_file, sha256_json
+from ...util.markdown import md_table
+from ..blind import SUGARCREPE_TEST_IMAGES
+from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
+from ..registry import ChoiceTask, ItemSets, register_task
+from ..sources import _bad_image_name, check_coco_images, coco_val2017_dir, read_task_text, shown_name
 
 TASK = "sugarcrepe++"
 SCPP_SUBSETS = ("replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
@@ -184,10 +184,9 @@ def read_scpp_file(path: Path, subset: str) -> list[TripletItem]:
     """The items of a SugarCrepe++ file; a DataError naming the file (and item) when it is not UTF-8 JSON of the
     official shape, has no items, repeats an id, or names an image outside the images folder."""
     fix = f"use the unmodified data/{path.name} of {SCPP_REPO} (commit {SCPP_COMMIT[:10]}), or a file of its format"
+    text = read_task_text(path, "SugarCrepe++ file", fix)
     try:
-        raw = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DataError(f"SugarCrepe++ file {path} is not UTF-8 text (offset {exc.start})", fix) from None
+        raw = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"SugarCrepe++ file {path} is not valid JSON ({exc})", fix) from None
     if not isinstance(raw, list) or not raw:
@@ -305,4 +304,13 @@ SUGARCREPE_PP = register_task(ChoiceTask(
     evaluate=evaluate_triplets, text_only=evaluate_triplets_text_only, rule=RULE, table=format_scpp_table,
     # its images are a subset of SugarCrepe's (every file name of its five sets is in SugarCrepe's)
     images_dir=True, blind_excluded_images=SUGARCREPE_TEST_IMAGES,
-    right_candidates=lambda item: (0, 1)))  # --perturb-options correct: both positives are right
+    right_candidates=lambda item: (0, 1),  # --perturb-options correct: both positives are right
+    metrics=(("tot_accuracy", "--task sugarcrepe++: text-only task, cos(P1, P2) above cos(P1, N) and cos(P2, N)"),
+             ("p1_accuracy", "--task sugarcrepe++: cos(image, P1) above cos(image, N), P2 not considered"),
+             ("p2_accuracy", "--task sugarcrepe++: cos(image, P2) above cos(image, N), P1 not considered")),
+    scores=(("accuracy", "ITT"), ("tot_accuracy", "TOT")),
+    size="4,757 items in 5 sets (an image, two paraphrased positives, a hard negative): "
+         + ", ".join(f"{s} {n:,}" for s, (_, n) in SCPP_FILES.items()),
+    licence="the repository's README: CC BY 4.0 (its LICENSE file: MIT); images: COCO 2017 val (Flickr terms)",
+    citation="Dumpala, Jaiswal, Sastry, Milios, Oore and Sajjad, SugarCrepe++ Dataset: Vision-Language Model "
+             "Sensitivity to Semantic and Lexical Alterations, NeurIPS 2024 Datasets and Benchmarks"))

@@ -17,19 +17,25 @@ Every comparison is strict: a tie is a failure. Chance (random scores): 25 / 25 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-import numpy as np
-
-from ..errors import DataError, VlbenchError
-from ..util import paths
-from ..util.io import sha256_file, sha256_json
-from ..util.markdown import md_table
-from .choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
-from .registry import ChoiceTask, ItemSets, register_task
-from .sources import _bad_image_name, _image_present, shown_name
+from ...errors import DataError, VlbenchError
+from ...util import paths
+from ...util.io import sha256_file, sha256_json
+from ..choice import distinct_images
+from ..registry import ChoiceTask, ItemSets, register_task
+from ..shapes.pairs import (
+    BLIND_CEILING,
+    PairItem,
+    PairScoring,
+    declared_metrics,
+    evaluate_pairs,
+    format_pairs_table,
+    pairs_text_only,
+)
+from ..shapes.pairs import CHANCE as PAIR_CHANCE
+from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "winoground"
 HUB_REPO = "facebook/winoground"
@@ -37,143 +43,31 @@ HUB_REPO = "facebook/winoground"
 #: release could not read it; a run records the sha256 of the examples.jsonl it read (``dataset.source.sha256``)
 N_ITEMS = 400
 #: chance of each score under random similarities, percent (text, image: 1/4; group: 1/6, as the paper)
-CHANCE = {"text": 25.0, "image": 25.0, "group": 100.0 / 6}
+CHANCE = {k: PAIR_CHANCE[k] for k in ("text", "image", "group")}
 RULE = ("text: s(c0,I0) > s(c1,I0) and s(c1,I1) > s(c0,I1); image: s(c0,I0) > s(c0,I1) and s(c1,I1) > s(c1,I0); "
         "group: both; s = cosine similarity; strict (a tie is a failure), as Thrush et al. 2022")
 #: metric name of each score in results.json (``accuracy`` is the group score, the strictest)
 METRICS = {"group": "accuracy", "text": "text_score", "image": "image_score"}
+#: the 2x2 shape's scoring (vlbench.tasks.shapes.pairs) under Winoground's names; by_kind names the paper's scores
+SCORING = PairScoring({"text": METRICS["text"], "image": METRICS["image"], "group": METRICS["group"]},
+                      {"text": "text", "image": "image", "group": "group"}, RULE, by_kind_names="flags")
 FIELDS = ("image_0", "image_1", "caption_0", "caption_1")
 FIX = (f"use the unmodified examples.jsonl of {HUB_REPO} on the Hub (one JSON object a line with id, image_0, "
        "image_1, caption_0, caption_1, tag, secondary_tag, collapsed_tag)")
-
-
-@dataclass(frozen=True)
-class WinogroundItem:
-    """One Winoground item: ``images`` (I0, I1: file names under the images folder), ``captions`` (c0, c1);
-    c_k describes I_k. ``tag``: the collapsed tag (Object, Relation, Both)."""
-
-    item_id: str
-    images: tuple[str, str]
-    captions: tuple[str, str]
-    tag: str = ""
-
-    @property
-    def image(self) -> str:
-        return self.images[0]
-
-    @property
-    def candidates(self) -> tuple[str, str]:
-        return self.captions
-
-
-@dataclass
-class WinogroundRecord:
-    item_id: str
-    image: str  # I0 (I1 is in extra_columns)
-    image_1: str
-    scores: list[float]  # s(c0,I0), s(c1,I0), s(c0,I1), s(c1,I1)
-    text: bool
-    image_ok: bool
-    group: bool
-
-    @property
-    def chosen(self) -> int:  # the caption I0 scores highest (first on ties)
-        return int(np.argmax(self.scores[:2]))
-
-    @property
-    def correct(self) -> bool:
-        return self.group
-
-    @property
-    def extra_columns(self) -> dict:
-        return {"image_1": self.image_1, "text_correct": int(self.text), "image_correct": int(self.image_ok),
-                "group_correct": int(self.group)}
-
-
-@dataclass
-class WinogroundResult:
-    """The group score as ``accuracy`` (with ``ci_low`` / ``ci_high``) and ``scores[name]`` = (score, ci_low,
-    ci_high) for text, image and group; percent. ``by_kind[tag]``: the three scores per collapsed tag."""
-
-    accuracy: float
-    ci_low: float
-    ci_high: float
-    n_items: int
-    scores: dict
-    records: list[WinogroundRecord] = field(default_factory=list)
-    ci_seed: int = 0
-    chance: float = CHANCE["group"]
-    by_kind: dict = field(default_factory=dict)
-
-    def more_values(self) -> list[tuple[str, float, dict]]:
-        """(metric, value, extra) of the text and image scores, and the chance of each (results.json records)."""
-        out = [(METRICS[k], v, {"ci_low": lo, "ci_high": hi, "n": self.n_items})
-               for k, (v, lo, hi) in self.scores.items() if k != "group"]
-        return out + [(f"{METRICS[k]}_chance", CHANCE[k], {}) for k in ("text", "image")]
-
-    def as_dict(self) -> dict:
-        return {"accuracy": self.accuracy, "ci_low": self.ci_low, "ci_high": self.ci_high, "n_items": self.n_items,
-                "chance": self.chance, "ci_seed": self.ci_seed, "n_boot": N_BOOT,
-                **{k: dict(zip(("score", "ci_low", "ci_high"), v)) for k, v in self.scores.items()}}
-
-
-def winoground_scores(s: np.ndarray) -> tuple[bool, bool, bool]:
-    """(text, image, group) of one item from ``s[i, j] = s(c_i, I_j)`` (strict comparisons)."""
-    text = bool(s[0, 0] > s[1, 0] and s[1, 1] > s[0, 1])
-    image = bool(s[0, 0] > s[0, 1] and s[1, 1] > s[1, 0])
-    return text, image, text and image
-
-
-def _result(items: Sequence[WinogroundItem], matrices, seed: int) -> WinogroundResult:
-    if not items:
-        raise VlbenchError("no Winoground items", "read them with winoground_items first")
-    records: list[WinogroundRecord] = []
-    flags: dict[str, list[bool]] = {"text": [], "image": [], "group": []}
-    for it, s in zip(items, matrices):
-        t, i, g = winoground_scores(s)
-        records.append(WinogroundRecord(it.item_id, it.images[0], it.images[1],
-                                        [float(s[0, 0]), float(s[1, 0]), float(s[0, 1]), float(s[1, 1])], t, i, g))
-        for name, v in (("text", t), ("image", i), ("group", g)):
-            flags[name].append(v)
-    scores = {}
-    for name, f in flags.items():
-        ok = np.asarray(f, dtype=np.float64)
-        scores[name] = (float(ok.mean() * 100.0), *bootstrap_ci(ok, seed))
-    by_kind: dict[str, dict] = {}
-    for tag in sorted({it.tag for it in items if it.tag}):
-        sel = [k for k, it in enumerate(items) if it.tag == tag]
-        by_kind[tag] = {name: 100.0 * float(np.mean([flags[name][k] for k in sel])) for name in flags} | {"n": len(sel)}
-    group = scores["group"]
-    return WinogroundResult(group[0], group[1], group[2], len(items), scores, records, seed, by_kind=by_kind)
-
-
-def evaluate_winoground(items: Sequence[WinogroundItem], image_emb, text_emb, *, seed: int = 0) -> WinogroundResult:
-    """Text, image and group scores from embeddings: mappings key -> vector, or arrays whose rows follow
-    ``distinct_images(items)`` / ``distinct_texts(items)`` (vectors are normalised here)."""
-    img = _lookup(image_emb, distinct_images(items), "image")
-    txt = _lookup(text_emb, distinct_texts(items), "text")
-    mats = [np.array([[txt[c] @ img[i] for i in it.images] for c in it.captions]) for it in items]
-    return _result(items, mats, seed)
-
-
-def evaluate_winoground_text_only(items: Sequence[WinogroundItem], text_score, *, seed: int = 0) -> WinogroundResult:
-    """The blind baseline: ``s(c, I) = text_score(c)`` for both images, scored by the same rule. A score that
-    cannot see the image gives each caption the same score under both images, so the image score is 0 (a tie
-    is a failure) and the text score is 0 (c0 cannot beat c1 under I0 and lose to it under I1): Winoground's
-    text-only ceiling is 0 by design, recorded so that it is shown, not assumed."""
-    texts = distinct_texts(items)
-    by_text = dict(zip(texts, np.asarray(text_score(texts), dtype=np.float64)))
-    mats = [np.array([[by_text[c], by_text[c]] for c in it.captions]) for it in items]
-    return _result(items, mats, seed)
+#: one Winoground item is the 2x2 shape's item: ``images`` (I0, I1: file names under the images folder),
+#: ``candidates`` / ``captions`` (c0, c1; c_k describes I_k), ``tag``: the collapsed tag (Object, Relation, Both)
+WinogroundItem = PairItem
+#: text, image and group scores from embeddings (rows follow distinct_images / distinct_texts, or mappings)
+evaluate_winoground = partial(evaluate_pairs, scoring=SCORING)
+#: the blind baseline: ``s(c, I) = text_score(c)`` for both images, scored by the same rule; a score that cannot
+#: see the image gets 0 on text, image and group by design (Winoground's text-only ceiling, recorded, not assumed)
+evaluate_winoground_text_only = partial(pairs_text_only, scoring=SCORING)
 
 
 def read_winoground_file(path: Path) -> list[WinogroundItem]:
     """The items of ``examples.jsonl``; a DataError naming the file, the line and the field when a line is not
     a JSON object with non-empty string image_0 / image_1 / caption_0 / caption_1, or repeats an id."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"Winoground file {path} is not UTF-8 text (offset {exc.start})", FIX) from None
+    text = read_task_text(path, "Winoground file", FIX)
     items, seen = [], set()
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -254,28 +148,44 @@ def winoground_sets(cfg, note=None) -> ItemSets:
                     {f"task:{TASK}": {"items": len(items)}})
 
 
-def format_winoground_table(rec) -> str:
-    """table.md of a Winoground run: text, image and group scores with their intervals, chance and the blind
-    group score."""
-
-    def cell(v):
-        return f"{v.value:.2f} [{v.extra['ci_low']:.2f}, {v.extra['ci_high']:.2f}]" if v else "-"
-
-    rows = []
-    for cond in rec.conditions:
-        get = {v.key.metric: v for v in rec.values if v.condition == cond}
-        rows.append([cond, get["accuracy"].extra["n"], cell(get.get("text_score")), cell(get.get("image_score")),
-                     cell(get.get("accuracy")), f"{CHANCE['text']:.2f} / {CHANCE['image']:.2f} / "
-                     f"{CHANCE['group']:.2f}", cell(get.get("blind_accuracy"))])
-    return md_table(["set", "items", "text %", "image %", "group %", "chance % (text / image / group)",
-                     "blind group (text-only) %"], rows, pad=True)
+#: the published scores of this set (vlbench.published.task_scores; docs/published.md): one entry per source
+PUBLISHED = (
+    {'id': 'winoground-paper-clip-vit-b-32',
+     'model': "CLIP (ViT-B/32) as the Winoground paper names it: OpenAI's ViT-B/32 weights",
+     'specs': ['openclip:ViT-B-32/openai', 'clip:openai/clip-vit-base-patch32', 'st:clip-ViT-B-32'],
+     'sets': {'task:winoground': {'scores': {'text_score': 30.75, 'image_score': 10.5, 'accuracy': 8.0},
+                                  'n_items': 400,
+                                  'sha256': []}},
+     'source': {'kind': 'paper',
+                'citation': 'Thrush, Jiang, Bartolo, Singh, Williams, Kiela and Ross, Winoground: Probing Vision '
+                            'and Language Models for Visio-Linguistic Compositionality, CVPR 2022 '
+                            '(arXiv:2204.03162)',
+                'table': 'Table 3 (text, image and group score over the 400 examples), row CLIP (ViT-B/32); '
+                         'accuracy = the group score',
+                'url': 'https://arxiv.org/abs/2204.03162',
+                'read_in': 'a text copy of the paper (Table 3; Table 4 gives the same model by linguistic tag)',
+                'consistency': 'each value is a whole number of the 400 examples (123, 42 and 32)'},
+     'protocol': {'set_version': 'the 400 examples of facebook/winoground (Hub); no checksum of examples.jsonl is '
+                                 'published',
+                  'implementation': 'not stated (the paper names the model, not the code that ran it)',
+                  'preprocessing': 'not stated',
+                  'precision': 'not stated',
+                  'lowercase': "tokenizer's own (CLIP's BPE lower-cases)",
+                  'prompt': 'none (the caption as written)',
+                  'tie_rule': "strict: s(C0,I0) > s(C1,I0) etc. (the paper's definitions; a tie fails)"},
+     'match': {'adapter': None, 'preprocessing_adapter': None, 'precision': None, 'strict': True},
+     'note': ''},
+)
 
 
 WINOGROUND = register_task(ChoiceTask(
     TASK, "Winoground (Thrush et al. 2022): 2 images x 2 captions per item; text, image and group scores "
           "(strict: a tie fails); files from the gated Hub dataset facebook/winoground", winoground_sets,
-    evaluate=evaluate_winoground, text_only=evaluate_winoground_text_only, rule=RULE, table=format_winoground_table,
+    evaluate=evaluate_winoground, text_only=evaluate_winoground_text_only, rule=RULE,
+    table=partial(format_pairs_table, scoring=SCORING),
     size="400 items (800 images, 800 captions)",
     licence="Winoground's own terms, accepted on the Hub (gated; images licensed from Getty Images, research use)",
     citation="Thrush et al., Winoground: Probing Vision and Language Models for Visio-Linguistic "
-             "Compositionality, CVPR 2022"))
+             "Compositionality, CVPR 2022",
+    metrics=declared_metrics(SCORING), scores=(("text_score", "text"), ("image_score", "image"), ("accuracy", "group")),
+    blind_ceiling=BLIND_CEILING, published=PUBLISHED))

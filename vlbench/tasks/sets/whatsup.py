@@ -23,12 +23,12 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from ..errors import DataError, VlbenchError
-from ..util import paths
-from ..util.io import sha256_file, sha256_json
-from .choice import ChoiceItem, ChoiceResult, distinct_images, evaluate_choice, evaluate_text_only
-from .registry import ChoiceTask, ItemSets, register_task
-from .sources import _bad_image_name, _image_present, shown_name
+from ...errors import DataError, VlbenchError
+from ...util import paths
+from ...util.io import sha256_file, sha256_json
+from ..choice import ChoiceItem, ChoiceResult, distinct_images, evaluate_choice, evaluate_text_only
+from ..registry import ChoiceTask, ItemSets, register_task
+from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 
 TASK = "whatsup"
 REPO = "github.com/amitakamath/whatsup_vlms"
@@ -160,10 +160,9 @@ def read_whatsup_file(path: Path, subset: str) -> list[ChoiceItem]:
     item and the field when it is not UTF-8 JSON of the released layout."""
     sub = SUBSETS[subset]
     fix = _fix(sub)
+    text = read_task_text(path, "What'sUp file", fix)
     try:
-        raw = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DataError(f"What'sUp file {path} is not UTF-8 text (offset {exc.start})", fix) from None
+        raw = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"What'sUp file {path} is not valid JSON ({exc})", fix) from None
     shape = ('[{"image_path", "caption_options": [4 captions]}, ...]' if sub.controlled
@@ -255,6 +254,49 @@ def whatsup_sets(cfg, note=None) -> ItemSets:
     return ItemSets(sets, {k: images / k for k in keys}, desc, notes)
 
 
+#: the published scores of this set (vlbench.published.task_scores; docs/published.md): one entry per source
+PUBLISHED = (
+    {'id': 'whatsup-paper-openai-clip-vit-b-32',
+     'model': "CLIP ViT-B/32 (the authors' openai-clip:ViT-B/32: OpenAI's clip package and weights)",
+     'specs': ['openclip:ViT-B-32/openai', 'clip:openai/clip-vit-base-patch32', 'st:clip-ViT-B-32'],
+     'sets': {'task:whatsup:controlled_a': {'scores': {'accuracy': 30.3, 'pair_accuracy': 0.5, 'set_accuracy': 0.0},
+                                            'n_items': 412,
+                                            'sha256': []},
+              'task:whatsup:controlled_b': {'scores': {'accuracy': 31.6, 'pair_accuracy': 1.0, 'set_accuracy': 0.0},
+                                            'n_items': 408,
+                                            'sha256': []},
+              'task:whatsup:coco_qa_one': {'scores': {'accuracy': 43.7}, 'n_items': None, 'sha256': []},
+              'task:whatsup:coco_qa_two': {'scores': {'accuracy': 51.1}, 'n_items': None, 'sha256': []},
+              'task:whatsup:vg_qa_one': {'scores': {'accuracy': 46.5}, 'n_items': None, 'sha256': []},
+              'task:whatsup:vg_qa_two': {'scores': {'accuracy': 47.4}, 'n_items': None, 'sha256': []}},
+     'source': {'kind': 'paper',
+                'citation': 'Kamath, Hessel and Chang, What\'s "up" with vision-language models? Investigating '
+                            'their struggle with spatial reasoning, EMNLP 2023 (arXiv:2310.19785)',
+                'table': "Appendix Table 3 (detailed results), row CLIP ViT-B/32: What'sUp Subset A and B "
+                         'individual / pair / set-of-4 accuracy, COCO-spatial and GQA-spatial one- and two-object '
+                         'accuracy',
+                'url': 'https://aclanthology.org/2023.emnlp-main.568/',
+                'read_in': "a text copy of the paper (Appendix Table 3; Table 6's 'No Priors' block repeats the "
+                           "row, Table 1's averages 31.0 / 47.4 / 46.9 are the means of its pairs)",
+                'consistency': 'the Controlled values are whole numbers of 412 (A) and 408 (B) images, 206 and 204 '
+                               'pairs'},
+     'protocol': {'set_version': "the authors' JSON files (Google Drive folder of amitakamath/whatsup_vlms); no "
+                                 'checksum is published',
+                  'implementation': "OpenAI's clip package: clip.load('ViT-B/32') (whatsup_vlms model_zoo)",
+                  'preprocessing': "the clip package's transform: resize the shorter side to 224 (bicubic), center "
+                                   'crop 224, RGB, CLIP mean/std',
+                  'precision': "fp16 (clip.load keeps the weights in half precision on a CUDA device, the authors' "
+                               'default)',
+                  'lowercase': "tokenizer's own (CLIP's BPE lower-cases)",
+                  'prompt': 'none (the caption options as written)',
+                  'tie_rule': 'np.argmax over the options: a tie with the first (right) option counts as a hit; '
+                              'vlbench counts it as a miss'},
+     'match': {'adapter': None, 'preprocessing_adapter': 'vlbench.openclip', 'precision': 'fp16', 'strict': False},
+     'note': 'COCO-spatial = coco_qa_one / coco_qa_two, GQA-spatial = vg_qa_one / vg_qa_two (the file names of the '
+             'release)'},
+)
+
+
 WHATSUP = register_task(ChoiceTask(
     TASK, "What'sUp (Kamath et al. 2023): spatial relations; Controlled A / B (4 options), COCO-QA and VG-QA one / "
           "two objects (2 options); --dataset whatsup[:SUBSET,...], --images-dir the folder of its image folders",
@@ -265,4 +307,8 @@ WHATSUP = register_task(ChoiceTask(
     licence="the repository is MIT (its LICENSE); the data files on its Google Drive state no licence of their own; "
             "images: COCO val2017 (Flickr terms), Visual Genome (CC BY 4.0), the authors' own photographs and renders",
     citation="Kamath, Hessel and Chang, What's \"up\" with vision-language models? Investigating their struggle "
-             "with spatial reasoning, EMNLP 2023"))
+             "with spatial reasoning, EMNLP 2023",
+    metrics=(("pair_accuracy", "--task whatsup (Controlled A / B): pairs of images whose two items are both right"),
+             ("set_accuracy", "--task whatsup (Controlled A / B): sets of four images whose items are all right")),
+    scores=(("accuracy", "individual"), ("pair_accuracy", "pairs"), ("set_accuracy", "sets of 4")),
+    published=PUBLISHED))

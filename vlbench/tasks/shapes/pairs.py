@@ -1,5 +1,7 @@
-"""Items of two images and two captions (c_k describes I_k), scored in both directions: the shared scoring of
-ColorSwap and BiVLC (:mod:`.colorswap`, :mod:`.bivlc`), Winoground's rule under each set's own names.
+"""The shape of 2x2 sets: items of two images and two captions (c_k describes I_k), scored in both directions.
+Winoground, ColorSwap and BiVLC (:mod:`.winoground`, :mod:`.colorswap`, :mod:`.bivlc`) are this shape: one
+item type (:class:`PairItem`), one scoring (Winoground's rule) under each set's own names (:class:`PairScoring`),
+one blind baseline and one table.
 
 From ``s[i, j] = s(c_i, I_j)`` (cosine similarity), every comparison strict (a tie is a miss):
 
@@ -26,6 +28,15 @@ from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_te
 FLAGS = ("i0_picks_c0", "i1_picks_c1", "c0_picks_i0", "c1_picks_i1", "text", "image", "group")
 CHANCE = {"i0_picks_c0": 50.0, "i1_picks_c1": 50.0, "c0_picks_i0": 50.0, "c1_picks_i1": 50.0, "text": 25.0,
           "image": 25.0, "group": 100.0 / 6}
+#: what each flag asks (the metric list's description of a 2x2 set's metric, whatever the set names it)
+SAYS = {"i0_picks_c0": "s(c0, I0) > s(c1, I0)", "i1_picks_c1": "s(c1, I1) > s(c0, I1)",
+        "c0_picks_i0": "s(c0, I0) > s(c0, I1)", "c1_picks_i1": "s(c1, I1) > s(c1, I0)",
+        "text": "image-to-text: each image scores its own caption strictly higher",
+        "image": "text-to-image: each caption scores its own image strictly higher"}
+#: the blind (text-only) ceiling of every 2x2 set, by design (pairs_text_only)
+BLIND_CEILING = ("0 for the image-to-text, text-to-image and group scores: a score that cannot see the image gives "
+                 "each caption the same score under both images (a tie fails); only a single image-to-text "
+                 "comparison can be won by text plausibility")
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,9 @@ class PairScoring:
     metrics: dict
     labels: dict
     rule: str
+    #: what ``by_kind`` names each score by: "metrics" (the results.json names) or "flags" (text / image / group,
+    #: as Winoground's results have named them since it shipped)
+    by_kind_names: str = "metrics"
 
 
 @dataclass
@@ -72,6 +86,18 @@ class PairRecord:
 
     @property
     def correct(self) -> bool:
+        return self.flags["group"]
+
+    @property
+    def text(self) -> bool:  # the paper's three flags by their Winoground names
+        return self.flags["text"]
+
+    @property
+    def image_ok(self) -> bool:
+        return self.flags["image"]
+
+    @property
+    def group(self) -> bool:
         return self.flags["group"]
 
     @property
@@ -114,6 +140,19 @@ class PairResult:
                 "more_values": [list(v) for v in self.more_values() if not v[0].endswith("_chance")]}
 
 
+def declared_metrics(scoring: PairScoring) -> tuple:
+    """(name, description) of every metric a 2x2 set with ``scoring`` reports besides accuracy / chance /
+    blind_accuracy: each reported flag's score, its chance and its blind value (ChoiceTask ``metrics``)."""
+    out = []
+    for k in FLAGS:
+        if k in scoring.metrics and k != "group":
+            m = scoring.metrics[k]
+            out += [(m, f"2x2 choice sets (--task winoground, colorswap, bivlc): {SAYS[k]}; a tie is a miss"),
+                    (f"{m}_chance", f"2x2 choice sets: chance of {m} under random similarities"),
+                    (f"blind_{m}", f"2x2 choice sets: {m} of the text-only (blind) baseline")]
+    return tuple(out)
+
+
 def pair_flags(s: np.ndarray) -> dict:
     """Every flag of one item from ``s[i, j] = s(c_i, I_j)`` (strict comparisons: a tie is a miss)."""
     f = {"i0_picks_c0": bool(s[0, 0] > s[1, 0]), "i1_picks_c1": bool(s[1, 1] > s[0, 1]),
@@ -140,7 +179,8 @@ def _result(items: Sequence[PairItem], matrices, scoring: PairScoring, seed: int
     by_kind: dict[str, dict] = {}
     for tag in sorted({it.tag for it in items if it.tag}):
         sel = [r for it, r in zip(items, records) if it.tag == tag]
-        by_kind[tag] = {scoring.metrics[k]: 100.0 * float(np.mean([r.flags[k] for r in sel])) for k in reported}
+        name = (lambda k: k) if scoring.by_kind_names == "flags" else scoring.metrics.get
+        by_kind[tag] = {name(k): 100.0 * float(np.mean([r.flags[k] for r in sel])) for k in reported}
         by_kind[tag]["n"] = len(sel)
     g = scores["group"]
     return PairResult(g[0], g[1], g[2], len(items), scores, scoring, records, seed, by_kind=by_kind)
