@@ -31,5 +31,5 @@ def test_the_tasks_line_names_every_task_of_tasks_md():
     names = {"order": "ARO order", "sugarcrepe": "SugarCrepe", "sugarcrepe++": "SugarCrepe++",
              "winoground": "Winoground", "whatsup": "What'sUp", "colorswap": "ColorSwap", "bivlc": "BiVLC",
              "aro": "VG-Relation", "mmvp": "MMVP"}
-    for task in heading.group(1).split("|"):
-        assert names[task] in line, (task, line)
+    for task in heading.group(1).split("|"):  # a set without a display name here is looked for by its own name
+        assert names.get(task, task).lower() in line.lower(), (task, line)
