@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import tempfile
 from pathlib import Path
 
@@ -22,8 +23,29 @@ from ..errors import OptionError
 from ..perturbations.guard import shared_cache
 from ..pipeline import presets, runner, timing
 from ..pipeline.run_config import RunConfig, validate
+from ..runfolder import refuse_finished
 from .adapters import Held, as_adapter
 from .kept import kept_plan
+
+
+def _checked_out(out) -> Path | None:
+    """``out`` as a folder each call can write ``step-<step>`` into, or an OptionError naming what is in the
+    way (a file at ``out`` or above it, a folder without write permission), before any work is done."""
+    if not out:
+        return None
+    path = Path(out)
+    fix = "give a folder (each call writes its run into out/step-<step>), or leave out= out to keep no files"
+    if path.exists() and not path.is_dir():
+        raise OptionError("out", f"{{opt}} {str(path)!r} is a file, not a folder", fix)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OptionError("out", f"{{opt}} {str(path)!r} cannot be made: {str(existing)!r} is a file", fix)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OptionError("out", f"{{opt}} {str(path)!r} cannot be written: no write permission on "
+                                 f"{str(existing)!r}", "give a folder you can write to")
+    return path
 
 
 class Evaluator:
@@ -48,8 +70,8 @@ class Evaluator:
         options.setdefault("quiet", True)
         cfg = RunConfig(model="in-memory", dataset=dataset, report_to=report_to, **options)
         validate(cfg)
+        self.out = _checked_out(out)  # before the plan (perturbations, images) and every call's encoding
         self.cfg = presets.resolve(cfg)
-        self.out = Path(out) if out else None
         self.project = project
         self.calls = 0
         with self._minilm():
@@ -76,6 +98,9 @@ class Evaluator:
         cfg = dataclasses.replace(self.cfg, model=spec, model_name=f"{spec} {name}",
                                   device=str(getattr(adapter, "device", "cpu")),
                                   precision=getattr(adapter, "precision", None) or self.cfg.precision)
+        if self.out is not None:  # before the model is put in eval mode and anything is encoded
+            _checked_out(self.out)  # (removed or replaced by a file since the Evaluator was built)
+            refuse_finished(self.out / name)
         training = getattr(model, "training", None)
         if training is not None:
             model.eval()
