@@ -369,6 +369,10 @@ def main(argv=None) -> int:
     # the command's start: main()'s entry, or for the program the kernel's record of the process's start (read when
     # a run starts: _cmd_run)
     args.process_start, args.as_program = entered, as_program
+    if as_program:  # NLTK without the SciPy / scikit-learn helpers vlbench never calls (seconds): lang.py
+        from . import lang  # light: it imports nothing heavy until asked
+
+        lang.LEAN_NLTK = True
     try:
         return int(func(args) or 0)
     except VlbenchError as exc:
