@@ -74,6 +74,7 @@ def test_a_local_folder_that_shadows_a_hub_id_is_said_even_under_quiet(tiny_mode
     import shutil
 
     from support.data import write_manifest
+
     from vlbench.cli import main
 
     shutil.copytree(tiny_models("clip"), tmp_path / "work" / "openai" / "clip-vit-base-patch32")

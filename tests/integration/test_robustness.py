@@ -308,7 +308,8 @@ def test_sigkill_while_encoding_captions_keeps_every_finished_text_batch(plugin_
     cache, counts = tmp_path / "cache", tmp_path / "counts.jsonl"
     env = dict(plugin_env, VLBENCH_CACHE_DIR=str(cache), VLBENCH_COUNT_FILE=str(counts))
     cmd = [sys.executable, "-m", "vlbench", "run", "--model", "counting:slow=1.5", "--dataset", f"custom:{man}",
-           "--batch-size", "4", "--text-batch-size", "3", "--num-workers", "0", "--quiet", "--out", str(tmp_path / "run")]
+           "--batch-size", "4", "--text-batch-size", "3", "--num-workers", "0", "--quiet",
+           "--out", str(tmp_path / "run")]
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 180
     while _count_lines(counts, "texts") < 3 and time.time() < deadline and proc.poll() is None:

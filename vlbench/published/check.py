@@ -255,7 +255,8 @@ def _fact_image_set(rec, row):
     return "not recorded (results.json names the image files, not their pixels)", "unknown"
 
 
-_FACTS = {"weights": _fact_weights, "recall": _fact_recall, "split": _fact_split, "gallery": _fact_gallery, "truncation": _fact_truncation,
+_FACTS = {"weights": _fact_weights, "recall": _fact_recall, "split": _fact_split, "gallery": _fact_gallery,
+          "truncation": _fact_truncation,
           "preprocessing": _fact_preprocessing, "precision": _fact_precision, "lowercase": _fact_lowercase,
           "image_set": _fact_image_set}
 

@@ -39,7 +39,7 @@ def test_adapter_returning_strings_or_objects_is_an_error_naming_the_adapter_and
 
 
 def test_adapter_returning_strings_for_images_names_encode_images():
-    from vlbench.encoding.encode import _Encoder, EncodeStats
+    from vlbench.encoding.encode import EncodeStats, _Encoder
 
     enc = _Encoder(_Returns(lambda xs: ["x"] * len(xs)).encode_images, lambda b, i, j: b[i:j], "images",
                    EncodeStats(), "image_forward_seconds", _Returns(None))

@@ -62,6 +62,7 @@ def test_evaluator_call_refuses_a_finished_step_folder_before_encoding(tmp_path)
     import json
 
     from support.data import write_manifest
+
     from vlbench import ModelAdapter
     from vlbench.errors import VlbenchError
     from vlbench.training import Evaluator
