@@ -370,9 +370,7 @@ def main(argv=None) -> int:
     # a run starts: _cmd_run)
     args.process_start, args.as_program = entered, as_program
     if as_program:  # NLTK without the SciPy / scikit-learn helpers vlbench never calls (seconds): lang.py
-        from . import lang  # light: it imports nothing heavy until asked
-
-        lang.LEAN_NLTK = True
+        importlib.import_module(".lang", __package__).LEAN_NLTK = True  # light: imports nothing heavy until asked
     try:
         return int(func(args) or 0)
     except VlbenchError as exc:
