@@ -153,3 +153,21 @@ def test_a_download_whose_lock_holder_is_stopped_says_who_and_gives_up_with_the_
     with fetch.destination_lock(dest, "shared.bin"):  # the holder has ended: the lock is free, the note replaced
         assert locks.read_owner(fetch.lock_path(dest))["pid"] == os.getpid()
     assert not locks.owner_path(fetch.lock_path(dest)).exists()
+
+
+def test_a_hub_download_waiting_for_another_process_says_so(capsys):
+    """The Hub client (image archives) waits for a blob's lock with a note logged at INFO every 10 s, never shown:
+    while vlbench downloads through it, each note is a line naming what is downloaded and the lock file."""
+    import logging
+
+    from vlbench.util.locks import hub_lock_words
+
+    log = logging.getLogger("huggingface_hub.utils._fixes")
+    level, propagate = log.level, log.propagate
+    with hub_lock_words("the flickr30k images"):
+        log.info("Still waiting to acquire lock on /hf/.locks/x/abc.lock (elapsed: 10.0 seconds)")
+    log.info("Still waiting to acquire lock on /hf/.locks/x/abc.lock (elapsed: 20.0 seconds)")  # after: not said
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["still waiting (10.0 seconds) for another process that is downloading the flickr30k images through "
+                   "the Hub client (lock /hf/.locks/x/abc.lock); if that process is stopped or hung, resume or end it"]
+    assert (log.level, log.propagate) == (level, propagate)

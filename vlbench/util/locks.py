@@ -21,6 +21,7 @@ import os
 import socket
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import DataError
@@ -165,3 +166,34 @@ def _size(path: Path | None) -> int | None:
         return path.lstat().st_size
     except OSError:
         return None
+
+
+@contextmanager
+def hub_lock_words(what: str, say=None):
+    """While huggingface_hub downloads ``what``: its "still waiting to acquire lock" notes (logged at INFO every 10
+    s when another process holds the blob's lock, so never shown) printed as a line each, with the lock file, so a
+    Hub download that waits for a stopped or hung process says so. The Hub client's own wait has no bound."""
+    import logging
+
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    log = logging.getLogger("huggingface_hub.utils._fixes")
+
+    class _Say(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            text = record.getMessage()
+            if text.startswith("Still waiting to acquire lock on "):
+                lock = text.removeprefix("Still waiting to acquire lock on ").split(" (elapsed")[0]
+                elapsed = text.rpartition("(elapsed: ")[2].rstrip(")")
+                say(f"still waiting ({elapsed}) for another process that is downloading {what} through the Hub "
+                    f"client (lock {lock}); if that process is stopped or hung, resume or end it")
+
+    handler, before = _Say(logging.INFO), (log.level, log.propagate)
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False  # the note once, as this line, not again through the Hub client's own handler
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(before[0])
+        log.propagate = before[1]
