@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from . import __version__, registry, stores
+from . import __version__, lang, registry, stores
 from .config import expand_config
 from .datasets.builtin import download_dataset
 from .errors import OptionError, PluginInterrupt, VlbenchError
@@ -370,7 +370,7 @@ def main(argv=None) -> int:
     # a run starts: _cmd_run)
     args.process_start, args.as_program = entered, as_program
     if as_program:  # NLTK without the SciPy / scikit-learn helpers vlbench never calls (seconds): lang.py
-        importlib.import_module(".lang", __package__).LEAN_NLTK = True  # light: imports nothing heavy until asked
+        lang.LEAN_NLTK = True
     try:
         return int(func(args) or 0)
     except VlbenchError as exc:

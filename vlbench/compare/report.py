@@ -69,7 +69,8 @@ def to_markdown(rec: dict) -> str:
              (f" ({rec['family']})" if rec.get("family") else "") +
              f"; separable = the test's p adjusted over the family < {rec['alpha']} (the CI is each comparison's "
              f"own, unadjusted: it can exclude 0 while the row is not separable, said on the row). "
-             f"robustness = per query (A_cond - A_clean) - (B_cond - B_clean); a family's row averages that over its conditions per query. See docs/compare.md."]
+             f"robustness = per query (A_cond - A_clean) - (B_cond - B_clean); a family's row averages that over its "
+             f"conditions per query. See docs/compare.md."]
     if rec.get("conditions") not in (None, "all"):
         lines.append("Per-condition detail: --conditions all (or condition names); fewer rows, a smaller family.")
     lines += [f"Note: {n}" for n in rec["notes"]]

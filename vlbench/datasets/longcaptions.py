@@ -289,9 +289,10 @@ def check_source(path: Path, src: SourceFile, s: LongCaptionSet) -> dict:
         except LocalWriteError as exc:  # a read-only (shared) data folder: the pin's lock cannot be made
             why = os.strerror(exc.errno) if exc.errno else "locking failed"
             raise DataError(f"{s.name}: {path} is not pinned yet (no {pin_file.name} beside it) and its folder cannot "
-                            f"be written ({why}), so vlbench cannot pin its checksum on first use", f"run vlbench once with write access to {path.parent} (it writes "
-                            f"{pin_file.name} and {lock_path(path).name} there), or copy the folder somewhere "
-                            "writable and pass that as --data-dir") from None
+                            f"be written ({why}), so vlbench cannot pin its checksum on first use",
+                            f"run vlbench once with write access to {path.parent} (it writes {pin_file.name} and "
+                            f"{lock_path(path).name} there), or copy the folder somewhere writable and pass that as "
+                            "--data-dir") from None
     else:
         digest = sha256_file(path)
     if digest != pinned:
