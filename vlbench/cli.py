@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from . import __version__, registry, stores
+from . import __version__, lang, registry, stores
 from .config import expand_config
 from .datasets.builtin import download_dataset
 from .errors import OptionError, PluginInterrupt, VlbenchError
@@ -71,8 +71,9 @@ def _cmd_run(args) -> int:
     from .pipeline import timing  # lazy: vlbench --help imports this module; keep it light
     from .pipeline.runner import run  # lazy: as above
 
-    if getattr(args, "process_start", None) is not None:  # the program: the run's clock starts with the process
-        timing.note_process_start(timing.process_started() or args.process_start)
+    if getattr(args, "process_start", None) is not None:  # the run's clock starts with the command: the process's
+        # start for the program, main()'s entry when main(argv) is called in a Python process
+        timing.note_process_start((timing.process_started() if args.as_program else None) or args.process_start)
     cfg = config_from_args(args)
     res = run(cfg)
     if res is None:  # a non-zero rank of a torchrun launch: rank 0 reports
@@ -355,7 +356,9 @@ def _cli_text(exc: VlbenchError) -> str:
 
 def main(argv=None) -> int:
     """The command line; ``argv`` None: called as the program (the console script, ``python -m vlbench``), so a
-    run's clock starts with the process (its interpreter start-up and imports are the run's ``startup`` stage)."""
+    run's clock starts with the process (its interpreter start-up and imports are the run's ``startup`` stage);
+    ``main(argv)`` from Python: the clock starts at this call (reading the options and importing the pipeline are
+    ``startup``)."""
     entered = time.perf_counter()
     as_program = argv is None
     parser = build_parser()
@@ -371,8 +374,11 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     func = funcs.get(args.command) or args._func
-    if as_program:
-        args.process_start = entered  # the kernel's record of the start is read when a run starts (_cmd_run)
+    # the command's start: main()'s entry, or for the program the kernel's record of the process's start (read when
+    # a run starts: _cmd_run)
+    args.process_start, args.as_program = entered, as_program
+    if as_program:  # NLTK without the SciPy / scikit-learn helpers vlbench never calls (seconds): lang.py
+        lang.LEAN_NLTK = True
     try:
         return int(func(args) or 0)
     except VlbenchError as exc:

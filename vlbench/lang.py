@@ -117,9 +117,35 @@ def _assemble_from_debian(target: Path) -> bool:
     return True
 
 
+#: import NLTK without its optional SciPy and scikit-learn (set by the command line, vlbench.cli.main run as the
+#: program): NLTK's package import pulls in scipy.stats and sklearn for helpers vlbench never calls (Fisher's exact
+#: test of collocations, the scikit-learn classifier wrapper), which was about 2 of the 3 s of ``import nltk`` on an
+#: idle machine and 5 of 6 s under load (most of the WordNet cost of ``vlbench perturb --text``). NLTK guards those
+#: imports (ImportError: a stub), so only those helpers are missing; a Python session keeps the full NLTK.
+LEAN_NLTK = False
+
+
+def import_nltk():
+    """The ``nltk`` package, imported once; under :data:`LEAN_NLTK` with SciPy and scikit-learn hidden during that
+    import alone (they import as usual afterwards, for anything else that needs them)."""
+    if LEAN_NLTK and "nltk" not in sys.modules:
+        hidden = [m for m in ("scipy", "sklearn") if m not in sys.modules]
+        for m in hidden:
+            sys.modules[m] = None  # type: ignore[assignment]  # makes "import scipy" raise ImportError
+        try:
+            import nltk
+        finally:
+            for m in hidden:
+                if sys.modules.get(m, 0) is None:
+                    del sys.modules[m]
+    import nltk
+
+    return nltk
+
+
 def ensure_wordnet() -> str:
     """Make ``nltk.corpus.wordnet`` loadable; returns where it comes from."""
-    import nltk
+    nltk = import_nltk()
 
     try:
         nltk.data.find("corpora/wordnet")

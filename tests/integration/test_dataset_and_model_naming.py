@@ -65,3 +65,25 @@ def test_unusable_names_are_refused(counting_plugin, two_manifests, tmp_path, ba
         _run(two_manifests[0], tmp_path / "r", dataset_name=bad)
     assert err.value.option == "dataset_name"
     assert not (tmp_path / "r" / "results.json").exists()
+
+
+def test_a_local_folder_that_shadows_a_hub_id_is_said_even_under_quiet(tiny_models, tmp_path, monkeypatch, capsys):
+    """Issue 44: ./openai/clip-vit-base-patch32 in the working directory was loaded for clip:openai/clip-vit-base-
+    patch32 without a word. The run says where the weights came from (the local folder, by content hash, not the
+    Hub's), under --quiet too, and its identity records the folder's content hash (which `vlbench check` compares)."""
+    import shutil
+
+    from support.data import write_manifest
+
+    from vlbench.cli import main
+
+    shutil.copytree(tiny_models("clip"), tmp_path / "work" / "openai" / "clip-vit-base-patch32")
+    man = write_manifest(tmp_path / "d", 4)
+    monkeypatch.chdir(tmp_path / "work")
+    assert main(["run", "--model", "clip:openai/clip-vit-base-patch32", "--dataset", f"custom:{man}", "--quiet",
+                 "--num-workers", "0", "--validity", "off", "--out", str(tmp_path / "run"),
+                 "--cache-dir", str(tmp_path / "cache")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: model weights: the local folder" in err and "not the Hub's openai/clip-vit-base-patch32" in err
+    ident = json.loads((tmp_path / "run" / "results.json").read_text())["model"]["identity"]
+    assert ident["local"]["content_sha256"][:16] in err

@@ -296,6 +296,39 @@ def test_sigkill_mid_encoding_then_resume(plugin_env, tmp_path):
     assert a["results"] == b["results"]
 
 
+@pytest.mark.slow
+def test_sigkill_while_encoding_captions_keeps_every_finished_text_batch(plugin_env, tmp_path):
+    """Issue 44: a run killed while encoding captions kept none of them (the resume found 300/300 images in the
+    cache and 0 of 1,499 captions). Every text batch the model finished must be in the cache after a SIGKILL,
+    and the resume encodes only the batch in flight and those never started (counted by the plug-in)."""
+    names = write_images(tmp_path / "d", 4)
+    rows = [json.loads(x) for x in (ROOT / "tests" / "fixtures" / "flickr30k_excerpt.jsonl").read_text().splitlines()]
+    man = tmp_path / "d" / "m.jsonl"
+    man.write_text("\n".join(json.dumps({"image": n, "captions": rows[i]["captions"]}) for i, n in enumerate(names)))
+    cache, counts = tmp_path / "cache", tmp_path / "counts.jsonl"
+    env = dict(plugin_env, VLBENCH_CACHE_DIR=str(cache), VLBENCH_COUNT_FILE=str(counts))
+    cmd = [sys.executable, "-m", "vlbench", "run", "--model", "counting:slow=1.5", "--dataset", f"custom:{man}",
+           "--batch-size", "4", "--text-batch-size", "3", "--num-workers", "0", "--quiet",
+           "--out", str(tmp_path / "run")]
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 180
+    while _count_lines(counts, "texts") < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    started = _count_lines(counts, "texts")  # the last one started is in flight (the plug-in sleeps 1.5 s in it)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert _cached_vectors(cache, "image") == 4
+    kept = _cached_vectors(cache, "text")
+    assert kept >= 3 * (started - 1) and kept % 3 == 0, (started, kept)  # every finished batch, whole batches
+    before = read_counts(counts)
+    ok = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    after = read_counts(counts)
+    assert after["images"] == before["images"]  # 4/4 images from the cache
+    distinct = json.loads((tmp_path / "run" / "results.json").read_text())["encoding"]["texts_distinct"]
+    assert after["texts"] - before["texts"] == distinct - kept  # only what was not finished is encoded again
+
 # ------------------------------------------------------------------------------------------- fuzz
 
 def test_fuzz_random_bytes_and_unicode_never_crash_unhandled(counting_plugin, tmp_path):

@@ -103,3 +103,71 @@ def test_two_processes_pinning_a_caption_file_on_first_use_pin_the_right_digest(
     pin = tmp_path / "data" / "docci" / "docci_descriptions.jsonlines.sha256"
     assert pin.read_text().strip() == digest and not pin.is_symlink()
     assert len(mirror.full_gets("docci_descriptions")) == 1
+
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from vlbench.util import fetch
+dest, ready = sys.argv[1:3]
+with fetch.destination_lock(dest, "the test's file"):
+    Path(ready).touch()
+    time.sleep(600)
+"""
+
+
+def test_a_download_whose_lock_holder_is_stopped_says_who_and_gives_up_with_the_lock_path(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """Issue 44: a download whose lock holder was stopped (SIGSTOP) waited silently and without end. The waiter
+    names the holder (its pid, STOPPED), keeps saying it waits, and gives up after VLBENCH_LOCK_TIMEOUT seconds
+    without progress with an error naming the lock file and the fix."""
+    import os
+    import signal
+
+    from vlbench.util import fetch, locks
+
+    dest, ready = tmp_path / "data" / "shared.bin", tmp_path / "ready"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(dest), str(ready)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(ready.exists, 60), "the holder did not take the lock"
+        os.kill(holder.pid, signal.SIGSTOP)
+        monkeypatch.setenv("VLBENCH_LOCK_TIMEOUT", "2.5")
+        monkeypatch.setattr(locks, "NOTICE_S", 0.5)
+        t0 = time.monotonic()
+        with pytest.raises(locks.LockWaitError) as err:
+            with fetch.destination_lock(dest, "shared.bin"):
+                pytest.fail("the lock of a stopped holder was taken")
+        waited = time.monotonic() - t0
+        said = capsys.readouterr().err.splitlines()
+    finally:
+        os.kill(holder.pid, signal.SIGCONT)
+        holder.kill()
+        holder.wait()
+    assert 2.5 <= waited < 30
+    assert said[0].startswith("waiting for another process that is fetching shared.bin: ")
+    assert f"process {holder.pid} on this machine" in said[0] and "STOPPED" in said[0]
+    assert str(fetch.lock_path(dest)) in said[0]
+    assert sum(line.startswith("still waiting") for line in said) >= 2  # it kept saying so
+    assert str(fetch.lock_path(dest)) in err.value.message and "no progress" in err.value.message
+    assert f"kill -CONT {holder.pid}" in err.value.hint and "VLBENCH_LOCK_TIMEOUT" in err.value.hint
+    with fetch.destination_lock(dest, "shared.bin"):  # the holder has ended: the lock is free, the note replaced
+        assert locks.read_owner(fetch.lock_path(dest))["pid"] == os.getpid()
+    assert not locks.owner_path(fetch.lock_path(dest)).exists()
+
+
+def test_a_hub_download_waiting_for_another_process_says_so(capsys):
+    """The Hub client (image archives) waits for a blob's lock with a note logged at INFO every 10 s, never shown:
+    while vlbench downloads through it, each note is a line naming what is downloaded and the lock file."""
+    import logging
+
+    from vlbench.util.locks import hub_lock_words
+
+    log = logging.getLogger("huggingface_hub.utils._fixes")
+    level, propagate = log.level, log.propagate
+    with hub_lock_words("the flickr30k images"):
+        log.info("Still waiting to acquire lock on /hf/.locks/x/abc.lock (elapsed: 10.0 seconds)")
+    log.info("Still waiting to acquire lock on /hf/.locks/x/abc.lock (elapsed: 20.0 seconds)")  # after: not said
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["still waiting (10.0 seconds) for another process that is downloading the flickr30k images through "
+                   "the Hub client (lock /hf/.locks/x/abc.lock); if that process is stopped or hung, resume or end it"]
+    assert (log.level, log.propagate) == (level, propagate)

@@ -29,6 +29,24 @@ def _p(x) -> str:
     return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
 
 
+def separable_cell(row: dict, alpha: float) -> str:
+    """The "separable" cell, with a word when it seems to disagree with the interval beside it: separable is the
+    test's p-value adjusted over the whole family of comparisons (< alpha), the interval is one comparison's
+    paired bootstrap, unadjusted, so an interval that excludes 0 can sit beside "no" (and, with another test, one
+    that includes 0 beside "yes"). Issue 44: "no" beside an interval above 0 had no word on the line."""
+    lo, hi = row.get("ci_low"), row.get("ci_high")
+    if lo is None or hi is None or any(isinstance(x, float) and math.isnan(x) for x in (lo, hi)):
+        return "yes" if row["separable"] else "no"
+    excludes_zero = lo > 0 or hi < 0
+    adj = row.get("p_adj")
+    if not row["separable"] and excludes_zero:
+        return (f"no: the CI is this comparison's alone; p adjusted over the family is {_p(adj)} >= {alpha:g}"
+                if adj is not None else "no: the CI is this comparison's alone; no adjusted p")
+    if row["separable"] and not excludes_zero:
+        return f"yes: p adjusted over the family {_p(adj)} < {alpha:g}; the CI (bootstrap, unadjusted) touches 0"
+    return "yes" if row["separable"] else "no"
+
+
 def to_markdown(rec: dict) -> str:
     runs = {r["run_id"]: md_escape(r.get("label") or r["model"]) for r in rec["runs"]}
     level = f"{100 * (1 - rec['alpha']):g}%"  # the interval's level is 1 - alpha, as its p-values' threshold
@@ -39,7 +57,7 @@ def to_markdown(rec: dict) -> str:
         rows.append([runs[r["run_a"]], runs[r["run_b"]], cond, r["direction"], r["kind"],
                      str(r["n_queries"]), _num(r["a"]), _num(r["b"]), _num(r["diff"]),
                      f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]", _p(r["p"]), _p(r["p_adj"]),
-                     "yes" if r["separable"] else "no"])
+                     separable_cell(r, rec["alpha"])])
     test = {"randomization": "paired sign-flip randomization test (two-sided; exact where marked in the JSON, "
                              "else Monte Carlo with the +1 correction)",
             "bootstrap": "paired bootstrap test (two-sided)", "ttest": "paired two-tailed t-test"}[rec["test"]]
@@ -49,8 +67,10 @@ def to_markdown(rec: dict) -> str:
              f"Test: {test}; {rec['n_resamples']} resamples, seed {rec['seed']}; {level} CI: paired percentile "
              f"bootstrap. Correction: {rec['correction']} over the family of {rec['family_size']} comparisons" +
              (f" ({rec['family']})" if rec.get("family") else "") +
-             f"; separable = adjusted p < {rec['alpha']}. robustness = per query (A_cond - A_clean) - "
-             f"(B_cond - B_clean); a family's row averages that over its conditions per query. See docs/compare.md."]
+             f"; separable = the test's p adjusted over the family < {rec['alpha']} (the CI is each comparison's "
+             f"own, unadjusted: it can exclude 0 while the row is not separable, said on the row). "
+             f"robustness = per query (A_cond - A_clean) - (B_cond - B_clean); a family's row averages that over its "
+             f"conditions per query. See docs/compare.md."]
     if rec.get("conditions") not in (None, "all"):
         lines.append("Per-condition detail: --conditions all (or condition names); fewer rows, a smaller family.")
     lines += [f"Note: {n}" for n in rec["notes"]]

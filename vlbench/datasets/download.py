@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlsplit
 from ..errors import DataError
 from ..util.fetch import DownloadError, fetch_bytes, hub_blob_problem, hub_cache_dir, hub_endpoint
 from ..util.io import atomic_write_bytes, sha256_bytes, sha256_file
+from ..util.locks import hub_lock_words
 from ..util.paths import offline
 from .specs import BUILTIN, IMAGE_SOURCES
 
@@ -130,8 +131,9 @@ def _hub_download(url: str, what: str, fix: str) -> Path:
     )
 
     try:
-        return Path(hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision,
-                                    endpoint=hub_endpoint(), cache_dir=hub_cache_dir()))
+        with hub_lock_words(what):  # a wait for another process's download of the same blob, said (util/locks.py)
+            return Path(hf_hub_download(repo_id, filename, repo_type=repo_type, revision=revision,
+                                        endpoint=hub_endpoint(), cache_dir=hub_cache_dir()))
     except LocalEntryNotFoundError as exc:  # the Hub did not answer usably and the cache has no copy: say why
         cause = exc.__cause__ or exc.__context__
         reason = _first_line(cause) if cause is not None else _first_line(exc)

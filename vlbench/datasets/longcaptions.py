@@ -40,7 +40,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import DataError
 from ..registry import datasets as DATASETS
-from ..util.fetch import destination_lock, download, looks_like_html
+from ..util.fetch import LocalWriteError, destination_lock, download, lock_path, looks_like_html
 from ..util.io import atomic_write_text, read_regular_file, sha256_file
 from ..util.paths import default_data_dir, offline
 from ..util.sentences import split_sentences
@@ -279,12 +279,20 @@ def check_source(path: Path, src: SourceFile, s: LongCaptionSet) -> dict:
         how = "pinned on first use"
         pinned = _read_pin(pin_file, s)
     if pinned is None:  # the first use: pin under the lock (another process may be pinning it right now)
-        with destination_lock(path, f"{s.name} captions"):
-            pinned = _read_pin(pin_file, s)
-            digest = sha256_file(path)
-            if pinned is None:
-                _pin(path, pin_file, digest, s, where)
-                pinned = digest
+        try:
+            with destination_lock(path, f"{s.name} captions"):
+                pinned = _read_pin(pin_file, s)
+                digest = sha256_file(path)
+                if pinned is None:
+                    _pin(path, pin_file, digest, s, where)
+                    pinned = digest
+        except LocalWriteError as exc:  # a read-only (shared) data folder: the pin's lock cannot be made
+            why = os.strerror(exc.errno) if exc.errno else "locking failed"
+            raise DataError(f"{s.name}: {path} is not pinned yet (no {pin_file.name} beside it) and its folder cannot "
+                            f"be written ({why}), so vlbench cannot pin its checksum on first use",
+                            f"run vlbench once with write access to {path.parent} (it writes {pin_file.name} and "
+                            f"{lock_path(path).name} there), or copy the folder somewhere writable and pass that as "
+                            "--data-dir") from None
     else:
         digest = sha256_file(path)
     if digest != pinned:

@@ -3,9 +3,12 @@
 * Images are decoded and preprocessed in DataLoader worker processes while the model runs.
 * Texts are de-duplicated on what the model actually sees (token ids after truncation) and
   batched by token length, so padding is small.
-* Each finished batch is written to the embedding cache at once: a killed run loses at most the
-  batches in flight (two: batch i is read back once batch i + 1 is queued on the device, so a GPU never waits
-  for the host between batches), and the next run with the same arguments picks up the rest.
+* Each finished batch is written to the embedding cache at once, texts as images: a killed run (SIGKILL
+  included) loses only the batch it was computing, and the next run with the same arguments picks up the rest.
+  An adapter whose outputs are already on the host (NumPy, CPU tensors: the forward has run) has its batch
+  written before the next batch starts; outputs still on an asynchronous device (CUDA, MPS) are read back once
+  the next batch is queued, so a GPU never waits for the host between batches (then the batch just queued
+  is in flight too).
 * A batch that runs out of memory is split in halves, down to single items; later batches use the
   reduced size. Every reduction is recorded.
 * Vectors are L2-normalized here (in float64, stored as float32), for every adapter alike.
@@ -103,30 +106,60 @@ def _is_oom(exc: BaseException) -> bool:
     return "OutOfMemory" in type(exc).__name__ or "out of memory" in str(exc).lower()
 
 
-def _normalize(x) -> np.ndarray:
+def _normalize(x, source: str = "the model") -> np.ndarray:
+    """L2-normalised float32 vectors of one batch's output; ``source`` names the adapter's method in errors
+    (``counting.encode_texts``)."""
     if hasattr(x, "detach"):
         x = x.detach().float().cpu().numpy()
-    x = np.asarray(x, dtype=np.float32)
+    x = _as_floats(x, source)
     if x.ndim != 2:
-        raise ModelError(f"the model returned embeddings of shape {x.shape}, expected (batch, dim)",
+        raise ModelError(f"{source} returned embeddings of shape {x.shape}, expected (batch, dim)",
                          "the adapter must return one vector per input")
     if not np.isfinite(x).all():
         bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
-        raise ModelError(f"the model returned NaN or infinite embeddings (item {bad} of a batch)",
+        raise ModelError(f"{source} returned NaN or infinite embeddings (item {bad} of a batch)",
                          "check the checkpoint and precision (fp16 overflow?); try --precision fp32")
     x64 = x.astype(np.float64)  # tiny-magnitude vectors must not underflow to a zero norm
     norms = np.linalg.norm(x64, axis=1, keepdims=True)
     if (norms == 0).any():
-        raise ModelError("the model returned an all-zero embedding, which has no direction", "check the checkpoint")
+        raise ModelError(f"{source} returned an all-zero embedding, which has no direction", "check the checkpoint")
     return (x64 / norms).astype(np.float32)
+
+
+def _as_floats(x, source: str) -> np.ndarray:
+    """``x`` as a float32 array, or a ModelError naming the adapter's method and what it returned instead
+    (strings, None, objects, ragged lists) rather than NumPy's own error from deep inside the run."""
+    what = type(x).__name__
+    if isinstance(x, (str, bytes)) or x is None:
+        raise ModelError(f"{source} returned {what} {str(x)[:40]!r}, not an array of embeddings",
+                         "return a (batch, dim) float array: a NumPy array or a torch tensor, one row per input")
+    try:
+        arr = np.asarray(x)
+    except ValueError as exc:  # ragged lists of rows
+        raise ModelError(f"{source} returned a {what} that is not a rectangular array ({exc})",
+                         "return a (batch, dim) float array: one row of the same length per input") from None
+    if arr.dtype.kind not in "fiub":
+        kind = {"U": "str", "S": "bytes", "O": "object"}.get(arr.dtype.kind, str(arr.dtype))
+        sample = arr.reshape(-1)[:1].tolist()
+        raise ModelError(f"{source} returned a {what} of {kind} values (first: {str(sample[0])[:40]!r}), not numbers"
+                         if sample else f"{source} returned a {what} of {kind} values, not numbers",
+                         "return a (batch, dim) float array: a NumPy array or a torch tensor, one row per input")
+    return arr.astype(np.float32, copy=False)
 
 
 class _Encoder:
     """Runs ``encode`` on a batch, splitting it on out-of-memory errors (down to single items)."""
 
-    def __init__(self, encode, slicer, what: str, stats: EncodeStats, timer: str):
+    def __init__(self, encode, slicer, what: str, stats: EncodeStats, timer: str, adapter=None):
         self.encode, self.slicer, self.what, self.stats, self.timer = encode, slicer, what, stats, timer
+        self.adapter = adapter  # named in errors about what its encode method returned
         self.limit: int | None = None
+
+    @property
+    def source(self) -> str:
+        if self.adapter is None:
+            return "the model"
+        return _method(self.adapter, getattr(self.encode, "__name__", f"encode_{self.what}"))
 
     def __call__(self, batch, n: int) -> np.ndarray:
         return self.finish(self.start(batch, n))
@@ -161,12 +194,22 @@ class _Encoder:
         t0 = time.perf_counter()
         vecs = []
         for out, expected in outs:
-            vecs.append(_normalize(out))
+            vecs.append(_normalize(out, self.source))
             if len(vecs[-1]) != expected:
-                raise ModelError(f"the model returned {len(vecs[-1])} {self.what} embeddings for a batch of "
+                raise ModelError(f"{self.source} returned {len(vecs[-1])} {self.what} embeddings for a batch of "
                                  f"{expected}", "the adapter must return exactly one vector per input")
         self._add_time(time.perf_counter() - t0)
         return np.concatenate(vecs) if len(vecs) > 1 else vecs[0]
+
+    @staticmethod
+    def on_host(outs: list) -> bool:
+        """Whether :meth:`start`'s outputs are already on the host (NumPy, lists, CPU tensors): the forward has
+        run and reading them waits for nothing, so the batch is written at once instead of after the next."""
+        for out, _ in outs:
+            dev = getattr(out, "device", None)
+            if dev is not None and str(getattr(dev, "type", dev)) != "cpu":
+                return False
+        return True
 
     def _add_time(self, seconds: float) -> None:
         setattr(self.stats, self.timer, getattr(self.stats, self.timer) + seconds)
@@ -194,8 +237,9 @@ def _from_cache(cache: EmbeddingCache | None, modality: str, keys: list[str], ve
 
 def _encode_batches(pairs, enc: _Encoder, modality: str, cache, vec_of: dict, encoded: set, stats: EncodeStats,
                     bar) -> None:
-    """Encode (keys, model inputs) batches; each finished batch goes to the cache at once. Batch i is read back
-    from the device only after batch i + 1 was queued, so the device never waits for the host between batches."""
+    """Encode (keys, model inputs) batches; each finished batch goes to the cache at once. A batch computed on the
+    host is cached before the next starts; one queued on an asynchronous device is read back only after batch
+    i + 1 was queued, so the device never waits for the host between batches."""
 
     def keep(b_keys, started):
         vecs = enc.finish(started)
@@ -212,7 +256,11 @@ def _encode_batches(pairs, enc: _Encoder, modality: str, cache, vec_of: dict, en
             started = (b_keys, enc.start(batch, len(b_keys)))
             if held is not None:
                 keep(*held)
-            held = started
+                held = None
+            if enc.on_host(started[1]):  # computed already (CPU): cached now, so a crash from here keeps it
+                keep(*started)
+            else:  # queued on an asynchronous device: read back after the next batch is queued
+                held = started
     except BaseException:  # the next batch failed (a bad image, Ctrl-C): the finished one is still kept
         if held is not None:
             with contextlib.suppress(Exception):
@@ -220,6 +268,12 @@ def _encode_batches(pairs, enc: _Encoder, modality: str, cache, vec_of: dict, en
         raise
     if held is not None:
         keep(*held)
+
+
+def _method(adapter, method: str) -> str:
+    """``name.method`` of an adapter (the model plug-in as the user named it), for errors about its output."""
+    name = getattr(adapter, "spec", None) or getattr(adapter, "name", None) or type(adapter).__name__
+    return f"model adapter {name!r} ({type(getattr(adapter, '_real', None) or adapter).__name__}.{method})"
 
 
 def _slice(batch, a, b):
@@ -263,7 +317,7 @@ def encode_images(adapter, paths: list, *, batch_size: int = 64, num_workers: in
             loader = image_batches(adapter, jobs, [len(b) for b in mine], _ImageSet([first_path[k] for k in flat],
                                    adapter.preprocess), num_workers=num_workers, cache=cache, stats=stats)
             pairs = _raise_failed(zip(mine, loader))
-        enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
+        enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds", adapter)
         with tqdm(total=cached + len(flat), initial=cached, desc="images", unit="img", disable=not progress,
                   leave=False) as bar:
             _encode_batches(pairs, enc, "image", cache, vec_of, encoded, stats, bar)
@@ -298,7 +352,7 @@ def encode_texts(adapter, texts: list[str], *, batch_size: int = 256, cache: Emb
         order = [todo[j] for j in np.argsort(-lengths, kind="stable")]  # longest first: OOM shows up early
         batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
         mine = [b for i, b in enumerate(batches) if shard.mine(i)]
-        enc = _Encoder(adapter.encode_texts, _slice, "texts", stats, "text_forward_seconds")
+        enc = _Encoder(adapter.encode_texts, _slice, "texts", stats, "text_forward_seconds", adapter)
         with tqdm(total=cached + sum(map(len, mine)), initial=cached, desc="texts", unit="txt",
                   disable=not progress, leave=False) as bar:
             _encode_batches(((b, [texts[first[k]] for k in b]) for b in mine), enc, "text", cache, vec_of,

@@ -149,7 +149,7 @@ def encode_variant_images(adapter, paths: list, variants: list[Variant], *, batc
         here = {k for k in todo if getattr(first_job[k][3], "on_device", False)}  # --pixels device: on the device
         routes = [r for r in ((_device_pairs, [k for k in todo if k in here]),
                               (_worker_pairs, [k for k in todo if k not in here])) if r[1]]
-        enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds")
+        enc = _Encoder(adapter.encode_images, _slice, "images", stats, "image_forward_seconds", adapter)
         with tqdm(total=len(todo), desc="image conditions", unit="img", disable=not progress, leave=False) as bar:
             for route, keys in routes:
                 batches = [keys[i:i + batch_size] for i in range(0, len(keys), batch_size)]

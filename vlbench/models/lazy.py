@@ -117,8 +117,11 @@ class LazyModel(ModelAdapter):
         return self._real
 
     @property
-    def device(self):  # type: ignore[override]  # read-only here: the loaded model's device (or the requested one)
-        return self._real.device if self._real is not None else (self._kw.get("device") or "not loaded")
+    def device(self):  # type: ignore[override]  # read-only here
+        """The loaded model's device; a model not loaded (a warm run: every vector from the cache): the device it
+        would be loaded on, resolved as loading resolves it (--device, else CUDA, MPS or the CPU), which is where
+        the warm run computes its similarities, so results.json records the device the run ran on."""
+        return self._real.device if self._real is not None else self.scoring_device()
 
     def scoring_device(self) -> str:
         """The device the loaded model runs (or would run) on, without loading it: a warm run that loads no

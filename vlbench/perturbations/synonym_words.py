@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from functools import cache, lru_cache
 
-from ..lang import wordnet
+from ..lang import import_nltk, wordnet
 
 PLURAL_TAGS = frozenset({"NNS", "NNPS"})
 
@@ -65,6 +65,7 @@ def skip_identity_map() -> None:
     identity and NLTK's own value for "no map" (None) means the same. This wraps ``map_wn`` to return None in
     exactly that case; any other version is mapped as before. Idempotent; a no-op where NLTK has no map_wn."""
     try:
+        import_nltk()  # the lean import where the command line asked for it (lang.LEAN_NLTK)
         from nltk.corpus.reader.wordnet import WordNetCorpusReader
     except ImportError:  # pragma: no cover
         return

@@ -246,13 +246,24 @@ def choose_hub_mode(log=None) -> bool:
     return True
 
 
+def _plain_error(cls: type) -> type:
+    """``cls`` or its nearest base that is built from (message, hint) as VlbenchError is: a problem kept as its
+    class is raised again from its message and fix, and an error with its own constructor (LocalWriteError(path,
+    exc), DownloadError(url, reason, hint), OptionError(option, ...)) would fail to build (issue 44: a read-only data
+    folder gave "AttributeError: 'str' object has no attribute 'name'" instead of its message)."""
+    for k in cls.__mro__:
+        if issubclass(k, VlbenchError) and k.__init__ is VlbenchError.__init__:
+            return k
+    return VlbenchError
+
+
 def report(problems: list[Problem]) -> None:
     """One problem: its own error (DataError, ModelError, ...); several: a PreflightError listing all."""
     if not problems:
         return
     if len(problems) == 1:
         p = problems[0]
-        raise p.error(p.what if p.error is DataError else f"{p.item}: {p.what}", p.fix)
+        raise _plain_error(p.error)(p.what if issubclass(p.error, DataError) else f"{p.item}: {p.what}", p.fix)
     lines = [f"  - {p.item}: {p.what}\n      fix: {p.fix}" for p in problems]
     raise PreflightError(f"this run cannot start: {len(problems)} thing(s) it needs are missing\n" + "\n".join(lines),
                          "fix each item above, then run the same command again")

@@ -150,7 +150,6 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}
     dataset = ds.describe()
-    run_fields = _run_fields(cfg, enc)  # the clock's report: wall_time_s is its wall time (startup included)
     rec = RunRecord(
         run_id=enc.run_id, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
         metric_version=compute.METRIC_VERSION, vlbench_version=__version__,
@@ -158,7 +157,7 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
         dataset=DatasetInfo(dataset["name"], dataset["hash"], dataset),
         conditions=conditions, settings=_settings(cfg, plan, enc), values=values, deltas=deltas, intervals=boots,
         model_input_analysis=_mia(cfg.mia_score, plan, evals), environment=library_versions(),
-        other={"wall_time_s": round(run_fields["timings"]["wall_seconds"], 3), **run_fields,
+        other={"wall_time_s": None, "timings": None, "hardware": None,  # the clock's report, taken last (below)
                "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,
@@ -168,9 +167,14 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
     # mCE, shortcut sources: read from the record, placed in a new record (the first is never changed)
     rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec),
                                           FILES: file_manifest(out)})  # what the run's files hash to
+    budgets.write_curve(out, rec.to_json())  # budget_curve.csv/.png (--token-budget; not among the hashed files)
+    # the clock's report, the last thing before results.json is serialised and written: wall_time_s counts from the
+    # command's start to here (startup included); only that serialising and writing (milliseconds) comes after it
+    run_fields = _run_fields(cfg, enc)
+    rec = dataclasses.replace(rec, other={**rec.other, "wall_time_s": round(run_fields["timings"]["wall_seconds"], 3),
+                                          **run_fields})
     results = rec.to_json()
     _write_results(out, results, rec)
-    timing.timed("writing", lambda: budgets.write_curve(out, results))  # budget_curve.csv/.png (--token-budget)
     _log(cfg, f"wrote {results_path(out)}")
     return RunResult(out, results, evals, rec)
 

@@ -42,6 +42,7 @@ from ..granularity import budgets
 from ..metrics.graded import graded_relevance
 from ..metrics.sharded import TorchGroup
 from ..metrics.stats import model_input_analysis
+from ..models.identity import shadows_hub_id, weights_source
 from ..perturbations.cache import perturbed_captions
 from ..perturbations.guard import shared_cache
 from ..results import (
@@ -232,6 +233,18 @@ class Encoded:
     plan: Any = None  # the plan as encoded: the one given, with its budget conditions added (budgets.py)
 
 
+def _say_weights(cfg: RunConfig, model) -> None:
+    """One line saying where the model's weights came from (models/identity.py: the Hub at a commit, a library's
+    download, a local folder by content hash); a local folder that shadows a hub-shaped name (./ORG/NAME in the
+    working directory for ORG/NAME) is said even under --quiet, as a warning."""
+    ident = model.identity() if callable(getattr(model, "identity", None)) else {}
+    kind, words = weights_source(ident if isinstance(ident, dict) else {}, cfg.model_opts.model)
+    if kind == "local" and shadows_hub_id(cfg.model_opts.model, str(ident.get("checkpoint") or "")):
+        print(f"vlbench: warning: model weights: {words}", file=sys.stderr, flush=True)
+    else:
+        _log(cfg, f"model weights: {words}")
+
+
 def _load_model(m, o, images: list | None = None):
     """The run's encoding session (the lazy model, its embedding cache, the encode statistics) from the
     model and output option groups; ``images``: checked before a model that must be loaded at once."""
@@ -258,6 +271,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Enco
         _log(cfg, "loading torch and the model's library (a few seconds on first use)")
         importlib.import_module("torch")
     session = session or _load_model(m, cfg.output_opts, None if checked else paths)
+    _say_weights(cfg, session.model)
     plan = timing.timed("perturbation",  # --token-budget, --sentence-budget
                         lambda: budgets.with_budgets(cfg, plan, session.model, log=lambda m: _log(cfg, m)))
     timing.enter("writing")  # the run's id and its output folder

@@ -20,6 +20,10 @@ look-ups. Worker CPU time is not summed: it overlaps the forward passes and is n
 A run started by the command line (``vlbench run``) starts its clock when the process started (the kernel's
 record of it): the interpreter's start-up, vlbench's imports and the reading of the options before ``run()`` are the
 stage ``startup``, so a warm run's stages add up to what its user waited, not to the part inside ``run()``.
+``vlbench.cli.main(argv)`` called in a Python process starts it at that call (reading the options and importing the
+pipeline, about a second, are ``startup``); ``vlbench.run()`` at its own call. The clock's report is taken last, once
+the record is built and every other run file written: only serialising and writing results.json and table.md
+(milliseconds) come after it.
 
 The clock of the run in progress is held in a context variable, so the pipeline's steps add stages
 without passing it around; outside a run, stages are timed into a clock nobody reads.
@@ -249,9 +253,7 @@ def execution(adapter, pixels: str, stats) -> dict:
 def run_fields(cfg, enc) -> dict:
     """``timings`` and ``hardware`` of results.json for the run in progress (the clock's report so far)."""
     m = cfg.model_opts
-    device = enc.adapter.device
-    if str(device) == "not loaded":  # a warm run: every embedding came from the cache
-        device = f"{m.device or 'auto'} (model not loaded: every embedding came from the cache)"
+    device = enc.adapter.device  # a warm run's model, never loaded: the device it resolves to (models/lazy.py)
     return {"timings": current().report(),
             "hardware": hardware(device, m.precision, m.batch_size, m.num_workers) | execution(
                 enc.adapter, m.pixels, enc.stats)}

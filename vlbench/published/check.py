@@ -6,7 +6,11 @@ dataset it compares each published R@k with the run's clean R@k of the same dire
 ``tolerance`` percentage points), and compares the protocol facts the row was measured under with the
 run's, read from results.json (settings, protocol, hardware, the model's identity): each fact is
 ``same``, ``differs`` or ``unknown`` (the row or the run does not say). The report passes when every
-compared number of at least one row is within the tolerance.
+compared number of at least one row is within the tolerance and that row's weights are the run's: the weights are a
+protocol fact (the Hub at a commit or a library's named download; a local folder by its content hash), and a local
+folder, even one named like the Hub repository (``./openai/clip-vit-base-patch32`` in the working directory is read
+for ``clip:openai/clip-vit-base-patch32``), never passes as the released checkpoint (status ``off``, column "other
+weights").
 
 The dataset is matched by content only: the pinned sha256 of the built-in caption file the run read
 (``dataset.source.caption_sha256``), never by its name, so a custom set run with ``--dataset-name flickr30k``
@@ -20,7 +24,7 @@ A choice-task run (results.json ``task.name``) is checked against the published 
 
 ``vlbench check RUN`` prints :meth:`CheckReport.format` (exit 0 pass, 1 off, 2 no row applies), and
 ``vlbench run`` (with or without ``--task``) prints it after the table when a row applies. For a leaderboard column:
-``check_run(rec).column()`` ("pass", "off 3.0", or "" when no row applies) and ``.status``.
+``check_run(rec).column()`` ("pass", "off 3.0", "other weights", or "" when no row applies) and ``.status``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 
 from ..datasets.specs import SPECS
 from ..errors import OptionError
+from ..models.identity import weights_source
 from ..results import RunRecord
 from .report import format_report
 from .table import FACT_LABELS, FACTS, FactCheck, PublishedRow, rows_for
@@ -65,9 +70,20 @@ class RowCheck:
     facts: list
 
     @property
-    def passed(self) -> bool:
+    def numbers_within(self) -> bool:
         compared = [m for m in self.metrics if m.within is not None]
         return bool(compared) and all(m.within for m in compared)
+
+    @property
+    def other_weights(self) -> FactCheck | None:
+        """The weights fact when the run's weights are not the row's (a local folder, random weights), else None."""
+        return next((f for f in self.facts if f.fact == "weights" and f.status == "differs"), None)
+
+    @property
+    def passed(self) -> bool:
+        """Every compared number within the tolerance, measured with the row's weights: numbers of a local folder
+        (one named like the Hub repository included) never pass as the published checkpoint's."""
+        return self.numbers_within and self.other_weights is None
 
     def worst(self) -> float | None:
         diffs = [abs(m.diff) for m in self.metrics if m.diff is not None]
@@ -109,13 +125,16 @@ class CheckReport:
         return "unverified" if self.unverified else "pass" if self.passed else "off"
 
     def column(self) -> str:
-        """A leaderboard cell: "pass", "off <largest |difference|>", "unverified", or "" when no row applies."""
+        """A leaderboard cell: "pass", "off <largest |difference|>", "other weights" (the numbers are within, the
+        weights are not the published ones), "unverified", or "" when no row applies."""
         if not self.rows:
             return ""
         if self.unverified:
             return "unverified"
         if self.passed:
             return "pass"
+        if any(getattr(r, "numbers_within", False) and getattr(r, "other_weights", None) for r in self.rows):
+            return "other weights"
         worst = min((w for w in (r.worst() for r in self.rows) if w is not None), default=None)
         return "off" if worst is None else f"off {worst:.1f}"
 
@@ -222,11 +241,22 @@ def _fact_lowercase(rec, row):
     return run, "same" if lower is None else "unknown"
 
 
+def _fact_weights(rec, row):
+    """The run's weights against the row's (the released checkpoint its specs name): a Hub commit or a library's
+    named download is the same; a local folder or file (even one named like the Hub repository: ./ORG/NAME in the
+    working directory is read first) or random weights differ, since nothing proves local bytes are the released
+    ones; an identity that does not say is unknown."""
+    kind, words = weights_source(_identity(rec), rec.model.spec)
+    status = {"hub": "same", "library": "same", "local": "differs", "random": "differs"}.get(kind, "unknown")
+    return words, status
+
+
 def _fact_image_set(rec, row):
     return "not recorded (results.json names the image files, not their pixels)", "unknown"
 
 
-_FACTS = {"recall": _fact_recall, "split": _fact_split, "gallery": _fact_gallery, "truncation": _fact_truncation,
+_FACTS = {"weights": _fact_weights, "recall": _fact_recall, "split": _fact_split, "gallery": _fact_gallery,
+          "truncation": _fact_truncation,
           "preprocessing": _fact_preprocessing, "precision": _fact_precision, "lowercase": _fact_lowercase,
           "image_set": _fact_image_set}
 
@@ -239,7 +269,8 @@ def _row_check(rec: RunRecord, row: PublishedRow, tolerance: float) -> RowCheck:
     facts = []
     for name in FACTS:
         run, status = _FACTS[name](rec, row)
-        facts.append(FactCheck(name, str(row.protocol.get(name, "not stated")), run, status))
+        default = f"the released weights of {row.model}" if name == "weights" else "not stated"
+        facts.append(FactCheck(name, str(row.protocol.get(name, default)), run, status))
     return RowCheck(row, metrics, facts)
 
 

@@ -28,6 +28,12 @@ def _row_text(rc, tolerance: float) -> list[str]:
     if rc.passed:
         out.append(f"check: pass (every published number within {tolerance:g} percentage points)")
         return out
+    other = getattr(rc, "other_weights", None)
+    if other is not None and getattr(rc, "numbers_within", False):
+        out.append(f"check: NOT THE PUBLISHED WEIGHTS: every number is within {tolerance:g} percentage points, but "
+                   f"this run's weights are {other.run}; the published row is of {other.published}, so the run does "
+                   "not reproduce it")
+        return out
     out.append(f"check: OFF (tolerance {tolerance:g} percentage points). Protocol facts known to move such numbers:")
     for f in sorted(rc.facts, key=lambda f: ("differs", "unknown", "same").index(f.status)):
         out.append(f"  [{_MARK[f.status]:11}] {FACT_LABELS[f.fact]}")

@@ -26,10 +26,12 @@ from importlib import resources
 from ..models.families import BUILTIN
 
 #: the protocol facts known to move published retrieval numbers, in the order they are reported
-FACTS = ("recall", "split", "gallery", "truncation", "preprocessing", "precision", "lowercase", "image_set")
+FACTS = ("weights", "recall", "split", "gallery", "truncation", "preprocessing", "precision", "lowercase",
+         "image_set")
 
 #: what each fact means, one line each (printed under a check that is off)
 FACT_LABELS = {
+    "weights": "the weights (the released checkpoint from the Hub or its library, vs a local folder or file)",
     "recall": "recall convention (hit: any positive in the top k; fraction: share of the positives)",
     "split": "test split (Flickr30k 1k, COCO 5k, or COCO 1k = mean of five 1k folds)",
     "gallery": "gallery (the test images only, or enlarged with distractors / extra positives)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import tempfile
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from ..errors import OptionError
 from ..perturbations.guard import shared_cache
 from ..pipeline import presets, runner, timing
 from ..pipeline.run_config import RunConfig, validate
+from ..runfolder import refuse_finished
 from ..util import options as option_table
 from .adapters import Held, as_adapter
 from .kept import kept_plan
@@ -29,6 +31,26 @@ from .kept import kept_plan
 #: the keywords of vlbench.run that the Evaluator refuses (the option table's rows without "evaluator"): the model
 #: comes at each call; each call writes a new folder, so there is nothing to resume or overwrite
 _NOT_HERE = frozenset(o.field for o in option_table.applying("api") if "evaluator" not in o.where)
+
+
+def _checked_out(out) -> Path | None:
+    """``out`` as a folder each call can write ``step-<step>`` into, or an OptionError naming what is in the
+    way (a file at ``out`` or above it, a folder without write permission), before any work is done."""
+    if not out:
+        return None
+    path = Path(out)
+    fix = "give a folder (each call writes its run into out/step-<step>), or leave out= out to keep no files"
+    if path.exists() and not path.is_dir():
+        raise OptionError("out", f"{{opt}} {str(path)!r} is a file, not a folder", fix)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OptionError("out", f"{{opt}} {str(path)!r} cannot be made: {str(existing)!r} is a file", fix)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OptionError("out", f"{{opt}} {str(path)!r} cannot be written: no write permission on "
+                                 f"{str(existing)!r}", "give a folder you can write to")
+    return path
 
 
 class Evaluator:
@@ -53,13 +75,13 @@ class Evaluator:
         options.setdefault("quiet", True)
         cfg = RunConfig(model="in-memory", dataset=dataset, report_to=report_to, **options)
         validate(cfg)
+        self.out = _checked_out(out)  # before the plan (perturbations, images) and every call's encoding
         self.cfg = presets.resolve(cfg)
         self._trackers = None
         if self.cfg.report_to:  # their start-up in a background thread while the plan is made and the model trains
             from ..trackers import start  # lazy: only with report_to
 
             self._trackers = start(self.cfg.report_to)
-        self.out = Path(out) if out else None
         self.project = project
         self.calls = 0
         with self._minilm():
@@ -86,6 +108,9 @@ class Evaluator:
         cfg = dataclasses.replace(self.cfg, model=spec, model_name=f"{spec} {name}",
                                   device=str(getattr(adapter, "device", "cpu")),
                                   precision=getattr(adapter, "precision", None) or self.cfg.precision)
+        if self.out is not None:  # before the model is put in eval mode and anything is encoded
+            _checked_out(self.out)  # (removed or replaced by a file since the Evaluator was built)
+            refuse_finished(self.out / name)
         training = getattr(model, "training", None)
         if training is not None:
             model.eval()

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import DataError  # noqa: F401  (this module's API, as before)
+from . import locks
 from .paths import offline
 from .transfer import (  # noqa: F401  (Settings, the errors, mirror_rules, mirrored: this module's API)
     CHUNK,
@@ -102,25 +102,26 @@ def lock_path(dest: str | os.PathLike) -> Path:
 def destination_lock(dest: str | os.PathLike, what: str = ""):
     """Hold the lock of ``dest`` (``filelock`` on ``.NAME.lock``: ``flock`` on POSIX, as huggingface_hub locks its
     blobs): one process at a time fetches, installs or pins that file; the others wait here. A lock file that is a
-    link is removed first, never followed. Waiting longer than a second says so once on stderr."""
-    from filelock import FileLock, Timeout  # lazy: only a download or a pin needs it
+    link is removed first, never followed. The holder notes who it is beside the lock (``.NAME.lock.owner``); a
+    process that waits more than a second says who holds the lock (and whether it is stopped), keeps saying it
+    waits, and gives up with a LockWaitError naming the lock file after VLBENCH_LOCK_TIMEOUT seconds (default 600)
+    in which the holder's partial file did not grow (util/locks.py)."""
+    from filelock import FileLock  # lazy: only a download or a pin needs it
 
     path = lock_path(dest)
+    what = what or Path(dest).name
     try:
         if path.is_symlink():
             path.unlink()
         lock = FileLock(str(path))
-        try:
-            lock.acquire(timeout=1.0)
-        except Timeout:
-            print(f"waiting for another process that is fetching {what or Path(dest).name} ({path}) ...",
-                  file=sys.stderr, flush=True)
-            lock.acquire()
+        locks.acquire(lock, path, what, progress=_part_paths(Path(dest))[0])
     except OSError as exc:
         raise LocalWriteError(path, exc, action="locking") from None
+    locks.note_owner(path, what)
     try:
         yield path
     finally:
+        locks.drop_owner(path)
         lock.release()
 
 

@@ -106,3 +106,17 @@ def test_exact_sign_flip_in_blocks_equals_every_pattern_listed():
     listed = sum(abs(np.dot(s, terms)) >= obs - 1e-9 * np.abs(terms).sum()
                  for s in itertools.product((1, -1), repeat=13))
     assert exact and p == listed / 2 ** 13
+
+
+def test_separable_no_beside_an_interval_above_zero_says_why_on_the_line():
+    """Issue 44: compare printed an interval above 0 beside "separable: no" with no word on the line. The cell says
+    that the interval is the comparison's own (unadjusted) and separable is the p adjusted over the family."""
+    from vlbench.compare.report import separable_cell
+
+    base = {"ci_low": 0.4, "ci_high": 3.1, "p": 0.03, "p_adj": 0.09, "separable": False}
+    cell = separable_cell(base, 0.05)
+    assert cell.startswith("no: ") and "adjusted over the family is 0.090 >= 0.05" in cell
+    assert separable_cell({**base, "ci_low": -0.2}, 0.05) == "no"  # interval and verdict agree: no words
+    assert separable_cell({**base, "p_adj": 0.01, "separable": True}, 0.05) == "yes"
+    touching = separable_cell({**base, "ci_low": -0.1, "p_adj": 0.01, "separable": True}, 0.05)
+    assert touching.startswith("yes: ") and "touches 0" in touching

@@ -238,3 +238,39 @@ def test_quiet_prints_nothing_but_writes_files(capsys, tmp_path):
     cap = capsys.readouterr()
     assert cap.out == "" and cap.err == ""
     assert (tmp_path / "o" / "manifest.json").is_file()
+
+
+# the command line as the program runs it (argv from sys.argv), then which heavy libraries the process imported
+_LOADED = """
+import json, sys
+from vlbench.cli import main
+sys.argv = ["vlbench", *sys.argv[1:]]
+main()
+heavy = ("spacy", "nltk", "torch", "sentence_transformers", "transformers", "scipy", "sklearn")
+print(json.dumps(sorted(m for m in heavy if sys.modules.get(m) is not None)), file=sys.stderr)
+"""
+
+
+@pytest.mark.slow  # two subprocesses
+def test_the_quick_look_loads_only_what_the_asked_perturbations_need(tmp_path):
+    """Issue 44: `vlbench perturb --text ...` (the README's quick look) took 77 s under load. Perturbations that need
+    no tagger, WordNet or sentence encoder load none of them; NLTK, when WordNet is needed, is imported without
+    the SciPy and scikit-learn helpers vlbench never calls (about 2 of its 3 s), which import as usual afterwards."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, VLBENCH_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", _LOADED, "perturb", "--no-cache", "--text", "A dog runs on a beach.",
+                           "--perturb", "char-swap,shuffle-all-words,distraction-true"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+    lean = subprocess.run([sys.executable, "-c", "import sys\nfrom vlbench import lang\nlang.LEAN_NLTK = True\n"
+                           "lang.import_nltk()\nfrom nltk.corpus.reader.wordnet import WordNetCorpusReader\n"
+                           "print(sorted(m for m in ('scipy', 'sklearn') if m in sys.modules))\n"
+                           "import scipy.stats\nprint(scipy.stats.norm.cdf(0.0))"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert lean.returncode == 0, lean.stderr
+    assert lean.stdout.split() == ["[]", "0.5"]

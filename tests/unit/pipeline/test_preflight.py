@@ -15,6 +15,7 @@ from support.data import ROOT, excerpt_rows, write_images
 
 from vlbench.errors import DataError, ModelError
 from vlbench.pipeline import preflight as PF
+from vlbench.util.fetch import DownloadError, LocalWriteError
 
 
 @pytest.fixture
@@ -222,3 +223,47 @@ def test_malformed_hub_endpoint_is_named_not_a_traceback(monkeypatch):
         assert "HF_ENDPOINT 'http://[::1'" in err.value.message and "unset it" in (err.value.hint or "")
     finally:
         PF.network_reachable.cache_clear()
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: LocalWriteError(p / "x.jsonl", OSError(30, "Read-only file system")),
+    lambda p: DownloadError("https://example.org/x", "404", "fix it"),
+])
+def test_one_problem_whose_error_has_its_own_constructor_is_raised_as_its_message(tmp_path, make):
+    """Issue 44: a read-only data folder gave "AttributeError: 'str' object has no attribute 'name'": report()
+    rebuilt the one problem's error from (message, fix), which LocalWriteError(path, exc) and DownloadError(url,
+    reason, hint) do not take. It raises the nearest error class that does (DataError), with the same words."""
+    exc = make(tmp_path)
+    with pytest.raises(DataError) as err:
+        PF.report([PF.Problem("dataset 'docci'", exc.message, exc.hint or "", type(exc))])
+    assert (err.value.message, err.value.hint) == (exc.message, exc.hint)
+
+
+def test_a_read_only_data_folder_with_a_file_not_yet_pinned_is_a_data_error_naming_the_fix(tmp_path, monkeypatch):
+    """The lock and pin of a long-caption file pinned on first use cannot be written in a read-only folder (EROFS,
+    simulated here: tests may run as root, whom permissions do not stop): the run's preflight says so and how to
+    fix it, instead of a traceback."""
+    import errno
+
+    import filelock
+    from PIL import Image
+
+    class ReadOnlyLock:
+        def __init__(self, path, *a, **k):
+            self.path = path
+
+        def acquire(self, *a, **k):
+            raise OSError(errno.EROFS, "Read-only file system", self.path)
+
+    root = tmp_path / "docci"
+    (root / "images").mkdir(parents=True)
+    row = {"example_id": "test_1", "split": "test", "image_file": "test_00001.jpg", "description": "A red car."}
+    (root / "docci_descriptions.jsonlines").write_text(json.dumps(row) + "\n")
+    Image.new("RGB", (8, 8)).save(root / "images" / "test_00001.jpg")
+    monkeypatch.setattr(filelock, "FileLock", ReadOnlyLock)
+    _, problems, _ = PF.check_dataset("docci", data_dir=tmp_path)
+    with pytest.raises(DataError) as err:
+        PF.report(problems)
+    assert "is not pinned yet" in err.value.message and "Read-only file system" in err.value.message
+    assert f"write access to {root}" in err.value.hint and "--data-dir" in err.value.hint
+    assert not (root / "docci_descriptions.jsonlines.sha256").exists()

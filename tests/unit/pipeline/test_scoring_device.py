@@ -26,8 +26,8 @@ def test_a_model_not_loaded_scores_where_it_would_have_run(monkeypatch, tmp_path
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     lazy = _not_loaded(None)
-    assert lazy.device == "not loaded"  # what results record for a warm run
-    assert similarity_device(lazy) == "cuda"  # but the scores are computed where the model would run
+    assert lazy.device == "cuda"  # what results record for a warm run: the device it ran on, not "not loaded"
+    assert similarity_device(lazy) == "cuda"  # and where its scores are computed
     assert similarity_device(_not_loaded("cuda:1")) == "cuda:1"
     assert similarity_device(_not_loaded("cpu")) is None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

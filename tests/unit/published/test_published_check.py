@@ -190,3 +190,47 @@ def test_tolerance_that_is_not_a_finite_non_negative_number_is_an_option_error(t
     with pytest.raises(OptionError) as err:
         check_run(run, tolerance=float(bad) if bad != "ten" else bad)
     assert err.value.option == "tolerance"
+
+
+HF_SPEC = "clip:openai/clip-vit-base-patch32"
+
+
+def _hf_identity(**extra):
+    return {"adapter": "vlbench.hf.clip", "checkpoint": "openai/clip-vit-base-patch32", "max_text_tokens": 77,
+            "precision": "fp32", **extra}
+
+
+def test_local_weights_that_shadow_the_hub_id_do_not_pass_as_the_published_checkpoint(tmp_path):
+    """Issue 44: a folder ./openai/clip-vit-base-patch32 in the working directory was loaded for
+    clip:openai/clip-vit-base-patch32 and `vlbench check` compared it with the published row of OpenAI's weights.
+    The weights are a protocol fact: a local folder (by content hash) differs and does not pass, even when every
+    number is within the tolerance; the Hub's repository at a recorded commit is the same and passes."""
+    values = _row().values
+    local = {"local_path": str(tmp_path / "openai" / "clip-vit-base-patch32"), "content_sha256": "ab" * 32}
+    run = standin_run(tmp_path / "local", spec=HF_SPEC, dataset="flickr30k", recall=values,
+                      identity=_hf_identity(local=local, revision=None))
+    report = check_run(run)
+    (rc,) = [r for r in report.rows if r.row.id == _row().id]
+    weights = next(f for f in rc.facts if f.fact == "weights")
+    assert rc.numbers_within and weights.status == "differs" and not rc.passed
+    assert "local folder" in weights.run and "ab" * 8 in weights.run and "not the Hub's" in weights.run
+    assert report.status == "off" and report.exit_code() == 1 and report.column() == "other weights"
+    assert "NOT THE PUBLISHED WEIGHTS" in report.format()
+
+    hub = standin_run(tmp_path / "hub", spec=HF_SPEC, dataset="flickr30k", recall=values,
+                      identity=_hf_identity(local=None, revision="e6a30b603a447e251fdaca1c3056b2a16cdfebeb"))
+    report = check_run(hub)
+    weights = next(f for f in report.rows[0].facts if f.fact == "weights")
+    assert weights.status == "same" and "at commit e6a30b603a44" in weights.run
+    assert report.status == "pass" and report.column() == "pass"
+
+
+def test_weights_words_name_the_source():
+    from vlbench.models.identity import shadows_hub_id, weights_source
+
+    assert weights_source({"adapter": "vlbench.openclip", "checkpoint": "ViT-B-32/openai"})[0] == "library"
+    assert weights_source({"checkpoint": "x", "random_weights": True})[0] == "random"
+    assert weights_source({"adapter": "vlbench.plugin"})[0] == "unknown"
+    assert shadows_hub_id("clip:openai/clip-vit-base-patch32", "openai/clip-vit-base-patch32")
+    assert not shadows_hub_id("clip:./openai/clip-vit-base-patch32", "./openai/clip-vit-base-patch32")
+    assert not shadows_hub_id("clip:/models/clip", "/models/clip")
