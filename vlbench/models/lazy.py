@@ -35,7 +35,7 @@ from .identity import ModelIdentity
 
 
 def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision: str | None,
-                pixels: str = "reference") -> str | None:
+                pixels: str = "reference", device_kind: str = "cpu") -> str | None:
     """A cheap key of everything that decides the model's identity, or None (no fast path).
 
     The family's own ``fingerprint`` hook (families.py) adds what only it knows (local file digests, the
@@ -51,6 +51,8 @@ def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision:
         return None
     base = {"spec": spec, "precision": precision, "trust_remote_code": trust_remote_code, "revision": revision,
             "embed_code": EMBED_CODE_VERSION, **extra}
+    if device_kind != "cpu":  # vectors made on an accelerator: another identity (the CPU's key is unchanged)
+        base["device"] = device_kind
     if pixels != "reference":  # --pixels device: another identity (the reference path's key is unchanged)
         base["pixels"] = pixels
         base["pixel_decoders"] = decoder_versions(pixels)  # a decoder upgrade: another key
@@ -69,6 +71,10 @@ class LazyModel(ModelAdapter):
         #: which path makes the image pixels (encoding/device_pixels.py): part of the identity unless "reference"
         self.pixels = load_kwargs.pop("pixels", None) or "reference"
         self._kw = load_kwargs
+        #: the kind of device the vectors are made on (cpu, cuda, mps): part of the identity unless "cpu", so a
+        #: GPU run never reuses (or resumes from) vectors a CPU run cached, nor the other way round: the two agree
+        #: only within a tolerance (docs/metrics.md). CPU caches made before this keep their keys.
+        self.device_kind = pick_device(load_kwargs.get("device")).split(":")[0]
         self._real: ModelAdapter | None = None
         self._root = Path(cache_root) if cache_root else None
         self._resolved: dict | None = None
@@ -76,7 +82,8 @@ class LazyModel(ModelAdapter):
         if self._root is not None and reuse:
             self._fp = fingerprint(spec, precision=load_kwargs.get("precision", "fp32"),
                                    trust_remote_code=load_kwargs.get("trust_remote_code", False),
-                                   revision=load_kwargs.get("revision"), pixels=self.pixels)
+                                   revision=load_kwargs.get("revision"), pixels=self.pixels,
+                                   device_kind=self.device_kind)
             if self._fp:
                 try:
                     self._resolved = json.loads(self._memo_path().read_text())
@@ -103,7 +110,7 @@ class LazyModel(ModelAdapter):
                 self._real = load_model(self.spec, **self._kw)
             if self._root is not None and self._fp:
                 ident = self._identity_of(self._real)
-                digest = self._real.model_hash() if self.pixels == "reference" else self._hash_of(ident)
+                digest = self._real.model_hash() if self._plain else self._hash_of(ident)
                 rec: dict[str, Any] = {"identity": ident, "model_hash": digest, "spec": self.spec}
                 stale = self._resolved is not None and self._resolved.get("model_hash") != rec["model_hash"]
                 if self._resolved is None or stale:
@@ -146,8 +153,15 @@ class LazyModel(ModelAdapter):
             cache_write_bytes(self._memo_path(), json.dumps(self._resolved, sort_keys=True, default=str).encode())
         return None if found is None else tuple(found)
 
+    @property
+    def _plain(self) -> bool:
+        """Whether the identity is the adapter's own (reference pixels on the CPU): existing caches stay valid."""
+        return self.pixels == "reference" and self.device_kind == "cpu"
+
     def _identity_of(self, real: ModelAdapter) -> dict:
         ident = real.identity()
+        if self.device_kind != "cpu":
+            ident = {**ident, "device": self.device_kind}
         if self.pixels == "reference":  # unchanged, so existing caches stay valid (decoders: the pixel spec)
             return ident
         return {**ident, "pixels": self.pixels, "pixel_decoders": decoder_versions(self.pixels)}
@@ -161,7 +175,7 @@ class LazyModel(ModelAdapter):
     def model_hash(self):
         if self._resolved:
             return self._resolved["model_hash"]
-        return self.real.model_hash() if self.pixels == "reference" else self._hash_of(self.identity())
+        return self.real.model_hash() if self._plain else self._hash_of(self.identity())
 
     def text_keys(self, texts):
         """Digests of the model's own text keys (token ids after truncation), remembered per text list."""
