@@ -253,7 +253,7 @@ _FULL_COLLECTIONS = [0]
 def _freeze_after_full_collections(phase: str, info: dict) -> None:
     """What survives a full garbage collection (the modules, torch/transformers/spaCy/WordNet objects, the session's
     models: a million and a half objects) is frozen (gc.freeze), so the next full collections walk only what came
-    since: they took 6.8 s CPU of a 33 s run of tests/unit/models + kernel + granularity, 1.0 s so. Every 10th
+    since: they took 6.8 s CPU of a 33 s run of tests/unit/models + kernel + granularity, 2.2 s so. Every 10th
     unfreezes instead, and the full collection after it sees everything again: cyclic garbage among frozen objects
     is freed then, not kept for the whole session."""
     if phase != "stop" or info["generation"] != 2:
