@@ -13,5 +13,6 @@ Fixtures live in ``tests/conftest.py`` (the only conftest); plain functions and 
 * ``gold_parse``: spaCy documents with hand-written tags and dependencies;
 * ``browser``: the headless Chromium the HTML tests drive (or None);
 * ``mirror``: a local Hub-shaped and GitHub-raw-shaped HTTP server (request log, faults) and upstream files in
-  their real layouts, for the online-path tests (the ``mirror`` fixture).
+  their real layouts, for the online-path tests (the ``mirror`` fixture);
+* ``cpu_times``: a pytest plug-in (``pytest -p support.cpu_times``) that reports CPU seconds per test and phase.
 """

@@ -5,6 +5,7 @@ open_clip's local-dir config + checkpoint). Used by the tests; no download anywh
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -26,18 +27,25 @@ def _bytes_to_unicode():
 
 @lru_cache(maxsize=1)
 def clip_bpe_files(folder: str) -> tuple[str, str]:
-    """vocab.json / merges.txt of the real CLIP BPE vocabulary, built from open_clip's bundled file."""
-    import open_clip.tokenizer as oct
-
+    """vocab.json / merges.txt of the real CLIP BPE vocabulary, built from open_clip's bundled file (found
+    without importing open_clip, which imports timm and wandb: seconds that a Hugging Face CLIP never uses)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    merges = gzip.open(oct.default_bpe()).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
+    merges = gzip.open(open_clip_bpe()).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
     merges = [tuple(m.split()) for m in merges]
     vocab = list(_bytes_to_unicode().values())
     vocab = vocab + [v + "</w>" for v in vocab] + ["".join(m) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
     (folder / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}))
     (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
     return str(folder / "vocab.json"), str(folder / "merges.txt")
+
+
+def open_clip_bpe() -> Path:
+    """open_clip's bundled BPE vocabulary (open_clip.tokenizer.default_bpe()), located from its package folder."""
+    spec = importlib.util.find_spec("open_clip")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("open_clip is not installed: the tiny CLIP tokenizers use its BPE vocabulary")
+    return Path(next(iter(spec.submodule_search_locations))) / "bpe_simple_vocab_16e6.txt.gz"
 
 
 def _clip_tokenizer(tmp: Path):

@@ -18,7 +18,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from support.package_source import from_module, package_modules
+from support.package_source import from_module, package_modules, parsed
 
 #: third-party packages that cost a noticeable time (or memory) to import; a vlbench module that imports one of
 #: these at module level (directly or through vlbench modules) is heavy and may be imported lazily
@@ -72,7 +72,7 @@ def _split(tree: ast.Module) -> tuple[list, list]:
     return top, lazy
 
 
-_TREES = {m: ast.parse(p.read_text(), filename=str(p)) for m, p in MODULES.items()}
+_TREES = {m: parsed(p)[1] for m, p in MODULES.items()}  # the architecture rules' parse: once per session
 _SPLIT = {m: _split(t) for m, t in _TREES.items()}
 
 
@@ -125,24 +125,25 @@ def _short_aliases(mod: str) -> list[str]:
     return bad
 
 
-def _explained(mod: str) -> set[int]:
+def _explained(mod: str) -> frozenset[int]:
     """Line numbers of the function-level imports that say why they are there: ``# lazy: <reason>`` on the
     import's line, on the line above it, or on the ``def`` line of a function around it (then for all of them)."""
-    lines = MODULES[mod].read_text().splitlines()
+    return _explained_in(MODULES[mod], _TREES[mod], tuple(_SPLIT[mod][1]))
+
+
+@cache  # per file and syntax tree: two rules ask for every module (a test's own module is a new tree)
+def _explained_in(path: Path, tree: ast.Module, lazy: tuple) -> frozenset[int]:
+    lines = parsed(path)[0].splitlines()
 
     def noted(n: int) -> bool:
         return 1 <= n <= len(lines) and bool(_LAZY_NOTE.search(lines[n - 1]))
 
-    out = set()
-    for fn in ast.walk(_TREES[mod]):
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            body_start = fn.body[0].lineno
-            whole = any(noted(n) for n in range(fn.lineno, body_start))  # the def line(s)
-            for node in ast.walk(fn):
-                if isinstance(node, (ast.Import, ast.ImportFrom)) and (
-                        whole or noted(node.lineno) or noted(node.lineno - 1)):
-                    out.add(node.lineno)
-    return out
+    out = {node.lineno for node in lazy if noted(node.lineno) or noted(node.lineno - 1)}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                noted(n) for n in range(fn.lineno, fn.body[0].lineno)):  # the def line(s): all imports inside
+            out.update(node.lineno for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom)))
+    return frozenset(out)
 
 
 def _unexplained_lazy_imports(mod: str) -> list[str]:

@@ -6,14 +6,12 @@ cache are never used; their items are encoded again."""
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from support.data import ROOT
+from vlbench.cli import main
 from vlbench.encoding.cache import EmbeddingCache, clear_cache, list_cache, shard_checksum
 
 
@@ -71,16 +69,15 @@ def test_precision_and_checkpoint_change_the_cache_folder(tiny_models, counting_
     assert len({r["model_hash"] for r in list_cache(cache)}) == 3
 
 
-def test_cache_cli_ls_and_clear(counting_plugin, manifest, tmp_path):
+def test_cache_cli_ls_and_clear(counting_plugin, manifest, tmp_path, capsys):
     from vlbench.pipeline.runner import run
 
     cache = tmp_path / "c"
     run(model="counting", dataset=f"custom:{manifest}", cache_dir=str(cache), out=str(tmp_path / "r"), quiet=True,
         num_workers=0)
-    ls = subprocess.run([sys.executable, "-m", "vlbench", "cache", "ls", "--cache-dir", str(cache)],
-                        capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert ls.returncode == 0
-    rows = {ln.split()[2]: ln.split() for ln in ls.stdout.splitlines()[1:3]}  # hash, model, modality, vectors
+    capsys.readouterr()
+    assert main(["cache", "ls", "--cache-dir", str(cache)]) == 0  # in-process: `vlbench cache ls`
+    rows = {ln.split()[2]: ln.split() for ln in capsys.readouterr().out.splitlines()[1:3]}  # hash, model, ...
     assert rows["image"][1] == "counting" and rows["image"][3] == "12" and rows["text"][3] == "60"
     assert clear_cache(cache) == 1 and list_cache(cache) == []
 
@@ -131,7 +128,7 @@ def test_clear_needs_an_exact_hash_or_an_unambiguous_prefix(tmp_path):
     assert [r["model_hash"] for r in list_cache(tmp_path)] == [b[:16]]
 
 
-def test_cache_ls_shows_a_header_model_names_and_perturbations(tmp_path):
+def test_cache_ls_shows_a_header_model_names_and_perturbations(tmp_path, capsys):
     from vlbench.encoding.cache import list_perturbation_cache
 
     _fake_model(tmp_path, "4" * 64, label="clip:openai/clip-vit-base-patch32")
@@ -139,13 +136,13 @@ def test_cache_ls_shows_a_header_model_names_and_perturbations(tmp_path):
     (tmp_path / "perturbations" / "abc.json").write_text('{"typos": {}, "shuffle_words": {}}')
     assert list_cache(tmp_path)[0]["model"] == "clip:openai/clip-vit-base-patch32"
     assert [r["perturbations"] for r in list_perturbation_cache(tmp_path)] == [["shuffle_words", "typos"]]
-    ls = subprocess.run([sys.executable, "-m", "vlbench", "cache", "ls", "--cache-dir", str(tmp_path)],
-                        capture_output=True, text=True, cwd=ROOT, timeout=60)
-    lines = ls.stdout.splitlines()
-    assert ls.returncode == 0, ls.stderr
+    code = main(["cache", "ls", "--cache-dir", str(tmp_path)])  # in-process: `vlbench cache ls`
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert code == 0, err
     assert lines[0].split()[:3] == ["model", "hash", "model"]
     assert "clip:openai/clip-vit-base-patch32" in lines[1] and "4444444444444444" in lines[1]
-    assert "perturbed captions: 1 cached set(s)" in ls.stdout and "shuffle_words, typos" in ls.stdout
+    assert "perturbed captions: 1 cached set(s)" in out and "shuffle_words, typos" in out
     assert clear_cache(tmp_path) == 2  # one model folder + one perturbation file
     assert list_cache(tmp_path) == [] and list_perturbation_cache(tmp_path) == []
 

@@ -177,5 +177,11 @@ def test_a_run_set_that_is_a_fifo_is_refused_without_blocking(tmp_path):
             choose([], Choice(run_set=str(fifo)))
         assert err.value.option == "--run-set" and "not a regular file" in str(err.value)
     finally:
-        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets the writer go, if nothing opened it
-        t.join(5)
+        # let the writer go, if nothing opened it; the read end stays open until the writer is through (a reader
+        # closed at once left the writer's open() waiting, and this join waited its whole 5 s in most runs)
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            t.join(5)
+        finally:
+            os.close(reader)
+    assert not t.is_alive()

@@ -3,6 +3,8 @@ on real-valued vectors with duplicates and near ties (the one tiled scorer, metr
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pytest
 
@@ -32,14 +34,21 @@ def test_blocks_give_the_one_piece_values_on_real_valued_vectors_with_duplicates
     """Real-valued normalised vectors (whose products round), duplicates and near twins (a few ulp apart):
     blocks that cut inside tiles and across them give the one-piece values bit for bit, a fixed relevance
     model's DCG and graded gains included."""
+    img, txt, c2i, kw, one_piece = _real_valued_one_piece(dim)
+    _same(one_piece, evaluate(EmbeddingSource(img, txt), c2i, score_block=block, **kw))
+
+
+@cache
+def _real_valued_one_piece(dim: int):
+    """The real-valued problem of the test above and its one-piece result, computed once per dimension (the five
+    block shapes compare with the same one-piece values; _same only reads them)."""
     img, txt, c2i = gallery(1_500, 400, dim=dim, seed=1)
     rng = np.random.default_rng(2)
     rel = EmbeddingSource(rng.standard_normal((1_500, 8)).astype(np.float32),
                           rng.standard_normal((400, 8)).astype(np.float32))
     graded = {"g": _TextOnly(np.round(rng.random((1_500, 400)), 1).astype(np.float32))}  # tied gains too
     kw = dict(relevance=rel, graded=graded, block_bytes=1 << 16, k=(1, 5, 10, 50), i2t_recall="fraction")
-    _same(evaluate(EmbeddingSource(img, txt), c2i, **kw), evaluate(EmbeddingSource(img, txt), c2i, score_block=block,
-                                                                   **kw))
+    return img, txt, c2i, kw, evaluate(EmbeddingSource(img, txt), c2i, **kw)
 
 
 @pytest.mark.parametrize("block", ["1x256", "4x1000"])

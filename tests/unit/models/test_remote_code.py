@@ -112,6 +112,7 @@ def test_code_in_another_folder_is_pinned_and_an_edit_changes_the_identity(tmp_p
     torch.testing.assert_close(vec_after, 2 * vec_before)
 
 
+@pytest.mark.slow  # saves a checkpoint of its own and loads it twice through transformers' dynamic modules (~1.9 s)
 def test_code_in_a_hub_repository_is_pinned_to_its_commit(tmp_path, monkeypatch):
     folder, cache = save_remote(tmp_path / "ckpt"), tmp_path / "hub"
     move_code(folder, "org/tiny-code")  # auto_map: org/tiny-code--modeling_tinydual.TinyDualModel

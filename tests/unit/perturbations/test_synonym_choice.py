@@ -77,3 +77,12 @@ def test_audit_checks_f_and_g():
 
 def test_version_was_bumped():
     assert P.BUILTINS["synonym-noun"][2] == "2.2" and P.BUILTINS["synonym-adjective"][2] == "2.2"
+
+
+def test_every_wordnet_load_skips_nltks_identity_map_of_wordnet_30(wordnet_ready):
+    """lang.wordnet() (the language fixtures, the audit, the resource versions) loads WordNet 3.0 without
+    NLTK 3.9+'s map of 3.0 onto itself: it read index.sense twice, most of a load's seconds (tests/README.md)."""
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    assert getattr(WordNetCorpusReader.map_wn, "_vlbench_identity", False)
+    assert wordnet_ready.get_version() == "3.0" and wordnet_ready.map_wn() is None

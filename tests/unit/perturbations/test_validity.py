@@ -201,6 +201,7 @@ def test_guard_missing_encoder_says_so(monkeypatch):
     assert off.texts[0] == "An airplane on the runway."
 
 
+@pytest.mark.slow  # loads sentence-transformers' MiniLM and encodes with it (~1.4 s CPU)
 @needs_minilm
 def test_validity_by_definition():
     from vlbench.perturbations.validity import validity

@@ -39,9 +39,10 @@ def _run(args, tmp_path, offline=True):
     return proc, time.perf_counter() - t0
 
 
-SLOW = pytest.mark.slow  # each case runs vlbench in a subprocess (~0.5 s CPU): one case of each in the fast lane
+SLOW = pytest.mark.slow  # each case runs `vlbench run` in a subprocess (~0.9 s CPU, 2-3 s wall on a busy machine)
 
 
+@SLOW  # the fast lane checks the same preflight in-process: test_one_problem_keeps_its_own_error_class
 @pytest.mark.parametrize("model, repo", [("clip", "openai/clip-vit-base-patch32"),
                                          pytest.param("openclip", "laion/CLIP-ViT-B-32-laion2B-s34B-b79K", marks=SLOW),
                                          pytest.param("align:kakaobrain/align-base", "kakaobrain/align-base",
@@ -126,6 +127,7 @@ def test_openclip_table_is_read_without_torch():
     assert out.stdout.split() == ["laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "False"], out.stderr
 
 
+@SLOW  # the fast lane asks check_model the same in-process: test_model_suggestions_for_other_unknown_specs
 @pytest.mark.parametrize("model, suggestion", [("kakaobrain/align-base", "align:kakaobrain/align-base"),
                                                pytest.param("hf-hub:timm/x", "openclip:hf-hub:timm/x", marks=SLOW)])
 def test_unknown_model_family_is_refused_up_front_with_did_you_mean(manifest_one_missing, tmp_path, model,
@@ -141,6 +143,9 @@ def test_unknown_model_family_is_refused_up_front_with_did_you_mean(manifest_one
 
 
 def test_model_suggestions_for_other_unknown_specs():
+    (problem,) = PF.check_model("kakaobrain/align-base")  # what the subprocess case above prints, in-process
+    assert problem.what == "unknown model family 'kakaobrain/align-base'"
+    assert "did you mean '--model align:kakaobrain/align-base'" in problem.fix
     assert "'clip'" in PF.check_model("clpi")[0].fix
     assert "openclip:ViT-B-32/laion2b_s34b_b79k" in PF.check_model("ViT-B-32/laion2b_s34b_b79k")[0].fix
     assert "clip:openai/clip-vit-large-patch14" in PF.check_model("openai/clip-vit-large-patch14")[0].fix

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from vlbench import langdata, stores
 from vlbench.errors import VlbenchError
+from vlbench.lang import skip_identity_map
 from vlbench.perturbations.base import CaptionRNG, Token
 from vlbench.perturbations.support.languages import LANGUAGE_FREE
-from vlbench.perturbations.synonym_words import skip_identity_map
 from vlbench.perturbations.variants import PerturbationVariant
 
 from .tokenizer381 import TOKENIZER, tokenize_sentence
