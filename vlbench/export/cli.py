@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .. import registry
 from ..errors import OptionError, VlbenchError
+from ..plugins.exporter import ExportRequest, run_kind
 from ..results import RunRecord, SchemaTooNew, UnreadableResults
 
 #: the format --push-to-hub pushes
@@ -55,7 +56,6 @@ def _metrics(value: str | None) -> tuple[str, ...] | None:
 
 
 def main(a: argparse.Namespace) -> int:
-    from ..plugins.exporter import ExportRequest, run_kind
     from ..runread import run_folder_of  # lazy: vlbench --help imports this module; keep it light
 
     exporter = registry.exporters.get(a.format)  # an unknown name: "did you mean", the registered ones

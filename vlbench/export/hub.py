@@ -8,7 +8,9 @@ Hub are huggingface_hub's: ``HF_TOKEN`` (or a saved login) and ``HF_ENDPOINT``.
 
 from __future__ import annotations
 
+import socket
 import sys
+from urllib.parse import urlsplit
 
 from ..errors import VlbenchError
 from ..results import RunRecord
@@ -61,8 +63,6 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def _reachable(endpoint: str) -> str | None:
     """Why the Hub's host cannot be connected to (a dead port, an unknown host), or None; within 10 seconds,
     so a dead endpoint is said at once instead of after huggingface_hub's retries."""
-    import socket
-    from urllib.parse import urlsplit
 
     url = urlsplit(endpoint)
     if not url.hostname:

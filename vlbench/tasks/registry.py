@@ -21,6 +21,7 @@ from .. import registry, stores
 from ..errors import VlbenchError
 from ..metrics.specs import Metric
 from ..registry import Records, close_matches
+from . import sets
 from .choice import evaluate_choice, evaluate_text_only
 from .perturbable import perturb_item, right_candidates
 
@@ -35,8 +36,6 @@ LISTED_FIRST = ("order", "sugarcrepe", "sugarcrepe_pp", "winoground", "whatsup",
 def set_modules() -> tuple[str, ...]:
     """The modules of vlbench/tasks/sets/ (each registers its set's record when imported), :data:`LISTED_FIRST`
     first."""
-    from . import sets
-
     found = sorted(m.name for m in pkgutil.iter_modules(sets.__path__) if not m.name.startswith("_"))
     names = [n for n in LISTED_FIRST if n in found] + [n for n in found if n not in LISTED_FIRST]
     return tuple(f"{sets.__name__}.{n}" for n in names)

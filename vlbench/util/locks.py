@@ -17,6 +17,7 @@ A process that finds the lock held used to wait without a word and without end: 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -173,8 +174,6 @@ def hub_lock_words(what: str, say=None):
     """While huggingface_hub downloads ``what``: its "still waiting to acquire lock" notes (logged at INFO every 10
     s when another process holds the blob's lock, so never shown) printed as a line each, with the lock file, so a
     Hub download that waits for a stopped or hung process says so. The Hub client's own wait has no bound."""
-    import logging
-
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     log = logging.getLogger("huggingface_hub.utils._fixes")
 
