@@ -137,7 +137,8 @@ def _cmd_ls(args) -> int:
                 ("perturbation-variants", registry.perturbation_variants),
                 ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions),
                 ("suites", registry.suites),
-                ("exporters", registry.exporters), ("trackers", registry.trackers)]
+                ("exporters", registry.exporters), ("trackers", registry.trackers),
+                ("pair-scorers", registry.pair_scorers)]
     want = args.what
     for title, reg in sections:
         if want and want != title:
@@ -288,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
                                                 "metrics", "protocols", "galleries", "perturbation-variants",
                                                 "granularity-profiles", "reproductions", "suites",
-                                                "exporters", "trackers"])
+                                                "exporters", "trackers", "pair-scorers"])
     ls.add_argument("--check", action="store_true", help="import every plug-in to find broken ones (slower)")
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets")

@@ -1,0 +1,11 @@
+"""Pair scorers: models that score an (image, text) pair jointly (cross-encoders, ITM heads) instead of embedding
+each side alone. The protocol and its loader (protocol.py), the transformers BLIP and BLIP-2 ITM scorers
+(blip.py), the two-stage rerank of a first-stage ranking (rerank.py) and the registrations of the built-ins
+(builtin.py, read by ``vlbench.registry.pair_scorers``)."""
+
+from __future__ import annotations
+
+from .protocol import PAIR_CODE_VERSION, PairScorer, load_pair_scorer
+from .rerank import rerank
+
+__all__ = ["PAIR_CODE_VERSION", "PairScorer", "load_pair_scorer", "rerank"]
