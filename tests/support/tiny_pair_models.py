@@ -28,7 +28,9 @@ def _image_processor():
 
 
 def _tower(**extra):
-    return dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4, **extra)
+    # weights drawn wider than the library's 0.02 so that the image moves the ITM score visibly in float32
+    return dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+                initializer_range=0.5, **extra)
 
 
 def save_blip_itm(folder: Path, seed: int = 0, max_positions: int = 40) -> Path:
@@ -39,7 +41,7 @@ def save_blip_itm(folder: Path, seed: int = 0, max_positions: int = 40) -> Path:
     torch.manual_seed(seed)
     cfg = BlipConfig(text_config=_tower(vocab_size=len(tok), max_position_embeddings=max_positions,
                                         encoder_hidden_size=32, bos_token_id=2, sep_token_id=3, pad_token_id=0),
-                     vision_config=_tower(image_size=IMAGE_SIZE, patch_size=8), projection_dim=16)
+                     vision_config=_tower(image_size=IMAGE_SIZE, patch_size=8), projection_dim=16, initializer_range=0.5)
     BlipForImageTextRetrieval(cfg).save_pretrained(folder)
     BlipProcessor(image_processor=_image_processor(), tokenizer=tok).save_pretrained(folder)
     return folder
@@ -60,7 +62,7 @@ def save_blip2_itm(folder: Path, seed: int = 0, image_tokens: bool = True, max_p
                       qformer_config=_tower(vocab_size=len(proc.tokenizer), encoder_hidden_size=32,
                                             max_position_embeddings=max_positions, use_qformer_text_input=True,
                                             pad_token_id=0),
-                      num_query_tokens=n_query, image_text_hidden_size=16,
+                      num_query_tokens=n_query, image_text_hidden_size=16, initializer_range=0.5,
                       image_token_index=proc.tokenizer.convert_tokens_to_ids("<image>") if image_tokens else None)
     Blip2ForImageTextRetrieval(cfg).save_pretrained(folder)
     proc.save_pretrained(folder)
