@@ -41,7 +41,8 @@ def save_blip_itm(folder: Path, seed: int = 0, max_positions: int = 40) -> Path:
     torch.manual_seed(seed)
     cfg = BlipConfig(text_config=_tower(vocab_size=len(tok), max_position_embeddings=max_positions,
                                         encoder_hidden_size=32, bos_token_id=2, sep_token_id=3, pad_token_id=0),
-                     vision_config=_tower(image_size=IMAGE_SIZE, patch_size=8), projection_dim=16, initializer_range=0.5)
+                     vision_config=_tower(image_size=IMAGE_SIZE, patch_size=8), projection_dim=16,
+                     initializer_range=0.5)
     BlipForImageTextRetrieval(cfg).save_pretrained(folder)
     BlipProcessor(image_processor=_image_processor(), tokenizer=tok).save_pretrained(folder)
     return folder

@@ -81,7 +81,8 @@ def test_rerank_accepts_a_stage_one_list_cut_at_k():
     rng = np.random.default_rng(3)
     s1 = _stage_one(rng, 5, 10)
     scores = _pair_matrix(rng, 5, 10)
-    np.testing.assert_array_equal(rerank(s1[:, :4], _gathered(s1, scores, 4)), rerank(s1, _gathered(s1, scores, 4))[:, :4])
+    pair = _gathered(s1, scores, 4)
+    np.testing.assert_array_equal(rerank(s1[:, :4], pair), rerank(s1, pair)[:, :4])
 
 
 def test_rerank_leaves_its_inputs_unchanged():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,8 +56,8 @@ class HFPairScorer(PairScorer):
             raise
         except Exception as exc:
             raise _load_error(family, self.checkpoint, exc) from exc
-        self.tokenizer = getattr(self.processor, "tokenizer", None)
-        self.image_processor = getattr(self.processor, "image_processor", None)
+        self.tokenizer: Any = getattr(self.processor, "tokenizer", None)
+        self.image_processor: Any = getattr(self.processor, "image_processor", None)
         if self.tokenizer is None or self.image_processor is None:
             raise ModelError(f"the processor of {self.checkpoint!r} has no tokenizer or image processor",
                              "save the model's processor (AutoProcessor) beside its weights")

@@ -110,5 +110,5 @@ def load_pair_scorer(spec: str, *, device: str | None = None, precision: str = "
     if missing:
         raise ModelError(f"pair scorer {name!r} returned a {type(scorer).__name__} without {', '.join(missing)}",
                          "subclass vlbench.models.pairs.PairScorer")
-    scorer.spec = spec  # type: ignore[attr-defined]
+    scorer.spec = spec
     return scorer
