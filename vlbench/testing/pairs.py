@@ -31,12 +31,7 @@ def _close(c: Checker, a: np.ndarray, b: np.ndarray, atol: float, expected: str)
              f"shapes {a.shape} / {b.shape}, largest difference {diff:.3g}")
 
 
-def check_pair_scorer(scorer, *, texts=None, atol: float = 1e-5, device: str = "cpu") -> Report:
-    """Check a pair scorer: the object or a spec ``NAME[:CHECKPOINT]`` of the ``pair_scorers`` registry (loaded on
-    ``device``). ``texts``: captions instead of the built-in sample. Returns the :class:`Report` of the checks
-    passed; raises :class:`ConformanceError` at the first failure."""
-    c = Checker("pair scorer", scorer if isinstance(scorer, str) else
-                getattr(scorer, "spec", None) or type(scorer).__name__)
+def _check_protocol_and_identity(c: Checker, scorer, device: str):
     with c.check("protocol"):
         obj = load_pair_scorer(scorer, device=device) if isinstance(scorer, str) else scorer
         missing = [m for m in REQUIRED if not callable(getattr(obj, m, None))]
@@ -50,16 +45,10 @@ def check_pair_scorer(scorer, *, texts=None, atol: float = 1e-5, device: str = "
         c.expect(obj.identity() == ident, "identity() gives the same dict on every call", "a different dict")
         h = obj.model_hash()
         c.expect(isinstance(h, str) and len(h) == 64 and h == obj.model_hash(), "a stable 64-hex model hash", h)
-    texts = list(texts or TEXTS)
-    images = _images()
-    with c.check("preprocess, collate and encode_images"):
-        state = obj.encode_images(obj.collate([obj.preprocess(im) for im in images]))
-        c.expect(len(state) == len(images), f"an image state of {len(images)} rows", f"{short(len(state))} rows")
-        rows = state[np.array([1, 0])]
-        c.expect(len(rows) == 2, "rows gathered with an index array (state[np.array([1, 0])])", f"{len(rows)} rows")
-    # every image with every text: the grid the other checks cut into batches
-    img_idx = np.repeat(np.arange(len(images)), len(texts))
-    txt = [texts[j] for j in np.tile(np.arange(len(texts)), len(images))]
+    return obj
+
+
+def _check_batches(c: Checker, obj, state, img_idx: np.ndarray, txt: list[str], atol: float) -> np.ndarray:
     with c.check("score_pairs"):
         ref = _scores(c, obj.score_pairs(state[img_idx], txt), len(txt))
     with c.check("determinism"):
@@ -76,12 +65,11 @@ def check_pair_scorer(scorer, *, texts=None, atol: float = 1e-5, device: str = "
         parts = np.concatenate([_scores(c, obj.score_pairs(state[img_idx[a:b]], txt[a:b]), b - a)
                                 for a, b in ((0, half), (half, len(txt)))])
         _close(c, parts, ref, atol, "two batches of half the pairs give the scores of one batch")
-    with c.check("image encoded alone"):  # a row of a batch's state is the state of the image encoded alone
-        for i, im in enumerate(images):
-            alone = obj.encode_images(obj.collate([obj.preprocess(im)]))
-            got = _scores(c, obj.score_pairs(alone[np.zeros(len(texts), dtype=int)], texts), len(texts))
-            _close(c, got, ref[i * len(texts):(i + 1) * len(texts)], atol,
-                   f"image {i} encoded alone scores as its row of the batch")
+    return ref
+
+
+def _check_keys_and_dependence(c: Checker, obj, texts: list[str], ref: np.ndarray, n_images: int,
+                               atol: float) -> None:
     with c.check("text keys name the text"):
         keys = obj.text_keys(texts)
         c.expect(isinstance(keys, list) and len(keys) == len(texts) and all(isinstance(k, str) for k in keys),
@@ -93,11 +81,14 @@ def check_pair_scorer(scorer, *, texts=None, atol: float = 1e-5, device: str = "
                     _close(c, ref[i:len(ref):len(texts)], ref[j:len(ref):len(texts)], atol,
                            f"texts {j} and {i}, which share a key, score alike with every image")
     with c.check("scores depend on the pair"):
-        grid = ref.reshape(len(images), len(texts))
+        grid = ref.reshape(n_images, len(texts))
         c.expect(float(np.ptp(grid, axis=1).max()) > 0, "different texts score differently with one image",
                  "every text scores alike with every image")
         c.expect(float(np.ptp(grid, axis=0).max()) > 0, "different images score differently with one text",
                  "every image scores alike with every text")
+
+
+def _check_edges(c: Checker, obj, state, texts: list[str]) -> None:
     with c.check("mismatched pairs refused"):
         try:
             out = obj.score_pairs(state[np.array([0, 1])], texts[:3])
@@ -113,4 +104,32 @@ def check_pair_scorer(scorer, *, texts=None, atol: float = 1e-5, device: str = "
         with c.check("no pairs"):
             c.expect(isinstance(empty, np.ndarray) and empty.shape == (0,), "no scores for no pairs (or an exception)",
                      short(empty))
+
+
+def check_pair_scorer(scorer, *, texts=None, atol: float = 1e-5, device: str = "cpu") -> Report:
+    """Check a pair scorer: the object or a spec ``NAME[:CHECKPOINT]`` of the ``pair_scorers`` registry (loaded on
+    ``device``). ``texts``: captions instead of the built-in sample. Returns the :class:`Report` of the checks
+    passed; raises :class:`ConformanceError` at the first failure."""
+    c = Checker("pair scorer", scorer if isinstance(scorer, str) else
+                getattr(scorer, "spec", None) or type(scorer).__name__)
+    obj = _check_protocol_and_identity(c, scorer, device)
+    texts = list(texts or TEXTS)
+    images = _images()
+    with c.check("preprocess, collate and encode_images"):
+        state = obj.encode_images(obj.collate([obj.preprocess(im) for im in images]))
+        c.expect(len(state) == len(images), f"an image state of {len(images)} rows", f"{short(len(state))} rows")
+        rows = state[np.array([1, 0])]
+        c.expect(len(rows) == 2, "rows gathered with an index array (state[np.array([1, 0])])", f"{len(rows)} rows")
+    # every image with every text: the grid the other checks cut into batches
+    img_idx = np.repeat(np.arange(len(images)), len(texts))
+    ref = _check_batches(c, obj, state, img_idx, [texts[j] for j in np.tile(np.arange(len(texts)), len(images))],
+                         atol)
+    with c.check("image encoded alone"):  # a row of a batch's state is the state of the image encoded alone
+        for i, im in enumerate(images):
+            alone = obj.encode_images(obj.collate([obj.preprocess(im)]))
+            got = _scores(c, obj.score_pairs(alone[np.zeros(len(texts), dtype=int)], texts), len(texts))
+            _close(c, got, ref[i * len(texts):(i + 1) * len(texts)], atol,
+                   f"image {i} encoded alone scores as its row of the batch")
+    _check_keys_and_dependence(c, obj, texts, ref, len(images), atol)
+    _check_edges(c, obj, state, texts)
     return c.report
