@@ -152,3 +152,59 @@ def test_a_pair_scorer_plugin_without_score_pairs_is_refused():
             load_pair_scorer("test-no-scores")
     finally:
         registry.pair_scorers._entries.pop("test-no-scores")
+
+
+PLUGIN = '''
+import numpy as np
+
+
+class Grey:
+    """A plug-in pair scorer written without importing vlbench: the image's mean grey against the caption length."""
+
+    def identity(self):
+        return {"adapter": "grey-pairs", "version": 1}
+
+    def preprocess(self, image):
+        return np.asarray(image.convert("L").resize((4, 4)), dtype=np.float32)
+
+    def collate(self, items):
+        return np.stack(items)
+
+    def encode_images(self, batch):
+        return batch.mean(axis=(1, 2)) / 255
+
+    def score_pairs(self, images, texts):
+        if len(images) != len(texts):
+            raise ValueError("one image row per text")
+        return -np.abs(np.asarray(images) - np.array([len(t) % 10 / 10 for t in texts])).astype(np.float32)
+
+    def text_keys(self, texts):
+        return list(texts)
+
+    def model_hash(self):
+        return "0" * 64
+
+
+def load(checkpoint=None, **kwargs):
+    return Grey()
+'''
+
+
+def test_a_pair_scorer_plugin_loads_through_its_entry_point_group(monkeypatch, tmp_path, capsys):
+    import importlib.metadata as md
+
+    from vlbench.testing import check_pair_scorer
+
+    (tmp_path / "grey_pairs_plugin.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class EP:
+        name, value, dist = "grey-pairs", "grey_pairs_plugin:load", None
+
+    monkeypatch.setattr(md, "entry_points", lambda group=None: [EP()] if group == "vlbench.pair_scorers" else [])
+    monkeypatch.setattr(registry, "pair_scorers", registry.Registry("pair_scorers"))
+    scorer = load_pair_scorer("grey-pairs")
+    assert registry.pair_scorers.entry("grey-pairs").source.startswith("plugin:")
+    assert "protocol" in check_pair_scorer(scorer).passed
+    assert cli.main(["ls", "pair-scorers"]) == 0
+    assert "grey-pairs" in capsys.readouterr().out
