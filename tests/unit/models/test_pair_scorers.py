@@ -208,3 +208,22 @@ def test_a_pair_scorer_plugin_loads_through_its_entry_point_group(monkeypatch, t
     assert "protocol" in check_pair_scorer(scorer).passed
     assert cli.main(["ls", "pair-scorers"]) == 0
     assert "grey-pairs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("direction", ["i2t", "t2i"])
+def test_topk_pair_scores_with_blip_itm_equal_scoring_each_pair_alone(direction, folders):
+    from vlbench.models.pairs import topk_pair_scores
+
+    scorer = load_pair_scorer(f"blip-itm:{folders['blip-itm']}")
+    images = _images()
+    state = scorer.encode_images(scorer.collate([scorer.preprocess(im) for im in images]))
+    rng = np.random.default_rng(5)
+    gallery, queries = (len(TEXTS), len(images)) if direction == "i2t" else (len(images), len(TEXTS))
+    s1 = np.stack([rng.permutation(gallery)[:3] for _ in range(queries)])
+    got, scored = topk_pair_scores(scorer, state, TEXTS, s1, direction=direction, batch_size=4)
+    for q, row in enumerate(s1):
+        for j, cand in enumerate(row):
+            i, t = (q, cand) if direction == "i2t" else (cand, q)
+            alone = scorer.score_pairs(state[[i]], [TEXTS[t]])[0]
+            assert abs(got[q, j] - alone) <= ATOL
+    assert scored == queries * 3

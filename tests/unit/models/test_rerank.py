@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vlbench.errors import VlbenchError
-from vlbench.models.pairs import rerank
+from vlbench.models.pairs import rerank, topk_pair_scores
 
 
 def _stage_one(rng, queries, n):
@@ -101,3 +101,77 @@ def test_rerank_leaves_its_inputs_unchanged():
 def test_rerank_refuses_bad_input_naming_it(s1, scores, match):
     with pytest.raises(VlbenchError, match=match):
         rerank(s1, scores)
+
+
+class _Counting:
+    """A deterministic pair scorer that counts the pairs it is asked to score; captions "x" and "x " share a key."""
+
+    def __init__(self):
+        self.pairs = 0
+
+    def text_keys(self, texts):
+        return [t.strip() for t in texts]
+
+    def score_pairs(self, images, texts):
+        self.pairs += len(texts)
+        return np.array([(float(im) * 7 + len(t.strip()) * 3) % 5 for im, t in zip(images, texts)],
+                        dtype=np.float32)
+
+
+def _direct(scorer, state, texts, stage_one, direction):
+    out = np.empty(stage_one.shape, dtype=np.float32)
+    for qi, row in enumerate(stage_one):
+        for j, cand in enumerate(row):
+            i, t = (qi, cand) if direction == "i2t" else (cand, qi)
+            out[qi, j] = scorer.score_pairs(state[[i]], [texts[t]])[0]
+    return out
+
+
+@pytest.mark.parametrize("direction", ["i2t", "t2i"])
+@pytest.mark.parametrize("batch_size", [1, 4, 1000])
+def test_topk_pair_scores_equal_a_direct_loop_per_pair(direction, batch_size):
+    rng = np.random.default_rng(7)
+    n_img, n_txt, k = 6, 9, 4
+    state = np.arange(n_img, dtype=np.float32)
+    texts = ["a" * int(n) for n in rng.integers(1, 9, n_txt)]
+    gallery = n_txt if direction == "i2t" else n_img
+    queries = n_img if direction == "i2t" else n_txt
+    s1 = np.stack([rng.permutation(gallery)[:k] for _ in range(queries)])
+    got, scored = topk_pair_scores(_Counting(), state, texts, s1, direction=direction, batch_size=batch_size)
+    np.testing.assert_array_equal(got, _direct(_Counting(), state, texts, s1, direction))
+    assert got.dtype == np.float32 and scored <= queries * k
+
+
+def test_topk_pair_scores_score_a_recurring_pair_once():
+    scorer = _Counting()
+    texts = ["dog", "dog ", "cat"]  # captions 0 and 1 share a key
+    s1 = np.array([[0, 1], [1, 0], [0, 1]])  # t2i: every caption's candidates are images 0 and 1
+    got, scored = topk_pair_scores(scorer, np.array([0.0, 1.0], np.float32), texts, s1, direction="t2i")
+    assert scored == scorer.pairs == 4  # (0, dog), (1, dog), (0, cat), (1, cat): 6 pairs asked, 4 distinct
+    np.testing.assert_array_equal(got[0], got[1][::-1])
+
+
+def test_topk_pair_scores_with_k_gallery_then_rerank_is_the_pair_models_full_ranking():
+    rng = np.random.default_rng(3)
+    n_img, n_txt = 5, 8
+    state = np.arange(n_img, dtype=np.float32)
+    texts = ["b" * int(n) for n in rng.integers(1, 6, n_txt)]
+    s1 = np.stack([rng.permutation(n_img) for _ in range(n_txt)])  # t2i over the whole gallery
+    scores, _ = topk_pair_scores(_Counting(), state, texts, s1, direction="t2i")
+    final = rerank(s1, scores)
+    stage_rank = np.argsort(s1, axis=1)
+    for t in range(n_txt):
+        full = _Counting().score_pairs(state, [texts[t]] * n_img)  # every image with caption t
+        assert final[t].tolist() == sorted(range(n_img), key=lambda i: (-float(full[i]), stage_rank[t, i]))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(direction="x2y"), "unknown direction"),
+    (dict(direction="t2i", batch_size=0), "batch size"),
+    (dict(direction="i2t", stage_one=np.array([[0, 9]])), "caption id out of range"),
+])
+def test_topk_pair_scores_refuse_bad_input_naming_it(kwargs, match):
+    args = dict(stage_one=np.array([[0, 1]]))
+    args.update(kwargs)
+    with pytest.raises(VlbenchError, match=match):
+        topk_pair_scores(_Counting(), np.zeros(2, np.float32), ["a", "b"], **args)
