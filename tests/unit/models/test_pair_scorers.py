@@ -227,3 +227,12 @@ def test_topk_pair_scores_with_blip_itm_equal_scoring_each_pair_alone(direction,
             alone = scorer.score_pairs(state[[i]], [TEXTS[t]])[0]
             assert abs(got[q, j] - alone) <= ATOL
     assert scored == queries * 3
+
+
+def test_a_folder_without_its_processor_names_what_to_save(tmp_path):
+    folder = SAVERS["blip-itm"](tmp_path / "full")
+    bare = tmp_path / "weights-only"
+    transformers.BlipForImageTextRetrieval.from_pretrained(folder).save_pretrained(bare)
+    with pytest.raises(ModelError) as err:
+        load_pair_scorer(f"blip-itm:{bare}")
+    assert str(bare) in str(err.value) and "save_pretrained" in str(err.value)
