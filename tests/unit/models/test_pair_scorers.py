@@ -236,3 +236,13 @@ def test_a_folder_without_its_processor_names_what_to_save(tmp_path):
     with pytest.raises(ModelError) as err:
         load_pair_scorer(f"blip-itm:{bare}")
     assert str(bare) in str(err.value) and "save_pretrained" in str(err.value)
+
+
+def test_pair_scorer_identity_names_an_accelerator_device_and_not_the_cpu(folders):
+    from vlbench.models.pairs.blip import HFPairScorer
+
+    cpu = HFPairScorer("blip-itm", str(folders["blip-itm"]), device="cpu")
+    gpu = HFPairScorer("blip-itm", str(folders["blip-itm"]), device="cuda:1")  # nothing runs on it here
+    assert "device" not in cpu.identity() and gpu.identity()["device"] == "cuda"
+    assert gpu.model_hash() != cpu.model_hash()
+    assert HFPairScorer("blip-itm", str(folders["blip-itm"]), device="cuda:0").model_hash() == gpu.model_hash()

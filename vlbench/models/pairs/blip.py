@@ -91,7 +91,7 @@ class HFPairScorer(PairScorer):
         ip = self.image_processor
         pre = {k: getattr(ip, k, None) for k in ("size", "crop_size", "do_center_crop", "do_resize", "resample",
                                                    "image_mean", "image_std", "do_normalize", "rescale_factor")}
-        return {
+        out = {
             "adapter": f"vlbench.pairs.{self.name}",
             "kind": "pair-scorer",
             "model_class": self.model_class,
@@ -105,6 +105,10 @@ class HFPairScorer(PairScorer):
             "precision": self.precision,
             "score": "itm softmax p(match), float32",
         }
+        kind = str(self.device).split(":")[0]
+        if kind != "cpu":  # scores made on an accelerator agree with the CPU's only within a tolerance: another
+            out["device"] = kind  # identity, so never one cache entry (the CPU's identity has no device key)
+        return out
 
     def preprocess(self, image):
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
