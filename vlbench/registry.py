@@ -1,5 +1,6 @@
 """One small generic registry for models, datasets, perturbations, metrics, protocols, galleries, perturbation
-variants, granularity profiles, reproductions, sweep suites, exporters and trackers.
+variants, granularity profiles, reproductions, sweep suites, exporters,
+trackers and pair scorers.
 
 * names are kebab-case slugs; registering a name twice is an error;
 * entries may be lazy ``"module:attr"`` strings, so nothing heavy is imported until used;
@@ -81,7 +82,8 @@ BUILTIN_MODULES = {"models": "vlbench.models.adapter", "datasets": "vlbench.data
                    "protocols": "vlbench.pipeline.presets", "granularity_profiles": "vlbench.granularity.features",
                    "galleries": "vlbench.pipeline.galleries",
                    "exporters": "vlbench.export.builtin",
-                   "trackers": "vlbench.trackers.builtin"}
+                   "trackers": "vlbench.trackers.builtin",
+                   "pair_scorers": "vlbench.models.pairs.builtin"}
 STUDY_GROUP = "vlbench.studies"
 #: name -> why a study's registration failed (shown by ``vlbench ls``; a run that needs its parts fails then)
 study_errors: dict[str, str] = {}
@@ -222,6 +224,9 @@ granularity_profiles = Registry("granularity_profiles", BUILTIN_MODULES["granula
 exporters = Registry("exporters", BUILTIN_MODULES["exporters"])
 #: the experiment trackers of ``--report-to NAME`` (a vlbench.trackers.protocol.Tracker)
 trackers = Registry("trackers", BUILTIN_MODULES["trackers"])
+#: models that score (image, text) pairs, loaders ``(checkpoint, *, device, precision, ...) -> PairScorer``
+#: (vlbench.models.pairs)
+pair_scorers = Registry("pair_scorers", BUILTIN_MODULES["pair_scorers"])
 
 
 def plugin_versions() -> dict[str, str]:

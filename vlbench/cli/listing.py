@@ -60,7 +60,8 @@ def _cmd_ls(args) -> int:
                 ("perturbation-variants", registry.perturbation_variants),
                 ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions),
                 ("suites", registry.suites),
-                ("exporters", registry.exporters), ("trackers", registry.trackers)]
+                ("exporters", registry.exporters), ("trackers", registry.trackers),
+                ("pair-scorers", registry.pair_scorers)]
     want = args.what
     for title, reg in sections:
         if want and want != title:

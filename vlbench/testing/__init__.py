@@ -13,7 +13,9 @@ every clause of its contract that vlbench relies on, and vlbench's own tests run
 * :func:`check_exporter` (a ``vlbench export`` format: name or object): the protocol, the files it returns, writes
   only under ``out``, leaves the run as it was, the same bytes twice (testing/exporter.py);
 * :func:`check_tracker` (a ``--report-to`` tracker: name or object): the protocol, a silent ``prepare``, one
-  line from ``send``, the payload unchanged, a second run (testing/tracker.py).
+  line from ``send``, the payload unchanged, a second run (testing/tracker.py);
+* :func:`check_pair_scorer` (a pair scorer: ``NAME[:CHECKPOINT]`` or object): identity, float32 scores, batch
+  and order independence, an image encoded once, text keys, mismatched pairs refused (testing/pairs.py).
 
 Each returns a :class:`Report` (the checks passed, and those skipped with why) and raises a
 :class:`ConformanceError` (an ``AssertionError``) naming the plug-in, the check, what was expected and what was
@@ -30,8 +32,9 @@ from .dataset import check_dataset
 from .exporter import check_exporter
 from .images import check_image_perturbation
 from .metric import check_metric
+from .pairs import check_pair_scorer
 from .perturbation import check_perturbation
 from .tracker import check_tracker
 
 __all__ = ["ConformanceError", "Report", "check_adapter", "check_dataset", "check_exporter",
-           "check_image_perturbation", "check_metric", "check_perturbation", "check_tracker"]
+           "check_image_perturbation", "check_metric", "check_pair_scorer", "check_perturbation", "check_tracker"]
