@@ -48,42 +48,52 @@ def _model_line(entry, desc: str, check: bool) -> str:
     return "  ".join(x for x in (desc or family.describe(), facts_text(family)) if x)
 
 
+#: what ``vlbench ls`` lists, in order: (section title, registry); every plug-in kind is one line here
+def _sections() -> list:
+    return [("models", registry.models), ("datasets", registry.datasets),
+            ("perturbations", registry.perturbations), ("image-perturbations", image_perturbations),
+            ("protocols", registry.protocols), ("galleries", registry.galleries),
+            ("perturbation-variants", registry.perturbation_variants),
+            ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions),
+            ("suites", registry.suites),
+            ("exporters", registry.exporters), ("trackers", registry.trackers),
+            ("pair-scorers", registry.pair_scorers)]
+
+
+def _entry_line(title: str, e, check: bool) -> str:
+    """One registered entry as ``vlbench ls`` prints it: name, family, description, source, what broke."""
+    src = "" if e.source == "builtin" else f"  [{e.source}]"
+    fam = e.meta.get("family")
+    desc = e.description or ""
+    if title == "models":
+        desc = _model_line(e, desc, check)
+    elif title not in ("models", "datasets") and not desc and check:  # a plug-in object's own description
+        try:
+            desc = str(getattr(e.load(), "description", "") or "")
+        except (Exception, SystemExit):
+            pass
+    broken = _plugin_problem(e, check) if e.source != "builtin" else None
+    mark = "!" if broken else " "
+    line = (f"{mark} {e.name:<34} {('(' + fam + ') ') if fam else ''}{desc}{src}"
+            + (f"  BROKEN: {broken}" if broken else ""))
+    if e.meta.get("licence") or e.meta.get("citation"):  # a dataset record's terms and what to cite
+        line += f"\n  {'':<34}   licence: {e.meta.get('licence') or '?'}; cite: {e.meta.get('citation') or '?'}"
+    return line
+
+
 def _cmd_ls(args) -> int:
     try:  # lazy: what a broken optional stack breaks is said here, not at vlbench's start
         from .. import perturbations  # noqa: F401 -- imported for the perturbations it registers
     except Exception as exc:  # pragma: no cover
         print(f"(perturbations unavailable: {exc})")
 
-    sections = [("models", registry.models), ("datasets", registry.datasets),
-                ("perturbations", registry.perturbations), ("image-perturbations", image_perturbations),
-                ("protocols", registry.protocols), ("galleries", registry.galleries),
-                ("perturbation-variants", registry.perturbation_variants),
-                ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions),
-                ("suites", registry.suites),
-                ("exporters", registry.exporters), ("trackers", registry.trackers),
-                ("pair-scorers", registry.pair_scorers)]
     want = args.what
-    for title, reg in sections:
+    for title, reg in _sections():
         if want and want != title:
             continue
         print(f"{title}:")
         for e in reg.entries():
-            src = "" if e.source == "builtin" else f"  [{e.source}]"
-            fam = e.meta.get("family")
-            desc = e.description or ""
-            if title == "models":
-                desc = _model_line(e, desc, args.check)
-            elif title in ("exporters", "trackers") and not desc and args.check:  # a plug-in's own line
-                try:
-                    desc = str(getattr(e.load(), "description", "") or "")
-                except (Exception, SystemExit):
-                    pass
-            broken = _plugin_problem(e, args.check) if e.source != "builtin" else None
-            mark = "!" if broken else " "
-            print(f"{mark} {e.name:<34} {('(' + fam + ') ') if fam else ''}{desc}{src}"
-                  + (f"  BROKEN: {broken}" if broken else ""))
-            if e.meta.get("licence") or e.meta.get("citation"):  # a dataset record's terms and what to cite
-                print(f"  {'':<34}   licence: {e.meta.get('licence') or '?'}; cite: {e.meta.get('citation') or '?'}")
+            print(_entry_line(title, e, args.check))
         if title == "datasets":
             print(f"  {'custom:<manifest.jsonl>':<34} your own test set: one JSON line per image, "
                   '{"image": "<path relative to the manifest>", "captions": [...]}')

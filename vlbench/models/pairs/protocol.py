@@ -28,7 +28,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ... import registry
 from ...errors import ModelError, VlbenchError
+from ..adapter import pick_device, torch_dtype
 from ..identity import ModelIdentity
 
 #: bump when vlbench's pair-scoring code changes what a score is (part of every pair scorer's hash)
@@ -86,9 +88,6 @@ def load_pair_scorer(spec: str, *, device: str | None = None, precision: str = "
     """Load ``NAME[:CHECKPOINT]`` from the ``pair_scorers`` registry (built-ins and plug-ins of the entry-point
     group ``vlbench.pair_scorers``): a registered loader called as ``loader(checkpoint, device=, precision=,
     trust_remote_code=[, revision=])`` (the checkpoint None: the loader's default)."""
-    from ... import registry
-    from ..adapter import pick_device, torch_dtype
-
     name, ckpt = parse_spec(spec)
     loader = registry.pair_scorers.get(name)  # unknown name -> did you mean
     device = pick_device(device)
