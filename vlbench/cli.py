@@ -142,7 +142,8 @@ def _cmd_ls(args) -> int:
                 ("protocols", registry.protocols), ("galleries", registry.galleries),
                 ("perturbation-variants", registry.perturbation_variants),
                 ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions),
-                ("suites", registry.suites)]
+                ("suites", registry.suites),
+                ("executors", registry.executors)]
     want = args.what
     for title, reg in sections:
         if want and want != title:
@@ -287,7 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "studies included)")
     ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
                                                 "metrics", "protocols", "galleries", "perturbation-variants",
-                                                "granularity-profiles", "reproductions", "suites"])
+                                                "granularity-profiles", "reproductions", "suites",
+                                                "executors"])
     ls.add_argument("--check", action="store_true", help="import every plug-in to find broken ones (slower)")
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets")

@@ -1,5 +1,5 @@
 """One small generic registry for models, datasets, perturbations, metrics, protocols, galleries, perturbation
-variants, granularity profiles, reproductions and sweep suites.
+variants, granularity profiles, reproductions, sweep suites and sweep executors.
 
 * names are kebab-case slugs; registering a name twice is an error;
 * entries may be lazy ``"module:attr"`` strings, so nothing heavy is imported until used;
@@ -216,6 +216,8 @@ reproductions = Registry("reproductions")
 suites = Registry("suites", "vlbench.sweep.suites")
 #: named sets of granularity feature readings (a dict of vlbench.granularity.FeatureOptions values)
 granularity_profiles = Registry("granularity_profiles", BUILTIN_MODULES["granularity_profiles"])
+#: where a sweep's runs execute, ``vlbench sweep --executor NAME`` (a vlbench.execution.Executor)
+executors = Registry("executors", "vlbench.sweep.executors")
 
 
 def plugin_versions() -> dict[str, str]:

@@ -128,6 +128,8 @@ RUN_OPTIONS = (
     Option("batch_size", "--batch-size", "image batch size (texts use max(this, 256))", kind="int"),
     Option("text_batch_size", "--text-batch-size", "caption batch size (default max(--batch-size, 256))", kind="int"),
     Option("num_workers", "--num-workers", "image decoding worker processes", kind="int"),
+    Option("threads", "--threads", "CPU threads of the model's forward (default: the cores this process may use, "
+                                   "alone and in a sweep alike; a CPU forward's numbers depend on it)", kind="int"),
     Option("pixels", "--pixels", "what makes the image pixels: reference (default: the model's own processor on "
                                  "PIL-decoded images, in the workers) or device (JPEGs decoded, resized and "
                                  "normalised on --device in batches; a few grey levels from the reference, a model "
