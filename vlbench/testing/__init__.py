@@ -9,12 +9,14 @@ every clause of its contract that vlbench relies on, and vlbench's own tests run
   worst ranking, param honoured (testing/metric.py);
 * :func:`check_dataset` (a ``Dataset``, factory or name): images, captions, indices, ids, files (testing/dataset.py);
 * :func:`check_image_perturbation` (an image corruption: name or function): shape, values, determinism,
-  severities (testing/images.py).
+  severities (testing/images.py);
+* :func:`check_executor` (a sweep executor: name, class or object): the protocol, options refused before any
+  run, one typed outcome per task in order, retries honoured, progress events (testing/executor.py).
 
 Each returns a :class:`Report` (the checks passed, and those skipped with why) and raises a
 :class:`ConformanceError` (an ``AssertionError``) naming the plug-in, the check, what was expected and what was
 found. Example: ``from vlbench.testing import check_metric; check_metric(MY_METRIC)``. docs/extending.md
-("Check your plug-in") shows all five. To add a check, add it to the kind's module; a new plug-in kind gets a
+("Check your plug-in") shows them. To add a check, add it to the kind's module; a new plug-in kind gets a
 module of its own and an export here.
 """
 
@@ -23,9 +25,10 @@ from __future__ import annotations
 from .adapter import check_adapter
 from .common import ConformanceError, Report
 from .dataset import check_dataset
+from .executor import check_executor
 from .images import check_image_perturbation
 from .metric import check_metric
 from .perturbation import check_perturbation
 
-__all__ = ["ConformanceError", "Report", "check_adapter", "check_dataset", "check_image_perturbation",
-           "check_metric", "check_perturbation"]
+__all__ = ["ConformanceError", "Report", "check_adapter", "check_dataset", "check_executor",
+           "check_image_perturbation", "check_metric", "check_perturbation"]
