@@ -15,6 +15,8 @@ The study folder::
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -42,6 +44,8 @@ class SweepResult:
     states: dict[str, dict] = field(default_factory=dict)  # ``plan_only``: run id -> where it stands (status.as_json)
     leaderboard: Path | None = None
     leaderboard_error: str | None = None
+    leaderboard_note: str | None = None  # what the board holds of the plan's runs (superseded ones named)
+    stale_board_removed: bool = False  # the board of an earlier plan was removed (it did not describe this plan)
     plan_only: bool = False
 
     @property
@@ -92,6 +96,7 @@ def sweep(plan: str | Path | Plan, out=None, *, executor: str = "local", workers
     if workers is not None:
         options["workers"] = workers
     get_executor(executor).check_options(dict(options))  # a bad option: said before the first run
+    result.stale_board_removed = _forget_stale_board(study, tasks)
     (study / RUNS).mkdir(parents=True, exist_ok=True)
     write_json(study / PLAN_FILE, {"plan": plan.path, "executor": executor,
                                    "runs": [t.as_dict() for t in tasks]})
@@ -188,6 +193,23 @@ def _partition(rows: list, outcomes: dict) -> list[Task]:
     return todo
 
 
+def _forget_stale_board(study: Path, tasks: list[Task]) -> bool:
+    """Remove the study's leaderboard when it was built for another plan (plan.json lists other runs): a board
+    that no longer describes the plan is never left to be read as this plan's (a rebuild that fails, or
+    ``--no-leaderboard``, would leave the earlier plan's runs on it). True when one was removed."""
+    board, old = study / BOARD, study / PLAN_FILE
+    if not (board / "build_manifest.json").is_file() or board.is_symlink() or not old.is_file():
+        return False
+    try:
+        before = {r["run_id"] for r in json.loads(old.read_text("utf-8"))["runs"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        before = None
+    if before == {t.run_id for t in tasks}:
+        return False
+    shutil.rmtree(board)
+    return True
+
+
 def _keep_timings(result: SweepResult, cache_dir) -> None:
     for o in result.outcomes.values():
         if o.status is RunStatus.DONE:
@@ -210,12 +232,18 @@ def _leaderboard(result: SweepResult, err) -> None:
     from ..leaderboards.runset import Choice
 
     try:
-        build_leaderboard([str((result.study / RUNS).resolve())], result.study / BOARD, plots=False,
-                          warn=lambda m: print(f"vlbench: warning: {m}", file=err),
-                          choice=Choice(run_set=str(run_set), allow_limited=True, keep_stray=True))
+        built = build_leaderboard([str((result.study / RUNS).resolve())], result.study / BOARD, plots=False,
+                                  warn=lambda m: print(f"vlbench: warning: {m}", file=err),
+                                  choice=Choice(run_set=str(run_set), allow_limited=True, keep_stray=True))
         result.leaderboard = result.study / BOARD
     except VlbenchError as exc:
         result.leaderboard_error = str(exc)
+        return
+    superseded = [s for s in built.manifest.get("superseded", []) if s.get("fully")]
+    result.leaderboard_note = (
+        f"{len(finished)} of the plan's {len(result.tasks)} run(s) finished and are on it"
+        + (f"; the values of {len(superseded)} of them come from later runs of the plan with the same model, "
+           "dataset and condition (build_manifest.json: superseded)" if superseded else ""))
 
 
 def _summary(result: SweepResult, err) -> None:
@@ -229,8 +257,11 @@ def _summary(result: SweepResult, err) -> None:
     for o in result.failed:
         print(f"  {o.status.value.upper()} {o.run_id} after {o.attempts} attempt(s): {o.error}\n"
               f"         log: {o.log}", file=err)
+    if result.stale_board_removed:
+        print(f"the study's leaderboard of an earlier plan was removed: it did not hold this plan's "
+              f"{len(result.tasks)} run(s)", file=err)
     if result.leaderboard:
-        print(f"leaderboard of the plan's runs: {result.leaderboard}", file=err)
+        print(f"leaderboard of the plan's runs: {result.leaderboard} ({result.leaderboard_note})", file=err)
     if result.leaderboard_error:
         print(f"leaderboard not built: {result.leaderboard_error}", file=err)
     if result.failed:
