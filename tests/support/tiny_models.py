@@ -186,6 +186,7 @@ def save_openclip(folder: Path, seed: int = 0, custom_text: bool = False) -> Pat
     return folder
 
 
-SAVERS = {"clip": save_clip, "clip_wide": save_clip_wide, "align": save_align, "altclip": save_altclip, "groupvit": save_groupvit,
+SAVERS = {"clip": save_clip, "clip_wide": save_clip_wide, "align": save_align, "altclip": save_altclip,
+          "groupvit": save_groupvit,
           "openclip": save_openclip,
           "openclip_custom_text": lambda folder, seed=0: save_openclip(folder, seed, custom_text=True)}
