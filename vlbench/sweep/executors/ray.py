@@ -161,9 +161,9 @@ def _connect(ray, opts: dict) -> bool:
     if thread.is_alive():  # still waiting on the cluster: say so and stop (the daemon thread ends with the process)
         raise _cannot_reach(shown, f"no connection within connect_timeout_s={wait:g} s")
     if "error" in got:
-        exc = got["error"]
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        raise _cannot_reach(shown, f"{type(exc).__name__}: {first}") from None
+        failure = got["error"]
+        first = str(failure).strip().splitlines()[0][:300] if str(failure).strip() else ""
+        raise _cannot_reach(shown, f"{type(failure).__name__}: {first}") from None
     return True
 
 
