@@ -147,9 +147,16 @@ def _connect(ray, opts: dict) -> bool:
             socket.create_connection(where, timeout=min(wait, 10.0)).close()
         except OSError as exc:
             raise _cannot_reach(shown, f"{where[0]}:{where[1]} does not answer: {exc.strerror or exc}") from None
+    if target is None:  # a private Ray started here: in this thread (the processes Ray starts end with the thread
+        # that started them), and nothing to wait for
+        try:
+            ray.init(address=None, **kwargs)
+        except Exception as exc:  # noqa: BLE001 -- whatever Ray raises, the user gets what to do
+            raise _cannot_reach(shown, f"{type(exc).__name__}: {str(exc).strip()[:300]}") from None
+        return True
     got: dict[str, BaseException] = {}
 
-    def init() -> None:
+    def init() -> None:  # connects to a cluster that runs: starts no process
         try:
             ray.init(address=target, **kwargs)
         except BaseException as exc:  # noqa: BLE001 -- whatever Ray raises, the user gets what to do
