@@ -1,6 +1,6 @@
 """One small generic registry for models, datasets, perturbations, metrics, protocols, galleries, perturbation
-variants, granularity profiles, reproductions, sweep suites, exporters,
-trackers and pair scorers.
+variants, granularity profiles, reproductions, sweep suites, sweep executors,
+exporters, trackers and pair scorers.
 
 * names are kebab-case slugs; registering a name twice is an error;
 * entries may be lazy ``"module:attr"`` strings, so nothing heavy is imported until used;
@@ -227,6 +227,8 @@ trackers = Registry("trackers", BUILTIN_MODULES["trackers"])
 #: models that score (image, text) pairs, loaders ``(checkpoint, *, device, precision, ...) -> PairScorer``
 #: (vlbench.models.pairs)
 pair_scorers = Registry("pair_scorers", BUILTIN_MODULES["pair_scorers"])
+#: where a sweep's runs execute, ``vlbench sweep --executor NAME`` (a vlbench.execution.Executor)
+executors = Registry("executors", "vlbench.sweep.executors")
 
 
 def plugin_versions() -> dict[str, str]:

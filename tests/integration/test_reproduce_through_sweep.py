@@ -39,7 +39,7 @@ def test_a_failed_run_of_a_reproduction_fails_alone_and_the_rerun_runs_only_it(t
     (broken / "model.safetensors").write_bytes(weights)  # the fix
     assert main(args) == 0
     err = capsys.readouterr().err
-    assert "16 run(s): 12 already finished or in conflict, 4 to run" in err
+    assert "16 run(s): 12 already finished, 4 to run" in err
     after = {p.parent.name: p.read_bytes() for p in (tmp_path / "r" / "runs").glob("*/results.json")}
     assert len(after) == 16
     assert {name: after[name] for name in finished} == finished  # the 12 finished before are reused untouched

@@ -106,8 +106,8 @@ def ray_sweep(tiny_models, tmp_path_factory):
 def test_ray_sweep_on_a_three_node_cluster_equals_runs_made_one_by_one(ray_sweep, tmp_path):
     tasks, outcomes = ray_sweep["tasks"], ray_sweep["outcomes"]
     assert len(tasks) == 12
-    assert [o["run_id"] for o in outcomes] == [t.run_id for t in tasks]
-    assert all(o["status"] == "done" for o in outcomes), [o["error"] for o in outcomes if o["status"] != "done"]
+    assert [o.run_id for o in outcomes] == [t.run_id for t in tasks]
+    assert all(o.status == "done" for o in outcomes), [o.error for o in outcomes if o.status != "done"]
     assert sorted(r for kind, r in ray_sweep["events"] if kind == "done") == sorted(t.run_id for t in tasks)
     alone = one_by_one(tasks, tmp_path / "alone")
     for t in tasks:
@@ -120,13 +120,13 @@ def test_ray_sweep_survives_a_worker_node_killed_mid_run(ray_sweep):
     run = next(t for t in ray_sweep["tasks"] if t.run_id == killed["run_id"])
     pids = {int(pid) for _, pid in HEADER.findall(Path(run.log).read_text())}
     assert killed["pid"] in pids and len(pids) >= 2  # started again, in another worker process
-    outcome = next(o for o in ray_sweep["outcomes"] if o["run_id"] == run.run_id)
-    assert outcome["status"] == "done" and (Path(run.folder) / "results.json").is_file()
+    outcome = next(o for o in ray_sweep["outcomes"] if o.run_id == run.run_id)
+    assert outcome.status == "done" and (Path(run.folder) / "results.json").is_file()
 
 
 def test_ray_sweep_run_again_does_no_forward_pass_and_takes_seconds(ray_sweep):
     again = ray_sweep["again"]
-    assert all(o["status"] == "done" for o in again)
+    assert all(o.status == "done" for o in again)
     for t in ray_sweep["tasks"]:  # every run resumed as it was: nothing written again
         assert (Path(t.folder) / "results.json").stat().st_mtime_ns == ray_sweep["files"][t.run_id]
     assert ray_sweep["again_seconds"] < 60, ray_sweep["again_seconds"]

@@ -34,12 +34,12 @@ def test_slurm_executor_jobs_give_the_numbers_of_runs_made_one_by_one(tiny_model
     events = []
     outcomes = execute(tasks, {"cluster": "local", "time": 10, "poll_s": 0.5},
                        lambda kind, run_id, info: events.append((kind, run_id)))
-    assert [o["run_id"] for o in outcomes] == [t.run_id for t in tasks]
-    assert all(o["status"] == "done" for o in outcomes), outcomes
+    assert [o.run_id for o in outcomes] == [t.run_id for t in tasks]
+    assert all(o.status == "done" for o in outcomes), outcomes
     assert {e for e in events if e[0] == "done"} == {("done", t.run_id) for t in tasks}
     for o in outcomes:  # each job's logs beside the runs, in the study folder
-        assert Path(o["job_stderr"]).is_relative_to(tmp_path / "study" / "slurm")
-        assert Path(o["job_stderr"]).is_file()
+        assert Path(o.extra["job_stderr"]).is_relative_to(tmp_path / "study" / "slurm")
+        assert Path(o.extra["job_stderr"]).is_file()
     alone = one_by_one(tasks, tmp_path / "alone")
     for t in tasks:
         assert numbers(t.folder) == alone[t.run_id]
@@ -55,12 +55,12 @@ def test_slurm_job_that_fails_is_an_outcome_naming_its_log_and_the_others_finish
     tasks = make_tasks(tmp_path / "study", models, {"tiny": write_manifest(tmp_path / "data", 6)},
                        cache=tmp_path / "cache", conditions={"clean": {}})
     outcomes = execute(tasks, {"cluster": "local", "time": 10, "poll_s": 0.5}, None)
-    by_id = {o["run_id"]: o for o in outcomes}
-    assert by_id["good--tiny--clean"]["status"] == "done"
+    by_id = {o.run_id: o for o in outcomes}
+    assert by_id["good--tiny--clean"].status == "done"
     bad = by_id["broken--tiny--clean"]
-    assert bad["status"] == "failed" and bad["error"] and Path(bad["log"]).is_file()
-    assert "Traceback" in Path(bad["log"]).read_text()
-    assert json.loads((Path(by_id["good--tiny--clean"]["folder"]) / "results.json").read_text())["results"]
+    assert bad.status == "failed" and bad.error and Path(bad.log).is_file()
+    assert "Traceback" in Path(bad.log).read_text()
+    assert json.loads((Path(by_id["good--tiny--clean"].folder) / "results.json").read_text())["results"]
 
 
 def test_slurm_array_submitted_through_sbatch_runs_and_a_job_whose_node_failed_is_named(tiny_models, tmp_path,
@@ -82,14 +82,14 @@ def test_slurm_array_submitted_through_sbatch_runs_and_a_job_whose_node_failed_i
     assert len(scripts) == 1  # one job array for the whole sweep
     assert scripts[0].read_text() == sbatch_script(tasks, options)
     assert "#SBATCH --array=0-2%2" in scripts[0].read_text() and "#SBATCH --partition=gpu" in scripts[0].read_text()
-    assert [o["run_id"] for o in outcomes] == [t.run_id for t in tasks]
+    assert [o.run_id for o in outcomes] == [t.run_id for t in tasks]
     lost = outcomes[1]
-    assert lost["status"] == "failed" and lost["job_id"] == "4242_1"
-    assert "4242_1" in lost["error"] and lost["job_stderr"] in lost["error"] and "NODE FAILURE" in lost["error"]
-    assert Path(lost["job_stderr"]).is_file()
+    assert lost.status == "killed" and lost.extra["job_id"] == "4242_1"
+    assert "4242_1" in lost.error and lost.extra["job_stderr"] in lost.error and "NODE FAILURE" in lost.error
+    assert Path(lost.extra["job_stderr"]).is_file()
     alone = one_by_one([tasks[0], tasks[2]], tmp_path / "alone")
     for o, t in ((outcomes[0], tasks[0]), (outcomes[2], tasks[2])):
-        assert o["status"] == "done" and o["job_id"].startswith("4242_")
+        assert o.status == "done" and o.extra["job_id"].startswith("4242_")
         assert numbers(t.folder) == alone[t.run_id]
 
 
@@ -109,13 +109,13 @@ def test_slurm_sweep_command_gives_the_numbers_of_runs_made_one_by_one(tiny_mode
         "[study.executor.slurm]", 'cluster = "local"', "poll_s = 0.5"]) + "\n")
     kw = dict(executor="slurm", leaderboard=False, stream=io.StringIO(), cache_dir=str(tmp_path / "cache"))
     first = sweep(plan, tmp_path / "study", **kw)
-    assert first.ok and len(first.outcomes) == 2 and all(o["job_id"] for o in first.outcomes.values())
+    assert first.ok and len(first.outcomes) == 2 and all(o.extra["job_id"] for o in first.outcomes.values())
     alone = one_by_one(first.tasks, tmp_path / "alone")
     for t in first.tasks:
         assert numbers(t.folder) == alone[t.run_id]
     jobs = sorted((tmp_path / "study" / "slurm").iterdir())
     again = sweep(plan, tmp_path / "study", **kw)
-    assert again.ok and {o["status"] for o in again.outcomes.values()} == {"skipped"}
+    assert again.ok and {o.status for o in again.outcomes.values()} == {"skipped"}
     assert sorted((tmp_path / "study" / "slurm").iterdir()) == jobs  # no job submitted
 
 
@@ -143,7 +143,7 @@ def test_slurm_job_at_its_time_limit_is_requeued_and_its_run_resumes(tiny_models
     watcher.start()
     [outcome] = execute(tasks, {"cluster": "local", "time": 1, "poll_s": 0.5}, None)
     watcher.join(5)
-    assert signalled and outcome["status"] == "done", outcome
+    assert signalled and outcome.status == "done", outcome
     pids = [int(p) for p in HEADER.findall(log.read_text())]
     assert pids[0] == signalled[0] and len(set(pids)) >= 2  # requeued: the run started again in a new process
     assert numbers(tasks[0].folder) == one_by_one(tasks, tmp_path / "alone")[tasks[0].run_id]

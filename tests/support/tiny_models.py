@@ -81,6 +81,23 @@ def save_clip(folder: Path, seed: int = 0, projection_dim: int = 16) -> Path:
     return folder
 
 
+def save_clip_wide(folder: Path, seed: int = 0) -> Path:
+    """A tiny CLIP with wide feed-forward layers (64-d, 4,096 inner): big enough that its CPU forward gives other
+    float32 values with 1 and 2 threads (MKL splits a 4,096-long inner product across threads), where the 32-d
+    save_clip gives the same bits on this project's machine (tests/integration/test_sweep_thread_count.py)."""
+    import torch
+    from transformers import CLIPConfig, CLIPModel
+
+    torch.manual_seed(seed)
+    wide = dict(hidden_size=64, intermediate_size=4096, num_hidden_layers=2, num_attention_heads=4)
+    cfg = CLIPConfig(text_config=dict(vocab_size=49408, max_position_embeddings=77, **wide),
+                     vision_config=dict(image_size=IMAGE_SIZE, patch_size=8, **wide), projection_dim=16)
+    CLIPModel(cfg).save_pretrained(folder)
+    _clip_tokenizer(folder.parent).save_pretrained(folder)
+    _clip_image_processor().save_pretrained(folder)
+    return folder
+
+
 def save_groupvit(folder: Path, seed: int = 0) -> Path:
     import torch
     from transformers import GroupViTConfig, GroupViTModel
@@ -177,6 +194,7 @@ def save_openclip(folder: Path, seed: int = 0, custom_text: bool = False) -> Pat
     return folder
 
 
-SAVERS = {"clip": save_clip, "align": save_align, "altclip": save_altclip, "groupvit": save_groupvit,
+SAVERS = {"clip": save_clip, "clip_wide": save_clip_wide, "align": save_align, "altclip": save_altclip,
+          "groupvit": save_groupvit,
           "openclip": save_openclip,
           "openclip_custom_text": lambda folder, seed=0: save_openclip(folder, seed, custom_text=True)}

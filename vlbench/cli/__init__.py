@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("what", nargs="?", choices=["models", "datasets", "perturbations", "image-perturbations", "tasks",
                                                 "metrics", "protocols", "galleries", "perturbation-variants",
                                                 "granularity-profiles", "reproductions", "suites",
-                                                "exporters", "trackers", "pair-scorers"])
+                                                "exporters", "trackers", "executors", "pair-scorers"])
     ls.add_argument("--check", action="store_true", help="import every plug-in to find broken ones (slower)")
     _lazy_sub(sub, "perturb", "vlbench.perturbations.cli", "write perturbed captions of a dataset, or of one --text")
     _lazy_sub(sub, "granularity", "vlbench.granularity.cli", "granularity statistics of test sets")

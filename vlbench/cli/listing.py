@@ -55,7 +55,7 @@ def _sections() -> list:
             ("protocols", registry.protocols), ("galleries", registry.galleries),
             ("perturbation-variants", registry.perturbation_variants),
             ("granularity-profiles", registry.granularity_profiles), ("reproductions", registry.reproductions),
-            ("suites", registry.suites),
+            ("suites", registry.suites), ("executors", registry.executors),
             ("exporters", registry.exporters), ("trackers", registry.trackers),
             ("pair-scorers", registry.pair_scorers)]
 

@@ -34,18 +34,19 @@ class EncodingSession:
              restart: bool = False, device: str | None = None, precision: str = "fp32",
              trust_remote_code: bool = False, revision: str | None = None,
              stats: EncodeStats | None = None, images: list | None = None,
-             pixels: str = "reference") -> EncodingSession:
+             pixels: str = "reference", threads: int | None = None) -> EncodingSession:
         """The session of model ``spec``. ``no_cache``: neither read nor write vectors or the identity memo;
         ``restart``: re-encode and re-identify (the cache is still written). ``stats``: share the counters
         of another session (the relevance model adds to the run's). ``images``: the run's image files, whose
         headers are checked before a model that must be loaded at once is loaded (a 20,000,000 x 1
         PNG is refused before torch is imported). ``pixels``: the path that makes the image pixels (--pixels:
-        reference or device, encoding/device_pixels.py), part of the model's identity unless reference."""
+        reference or device, encoding/device_pixels.py), part of the model's identity unless reference. ``threads``:
+        the CPU threads of the model's forward (None: the cores this process may use; vlbench.models.lazy)."""
         root = None if no_cache else stores.root(cache_dir)
         with stores.using(cache_dir, disk=not no_cache):  # a local checkpoint's file digests: --cache-dir, none
             # with --no-cache
             model = LazyModel(spec, root, reuse=not restart, device=device, precision=precision,
-                              trust_remote_code=trust_remote_code, revision=revision, pixels=pixels,
+                              trust_remote_code=trust_remote_code, revision=revision, pixels=pixels, threads=threads,
                               before_load=None if not images else lambda: check_headers(images))
             model_hash = model.model_hash()
         cache = None if no_cache else EmbeddingCache(root, model_hash, read=not restart, label=spec)

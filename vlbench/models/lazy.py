@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +64,34 @@ def fingerprint(spec: str, *, precision: str, trust_remote_code: bool, revision:
     return sha256_json(base)
 
 
+def default_threads() -> int:
+    """The CPU threads of a model's forward when the run names none (``--threads``): the cores this process may
+    use (its CPU affinity), the same for a run made alone and for the same run in a sweep's worker, whichever
+    executor started it (an executor's ``OMP_NUM_THREADS`` per worker does not count: a CPU forward's numbers
+    depend on its thread count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return max(1, os.cpu_count() or 1)
+
+
+def use_threads(threads: int | None) -> int:
+    """Make torch's CPU forward use ``threads`` (None: :func:`default_threads`) if torch is imported; the count."""
+    n = int(threads) if threads else default_threads()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
 class LazyModel(ModelAdapter):
     def __init__(self, spec: str, cache_root: Path | None, *, reuse: bool = True, before_load=None, **load_kwargs):
         """``before_load``: called before a model that is not remembered is loaded here, at once (the run's
-        image headers: a bad image is refused before torch and the weights take their memory)."""
+        image headers: a bad image is refused before torch and the weights take their memory). ``threads``: the
+        CPU threads of every forward pass (None: :func:`default_threads`), set before each one."""
         self.spec = spec
         self.name = parse_model_spec(spec)[0]
+        self.threads = load_kwargs.pop("threads", None)
         #: which path makes the image pixels (encoding/device_pixels.py): part of the identity unless "reference"
         self.pixels = load_kwargs.pop("pixels", None) or "reference"
         self._kw = load_kwargs
@@ -208,8 +232,15 @@ class LazyModel(ModelAdapter):
     def collate(self, items):
         return self.real.collate(items)
 
+    def _forward(self) -> ModelAdapter:
+        """The real model, torch's threads set to the run's count (another run in this process may have changed
+        them)."""
+        real = self.real
+        use_threads(self.threads)
+        return real
+
     def encode_images(self, batch):
-        return self.real.encode_images(batch)
+        return self._forward().encode_images(batch)
 
     def attention_implementation(self):
         fn = getattr(self._real, "attention_implementation", None)
@@ -222,10 +253,10 @@ class LazyModel(ModelAdapter):
         return self.real.to_pixels(image)
 
     def from_pixels(self, batch):
-        return self.real.from_pixels(batch)
+        return self._forward().from_pixels(batch)
 
     def encode_texts(self, texts):
-        return self.real.encode_texts(texts)
+        return self._forward().encode_texts(texts)
 
     def text_lengths(self, texts):
         return self.real.text_lengths(texts)

@@ -104,7 +104,7 @@ def encode_distractors(session, cfg, plan, stats=None) -> dict:
         if cfg.relevance not in (None, "self"):
             rs = EncodingSession.open(cfg.relevance, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
                                       restart=cfg.restart, device=cfg.device, precision=cfg.precision,
-                                      trust_remote_code=cfg.trust_remote_code, stats=stats)
+                                      trust_remote_code=cfg.trust_remote_code, stats=stats, threads=cfg.threads)
             rel = _encode(rs, cfg, c.gallery, progress=not cfg.quiet)
         out[c.name] = Injected(img, txt, rel)
     return out

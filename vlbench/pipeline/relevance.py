@@ -26,7 +26,7 @@ def encode_relevance(cfg, ds, paths: list, *, stats=None, texts: list[str] | Non
         return None
     session = EncodingSession.open(cfg.relevance, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
                                    restart=cfg.restart, device=cfg.device, precision=cfg.precision,
-                                   trust_remote_code=cfg.trust_remote_code, stats=stats)
+                                   trust_remote_code=cfg.trust_remote_code, stats=stats, threads=cfg.threads)
     texts = truncate(cfg, ds.captions if texts is None else texts)
     img = session.images(paths, batch_size=cfg.batch_size, num_workers=cfg.num_workers, progress=not cfg.quiet)
     txt = session.texts(texts, batch_size=cfg.text_batch_size or max(cfg.batch_size, 256), progress=not cfg.quiet)

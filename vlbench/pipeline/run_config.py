@@ -81,6 +81,7 @@ class ModelOptions:
     batch_size: int = 64
     text_batch_size: int | None = None
     num_workers: int | None = None
+    threads: int | None = None  # CPU threads of the model's forward (None: the cores this process may use)
     pixels: str = "reference"  # what makes the image pixels: the model's processor on PIL, or the device (JPEGs)
 
 
@@ -285,6 +286,7 @@ def validate(cfg: RunConfig) -> None:
     _positive(cfg, "batch_size", 64)
     _positive(cfg, "text_batch_size", 256, optional=True)
     _positive(cfg, "limit", 20, optional=True)
+    _positive(cfg, "threads", 4, optional=True)
     if cfg.num_workers is not None and (not _is_int(cfg.num_workers) or cfg.num_workers < 0):
         raise OptionError("num_workers", f"{{opt}} must be >= 0, got {cfg.num_workers!r}",
                           "0 decodes images in the main process", example=4)

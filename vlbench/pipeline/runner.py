@@ -251,7 +251,7 @@ def _load_model(m, o, images: list | None = None):
 
     return EncodingSession.open(m.model, cache_dir=o.cache_dir, no_cache=o.no_cache, restart=o.restart,
                                 device=m.device, precision=m.precision, trust_remote_code=m.trust_remote_code,
-                                revision=m.revision, images=images, pixels=m.pixels)
+                                revision=m.revision, images=images, pixels=m.pixels, threads=m.threads)
 
 
 def _run_id(model_spec: str, ds: Dataset, model_hash: str) -> str:

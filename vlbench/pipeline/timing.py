@@ -217,10 +217,12 @@ def encoding(name: str, stats, fn: Callable):
     return out
 
 
-def hardware(device, precision: str, batch_size: int, num_workers: int | None) -> dict:
+def hardware(device, precision: str, batch_size: int, num_workers: int | None, threads: int | None = None) -> dict:
     """results.json ``hardware``: the device the model ran on, GPU name, CPU count, torch and CUDA versions
     (read only if torch is already imported: a fully cached run does not import it for this), the
-    precision, batch size and DataLoader workers (the default: min(4, CPUs - 1))."""
+    precision, batch size, DataLoader workers (the default: min(4, CPUs - 1)) and the CPU threads of the
+    model's forward (``--threads``; the default: the cores this process may use)."""
+    from ..models.lazy import default_threads  # the run's thread rule, one definition
 
     torch = sys.modules.get("torch")
     gpu = cuda = version = None
@@ -234,7 +236,7 @@ def hardware(device, precision: str, batch_size: int, num_workers: int | None) -
     workers = num_workers if num_workers is not None else default_workers()
     return {"device": str(device), "gpu_name": gpu, "cpu_count": os.cpu_count() or 1, "torch": version,
             "cuda": cuda, "precision": str(precision), "batch_size": int(batch_size), "num_workers": int(workers),
-            "platform": platform.platform()}
+            "threads": int(threads) if threads else default_threads(), "platform": platform.platform()}
 
 
 def execution(adapter, pixels: str, stats) -> dict:
@@ -255,5 +257,5 @@ def run_fields(cfg, enc) -> dict:
     m = cfg.model_opts
     device = enc.adapter.device  # a warm run's model, never loaded: the device it resolves to (models/lazy.py)
     return {"timings": current().report(),
-            "hardware": hardware(device, m.precision, m.batch_size, m.num_workers) | execution(
+            "hardware": hardware(device, m.precision, m.batch_size, m.num_workers, m.threads) | execution(
                 enc.adapter, m.pixels, enc.stats)}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from ..errors import VlbenchError
-from .executors import EXECUTORS
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -26,9 +25,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan-only", action="store_true",
                    help="print the grid (finished, partial, to do, cached, what each run needs, estimated cost) "
                         "and stop")
-    p.add_argument("--executor", default="local", choices=list(EXECUTORS),
-                   help="where the runs execute: local processes (default), a Slurm job array (submitit), a Ray "
-                        "cluster")
+    p.add_argument("--executor", default="local", metavar="NAME",
+                   help="where the runs execute: local processes (default), inline (this process), slurm (a Slurm "
+                        "job array through submitit), ray (a Ray cluster), or an executor plug-in (vlbench ls "
+                        "executors)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="local: worker processes (default: one per visible GPU, else one per 4 CPU cores, at most 4)")
     p.add_argument("--retries", type=int, default=0, metavar="N", help="retry a failed run N more times")

@@ -1,60 +1,60 @@
 """The unit of work of a sweep: one planned run, executed wherever an executor places it.
 
-:func:`run_task` is a top-level, importable function of plain data (a :class:`Task` as a dict in, an outcome
-dict out), so a local process pool, a submitit job (Slurm) or a Ray task can all call it. It never raises for a
-failed run: the outcome says ``failed`` with the error, and the run's own log file (``task.log``) holds what
-it printed. A run whose folder already holds a finished, verified results.json is not run again (``resume``:
-vlbench.run's own check of a finished run), so retries and reruns of a sweep redo only what is missing.
+:func:`run_task` is a top-level, importable function of plain data (a :class:`Task` as a dict in, a
+:class:`~vlbench.execution.RunOutcome` out), so a local process pool, a submitit job (Slurm), a Ray task or a
+third party's executor can all call it. It never raises for a failed run: the outcome says ``failed`` with the
+error, and the run's own log file (``task.log``) holds what it printed. A run whose folder already holds a
+finished, verified results.json is not run again (``resume``: vlbench.run's own check of a finished run), so
+retries and reruns of a sweep redo only what is missing. A run folder or log that is a symbolic link is refused
+(a sweep writes inside its study folder only).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..execution import RunOutcome, RunStatus, Task, attempt_header
 from .choice import run_choice
 
-
-@dataclass(frozen=True)
-class Task:
-    """One run of a sweep: ``kwargs`` are the keyword arguments of :func:`vlbench.run` (JSON-able; ``out`` is
-    ``folder``); ``needs``: what it asks of a node (``gpus``, ``cpus``, ``mem_gb``); ``log``: the file its
-    output goes to (beside the run); ``retries``: how many times a failed attempt is tried again."""
-
-    run_id: str
-    folder: str
-    kwargs: dict
-    needs: dict = field(default_factory=dict)
-    log: str = ""
-    retries: int = 0
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Task:
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+__all__ = ["Task", "run_task", "link_problem"]
 
 
-def run_task(task: dict) -> dict:
-    """Run one task (a :meth:`Task.as_dict`) to its end: ``{"run_id", "status": "done" | "failed", "error",
-    "log", "seconds", "attempts", "folder"}``. Each attempt appends to the task's log; a failed attempt is
+def link_problem(t: Task) -> str | None:
+    """Why the run's folder or log would send its writes elsewhere (a symbolic link), or None."""
+    for what, path in (("folder", Path(t.folder)), ("log", t.log_path)):
+        if path.is_symlink():
+            return f"the run's {what} {path} is a symbolic link (to {os.readlink(path)})"
+    return None
+
+
+def run_task(task: dict) -> RunOutcome:
+    """Run one task (a :meth:`Task.as_dict`) to its end: a :class:`RunOutcome` with status ``done`` or ``failed``,
+    the error, the log, the seconds and the attempts. Each attempt appends to the task's log; a failed attempt is
     retried ``retries`` times; the error of the last attempt is returned, never raised."""
     t = Task.from_dict(task)
-    log = Path(t.log or Path(t.folder).with_name(Path(t.folder).name + ".log"))
-    log.parent.mkdir(parents=True, exist_ok=True)
+    log = t.log_path
     start, error, attempts = time.monotonic(), None, 0
+    refused = link_problem(t)
+    if refused is not None:
+        return RunOutcome(t.run_id, RunStatus.FAILED, t.folder, str(log), 0.0, 0,
+                          f"{refused}: a sweep writes only inside its study folder; remove the link")
+    log.parent.mkdir(parents=True, exist_ok=True)
     for attempts in range(1, t.retries + 2):
         error = _attempt(t, log, attempts)
         if error is None:
             break
-    return {"run_id": t.run_id, "status": "done" if error is None else "failed", "error": error, "log": str(log),
-            "seconds": round(time.monotonic() - start, 3), "attempts": attempts, "folder": t.folder}
+    return RunOutcome(t.run_id, RunStatus.DONE if error is None else RunStatus.FAILED, t.folder, str(log),
+                      round(time.monotonic() - start, 3), attempts, error)
+
+
+def _open_log(log: Path):
+    """The log opened for appending, never through a symbolic link (a link put there meanwhile is refused)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    return os.fdopen(os.open(log, flags, 0o644), "a", encoding="utf-8")
 
 
 def _attempt(t: Task, log: Path, attempt: int) -> str | None:
@@ -63,11 +63,18 @@ def _attempt(t: Task, log: Path, attempt: int) -> str | None:
 
     kwargs = {**t.kwargs, "out": t.folder}
     kwargs.setdefault("resume", True)
-    with open(log, "a", encoding="utf-8") as fh:
-        fh.write(f"== {t.run_id}: attempt {attempt} (pid {os.getpid()}, {time.strftime('%Y-%m-%dT%H:%M:%S')})\n")
+    try:
+        fh = _open_log(log)
+    except OSError as exc:
+        return f"cannot write the run's log {log}: {exc.strerror or exc} (a symbolic link is refused)"
+    with fh:
+        fh.write(attempt_header(t.run_id, attempt))
         fh.flush()
         with contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
             try:
+                if Path(t.folder).is_symlink():
+                    raise RuntimeError(f"the run folder {t.folder} became a symbolic link; a sweep writes only "
+                                       "inside its study folder")
                 if "task" in t.kwargs:  # a choice set of the plan (vlbench/sweep/choice.py)
                     run_choice(kwargs)
                 else:

@@ -174,6 +174,10 @@ OPTIONS = (
     Option('num_workers', '--num-workers',
            'image decoding worker processes',
            kind='int', group='model', default=None, numbers=NO),
+    Option('threads', '--threads',
+           "CPU threads of the model's forward (default: the cores this process may use, alone and in a sweep "
+           "alike; a CPU forward's numbers depend on it: docs/scale.md)",
+           kind='int', group='model', default=None, numbers=YES),
     Option('pixels', '--pixels',
            "what makes the image pixels: reference (default: the model's own processor on PIL-decoded images, in"
            ' the workers) or device (JPEGs decoded, resized and normalised on --device in batches; a few grey '

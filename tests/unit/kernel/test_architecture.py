@@ -26,7 +26,7 @@ _SIZE_NOTE = re.compile(r"^# size: ([\w.]+): \S", re.M)
 #: layers only (never a higher one, lazily or not). docs/architecture.md explains each.
 LAYERS = (
     ("errors", "util", "registry", "runfolder", "results", "config", "lang", "langdata", "langsetup", "sentence",
-     "conditions", "stores", "plugins"),  # foundation
+     "conditions", "stores", "plugins", "execution"),  # foundation
     ("models", "datasets", "metrics"),  # what is evaluated, on what, and how it is scored
     ("encoding", "perturbations"),  # embeddings and their cache; caption perturbations and their validity
     ("imageperturb", "shortcuts", "granularity", "trackers"),  # image-side conditions; caption statistics; trackers

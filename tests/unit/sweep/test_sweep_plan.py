@@ -163,9 +163,11 @@ def test_plan_only_lists_what_each_run_still_needs_and_runs_nothing(tmp_path, ca
 
 
 def test_an_executor_whose_engine_is_not_installed_is_a_clear_error(tmp_path, monkeypatch, capsys):
-    from vlbench.sweep.executors import EXECUTORS
+    from vlbench import registry
 
-    monkeypatch.setitem(EXECUTORS, "ray", "vlbench_engine_not_installed:execute")
+    entry = registry.executors.entry("ray")
+    monkeypatch.setattr(entry, "target", "vlbench_engine_not_installed:RayExecutor")
+    monkeypatch.setattr(entry, "_loaded", None)
     plan = tmp_path / "plan.toml"
     plan.write_text('[models]\nm = "clip:/nowhere"\n[datasets]\nd = "custom:/nowhere.jsonl"\n')
     assert main(["sweep", str(plan), "--out", str(tmp_path / "s"), "--executor", "ray"]) == 2

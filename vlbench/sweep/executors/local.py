@@ -4,10 +4,16 @@ A process pool with the ``spawn`` start method (a fresh interpreter per worker: 
 from the sweep's process), each worker calling :func:`vlbench.sweep.worker.run_task`. Workers: ``workers`` when
 given, else one per visible GPU (``CUDA_VISIBLE_DEVICES``, else ``nvidia-smi -L``), else a few CPU processes
 (one per 4 cores, at most 4, at least 1). A GPU worker is pinned to its GPU through ``CUDA_VISIBLE_DEVICES``
-before anything imports torch; CPU workers share the cores (``OMP_NUM_THREADS``: cores / workers unless set).
+before anything imports torch. CPU workers share the cores, but each run still encodes with its own ``threads``
+(by default the cores this machine gives the process, as for the run made alone: the numbers of a CPU forward
+depend on its thread count, so a sweep's run equals the run made alone), so the workers' threads may outnumber
+the cores (``OMP_WAIT_POLICY=PASSIVE`` unless set: waiting threads yield the core). ``OMP_NUM_THREADS`` (cores /
+workers unless set) caps only the other libraries' pools (NumPy's BLAS), which change no number (the scoring
+does not depend on threads: vlbench/metrics/tiles.py).
 
 A worker that dies (killed, out of memory, a crash in native code) fails only the runs it was running: each is
-tried again in a fresh pool while its ``retries`` last (resuming), else reported failed with the cause; the runs
+tried again in a fresh pool while its ``retries`` last (resuming), else reported ``killed`` with the cause (its
+attempts and seconds read from its log, as every executor reports a death: vlbench.execution.lost); the runs
 not yet started go to the fresh pool. Progress: "started", "stage" (the stage a run entered, from the run's
 clock), "done" and "failed" come from the workers through one queue, in the order each worker met them.
 """
@@ -26,6 +32,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from ...errors import OptionError
+from ...execution import OnEvent, RunOutcome, RunStatus, log_mark, lost
 from ..worker import Task, run_task
 
 OPTIONS = ("workers",)
@@ -59,10 +66,11 @@ def _init(slots, events, threads: int | None) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     elif threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     _STATE["events"] = events
 
 
-def _work(task: dict) -> dict:
+def _work(task: dict) -> RunOutcome:
     """One task in a worker: its progress to the sweep's queue, then :func:`run_task`."""
     from ...pipeline import timing  # lazy: the worker imports the pipeline anyway, the sweep's process need not
 
@@ -80,25 +88,37 @@ def _work(task: dict) -> dict:
     finally:
         timing.STAGE_LISTENERS.remove(stage)
     if events is not None:  # through the same queue as its "started": the display never counts a run twice
-        events.put((out["status"], run_id, out))
+        events.put(("done" if out.ok else "failed", run_id, out.as_dict()))
     return out
 
 
-def _died(t: Task, why: str) -> dict:
-    return {"run_id": t.run_id, "status": "failed", "error": why, "log": t.log, "seconds": 0.0, "attempts": 1,
-            "folder": t.folder}
-
-
-def execute(tasks: list[Task], options: dict, on_event) -> list[dict]:
-    """Run every task in a spawn process pool; outcomes in the order of ``tasks``."""
+def check_options(options: dict) -> dict:
+    """The local executor's options (``workers``), checked."""
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise OptionError(unknown[0], f"{{opt}} is not an option of the local executor (it takes {', '.join(OPTIONS)})",
-                          "leave it out, or choose the executor it belongs to (--executor slurm / ray)")
+                          "leave it out, or choose the executor it belongs to (--executor slurm / ray)",
+                          flag=unknown[0])
     workers = options.get("workers")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise OptionError("workers", f"{{opt}} must be a positive number of processes, got {workers!r}", example=2,
                           flag="--workers")
+    return dict(options)
+
+
+class LocalExecutor:
+    """Worker processes on this machine (module docstring)."""
+
+    def check_options(self, options: dict) -> dict:
+        return check_options(options)
+
+    def execute(self, tasks: list[Task], options: dict, on_event: OnEvent) -> list[RunOutcome]:
+        return execute(tasks, options, on_event)
+
+
+def execute(tasks: list[Task], options: dict, on_event: OnEvent) -> list[RunOutcome]:
+    """Run every task in a spawn process pool; outcomes in the order of ``tasks``."""
+    workers = check_options(options).get("workers")
     if not tasks:
         return []
     gpus = visible_gpus()
@@ -128,12 +148,13 @@ def execute(tasks: list[Task], options: dict, on_event) -> list[dict]:
 
     reader = threading.Thread(target=pump, name="vlbench-sweep-events", daemon=True)
     reader.start()
-    outcomes: dict[str, dict] = {}
+    outcomes: dict[str, RunOutcome] = {}
     deaths: dict[str, int] = {}  # run id -> attempts its worker died in
+    marks = {t.run_id: log_mark(t) for t in tasks}  # where each log ended before this sweep (its attempts follow)
     todo = list(tasks)
     try:
         while todo:
-            todo = _one_pool(ctx, todo, n, gpus, threads, events, outcomes, started, on_event, deaths)
+            todo = _one_pool(ctx, todo, n, gpus, threads, events, outcomes, started, on_event, deaths, marks)
     finally:
         stop.set()
         reader.join(timeout=5)
@@ -151,7 +172,7 @@ def _dead_pids(pool) -> set | None:
 
 
 def _one_pool(ctx, todo: list[Task], n: int, gpus: list[str], threads, events, outcomes: dict, started: dict,
-              on_event, deaths: dict) -> list[Task]:
+              on_event, deaths: dict, marks: dict) -> list[Task]:
     """Run ``todo`` in one pool; the tasks still to run when a worker died (none when the pool ends well)."""
     slots = ctx.Queue()
     for i in range(n):
@@ -173,8 +194,9 @@ def _one_pool(ctx, todo: list[Task], n: int, gpus: list[str], threads, events, o
                     broken = True
                     continue
                 except Exception as exc:  # noqa: BLE001 -- a task that could not even be sent is one failed run
-                    out = _died(t, f"{type(exc).__name__}: {exc}")
-                    on_event("failed", t.run_id, out)  # (a run's own outcome comes through the events queue)
+                    out = lost(t, f"it could not be handed to a worker process ({type(exc).__name__}: {exc})",
+                               since=marks[t.run_id], status=RunStatus.FAILED)
+                    on_event("failed", t.run_id, out.as_dict())  # (a run's own outcome comes through the events queue)
                 outcomes[t.run_id] = out
             if broken:
                 break
@@ -184,11 +206,11 @@ def _one_pool(ctx, todo: list[Task], n: int, gpus: list[str], threads, events, o
     if not broken:
         return []
     time.sleep(0.5)  # the dead worker's last "started" events, still in the queue's pipe
-    return _after_break(todo, outcomes, started, deaths, dead, on_event)
+    return _after_break(todo, outcomes, started, deaths, dead, on_event, marks)
 
 
 def _after_break(todo: list[Task], outcomes: dict, started: dict, deaths: dict, dead: set | None,
-                 on_event) -> list[Task]:
+                 on_event, marks: dict) -> list[Task]:
     """After a worker died: each run it was running failed an attempt (retried while its retries last), each run
     the pool stopped because of it runs again, the others were not started; returns the runs for a fresh pool."""
     rest, progressed = [], False
@@ -211,15 +233,16 @@ def _after_break(todo: list[Task], outcomes: dict, started: dict, deaths: dict, 
                 on_event("retry", t.run_id, {"attempt": deaths[t.run_id] + 1, "error": "its worker process died"})
                 rest.append(t)
                 continue
-            out = _died(t, "its worker process died (killed, out of memory, or a crash in native code); see its log")
-            out["attempts"] = deaths[t.run_id]
+            out = lost(t, "its worker process died (killed, out of memory, or a crash in native code)",
+                       since=marks[t.run_id])
             outcomes[t.run_id] = out
-            on_event("failed", t.run_id, out)
+            on_event("failed", t.run_id, out.as_dict())
         else:
             rest.append(t)
     if not progressed:  # no worker could start any run (its start fails): each run failed, no new pool
         for t in rest:
-            outcomes[t.run_id] = out = _died(t, "no worker process could start a run (the pool broke at once)")
-            on_event("failed", t.run_id, out)
+            outcomes[t.run_id] = out = lost(t, "no worker process could start a run (the pool broke at once)",
+                                            since=marks[t.run_id])
+            on_event("failed", t.run_id, out.as_dict())
         return []
     return rest

@@ -24,7 +24,8 @@ option, e.g. ``{"mail-type": "END"}``), ``logs`` (the folder of the job files an
 for a first try without a cluster), ``poll_s`` (how often the jobs are checked; default 10 s).
 
 A job that ended without an outcome (its node failed, Slurm killed it at its time limit, it ran out of memory)
-becomes a failed outcome naming the job id and its stderr file. The study folder, the cache and the logs must
+becomes a ``killed`` outcome naming the job id and its stderr file, its attempts and seconds read from the run's
+log as every executor reports a death (vlbench.execution.lost). The study folder, the cache and the logs must
 be on storage every node sees (docs/setup.md, "Shared storage and many processes"). Ctrl-C while the sweep
 waits cancels the jobs not yet finished (``scancel``), so a rerun never races a job of this one.
 """
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from vlbench.errors import OptionError, VlbenchError, install_extra
+from vlbench.execution import RunOutcome, log_mark, lost
 from vlbench.sweep.executors.options import bad_option, number_option
 from vlbench.sweep.worker import Task, run_task
 
@@ -189,7 +191,7 @@ class ResumableRun:
     it), submitit calls :meth:`checkpoint`, and the same task is requeued (at most ``requeue`` times for time
     limits); the run resumes from its folder and the embedding cache, so a run longer than ``time`` still ends."""
 
-    def __call__(self, task: dict) -> dict:
+    def __call__(self, task: dict) -> RunOutcome:
         return run_task(task)
 
     def checkpoint(self, task: dict):
@@ -217,8 +219,9 @@ def _executor(tasks: list[Task], opts: dict):
     return ex
 
 
-def _died(job, exc: BaseException, task: Task) -> dict:
-    """The outcome of a job that ended without one (node failure, time limit, memory)."""
+def _died(job, exc: BaseException, task: Task, mark: int) -> RunOutcome:
+    """The outcome of a job that ended without one (node failure, time limit, memory): ``killed``, its attempts and
+    seconds read from the run's log (vlbench.execution.lost), the job id and its stderr file named."""
     stderr = job.paths.stderr
     tail = ""
     try:
@@ -227,20 +230,29 @@ def _died(job, exc: BaseException, task: Task) -> dict:
     except OSError:
         pass
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return {"run_id": task.run_id, "status": "failed", "folder": task.folder, "log": task.log,
-            "error": f"Slurm job {job.job_id} ended without an outcome ({type(exc).__name__}: {first[:300]}); "
-                     f"its stderr: {stderr}{tail}",
-            "seconds": None, "attempts": None, "job_id": str(job.job_id), "job_stderr": str(stderr)}
+    return lost(task, f"Slurm job {job.job_id} ended without an outcome ({type(exc).__name__}: {first[:300]}); "
+                      f"its stderr: {stderr}{tail}", since=mark, job_id=str(job.job_id), job_stderr=str(stderr))
+
+
+class SlurmExecutor:
+    """One Slurm job array through submitit (module docstring)."""
+
+    def check_options(self, options: dict) -> dict:
+        return check_options(options)
+
+    def execute(self, tasks: list[Task], options: dict, on_event) -> list[RunOutcome]:
+        return execute(tasks, options, on_event)
 
 
 def execute(tasks: list[Task], options: dict | None, on_event: Callable[[str, str, dict], Any] | None = None
-            ) -> list[dict]:
+            ) -> list[RunOutcome]:
     """Submit the tasks as one job array, wait for every job, and return the outcomes in the order of ``tasks``."""
     opts = check_options(options)
     tasks = [t if isinstance(t, Task) else Task.from_dict(t) for t in tasks]
     emit = on_event or (lambda kind, run_id, info: None)
     if not tasks:
         return []
+    marks = [log_mark(t) for t in tasks]
     ex = _executor(tasks, opts)
     jobs = ex.map_array(ResumableRun(), [t.as_dict() for t in tasks])
     index = {id(job): i for i, job in enumerate(jobs)}
@@ -248,18 +260,17 @@ def execute(tasks: list[Task], options: dict | None, on_event: Callable[[str, st
         emit("started", t.run_id, {"job_id": str(job.job_id), "stderr": str(job.paths.stderr)})
     from submitit.helpers import as_completed
 
-    outcomes: list[dict | None] = [None] * len(tasks)
+    outcomes: list[RunOutcome | None] = [None] * len(tasks)
     try:
         for job in as_completed(jobs, poll_frequency=opts["poll_s"]):
             i = index[id(job)]
             t = tasks[i]
             try:
-                outcome = dict(job.result())
-                outcome.update(job_id=str(job.job_id), job_stderr=str(job.paths.stderr))
+                outcome = job.result().with_extra(job_id=str(job.job_id), job_stderr=str(job.paths.stderr))
             except Exception as exc:  # noqa: BLE001 -- a job that died is one failed run, not the sweep's end
-                outcome = _died(job, exc, t)
+                outcome = _died(job, exc, t, marks[i])
             outcomes[i] = outcome
-            emit("done" if outcome["status"] == "done" else "failed", t.run_id, outcome)
+            emit("done" if outcome.ok else "failed", t.run_id, outcome.as_dict())
     except KeyboardInterrupt:  # Ctrl-C: the jobs go too, so a rerun never races a job of this one
         for job, got in zip(jobs, outcomes):
             if got is None:

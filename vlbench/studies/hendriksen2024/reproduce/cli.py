@@ -8,7 +8,6 @@ from pathlib import Path
 
 from vlbench.errors import VlbenchError
 from vlbench.runfolder import RESULTS
-from vlbench.sweep.executors import EXECUTORS
 
 
 def _pairs(values: list[str], what: str) -> dict:
@@ -44,9 +43,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="accept image folders smaller than the chapter's t2i gallery (Flickr30k 31,783, COCO "
                              "val2014 40,504 images); the protocol label then names the size, e.g. "
                              "hendriksen2024[gallery=5000]")
-    parser.add_argument("--executor", default="inline", choices=list(EXECUTORS),
+    parser.add_argument("--executor", default="inline", metavar="NAME",
                         help="where the runs execute, as for vlbench sweep: inline (default: in this process, one "
-                             "after another), local worker processes, slurm, ray (docs/scale.md)")
+                             "after another), local worker processes, slurm, ray, or an executor plug-in (vlbench "
+                             "ls executors; docs/scale.md)")
     parser.add_argument("--workers", type=int, default=None, metavar="N", help="--executor local: worker processes")
     parser.add_argument("--retries", type=int, default=0, metavar="N", help="retry a failed run N more times")
     parser.add_argument("--plan-only", action="store_true",

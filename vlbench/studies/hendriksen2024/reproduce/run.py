@@ -123,7 +123,7 @@ def tasks_of(jobs: list[Job], out: Path, *, retries: int = 0, **run_kwargs) -> d
 
 
 def run_jobs(jobs: list[Job], out: Path, *, log=print, executor: str = "inline", workers: int | None = None,
-             retries: int = 0, **run_kwargs) -> tuple[dict, list[dict]]:
+             retries: int = 0, **run_kwargs) -> tuple[dict, list]:
     """Run (or reuse) every job through the sweep (vlbench.sweep: a finished run folder, proven by its hashes, is
     reused; a failed run does not stop the others); returns ({job: RunRecord} of the finished jobs, the failed
     runs' outcomes)."""
@@ -135,7 +135,7 @@ def run_jobs(jobs: list[Job], out: Path, *, log=print, executor: str = "inline",
     records, failed = {}, []
     for job, task in tasks.items():
         o = outcomes[task.run_id]
-        if o["status"] in ("done", "skipped"):
+        if o.ok:
             records[job] = RunRecord.load(task.folder)
         else:
             failed.append(o)
@@ -271,7 +271,7 @@ def reproduce(out, *, models: dict | None = None, datasets: dict | None = None, 
                                        f"{c['not run']} not run" for t, c in counts.items()))
     if failed:  # the tables hold what finished ("not run" for these); the command says which runs failed and why
         raise VlbenchError(f"reproduce: {len(failed)} run(s) failed: " + "; ".join(
-            f"{o['run_id']}: {o['error']} (log: {o['log']})" for o in failed[:5]) + (" ..." if len(failed) > 5 else ""),
+            f"{o.run_id}: {o.error} (log: {o.log})" for o in failed[:5]) + (" ..." if len(failed) > 5 else ""),
                            "fix the cause named in each log, then run the same command again: finished runs are "
                            "reused, only the failed ones run")
     return summary
