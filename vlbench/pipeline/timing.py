@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable
 
 from ..encoding.encode import default_workers
+from ..models.lazy import default_threads  # the run's thread rule, one definition
 
 #: the stages results.json names, in the order a run meets them (others are allowed)
 STAGES = ("startup", "startup_model_load", "perturbation", "image_decode_preprocess", "image_corrupt_cpu",
@@ -222,8 +223,6 @@ def hardware(device, precision: str, batch_size: int, num_workers: int | None, t
     (read only if torch is already imported: a fully cached run does not import it for this), the
     precision, batch size, DataLoader workers (the default: min(4, CPUs - 1)) and the CPU threads of the
     model's forward (``--threads``; the default: the cores this process may use)."""
-    from ..models.lazy import default_threads  # the run's thread rule, one definition
-
     torch = sys.modules.get("torch")
     gpu = cuda = version = None
     if torch is not None:
