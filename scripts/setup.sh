@@ -37,7 +37,7 @@ for arg in "$@"; do
   esac
 done
 # the modules of the test extra (pyproject.toml's [test]) that set-up imports after installing it
-TEST_IMPORTS="pytest, torchmetrics, eccv_caption, pytrec_eval, mteb, statsmodels, submitit, ray, wandb, mlflow, tensorboard, trackio, ruff, mypy"
+TEST_IMPORTS="pytest, xdist, torchmetrics, eccv_caption, pytrec_eval, mteb, statsmodels, submitit, ray, wandb, mlflow, tensorboard, trackio, ruff, mypy"
 STEPS=5
 N=0
 T0=$SECONDS
