@@ -10,6 +10,8 @@ import json
 import re
 
 import pytest
+from support.data import TESTS
+from support.synthetic_runs import synth_run
 
 from vlbench.errors import VlbenchError
 from vlbench.perturbations import FAMILIES, cli, resolve
@@ -18,9 +20,6 @@ from vlbench.perturbations.probes import PROBES, make_probes, resolve_probes
 from vlbench.perturbations.probes.audit import audit_file, audit_probes, hand_forms
 from vlbench.pipeline.report import family_summary
 from vlbench.results import RunRecord
-
-from support.data import TESTS
-from support.synthetic_runs import synth_run
 
 FLICKR = TESTS / "fixtures" / "flickr30k_excerpt.jsonl"
 COCO = TESTS / "fixtures" / "granularity_coco_excerpt.jsonl"
@@ -48,7 +47,7 @@ def test_probes_on_real_caption_excerpts_pass_the_independent_audit(path):
         assert report[name]["n_applied"] > 0, name
         assert report[name]["failures"] == {"present": 0, "synonym": 0, "not_in_caption": 0, "text": 0}, \
             (name, report[name]["examples"])
-    for name, ps in sets.items():  # every applied probe says what changed and why
+    for ps in sets.values():  # every applied probe says what changed and why
         for ok, meta in zip(ps.applicable, ps.meta):
             assert (meta is not None) == ok
             if ok:

@@ -36,7 +36,8 @@ def resolve_probes(spec: str) -> list[str] | None:
     from ...errors import VlbenchError
 
     items = [s.strip() for s in spec.split(",") if s.strip()]
-    out, other = [], []
+    out: list[str] = []
+    other: list[str] = []
     for item in items:
         if item == KIND:
             out.extend(PROBES)

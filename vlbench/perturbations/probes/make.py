@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from ...errors import VlbenchError
 from ..base import CaptionRNG, PerturbedSet, analyze_units, usable_text
 from ..synonym_words import COLOUR_WORDS, in_fixed_expression, wants_an
-from .words import COCO_OBJECTS, STOP_NOUNS, ImageWords, caption_nouns, is_person, is_physical_object, object_vocabulary
+from .words import (
+    COCO_OBJECTS,
+    STOP_NOUNS,
+    ImageWords,
+    caption_nouns,
+    is_person,
+    is_physical_object,
+    object_vocabulary,
+)
 
 KIND = "sensitivity"
 FORMS = ("sentence", "clause", "negation-first")
@@ -124,7 +132,8 @@ class NegationPresent(_Probe):
 
     def make(self, text, tokens, image, vocab, rng):
         nouns = [n for n in caption_nouns(text, tokens)
-                 if (n[1] in vocab or is_physical_object(n[1])) and n[1] not in STOP_NOUNS and not in_fixed_expression(text, n[2], n[3])]
+                 if (n[1] in vocab or is_physical_object(n[1])) and n[1] not in STOP_NOUNS
+                 and not in_fixed_expression(text, n[2], n[3])]
         if not nouns:
             return None
         written, base, _, _ = rng.choice(nouns)
@@ -164,8 +173,9 @@ class HalfTruthAttribute(_Probe):
         for k in range(1, len(infos)):
             u, prev = infos[k].unit, infos[k - 1]
             hit = nouns.get((u.start, u.end))
-            if hit is None or hit[1] in STOP_NOUNS or is_person(hit[1]) or not (hit[1] in vocab or is_physical_object(hit[1])) \
-                    or in_fixed_expression(text, u.start, u.end):
+            if hit is None or hit[1] in STOP_NOUNS or is_person(hit[1]) or in_fixed_expression(text, u.start, u.end):
+                continue
+            if not (hit[1] in vocab or is_physical_object(hit[1])):
                 continue
             if prev.tag in ("DT", "CD", "PRP$") and text[prev.unit.end:u.start].strip() == "":
                 slots.append((k, hit))
@@ -247,7 +257,10 @@ def make_probes(captions: Sequence[str], caption_ids: Sequence[str], images: Seq
     words = {img: ImageWords(t, parsed) for img, t in texts_by_image.items()}
     out: dict[str, ProbeSet] = {}
     for obj in objs:
-        texts, applicable, meta, verified = [], [], [], []
+        texts: list[str] = []
+        applicable: list[bool] = []
+        meta: list[dict | None] = []
+        verified: list[bool] = []
         for text, cid, img, ok in zip(captions, caption_ids, images, usable):
             made = None
             if ok:

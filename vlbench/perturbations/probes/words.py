@@ -16,7 +16,8 @@ audit in :mod:`.audit` checks the result by a different path).
 * **Object vocabulary** (what may be denied or added): the nouns of the caption set itself, as WordNet base
   forms, whose most frequent WordNet sense is a physical object (``physical_object.n.01`` among its hypernyms),
   not in :data:`STOP_NOUNS`, ranked by the number of images whose captions mention them (ties: alphabetical),
-  the first ``size`` of them; a base never written in the singular is left out ("jeans" gives no "jean"). Deterministic: the same captions give the same list. For one caption alone
+  the first ``size`` of them; a base never written in the singular is left out ("jeans" gives no "jean").
+  Deterministic: the same captions give the same list. For one caption alone
   (``vlbench perturb --text``) there is no caption set to draw from: :data:`COCO_OBJECTS` (the 80 COCO
   category names that are one word) is used instead.
 """
