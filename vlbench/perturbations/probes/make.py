@@ -115,7 +115,7 @@ class NegationAbsent(_Probe):
     defaults = {"form": "sentence"}
 
     def make(self, text, tokens, image, vocab, rng):
-        candidates = [w for w in vocab if image.allows(w)]
+        candidates = image.allowed(vocab)
         if not candidates:
             return None
         obj = rng.choice(candidates)
@@ -149,7 +149,7 @@ class HalfTruthObject(_Probe):
     defaults = {"relation": "next to"}
 
     def make(self, text, tokens, image, vocab, rng):
-        candidates = [w for w in vocab if image.allows(w)]
+        candidates = image.allowed(vocab)
         if not candidates:
             return None
         obj = rng.choice(candidates)

@@ -119,7 +119,7 @@ class ImageWords:
     """What the captions of one image mention: ``forms`` (words and their base forms), ``nouns`` (noun base
     forms) and ``blocked`` (the nouns' synonyms and hypernyms)."""
 
-    __slots__ = ("forms", "nouns", "blocked", "senses", "n_captions")
+    __slots__ = ("forms", "nouns", "blocked", "senses", "n_captions", "_allowed")
 
     def __init__(self, texts: Sequence[str], parsed: dict):
         forms: set = set()
@@ -138,6 +138,14 @@ class ImageWords:
         self.forms, self.nouns, self.blocked = frozenset(forms), frozenset(nouns), frozenset(blocked)
         self.senses = frozenset(senses)
         self.n_captions = len(texts)
+        self._allowed: dict = {}
+
+    def allowed(self, vocab: tuple) -> list:
+        """The words of ``vocab`` that :meth:`allows`, in vocabulary order (computed once per image and list)."""
+        got = self._allowed.get(vocab)
+        if got is None:
+            got = self._allowed[vocab] = [w for w in vocab if self.allows(w)]
+        return got
 
     def allows(self, word: str) -> bool:
         """Whether ``word`` (a noun base form or an adjective) is absent from every caption of the image and
