@@ -134,6 +134,7 @@ def test_one_caption_per_image_is_refused_for_absence_probes_and_labelled_when_a
 
 
 def test_sensitivity_probes_are_never_selected_with_the_meaning_preserving_families():
+    assert all(cls.kind == "sensitivity" and cls.changes_meaning for cls in PROBES.values())
     assert not set(PROBES) & set(resolve("all"))
     assert not set(PROBES) & {n for names in FAMILIES.values() for n in names}
     assert resolve_probes("typos,lexical") is None

@@ -47,7 +47,7 @@ class ProbeSet(PerturbedSet):
 
     def describe(self) -> dict:
         out = super().describe()
-        out["kind"] = KIND
+        out["kind"] = self.kind
         out["changes_meaning"] = True
         out["n_unverified"] = sum(1 for v, a in zip(self.verified, self.applicable) if a and not v)
         return out
@@ -94,6 +94,8 @@ class _Probe:
     name = ""
     family = ""
     version = "1.0"
+    kind = KIND  # never "invariance": its results are never averaged with the meaning-preserving families
+    changes_meaning = True
     defaults: dict = {}
 
     def __init__(self, **params):
@@ -276,6 +278,7 @@ def make_probes(captions: Sequence[str], caption_ids: Sequence[str], images: Seq
                 meta.append(made[1])
             verified.append(words[img].n_captions >= 2 or obj.name not in NEEDS_ABSENCE)
         out[obj.name] = ProbeSet(name=obj.name, family=obj.family, version=obj.version, params=dict(obj.params),
+                                 kind=obj.kind,
                                  seed=seed, caption_ids=list(caption_ids), texts=texts, applicable=applicable,
                                  n_empty_input=sum(1 for u in usable if not u), meta=meta, verified=verified,
                                  resources={"vocabulary": f"{len(vocab)} objects" if vocabulary is None
