@@ -187,3 +187,17 @@ def test_probes_on_200_real_images_pass_the_audit_and_are_deterministic(shared_c
     for probe, r in report["probes"].items():
         assert sum(r["failures"].values()) == 0, (probe, r["examples"])
         assert r["n_applied"] > 0
+
+
+def test_perturb_dataset_writes_probes_grouped_by_image_the_same_as_make_probes(capsys, tmp_path):
+    excerpt = TESTS / "fixtures" / "captions_excerpt.jsonl"
+    assert _perturb(["--dataset", f"custom:{excerpt}", "--perturb", "negation", "--out", str(tmp_path)]) == 0
+    assert "negation-absent" in capsys.readouterr().out
+    caps, ids, imgs = _load(excerpt)
+    rows = [json.loads(ln) for ln in (tmp_path / "negation-absent.jsonl").read_text().splitlines()]
+    assert [r["original"] for r in rows] == caps
+    ref = make_probes(caps, [r["caption_id"] for r in rows], [r["image"] for r in rows], ["negation-absent"])
+    assert [r["perturbed"] for r in rows] == ref["negation-absent"].texts
+    assert all(r["verified"] for r in rows)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["negation-absent.jsonl", "negation-present.jsonl",
+                                                          "probes.json"]
