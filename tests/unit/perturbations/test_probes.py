@@ -201,3 +201,20 @@ def test_perturb_dataset_writes_probes_grouped_by_image_the_same_as_make_probes(
     assert all(r["verified"] for r in rows)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["negation-absent.jsonl", "negation-present.jsonl",
                                                           "probes.json"]
+
+
+def test_an_image_whose_captions_say_object_or_stuff_gets_no_absent_object():
+    caps = ["A kid playing with stuff.", "A child holds a yellow object."]
+    ps = make_probes(caps, ["a", "b"], ["i", "i"], ["negation-absent", "half-truth-object"], vocabulary=("glove",))
+    assert not any(ps["negation-absent"].applicable) and not any(ps["half-truth-object"].applicable)
+
+
+def test_the_object_vocabulary_leaves_out_general_nouns_and_plural_only_bases():
+    from vlbench.perturbations.engine import parse
+    from vlbench.perturbations.probes.words import object_vocabulary
+
+    caps = ["A dog and a cat.", "A horse near a dog.", "An animal in jeans.", "A cat by a car.", "A bus, a car."]
+    vocab = object_vocabulary([[c] for c in caps], parse(caps))
+    assert {"dog", "cat", "horse", "car", "bus"} <= set(vocab)
+    assert "animal" not in vocab and "jean" not in vocab  # a hypernym of dog, cat and horse; only "jeans" written
+    assert vocab[:3] == ("car", "cat", "dog")  # two images each, ties alphabetical; then bus, horse (one each)

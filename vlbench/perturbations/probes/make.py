@@ -182,7 +182,7 @@ class HalfTruthAttribute(_Probe):
             if prev.tag in ("DT", "CD", "PRP$") and text[prev.unit.end:u.start].strip() == "":
                 slots.append((k, hit))
         colours = [c for c in ATTRIBUTES
-                   if image.allows(c) and not any(s in image.forms for s in _SAME_COLOUR.get(c, ()))]
+                   if image.allows(c, thing=False) and not any(s in image.forms for s in _SAME_COLOUR.get(c, ()))]
         if not slots or not colours:
             return None
         k, (written, base) = rng.choice(slots)

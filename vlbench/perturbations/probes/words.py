@@ -12,11 +12,13 @@ audit in :mod:`.audit` checks the result by a different path).
   ``animal``, ``organism``...). A candidate is never one of them (denying "animal" under a dog is false),
   never a word whose own hypernym closure holds a mentioned noun (under "animal", "dog" may be true: skipped),
   and never a word that shares any WordNet synset, of any part of speech, with a mentioned word ("blue" is
-  never added where a caption says "down": WordNet has them as synonyms of "sad").
+  never added where a caption says "down": WordNet has them as synonyms of "sad"). An image whose captions use a
+  word that may name anything (:data:`GENERAL_NOUNS`: "object", "stuff", ...) allows no word at all.
 * **Object vocabulary** (what may be denied or added): the nouns of the caption set itself, as WordNet base
   forms, whose most frequent WordNet sense is a physical object (``physical_object.n.01`` among its hypernyms),
   not in :data:`STOP_NOUNS`, ranked by the number of images whose captions mention them (ties: alphabetical),
-  the first ``size`` of them; a base never written in the singular is left out ("jeans" gives no "jean").
+  the first ``size`` of them; a base never written in the singular is left out ("jeans" gives no "jean"), and so is
+  a noun that is a WordNet hypernym of two or more other kept nouns ("animal", "vehicle", "structure").
   Deterministic: the same captions give the same list. For one caption alone
   (``vlbench perturb --text``) there is no caption set to draw from: :data:`COCO_OBJECTS` (the 80 COCO
   category names that are one word) is used instead.
@@ -38,6 +40,10 @@ picture image photo photograph view shot scene background foreground front back 
 centre edge corner area part piece lot group couple pair bunch number set kind type sort variety thing object
 something stuff item way day time night color colour shape line row end half front outdoors inside outside
 """.split())
+
+#: words that may name any object: an image whose captions use one ("a yellow object", "playing with stuff") gets
+#: no absent-object probe, since the unnamed thing may be whatever would be denied or added
+GENERAL_NOUNS = frozenset("object thing stuff item something anything belongings gear".split())
 
 #: the one-word names of the 80 COCO object categories: the vocabulary when there is one caption only
 COCO_OBJECTS = tuple("""
@@ -147,11 +153,12 @@ class ImageWords:
             got = self._allowed[vocab] = [w for w in vocab if self.allows(w)]
         return got
 
-    def allows(self, word: str) -> bool:
+    def allows(self, word: str, *, thing: bool = True) -> bool:
         """Whether ``word`` (a noun base form or an adjective) is absent from every caption of the image and
-        is no synonym, hypernym or hyponym of a noun they mention."""
+        is no synonym, hypernym or hyponym of a noun they mention; ``thing``: a thing to deny or add (refused
+        outright where a caption says "object", "stuff", ...), not an attribute."""
         w = word.lower()
-        if w in self.forms or w in self.blocked:
+        if w in self.forms or w in self.blocked or (thing and not GENERAL_NOUNS.isdisjoint(self.forms)):
             return False
         if _WORD.fullmatch(w) is None:
             return False
@@ -174,4 +181,7 @@ def object_vocabulary(texts_by_image: Iterable[Sequence[str]], parsed: dict, siz
         counts.update(seen)
     ranked = sorted(counts, key=lambda w: (-counts[w], w))
     out = [w for w in ranked if w in singular and w not in STOP_NOUNS and is_physical_object(w)]
-    return tuple(out[:size])
+    # specific objects only: a noun that is a WordNet hypernym of two or more other kept nouns (animal, vehicle,
+    # structure) is left out, as "there is no structure" may be false of a picture whose captions name none
+    general = {w for w in out if sum(1 for v in out if v != w and w in closure_lemmas(v)) >= 2}
+    return tuple(w for w in out if w not in general)[:size]
