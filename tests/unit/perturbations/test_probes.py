@@ -218,3 +218,17 @@ def test_the_object_vocabulary_leaves_out_general_nouns_and_plural_only_bases():
     assert {"dog", "cat", "horse", "car", "bus"} <= set(vocab)
     assert "animal" not in vocab and "jean" not in vocab  # a hypernym of dog, cat and horse; only "jeans" written
     assert vocab[:3] == ("car", "cat", "dog")  # two images each, ties alphabetical; then bus, horse (one each)
+
+
+def test_the_paper_leaderboard_has_no_retained_family_for_sensitivity_conditions():
+    from vlbench.leaderboards.paper.summary import _family
+
+    class _Run:  # the one method _family reads
+        def __init__(self, meta):
+            self.meta = meta
+
+        def condition_meta(self, cond):
+            return self.meta
+
+    assert _family(_Run({"family": "negation", "kind": "sensitivity"}), "negation-absent") is None
+    assert _family(_Run({"family": "typos"}), "char-swap") == "typos"
