@@ -82,6 +82,7 @@ def resolve(spec: str | list[str] | tuple[str, ...]) -> list[str]:
         elif item in REGISTRY:
             out.append(item)
         else:
+            _refuse_probe(item)
             choices = ["all", *FAMILIES, *REGISTRY.names()]
             matches = close_matches(item, choices)
             hint = (f"did you mean {', '.join(repr(m) for m in matches)}?" if matches else
@@ -90,6 +91,17 @@ def resolve(spec: str | list[str] | tuple[str, ...]) -> list[str]:
     if not out:
         raise VlbenchError(f"perturbation spec {spec!r} names nothing", "use e.g. 'all' or 'typos,shuffle-all-words'")
     return list(dict.fromkeys(out))
+
+
+def _refuse_probe(item: str) -> None:
+    """A meaning-changing probe's name (vlbench.perturbations.probes) is not a perturbation: say so."""
+    from .probes import FAMILIES as PROBE_FAMILIES
+    from .probes import KIND, PROBES
+
+    if item in PROBES or item in PROBE_FAMILIES or item == KIND:
+        raise VlbenchError(f"{item!r} is a meaning-changing probe (kind {KIND}), not a meaning-preserving perturbation",
+                           f"see its probes with 'vlbench perturb --dataset NAME --perturb {item}'; probes are made "
+                           "per image and are not run conditions yet")
 
 
 def instantiate(name: str, params: dict | None = None, variant: str | None = None):

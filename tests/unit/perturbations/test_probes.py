@@ -232,3 +232,10 @@ def test_the_paper_leaderboard_has_no_retained_family_for_sensitivity_conditions
 
     assert _family(_Run({"family": "negation", "kind": "sensitivity"}), "negation-absent") is None
     assert _family(_Run({"family": "typos"}), "char-swap") == "typos"
+
+
+def test_a_probe_name_given_as_a_perturbation_is_refused_with_a_pointer_to_vlbench_perturb():
+    for spec in ("negation-absent", "half-truth", "sensitivity", "typos,negation"):
+        with pytest.raises(VlbenchError) as err:
+            resolve(spec)
+        assert "vlbench perturb" in err.value.hint
