@@ -235,6 +235,10 @@ def test_the_paper_leaderboard_has_no_retained_family_for_sensitivity_conditions
 
 
 def test_a_probe_name_given_as_a_perturbation_is_refused_with_a_pointer_to_vlbench_perturb():
+    from vlbench.perturbations.engine import PROBE_NAMES
+    from vlbench.perturbations.probes import FAMILIES as PROBE_FAMILIES
+
+    assert PROBE_NAMES == {*PROBES, *PROBE_FAMILIES, "sensitivity"}  # the engine's copy of the names
     for spec in ("negation-absent", "half-truth", "sensitivity", "typos,negation"):
         with pytest.raises(VlbenchError) as err:
             resolve(spec)
