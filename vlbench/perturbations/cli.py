@@ -37,7 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", metavar="DIR", default=None, help="folder that holds the caption files")
     parser.add_argument("--perturb", metavar="SPEC", default="all",
                         help="'all', a family (typos, lexical, distraction, word-order) or comma-separated names "
-                             "(default: all)")
+                             "(default: all); or meaning-changing probes apart: 'sensitivity', negation, half-truth "
+                             "or their names (negation-absent, ...)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-caption random streams (default 0)")
     parser.add_argument("--param", metavar="NAME.KEY=VALUE", action="append", default=[],
                         help="a perturbation parameter, e.g. synonym-noun.choice=random or char-swap.edits=2 "
@@ -205,8 +206,15 @@ def main(args: argparse.Namespace) -> int:
     from ..datasets.core import caption_problem, load_dataset  # lazy: vlbench --help imports this module (its parser)
 
     check_args(args)
-    names = resolve(args.perturb)
     params = parse_params(getattr(args, "param", None) or [])
+    from .probes import resolve_probes  # meaning-changing probes: made per image, shown apart
+
+    probes = resolve_probes(args.perturb)
+    if probes is not None:
+        from .probes.cli import run_probes
+
+        return run_probes(args, probes, params)
+    names = resolve(args.perturb)
     progress = bool(getattr(args, "progress", False))
     batch_size = int(getattr(args, "batch_size", 512) or 512)
     drift_on = bool(getattr(args, "drift", False))

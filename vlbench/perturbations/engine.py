@@ -82,6 +82,7 @@ def resolve(spec: str | list[str] | tuple[str, ...]) -> list[str]:
         elif item in REGISTRY:
             out.append(item)
         else:
+            _refuse_probe(item)
             choices = ["all", *FAMILIES, *REGISTRY.names()]
             matches = close_matches(item, choices)
             hint = (f"did you mean {', '.join(repr(m) for m in matches)}?" if matches else
@@ -90,6 +91,21 @@ def resolve(spec: str | list[str] | tuple[str, ...]) -> list[str]:
     if not out:
         raise VlbenchError(f"perturbation spec {spec!r} names nothing", "use e.g. 'all' or 'typos,shuffle-all-words'")
     return list(dict.fromkeys(out))
+
+
+#: the names, families and kind of the meaning-changing probes (vlbench.perturbations.probes, which imports this
+#: module: the names are repeated here, and a test keeps the two equal)
+PROBE_NAMES = frozenset({"negation-absent", "negation-present", "half-truth-object", "half-truth-attribute",
+                         "negation", "half-truth", "sensitivity"})
+
+
+def _refuse_probe(item: str) -> None:
+    """A meaning-changing probe's name (vlbench.perturbations.probes) is not a perturbation: say so."""
+    if item in PROBE_NAMES:
+        raise VlbenchError(f"{item!r} is a meaning-changing probe (kind sensitivity), not a meaning-preserving "
+                           "perturbation",
+                           f"see its probes with 'vlbench perturb --dataset NAME --perturb {item}'; probes are made "
+                           "per image and are not run conditions yet")
 
 
 def instantiate(name: str, params: dict | None = None, variant: str | None = None):

@@ -167,13 +167,15 @@ def _interval_table(rec: RunRecord, conds: list) -> str:
 def family_summary(rec: RunRecord) -> str | None:
     """One row per family of conditions (caption perturbation families, image corruption families, ...): how
     many conditions, the mean change of total RSUM against clean, the largest drop (the condition, its change
-    and 95% interval; "none" when no condition lowers RSUM) and how many conditions' intervals lie below 0."""
+    and 95% interval; "none" when no condition lowers RSUM) and how many conditions' intervals lie below 0.
+    Conditions of kind "sensitivity" (meaning-changing probes) are left out: a lower score there is no loss."""
     clean = rec.value("clean", "both", "rsum")
     if clean is None:
         return None
     fams: dict[str, list] = {}
     for c in rec.condition_names():
-        if c != "clean":
+        # meaning-changing probes (kind "sensitivity", vlbench.perturbations.probes) are never averaged here
+        if c != "clean" and rec.condition(c).meta.get("kind") != "sensitivity":
             fams.setdefault(rec.condition(c).family or "other", []).append(c)
     if not fams:
         return None

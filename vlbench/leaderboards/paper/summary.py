@@ -32,7 +32,7 @@ CHUNK = 100  # resamples drawn at a time
 SEED = 0
 ALPHA = 0.05
 #: condition kinds without a robustness family here (gallery distractors, shortcut probes have their own tables)
-_SKIP_KINDS = ("gallery", "shortcut")
+_SKIP_KINDS = ("gallery", "shortcut", "sensitivity")  # sensitivity: meaning-changing probes, never "retained"
 
 
 def hit_chance(k: int, gallery: float, positives: float = 1.0) -> float:

@@ -1,0 +1,187 @@
+"""Which words an image's captions mention, and which object words a probe may deny or add.
+
+Everything a meaning-changing probe decides about "present" and "absent" is here (the generator's path; the
+audit in :mod:`.audit` checks the result by a different path).
+
+* **Mentioned forms** of an image: every alphabetic word of every caption of the image, lower case, with its
+  WordNet base forms as a noun, verb and adjective (``dogs`` -> ``dog``; the reading of
+  :func:`vlbench.perturbations.synonym_words.caption_word_forms`). A word counts as present when it is
+  mentioned in ANY caption of the image, under any part of speech.
+* **Blocked relatives**: for every noun the captions mention (spaCy tag NN/NNS, as base form), every lemma of
+  every WordNet noun sense of it and of all their hypernyms (``dog`` blocks ``domestic dog``, ``canine``,
+  ``animal``, ``organism``...). A candidate is never one of them (denying "animal" under a dog is false),
+  never a word whose own hypernym closure holds a mentioned noun (under "animal", "dog" may be true: skipped),
+  and never a word that shares any WordNet synset, of any part of speech, with a mentioned word ("blue" is
+  never added where a caption says "down": WordNet has them as synonyms of "sad"). An image whose captions use a
+  word that may name anything (:data:`GENERAL_NOUNS`: "object", "stuff", ...) allows no word at all.
+* **Object vocabulary** (what may be denied or added): the nouns of the caption set itself, as WordNet base
+  forms, whose most frequent WordNet sense is a physical object (``physical_object.n.01`` among its hypernyms),
+  not in :data:`STOP_NOUNS`, ranked by the number of images whose captions mention them (ties: alphabetical),
+  the first ``size`` of them; a base never written in the singular is left out ("jeans" gives no "jean"), and so is
+  a noun that is a WordNet hypernym of two or more other kept nouns ("animal", "vehicle", "structure").
+  Deterministic: the same captions give the same list. For one caption alone
+  (``vlbench perturb --text``) there is no caption set to draw from: :data:`COCO_OBJECTS` (the 80 COCO
+  category names that are one word) is used instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from ..base import NOUN_TAGS, Token, analyze_units
+from ..synonym_words import _morphy_all, _wn, caption_word_forms
+
+#: nouns never denied or added: parts of a scene, quantities and picture words rather than objects one can miss
+STOP_NOUNS = frozenset("""
+picture image photo photograph view shot scene background foreground front back side top bottom middle center
+centre edge corner area part piece lot group couple pair bunch number set kind type sort variety thing object
+something stuff item way day time night color colour shape line row end half front outdoors inside outside
+""".split())
+
+#: words that may name any object: an image whose captions use one ("a yellow object", "playing with stuff") gets
+#: no absent-object probe, since the unnamed thing may be whatever would be denied or added
+GENERAL_NOUNS = frozenset("object thing stuff item something anything belongings gear".split())
+
+#: the one-word names of the 80 COCO object categories: the vocabulary when there is one caption only
+COCO_OBJECTS = tuple("""
+person bicycle car motorcycle airplane bus train truck boat bench bird cat dog horse sheep cow elephant bear zebra
+giraffe backpack umbrella handbag tie suitcase frisbee skis snowboard kite skateboard surfboard bottle cup fork
+knife spoon bowl banana apple sandwich orange broccoli carrot pizza donut cake chair couch bed toilet laptop mouse
+remote keyboard microwave oven toaster sink refrigerator book clock vase scissors toothbrush
+""".split())
+
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def noun_base(word: str) -> str:
+    """The WordNet noun base form of a lower-case word (``dogs`` -> ``dog``), the word itself when it is a
+    lemma or WordNet has no reading of it."""
+    w = word.lower()
+    bases = _morphy_all(w, "n")
+    if not bases or w in bases:
+        return w
+    return sorted(bases, key=lambda b: (len(b), b))[0]
+
+
+@lru_cache(maxsize=100_000)
+def closure_lemmas(noun: str) -> frozenset:
+    """Every lemma (lower case, spaces for ``_``) of every noun sense of ``noun`` and of all their hypernyms
+    (instance hypernyms included): the synonyms and more general names of the word."""
+    out: set = set()
+    wn = _wn()
+    seen: set = set()
+    stack = list(wn.synsets(noun, "n"))
+    while stack:
+        s = stack.pop()
+        if s in seen:
+            continue
+        seen.add(s)
+        out.update(n.lower().replace("_", " ") for n in s.lemma_names())
+        stack.extend(s.hypernyms())
+        stack.extend(s.instance_hypernyms())
+    return frozenset(out)
+
+
+@lru_cache(maxsize=200_000)
+def word_senses(word: str) -> frozenset:
+    """The names of every WordNet synset (any part of speech) of ``word``."""
+    return frozenset(s.name() for s in _wn().synsets(word))
+
+
+@lru_cache(maxsize=100_000)
+def is_physical_object(noun: str) -> bool:
+    """Whether the most frequent WordNet noun sense of ``noun`` is a physical object."""
+    senses = _wn().synsets(noun, "n")
+    if not senses:
+        return False
+    return any(s.name() == "physical_object.n.01" or s.name() == "object.n.01"
+               for path in senses[0].hypernym_paths() for s in path)
+
+
+@lru_cache(maxsize=100_000)
+def is_person(noun: str) -> bool:
+    """Whether the most frequent WordNet noun sense of ``noun`` is a person (no colour is ever given to one)."""
+    senses = _wn().synsets(noun, "n")
+    return bool(senses) and any(s.name() == "person.n.01" for path in senses[0].hypernym_paths() for s in path)
+
+
+def caption_nouns(text: str, tokens: Sequence[Token]) -> list[tuple[str, str, int, int]]:
+    """The one-word nouns of a caption: (as written, base form, start, end) for each word unit whose only
+    content token is tagged NN/NNS and is alphabetic."""
+    out = []
+    for info in analyze_units(text, tuple(tokens)):
+        if len(info.content) != 1:
+            continue
+        tok = info.content[0]
+        if tok.tag in ("NN", "NNS") and tok.text.isalpha() and len(tok.text) > 1:
+            out.append((tok.text, noun_base(tok.text), tok.idx, tok.idx + len(tok.text)))
+    return out
+
+
+class ImageWords:
+    """What the captions of one image mention: ``forms`` (words and their base forms), ``nouns`` (noun base
+    forms) and ``blocked`` (the nouns' synonyms and hypernyms)."""
+
+    __slots__ = ("forms", "nouns", "blocked", "senses", "n_captions", "_allowed")
+
+    def __init__(self, texts: Sequence[str], parsed: dict):
+        forms: set = set()
+        nouns: set = set()
+        for text in texts:
+            forms |= caption_word_forms(text)
+            for tok in parsed.get(text, ()):
+                if tok.tag in NOUN_TAGS and tok.text.isalpha():
+                    nouns.add(noun_base(tok.text))
+        blocked: set = set()
+        for n in nouns:
+            blocked |= closure_lemmas(n)
+        senses: set = set()
+        for w in forms:
+            senses |= word_senses(w)
+        self.forms, self.nouns, self.blocked = frozenset(forms), frozenset(nouns), frozenset(blocked)
+        self.senses = frozenset(senses)
+        self.n_captions = len(texts)
+        self._allowed: dict = {}
+
+    def allowed(self, vocab: tuple) -> list:
+        """The words of ``vocab`` that :meth:`allows`, in vocabulary order (computed once per image and list)."""
+        got = self._allowed.get(vocab)
+        if got is None:
+            got = self._allowed[vocab] = [w for w in vocab if self.allows(w)]
+        return got
+
+    def allows(self, word: str, *, thing: bool = True) -> bool:
+        """Whether ``word`` (a noun base form or an adjective) is absent from every caption of the image and
+        is no synonym, hypernym or hyponym of a noun they mention; ``thing``: a thing to deny or add (refused
+        outright where a caption says "object", "stuff", ...), not an attribute."""
+        w = word.lower()
+        if w in self.forms or w in self.blocked or (thing and not GENERAL_NOUNS.isdisjoint(self.forms)):
+            return False
+        if _WORD.fullmatch(w) is None:
+            return False
+        return not (closure_lemmas(w) & self.nouns) and not (word_senses(w) & self.senses)
+
+
+def object_vocabulary(texts_by_image: Iterable[Sequence[str]], parsed: dict, size: int = 300) -> tuple[str, ...]:
+    """The dataset's object nouns, ranked by how many images mention them (see the module text)."""
+    counts: Counter = Counter()
+    singular: set = set()  # bases written as such somewhere (not "jean" from "jeans" only)
+    for texts in texts_by_image:
+        seen: set = set()
+        for text in texts:
+            for tok in parsed.get(text, ()):
+                if tok.tag in ("NN", "NNS") and tok.text.isalpha() and len(tok.text) > 2:
+                    base = noun_base(tok.text)
+                    seen.add(base)
+                    if tok.text.lower() == base:
+                        singular.add(base)
+        counts.update(seen)
+    ranked = sorted(counts, key=lambda w: (-counts[w], w))
+    out = [w for w in ranked if w in singular and w not in STOP_NOUNS and is_physical_object(w)]
+    # specific objects only: a noun that is a WordNet hypernym of two or more other kept nouns (animal, vehicle,
+    # structure) is left out, as "there is no structure" may be false of a picture whose captions name none
+    general = {w for w in out if sum(1 for v in out if v != w and w in closure_lemmas(v)) >= 2}
+    return tuple(w for w in out if w not in general)[:size]
