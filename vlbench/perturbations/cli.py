@@ -207,11 +207,11 @@ def main(args: argparse.Namespace) -> int:
 
     check_args(args)
     params = parse_params(getattr(args, "param", None) or [])
-    from .probes import resolve_probes  # meaning-changing probes: made per image, shown apart
+    from .probes import resolve_probes  # lazy: vlbench --help imports this module; probes are made per image
 
     probes = resolve_probes(args.perturb)
     if probes is not None:
-        from .probes.cli import run_probes
+        from .probes.cli import run_probes  # lazy: as above
 
         return run_probes(args, probes, params)
     names = resolve(args.perturb)

@@ -21,6 +21,7 @@ the meaning); :func:`audit.audit_probes` checks them by an independent count. Se
 
 from __future__ import annotations
 
+from ...errors import VlbenchError
 from .make import FORMS, KIND, NEEDS_ABSENCE, PROBES, ProbeSet, check_absence_possible, make_probes, probe_text
 
 FAMILIES: dict[str, list[str]] = {}
@@ -33,8 +34,6 @@ def resolve_probes(spec: str) -> list[str] | None:
     """Probe names for a ``--perturb`` spec made only of probe names, their families (negation, half-truth)
     or "sensitivity" (all four); None when the spec names no probe. A spec mixing probes and meaning-preserving
     perturbations is refused (they are different kinds, scored apart)."""
-    from ...errors import VlbenchError
-
     items = [s.strip() for s in spec.split(",") if s.strip()]
     out: list[str] = []
     other: list[str] = []

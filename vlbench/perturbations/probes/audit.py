@@ -24,6 +24,9 @@ import time
 from collections.abc import Sequence
 from functools import lru_cache
 
+from ...lang import wordnet
+from .make import make_probes
+
 _RUN = re.compile(r"[a-z]+")
 _IRREGULAR = {"man": "men", "woman": "women", "child": "children", "person": "people", "foot": "feet",
               "tooth": "teeth", "mouse": "mice", "goose": "geese"}
@@ -50,8 +53,6 @@ def hand_forms(word: str) -> set:
 
 @lru_cache(maxsize=200_000)
 def _synset_names(word: str) -> frozenset:
-    from ...lang import wordnet
-
     return frozenset(s.name() for s in wordnet().synsets(word))
 
 
@@ -108,8 +109,6 @@ def audit_probes(captions: Sequence[str], images: Sequence[str], sets: dict, exa
 
 def audit_file(path: str, *, seed: int = 0, repeat: bool = True, limit: int | None = None) -> dict:
     """Make every probe of a caption file and audit them (timings in seconds)."""
-    from .make import make_probes
-
     captions, ids, images = [], [], []
     with open(path, encoding="utf-8") as fh:
         for k, line in enumerate(fh):

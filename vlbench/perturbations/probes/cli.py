@@ -45,7 +45,7 @@ def run_probes(args, names: list[str], params: dict) -> int:
         if args.out:
             _write(args.out, sets, [args.text], ["text"])
         return 0
-    from ...datasets.core import load_dataset  # lazy
+    from ...datasets.core import load_dataset  # lazy: vlbench perturb --text reads no dataset
 
     ds = load_dataset(args.dataset, data_dir=args.data_dir, require_images=False)
     images = [str(ds.images[int(i)]) for i in ds.caption_to_image]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...errors import VlbenchError
-from ..base import CaptionRNG, PerturbedSet, analyze_units, usable_text
+from ..base import CaptionRNG, PerturbedSet, analyze_units, merge_params, usable_text
 from ..synonym_words import COLOUR_WORDS, in_fixed_expression, wants_an
 from .words import (
     COCO_OBJECTS,
@@ -99,8 +99,6 @@ class _Probe:
     defaults: dict = {}
 
     def __init__(self, **params):
-        from ..base import merge_params
-
         self.params = merge_params(self.name, self.defaults, params)
         if "form" in self.params and self.params["form"] not in FORMS:
             raise VlbenchError(f"probe {self.name!r}: form={self.params['form']!r} is not allowed",
