@@ -77,7 +77,9 @@ def test_hardware_fields(small_run):
     assert hw == {"device": "cpu", "gpu_name": None, "cpu_count": os.cpu_count(), "torch": torch.__version__,
                   "cuda": torch.version.cuda, "precision": "fp32", "batch_size": 5, "num_workers": 0,
                   "platform": platform.platform(), "pixels": "reference", "pixels_from_cache": 0,
-                  "attention": "sdpa", "float32_matmul": torch.get_float32_matmul_precision(), "score_block": None}
+                  "attention": "sdpa", "float32_matmul": torch.get_float32_matmul_precision(), "score_block": None,
+                  "threads": hw["threads"]}
+    assert isinstance(hw["threads"], int) and hw["threads"] >= 1  # the model forward's CPU threads (docs/scale.md)
     assert small_run["warm"]["hardware"]["attention"] is None  # nothing loaded
 
 

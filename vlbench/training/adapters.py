@@ -89,6 +89,8 @@ class Held(LazyModel):
     def __init__(self, adapter: ModelAdapter, spec: str):  # noqa: D107 -- no loading: the adapter is given
         self.spec, self.name, self.pixels = spec, spec.split(":")[0], "reference"
         self._kw = {"device": str(getattr(adapter, "device", "cpu"))}
+        self.device_kind = self._kw["device"].split(":")[0]  # as a loaded model's: part of the identity off the CPU
+        self.threads = None  # the forward's CPU threads: the run's default rule (models/lazy.py default_threads)
         self._real = adapter
         self._root = None
         self._resolved = None

@@ -117,7 +117,9 @@ class Evaluator:
         temp = None if self.out else tempfile.TemporaryDirectory(prefix="vlbench-eval-")
         try:
             cfg = dataclasses.replace(cfg, out=str((self.out or Path(temp.name)) / name))  # type: ignore[union-attr]
-            result = self._evaluate(cfg, Held(adapter, spec))
+            held = Held(adapter, spec)
+            held.threads = cfg.threads  # the forward's CPU threads, as a run's (None: the run's default rule)
+            result = self._evaluate(cfg, held)
             if cfg.report_to:
                 from ..trackers import report  # lazy: only with report_to
 
