@@ -219,6 +219,23 @@ def _as_features(out):
                      "report this with the model name and transformers version")
 
 
+def load_eval_model(name: str, checkpoint, cls_name: str, source, kw: dict, device, precision: str):
+    """A transformers model class's ``from_pretrained`` in eval mode on ``device`` at ``precision``; a failure is the
+    family's load error (what the dual encoders and the pair scorers both load through)."""
+    import transformers  # lazy: heavy, and only when the weights are first needed
+
+    try:
+        model = getattr(transformers, cls_name).from_pretrained(source, **kw)
+    except Exception as exc:
+        raise _load_error(name, checkpoint, exc) from exc
+    return model.eval().to(device=device, dtype=torch_dtype(precision))
+
+
+#: the image processor's settings that change pixels: part of a transformers model's identity
+PROCESSOR_KEYS = ("size", "crop_size", "do_center_crop", "do_resize", "resample", "image_mean", "image_std",
+                  "do_normalize", "rescale_factor")
+
+
 def _load_error(kind: str, checkpoint: str, exc: Exception) -> ModelError:
     local = Path(checkpoint).expanduser()
     if local.exists():

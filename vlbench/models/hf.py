@@ -7,7 +7,16 @@ import os
 from pathlib import Path
 
 from ..errors import ModelError, VlbenchError
-from .adapter import ModelAdapter, _as_features, _dir_fingerprint, _load_error, local_fingerprint, torch_dtype
+from .adapter import (
+    PROCESSOR_KEYS,
+    ModelAdapter,
+    _as_features,
+    _dir_fingerprint,
+    _load_error,
+    load_eval_model,
+    local_fingerprint,
+    torch_dtype,
+)
 from .budget import cut_to_budget, hf_cutter
 from .families import BUILTIN
 from .hub import hub_commit, hub_problem
@@ -64,20 +73,14 @@ class HFDualEncoder(ModelAdapter):
     @property
     def model(self):
         if self._model is None:
-            import transformers
-
             cls_name, source, kw = self._load_args
-            try:
-                model = getattr(transformers, cls_name).from_pretrained(source, **kw)
-            except Exception as exc:
-                raise _load_error(self.name, self.checkpoint, exc) from exc
-            self._model = model.eval().to(device=self.device, dtype=torch_dtype(self.precision))
+            self._model = load_eval_model(self.name, self.checkpoint, cls_name, source, kw, self.device,
+                                          self.precision)
         return self._model
 
     def identity(self) -> dict:
         ip = self.image_processor
-        pre = {k: getattr(ip, k, None) for k in ("size", "crop_size", "do_center_crop", "do_resize", "resample",
-                                                   "image_mean", "image_std", "do_normalize", "rescale_factor")}
+        pre = {k: getattr(ip, k, None) for k in PROCESSOR_KEYS}
         return {
             "adapter": f"vlbench.hf.{self.name}",
             "model_class": self._load_args[0],

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ModelError, VlbenchError
-from ..adapter import _dir_fingerprint, _load_error, torch_dtype
+from ..adapter import PROCESSOR_KEYS, _dir_fingerprint, _load_error, load_eval_model, torch_dtype
 from .protocol import PairScorer
 
 __all__ = ["HFPairScorer", "load_blip_itm", "load_blip2_itm", "DEFAULTS"]
@@ -77,20 +77,14 @@ class HFPairScorer(PairScorer):
     @property
     def model(self):
         if self._model is None:
-            import transformers
-
             source, kw = self._load_args
-            try:
-                model = getattr(transformers, self.model_class).from_pretrained(source, **kw)
-            except Exception as exc:
-                raise _load_error(self.name, self.checkpoint, exc) from exc
-            self._model = model.eval().to(device=self.device, dtype=torch_dtype(self.precision))
+            self._model = load_eval_model(self.name, self.checkpoint, self.model_class, source, kw, self.device,
+                                          self.precision)
         return self._model
 
     def identity(self) -> dict:
         ip = self.image_processor
-        pre = {k: getattr(ip, k, None) for k in ("size", "crop_size", "do_center_crop", "do_resize", "resample",
-                                                   "image_mean", "image_std", "do_normalize", "rescale_factor")}
+        pre = {k: getattr(ip, k, None) for k in PROCESSOR_KEYS}
         out = {
             "adapter": f"vlbench.pairs.{self.name}",
             "kind": "pair-scorer",
