@@ -39,6 +39,8 @@ class Store:
 STORES: dict[str, Store] = {s.name: s for s in (
     Store("embeddings", "embeddings", "vlbench.encoding.cache", "image and text vectors, per model hash"),
     Store("pixels", "pixels", "vlbench.encoding.pixels", "preprocessed image pixels, per preprocessing spec"),
+    Store("token-vectors", "token-vectors", "vlbench.encoding.multivector", "multi-vector models' token vectors, "
+          "per model hash"),
     Store("perturbations", "perturbations", "vlbench.perturbations.cache", "perturbed captions of a dataset"),
     Store("model-identity", "models", "vlbench.models.lazy", "model identity and hash per model fingerprint"),
     Store("text-keys", "text-keys", "vlbench.models.lazy", "the model's key of every caption, per text list"),

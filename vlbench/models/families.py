@@ -129,6 +129,15 @@ BUILTIN = {f.name: f for f in (
                 "sentence-transformers image-text model, NAME or folder", fingerprint="vlbench.models.st:fingerprint",
                 preflight="vlbench.models.st:preflight", embed_dim=512, parameters=151_277_313,
                 hub_checkpoints=True),
+    # multi-vector late interaction (models/multivector): token vectors per item, scored by MaxSim
+    *(ModelFamily(name, f"vlbench.models.multivector.colmodels:load_{name}", default, description,
+                  fingerprint="vlbench.models.hf:fingerprint", preflight="vlbench.models.hf:preflight",
+                  embed_dim=128, licence=licence, hub_checkpoints=True)
+      for name, default, description, licence in (
+          ("colqwen2", "vidore/colqwen2-v1.0-hf", "ColQwen2 multi-vector retriever (transformers; MaxSim over token "
+           "vectors)", "Apache-2.0"),
+          ("colpali", "vidore/colpali-v1.3-hf", "ColPali multi-vector retriever (transformers; MaxSim over token "
+           "vectors)", None))),
 )}
 
 for _family in BUILTIN.values():

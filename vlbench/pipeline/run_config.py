@@ -132,6 +132,7 @@ class ScoringOptions:
     #: "ROWSxCOLS": score in blocks of at most that many similarities (metrics/sharded.py); the same numbers as
     #: without it, so it is recorded under results.json ``hardware``, not among the settings that change one
     score_block: str | None = None
+    token_memory: float | None = None  # GiB for a multi-vector model's token vectors (None: the memory available)
 
 
 @dataclass(frozen=True, kw_only=True)

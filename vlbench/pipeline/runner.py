@@ -35,6 +35,7 @@ from .. import perturbations
 from ..conditions import RunCondition
 from ..datasets.core import Dataset, limited, load_dataset
 from ..encoding.distributed import claim_out, distributed, gather, phase, share, silence_library_progress
+from ..encoding.multivector import is_multivector, multivector_inputs
 from ..encoding.session import EncodingSession, check_headers
 from ..encoding.variant_images import bind_transforms
 from ..errors import VlbenchError
@@ -285,6 +286,10 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Enco
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
     texts = relevance.truncate(cfg, texts)  # --truncate-chars
+    if is_multivector(session.model):  # token vectors, scored by MaxSim (encoding/multivector.py)
+        img_tok, txt_tok, tkeys = multivector_inputs(session, cfg, plan, paths, texts, shard.world, log=_log)
+        return Encoded(session.model, session.model_hash, run_id, out, img_tok, txt_tok, offsets, session.stats,
+                       session.cache, shard.world, text_keys=tuple(tkeys), plan=plan)
     img_local = timing.encoding("image_decode_preprocess", session.stats, lambda: phase(dist, shard, lambda: (
         session.images(paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard))))
     keys: list = []  # the model's inputs after its truncation, computed once for encoding and validity

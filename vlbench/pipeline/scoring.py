@@ -16,6 +16,7 @@ import numpy as np
 
 from ..datasets.folds import fold_captions
 from ..metrics import compute
+from ..metrics.scan.maxsim import MaxSimSource, TokenVectors
 from ..results import MetricKey, MetricValue
 from .distractors import score_distractors
 
@@ -35,6 +36,14 @@ def scoring_kwargs(scoring, group=None) -> dict:
     return kw
 
 
+def similarity_source(img_emb, txt_emb, device=None):
+    """The similarities of one condition: dot products of vectors, or MaxSim of a multi-vector model's token
+    vectors (metrics/scan/maxsim.py; on the CPU)."""
+    if isinstance(img_emb, TokenVectors):
+        return MaxSimSource(img_emb, txt_emb)
+    return compute.EmbeddingSource(img_emb, txt_emb, device=device)
+
+
 def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=None, relevance=None,
                    group=None) -> list:
     """One Evaluation per fold (one without folds) of one condition's embeddings; ``scoring``: the run's
@@ -42,7 +51,7 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
     kw = scoring_kwargs(scoring, group)
     if ds.folds is None:
         rel = None if relevance is None else compute.EmbeddingSource(relevance[0], relevance[1], device=device)
-        return [compute.evaluate(compute.EmbeddingSource(img_emb, txt_emb, device=device), ds.caption_to_image,
+        return [compute.evaluate(similarity_source(img_emb, txt_emb, device), ds.caption_to_image,
                                  extra_positives=ds.extra_positives, graded=graded[0], relevance=rel,
                                  official=getattr(ds, "official_positives", None), **kw)]
     out = []
@@ -51,7 +60,7 @@ def evaluate_folds(ds, img_emb, txt_emb, scoring, graded: list | tuple, device=N
         caps = fold_captions(ds.caption_to_image, fold)
         rel = None if relevance is None else compute.EmbeddingSource(relevance[0][fold], relevance[1][caps],
                                                                      device=device)
-        out.append(compute.evaluate(compute.EmbeddingSource(img_emb[fold], txt_emb[caps], device=device),
+        out.append(compute.evaluate(similarity_source(img_emb[fold], txt_emb[caps], device),
                                     sub.caption_to_image, graded=g, relevance=rel, **kw))
     return out
 

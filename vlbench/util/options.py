@@ -236,6 +236,10 @@ OPTIONS = (
            'score the gallery in blocks of at most ROWSxCOLS similarities (e.g. 4096x65536: 1 GiB), whatever its'
            ' size; exactly the numbers of the one-piece pass (docs/metrics.md)',
            metavar='ROWSxCOLS', group='scoring', default=None, numbers=NO),
+    Option('token_memory', '--token-memory',
+           "a multi-vector model's (colqwen2, colpali) memory budget in GiB: its token vectors and the MaxSim "
+           'scan; a run above it is refused before encoding, with the numbers (default: the memory available)',
+           kind='float', metavar='GIB', group='scoring', default=None, numbers=NO),
     Option('mia_score', '--mia-score',
            'per-query score grouping the model-input analysis',
            choices='MIA_SCORES', group='scoring', default='rsum'),

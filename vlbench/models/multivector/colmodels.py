@@ -1,0 +1,149 @@
+"""ColQwen2 / ColPali (transformers ``ColQwen2ForRetrieval`` / ``ColPaliForRetrieval`` with their processors) as
+multi-vector adapters: per item, the model's token vectors, scored by MaxSim.
+
+As the model cards show: images go through ``processor.process_images`` (ColQwen2 prepends its visual prompt;
+the resolution is the image processor's ``min_pixels`` / ``max_pixels``), captions through
+``processor.process_queries`` (the query prefix and the query augmentation tokens appended), and the model's
+forward gives ``embeddings`` (batch x tokens x dim, L2-normalised per token, zero at padding). vlbench keeps each
+item's tokens under its attention mask (no padding rows), as float32; nothing is renormalised or pooled.
+The identity holds the checkpoint (its revision or the local folder's content digests), the model class, the
+precision, the token vector size, the image processor's settings (resolution included) and the query format.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import ModelError, VlbenchError
+from ..adapter import ModelAdapter, _dir_fingerprint, _load_error, load_eval_model, torch_dtype
+
+__all__ = ["MultiVectorModel", "load_colqwen2", "load_colpali", "FAMILIES"]
+
+#: family -> (model class, processor class, default checkpoint)
+FAMILIES = {
+    "colqwen2": ("ColQwen2ForRetrieval", "ColQwen2Processor", "vidore/colqwen2-v1.0-hf"),
+    "colpali": ("ColPaliForRetrieval", "ColPaliProcessor", "vidore/colpali-v1.3-hf"),
+}
+#: image processor settings that are not about pixels (left out of the identity)
+_NOT_PIXELS = ("processor_class", "image_processor_type", "_processor_class")
+
+
+class MultiVectorModel(ModelAdapter):
+    """A transformers ColQwen2 / ColPali checkpoint: token vectors per image and per caption."""
+
+    multivector = True
+
+    def __init__(self, family: str, checkpoint: str | None = None, *, device: str = "cpu", precision: str = "fp32",
+                 revision: str | None = None, trust_remote_code: bool = False):
+        import transformers  # lazy: heavy, only when the model is loaded
+
+        self.name = family
+        model_class, processor_class, default = FAMILIES[family]
+        self.checkpoint: str = checkpoint or default
+        self.precision, self.device = precision, device
+        local = Path(self.checkpoint).expanduser()
+        source = str(local) if local.exists() else self.checkpoint
+        kw = dict(revision=revision, trust_remote_code=trust_remote_code)
+        try:
+            self.processor = getattr(transformers, processor_class).from_pretrained(source, **kw)
+            self.config = transformers.AutoConfig.from_pretrained(source, **kw)
+        except VlbenchError:
+            raise
+        except Exception as exc:
+            raise _load_error(family, self.checkpoint, exc) from exc
+        if len(self.processor.tokenizer) < 10:  # an almost empty vocabulary: tokenizer files missing
+            raise ModelError(f"the tokenizer of {self.checkpoint!r} loaded with only {len(self.processor.tokenizer)} "
+                             "tokens", "the tokenizer files are missing: re-download the checkpoint")
+        self._model = None
+        self._load_args = (model_class, source, kw)
+        self._local = _dir_fingerprint(local) if local.exists() else None
+        self.requested_revision = revision
+        self.revision = getattr(self.config, "_commit_hash", None) or revision
+
+    @property
+    def model(self):
+        if self._model is None:
+            cls_name, source, kw = self._load_args
+            self._model = load_eval_model(self.name, self.checkpoint, cls_name, source, kw, self.device,
+                                          self.precision)
+        return self._model
+
+    def identity(self) -> dict:
+        ip = self.processor.image_processor
+        pre = {k: v for k, v in ip.to_dict().items() if k not in _NOT_PIXELS}
+        return {
+            "adapter": f"vlbench.multivector.{self.name}",
+            "model_class": self._load_args[0],
+            "checkpoint": self.checkpoint,
+            "revision": self.revision,
+            "requested_revision": self.requested_revision,
+            "local": self._local,
+            "preprocessing": json.loads(json.dumps(pre, default=str, sort_keys=True)),
+            "query_format": {"prefix": getattr(self.processor, "query_prefix", None),
+                             "augmentation": getattr(self.processor, "query_augmentation_token", None),
+                             "visual_prompt": getattr(self.processor, "visual_prompt_prefix", None)},
+            "tokenizer": type(self.processor.tokenizer).__name__,
+            "precision": self.precision,
+            "embed_dim": int(getattr(self.config, "embedding_dim", 0) or 0),
+            "vectors": "multi (token vectors, MaxSim)",
+        }
+
+    def image_resolution(self) -> dict:
+        """The image processor's resolution settings (what decides the tokens per image)."""
+        ip = self.processor.image_processor
+        keys = ("min_pixels", "max_pixels", "size", "patch_size", "merge_size")
+        return {k: getattr(ip, k) for k in keys if getattr(ip, k, None) is not None}
+
+    def text_keys(self, texts) -> list[str]:
+        """The token ids the model reads for each caption (query prefix and augmentation tokens included)."""
+        return [" ".join(map(str, ids)) for ids in self._query_ids(texts)]
+
+    def text_lengths(self, texts) -> list[int]:
+        return [len(ids) for ids in self._query_ids(texts)]
+
+    def _query_ids(self, texts) -> list[list[int]]:
+        out = []
+        for t in texts:  # one at a time: no padding in the ids
+            out.append(self.processor.process_queries([t])["input_ids"][0].tolist())
+        return out
+
+    def _tokens(self, batch) -> list[np.ndarray]:
+        import torch  # lazy: with the model
+
+        dtype = torch_dtype(self.precision)
+        batch = {k: (v.to(self.device, dtype=dtype) if torch.is_floating_point(v) else v.to(self.device))
+                 for k, v in batch.items()}
+        with torch.inference_mode():
+            emb = self.model(**batch).embeddings
+        mask = batch["attention_mask"].bool()
+        return [emb[i][mask[i]].float().cpu().numpy() for i in range(len(emb))]
+
+    def encode_image_tokens(self, images: list) -> list[np.ndarray]:
+        """PIL images (RGB) -> each one's token vectors (tokens x dim, float32)."""
+        return self._tokens(self.processor.process_images(list(images)))
+
+    def encode_text_tokens(self, texts: list[str]) -> list[np.ndarray]:
+        """Captions -> each one's token vectors (tokens x dim, float32)."""
+        return self._tokens(self.processor.process_queries(list(texts)))
+
+    def encode_images(self, batch):
+        raise ModelError(f"{self.name} is a multi-vector model: it gives token vectors per item, not one vector",
+                         "use it with 'vlbench run' (MaxSim scoring); tasks and relevance models need a dual "
+                         "encoder (clip, siglip, ...)")
+
+    encode_texts = encode_images
+
+
+def _factory(family: str):
+    def factory(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
+        return MultiVectorModel(family, checkpoint, device=device, precision=precision, revision=revision,
+                                trust_remote_code=trust_remote_code)
+    factory.__name__ = f"load_{family}"
+    return factory
+
+
+load_colqwen2 = _factory("colqwen2")
+load_colpali = _factory("colpali")
