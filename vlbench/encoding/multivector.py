@@ -167,8 +167,9 @@ def image_tokens_at_most(adapter) -> int:
     from PIL import Image  # lazy: with the model's processor
 
     res = adapter.image_resolution() if callable(getattr(adapter, "image_resolution", None)) else {}
-    side = int(np.sqrt(res["max_pixels"])) if res.get("max_pixels") else 448
-    batch = adapter.processor.process_images([Image.new("RGB", (side, side))])
+    size = (int(np.sqrt(res["max_pixels"])),) * 2 if res.get("max_pixels") else \
+        (int(res.get("width", 448)), int(res.get("height", 448)))
+    batch = adapter.processor.process_images([Image.new("RGB", size)])
     n = int(batch["attention_mask"].sum())
     grid = batch.get("image_grid_thw")
     if grid is not None and res.get("max_pixels"):  # a dynamic resolution: the image tokens at max_pixels at most

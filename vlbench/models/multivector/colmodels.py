@@ -94,8 +94,18 @@ class MultiVectorModel(ModelAdapter):
     def image_resolution(self) -> dict:
         """The image processor's resolution settings (what decides the tokens per image)."""
         ip = self.processor.image_processor
-        keys = ("min_pixels", "max_pixels", "size", "patch_size", "merge_size")
-        return {k: getattr(ip, k) for k in keys if getattr(ip, k, None) is not None}
+        out = {k: getattr(ip, k) for k in ("min_pixels", "max_pixels", "patch_size", "merge_size")
+               if getattr(ip, k, None) is not None}
+        size = getattr(ip, "size", None) or {}
+
+        def get(k):
+            return size.get(k) if isinstance(size, dict) else getattr(size, k, None)
+
+        if "merge_size" in out and "max_pixels" not in out and get("longest_edge"):  # Qwen2-VL: pixel counts
+            out.update(min_pixels=get("shortest_edge"), max_pixels=get("longest_edge"))
+        if get("height") and get("width"):  # a fixed input size (ColPali)
+            out.update(height=get("height"), width=get("width"))
+        return out
 
     def text_keys(self, texts) -> list[str]:
         """The token ids the model reads for each caption (query prefix and augmentation tokens included)."""
