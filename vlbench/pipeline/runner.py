@@ -287,9 +287,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Enco
     texts, offsets = plan.texts()
     texts = relevance.truncate(cfg, texts)  # --truncate-chars
     if is_multivector(session.model):  # token vectors, scored by MaxSim (encoding/multivector.py)
-        img_tok, txt_tok, tkeys = multivector_inputs(session, cfg, plan, paths, texts, shard.world, log=_log)
-        return Encoded(session.model, session.model_hash, run_id, out, img_tok, txt_tok, offsets, session.stats,
-                       session.cache, shard.world, text_keys=tuple(tkeys), plan=plan)
+        return _token_encoded(cfg, plan, session, paths, (texts, offsets), run_id, out, shard.world)
     img_local = timing.encoding("image_decode_preprocess", session.stats, lambda: phase(dist, shard, lambda: (
         session.images(paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard))))
     keys: list = []  # the model's inputs after its truncation, computed once for encoding and validity
@@ -321,6 +319,14 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Enco
     variant_img, rel, bound, injected = share(dist, shard, rank0)
     return Encoded(session.model, session.model_hash, run_id, out, img_emb, txt_emb, offsets, session.stats,
                    session.cache, shard.world, variant_img, rel, tuple(keys), bound, injected, plan)
+
+
+def _token_encoded(cfg: RunConfig, plan: Plan, session, paths: list, texts, run_id: str, out, world: int) -> Encoded:
+    """A multi-vector model's encode step: token vectors of the gallery and of every caption (TokenVectors),
+    after the memory check (encoding/multivector.py); scoring reads them through MaxSim."""
+    img, txt, keys = multivector_inputs(session, cfg, plan, paths, texts[0], world, log=_log)
+    return Encoded(session.model, session.model_hash, run_id, out, img, txt, texts[1], session.stats, session.cache,
+                   world, text_keys=tuple(keys), plan=plan)
 
 
 def score(cfg: RunConfig, plan: Plan, enc: Encoded, group=None) -> dict:
