@@ -32,8 +32,13 @@ def _tokenizer():
 def save_colqwen2(folder: Path, seed: int = 0, embedding_dim: int = 16, max_pixels: int = PIXELS) -> Path:
     """A tiny ColQwen2 checkpoint folder (weights, config, tokenizer, processor)."""
     import torch
-    from transformers import (ColQwen2Config, ColQwen2ForRetrieval, ColQwen2Processor, Qwen2VLConfig,
-                              Qwen2VLImageProcessor)
+    from transformers import (
+        ColQwen2Config,
+        ColQwen2ForRetrieval,
+        ColQwen2Processor,
+        Qwen2VLConfig,
+        Qwen2VLImageProcessor,
+    )
 
     tok = _tokenizer()
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIALS}

@@ -113,7 +113,8 @@ def encode_multivector(session, paths: list, texts: list[str], keys: list[str], 
         use_threads(getattr(model, "threads", None))
         return model.real
     t0 = time.perf_counter()
-    img, enc_i, cached_i, fwd_i = _encode([item_key(file_key(p)) for p in paths], "image", lambda i: load_image(paths[i]),
+    img, enc_i, cached_i, fwd_i = _encode([item_key(file_key(p)) for p in paths], "image",
+                                          lambda i: load_image(paths[i]),
                                           lambda batch: real().encode_image_tokens(batch), store, batch_size, "images")
     stats.images_encoded += enc_i
     stats.images_cached += cached_i

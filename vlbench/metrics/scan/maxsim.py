@@ -143,7 +143,7 @@ class MaxSimGrid(TileGrid):
     def __init__(self, img: TokenVectors, txt: TokenVectors, cache_bytes: int = 64 << 20):
         if img.dim != txt.dim:
             raise ValueError(f"image token vectors have size {img.dim} but caption token vectors {txt.dim}")
-        self.img, self.txt = img, txt
+        self.itok, self.ttok = img, txt  # (TileGrid's img / txt are arrays; these are ragged)
         self.n_images, self.n_captions = len(img), len(txt)
         self.ti, self.tt = tile_shape(self.n_images, self.n_captions)
         self.gd, self.gq = unit_shape(self.ti, self.tt, int(img.lengths.max(initial=1)),
@@ -160,32 +160,32 @@ class MaxSimGrid(TileGrid):
 
     def unit_bytes(self) -> int:
         """The largest unit's token products in bytes (the working memory of one worker thread)."""
-        return 4 * self.gd * int(self.img.lengths.max(initial=1)) * self.gq * int(self.txt.lengths.max(initial=1))
+        return 4 * self.gd * int(self.itok.lengths.max(initial=1)) * self.gq * int(self.ttok.lengths.max(initial=1))
 
     def product(self, a: int, b: int, on_device: bool = False) -> np.ndarray:
         """Tile ``(a, b)``: its units' token products reduced to MaxSim (float32, images x captions)."""
         i0, i1 = a * self.ti, min(self.n_images, (a + 1) * self.ti)
         t0, t1 = b * self.tt, min(self.n_captions, (b + 1) * self.tt)
-        io, to = self.img.offsets, self.txt.offsets
+        io, to = self.itok.offsets, self.ttok.offsets
         out = np.empty((i1 - i0, t1 - t0), dtype=np.float32)
         for d0 in range(i0, i1, self.gd):
             d1 = min(i1, d0 + self.gd)
-            docs = self.img.flat[io[d0]:io[d1]]
+            docs = self.itok.flat[io[d0]:io[d1]]
             dstarts = io[d0:d1] - io[d0]
             for q0 in range(t0, t1, self.gq):
                 q1 = min(t1, q0 + self.gq)
-                prod = docs @ self.txt.flat[to[q0]:to[q1]].T  # ONE product per unit (image tokens x caption tokens)
+                prod = docs @ self.ttok.flat[to[q0]:to[q1]].T  # ONE product per unit (image tokens x caption tokens)
                 best = np.maximum.reduceat(prod, dstarts, axis=0)  # per image: max over its tokens (exact)
-                out[d0 - i0:d1 - i0, q0 - t0:q1 - t0] = _token_sums(best, to[q0:q1] - to[q0], self.txt.lengths[q0:q1])
+                out[d0 - i0:d1 - i0, q0 - t0:q1 - t0] = _token_sums(best, to[q0:q1] - to[q0], self.ttok.lengths[q0:q1])
         return out
 
     def finite_range(self) -> bool:
         """No MaxSim can be NaN or infinite: finite tokens whose norms bound every sum far from overflow."""
         if self._finite is None:
             big = float(np.finfo(np.float32).max) / 4
-            ni = float(np.sqrt(np.einsum("ij,ij->i", self.img.flat, self.img.flat, dtype=np.float64).max(initial=0)))
-            nt = float(np.sqrt(np.einsum("ij,ij->i", self.txt.flat, self.txt.flat, dtype=np.float64).max(initial=0)))
-            longest = int(self.txt.lengths.max(initial=1))
+            ni = float(np.sqrt(np.einsum("ij,ij->i", self.itok.flat, self.itok.flat, dtype=np.float64).max(initial=0)))
+            nt = float(np.sqrt(np.einsum("ij,ij->i", self.ttok.flat, self.ttok.flat, dtype=np.float64).max(initial=0)))
+            longest = int(self.ttok.lengths.max(initial=1))
             self._finite = bool(np.isfinite([ni, nt]).all() and longest * ni * nt < big)
         return self._finite
 
@@ -195,7 +195,7 @@ class MaxSimSource(EmbeddingSource):
     read from the one :class:`MaxSimGrid` (every schedule of the scan reads it, as for a dual encoder)."""
 
     def __init__(self, image_tokens: TokenVectors, text_tokens: TokenVectors, device: str | None = None):
-        self.img, self.txt = image_tokens, text_tokens
+        self.image_tokens, self.text_tokens = image_tokens, text_tokens
         self.n_images, self.n_captions = len(image_tokens), len(text_tokens)
         self.device = None  # MaxSim runs on the CPU (NumPy) whatever device the model ran on
         self.grid = MaxSimGrid(image_tokens, text_tokens)
