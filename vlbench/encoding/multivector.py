@@ -190,6 +190,9 @@ def available_gib() -> float:
 def multivector_inputs(session, cfg, plan, paths: list, texts: list[str], world: int, log) -> tuple:
     """A run's token vectors (images, every caption of Plan.texts()) and its caption keys: what the run asks is
     checked (conditions a multi-vector run does not have yet are refused), then the memory, then encoded."""
+    if not is_multivector(session.model):
+        raise VlbenchError(f"--token-memory applies to multi-vector models (colqwen2, colpali) only; "
+                           f"{cfg.model_opts.model} gives one vector per item", "drop --token-memory")
     unsupported = [what for what, on in (("image conditions (--perturb-images)", plan.variants),
                                          ("gallery distractors (--distractors)", cfg.distractors),
                                          ("a relevance model (--relevance, --graded minilm)",

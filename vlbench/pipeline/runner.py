@@ -286,7 +286,7 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Enco
               + (f", {shard.world} processes" if shard.world > 1 else ""))
     texts, offsets = plan.texts()
     texts = relevance.truncate(cfg, texts)  # --truncate-chars
-    if is_multivector(session.model):  # token vectors, scored by MaxSim (encoding/multivector.py)
+    if is_multivector(session.model) or cfg.token_memory is not None:  # token vectors, MaxSim (encoding/multivector.py)
         return _token_encoded(cfg, plan, session, paths, (texts, offsets), run_id, out, shard.world)
     img_local = timing.encoding("image_decode_preprocess", session.stats, lambda: phase(dist, shard, lambda: (
         session.images(paths, batch_size=m.batch_size, num_workers=m.num_workers, progress=progress, shard=shard))))

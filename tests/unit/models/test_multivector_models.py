@@ -116,3 +116,9 @@ def test_colqwen2_resolution_in_identity(colqwen2, tmp_path):
     a, b = load_model(f"colqwen2:{colqwen2}"), load_model(f"colqwen2:{other}")
     assert a.image_resolution()["max_pixels"] == PIXELS and b.image_resolution()["max_pixels"] == 4 * PIXELS
     assert a.identity()["preprocessing"] != b.identity()["preprocessing"] and a.model_hash() != b.model_hash()
+
+
+def test_token_memory_on_a_single_vector_model_refused(counting_plugin, manifest, tmp_path):
+    with pytest.raises(VlbenchError, match="--token-memory applies to multi-vector models"):
+        run(model=f"{counting_plugin}:dim=8", dataset=f"custom:{manifest}", out=str(tmp_path / "out"),
+            cache_dir=str(tmp_path / "cache"), quiet=True, validity="off", token_memory=4)
