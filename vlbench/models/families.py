@@ -135,7 +135,7 @@ BUILTIN = {f.name: f for f in (
                   embed_dim=128, licence=licence, hub_checkpoints=True)
       for name, default, description, licence in (
           ("colqwen2", "vidore/colqwen2-v1.0-hf", "ColQwen2 multi-vector retriever (transformers; MaxSim over token "
-           "vectors)", "Apache-2.0"),
+           "vectors)", None),
           ("colpali", "vidore/colpali-v1.3-hf", "ColPali multi-vector retriever (transformers; MaxSim over token "
            "vectors)", None))),
 )}
