@@ -59,3 +59,41 @@ def save_colqwen2(folder: Path, seed: int = 0, embedding_dim: int = 16, max_pixe
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
+
+
+def save_colpali(folder: Path, seed: int = 0, embedding_dim: int = 16, image_size: int = 28) -> Path:
+    """A tiny ColPali checkpoint folder (ColPaliForRetrieval on a 2-layer PaliGemma: Gemma text, SigLIP vision;
+    ColPaliProcessor with a byte-level BPE tokenizer trained here and a SigLIP image processor at ``image_size``)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import (
+        ColPaliConfig,
+        ColPaliForRetrieval,
+        ColPaliProcessor,
+        PaliGemmaConfig,
+        PreTrainedTokenizerFast,
+        SiglipImageProcessor,
+    )
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<eos>", "<bos>", "<image>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(list(CORPUS) * 10, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>")
+    images = SiglipImageProcessor(size={"height": image_size, "width": image_size})
+    images.image_seq_length = (image_size // 14) ** 2
+    processor = ColPaliProcessor(image_processor=images, tokenizer=fast)
+    vlm = PaliGemmaConfig(
+        text_config=dict(model_type="gemma", vocab_size=len(processor.tokenizer), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8),
+        vision_config=dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=1, num_attention_heads=4, image_size=image_size, patch_size=14),
+        image_token_index=processor.image_token_id, projection_dim=32)
+    torch.manual_seed(seed)
+    model = ColPaliForRetrieval(ColPaliConfig(vlm_config=vlm, embedding_dim=embedding_dim)).eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.support.data import write_manifest
-from tests.support.tiny_colmodels import PIXELS, save_colqwen2
+from tests.support.tiny_colmodels import PIXELS, save_colpali, save_colqwen2
 from vlbench.errors import VlbenchError
 from vlbench.metrics.scan.maxsim import TokenVectors, maxsim_matrix
 from vlbench.pipeline.runner import run
@@ -24,20 +24,26 @@ def colqwen2(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def colpali(tmp_path_factory) -> Path:
+    return save_colpali(tmp_path_factory.mktemp("colpali") / "ckpt")
+
+
+@pytest.fixture(scope="module")
 def manifest(tmp_path_factory) -> Path:
     return write_manifest(tmp_path_factory.mktemp("mvdata"), n=N_IMAGES)
 
 
-def _reference_scores(ckpt: Path, manifest: Path):
+def _reference_scores(ckpt: Path, manifest: Path, family: str = "colqwen2"):
     """(captions x images score_retrieval scores, caption -> image): the model card's loop, one input at a time."""
     import json
 
     import torch
+    import transformers
     from PIL import Image
-    from transformers import ColQwen2ForRetrieval, ColQwen2Processor
 
-    model = ColQwen2ForRetrieval.from_pretrained(ckpt).eval()
-    proc = ColQwen2Processor.from_pretrained(ckpt)
+    name = {"colqwen2": "ColQwen2", "colpali": "ColPali"}[family]
+    model = getattr(transformers, f"{name}ForRetrieval").from_pretrained(ckpt).eval()
+    proc = getattr(transformers, f"{name}Processor").from_pretrained(ckpt)
     rows = [json.loads(x) for x in manifest.read_text().splitlines()]
     caps = [(c, i) for i, r in enumerate(rows) for c in r["captions"]]
     with torch.no_grad():
@@ -59,10 +65,12 @@ def _values(res, condition="clean") -> dict:
     return {(v.key.direction, v.key.metric, v.key.k): v.value for v in res.record.values if v.condition == condition}
 
 
-def test_colqwen2_run_equals_score_retrieval_loop(colqwen2, manifest, tmp_path):
-    res = run(model=f"colqwen2:{colqwen2}", dataset=f"custom:{manifest}", out=str(tmp_path / "out"),
+@pytest.mark.parametrize("family", ["colqwen2", "colpali"])
+def test_multivector_run_equals_score_retrieval_loop(family, request, manifest, tmp_path):
+    ckpt = request.getfixturevalue(family)
+    res = run(model=f"{family}:{ckpt}", dataset=f"custom:{manifest}", out=str(tmp_path / "out"),
               cache_dir=str(tmp_path / "cache"), quiet=True, validity="off", k=(1, 2, 5))
-    scores, c2i, _, _ = _reference_scores(colqwen2, manifest)
+    scores, c2i, _, _ = _reference_scores(ckpt, manifest, family)
     t2i = _ranks(scores, c2i)
     i2t_all = _ranks(scores.T[np.repeat(np.arange(N_IMAGES), 5)], np.arange(len(c2i)))  # each (image, caption)
     i2t = np.array([i2t_all[c2i == i].min() for i in range(N_IMAGES)])  # an image's best-ranked caption
