@@ -1,4 +1,5 @@
-"""The Hugging Face transformers dual encoders: CLIP, ALIGN, AltCLIP and GroupViT (one adapter class)."""
+"""The Hugging Face transformers dual encoders: CLIP, ALIGN, AltCLIP, GroupViT, MetaCLIP 2 and Chinese-CLIP (one
+adapter class), and BLIP's contrastive head (:class:`BlipContrastive`: the same loading, its own two encoders)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,12 @@ from .budget import cut_to_budget, hf_cutter
 from .families import BUILTIN
 from .hub import hub_commit, hub_problem
 
-__all__ = ["HFDualEncoder", "load_clip", "load_align", "load_altclip", "load_groupvit", "fingerprint", "preflight"]
+__all__ = ["HFDualEncoder", "BlipContrastive", "load_clip", "load_align", "load_altclip", "load_groupvit",
+           "load_metaclip2", "load_chinese_clip", "load_blip", "fingerprint", "preflight", "TEXT_TOKEN_LIMITS"]
+
+#: families whose training context is shorter than their text tower's positions: the token limit they were trained
+#: with (Chinese-CLIP: its BERT has 512 positions, the model was trained and is evaluated with 52 tokens)
+TEXT_TOKEN_LIMITS = {"chinese-clip": 52}
 
 
 class HFDualEncoder(ModelAdapter):
@@ -61,7 +67,7 @@ class HFDualEncoder(ModelAdapter):
         text_cfg = getattr(cfg, "text_config", None)
         found = [getattr(text_cfg, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
         limits = [x for x in found if isinstance(x, int) and 0 < x < 100_000]
-        self.max_length = min(limits) if limits else 77
+        self.max_length = min(limits + [TEXT_TOKEN_LIMITS.get(family, 100_000)]) if limits else 77
         if family == "altclip":  # XLM-R positions start after the padding index
             pad = getattr(text_cfg, "pad_token_id", 1) or 1
             self.max_length = min(self.max_length, getattr(text_cfg, "max_position_embeddings", 514) - pad - 1)
@@ -92,8 +98,11 @@ class HFDualEncoder(ModelAdapter):
             "tokenizer": type(self.tokenizer).__name__,
             "max_text_tokens": self.max_length,
             "precision": self.precision,
-            "embed_dim": int(getattr(self.config, "projection_dim", 0) or 0),
+            "embed_dim": self._embed_dim(),
         }
+
+    def _embed_dim(self) -> int:
+        return int(getattr(self.config, "projection_dim", 0) or 0)
 
     def preprocess(self, image):
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
@@ -186,10 +195,40 @@ class HFDualEncoder(ModelAdapter):
             return _as_features(self.model.get_text_features(**tok))
 
 
-def _hf_factory(family, model_class):
+class BlipContrastive(HFDualEncoder):
+    """BLIP's image-text contrastive (ITC) head as a dual encoder, from a ``BlipForImageTextRetrieval`` checkpoint:
+    what the model's forward computes with ``use_itm_head=False``, split into its two sides. The image vector is
+    ``vision_proj`` of the vision tower's CLS state, the text vector ``text_proj`` of the text encoder's CLS state
+    (the text encoder run without the image, as the forward does), each L2-normalised; the forward's cosine matrix
+    is their product. This is the first stage of BLIP's own retrieval protocol (``--rerank blip-itm``)."""
+
+    def _embed_dim(self) -> int:
+        return int(getattr(self.config, "image_text_hidden_size", 0) or 0)
+
+    def encode_images(self, batch):
+        import torch
+
+        m = self.model
+        with torch.inference_mode():
+            pix = batch.to(self.device, dtype=torch_dtype(self.precision))
+            cls = m.vision_model(pixel_values=pix).last_hidden_state[:, 0, :]
+            return torch.nn.functional.normalize(m.vision_proj(cls), dim=-1)
+
+    def encode_texts(self, texts):
+        import torch
+
+        m = self.model
+        tok = self._tokenize(texts)
+        with torch.inference_mode():
+            hidden = m.text_encoder(input_ids=tok["input_ids"].to(self.device),
+                                    attention_mask=tok["attention_mask"].to(self.device)).last_hidden_state
+            return torch.nn.functional.normalize(m.text_proj(hidden[:, 0, :]), dim=-1)
+
+
+def _hf_factory(family, model_class, adapter=HFDualEncoder):
     def factory(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
-        return HFDualEncoder(family, checkpoint, model_class=model_class, device=device, precision=precision,
-                             revision=revision, trust_remote_code=trust_remote_code)
+        return adapter(family, checkpoint, model_class=model_class, device=device, precision=precision,
+                       revision=revision, trust_remote_code=trust_remote_code)
     factory.__name__ = f"load_{family}"
     return factory
 
@@ -199,6 +238,9 @@ load_clip = _hf_factory("clip", "CLIPModel")
 load_align = _hf_factory("align", "AlignModel")
 load_altclip = _hf_factory("altclip", "AltCLIPModel")
 load_groupvit = _hf_factory("groupvit", "GroupViTModel")
+load_metaclip2 = _hf_factory("metaclip2", "MetaClip2Model")
+load_chinese_clip = _hf_factory("chinese-clip", "ChineseCLIPModel")
+load_blip = _hf_factory("blip", "BlipForImageTextRetrieval", BlipContrastive)
 
 
 # hooks of the families' records (families.py): files and the hub cache only, nothing loaded
