@@ -39,7 +39,7 @@ from ..errors import OptionError
 from ..models.identity import weights_source
 from ..results import RunRecord
 from .report import format_report
-from .table import FACT_LABELS, FACTS, FactCheck, PublishedRow, rows_for
+from .table import FACT_LABELS, FACTS, FactCheck, PublishedRow, rows_for, stages_text
 from .task_scores import task_name, task_rows
 
 #: default tolerance, percentage points of R@k (open_clip measured with AMP on GPU; fp32 on CPU moves R@1 of
@@ -315,12 +315,30 @@ def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
             "dataset's name)" if named else
             f"dataset {rec.dataset.name!r} is not a built-in Flickr30k or COCO test set: published numbers exist "
             "only for flickr30k (1k) and coco (5k; coco-1k is compared with them, the split named as a difference)"))
-    rows = rows_for(rec.model.spec, ds)
+    rerank, rerank_k = run_stages(rec)
+    rows = rows_for(rec.model.spec, ds, rerank, rerank_k)
     if not rows:
+        others = rows_for(rec.model.spec, ds, any_stages=True)
+        if others:  # rows of this model and data, measured with other stages: never compared
+            told = "; ".join(f"{r.id}: {stages_text(r.rerank.get('model'), r.rerank.get('k'))}" for r in others)
+            return CheckReport(label, ds, tolerance, reason=(
+                f"no published row for model {rec.model.spec!r} on {ds} with this run's stages "
+                f"({stages_text(rerank, rerank_k)}): the published rows were measured otherwise ({told}); a "
+                "reranked run is compared only with rows of the same pair scorer, K and first stage"))
         return CheckReport(label, ds, tolerance, reason=(
             f"no published row for model {rec.model.spec!r} on {ds}: vlbench ships open_clip's table "
             "(openclip:ARCH/TAG) and the papers' numbers of the built-in families (docs/published.md)"))
     return _verified(rec, CheckReport(label, ds, tolerance, [_row_check(rec, r, tolerance) for r in rows]))
+
+
+def run_stages(rec: RunRecord) -> tuple[str | None, int | None]:
+    """The run's second stage from its settings (``rerank``: the pair scorer's spec, ``rerank_k``: K), or
+    (None, None) for a one-stage run."""
+    rerank = rec.settings.get("rerank")
+    k = rec.settings.get("rerank_k")
+    if not rerank:
+        return None, None
+    return str(rerank), (int(k) if isinstance(k, (int, float)) and not isinstance(k, bool) else None)
 
 
 def _verified(rec: RunRecord, report: CheckReport) -> CheckReport:
