@@ -20,7 +20,8 @@ def _row_text(rc, tolerance: float) -> list[str]:
     out = [f"published: {row.model} on {row.dataset} ({row.source['kind']}): {row.citation()}"]
     if getattr(row, "rerank", None):  # a two-stage row: matched to runs of the same pair scorer and K only
         out.append(f"stages: first stage {row.rerank.get('first_stage', row.specs[0] if row.specs else '?')}, "
-                   f"reranked by {row.rerank['model']} over the top {row.rerank['k']}")
+                   f"reranked by {row.rerank['model']} over the top {row.rerank['k']}"
+                   + (f"; score: {row.rerank['score']}" if row.rerank.get("score") else ""))
     cells = []
     for m in rc.metrics:
         verdict = "not in this run" if m.within is None else "ok" if m.within else "OFF"

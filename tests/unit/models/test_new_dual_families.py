@@ -109,6 +109,17 @@ def test_text_limits_are_the_models_own(folders):
     assert len(zh.text_keys(["一个男人"])[0].split()) == 6  # [CLS], one token per character, [SEP]
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_their_processors_split_into_uint8_pixels_and_a_normalisation(folders, family):
+    """What lets them share the pixel cache and take --pixels device (docs/models.md): the processor's uint8
+    pixels, normalised, are its own output bit for bit (checked by the adapter on a probe image)."""
+    model = load_model(f"{family}:{folders[family]}", device="cpu")
+    spec = model.pixel_spec()
+    assert spec is not None and "processor" in spec
+    image = Image.new("RGB", (45, 31), (12, 200, 77))
+    assert torch.equal(model.from_pixels(model.to_pixels(image)[None])[0], model.preprocess(image))
+
+
 def test_a_truncated_metaclip2_caption_keeps_its_end_token_where_the_model_pools(folders):
     model = load_model(f"metaclip2:{folders['metaclip2']}", device="cpu")
     long = "a man riding a horse on a beach " * 30
