@@ -7,8 +7,8 @@ encodes a batch of those inputs (``encode_images``), encodes a list of caption s
 so all adapters behave the same.
 
 Built-ins: ``clip``, ``align``, ``altclip``, ``groupvit``, ``metaclip2``, ``chinese-clip``, ``blip``, ``siglip``,
-``siglip2`` (Hugging Face transformers), ``openclip`` (open_clip) and ``st`` (sentence-transformers). Syntax: ``NAME[:CHECKPOINT]``;
-CHECKPOINT is a hub id, a local folder, for open_clip ``ARCH/PRETRAINED_TAG``
+``siglip2`` (Hugging Face transformers), ``openclip`` (open_clip) and ``st`` (sentence-transformers). Syntax:
+``NAME[:CHECKPOINT]``; CHECKPOINT is a hub id, a local folder, for open_clip ``ARCH/PRETRAINED_TAG``
 (``openclip:ViT-B-32/laion2b_s34b_b79k``), ``hf-hub:org/repo`` or a local folder with
 ``open_clip_config.json``, for SigLIP optionally followed by ``?lowercase=0`` etc. (siglip.py).
 

@@ -38,6 +38,7 @@ from ..datasets.specs import SPECS
 from ..errors import OptionError
 from ..models.identity import weights_source
 from ..results import RunRecord
+from .multilingual import language_set, language_set_mismatch
 from .report import format_report
 from .table import FACT_LABELS, FACTS, FactCheck, PublishedRow, rows_for, stages_text
 from .task_scores import task_name, task_rows
@@ -181,9 +182,10 @@ def _fact_recall(rec, row):
 
 
 def _fact_split(rec, row):
-    ds = builtin_dataset(rec) or rec.dataset.name
+    ds = builtin_dataset(rec) or language_set(rec) or rec.dataset.name
     run = {"flickr30k": "flickr30k 1k test (Karpathy)", "coco": "coco 5k test (Karpathy)",
-           "coco-1k": "coco 1k (mean of five 1k folds)"}.get(ds, ds)
+           "coco-1k": "coco 1k (mean of five 1k folds)",
+           "xm3600": "xm3600, 3,600 images, 36 languages, every caption (mean of the languages' R@k)"}.get(ds, ds)
     return run, "same" if ds == row.dataset else "differs"
 
 
@@ -306,7 +308,10 @@ def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
         task, rows, reason = task_rows(rec, tolerance)
         report = CheckReport(label, task, tolerance, rows, reason=reason)
         return _verified(rec, report) if rows else report
-    ds = builtin_dataset(rec)
+    ds = builtin_dataset(rec) or language_set(rec)
+    if ds is None and language_set_mismatch(rec):
+        return CheckReport(label, rec.dataset.name, tolerance, reason=f"no published numbers for this selection: "
+                                                                      f"{language_set_mismatch(rec)}")
     if ds is None:
         named = _PUBLISHED_SETS.get(rec.dataset.name)
         return CheckReport(label, rec.dataset.name, tolerance, reason=(

@@ -107,3 +107,4 @@ def test_same_stages_reads_k_as_a_number_and_needs_it():
     assert not T.same_stages(row, None, None) and not T.same_stages(row, "blip-itm", 255)
     plain = dataclasses.replace(row, rerank={})
     assert T.same_stages(plain, None, None) and not T.same_stages(plain, "blip-itm", 256)
+
