@@ -29,6 +29,13 @@ __all__ = ["HFDualEncoder", "BlipContrastive", "load_clip", "load_align", "load_
 #: with (Chinese-CLIP: its BERT has 512 positions, the model was trained and is evaluated with 52 tokens)
 TEXT_TOKEN_LIMITS = {"chinese-clip": 52}
 
+#: each family's transformers class and the ``model_type`` of the checkpoints that class loads: a checkpoint of
+#: another type would load into the class with its weights missing, silently drawn at random (a CLIP folder read
+#: as ALIGN, Chinese-CLIP or MetaCLIP 2), so it is refused before any weight is read
+HF_CLASSES = {"clip": ("CLIPModel", "clip"), "align": ("AlignModel", "align"), "altclip": ("AltCLIPModel", "altclip"),
+              "groupvit": ("GroupViTModel", "groupvit"), "metaclip2": ("MetaClip2Model", "metaclip_2"),
+              "chinese-clip": ("ChineseCLIPModel", "chinese_clip"), "blip": ("BlipForImageTextRetrieval", "blip")}
+
 
 class HFDualEncoder(ModelAdapter):
     """A transformers dual encoder; ``model_class`` names the transformers class of its weights."""
@@ -60,6 +67,7 @@ class HFDualEncoder(ModelAdapter):
         if len(self.tokenizer) < 10:  # offline CLIPTokenizer trap: an almost empty vocabulary
             raise ModelError(f"the tokenizer of {self.checkpoint!r} loaded with only {len(self.tokenizer)} tokens",
                              "the tokenizer files are missing: re-download the checkpoint")
+        _check_model_type(family, self.checkpoint, cls_name, getattr(self.config, "model_type", None))
         # the weights load on first use: a fully cached (warm) run never needs them
         self._model = None
         self._load_args: tuple = (cls_name, source, kw)
@@ -225,6 +233,18 @@ class BlipContrastive(HFDualEncoder):
             return torch.nn.functional.normalize(m.text_proj(hidden[:, 0, :]), dim=-1)
 
 
+def _check_model_type(family: str, checkpoint: str, cls_name: str, model_type) -> None:
+    """A ModelError when the checkpoint's config is of another model type than the family's class loads (only for
+    the families of HF_CLASSES: SigLIP checks its own), naming the family that reads that type."""
+    want = next((t for c, t in HF_CLASSES.values() if c == cls_name), None)
+    if want is None or not model_type or model_type == want:
+        return
+    other = [f for f, (_, t) in HF_CLASSES.items() if t == model_type]
+    hint = f"--model {other[0]}:{checkpoint}" if other else "the family of that model (vlbench ls models)"
+    raise ModelError(f"{family}: checkpoint {checkpoint!r} is a {model_type!r} model, not {want!r} ({cls_name}): "
+                     "its weights would not fit the class and would be drawn at random", f"load it with {hint}")
+
+
 def _hf_factory(family, model_class, adapter=HFDualEncoder):
     def factory(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
         return adapter(family, checkpoint, model_class=model_class, device=device, precision=precision,
@@ -234,13 +254,13 @@ def _hf_factory(family, model_class, adapter=HFDualEncoder):
 
 
 # the loaders named by the records in families.py
-load_clip = _hf_factory("clip", "CLIPModel")
-load_align = _hf_factory("align", "AlignModel")
-load_altclip = _hf_factory("altclip", "AltCLIPModel")
-load_groupvit = _hf_factory("groupvit", "GroupViTModel")
-load_metaclip2 = _hf_factory("metaclip2", "MetaClip2Model")
-load_chinese_clip = _hf_factory("chinese-clip", "ChineseCLIPModel")
-load_blip = _hf_factory("blip", "BlipForImageTextRetrieval", BlipContrastive)
+load_clip = _hf_factory("clip", HF_CLASSES["clip"][0])
+load_align = _hf_factory("align", HF_CLASSES["align"][0])
+load_altclip = _hf_factory("altclip", HF_CLASSES["altclip"][0])
+load_groupvit = _hf_factory("groupvit", HF_CLASSES["groupvit"][0])
+load_metaclip2 = _hf_factory("metaclip2", HF_CLASSES["metaclip2"][0])
+load_chinese_clip = _hf_factory("chinese-clip", HF_CLASSES["chinese-clip"][0])
+load_blip = _hf_factory("blip", HF_CLASSES["blip"][0], BlipContrastive)
 
 
 # hooks of the families' records (families.py): files and the hub cache only, nothing loaded

@@ -147,3 +147,22 @@ def test_ls_models_lists_the_new_families_with_their_checkpoints(capsys):
                           ("blip", "Salesforce/blip-itm-base-coco")):
         line = next(x for x in out.splitlines() if x.split() and x.split()[0] == name)
         assert default in line
+
+
+def test_each_hf_familys_model_type_is_the_one_its_transformers_class_loads():
+    from vlbench.models.hf import HF_CLASSES
+
+    for family, (cls_name, model_type) in HF_CLASSES.items():
+        assert getattr(transformers, cls_name).config_class.model_type == model_type, family
+
+
+@pytest.mark.parametrize("family", ["metaclip2", "chinese-clip", "blip", "align"])
+def test_a_checkpoint_of_another_model_type_is_refused_before_its_weights_load(tiny_models, family):
+    """A CLIP folder read as another family would load with its weights missing, drawn at random (transformers only
+    warns): refused with the family that reads it."""
+    from vlbench.errors import ModelError
+
+    clip = tiny_models("clip")
+    with pytest.raises(ModelError) as err:
+        load_model(f"{family}:{clip}", device="cpu")
+    assert "is a 'clip' model" in str(err.value) and f"--model clip:{clip}" in err.value.hint
