@@ -279,13 +279,28 @@ def preflight(checkpoint: str, *, family: str = "clip", **_) -> list:
     local = Path(checkpoint).expanduser()
     if local.exists() or checkpoint.startswith((".", "/", "~")) or os.sep + os.sep in checkpoint:
         if (local / "config.json").is_file():
-            return folder_problems(local, family)
+            return folder_problems(local, family) + _type_problems(local, checkpoint, family)
         return [ModelError(f"local folder {str(local)!r} " +
                            ("has no config.json" if local.is_dir() else "does not exist"),
                            "give the folder of a save_pretrained() export (config, weights, tokenizer and "
                            "image-processor files)")]
     p = hub_problem(checkpoint, f"--model {family}:/path/to/{checkpoint.split('/')[-1]}")
     return [p] if p else []
+
+
+def _type_problems(local: Path, checkpoint: str, family: str) -> list:
+    """The model-type refusal of _check_model_type, read from the folder's config.json (files only)."""
+    if family not in HF_CLASSES:
+        return []
+    try:
+        model_type = json.loads((local / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return []  # an unreadable config is the loader's to report, with the file named
+    try:
+        _check_model_type(family, checkpoint, HF_CLASSES[family][0], model_type)
+    except ModelError as exc:
+        return [exc]
+    return []
 
 
 #: a save_pretrained() folder's files by part: any one of the names (or glob patterns) will do

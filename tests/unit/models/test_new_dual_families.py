@@ -166,3 +166,12 @@ def test_a_checkpoint_of_another_model_type_is_refused_before_its_weights_load(t
     with pytest.raises(ModelError) as err:
         load_model(f"{family}:{clip}", device="cpu")
     assert "is a 'clip' model" in str(err.value) and f"--model clip:{clip}" in err.value.hint
+
+
+def test_the_model_type_is_checked_in_the_preflight_from_the_folders_config(tiny_models):
+    from vlbench.models.hf import preflight
+
+    clip = tiny_models("clip")
+    (problem,) = preflight(str(clip), family="chinese-clip")
+    assert "is a 'clip' model, not 'chinese_clip'" in str(problem) and f"--model clip:{clip}" in problem.hint
+    assert preflight(str(clip), family="clip") == []
