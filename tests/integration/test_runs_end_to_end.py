@@ -12,7 +12,7 @@ import pytest
 
 from support.data import ROOT, read_counts
 
-FAMILIES = ["clip", "align", "altclip", "groupvit", "openclip"]
+FAMILIES = ["clip", "align", "altclip", "groupvit", "openclip", "metaclip2", "chinese-clip", "blip"]
 METRICS = {("recall", 1), ("recall", 5), ("recall", 10), ("rsum", None), ("medr", None), ("meanr", None),
            ("r_precision", None), ("map_at_r", None), ("ndcg", 10), ("dcg_cm", 10), ("ndcg_cm", 10)} | \
     {(m, k) for m in ("mrr", "precision", "map", "ndcg_binary") for k in (1, 5, 10)}

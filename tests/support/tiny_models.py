@@ -194,7 +194,65 @@ def save_openclip(folder: Path, seed: int = 0, custom_text: bool = False) -> Pat
     return folder
 
 
+def save_metaclip2(folder: Path, seed: int = 0) -> Path:
+    """MetaCLIP 2 (``MetaClip2Model``): a causal text tower pooled at the first end token, read by an XLM-R-style
+    sentencepiece tokenizer (the real one is XLM-V's) whose ``</s>`` id 2 is the config's ``eos_token_id``."""
+    import torch
+    from transformers import MetaClip2Config, MetaClip2Model
+
+    torch.manual_seed(seed)
+    tok = _xlmr_tokenizer(CORPUS + ["ein Mann reitet ein Pferd am Strand", "deux chiens jouent dans la neige"])
+    tok.model_max_length = 77
+    cfg = MetaClip2Config(
+        text_config=dict(_text_kw(len(tok)), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id),
+        vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=IMAGE_SIZE, patch_size=8),
+        projection_dim=16)
+    MetaClip2Model(cfg).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    _clip_image_processor().save_pretrained(folder)
+    return folder
+
+
+def save_chinese_clip(folder: Path, seed: int = 0) -> Path:
+    """Chinese-CLIP (``ChineseCLIPModel``): a BERT text tower (CLS pooled) with a WordPiece vocabulary that splits
+    Chinese into characters; 64 positions here (512 in the real model; the family caps text at 52 tokens)."""
+    import torch
+    from transformers import BertTokenizer, ChineseCLIPConfig, ChineseCLIPImageProcessor, ChineseCLIPModel
+
+    torch.manual_seed(seed)
+    words = sorted({w for line in CORPUS for w in line.lower().split()})
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("0123456789.,!?'\"-")
+    hanzi = list("一个男人在海滩上骑马两只狗雪地里玩红色的汽车停大楼附近")
+    vocab = folder.parent / f"{folder.name}-vocab.txt"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words + letters + hanzi +
+                               ["##" + c for c in letters]) + "\n", encoding="utf-8")
+    tok = BertTokenizer(str(vocab), do_lower_case=True, model_max_length=512)
+    cfg = ChineseCLIPConfig(
+        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                         num_attention_heads=4, max_position_embeddings=64, pad_token_id=0),
+        vision_config=dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=IMAGE_SIZE, patch_size=8),
+        projection_dim=16)
+    ChineseCLIPModel(cfg).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    ChineseCLIPImageProcessor(size={"shortest_edge": IMAGE_SIZE},
+                              crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}).save_pretrained(folder)
+    return folder
+
+
+def save_blip(folder: Path, seed: int = 0) -> Path:
+    """BLIP's retrieval model (``BlipForImageTextRetrieval``), the checkpoint of both the ``blip`` dual encoder
+    (its contrastive head) and the ``blip-itm`` pair scorer (its ITM head): tests/support/tiny_pair_models.py."""
+    from support.tiny_pair_models import save_blip_itm
+
+    return save_blip_itm(folder, seed=seed)
+
+
 SAVERS = {"clip": save_clip, "clip_wide": save_clip_wide, "align": save_align, "altclip": save_altclip,
-          "groupvit": save_groupvit,
+          "groupvit": save_groupvit, "metaclip2": save_metaclip2, "chinese-clip": save_chinese_clip,
+          "blip": save_blip,
           "openclip": save_openclip,
           "openclip_custom_text": lambda folder, seed=0: save_openclip(folder, seed, custom_text=True)}

@@ -6,9 +6,9 @@ encodes a batch of those inputs (``encode_images``), encodes a list of caption s
 (``identity``). The runner owns batching, device placement, precision, L2 normalization and caching,
 so all adapters behave the same.
 
-Built-ins: ``clip``, ``align``, ``altclip``, ``groupvit``, ``siglip``, ``siglip2`` (Hugging Face
-transformers), ``openclip`` (open_clip) and ``st`` (sentence-transformers). Syntax: ``NAME[:CHECKPOINT]``;
-CHECKPOINT is a hub id, a local folder, for open_clip ``ARCH/PRETRAINED_TAG``
+Built-ins: ``clip``, ``align``, ``altclip``, ``groupvit``, ``metaclip2``, ``chinese-clip``, ``blip``, ``siglip``,
+``siglip2`` (Hugging Face transformers), ``openclip`` (open_clip) and ``st`` (sentence-transformers). Syntax:
+``NAME[:CHECKPOINT]``; CHECKPOINT is a hub id, a local folder, for open_clip ``ARCH/PRETRAINED_TAG``
 (``openclip:ViT-B-32/laion2b_s34b_b79k``), ``hf-hub:org/repo`` or a local folder with
 ``open_clip_config.json``, for SigLIP optionally followed by ``?lowercase=0`` etc. (siglip.py).
 
@@ -104,7 +104,8 @@ class ModelAdapter:
         kept} (models/budget.py; each text tokenized once), and each text's full token count. A family that
         cannot tell says so."""
         raise ModelError(f"model family {self.name!r} cannot cut captions to a token budget",
-                         "use --token-budget with clip, align, altclip, groupvit, openclip, siglip, siglip2 or "
+                         "use --token-budget with clip, align, altclip, groupvit, metaclip2, chinese-clip, blip, "
+                         "openclip, siglip, siglip2 or "
                          "remote (api=features); a plug-in adapter implements cut_texts (docs/extending.md)")
 
     def model_identity(self):

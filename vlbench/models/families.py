@@ -89,7 +89,7 @@ def model_family(name: str) -> ModelFamily:
 
 def _hf(name: str, default: str, description: str, embed_dim: int, parameters: int | None = None,
         licence: str | None = None) -> ModelFamily:
-    return ModelFamily(name, f"vlbench.models.hf:load_{name}", default, description,
+    return ModelFamily(name, f"vlbench.models.hf:load_{name.replace('-', '_')}", default, description,
                        fingerprint="vlbench.models.hf:fingerprint", preflight="vlbench.models.hf:preflight",
                        embed_dim=embed_dim, parameters=parameters, licence=licence, hub_checkpoints=True)
 
@@ -105,6 +105,14 @@ BUILTIN = {f.name: f for f in (
     _hf("align", "kakaobrain/align-base", "ALIGN (transformers)", 640, parameters=172_117_841),
     _hf("altclip", "BAAI/AltCLIP", "AltCLIP (transformers)", 768),
     _hf("groupvit", "nvidia/groupvit-gcc-yfcc", "GroupViT (transformers)", 256, parameters=55_726_609),
+    # MetaCLIP 2 worldwide: multilingual (XLM-V tokenizer, 77 tokens); Chinese-CLIP: BERT tokenizer, 52 tokens;
+    # BLIP: the contrastive (ITC) head of a BlipForImageTextRetrieval checkpoint, the first stage of --rerank blip-itm
+    _hf("metaclip2", "facebook/metaclip-2-worldwide-huge-quickgelu",
+        "MetaCLIP 2 worldwide (transformers; multilingual, 77 tokens)", 1024),
+    _hf("chinese-clip", "OFA-Sys/chinese-clip-vit-base-patch16",
+        "Chinese-CLIP (transformers; BERT tokenizer, 52 tokens)", 512),
+    _hf("blip", "Salesforce/blip-itm-base-coco",
+        "BLIP's contrastive head (transformers BlipForImageTextRetrieval, use_itm_head=False)", 256),
     ModelFamily("openclip", "vlbench.models.openclip:load_openclip", OPENCLIP_DEFAULT,
                 "any open_clip model, ARCH/TAG", fingerprint="vlbench.models.openclip:fingerprint",
                 preflight="vlbench.models.openclip:preflight",

@@ -1,4 +1,5 @@
-"""The Hugging Face transformers dual encoders: CLIP, ALIGN, AltCLIP and GroupViT (one adapter class)."""
+"""The Hugging Face transformers dual encoders: CLIP, ALIGN, AltCLIP, GroupViT, MetaCLIP 2 and Chinese-CLIP (one
+adapter class), and BLIP's contrastive head (:class:`BlipContrastive`: the same loading, its own two encoders)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,19 @@ from .budget import cut_to_budget, hf_cutter
 from .families import BUILTIN
 from .hub import hub_commit, hub_problem
 
-__all__ = ["HFDualEncoder", "load_clip", "load_align", "load_altclip", "load_groupvit", "fingerprint", "preflight"]
+__all__ = ["HFDualEncoder", "BlipContrastive", "load_clip", "load_align", "load_altclip", "load_groupvit",
+           "load_metaclip2", "load_chinese_clip", "load_blip", "fingerprint", "preflight", "TEXT_TOKEN_LIMITS"]
+
+#: families whose training context is shorter than their text tower's positions: the token limit they were trained
+#: with (Chinese-CLIP: its BERT has 512 positions, the model was trained and is evaluated with 52 tokens)
+TEXT_TOKEN_LIMITS = {"chinese-clip": 52}
+
+#: each family's transformers class and the ``model_type`` of the checkpoints that class loads: a checkpoint of
+#: another type would load into the class with its weights missing, silently drawn at random (a CLIP folder read
+#: as ALIGN, Chinese-CLIP or MetaCLIP 2), so it is refused before any weight is read
+HF_CLASSES = {"clip": ("CLIPModel", "clip"), "align": ("AlignModel", "align"), "altclip": ("AltCLIPModel", "altclip"),
+              "groupvit": ("GroupViTModel", "groupvit"), "metaclip2": ("MetaClip2Model", "metaclip_2"),
+              "chinese-clip": ("ChineseCLIPModel", "chinese_clip"), "blip": ("BlipForImageTextRetrieval", "blip")}
 
 
 class HFDualEncoder(ModelAdapter):
@@ -54,6 +67,7 @@ class HFDualEncoder(ModelAdapter):
         if len(self.tokenizer) < 10:  # offline CLIPTokenizer trap: an almost empty vocabulary
             raise ModelError(f"the tokenizer of {self.checkpoint!r} loaded with only {len(self.tokenizer)} tokens",
                              "the tokenizer files are missing: re-download the checkpoint")
+        _check_model_type(family, self.checkpoint, cls_name, getattr(self.config, "model_type", None))
         # the weights load on first use: a fully cached (warm) run never needs them
         self._model = None
         self._load_args: tuple = (cls_name, source, kw)
@@ -61,7 +75,7 @@ class HFDualEncoder(ModelAdapter):
         text_cfg = getattr(cfg, "text_config", None)
         found = [getattr(text_cfg, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
         limits = [x for x in found if isinstance(x, int) and 0 < x < 100_000]
-        self.max_length = min(limits) if limits else 77
+        self.max_length = min(limits + [TEXT_TOKEN_LIMITS.get(family, 100_000)]) if limits else 77
         if family == "altclip":  # XLM-R positions start after the padding index
             pad = getattr(text_cfg, "pad_token_id", 1) or 1
             self.max_length = min(self.max_length, getattr(text_cfg, "max_position_embeddings", 514) - pad - 1)
@@ -92,8 +106,11 @@ class HFDualEncoder(ModelAdapter):
             "tokenizer": type(self.tokenizer).__name__,
             "max_text_tokens": self.max_length,
             "precision": self.precision,
-            "embed_dim": int(getattr(self.config, "projection_dim", 0) or 0),
+            "embed_dim": self._embed_dim(),
         }
+
+    def _embed_dim(self) -> int:
+        return int(getattr(self.config, "projection_dim", 0) or 0)
 
     def preprocess(self, image):
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
@@ -186,19 +203,64 @@ class HFDualEncoder(ModelAdapter):
             return _as_features(self.model.get_text_features(**tok))
 
 
-def _hf_factory(family, model_class):
+class BlipContrastive(HFDualEncoder):
+    """BLIP's image-text contrastive (ITC) head as a dual encoder, from a ``BlipForImageTextRetrieval`` checkpoint:
+    what the model's forward computes with ``use_itm_head=False``, split into its two sides. The image vector is
+    ``vision_proj`` of the vision tower's CLS state, the text vector ``text_proj`` of the text encoder's CLS state
+    (the text encoder run without the image, as the forward does), each L2-normalised; the forward's cosine matrix
+    is their product. This is the first stage of BLIP's own retrieval protocol (``--rerank blip-itm``)."""
+
+    def _embed_dim(self) -> int:
+        return int(getattr(self.config, "image_text_hidden_size", 0) or 0)
+
+    def encode_images(self, batch):
+        import torch
+
+        m = self.model
+        with torch.inference_mode():
+            pix = batch.to(self.device, dtype=torch_dtype(self.precision))
+            cls = m.vision_model(pixel_values=pix).last_hidden_state[:, 0, :]
+            return torch.nn.functional.normalize(m.vision_proj(cls), dim=-1)
+
+    def encode_texts(self, texts):
+        import torch
+
+        m = self.model
+        tok = self._tokenize(texts)
+        with torch.inference_mode():
+            hidden = m.text_encoder(input_ids=tok["input_ids"].to(self.device),
+                                    attention_mask=tok["attention_mask"].to(self.device)).last_hidden_state
+            return torch.nn.functional.normalize(m.text_proj(hidden[:, 0, :]), dim=-1)
+
+
+def _check_model_type(family: str, checkpoint: str, cls_name: str, model_type) -> None:
+    """A ModelError when the checkpoint's config is of another model type than the family's class loads (only for
+    the families of HF_CLASSES: SigLIP checks its own), naming the family that reads that type."""
+    want = next((t for c, t in HF_CLASSES.values() if c == cls_name), None)
+    if want is None or not model_type or model_type == want:
+        return
+    other = [f for f, (_, t) in HF_CLASSES.items() if t == model_type]
+    hint = f"--model {other[0]}:{checkpoint}" if other else "the family of that model (vlbench ls models)"
+    raise ModelError(f"{family}: checkpoint {checkpoint!r} is a {model_type!r} model, not {want!r} ({cls_name}): "
+                     "its weights would not fit the class and would be drawn at random", f"load it with {hint}")
+
+
+def _hf_factory(family, model_class, adapter=HFDualEncoder):
     def factory(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
-        return HFDualEncoder(family, checkpoint, model_class=model_class, device=device, precision=precision,
-                             revision=revision, trust_remote_code=trust_remote_code)
+        return adapter(family, checkpoint, model_class=model_class, device=device, precision=precision,
+                       revision=revision, trust_remote_code=trust_remote_code)
     factory.__name__ = f"load_{family}"
     return factory
 
 
 # the loaders named by the records in families.py
-load_clip = _hf_factory("clip", "CLIPModel")
-load_align = _hf_factory("align", "AlignModel")
-load_altclip = _hf_factory("altclip", "AltCLIPModel")
-load_groupvit = _hf_factory("groupvit", "GroupViTModel")
+load_clip = _hf_factory("clip", HF_CLASSES["clip"][0])
+load_align = _hf_factory("align", HF_CLASSES["align"][0])
+load_altclip = _hf_factory("altclip", HF_CLASSES["altclip"][0])
+load_groupvit = _hf_factory("groupvit", HF_CLASSES["groupvit"][0])
+load_metaclip2 = _hf_factory("metaclip2", HF_CLASSES["metaclip2"][0])
+load_chinese_clip = _hf_factory("chinese-clip", HF_CLASSES["chinese-clip"][0])
+load_blip = _hf_factory("blip", HF_CLASSES["blip"][0], BlipContrastive)
 
 
 # hooks of the families' records (families.py): files and the hub cache only, nothing loaded
@@ -217,13 +279,28 @@ def preflight(checkpoint: str, *, family: str = "clip", **_) -> list:
     local = Path(checkpoint).expanduser()
     if local.exists() or checkpoint.startswith((".", "/", "~")) or os.sep + os.sep in checkpoint:
         if (local / "config.json").is_file():
-            return folder_problems(local, family)
+            return folder_problems(local, family) + _type_problems(local, checkpoint, family)
         return [ModelError(f"local folder {str(local)!r} " +
                            ("has no config.json" if local.is_dir() else "does not exist"),
                            "give the folder of a save_pretrained() export (config, weights, tokenizer and "
                            "image-processor files)")]
     p = hub_problem(checkpoint, f"--model {family}:/path/to/{checkpoint.split('/')[-1]}")
     return [p] if p else []
+
+
+def _type_problems(local: Path, checkpoint: str, family: str) -> list:
+    """The model-type refusal of _check_model_type, read from the folder's config.json (files only)."""
+    if family not in HF_CLASSES:
+        return []
+    try:
+        model_type = json.loads((local / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return []  # an unreadable config is the loader's to report, with the file named
+    try:
+        _check_model_type(family, checkpoint, HF_CLASSES[family][0], model_type)
+    except ModelError as exc:
+        return [exc]
+    return []
 
 
 #: a save_pretrained() folder's files by part: any one of the names (or glob patterns) will do

@@ -14,8 +14,12 @@ weights").
 
 The dataset is matched by content only: the pinned sha256 of the built-in caption file the run read
 (``dataset.source.caption_sha256``), never by its name, so a custom set run with ``--dataset-name flickr30k``
-has no published numbers. A run file whose values no hash proves (no ``results_hash``: typed in or written
-by another tool) is not compared: its status is ``unverified`` (exit 1), as the leaderboard flags such runs.
+has no published numbers. The one exception is a multilingual set whose caption file vlbench cannot pin (XM3600):
+a run of it is matched by what the set's loader recorded (every language, every caption, the released images;
+multilingual.py). A two-stage row (``rerank``: a pair scorer re-scoring the first stage's top K) is compared only
+with a run whose settings name the same ``rerank`` and ``rerank_k``. A run file whose values no hash proves (no
+``results_hash``: typed in or written by another tool) is not compared: its status is ``unverified`` (exit 1), as
+the leaderboard flags such runs.
 A file with ``results_hash`` but no ``record_hash`` (written before whole records were sealed) is checked,
 with a note that its model and dataset fields are not proven.
 
@@ -38,8 +42,9 @@ from ..datasets.specs import SPECS
 from ..errors import OptionError
 from ..models.identity import weights_source
 from ..results import RunRecord
+from .multilingual import language_set, language_set_mismatch
 from .report import format_report
-from .table import FACT_LABELS, FACTS, FactCheck, PublishedRow, rows_for
+from .table import FACT_LABELS, FACTS, FactCheck, PublishedRow, rows_for, stages_text
 from .task_scores import task_name, task_rows
 
 #: default tolerance, percentage points of R@k (open_clip measured with AMP on GPU; fp32 on CPU moves R@1 of
@@ -181,9 +186,10 @@ def _fact_recall(rec, row):
 
 
 def _fact_split(rec, row):
-    ds = builtin_dataset(rec) or rec.dataset.name
+    ds = builtin_dataset(rec) or language_set(rec) or rec.dataset.name
     run = {"flickr30k": "flickr30k 1k test (Karpathy)", "coco": "coco 5k test (Karpathy)",
-           "coco-1k": "coco 1k (mean of five 1k folds)"}.get(ds, ds)
+           "coco-1k": "coco 1k (mean of five 1k folds)",
+           "xm3600": "xm3600, 3,600 images, 36 languages, every caption (mean of the languages' R@k)"}.get(ds, ds)
     return run, "same" if ds == row.dataset else "differs"
 
 
@@ -306,7 +312,10 @@ def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
         task, rows, reason = task_rows(rec, tolerance)
         report = CheckReport(label, task, tolerance, rows, reason=reason)
         return _verified(rec, report) if rows else report
-    ds = builtin_dataset(rec)
+    ds = builtin_dataset(rec) or language_set(rec)
+    if ds is None and language_set_mismatch(rec):
+        return CheckReport(label, rec.dataset.name, tolerance, reason=f"no published numbers for this selection: "
+                                                                      f"{language_set_mismatch(rec)}")
     if ds is None:
         named = _PUBLISHED_SETS.get(rec.dataset.name)
         return CheckReport(label, rec.dataset.name, tolerance, reason=(
@@ -314,13 +323,32 @@ def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
             "matches a run to published rows by the pinned sha256 of the caption file it read, never by the "
             "dataset's name)" if named else
             f"dataset {rec.dataset.name!r} is not a built-in Flickr30k or COCO test set: published numbers exist "
-            "only for flickr30k (1k) and coco (5k; coco-1k is compared with them, the split named as a difference)"))
-    rows = rows_for(rec.model.spec, ds)
+            "only for flickr30k (1k), coco (5k; coco-1k is compared with them, the split named as a difference) "
+            "and the full xm3600"))
+    rerank, rerank_k = run_stages(rec)
+    rows = rows_for(rec.model.spec, ds, rerank, rerank_k)
     if not rows:
+        others = rows_for(rec.model.spec, ds, any_stages=True)
+        if others:  # rows of this model and data, measured with other stages: never compared
+            told = "; ".join(f"{r.id}: {stages_text(r.rerank.get('model'), r.rerank.get('k'))}" for r in others)
+            return CheckReport(label, ds, tolerance, reason=(
+                f"no published row for model {rec.model.spec!r} on {ds} with this run's stages "
+                f"({stages_text(rerank, rerank_k)}): the published rows were measured otherwise ({told}); a "
+                "reranked run is compared only with rows of the same pair scorer, K and first stage"))
         return CheckReport(label, ds, tolerance, reason=(
             f"no published row for model {rec.model.spec!r} on {ds}: vlbench ships open_clip's table "
             "(openclip:ARCH/TAG) and the papers' numbers of the built-in families (docs/published.md)"))
     return _verified(rec, CheckReport(label, ds, tolerance, [_row_check(rec, r, tolerance) for r in rows]))
+
+
+def run_stages(rec: RunRecord) -> tuple[str | None, int | None]:
+    """The run's second stage from its settings (``rerank``: the pair scorer's spec, ``rerank_k``: K), or
+    (None, None) for a one-stage run."""
+    rerank = rec.settings.get("rerank")
+    k = rec.settings.get("rerank_k")
+    if not rerank:
+        return None, None
+    return str(rerank), (int(k) if isinstance(k, (int, float)) and not isinstance(k, bool) else None)
 
 
 def _verified(rec: RunRecord, report: CheckReport) -> CheckReport:

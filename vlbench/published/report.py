@@ -18,6 +18,10 @@ def _number(x) -> str:
 def _row_text(rc, tolerance: float) -> list[str]:
     row = rc.row
     out = [f"published: {row.model} on {row.dataset} ({row.source['kind']}): {row.citation()}"]
+    if getattr(row, "rerank", None):  # a two-stage row: matched to runs of the same pair scorer and K only
+        out.append(f"stages: first stage {row.rerank.get('first_stage', row.specs[0] if row.specs else '?')}, "
+                   f"reranked by {row.rerank['model']} over the top {row.rerank['k']}"
+                   + (f"; score: {row.rerank['score']}" if row.rerank.get("score") else ""))
     cells = []
     for m in rc.metrics:
         verdict = "not in this run" if m.within is None else "ok" if m.within else "OFF"

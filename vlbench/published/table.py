@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from ..models.families import BUILTIN
+from ..models.pairs.blip import DEFAULTS as PAIR_DEFAULTS
 
 #: the protocol facts known to move published retrieval numbers, in the order they are reported
 FACTS = ("weights", "recall", "split", "gallery", "truncation", "preprocessing", "precision", "lowercase",
@@ -81,6 +82,9 @@ class PublishedRow:
     source: dict  # kind, citation, table, url, confirmed_by
     protocol: dict = field(default_factory=dict)
     note: str = ""
+    #: a two-stage row's second stage: {"model": pair scorer spec, "k": K, "first_stage": what ranked the gallery};
+    #: empty for a single-stage row (the specs' own similarity ranks everything)
+    rerank: dict = field(default_factory=dict)
 
     def citation(self) -> str:
         return f"{self.source['citation']}, {self.source['table']}"
@@ -115,7 +119,8 @@ def _paper_rows(doc: dict) -> list[PublishedRow]:
     for r in doc["rows"]:
         values = {(d, int(k)): float(v) for d, by_k in r["values"].items() for k, v in by_k.items()}
         rows.append(PublishedRow(r["id"], r["model"], tuple(r["specs"]), r["dataset"], values, r["source"],
-                                 {"gallery": "test images only", **r["protocol"]}, r.get("note", "")))
+                                 {"gallery": "test images only", **r["protocol"]}, r.get("note", ""),
+                                 dict(r.get("rerank") or {})))
     return rows
 
 
@@ -143,15 +148,36 @@ def normalize_spec(spec: str) -> str:
     ck = ck.split("?", 1)[0].split("@", 1)[0].strip()
     if not ck and family in BUILTIN:
         ck = BUILTIN[family].default_checkpoint or ""
+    if not ck and family in PAIR_DEFAULTS:  # a pair scorer (--rerank blip-itm): its default checkpoint
+        ck = PAIR_DEFAULTS[family][1]
     return f"{family}:{ck}"
 
 
-def rows_for(spec: str, dataset: str) -> list[PublishedRow]:
+def same_stages(row: PublishedRow, rerank: str | None, rerank_k: int | None) -> bool:
+    """True when a run's stages are the row's: no rerank for a single-stage row; for a two-stage row the same pair
+    scorer (its spec, default checkpoint filled in) re-scoring the same K (the first stage is the row's specs)."""
+    if not row.rerank:
+        return not rerank
+    if not rerank or rerank_k is None:
+        return False
+    return normalize_spec(rerank) == normalize_spec(str(row.rerank["model"])) and int(rerank_k) == int(row.rerank["k"])
+
+
+def rows_for(spec: str, dataset: str, rerank: str | None = None, rerank_k: int | None = None,
+             *, any_stages: bool = False) -> list[PublishedRow]:
     """The shipped rows of model ``spec`` on built-in dataset ``dataset`` (``coco-1k`` reads COCO's 5k rows:
-    the check then names the split as a difference)."""
+    the check then names the split as a difference) measured with the run's stages: a run reranked by pair scorer
+    ``rerank`` over its top ``rerank_k`` matches only the two-stage rows of that scorer and K, a run without
+    ``rerank`` only the single-stage rows (``any_stages``: every row of the model and dataset)."""
     want = normalize_spec(spec)
     base = "coco" if dataset == "coco-1k" else dataset
-    return [r for r in published_rows() if r.dataset == base and want in {normalize_spec(s) for s in r.specs}]
+    return [r for r in published_rows() if r.dataset == base and want in {normalize_spec(s) for s in r.specs}
+            and (any_stages or same_stages(r, rerank, rerank_k))]
+
+
+def stages_text(rerank: str | None, rerank_k: int | None) -> str:
+    """How a run or row ranked, in words: "one stage" or "reranked by SPEC over the top K"."""
+    return f"reranked by {normalize_spec(rerank)} over the top {rerank_k}" if rerank else "one stage"
 
 
 @dataclass(frozen=True)
