@@ -154,7 +154,7 @@ for _spec in BUILTIN.values():
 from . import (  # noqa: E402  these register themselves: the long-caption sets (urban1k, docci, iiw-*, dci-*)
     langsets,  # and the multilingual sets (xm3600, xtd10)
     longcaptions,
-    negbench,  # NegBench's COCO retrieval sets in their released CSV layout (negbench-coco, negbench-coco-original)
+    negbench,  # noqa: F401  NegBench's COCO retrieval CSVs (negbench-coco, negbench-coco-original)
 )
 
 

@@ -68,6 +68,7 @@ def test_the_released_columns_are_read_in_file_order_with_the_question_types():
                                                                 "'affirmation' is not one of positive, negative"),
     (lambda r: r.update(caption_2=" "), "row 3 (line 4): caption_2 is empty"),
     (lambda r: r.update(image_path="/data/val2017/.."), "row 3 (line 4): image_path"),
+    (lambda r: r.update(image_path="/data/val2017/"), "row 3 (line 4): image_path '/data/val2017/' names no file"),
     (lambda r: r.update(image_path="/elsewhere/000000000139.jpg"), "has the file name of row 1's"),
 ])
 def test_a_bad_row_is_named_with_its_row_and_the_fix(tmp_path, change, said):

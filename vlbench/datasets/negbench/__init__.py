@@ -107,11 +107,14 @@ def read_rows(path: Path, name: str) -> tuple[list[dict], list[int]]:
     if missing:
         raise DataError(f"{what} has no column {', '.join(map(repr, missing))} (its header: "
                         f"{', '.join(map(repr, header)) or 'empty'})", _fix(name))
-    rows, lines, seen = [], [], {}
+    rows: list[dict] = []
+    lines: list[int] = []
+    seen: dict[str, int] = {}
     try:
         for n, row in enumerate(reader, start=1):
             where = f"{what} row {n} (line {reader.line_num})"
-            image = PurePosixPath((row.get("filepath") or "").strip().replace("\\", "/")).name
+            raw = (row.get("filepath") or "").strip().replace("\\", "/")
+            image = "" if raw.endswith("/") else PurePosixPath(raw).name
             if image in ("", ".", ".."):
                 raise DataError(f"{where}: filepath {row.get('filepath')!r} names no file", _fix(name))
             if image in seen:

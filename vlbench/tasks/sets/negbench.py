@@ -100,7 +100,8 @@ def _fix(piece: str) -> str:
 
 def image_name(path: str) -> str:
     """The file name of a released ``image_path`` (the authors' absolute path, POSIX or Windows separators)."""
-    return PurePosixPath(path.strip().replace("\\", "/")).name
+    path = path.strip().replace("\\", "/")
+    return "" if path.endswith("/") else PurePosixPath(path).name
 
 
 def _row_item(piece: str, n: int, row: dict, where: str) -> NegBenchItem:
@@ -126,7 +127,7 @@ def _row_item(piece: str, n: int, row: dict, where: str) -> NegBenchItem:
         raise DataError(f"{where}: correct_answer_template {template!r} is not one of {', '.join(TYPES)}",
                         _fix(piece))
     name = image_name(row.get("image_path") or "")
-    why = "is empty" if not name else _bad_image_name(name)
+    why = "names no file" if not name else _bad_image_name(name)
     if why:
         raise DataError(f"{where}: image_path {shown_name(row.get('image_path') or '')} {why}", _fix(piece))
     kinds = ("right", *WRONG_KINDS) if correct == 0 else ()
@@ -144,7 +145,8 @@ def read_piece(path: Path, piece: str) -> list[NegBenchItem]:
     if missing:
         raise DataError(f"{what} {path} has no column {', '.join(map(repr, missing))} (its header: "
                         f"{', '.join(map(repr, header)) or 'empty'})", _fix(piece))
-    items, paths_of = [], {}
+    items: list[NegBenchItem] = []
+    paths_of: dict[str, tuple[str, int]] = {}
     for n, row in enumerate(reader, start=1):
         where = f"{what} {path} row {n} (line {reader.line_num})"
         if None in row:
