@@ -94,3 +94,14 @@ def test_a_missing_column_a_missing_file_an_unknown_option_and_a_missing_image(t
         load_dataset(f"negbench-coco?file={good}&images={images}")
     assert "4 image file(s) of 'negbench-coco' are missing" in err.value.message
     assert "COCO 2017 validation images" in err.value.hint
+
+
+def test_negbench_coco_passes_the_dataset_conformance_checks(tmp_path):
+    from vlbench.testing import check_dataset
+
+    (tmp_path / "negbench").mkdir()
+    shutil.copy(NEGATED, tmp_path / "negbench" / NEGATED.name)
+    images = _images(tmp_path / "val2017", [r["filepath"].rsplit("/", 1)[1] for r in _rows(NEGATED)])
+    report = check_dataset(f"negbench-coco?images={images}", data_dir=str(tmp_path))
+    assert report.passed == ["loads", "images", "captions", "caption ids", "caption issues reported", "gallery",
+                             "description", "loads the same twice", "image files"] and not report.skipped
