@@ -168,3 +168,42 @@ def test_negated_retrieval_recall_equals_a_numpy_recomputation_with_an_exact_tie
     # the tie: image 4's captions never rank it above image 2 (lower index first)
     assert all(ranks[j, 3] > ranks[j, 1] for j, (i, _) in enumerate(caps) if i == 3)
     assert res.record.dataset.fields["source"]["annotations"].endswith(NEGATED)
+
+
+def test_the_leaderboard_shows_each_question_type(mcq_run, tmp_path):
+    _, _, out = mcq_run
+    runs = tmp_path / "runs"
+    shutil.copytree(out, runs / "mcq")
+    assert main(["leaderboard", "build", str(runs), "--out", str(tmp_path / "lb"), "--no-plots"]) == 0
+    with open(tmp_path / "lb" / "choice_tasks.csv", newline="") as fh:
+        board = {r["set"]: r for r in csv.DictReader(fh) if r["task"] == "negbench-mcq"}
+    doc = json.loads((out / "results.json").read_text())
+    for r in doc["results"]:
+        if r["metric"].endswith("_accuracy") and not r["metric"].startswith("blind"):
+            row = board[r["condition"].removeprefix("task:")]
+            assert float(row[r["metric"]]) == pytest.approx(r["value"]), r["metric"]
+
+
+def test_the_blind_baseline_is_reported_per_question_type(tiny_models, blind_data_dir, tmp_path):
+    from vlbench.tasks.blind import coco_caption_lm, normalized
+
+    root = blind_data_dir / "negbench"
+    root.mkdir()
+    shutil.copy(FIXTURE / MCQ["coco"], root / MCQ["coco"])
+    _, images = _data(tmp_path / "img")
+    out = tmp_path / "run"
+    assert main(["run", "--task", "negbench-mcq", "--model", f"clip:{tiny_models('clip')}", "--dataset",
+                 "negbench-mcq:coco", "--data-dir", str(blind_data_dir), "--images-dir", str(images), "--out",
+                 str(out), "--quiet", "--num-workers", "0", "--no-cache"]) == 0
+    rows = _rows(FIXTURE / MCQ["coco"])
+    texts = {normalized(r[f"caption_{k}"]) for r in rows for k in range(4)}
+    lm, _ = coco_caption_lm(blind_data_dir, set(), texts)
+    right = {}
+    for r in rows:
+        s = [lm.score(r[f"caption_{k}"]) for k in range(4)]
+        c = int(r["correct_answer"])
+        right.setdefault(TYPES[r["correct_answer_template"]], []).append(all(s[c] > s[k] for k in range(4) if k != c))
+    got = {x["metric"]: x["value"] for x in json.loads((out / "results.json").read_text())["results"]}
+    assert got["blind_accuracy"] == pytest.approx(100 * np.mean([v for vs in right.values() for v in vs]))
+    for t, oks in right.items():
+        assert got[f"blind_{t}_accuracy"] == pytest.approx(100 * np.mean(oks)), t
