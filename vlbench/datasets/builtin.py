@@ -171,6 +171,9 @@ def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> N
     if name in langsets.SETS:  # the caption files vlbench can fetch; what to get by hand
         print("\n".join(langsets.download_sources(name, data_dir)))
         return
+    if name in negbench.FILES:  # on the authors' Google Drive only: where to get the file and the images
+        print(negbench.download_hint(name, data_dir))
+        return
     if name not in BUILTIN:
         known = [*BUILTIN, *longcaptions.SETS, *langsets.SETS]
         # a family name whose variants are the downloadable sets (dci -> dci-extra, dci-short-extra): name them all

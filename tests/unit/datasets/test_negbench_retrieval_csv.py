@@ -105,3 +105,12 @@ def test_negbench_coco_passes_the_dataset_conformance_checks(tmp_path):
     report = check_dataset(f"negbench-coco?images={images}", data_dir=str(tmp_path))
     assert report.passed == ["loads", "images", "captions", "caption ids", "caption issues reported", "gallery",
                              "description", "loads the same twice", "image files"] and not report.skipped
+
+
+def test_vlbench_download_says_where_to_get_the_file_and_the_images(tmp_path, capsys):
+    from vlbench.cli import main
+
+    assert main(["download", "negbench-coco-original", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "get COCO_val_retrieval.csv from https://drive.google.com/" in out and str(tmp_path / "negbench") in out
+    assert "COCO 2017 validation images (val2017)" in out and not (tmp_path / "negbench").exists()

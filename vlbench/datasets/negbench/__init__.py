@@ -130,6 +130,14 @@ def read_rows(path: Path, name: str) -> tuple[list[dict], list[int]]:
     return rows, lines
 
 
+def download_hint(name: str, data_dir=None) -> str:
+    """``vlbench download negbench-coco``: nothing is downloaded (the file is on Google Drive); where to get it."""
+    base = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    return (f"{name}: no file to download as is; get {FILES[name]} from {DOWNLOAD} into {base / 'negbench'}, and the "
+            f"COCO 2017 validation images (val2017) into {images_dir(None)} (or name them: --dataset "
+            f"\"{name}?images=DIR\")")
+
+
 def images_dir(given: str | None) -> Path:
     if given:
         return Path(given).expanduser()
