@@ -207,3 +207,27 @@ def test_the_blind_baseline_is_reported_per_question_type(tiny_models, blind_dat
     assert got["blind_accuracy"] == pytest.approx(100 * np.mean([v for vs in right.values() for v in vs]))
     for t, oks in right.items():
         assert got[f"blind_{t}_accuracy"] == pytest.approx(100 * np.mean(oks)), t
+
+
+def test_per_type_accuracy_under_conditions_recounts_from_the_per_item_records(tiny_models, tmp_path):
+    data, images = _data(tmp_path)
+    out = tmp_path / "run"
+    assert main(["run", "--task", "negbench-mcq", "--model", f"clip:{tiny_models('clip')}", "--dataset",
+                 "negbench-mcq:coco", "--data-dir", str(data), "--images-dir", str(images), "--out", str(out),
+                 "--quiet", "--num-workers", "0", "--no-cache", "--perturb", "char-swap", "--perturb-images",
+                 "gaussian_noise:1"]) == 0
+    kind = {f"coco:{n}": TYPES[r["correct_answer_template"]]
+            for n, r in enumerate(_rows(FIXTURE / MCQ["coco"]), start=1)}
+    with gzip.open(out / "per_item.csv.gz", "rt") as fh:
+        records = list(csv.DictReader(fh))
+    doc = json.loads((out / "results.json").read_text())
+    conds = {r["condition"] for r in doc["results"]}
+    assert conds == {"task:negbench-mcq:coco", "task:negbench-mcq:coco@char-swap",
+                     "task:negbench-mcq:coco@img:gaussian_noise:1"}
+    for cond in conds:
+        got = {r["metric"]: r["value"] for r in doc["results"] if r["condition"] == cond}
+        mine = [r for r in records if r["condition"] == cond]
+        assert len(mine) == 8
+        for t in ("affirmation", "negation", "hybrid"):
+            oks = [int(r["correct"]) for r in mine if kind[r["item_id"]] == t]
+            assert got[f"{t}_accuracy"] == pytest.approx(100 * np.mean(oks)), (cond, t)
