@@ -154,6 +154,7 @@ for _spec in BUILTIN.values():
 from . import (  # noqa: E402  these register themselves: the long-caption sets (urban1k, docci, iiw-*, dci-*)
     langsets,  # and the multilingual sets (xm3600, xtd10)
     longcaptions,
+    negbench,  # noqa: F401  NegBench's COCO retrieval CSVs (negbench-coco, negbench-coco-original)
 )
 
 
@@ -169,6 +170,9 @@ def download_dataset(name: str, data_dir=None, captions_only: bool = False) -> N
         return
     if name in langsets.SETS:  # the caption files vlbench can fetch; what to get by hand
         print("\n".join(langsets.download_sources(name, data_dir)))
+        return
+    if name in negbench.FILES:  # on the authors' Google Drive only: where to get the file and the images
+        print(negbench.download_hint(name, data_dir))
         return
     if name not in BUILTIN:
         known = [*BUILTIN, *longcaptions.SETS, *langsets.SETS]
