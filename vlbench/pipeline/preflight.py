@@ -24,6 +24,7 @@ from ..lang import SPACY_MODELS, wordnet_available, wordnet_files
 from ..metrics.specs import check_plugins
 from ..models.adapter import parse_model_spec
 from ..models.families import BUILTIN, model_family
+from ..models.mllm.formats import instruction_refusal
 
 # the hub probe lives beside the model families' hooks (models/hub.py); the dataset check uses it too
 from ..models.hub import (  # noqa: F401  (PROBE_TIMEOUT: read by the tests)
@@ -62,6 +63,9 @@ def check_model(spec: str, trust_remote_code: bool = False) -> list[Problem]:
     if name not in registry.models:
         return [Problem(item, f"unknown model family {name!r}", _model_suggestion(spec, name, registry.models.names()),
                         UnknownNameError)]
+    refusal = instruction_refusal(name, ckpt)  # an instruction on a model that takes none (models/mllm)
+    if refusal is not None:
+        return [Problem(item, refusal.message, refusal.hint or "", ModelError)]
     try:
         family = model_family(name)
         hook = family.hook("preflight")
