@@ -46,8 +46,13 @@ def save_tiny_qwen2vl(folder: Path, seed: int = 0, hidden: int = 32, layers: int
     """A random-weight Qwen2-VL saved with its processor into ``folder`` (config, safetensors, tokenizer,
     processor files); the sizes are arguments so a benchmark can build a bigger one."""
     import torch
-    from transformers import (Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor,
-                              Qwen2VLProcessor, Qwen2VLVideoProcessor)
+    from transformers import (
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessor,
+        Qwen2VLProcessor,
+        Qwen2VLVideoProcessor,
+    )
 
     tok = tiny_tokenizer()
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIALS}

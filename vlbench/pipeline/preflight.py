@@ -24,7 +24,6 @@ from ..lang import SPACY_MODELS, wordnet_available, wordnet_files
 from ..metrics.specs import check_plugins
 from ..models.adapter import parse_model_spec
 from ..models.families import BUILTIN, model_family
-from ..models.mllm.formats import instruction_refusal
 
 # the hub probe lives beside the model families' hooks (models/hub.py); the dataset check uses it too
 from ..models.hub import (  # noqa: F401  (PROBE_TIMEOUT: read by the tests)
@@ -34,6 +33,7 @@ from ..models.hub import (  # noqa: F401  (PROBE_TIMEOUT: read by the tests)
     openclip_table,
     probe_address,
 )
+from ..models.mllm.formats import instruction_refusal
 from ..perturbations import variants
 from ..registry import close_matches
 from ..util.paths import offline
