@@ -69,6 +69,7 @@ def _rank_of(scores, positives):
     return min(order.index(p) + 1 for p in positives)
 
 
+@pytest.mark.slow  # a tiny Qwen2-VL's forward over a few inputs, or a whole run: seconds of CPU
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_run_of_an_mllm_embedder_equals_a_loop_of_the_models_own_forward(tiny_qwen, tmp_path, family):
     from PIL import Image
@@ -98,7 +99,7 @@ def test_a_run_of_an_mllm_embedder_equals_a_loop_of_the_models_own_forward(tiny_
     assert res.record.model.fields["identity"]["adapter"] == f"vlbench.mllm.{family}"
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", ["vlm2vec", pytest.param("gme", marks=pytest.mark.slow)])  # gme: 256 image tokens
 def test_the_adapters_vectors_are_the_cards_forward_within_1e_6(tiny_qwen, family):
     from vlbench.models.adapter import load_model
 
@@ -111,6 +112,7 @@ def test_the_adapters_vectors_are_the_cards_forward_within_1e_6(tiny_qwen, famil
     np.testing.assert_allclose(ours_txt, ref_txt, atol=1e-6)
 
 
+@pytest.mark.slow  # a tiny Qwen2-VL's forward over a few inputs, or a whole run: seconds of CPU
 def test_mean_pooling_is_the_mean_of_the_final_hidden_states(tiny_qwen):
     from vlbench.models.adapter import load_model
 
@@ -129,6 +131,7 @@ def test_mean_pooling_is_the_mean_of_the_final_hidden_states(tiny_qwen):
 BATCH_TOLERANCE = 1e-5
 
 
+@pytest.mark.slow  # a tiny Qwen2-VL's forward over a few inputs, or a whole run: seconds of CPU
 @pytest.mark.parametrize("padding", ["left", "right"])
 def test_batching_and_the_padding_side_do_not_change_the_vectors(tiny_qwen, padding):
     """Captions and images of different token counts in one padded batch give their vectors alone within
@@ -167,6 +170,7 @@ def test_the_padding_sides_agree_with_each_other(tiny_qwen):
     assert np.abs(left - right).max() <= BATCH_TOLERANCE
 
 
+@pytest.mark.slow  # a tiny Qwen2-VL's forward over a few inputs, or a whole run: seconds of CPU
 def test_two_instructions_of_one_model_give_two_identities_and_two_cache_entries(tiny_qwen, tmp_path):
     from vlbench.pipeline.runner import run
 
@@ -284,3 +288,18 @@ def test_an_instruction_may_hold_an_ampersand_written_as_percent_26(tiny_qwen):
     assert fmt.text_instruction == "Find cats & dogs:"
     assert fmt.text_prompt("a cat", fmt.text_instruction) == "Find cats & dogs: a cat"
     assert split_options(f"{tiny_qwen}?text_instruction=", "vlm2vec")[1].text_prompt("a cat", "") == "a cat"
+
+
+@pytest.mark.slow  # a tiny Qwen2-VL's forward over a few inputs, or a whole run: seconds of CPU
+def test_an_mllm_embedder_runs_under_a_caption_perturbation_and_an_image_corruption(tiny_qwen, tmp_path):
+    from vlbench.pipeline.runner import run
+
+    man = write_manifest(tmp_path / "data", 4)
+    res = run(model=f"gme:{tiny_qwen}", dataset=f"custom:{man}", out=str(tmp_path / "run"), quiet=True,
+              num_workers=0, n_boot=20, no_cache=True, perturb="char-swap", perturb_images="gaussian_noise")
+    conditions = {v.condition for v in res.record.values}
+    assert {"clean", "char-swap", "img:gaussian_noise:1", "img:gaussian_noise:5"} <= conditions
+    for cond in conditions:
+        for direction in ("t2i", "i2t"):
+            got = values_by_k(res, cond, direction, "recall")
+            assert got and all(0.0 <= v <= 100.0 for v in got.values()), (cond, direction, got)
