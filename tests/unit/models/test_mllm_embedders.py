@@ -214,6 +214,14 @@ def test_an_instruction_on_a_model_that_takes_none_is_refused_with_the_fix(tmp_p
         assert "vlm2vec" in str(err.value) and "gme" in str(err.value)  # the fix: the families that take one
 
 
+def test_a_plugin_familys_own_instruction_option_is_left_to_it():
+    from vlbench.models.mllm.formats import instruction_refusal
+
+    assert instruction_refusal("my-plugin", "ckpt?instruction=Find it") is None
+    assert instruction_refusal("clip", "ckpt?instruction=Find it") is not None
+    assert instruction_refusal("clip", "ckpt") is None and instruction_refusal("gme", "ckpt?text_instruction=x") is None
+
+
 def test_every_option_is_in_the_identity_and_changes_the_model_hash(tiny_qwen):
     from vlbench.models.adapter import load_model
 

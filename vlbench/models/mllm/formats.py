@@ -27,6 +27,7 @@ from urllib.parse import unquote
 
 from ...errors import ModelError
 from ...util.query import QueryProblem, query_pairs
+from ..families import BUILTIN
 
 __all__ = ["PromptFormat", "FORMATS", "IMAGE_TOKEN", "split_options", "OPTION_KEYS", "MAX_TEXT_TOKENS",
            "instruction_refusal"]
@@ -128,9 +129,10 @@ _INSTRUCTION_KEYS = ("text_instruction", "image_instruction", "instruction", "qu
 
 
 def instruction_refusal(family: str, checkpoint: str | None) -> ModelError | None:
-    """The error for an instruction option given to a family that takes none (e.g. ``clip:CKPT?instruction=...``),
-    or None. The MLLM embedders (``vlbench ls models``: vlm2vec, gme) are the families that take one."""
-    if family in FORMATS or not checkpoint or "?" not in checkpoint:
+    """The error for an instruction option given to a built-in family that takes none (e.g.
+    ``clip:CKPT?instruction=...``), or None. The MLLM embedders (vlm2vec, gme) are the built-ins that take one; a
+    plug-in family reads its own options (it may take an instruction of its own)."""
+    if family in FORMATS or family not in BUILTIN or not checkpoint or "?" not in checkpoint:
         return None
     try:
         keys = [k for k, _ in query_pairs(checkpoint.partition("?")[2])]
