@@ -36,6 +36,7 @@ from ..util.io import cache_write_bytes
 from ..util.paths import offline
 from .families import model_family  # the built-in family records register themselves here
 from .identity import ModelIdentity
+from .mllm.formats import instruction_refusal
 
 EMBED_CODE_VERSION = "2"  # bump when the encoding code changes what a vector is
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -262,6 +263,9 @@ def load_model(spec: str, *, device: str | None = None, precision: str = "fp32",
     """Load ``NAME[:CHECKPOINT]`` through the registry (built-ins and plug-ins alike)."""
     name, ckpt = parse_model_spec(spec)
     family = model_family(name)  # unknown name -> close matches
+    refusal = instruction_refusal(name, ckpt)  # an instruction on a model that takes none
+    if refusal is not None:
+        raise refusal
     device = pick_device(device)
     torch_dtype(precision)
     if precision == "fp16" and device == "cpu":

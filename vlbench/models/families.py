@@ -126,6 +126,16 @@ BUILTIN = {f.name: f for f in (
                 "SigLIP 2 (transformers; text padded to 64, lower-cased; options CKPT?lowercase=0)",
                 fingerprint="vlbench.models.siglip:fingerprint", preflight="vlbench.models.siglip:preflight",
                 embed_dim=768, licence="Apache-2.0", hub_checkpoints=True),
+    # instruction-conditioned MLLM embedders on Qwen2-VL (models/mllm/): CKPT?text_instruction=...&pooling=last|mean
+    # &min_pixels=N&max_pixels=N; 1536-d: the hidden size of the 2B checkpoints (Qwen2-VL-2B)
+    ModelFamily("vlm2vec", "vlbench.models.mllm.encoder:load_vlm2vec", "TIGER-Lab/VLM2Vec-Qwen2VL-2B",
+                "VLM2Vec on Qwen2-VL (instructions, last-token pooling; a merged save_pretrained folder)",
+                fingerprint="vlbench.models.mllm.encoder:fingerprint",
+                preflight="vlbench.models.mllm.encoder:preflight", embed_dim=1536, hub_checkpoints=True),
+    ModelFamily("gme", "vlbench.models.mllm.encoder:load_gme", "Alibaba-NLP/gme-Qwen2-VL-2B-Instruct",
+                "GME on Qwen2-VL (instructions in its chat markup, last-token pooling)",
+                fingerprint="vlbench.models.mllm.encoder:fingerprint",
+                preflight="vlbench.models.mllm.encoder:preflight", embed_dim=1536, hub_checkpoints=True),
     # Hub models that ship their own code (models/remote.py): remote:CHECKPOINT[?max_length=N&text_prefix=...]
     ModelFamily("remote", "vlbench.models.remote:load_remote", None,
                 "a checkpoint with its own code (long-text models: jina-clip-v2, FG-CLIP 2, LLM2CLIP); needs "

@@ -33,6 +33,7 @@ from ..models.hub import (  # noqa: F401  (PROBE_TIMEOUT: read by the tests)
     openclip_table,
     probe_address,
 )
+from ..models.mllm.formats import instruction_refusal
 from ..perturbations import variants
 from ..registry import close_matches
 from ..util.paths import offline
@@ -62,6 +63,9 @@ def check_model(spec: str, trust_remote_code: bool = False) -> list[Problem]:
     if name not in registry.models:
         return [Problem(item, f"unknown model family {name!r}", _model_suggestion(spec, name, registry.models.names()),
                         UnknownNameError)]
+    refusal = instruction_refusal(name, ckpt)  # an instruction on a model that takes none (models/mllm)
+    if refusal is not None:
+        return [Problem(item, refusal.message, refusal.hint or "", ModelError)]
     try:
         family = model_family(name)
         hook = family.hook("preflight")
