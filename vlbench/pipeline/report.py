@@ -19,6 +19,7 @@ from ..results import MetricKey, RunRecord
 from ..runfolder import FLIPS, PER_QUERY, RETRIEVED, results_path, write_results
 from ..util.io import atomic_write_text
 from ..util.markdown import md_table
+from .sensitivity.summary import probe_table
 
 if TYPE_CHECKING:
     from ..datasets.core import Dataset
@@ -249,6 +250,9 @@ def format_table(rec: RunRecord) -> str:
     summary = family_summary(rec)
     if summary:
         out += "\n\n" + summary
+    probes = probe_table(rec.other)  # meaning-changing probes: their own section, never in the summary above
+    if probes:
+        out += "\n\n" + probes
     out += _notes(rec)
     proto = rec.settings.get("protocol")
     if proto:  # runs before protocols were recorded have none
@@ -273,6 +277,9 @@ def format_printed(rec: RunRecord) -> str:
     summary = family_summary(rec)
     if summary:
         out += "\n\n" + summary
+    probes = probe_table(rec.other)
+    if probes:
+        out += "\n\n" + probes
     out += _notes(rec)
     out += "\n\nmetrics:\n" + "\n".join(_definition_lines(rec, cols))
     proto = rec.settings.get("protocol")
