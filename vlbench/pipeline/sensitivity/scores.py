@@ -40,17 +40,20 @@ def pairwise(original: np.ndarray, probe: np.ndarray, applicable: Sequence[bool]
              seed: int) -> dict:
     """Accuracy (percent of applicable captions whose original scores strictly above its probe) with a 95%
     percentile bootstrap interval (the run's resampling: :func:`vlbench.metrics.stats.resample_means`, captions
-    resampled with replacement), and the counts. ``wins``: the 0/1 outcome of every applicable caption."""
+    resampled with replacement), and the counts. ``accuracy_ties_half`` counts each tie as half a win (a coin
+    flip): beside the accuracy it shows where an order-free model's ties put it (50 when every pair ties).
+    ``wins``: the 0/1 outcome of every applicable caption."""
     app = np.asarray(applicable, dtype=bool)
     a, b = np.asarray(original)[app], np.asarray(probe)[app]
     wins = (a > b).astype(np.float64)
     out = {"n_applicable": int(app.sum()), "n_not_applicable": int((~app).sum()), "n_ties": int((a == b).sum()),
            "tie_rule": "a tie (equal scores) is a miss", "n_boot": n_boot, "seed": seed}
     if not len(wins):
-        return {**out, "accuracy": None, "ci_low": None, "ci_high": None, "wins": wins}
+        return {**out, "accuracy": None, "ci_low": None, "ci_high": None, "accuracy_ties_half": None, "wins": wins}
     dist = resample_means(wins, n_boot, np.random.default_rng(seed)) * 100.0
     return {**out, "accuracy": float(wins.mean() * 100.0), "ci_low": float(np.quantile(dist, 0.025)),
-            "ci_high": float(np.quantile(dist, 0.975)), "wins": wins}
+            "ci_high": float(np.quantile(dist, 0.975)),
+            "accuracy_ties_half": float((wins.sum() + 0.5 * out["n_ties"]) / len(wins) * 100.0), "wins": wins}
 
 
 def word_forms(word: str) -> tuple[str, ...]:
