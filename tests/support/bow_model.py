@@ -20,7 +20,7 @@ import numpy as np
 
 from vlbench.models.adapter import ModelAdapter
 
-DIM = 64
+DIM = 4096  # wide enough that no two words (or bigrams) of the tests share a dimension
 #: colour (r, g, b) -> the captions of that image (written by write_colour_set)
 CAPTIONS: dict[tuple, list[str]] = {}
 _WORD = re.compile(r"[a-z0-9]+")
@@ -48,7 +48,7 @@ class WordModel(ModelAdapter):
         self.ordered = ordered
 
     def identity(self):
-        return {"adapter": "tests.bow_model", "ordered": self.ordered}
+        return {"adapter": "tests.bow_model", "ordered": self.ordered, "order_free": not self.ordered}
 
     def preprocess(self, image):
         import torch
