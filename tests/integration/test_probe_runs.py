@@ -87,6 +87,14 @@ def test_bag_of_words_ties_every_swap_and_keeps_everything_under_shuffles(tmp_pa
     assert ro["sensitivity"] == 100.0 and ro["sensitivity_swap"] == 100.0
     assert any(name.startswith("plots/sensitivity_map--") for name in built.files)
 
+    # compare: paired, caption by caption, on the probe's own per-query column (100 = the original won)
+    from vlbench.compare import compare_runs
+
+    rec = compare_runs([bow.out_dir, ordered.out_dir], metric="probe_accuracy", conditions="swap-objects",
+                       directions="t2i", n_resamples=200)
+    (row,) = [r for r in rec["rows"] if r["condition"] == "swap-objects"]  # no robustness row: clean has no column
+    assert (row["kind"], row["n_queries"], row["a"], row["b"], row["diff"]) == ("difference", 6, 0.0, 100.0, -100.0)
+
 
 def _normalized(x):
     x = np.asarray(x, dtype=np.float64)

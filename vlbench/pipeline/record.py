@@ -144,12 +144,13 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
                                  timing.resamples(cfg))
     conditions = _conditions(plan, enc, timing.timed("validity", lambda: _validity(cfg.validity_opts, plan, enc,
                                                                               log=lambda m: _log(cfg, m))))
-    per_query_file = timing.timed("writing", lambda: write_per_query(out, ds, evals))
+    # meaning-changing probes (--probes): their own scores, per_item.csv.gz and per-query columns, apart from the
+    # invariance numbers (pipeline/sensitivity)
+    probes, probe_rows, probe_cols = timing.timed("scoring", lambda: sensitivity.probe_results(cfg, plan, enc, evals))
+    per_item_file = sensitivity.write_per_item(out, probe_rows)
+    per_query_file = timing.timed("writing", lambda: write_per_query(out, ds, evals, probe_cols))
     timing.timed("flips", lambda: write_flips(out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
     timing.timed("writing", lambda: write_index(out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
-    # meaning-changing probes (--probes): their own scores and per_item.csv.gz, apart from the invariance numbers
-    probes, probe_rows = timing.timed("scoring", lambda: sensitivity.probe_results(cfg, plan, enc, evals))
-    per_item_file = sensitivity.write_per_item(out, probe_rows)
     timing.enter("writing")  # from here on the record is built (library versions, dataset hash) and written
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
              **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": enc.adapter.identity()}

@@ -20,6 +20,9 @@ from ...runfolder import PER_ITEM
 from ...util.markdown import md_table
 from . import scores
 
+#: the per-query column (per_query.csv.gz, t2i rows of a pairwise probe): 100 when the original scores strictly above
+#: its probe, 0 when not (a tie included), empty where the probe did not apply; its mean is the pairwise accuracy
+PROBE_COLUMN = "probe_accuracy"
 #: more of the blind scorer's training text than this among the evaluated texts: no ceiling (the choice tasks' rule)
 MAX_EXCLUDED_SHARE = 0.5
 DEFINITIONS = {
@@ -78,7 +81,7 @@ def _recall_columns(evals: list, ds, n: int) -> dict[str, np.ndarray]:
     return out
 
 
-def _negated(cond, plan, enc, evals, ks) -> tuple[dict, list[dict]]:
+def _negated(cond, plan, enc, evals, ks) -> tuple[dict, list[dict], dict]:
     ds, n = plan.ds, plan.ds.n_captions
     ps, off = cond.perturbation, enc.offsets[cond.name]
     app = np.flatnonzero(np.asarray(ps.applicable, dtype=bool))
@@ -100,10 +103,10 @@ def _negated(cond, plan, enc, evals, ks) -> tuple[dict, list[dict]]:
                **{name: float(np.mean(v[app])) if len(app) else None for name, v in cols.items()}}
     rows = [{"condition": cond.name, "item_id": ds.caption_ids[i], "image": ds.images[int(ds.caption_to_image[i])],
              "denied": denied[j], **{name: f"{v[i]:.6g}" for name, v in cols.items()}} for j, i in enumerate(app)]
-    return summary, rows
+    return summary, rows, shares
 
 
-def _pairwise(cond, plan, enc, lm, n_boot: int, seed: int) -> tuple[dict, list[dict]]:
+def _pairwise(cond, plan, enc, lm, n_boot: int, seed: int) -> tuple[dict, list[dict], dict]:
     ds = plan.ds
     ps = cond.perturbation
     orig, probe = scores.pair_scores(enc.img_emb, enc.txt_emb, ds.caption_to_image, enc.offsets[cond.name])
@@ -117,26 +120,29 @@ def _pairwise(cond, plan, enc, lm, n_boot: int, seed: int) -> tuple[dict, list[d
              "n_candidates": 2, "chosen": int(probe[i] > orig[i]), "correct": int(w),
              "tie": int(orig[i] == probe[i]), "scores": json.dumps([float(orig[i]), float(probe[i])])}
             for i, w in zip(app, wins)]
-    return {"effect": "false", "score": "pairwise", **res, "blind_accuracy": blind}, rows
+    col = np.full(len(orig), np.nan)
+    col[app] = 100.0 * wins
+    return {"effect": "false", "score": "pairwise", **res, "blind_accuracy": blind}, rows, {PROBE_COLUMN: col}
 
 
-def probe_results(cfg, plan, enc, evals) -> tuple[dict | None, list[dict]]:
-    """(results.json ``sensitivity``, per-item rows) of the run's probe conditions; (None, []) without any."""
+def probe_results(cfg, plan, enc, evals) -> tuple[dict | None, list[dict], dict]:
+    """(results.json ``sensitivity``, per-item rows, per-query t2i columns {condition: {column: per caption}}) of
+    the run's probe conditions; (None, [], {}) without any."""
     conds = sensitivity_conditions(plan)
     if not conds:
-        return None, []
+        return None, [], {}
     falsy = [c for c in conds if effect(c.perturbation) == "false"]
     lm, blind = _blind(falsy, list(plan.ds.captions), cfg.data_dir) if falsy else (None, {"available": False,
                                                                                      "why": "no pairwise probe"})
-    out, rows = {}, []
+    out, rows, cols = {}, [], {}
     for c in conds:
         if effect(c.perturbation) == "false":
-            summary, r = _pairwise(c, plan, enc, lm, cfg.n_boot, cfg.seed)
+            summary, r, cols[c.name] = _pairwise(c, plan, enc, lm, cfg.n_boot, cfg.seed)
         else:
-            summary, r = _negated(c, plan, enc, evals, list(cfg.k))
+            summary, r, cols[c.name] = _negated(c, plan, enc, evals, list(cfg.k))
         out[c.name] = {"probe": c.name, "family": c.meta.get("family"), **summary}
         rows += r
-    return {"kind": KIND, "definitions": DEFINITIONS, "blind": blind, "conditions": out}, rows
+    return {"kind": KIND, "definitions": DEFINITIONS, "blind": blind, "conditions": out}, rows, cols
 
 
 def write_per_item(out: Path, rows: list[dict]) -> str | None:
