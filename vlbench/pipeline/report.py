@@ -54,8 +54,9 @@ def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict, extra: dict | N
                 cells = {"condition": [cond] * len(q), "fold": [str(fold)] * len(q), "direction": [d] * len(q),
                          "query_index": [str(i) for i in q], "query_id": [str(i) for i in ids]}
                 cells.update((k, _column_text(v)) for k, v in cols.items())
-                if d == "t2i" and (extra or {}).get(cond):
-                    cells.update((k, _column_text(v[_caption_rows(ds, fold, q)])) for k, v in extra[cond].items())
+                more = (extra or {}).get(cond) if d == "t2i" else None
+                if more:
+                    cells.update((k, _column_text(v[_caption_rows(ds, fold, q)])) for k, v in more.items())
                 header.extend(k for k in cells if k not in header)
                 blocks.append((len(q), cells))
     name = PER_QUERY

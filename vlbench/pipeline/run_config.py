@@ -17,8 +17,9 @@ model              ``model_opts``              model, model_name, revision, trus
 data               ``data_opts``               dataset, dataset_name, data_dir, gallery, extra_positives,
                                                allow_partial_gallery, limit
 conditions         ``condition_opts``          perturb, probes, perturb_params, perturb_images, corrupt_at,
-                                               corrupt_backend, mce_reference, shortcuts, digits, distractors, token_budget,
-                                               sentence_budget, seed (perturbations, shortcut numbers, bootstrap)
+                                               corrupt_backend, mce_reference, shortcuts, digits, distractors,
+                                               token_budget, sentence_budget, seed (perturbations, shortcut
+                                               numbers, bootstrap)
 scoring            ``scoring_opts``            k, p, relevance, graded, protocol, i2t_recall, perturb_side,
                                                truncate_chars, perturb_variant, n_boot, mia_score, score_block
 validity           ``validity_opts``           validity, validity_sample, validity_precision

@@ -62,7 +62,7 @@ def test_pairwise_interval_is_the_runs_resampling_of_the_wins():
     res = S.pairwise(wins, np.zeros(10), [True] * 10, n_boot=500, seed=7)
     rng = np.random.default_rng(7)
     means = []
-    for start in range(0, 500, 100):  # the run's resampling: chunks of 100 replicates, captions with replacement
+    for _ in range(0, 500, 100):  # the run's resampling: chunks of 100 replicates, captions with replacement
         means.append(wins[rng.integers(0, 10, size=(100, 10))].mean(axis=1))
     dist = np.concatenate(means) * 100
     assert res["ci_low"] == pytest.approx(float(np.quantile(dist, 0.025)))

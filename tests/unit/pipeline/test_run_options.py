@@ -138,9 +138,9 @@ LIST_OPTIONS = [o for o in RUN_OPTIONS if o.is_list]
 
 
 def test_the_comma_list_options_are_the_ones_that_take_lists():
-    assert {o.flag for o in LIST_OPTIONS} == {"--perturb", "--probes", "--perturb-images", "--shortcuts", "--distractors",
-                                              "--token-budget", "--sentence-budget", "--k", "--graded-relevance",
-                                              "--report-to"}
+    assert {o.flag for o in LIST_OPTIONS} == {"--perturb", "--probes", "--perturb-images", "--shortcuts",
+                                              "--distractors", "--token-budget", "--sentence-budget", "--k",
+                                              "--graded-relevance", "--report-to"}
 
 
 @pytest.mark.parametrize("option", LIST_OPTIONS, ids=lambda o: o.flag)

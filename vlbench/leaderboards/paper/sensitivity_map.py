@@ -93,7 +93,8 @@ def sensitivity_map(ctx: _Ctx) -> Table:
             Column("invariance", "num", 1, "invariance (% RSUM retained)"), Column("invariance_families", "int"),
             Column("sensitivity", "num", 1, "sensitivity (pairwise accuracy %)"), Column("probes", "int")]
     cols += [Column(f"sensitivity_{f}", "num", 1, f"{f} accuracy %") for f in fams]
-    rows, runs = [], set()
+    rows: list[list] = []
+    runs: set[str] = set()
     for key, (inv, n_fams, sens, per_fam, n_probes, ref) in cells.items():
         rows.append([ctx.dataset(*key[1:]), ctx.model(key[0]), "bag-of-words reference" if ref else "",
                      inv, n_fams, sens, n_probes] + [per_fam.get(f) for f in fams])

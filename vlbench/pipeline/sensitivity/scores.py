@@ -46,14 +46,15 @@ def pairwise(original: np.ndarray, probe: np.ndarray, applicable: Sequence[bool]
     app = np.asarray(applicable, dtype=bool)
     a, b = np.asarray(original)[app], np.asarray(probe)[app]
     wins = (a > b).astype(np.float64)
-    out = {"n_applicable": int(app.sum()), "n_not_applicable": int((~app).sum()), "n_ties": int((a == b).sum()),
+    n_ties = int((a == b).sum())
+    out = {"n_applicable": int(app.sum()), "n_not_applicable": int((~app).sum()), "n_ties": n_ties,
            "tie_rule": "a tie (equal scores) is a miss", "n_boot": n_boot, "seed": seed}
     if not len(wins):
         return {**out, "accuracy": None, "ci_low": None, "ci_high": None, "accuracy_ties_half": None, "wins": wins}
     dist = resample_means(wins, n_boot, np.random.default_rng(seed)) * 100.0
     return {**out, "accuracy": float(wins.mean() * 100.0), "ci_low": float(np.quantile(dist, 0.025)),
             "ci_high": float(np.quantile(dist, 0.975)),
-            "accuracy_ties_half": float((wins.sum() + 0.5 * out["n_ties"]) / len(wins) * 100.0), "wins": wins}
+            "accuracy_ties_half": float((wins.sum() + 0.5 * n_ties) / len(wins) * 100.0), "wins": wins}
 
 
 def word_forms(word: str) -> tuple[str, ...]:
