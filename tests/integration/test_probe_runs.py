@@ -110,20 +110,32 @@ def _per_item(out, name):
         return [r for r in csv.DictReader(fh) if r["condition"] == name]
 
 
+@pytest.fixture(scope="module")
+def probe_run(tmp_path_factory):
+    """A --probes run of the counting plug-in on 12 excerpt images (60 captions), and its manifest."""
+    from support.data import write_manifest
+
+    from vlbench.pipeline.runner import run
+
+    if "counting" not in registry.models:
+        registry.models.register("counting", "vlbench_counting_plugin:load", source="plugin:test")
+    root = tmp_path_factory.mktemp("probe-run")
+    man = write_manifest(root / "data", 12)
+    res = run(model="counting:dim=16", dataset=f"custom:{man}", out=str(root / "run"), probes="sensitivity",
+              quiet=True, num_workers=0, n_boot=50, cache_dir=str(root / "cache"), validity="off", k=(1, 5))
+    return res, man
+
+
 @pytest.mark.slow
-def test_run_probes_equal_a_recomputation_from_the_models_forward(tmp_path, counting_plugin):
+def test_run_probes_equal_a_recomputation_from_the_models_forward(probe_run):
     """Every number of results.json "sensitivity" from a plain loop: the probe texts made again, the plug-in's own
     encode_texts / encode_images, L2-normalised as vlbench does, compared one caption at a time."""
     import torch
-    from support.data import write_manifest
     from vlbench_counting_plugin import load
 
     from vlbench.perturbations.probes import make_probes
-    from vlbench.pipeline.runner import run
 
-    man = write_manifest(tmp_path / "data", 12)
-    res = run(model="counting:dim=16", dataset=f"custom:{man}", out=str(tmp_path / "run"), probes="sensitivity",
-              quiet=True, num_workers=0, n_boot=50, no_cache=True, validity="off", k=(1, 5))
+    res, man = probe_run
     sec = res.results["sensitivity"]["conditions"]
     assert set(sec) == {"negation-absent", "negation-present", "half-truth-object", "half-truth-attribute"}
     ds = load_dataset(f"custom:{man}")
@@ -157,6 +169,21 @@ def test_run_probes_equal_a_recomputation_from_the_models_forward(tmp_path, coun
                                                for w in _words(ds.captions[c])) for j in top]))
                 assert entry[f"{label}@{k}"] == pytest.approx(float(np.mean(shares)), abs=1e-9), (label, k)
     assert "meaning-changing probes" in res.table()
+
+
+@pytest.mark.slow
+def test_explain_shows_a_probes_caption_its_probe_and_both_scores(probe_run):
+    from vlbench.explain import explain
+
+    res, _ = probe_run
+    page = explain(res.out_dir, per_perturbation=3).read_text()
+    rows = _per_item(res.out_dir, "negation-present")
+    misses = [r for r in rows if not int(r["correct"])]
+    assert 'data-condition="negation-present"' in page and "not shown: a sensitivity" not in page
+    assert f'data-probe-misses="{len(misses)}"' in page
+    worst = max(misses, key=lambda r: json.loads(r["scores"])[1] - json.loads(r["scores"])[0])
+    a, b = json.loads(worst["scores"])
+    assert f"({a:.4f} vs {b:.4f})" in page  # the largest miss, with both scores
 
 
 def test_per_item_rows_are_written_only_with_probes(tmp_path):
