@@ -186,6 +186,26 @@ def test_explain_shows_a_probes_caption_its_probe_and_both_scores(probe_run):
     assert f"({a:.4f} vs {b:.4f})" in page  # the largest miss, with both scores
 
 
+@pytest.mark.slow
+def test_analyze_finds_which_captions_probes_a_model_misses(probe_run, tmp_path):
+    from vlbench.analyze.join import join_run
+    from vlbench.cli import main
+
+    res, _ = probe_run
+    table, _info = join_run(res.out_dir, conditions={"negation-present", "half-truth-object"})
+    for name in ("negation-present", "half-truth-object"):
+        rows = table[table["condition"] == name]
+        entry = res.results["sensitivity"]["conditions"][name]
+        miss = rows["probe_miss"].dropna()
+        assert len(miss) == entry["n_applicable"]  # empty where the probe did not apply
+        assert float(miss.mean()) == pytest.approx(1 - entry["accuracy"] / 100, abs=1e-5)  # %.6g cells
+        per_item = {r["item_id"]: int(r["correct"]) for r in _per_item(res.out_dir, name)}
+        assert {q: int(1 - m) for q, m in zip(rows["query_id"], rows["probe_miss"]) if m == m} == per_item
+    assert main(["analyze", str(res.out_dir), "--out", str(tmp_path / "an"), "--outcome", "probe_miss",
+                 "--conditions", "negation-present", "--n-boot", "50", "--no-plots"]) == 0
+    assert any(p.suffix == ".md" for p in (tmp_path / "an").iterdir())
+
+
 def test_per_item_rows_are_written_only_with_probes(tmp_path):
     assert S.write_per_item(tmp_path, []) is None and not (tmp_path / "per_item.csv.gz").exists()
     S.write_per_item(tmp_path, [{"condition": "c", "item_id": "1", "correct": 1}, {"condition": "d", "tie": 0}])
