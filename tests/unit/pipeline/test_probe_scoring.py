@@ -133,3 +133,17 @@ def test_unknown_probe_names_are_refused_with_the_known_ones():
     assert "dog" in str(err.value) and "half-truth" in str(err.value)
     assert S.probe_names("negation") == ["negation-absent", "negation-present"]
     assert set(S.probe_names("sensitivity")) == set(PROBES)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 11, 12, 40])
+def test_top_k_keeps_the_lower_index_among_ties_at_the_cut(k):
+    """Scores from a few levels only (ties everywhere, also at the k-th place): the top k equal a full sort by
+    (score desc, gallery index asc), for every k below, at and above the gallery size."""
+    rng = np.random.default_rng(k)
+    gallery = rng.integers(0, 3, size=(12, 4)).astype(np.float32)  # many equal dot products
+    queries = rng.integers(0, 3, size=(30, 4)).astype(np.float32)
+    cands = np.arange(12)
+    got = S.top_k(queries, gallery, cands, k)
+    for q, row in zip(queries, got):
+        s = [float(np.dot(q.astype(np.float64), g.astype(np.float64))) for g in gallery]
+        assert list(row) == sorted(range(12), key=lambda j: (-s[j], j))[:min(k, 12)]
