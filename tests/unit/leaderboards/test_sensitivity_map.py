@@ -56,6 +56,9 @@ def test_probes_never_count_as_invariance(tmp_path):
     keys = [c.key for c in summary.columns]
     assert not any(k.startswith(("negation", "half-truth")) for k in keys)  # probes: no "retained" column
     assert "typos" in keys
+    changes = built.tables["rsum_changes"]  # what the ranking's mean RSUM change and the change plots read
+    conds = {r[[c.key for c in changes.columns].index("condition")] for r in changes.rows}
+    assert conds == {"char-swap", "missing-char", "synonym-noun", "shuffle-all-words"}
 
 
 def test_map_is_drawn_and_left_out_without_probes(tmp_path):
