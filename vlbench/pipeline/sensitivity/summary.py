@@ -85,13 +85,14 @@ def _negated(cond, plan, enc, evals, ks) -> tuple[dict, list[dict], dict]:
     ds, n = plan.ds, plan.ds.n_captions
     ps, off = cond.perturbation, enc.offsets[cond.name]
     app = np.flatnonzero(np.asarray(ps.applicable, dtype=bool))
-    denied = [str(ps.meta[i].get("denied", "")) for i in app]
+    denied = [str((ps.meta[i] or {}).get("denied") or "") for i in app]
     mentions = scores.MentionIndex(ds.captions, ds.caption_to_image, len(enc.img_emb))
     parts = [(np.arange(len(enc.img_emb)), np.arange(n))] if ds.folds is None else \
         [(np.asarray(f, dtype=np.int64), fold_captions(ds.caption_to_image, f)) for f in ds.folds]
     shares: dict[str, np.ndarray] = {}
+    named = app[np.asarray([bool(w) for w in denied], dtype=bool)] if len(app) else app  # a probe names its object
     for gallery, caps in parts:
-        mine = app[np.isin(app, caps)]
+        mine = named[np.isin(named, caps)]
         words = [denied[j] for j in np.searchsorted(app, mine)]
         for label, rows in (("denied_share", off + mine), ("original_denied_share", mine)):
             for k, v in scores.denial_shares(enc.txt_emb[rows], enc.img_emb, gallery, words, mentions, ks).items():
@@ -100,9 +101,11 @@ def _negated(cond, plan, enc, evals, ks) -> tuple[dict, list[dict], dict]:
     cols = {**{k: v for k, v in recall.items()}, **shares}
     summary = {"effect": "true", "score": "negated queries", "n_applicable": int(len(app)),
                "n_not_applicable": int(n - len(app)),
-               **{name: float(np.mean(v[app])) if len(app) else None for name, v in cols.items()}}
+               **{name: float(np.nanmean(v[app])) if np.isfinite(v[app]).any() else None
+                  for name, v in cols.items()}}
     rows = [{"condition": cond.name, "item_id": ds.caption_ids[i], "image": ds.images[int(ds.caption_to_image[i])],
-             "denied": denied[j], **{name: f"{v[i]:.6g}" for name, v in cols.items()}} for j, i in enumerate(app)]
+             "denied": denied[j], **{name: "" if v[i] != v[i] else f"{v[i]:.6g}" for name, v in cols.items()}}
+            for j, i in enumerate(app)]
     return summary, rows, shares
 
 
