@@ -147,3 +147,42 @@ def test_top_k_keeps_the_lower_index_among_ties_at_the_cut(k):
     for q, row in zip(queries, got):
         s = [float(np.dot(q.astype(np.float64), g.astype(np.float64))) for g in gallery]
         assert list(row) == sorted(range(12), key=lambda j: (-s[j], j))[:min(k, 12)]
+
+
+def test_probe_sets_are_made_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    from support.data import write_manifest
+
+    from vlbench.datasets.core import load_dataset
+    from vlbench.pipeline.sensitivity import plan
+
+    ds = load_dataset(f"custom:{write_manifest(tmp_path / 'data', 4)}")
+    said: list[str] = []
+    first = plan.probe_sets(ds, ["negation-present", "half-truth-object"], params=None, seed=0,
+                            cache_dir=tmp_path / "cache", log=said.append)
+
+    def refuse(*a, **k):
+        raise AssertionError("made again: the cache was not read")
+
+    monkeypatch.setattr(plan, "make_probes", refuse)
+    again = plan.probe_sets(ds, ["negation-present", "half-truth-object"], params=None, seed=0,
+                            cache_dir=tmp_path / "cache", log=said.append)
+    assert said[-1] == "probes from the cache (2 probe(s))"
+    assert {n: (p.texts, p.meta) for n, p in again.items()} == {n: (p.texts, p.meta) for n, p in first.items()}
+    with pytest.raises(AssertionError):  # another seed is another key: made again
+        plan.probe_sets(ds, ["negation-present"], params=None, seed=1, cache_dir=tmp_path / "cache")
+
+
+def test_absence_probes_on_one_caption_per_image_are_refused_naming_the_fix(tmp_path):
+    from support.data import write_rows
+
+    from vlbench.datasets.core import load_dataset
+    from vlbench.pipeline.sensitivity import plan
+
+    man = write_rows(tmp_path / "m.jsonl", [{"image": "a.png", "captions": ["a dog on grass"]},
+                                            {"image": "b.png", "captions": ["a red bus", "a bus on a street"]}])
+    ds = load_dataset(f"custom:{man}", require_images=False)
+    with pytest.raises(VlbenchError) as err:
+        plan.probe_sets(ds, ["negation-absent", "negation-present"], params=None, seed=0, write=False, read=False)
+    assert "'a.png'" in str(err.value) and "negation-present" in err.value.hint
+    made = plan.probe_sets(ds, ["negation-present"], params=None, seed=0, write=False, read=False)
+    assert made["negation-present"].applicable[0]  # needs no other caption: made
