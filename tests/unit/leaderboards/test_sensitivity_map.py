@@ -67,7 +67,8 @@ def test_map_is_drawn_and_left_out_without_probes(tmp_path):
     a, b, c = _runs(tmp_path)
     built = make([a, b], plots=True)
     assert [n for n in built.files if n.startswith("plots/sensitivity_map--") and n.endswith(".png")]
-    assert "sensitivity_map" in built.files["leaderboard.md"].decode()
+    page = built.files["leaderboard.md"].decode()
+    assert "The invariance / sensitivity map" in page and "bag-of-words reference" in page
     alone = make([c], plots=True)
     assert "sensitivity_map" not in alone.tables
     assert not [n for n in alone.files if "sensitivity_map" in n]

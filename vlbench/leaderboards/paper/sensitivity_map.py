@@ -122,7 +122,8 @@ def sensitivity_map_plots(table: Table, model_hash: dict[str, str]) -> list[tupl
         for j, r in enumerate(sorted(rows, key=lambda x: x["model"])):
             ref = bool(r["reference"])
             ax.scatter([r["invariance"]], [r["sensitivity"]], s=22, marker="s" if ref else "o",
-                       color=GREY if ref else COLORS[j % len(COLORS)], label=plain(str(r["model"])[:40]))
+                       color=GREY if ref else COLORS[j % len(COLORS)],
+                       label=plain(str(r["model"])[:40] + (" (bag-of-words reference)" if ref else "")))
         ax.axhline(50, color="black", linewidth=0.5, linestyle=":")
         ax.set_xlabel("invariance: % RSUM retained (meaning kept)", fontsize=7)
         ax.set_ylabel("sensitivity: pairwise accuracy %", fontsize=7)
