@@ -94,7 +94,8 @@ def test_bag_of_words_ties_every_swap_and_keeps_everything_under_shuffles(tmp_pa
                        directions="t2i", n_resamples=200)
     (row,) = [r for r in rec["rows"] if r["condition"] == "swap-objects"]  # no robustness row: clean has no column
     assert (row["kind"], row["n_queries"], row["a"], row["b"], row["diff"]) == ("difference", 6, 0.0, 100.0, -100.0)
-    default = compare_runs([bow.out_dir, ordered.out_dir], n_resamples=200)  # clean and the robustness families
+    default = compare_runs([bow.out_dir, ordered.out_dir], n_resamples=200,  # the command's default rows
+                           conditions="clean,families")
     assert {r["condition"] for r in default["rows"]} == {"clean", "word-order"}  # the probe's family is no loss
 
 
