@@ -186,3 +186,11 @@ def test_absence_probes_on_one_caption_per_image_are_refused_naming_the_fix(tmp_
     assert "'a.png'" in str(err.value) and "negation-present" in err.value.hint
     made = plan.probe_sets(ds, ["negation-present"], params=None, seed=0, write=False, read=False)
     assert made["negation-present"].applicable[0]  # needs no other caption: made
+
+
+def test_a_probe_given_to_perturb_points_to_the_probes_option():
+    from vlbench.perturbations import resolve
+
+    with pytest.raises(VlbenchError) as err:
+        resolve("typos,negation")
+    assert "--probes negation" in err.value.hint
