@@ -54,6 +54,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
              "--trust-remote-code", "--revision", "r1", "--bootstrap", "7", "--graded-relevance", "rouge-l",
              "--mia-score", "rank", "--score-block", "64x4096", "--quiet", "--perturb-images", "gaussian_noise:3",
              "--mce-reference", "ref",
+             "--probes", "negation",  # meaning-changing probes
              "--corrupt-at", "original", "--shortcuts", "matched", "--digits", "mnist", "--validity", "full",
              "--validity-sample", "50", "--validity-precision", "0.01"]
     flags += ["--resume", "--overwrite"]  # opposite wishes, refused together by validate(): a parse test only
@@ -65,13 +66,13 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     flags += ["--corrupt-backend", "torch"]  # The torch corruptions
     flags += ["--report-to", "tensorboard,mlflow"]  # experiment trackers
     flags += ["--threads", "3"]  # the CPU threads of the model's forward
-    flags += ["--probes", "negation"]  # meaning-changing probes
     doc = {"model": "counting:dim=8", "dataset": "custom:m.jsonl", "perturb": "typos",
            "param": {"typos-keyboard.rate": 0.2}, "out": "o", "dataset_name": "d", "model-name": "m", "data-dir": "dd",
            "gallery": "fg-pool", "extra-positives": "eccv", "device": "cpu", "precision": "bf16", "batch-size": 8,
            "text-batch-size": 16, "num-workers": 0, "seed": 5, "k": [1, 3], "dcg-p": 4, "relevance": "clip:rel",
            "protocol": "hendriksen2024", "i2t-recall": "hit", "perturb-side": "both", "truncate-chars": 100,
            "perturb-variant": "standard",
+           "probes": "negation",
            "cache-dir": "c", "no-cache": True, "restart": True, "trust-remote-code": True, "revision": "r1",
            "bootstrap": 7, "graded-relevance": ["rouge-l"], "mia-score": "rank", "score-block": "64x4096",
            "quiet": True,
@@ -85,13 +86,13 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     doc.update({"corrupt-backend": "torch"})
     doc.update({"report-to": ["tensorboard", "mlflow"]})
     doc.update({"threads": 3})
-    doc.update({"probes": "negation"})
     cfg = RunConfig(model="counting:dim=8", dataset="custom:m.jsonl", perturb="typos",
                     perturb_params={"typos-keyboard": {"rate": 0.2}}, out="o", dataset_name="d", model_name="m",
                     data_dir="dd", gallery="fg-pool", extra_positives="eccv", device="cpu", precision="bf16",
                     batch_size=8, text_batch_size=16, num_workers=0, seed=5, k=(1, 3), p=4, relevance="clip:rel",
                     protocol="hendriksen2024", i2t_recall="hit", perturb_side="both", truncate_chars=100,
                     perturb_variant="standard",
+                    probes="negation",
                     cache_dir="c", no_cache=True, restart=True, trust_remote_code=True, revision="r1", n_boot=7,
                     graded=("rouge-l",), mia_score="rank", score_block="64x4096", quiet=True,
                     perturb_images="gaussian_noise:3",
@@ -100,7 +101,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     allow_partial_gallery=True, distractors="captions:adv.txt", token_budget=(16, 77),
                     sentence_budget=(2,), limit=20, corrupt_backend="torch",
                     report_to=("tensorboard", "mlflow"))
-    cfg = dataclasses.replace(cfg, pixels="device", threads=3, probes="negation")
+    cfg = dataclasses.replace(cfg, pixels="device", threads=3)
     return flags, doc, cfg
 
 
