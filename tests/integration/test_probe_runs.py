@@ -42,7 +42,7 @@ def word_models():
     return "bow", "ordered"
 
 
-def _run(tmp_path, model, man):
+def _run(tmp_path, model, man, data_dir):
     from support.probe_runs import hand_probe, run_with_probes
 
     def extra(ds):
@@ -50,20 +50,29 @@ def _run(tmp_path, model, man):
 
     return run_with_probes(extra, model=model, dataset=f"custom:{man}", out=str(tmp_path / model), quiet=True,
                            num_workers=0, n_boot=50, no_cache=True, validity="off", perturb="shuffle-all-words",
-                           k=(1, 5))
+                           k=(1, 5), data_dir=str(data_dir))
 
 
-def test_bag_of_words_ties_every_swap_and_keeps_everything_under_shuffles(tmp_path, word_models):
+def test_bag_of_words_ties_every_swap_and_keeps_everything_under_shuffles(tmp_path, word_models, blind_data_dir):
     from support.bow_model import write_colour_set
 
     man = write_colour_set(tmp_path / "data", ROWS)
-    bow, ordered = (_run(tmp_path, m, man) for m in word_models)
+    bow, ordered = (_run(tmp_path, m, man, blind_data_dir) for m in word_models)
     sb = bow.results["sensitivity"]["conditions"]["swap-objects"]
     so = ordered.results["sensitivity"]["conditions"]["swap-objects"]
     assert sb["n_applicable"] == so["n_applicable"] == 6
     # chance for an order-free model: every pair ties; a tie is a miss (0%), as a coin flip 50%
     assert sb["n_ties"] == 6 and sb["accuracy"] == 0.0 and sb["accuracy_ties_half"] == 50.0
     assert so["accuracy"] == 100.0 and so["n_ties"] == 0  # word order kept: every swap noticed
+    # the blind ceiling by the choice tasks' own path: each caption and its swap as a two-candidate item
+    from vlbench.tasks.blind import coco_caption_lm, normalized
+    from vlbench.tasks.choice import ChoiceItem, evaluate_text_only
+
+    items = [ChoiceItem(str(i), "x", (c, _swap(c))) for i, c in enumerate(c for r in ROWS for c in r) if _swap(c)]
+    texts = {normalized(c) for r in ROWS for c in r} | {normalized(it.candidates[1]) for it in items}
+    lm, _ = coco_caption_lm(blind_data_dir, set(), texts)
+    assert sb["blind_accuracy"] == so["blind_accuracy"] == pytest.approx(evaluate_text_only(items, lm).accuracy)
+    assert bow.results["sensitivity"]["blind"]["available"] is True
     rsum = {(v["condition"], v["direction"]): v["value"] for v in bow.results["results"] if v["metric"] == "rsum"}
     for d in ("i2t", "t2i", "both"):  # full invariance under shuffles: the same bags of words
         assert rsum[("shuffle-all-words", d)] == rsum[("clean", d)]
@@ -125,7 +134,8 @@ def probe_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("probe-run")
     man = write_manifest(root / "data", 12)
     res = run(model="counting:dim=16", dataset=f"custom:{man}", out=str(root / "run"), probes="sensitivity",
-              quiet=True, num_workers=0, n_boot=50, cache_dir=str(root / "cache"), validity="off", k=(1, 5))
+              quiet=True, num_workers=0, n_boot=50, cache_dir=str(root / "cache"), validity="off", k=(1, 5),
+              data_dir=str(root / "no-captions"))  # no COCO captions: the blind ceiling says it is unavailable
     return res, man
 
 
@@ -172,6 +182,9 @@ def test_run_probes_equal_a_recomputation_from_the_models_forward(probe_run):
                                                for w in _words(ds.captions[c])) for j in top]))
                 assert entry[f"{label}@{k}"] == pytest.approx(float(np.mean(shares)), abs=1e-9), (label, k)
     assert "meaning-changing probes" in res.table()
+    blind = res.results["sensitivity"]["blind"]
+    assert blind["available"] is False and "coco5k_test.jsonl" in blind["why"]  # no COCO captions in this data folder
+    assert "blind text-only: unavailable" in res.table()
 
 
 @pytest.mark.slow

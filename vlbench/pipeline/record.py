@@ -146,7 +146,8 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
                                                                               log=lambda m: _log(cfg, m))))
     # meaning-changing probes (--probes): their own scores, per_item.csv.gz and per-query columns, apart from the
     # invariance numbers (pipeline/sensitivity)
-    probes, probe_rows, probe_cols = timing.timed("scoring", lambda: sensitivity.probe_results(cfg, plan, enc, evals))
+    probes, probe_rows, probe_cols = timing.timed("scoring", lambda: sensitivity.probe_results(
+        cfg, plan, enc, evals, log=lambda m: _log(cfg, m)))
     per_item_file = sensitivity.write_per_item(out, probe_rows)
     per_query_file = timing.timed("writing", lambda: write_per_query(out, ds, evals, probe_cols))
     timing.timed("flips", lambda: write_flips(out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md

@@ -128,15 +128,17 @@ def _pairwise(cond, plan, enc, lm, n_boot: int, seed: int) -> tuple[dict, list[d
     return {"effect": "false", "score": "pairwise", **res, "blind_accuracy": blind}, rows, {PROBE_COLUMN: col}
 
 
-def probe_results(cfg, plan, enc, evals) -> tuple[dict | None, list[dict], dict]:
+def probe_results(cfg, plan, enc, evals, log=None) -> tuple[dict | None, list[dict], dict]:
     """(results.json ``sensitivity``, per-item rows, per-query t2i columns {condition: {column: per caption}}) of
-    the run's probe conditions; (None, [], {}) without any."""
+    the run's probe conditions; (None, [], {}) without any. ``log``: told when the blind ceiling is unavailable."""
     conds = sensitivity_conditions(plan)
     if not conds:
         return None, [], {}
     falsy = [c for c in conds if effect(c.perturbation) == "false"]
     lm, blind = _blind(falsy, list(plan.ds.captions), cfg.data_dir) if falsy else (None, {"available": False,
                                                                                      "why": "no pairwise probe"})
+    if falsy and log and not blind.get("available"):
+        log(f"blind (text-only) ceiling of the probes unavailable: {blind.get('why')}")
     out, rows, cols = {}, [], {}
     for c in conds:
         if effect(c.perturbation) == "false":
@@ -193,6 +195,9 @@ def probe_table(other: dict) -> str | None:
     if pair:
         out.append(md_table(["probe", "applicable", "n/a", "pairwise accuracy % [95% CI]", "ties (misses)",
                              "blind text-only %"], pair, pad=True))
+    blind = sec.get("blind") or {}
+    if pair and not blind.get("available"):
+        out.append(f"blind text-only: unavailable ({blind.get('why')})")
     if neg:
         out.append(md_table(["negated queries", "applicable", "K", "R@K", "denied share % of top K",
                              "same, original caption %"], neg, pad=True))
