@@ -23,8 +23,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the tables (CSV, Markdown, LaTeX), "
                                                                 "the plots and the joined per-query table")
     p.add_argument("--outcome", default="rsum_change", help="the per-query change analysed: rsum_change (default), "
-                                                            "rank_change, log_rank_ratio or flip@K (K one of the "
-                                                            "run's cut-offs)")
+                                                            "rank_change, log_rank_ratio, flip@K (K one of the "
+                                                            "run's cut-offs) or probe_miss (a --probes run's "
+                                                            "pairwise probes)")
     p.add_argument("--direction", default="t2i", choices=["t2i", "i2t", "both"],
                    help="queries analysed: t2i (a caption is the query; default), i2t (an image, with the mean "
                         "features of its captions) or both")

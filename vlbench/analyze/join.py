@@ -11,7 +11,10 @@ run's dataset, loaded again and checked against the run's content hash. The outc
 * ``log_rank_ratio``: log2 of the same ranks' ratio (1 = the rank doubled), less dominated by a few
   queries that fall far;
 * ``flip@k``: 1 when the query found a positive in its top k under clean and not under the condition, 0 when
-  it found one under both, empty when it found none under clean (a miss cannot flip to a miss).
+  it found one under both, empty when it found none under clean (a miss cannot flip to a miss);
+* ``probe_miss`` (a meaning-changing probe scored pairwise, ``--probes``): 1 when the caption's probe scored at
+  or above the caption itself with its image (the model did not notice the change of meaning; a tie is a miss), 0
+  when the original won, empty where the probe did not apply.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from ..runfolder import RESULTS, read_results
 from ..runread import load_run, load_run_dataset
 from ..util.sentences import count_sentences
 
-OUTCOMES = ("rsum_change", "rank_change", "log_rank_ratio")
+OUTCOMES = ("rsum_change", "rank_change", "log_rank_ratio", "probe_miss")
+#: a pairwise probe's per-query column (vlbench/pipeline/sensitivity: 100 = the original scored above its probe)
+PROBE_COLUMN = "probe_accuracy"
 
 
 def caption_table(ds, profile: str | None):
@@ -55,6 +60,8 @@ def _changes(clean, cond, ks: list[int]) -> dict:
         if col in clean.columns and col in cond.columns:
             hit0, hit1 = clean.columns[col] > 0, cond.columns[col] > 0
             out[f"flip@{k}"] = np.where(hit0, (~hit1).astype(np.float64), np.nan)
+    if PROBE_COLUMN in cond.columns:  # a meaning-changing probe scored pairwise: 1 = the model did not notice it
+        out["probe_miss"] = 1.0 - cond.columns[PROBE_COLUMN] / 100.0
     return out
 
 

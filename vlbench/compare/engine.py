@@ -85,6 +85,9 @@ def _row(a: RunData, b: RunData, ask: Ask, direction: str, kind: str, opts: dict
     need = set(ask.conditions) | ({base_of(a, c) for c in ask.conditions} if kind == "robustness" else set())
     if any((c, d) not in r.tables for r in (a, b) for d in dirs for c in need):
         return None
+    if kind == "robustness" and any(opts["metric"] not in r.tables[(base_of(r, c), d)].columns
+                                    for r in (a, b) for d in dirs for c in ask.conditions):
+        return None  # a condition's own column (a probe's probe_accuracy): no clean value to change from
     strata, ma, mb = _strata(a, b, ask.conditions, dirs, opts["metric"], kind == "robustness")
     if any(len(s) == 0 for s in strata):
         return None

@@ -105,6 +105,11 @@ def family_of(run: RunData, cond: str) -> str:
     return f"{meta['set']}@{fam}" if meta.get("set") else fam
 
 
+def run_kind(run: RunData, cond: str) -> str | None:
+    """A condition's kind as results.json records it (``sensitivity``: a meaning-changing probe), or None."""
+    return run.record.condition(cond).meta.get("kind")
+
+
 def base_of(run: RunData, cond: str) -> str:
     """The clean condition ``cond`` is compared against: ``clean``, or a choice task condition's item set."""
     return str(run.record.condition(cond).meta.get("set") or "clean")
@@ -129,8 +134,9 @@ def asks(runs: list[RunData], conds: list[str], spec: str | None) -> list[Ask]:
             out += [Ask(c, "clean" if c in cleans else "condition", (c,)) for c in conds]
         elif tok == "clean" and cleans:
             out += [Ask(c, "clean", (c,)) for c in cleans]
-        elif tok == "families":
-            out += [Ask(f, "family", tuple(cs)) for f, cs in fams.items()]
+        elif tok == "families":  # robustness families only: a meaning-changing probe's loss is no robustness loss
+            out += [Ask(f, "family", tuple(cs)) for f, cs in fams.items()
+                    if not all(run_kind(runs[0], c) == "sensitivity" for c in cs)]
         elif tok in fams and tok not in conds:
             out.append(Ask(tok, "family", tuple(fams[tok])))
         elif tok in conds and tok not in cleans:

@@ -129,6 +129,7 @@ def explain(run_dir, out=None, *, per_perturbation: int = 5, seed: int = 0, imag
         condition_kind,
         image_locator,
         perturbed_texts,
+        probe_scores,
     )
 
     if per_perturbation < 1:
@@ -152,6 +153,7 @@ def explain(run_dir, out=None, *, per_perturbation: int = 5, seed: int = 0, imag
                     flip_rows=read_flips(folder, results))
     check_retrieved(src)
     src.perturbed = perturbed_texts(ds, src.conditions, cache_dir=cache, log=log)
+    src.probe_scores = probe_scores(folder, results, ds)  # a probe's caption, its probe and both scores
     secs = sections(src, per_perturbation, seed)
     shown = _shown_images(secs, ds)
     check_images(src.image_path, shown, images_dir or ds.image_root)

@@ -117,12 +117,40 @@ def caption_flip(view, sec: Section, f) -> str:
             f"<h3>caption {esc(ds.caption_ids[f.query])}</h3>"
             f'<div class="row"><b>original</b><span class="orig">{left}</span></div>'
             f'<div class="row"><b>{esc(sec.condition)}</b><span class="pert">{right}</span></div>'
+            + pair_scores(view, sec.condition, f.query) +
             f'<div class="row"><b>ground truth</b>'
             f'{thumb(view.image_class(gt), view.image_name(gt), view.size, image=gt, positive=True)}'
             f' <span class="ranks">rank {f.rank_clean} \u2192 {f.rank_condition}</span></div>'
             + _ranked_images(view, f.top_clean, pos, "clean") + _ranked_images(view, f.top_condition, pos,
                                                                                sec.condition)
             + "</div>")
+
+
+def pair_scores(view, condition: str, query: int) -> str:
+    """A pairwise probe's two scores for one caption (its image against the original and against the probe), and
+    which won (a tie is a miss); empty for a caption the probe did not apply to, or another kind of condition."""
+    got = getattr(view.src, "probe_scores", {}).get(condition, {}).get(query)
+    if got is None:
+        return ""
+    a, b = got
+    verdict = "the original wins" if a > b else "a tie: a miss" if a == b else "the probe wins: a miss"
+    return (f'<div class="row" data-scores="{a:.6g},{b:.6g}"><b>pairwise</b> s(image, original) = {a:.4f}, '
+            f"s(image, probe) = {b:.4f}: {esc(verdict)}</div>")
+
+
+def probe_misses(view, sec: Section, n: int) -> str:
+    """The ``n`` captions whose probe beat the original by the most (ties after), each with its probe and both
+    scores: what the model did not notice."""
+    scores = getattr(view.src, "probe_scores", {}).get(sec.condition) or {}
+    misses = sorted(((b - a, q) for q, (a, b) in scores.items() if b >= a), reverse=True)
+    if not misses:
+        return ""
+    items = "".join(f'<li data-query="{q}">{esc(view.ds.captions[q])} \u2192 '
+                    f'<span class="pert">{esc(view.perturbed[sec.condition][q])}</span> '
+                    f"({scores[q][0]:.4f} vs {scores[q][1]:.4f})</li>" for _, q in misses[:n])
+    return (f'<p class="note" data-probe-misses="{len(misses)}">pairwise: {len(misses)} of {len(scores)} probes '
+            "score at or above their original caption (a tie is a miss); the largest misses (original \u2192 "
+            'probe, s(image, original) vs s(image, probe)):</p><ol class="caps">' + items + "</ol>")
 
 
 def _ranked_captions(view, tops, positives, label: str) -> str:
@@ -176,7 +204,10 @@ def section_html(view, sec: Section) -> str:
     counts = (f'<p>{sec.n_queries} {sec.direction} queries; at k=1 {sec.n_hit_to_miss} go hit \u2192 miss, '
               f'{sec.n_miss_to_hit} miss \u2192 hit; {len(sec.flips)} shown.</p>')
     counts += flips_line(view.src.flip_rows.get((sec.condition, sec.direction), []))
-    body = "".join((caption_flip if sec.kind == "caption" else image_flip)(view, sec, f) for f in sec.flips)
+    if sec.kind == "sensitivity":  # a meaning-changing probe: the captions whose probe the model did not notice
+        counts += probe_misses(view, sec, max(5, len(sec.flips)))
+    body = "".join((caption_flip if sec.kind in ("caption", "sensitivity") else image_flip)(view, sec, f)
+                   for f in sec.flips)
     return (f'<section {attrs} data-direction="{sec.direction}">{head}{counts}'
             f'{body or "<p class=note>no query flips at k=1.</p>"}</section>')
 

@@ -9,6 +9,9 @@ the recorded spec and checked against the recorded content hash, so the page sho
 
 from __future__ import annotations
 
+import csv
+import gzip
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,11 +23,12 @@ from ..encoding.cache import item_key
 from ..encoding.images import file_key
 from ..errors import DataError, VlbenchError
 from ..perturbations.cache import perturbed_captions
-from ..runfolder import RETRIEVED
+from ..pipeline.sensitivity.plan import probe_sets
+from ..runfolder import PER_ITEM, RETRIEVED, run_file
 
 #: the direction the browser shows per condition kind: a caption perturbation changes t2i queries, an image
 #: corruption i2t queries (its t2i side, a corrupted gallery, is not browsed)
-DIRECTION = {"caption": "t2i", "image": "i2t"}
+DIRECTION = {"caption": "t2i", "image": "i2t", "sensitivity": "t2i"}  # sensitivity: a probe's t2i queries
 
 
 def condition_kind(meta: dict) -> str:
@@ -43,6 +47,8 @@ class RunSource:
     retrieved: dict  # array name -> array (retrieved.npz)
     ds: Dataset  # content hash equal to the run's
     perturbed: dict = field(default_factory=dict)  # caption condition -> its perturbed captions (list of str)
+    #: probe condition -> {caption index: (s(image, original), s(image, probe))}: the run's per_item.csv.gz
+    probe_scores: dict = field(default_factory=dict)
     image_path: object = None  # gallery index -> image file (image_locator); None: the dataset's own
     flip_rows: dict = field(default_factory=dict)  # runread.read_flips: the run's flips.csv
 
@@ -147,13 +153,52 @@ def _constructor_params(meta: dict) -> dict:
     return {"variant": variant} if variant not in (None, "standard") else params
 
 
+def _check_hash(c: str, ps, want) -> None:
+    if want and ps.captions_hash() != want:
+        raise VlbenchError(f"perturbation {c!r} now gives other captions than the run's (captions hash "
+                           f"{ps.captions_hash()[:12]}, the run's {want[:12]}): another vlbench or language "
+                           "tool version", "explain with the vlbench and language data that made the run, "
+                           "or pass its --cache-dir (where its perturbed captions are kept)")
+
+
+def probe_texts(ds, conditions: dict, *, cache_dir=None, log=None) -> dict:
+    """probe condition (kind sensitivity) -> its probe texts as the run made them (the probe cache first), each
+    checked against the captions hash the run recorded."""
+    out = {}
+    for c, m in conditions.items():
+        if condition_kind(m) != "sensitivity":
+            continue
+        name = str(m.get("name", c))
+        ps = probe_sets(ds, [name], params={name: dict(m.get("params") or {})}, seed=int(m.get("seed", 0)),
+                        cache_dir=cache_dir, write=False, log=log)[name]
+        _check_hash(c, ps, m.get("captions_hash"))
+        out[c] = list(ps.texts)
+    return out
+
+
+def probe_scores(folder: Path, results: dict, ds) -> dict:
+    """probe condition -> {caption index: (s(image, original), s(image, probe))} from the run's per_item.csv.gz
+    (proven by its file hashes); {} when the run wrote none."""
+    path = run_file(folder, results, PER_ITEM)
+    if path is None:
+        return {}
+    index = {cid: i for i, cid in enumerate(ds.caption_ids)}
+    out: dict = {}
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row.get("scores") and row.get("item_id") in index:
+                a, b = json.loads(row["scores"])
+                out.setdefault(row["condition"], {})[index[row["item_id"]]] = (float(a), float(b))
+    return out
+
+
 def perturbed_texts(ds, conditions: dict, *, cache_dir=None, log=None) -> dict:
     """caption condition -> its perturbed captions as the run made them (its perturbation cache first), each
-    checked against the captions hash the run recorded."""
+    checked against the captions hash the run recorded; probe conditions too (:func:`probe_texts`)."""
 
     names = [c for c, m in conditions.items() if condition_kind(m) == "caption"]
     if not names:
-        return {}
+        return probe_texts(ds, conditions, cache_dir=cache_dir, log=log)
     seeds = {int(conditions[c].get("seed", 0)) for c in names}
     out = {}
     for seed in sorted(seeds):
@@ -163,11 +208,6 @@ def perturbed_texts(ds, conditions: dict, *, cache_dir=None, log=None) -> dict:
                                   cache_dir=cache_dir, read=True, write=False, progress=False, log=log)
         for c in group:
             ps = sets[conditions[c].get("name", c)]
-            want = conditions[c].get("captions_hash")
-            if want and ps.captions_hash() != want:
-                raise VlbenchError(f"perturbation {c!r} now gives other captions than the run's (captions hash "
-                                   f"{ps.captions_hash()[:12]}, the run's {want[:12]}): another vlbench or language "
-                                   "tool version", "explain with the vlbench and language data that made the run, "
-                                   "or pass its --cache-dir (where its perturbed captions are kept)")
+            _check_hash(c, ps, conditions[c].get("captions_hash"))
             out[c] = list(ps.texts)
-    return out
+    return {**out, **probe_texts(ds, conditions, cache_dir=cache_dir, log=log)}

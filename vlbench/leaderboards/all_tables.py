@@ -7,6 +7,7 @@ from __future__ import annotations
 from .compositional.table import compositional_table
 from .modalities import choice_table, corruption_table
 from .multilingual.table import multilingual_table
+from .paper.sensitivity_map import sensitivity_map
 from .paper.summary import robustness_summary
 from .sections import distractor_table, flips_table, rank_groups
 from .store import Selection
@@ -25,7 +26,7 @@ from .tables import (
 
 def build_tables(selection: Selection, labels: Labels) -> list[Table]:
     ctx = _Ctx(selection, labels)
-    return [clean_retrieval(ctx), robustness_summary(ctx), rsum_per_perturbation(ctx, "t2i"),
+    return [clean_retrieval(ctx), robustness_summary(ctx), sensitivity_map(ctx), rsum_per_perturbation(ctx, "t2i"),
             rsum_per_perturbation(ctx, "both"),
             model_input_similarity(ctx), rsum_changes(ctx),
             corruption_table(ctx), choice_table(ctx), compositional_table(ctx), multilingual_table(ctx),

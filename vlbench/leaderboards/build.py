@@ -22,6 +22,7 @@ from .all_tables import build_tables
 from .labels import protocol_of
 from .paper.latex import document, paper_view, to_latex
 from .paper.plots import clean_vs_fg_plots, corruption_plots, rsum_change_plots
+from .paper.sensitivity_map import sensitivity_map_plots
 from .runset import Choice, Taken, choose, unfinished
 from .sections import analysis_table, comparison_table, read_analyses, read_comparisons
 from .store import Loaded, Run, Selection, condition_key, load_runs, select
@@ -33,7 +34,7 @@ __all__ = ["make", "build_leaderboard", "read_build", "load_results", "write_tre
 MANIFEST = "build_manifest.json"
 MANIFEST_KIND = "vlbench-leaderboard-build"
 #: tables shown in leaderboard.md and index.html (values.csv is CSV only: it holds every number)
-PAGE_TABLES = ("rank_groups", "clean_retrieval", "robustness_summary", "rsum_per_perturbation",
+PAGE_TABLES = ("rank_groups", "clean_retrieval", "robustness_summary", "sensitivity_map", "rsum_per_perturbation",
                "rsum_per_perturbation_total", "model_input_similarity", "rsum_changes",
                "image_corruptions", "choice_tasks", "compositional",  # choice tasks under conditions
                "multilingual", "distractors", "flips", "paired_comparisons", "caption_brittleness",
@@ -41,7 +42,7 @@ PAGE_TABLES = ("rank_groups", "clean_retrieval", "robustness_summary", "rsum_per
 #: tables written (files, page, manifest) only when some run has rows for them: a build of retrieval-only
 #: runs stays byte-identical to one made before these tables existed
 OPTIONAL_PAGE_TABLES = ("image_corruptions", "choice_tasks", "compositional", "multilingual",
-                        "distractors", "flips", "rank_groups", "rank_pairs")
+                        "distractors", "flips", "rank_groups", "rank_pairs", "sensitivity_map")
 
 
 class LeaderboardWarning(UserWarning):
@@ -262,7 +263,8 @@ def make(paths, *, allow_mixed: bool = False, plots: bool = True,
         drawn = (rsum_change_plots(tables["rsum_changes"], by_label) +
                  clean_vs_fg_plots(tables["clean_retrieval"], by_label) +
                  (corruption_plots(tables["image_corruptions"], by_label) if "image_corruptions" in tables
-                  else []))
+                  else []) +
+                 (sensitivity_map_plots(tables["sensitivity_map"], by_label) if "sensitivity_map" in tables else []))
         for name, cap, png, svg in drawn:  # PNG for the page, SVG (vector) for a paper
             files[f"plots/{name}"] = png
             files[f"plots/{name[:-4]}.svg"] = svg

@@ -176,6 +176,8 @@ def rsum_changes(ctx: _Ctx) -> Table:
             run = ctx.pairs[key][cond]
             if cond == "clean" or is_image(run, cond):  # image corruptions: the image_corruptions table
                 continue
+            if run.condition_meta(cond).get("kind") == "sensitivity":  # probes: the sensitivity map, never a loss
+                continue
             v = _values(run, cond)
             deltas = {x.key: x for x in run.record.deltas if x.condition == cond}
             boots = {x.get("direction"): x for x in run.record.intervals

@@ -104,8 +104,8 @@ def _refuse_probe(item: str) -> None:
     if item in PROBE_NAMES:
         raise VlbenchError(f"{item!r} is a meaning-changing probe (kind sensitivity), not a meaning-preserving "
                            "perturbation",
-                           f"see its probes with 'vlbench perturb --dataset NAME --perturb {item}'; probes are made "
-                           "per image and are not run conditions yet")
+                           f"in a run ask for it with --probes {item} (scored apart from the perturbations); see its "
+                           f"probes with 'vlbench perturb --dataset NAME --perturb {item}'")
 
 
 def instantiate(name: str, params: dict | None = None, variant: str | None = None):

@@ -23,7 +23,7 @@ from ..results import Condition, DatasetInfo, Delta, Interval, MetricValue, Mode
 from ..runfolder import FILES, file_manifest, results_path
 from ..util.env import library_versions
 from ..util.io import sha256_json
-from . import presets, scoring, timing
+from . import presets, scoring, sensitivity, timing
 from .report import format_printed, format_table, write_flips, write_per_query, write_run_files
 from .rerun import number_options
 from .run_config import RunConfig
@@ -90,8 +90,9 @@ def _conditions(plan: Any, enc: Any, validity: dict) -> dict:
 def _mia(score: str, plan: Any, evals: dict):
     if len(plan.perturbed) < 2:
         return None
-    clean_s = query_scores(evals["clean"], score)
-    mia = model_input_analysis(clean_s, {c: query_scores(evals[c], score) for c in plan.perturbed})
+    clean_s = query_scores(evals["clean"], score)  # meaning-changing probes (kind sensitivity) are no perturbation
+    mia = model_input_analysis(clean_s, {c: query_scores(evals[c], score) for c, ps in plan.perturbed.items()
+                                         if getattr(ps, "kind", None) != "sensitivity"})
     mia["score"] = score
     return mia
 
@@ -143,7 +144,12 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
                                  timing.resamples(cfg))
     conditions = _conditions(plan, enc, timing.timed("validity", lambda: _validity(cfg.validity_opts, plan, enc,
                                                                               log=lambda m: _log(cfg, m))))
-    per_query_file = timing.timed("writing", lambda: write_per_query(out, ds, evals))
+    # meaning-changing probes (--probes): their own scores, per_item.csv.gz and per-query columns, apart from the
+    # invariance numbers (pipeline/sensitivity)
+    probes, probe_rows, probe_cols = timing.timed("scoring", lambda: sensitivity.probe_results(
+        cfg, plan, enc, evals, log=lambda m: _log(cfg, m)))
+    per_item_file = sensitivity.write_per_item(out, probe_rows)
+    per_query_file = timing.timed("writing", lambda: write_per_query(out, ds, evals, probe_cols))
     timing.timed("flips", lambda: write_flips(out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
     timing.timed("writing", lambda: write_index(out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
     timing.enter("writing")  # from here on the record is built (library versions, dataset hash) and written
@@ -161,6 +167,7 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
                "encoding": enc.stats.as_dict() | {"processes": enc.world, "model_loaded": enc.adapter.loaded} |
                            ({"cache": enc.cache.stats, "cache_dir": str(enc.cache.root)} if enc.cache else {}),
                "caption_issues": ds.issues[:1000], "per_query": per_query_file,
+               **({"per_item": per_item_file, "sensitivity": probes} if probes else {}),
                "warnings": cutoff_warnings(cfg.k, ds),
                "results_hash": sha256_json([v.to_json() for v in values]),
                **per_language(ds, evals)})  # a multilingual set: each language's values (their mean is the run's)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import registry
-from ..datasets.folds import fold_index_maps
+from ..datasets.folds import fold_captions, fold_index_maps
 from ..granularity import budgets
 from ..metrics import compute
 from ..metrics.flips import COLUMNS, flip_rows, retrieved_arrays
@@ -19,6 +19,7 @@ from ..results import MetricKey, RunRecord
 from ..runfolder import FLIPS, PER_QUERY, RETRIEVED, results_path, write_results
 from ..util.io import atomic_write_text
 from ..util.markdown import md_table
+from .sensitivity.summary import probe_table
 
 if TYPE_CHECKING:
     from ..datasets.core import Dataset
@@ -36,9 +37,10 @@ def _column_text(values) -> list[str]:
     return [str(v) for v in arr.tolist()]
 
 
-def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
+def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict, extra: dict | None = None) -> str:
     """per_query.csv.gz: one row per condition, fold, direction and query (written with the csv module:
-    pandas would add a quarter of a second of import to every run, warm runs included)."""
+    pandas would add a quarter of a second of import to every run, warm runs included). ``extra``: more t2i
+    columns, {condition: {column: one value per caption of the dataset}} (the probes' own scores)."""
 
     header: list[str] = []
     blocks = []  # (n rows, {column: cells})
@@ -52,6 +54,9 @@ def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
                 cells = {"condition": [cond] * len(q), "fold": [str(fold)] * len(q), "direction": [d] * len(q),
                          "query_index": [str(i) for i in q], "query_id": [str(i) for i in ids]}
                 cells.update((k, _column_text(v)) for k, v in cols.items())
+                more = (extra or {}).get(cond) if d == "t2i" else None
+                if more:
+                    cells.update((k, _column_text(v[_caption_rows(ds, fold, q)])) for k, v in more.items())
                 header.extend(k for k in cells if k not in header)
                 blocks.append((len(q), cells))
     name = PER_QUERY
@@ -65,6 +70,15 @@ def write_per_query(out: Path, ds: Dataset, evals_by_cond: dict) -> str:
             w.writerows(zip(*cols))
     tmp.replace(out / name)
     return name
+
+
+def _caption_rows(ds, fold: int, q: list[int]):
+    """The dataset caption indices of a fold's t2i queries ``q`` (positions among the fold's captions)."""
+    import numpy as np
+
+    if ds.folds is None:
+        return np.asarray(q, dtype=np.int64)
+    return fold_captions(ds.caption_to_image, ds.folds[fold])[np.asarray(q, dtype=np.int64)]
 
 
 def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
@@ -249,6 +263,9 @@ def format_table(rec: RunRecord) -> str:
     summary = family_summary(rec)
     if summary:
         out += "\n\n" + summary
+    probes = probe_table(rec.other)  # meaning-changing probes: their own section, never in the summary above
+    if probes:
+        out += "\n\n" + probes
     out += _notes(rec)
     proto = rec.settings.get("protocol")
     if proto:  # runs before protocols were recorded have none
@@ -273,6 +290,9 @@ def format_printed(rec: RunRecord) -> str:
     summary = family_summary(rec)
     if summary:
         out += "\n\n" + summary
+    probes = probe_table(rec.other)
+    if probes:
+        out += "\n\n" + probes
     out += _notes(rec)
     out += "\n\nmetrics:\n" + "\n".join(_definition_lines(rec, cols))
     proto = rec.settings.get("protocol")

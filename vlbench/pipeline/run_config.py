@@ -16,9 +16,10 @@ model              ``model_opts``              model, model_name, revision, trus
                                                batch_size, text_batch_size, num_workers, pixels
 data               ``data_opts``               dataset, dataset_name, data_dir, gallery, extra_positives,
                                                allow_partial_gallery, limit
-conditions         ``condition_opts``          perturb, perturb_params, perturb_images, corrupt_at, corrupt_backend,
-                                               mce_reference, shortcuts, digits, distractors, token_budget,
-                                               sentence_budget, seed (perturbations, shortcut numbers, bootstrap)
+conditions         ``condition_opts``          perturb, probes, perturb_params, perturb_images, corrupt_at,
+                                               corrupt_backend, mce_reference, shortcuts, digits, distractors,
+                                               token_budget, sentence_budget, seed (perturbations, shortcut
+                                               numbers, bootstrap)
 scoring            ``scoring_opts``            k, p, relevance, graded, protocol, i2t_recall, perturb_side,
                                                truncate_chars, perturb_variant, n_boot, mia_score, score_block
 validity           ``validity_opts``           validity, validity_sample, validity_precision
@@ -101,6 +102,7 @@ class DataOptions:
 class ConditionOptions:
     """The run's conditions beside the clean one, and the seed that draws them."""
     perturb: str | None = None
+    probes: str | None = None  # meaning-changing probes, e.g. "negation,half-truth" (pipeline/sensitivity)
     perturb_params: dict = field(default_factory=dict)
     perturb_images: str | None = None  # image corruptions, e.g. "gaussian_noise:3,motion_blur:1-5,all:3"
     corrupt_at: str = "input"  # corrupt at the model's input geometry (ImageNet-C) or at the "original" size
@@ -195,7 +197,7 @@ def _normalized(cfg) -> dict:
     """The list-valued options given as Python lists (or comma-separated strings) in the form the run reads:
     ``perturb=["typos", "lexical"]`` -> ``"typos,lexical"``, ``k="1,5"`` -> ``(1, 5)``, ``param=["a.b=1"]``."""
     out: dict = {}
-    for name in ("perturb", "perturb_images", "shortcuts", "distractors"):
+    for name in ("perturb", "probes", "perturb_images", "shortcuts", "distractors"):
         value = getattr(cfg, name)
         if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
             out[name] = ",".join(x.strip() for x in value)
@@ -366,6 +368,7 @@ def _positive(cfg: RunConfig, name: str, example: int, *, flag: str | None = Non
 
 #: spec options that name a list of things: each must name at least one when given
 _SPEC_LISTS = (("perturb", "'all', a family or perturbation names (vlbench ls perturbations)", "all"),
+               ("probes", "sensitivity, a probe family or probe names (docs/perturbations.md)", "negation"),
                ("perturb_images", "corruption names or families with severities (vlbench ls image-perturbations)",
                 "gaussian_noise:3,motion_blur:1-5"),
                ("shortcuts", "probe names (docs/shortcuts.md)", "matched,mismatched"))
@@ -382,3 +385,7 @@ def _check_lists(cfg: RunConfig) -> None:
         if value is not None and not [x for x in value.split(",") if x.strip()]:
             raise OptionError(name, f"{{opt}} is given but names nothing ({value!r})",
                               f"give {what}, or leave the option out for none", example=example)
+    if cfg.probes:  # --probes: known probe names before any work
+        from .sensitivity.plan import probe_names  # lazy: vlbench --help imports this module; probes load WordNet
+
+        probe_names(cfg.probes)

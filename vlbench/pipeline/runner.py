@@ -50,7 +50,7 @@ from ..results import (
     SCHEMA_VERSION,
 )
 from ..runfolder import FILES, file_manifest, new_run_id, prepare_out, results_path, slug  # noqa: F401  prepare_out, slug re-exported
-from . import distractors, galleries, presets, relevance, scoring, timing
+from . import distractors, galleries, presets, relevance, scoring, sensitivity, timing
 from .preflight import preflight
 from .record import RunResult, _log, record
 from .report import format_table
@@ -130,7 +130,7 @@ def _say(msg: str) -> None:
 def _minilm_cache(cfg: RunConfig):
     """A run with perturbations keeps MiniLM vectors (guard, validity) in its --cache-dir, none with --no-cache;
     the process-wide settings are restored afterwards (a later call in the same process is not affected)."""
-    if not cfg.perturb:
+    if not cfg.perturb and not cfg.probes:
         return contextlib.nullcontext()
 
     return shared_cache().configured(cfg.cache_dir, disk=not cfg.no_cache)
@@ -203,7 +203,8 @@ def make_plan(cfg: RunConfig, ds: Dataset | None = None) -> Plan:
             read=not cfg.no_cache and not cfg.restart, write=not cfg.no_cache, progress=not cfg.quiet,
             log=lambda m: _log(cfg, m)), timing.caption_count)
 
-    conditions = (RunCondition.clean(), *map(RunCondition.from_perturbed, perturbed.values()),
+    probes = timing.timed("perturbation", lambda: sensitivity.probe_conditions(cfg, ds, lambda m: _log(cfg, m)))
+    conditions = (RunCondition.clean(), *map(RunCondition.from_perturbed, perturbed.values()), *probes,
                   *plan_variants(cfg, ds), *distractors.plan_distractors(cfg, ds))
     return Plan(ds, conditions, tuple(_graded_sources(ds, cfg.graded)))
 

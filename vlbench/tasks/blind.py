@@ -21,20 +21,17 @@ made the same point with larger models).
 
 from __future__ import annotations
 
-import json
-import math
-import re
-from collections import Counter
-from pathlib import Path
-
-from ..datasets.builtin import find_caption_file
-from ..datasets.specs import SPECS
+from ..datasets.captionlm import (  # noqa: F401  (the scorer's names, re-exported where they always were)
+    SCORER,
+    BigramLM,
+    coco_caption_lm,
+    coco_image_id,
+    normalized,
+    tokens,
+)
 from ..errors import DataError
-from ..util.io import sha256_file
-from ..util.paths import default_data_dir
 from .registry import get_task
 
-SCORER = "coco-caption-bigram-kn"
 MAX_EXCLUDED_SHARE = 0.5  # more of the training text than this among the evaluated captions: no baseline
 # COCO ids of the Karpathy 5k test images used by SugarCrepe's seven sets (commit 0047054b24; counted from the
 # files, checked by tests/unit/tasks/test_blind_baseline.py): pinned so the training text is the same whatever files
@@ -55,103 +52,6 @@ SUGARCREPE_TEST_IMAGES = frozenset((
     516316, 517687, 519764, 522889, 523194, 535306, 535578, 537991, 540280, 541664, 544444, 545129, 546964,
     550322, 550349, 553990, 554595, 557501, 562121, 569976, 571804, 578093, 579307
 ))
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-
-
-def tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text.lower())
-
-
-def normalized(text: str) -> str:
-    """The text as the overlap check compares it: its words (:func:`tokens`) joined by single spaces."""
-    return " ".join(tokens(text))
-
-
-class BigramLM:
-    """Interpolated Kneser-Ney bigram model (discount ``d``); the continuation distribution is add-one
-    smoothed over the vocabulary plus one unknown word, so every text has a finite score."""
-
-    def __init__(self, texts, d: float = 0.75):
-        self.d = d
-        self.big: Counter = Counter()
-        for t in texts:
-            w = ["<s>"] + tokens(t) + ["</s>"]
-            self.big.update(zip(w, w[1:]))
-        self.hist: Counter = Counter()  # c(v): bigrams starting with v
-        self.follow: Counter = Counter()  # N1+(v .): distinct words after v
-        self.cont: Counter = Counter()  # N1+(. w): distinct words before w
-        for (v, w), c in self.big.items():
-            self.hist[v] += c
-            self.follow[v] += 1
-            self.cont[w] += 1
-        self.n_types = len(self.big)
-        self.vocab = len(self.cont) + 1
-
-    def p_cont(self, w: str) -> float:
-        return (self.cont.get(w, 0) + 1) / (self.n_types + self.vocab)
-
-    def prob(self, v: str, w: str) -> float:
-        cv = self.hist.get(v, 0)
-        if cv == 0:
-            return self.p_cont(w)
-        lam = self.d * self.follow[v] / cv
-        return max(self.big.get((v, w), 0) - self.d, 0) / cv + lam * self.p_cont(w)
-
-    def score(self, text: str) -> float:
-        """Mean log probability per token (the end token included)."""
-        w = ["<s>"] + tokens(text) + ["</s>"]
-        return sum(math.log(self.prob(a, b)) for a, b in zip(w, w[1:])) / (len(w) - 1)
-
-    def __call__(self, texts) -> list[float]:
-        return [self.score(t) for t in texts]
-
-
-def coco_image_id(name: str) -> int | None:
-    m = re.search(r"(\d+)\.(?:jpg|jpeg|png)$", name)
-    return int(m.group(1)) if m else None
-
-
-def coco_caption_lm(data_dir, exclude_ids: set[int], exclude_texts=frozenset()) -> tuple[BigramLM, dict]:
-    """The bigram model on the ``coco`` test captions, leaving out the images whose COCO id is in
-    ``exclude_ids`` and every caption whose :func:`normalized` text is in ``exclude_texts``."""
-
-    spec = next(s for s in SPECS if s.name == "coco")
-    fname = spec.captions
-    base = Path(data_dir).expanduser() if data_dir else default_data_dir()
-    path = find_caption_file(fname, base)
-    if path is None:
-        raise DataError(f"the blind baseline's training captions ({fname}: the captions of vlbench's coco "
-                        "retrieval set, the COCO Karpathy 5k test split; not a file of the task) are not in "
-                        f"{base} nor in {base / 'captions'} (the data folder, --data-dir)",
-                        f"put {fname} in {base}: run 'vlbench download coco --captions-only --data-dir {base}' "
-                        "while online, or copy it there from a machine that has it (the task's own files stay "
-                        "where they are)")
-
-    digest = sha256_file(path)
-    if digest != spec.sha256:
-        raise DataError(f"{path} has sha256 {digest[:16]}..., expected {spec.sha256[:16]}...",
-                        "the blind baseline trains on the pinned coco captions: run 'vlbench download coco "
-                        "--captions-only'")
-    texts, kept, dropped, total, by_content = [], 0, 0, 0, 0
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        total += len(row["captions"])
-        if coco_image_id(row["image"]) in exclude_ids:
-            dropped += 1
-            continue
-        own = [c for c in row["captions"] if normalized(c) not in exclude_texts]
-        by_content += len(row["captions"]) - len(own)
-        kept += bool(own)
-        texts.extend(own)
-    info = {"scorer": SCORER, "training_captions": len(texts), "training_images": kept,
-            "excluded_images": dropped, "excluded_captions_by_content": by_content, "source_captions": total,
-            "source": path.name, "source_sha256": digest,
-            "score": "mean log probability per token under an interpolated Kneser-Ney bigram model (d=0.75)"}
-    return BigramLM(texts), info
-
-
 def blind_baseline(task, item_sets: dict, data_dir, seed: int = 0, note=None) -> dict:
     """The text-only accuracy per item set (``{condition: [ChoiceItem]}``) of ``task`` (a registered
     ChoiceTask or its name: its ``text_only`` scorer, its ``blind_excluded_images``), or why there is none;

@@ -93,7 +93,7 @@ class Evaluator:
     def _minilm(self):
         """The guard's and validity's MiniLM vectors in the options' cache folder (as a run keeps them)."""
 
-        if not self.cfg.perturb:
+        if not self.cfg.perturb and not self.cfg.probes:  # probes: their validity reads MiniLM vectors too
             return contextlib.nullcontext()
         return shared_cache().configured(self.cfg.cache_dir, disk=not self.cfg.no_cache)
 

@@ -91,6 +91,10 @@ OPTIONS = (
     Option('perturb', '--perturb',
            "'all', a family (typos, lexical, distraction, word-order) or comma-separated perturbation names",
            listed=True, group='conditions', default=None),
+    Option('probes', '--probes',
+           "meaning-changing probes as conditions, scored apart (kind sensitivity): 'sensitivity' (all), a family "
+           "(negation, half-truth) or probe names (docs/perturbations.md)",
+           listed=True, group='conditions', default=None),
     Option('perturb_images', '--perturb-images',
            'ImageNet-C corruptions as conditions: names or families with severities, e.g. '
            'gaussian_noise:3,motion_blur:1-5,all:3 (vlbench ls image-perturbations)',

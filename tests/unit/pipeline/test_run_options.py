@@ -54,6 +54,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
              "--trust-remote-code", "--revision", "r1", "--bootstrap", "7", "--graded-relevance", "rouge-l",
              "--mia-score", "rank", "--score-block", "64x4096", "--quiet", "--perturb-images", "gaussian_noise:3",
              "--mce-reference", "ref",
+             "--probes", "negation",  # meaning-changing probes
              "--corrupt-at", "original", "--shortcuts", "matched", "--digits", "mnist", "--validity", "full",
              "--validity-sample", "50", "--validity-precision", "0.01"]
     flags += ["--resume", "--overwrite"]  # opposite wishes, refused together by validate(): a parse test only
@@ -72,6 +73,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
            "text-batch-size": 16, "num-workers": 0, "seed": 5, "k": [1, 3], "dcg-p": 4, "relevance": "clip:rel",
            "protocol": "hendriksen2024", "i2t-recall": "hit", "perturb-side": "both", "truncate-chars": 100,
            "perturb-variant": "standard",
+           "probes": "negation",
            "cache-dir": "c", "no-cache": True, "restart": True, "trust-remote-code": True, "revision": "r1",
            "bootstrap": 7, "graded-relevance": ["rouge-l"], "mia-score": "rank", "score-block": "64x4096",
            "quiet": True,
@@ -92,6 +94,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     batch_size=8, text_batch_size=16, num_workers=0, seed=5, k=(1, 3), p=4, relevance="clip:rel",
                     protocol="hendriksen2024", i2t_recall="hit", perturb_side="both", truncate_chars=100,
                     perturb_variant="standard",
+                    probes="negation",
                     cache_dir="c", no_cache=True, restart=True, trust_remote_code=True, revision="r1", n_boot=7,
                     graded=("rouge-l",), mia_score="rank", score_block="64x4096", quiet=True,
                     perturb_images="gaussian_noise:3",
@@ -138,9 +141,9 @@ LIST_OPTIONS = [o for o in RUN_OPTIONS if o.is_list]
 
 
 def test_the_comma_list_options_are_the_ones_that_take_lists():
-    assert {o.flag for o in LIST_OPTIONS} == {"--perturb", "--perturb-images", "--shortcuts", "--distractors",
-                                              "--token-budget", "--sentence-budget", "--k", "--graded-relevance",
-                                              "--report-to"}
+    assert {o.flag for o in LIST_OPTIONS} == {"--perturb", "--probes", "--perturb-images", "--shortcuts",
+                                              "--distractors", "--token-budget", "--sentence-budget", "--k",
+                                              "--graded-relevance", "--report-to"}
 
 
 @pytest.mark.parametrize("option", LIST_OPTIONS, ids=lambda o: o.flag)

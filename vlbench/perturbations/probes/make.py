@@ -96,6 +96,9 @@ class _Probe:
     version = "1.0"
     kind = KIND  # never "invariance": its results are never averaged with the meaning-preserving families
     changes_meaning = True
+    #: what the probe makes of the caption: "false" (it must lose to the original: scored pairwise) or "true" (a
+    #: true addition, e.g. a denial of an absent object: scored as retrieval queries); vlbench/pipeline/sensitivity
+    effect = "false"
     defaults: dict = {}
 
     def __init__(self, **params):
@@ -112,6 +115,7 @@ class NegationAbsent(_Probe):
     """Deny an object no caption of the image mentions: a true statement is added (the probe should still
     match its image about as well; a model that reads "no X" as "X" drifts away)."""
     name, family = "negation-absent", "negation"
+    effect = "true"
     defaults = {"form": "sentence"}
 
     def make(self, text, tokens, image, vocab, rng):
