@@ -22,7 +22,7 @@ import numpy as np
 from .. import registry, stores
 from ..encoding.images import file_key, load_image
 from ..errors import VlbenchError
-from ..models.pairs import load_pair_scorer
+from ..models.pairs import PairScorer, load_pair_scorer
 from ..models.pairs.cache_tasks import PairScoreCache
 from ..models.pairs.protocol import parse_spec
 from .choice import PairScores, item_images
@@ -73,7 +73,7 @@ class PairStats:
 class PairSession:
     """The run's pair scorer, its hash and cache, and the counts: what run_task reads of an encoding session."""
 
-    model: object  # a vlbench.models.pairs.PairScorer
+    model: PairScorer
     model_hash: str
     cache: PairScoreCache | None
     stats: PairStats
@@ -115,6 +115,7 @@ def score_sets(session: PairSession, sets: dict, image_path: dict, *, batch_size
                log=lambda m: None) -> PairScores:
     """Every pair the items of ``sets`` need, scored once (cached), as a PairScores over image keys and texts."""
     scorer, stats = session.model, session.stats
+    spec = getattr(scorer, "spec", scorer.name)  # load_pair_scorer sets it
     need = needed_pairs(sets)
     texts = list(dict.fromkeys(t for ts in need.values() for t in ts))
     tkey = dict(zip(texts, scorer.text_keys(texts)))
@@ -132,12 +133,12 @@ def score_sets(session: PairSession, sets: dict, image_path: dict, *, batch_size
         got[content] = session.cache.get(content, keys) if session.cache else {}
     stats.pairs_from_cache = sum(len(v) for v in got.values())
     todo = [c for c in want if len(got[c]) < len(want[c])]
-    log(f"scoring {stats.distinct_pairs - stats.pairs_from_cache} pairs of {len(todo)} images with {scorer.spec} "
+    log(f"scoring {stats.distinct_pairs - stats.pairs_from_cache} pairs of {len(todo)} images with {spec} "
         f"({stats.pairs_from_cache} from the cache)")
     for a in range(0, len(todo), batch_size):
         _score_batch(session, todo[a:a + batch_size], path_of, want, got, batch_size)
     table = {(img, t): float(got[ikey[img]][tkey[t]]) for img, ts in need.items() for t in ts}
-    return PairScores(table, source=f"pair scorer {scorer.spec!r}")
+    return PairScores(table, source=f"pair scorer {spec!r}")
 
 
 def _score_batch(session: PairSession, contents: list[str], path_of: dict, want: dict, got: dict,

@@ -160,7 +160,7 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     lock = claim_out(cfg.out)
     try:
         sets = with_conditions(cfg, load_item_sets(cfg), plan)  # data first: bad input fails before a model loads
-        session = pair_run.PairSession.open(cfg) if pair else EncodingSession.open(
+        session: Any = pair_run.PairSession.open(cfg) if pair else EncodingSession.open(
             cfg.model, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache, restart=cfg.restart, device=cfg.device,
             precision=cfg.precision, trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
         adapter, model_hash, cache, stats = session.model, session.model_hash, session.cache, session.stats
