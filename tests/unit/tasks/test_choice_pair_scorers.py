@@ -272,3 +272,31 @@ def test_bivlc_with_blip_itm_scores_both_directions_from_the_model_card_scores(f
     f = np.array(flags, dtype=float) * 100
     v = _values(out, "task:bivlc")
     assert (v["i2t_score"], v["t2i_score"], v["accuracy"]) == pytest.approx(tuple(f.mean(axis=0)))
+
+
+def test_aro_with_blip_itm_scores_the_box_crops_as_the_model_card_loop(folders, tmp_path):
+    from support.aro_mmvp import aro_row, crop, noise_image, write_aro
+
+    rel = [aro_row("1.jpg", (2, 3, 20, 24), "the man is riding the horse", "the horse is riding the man", "riding"),
+           aro_row("2.jpg", (0, 0, 30, 30), "the cat sits on the mat", "the mat sits on the cat", "on")]
+    root = write_aro(tmp_path / "data", rel, [])
+    pixels = {k: noise_image(root / "images" / f"{k}.jpg", k) for k in (1, 2)}
+    out = tmp_path / "aro"
+    run_task(task="aro", model=f"blip-itm:{folders['blip-itm']}", dataset="aro:vg_relation", out=str(out),
+             data_dir=str(tmp_path / "data"), cache_dir=str(tmp_path / "cache"), quiet=True, num_workers=0)
+    card = CardLoop("blip-itm", folders["blip-itm"])
+    rows = _per_item(out)
+    right = []
+    for k, row in enumerate(rel):
+        (got,) = [r for (c, i), r in rows.items() if c == "task:aro:vg_relation" and i == f"vg_relation:{k}"]
+        patch = tmp_path / f"crop_{k}.png"  # the box crop of the decoded image, as the set cuts it (PIL crop)
+        Image.fromarray(crop(pixels[int(row["image_id"])], _box(row))).save(patch)
+        s = [card(patch, t) for t in (row["false_caption"], row["true_caption"])]  # the authors' order
+        np.testing.assert_allclose(json.loads(got["scores"]), s, rtol=0, atol=ATOL)
+        right.append(_strict(s[1], s[0]))
+    v = _values(out, "task:aro:vg_relation")
+    # one item per relation: the macro accuracy (over relations) and the micro one (over items) agree
+    assert v["micro_accuracy"] == pytest.approx(100 * np.mean(right)) == v["accuracy"]
+
+def _box(row: dict) -> tuple:
+    return tuple(int(row[k]) for k in ("bbox_x", "bbox_y", "bbox_w", "bbox_h"))
