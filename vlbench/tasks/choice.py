@@ -98,6 +98,37 @@ def _lookup(emb, keys: list[str], what: str) -> dict[str, np.ndarray]:
     return dict(zip(keys, arr / norms))
 
 
+class PairScores:
+    """``s(image key, text)`` of every (image, candidate) pair a set's items need, from a pair scorer (an ITM head's
+    p(match): higher is a better match). What a set's ``evaluate`` takes in place of its two embedding maps,
+    ``evaluate(items, PairScores(table), None, seed=)``: the set's own scoring code then reads these scores where
+    it would read cosine similarities, so its rule (and its tie rule: a tie is a miss) is the same for both."""
+
+    def __init__(self, table: Mapping[tuple[str, str], float], source: str = "pair scorer"):
+        self.table = {k: float(v) for k, v in table.items()}
+        self.source = source
+
+    def __call__(self, image: str, text: str) -> float:
+        try:
+            return self.table[(image, text)]
+        except KeyError:
+            raise VlbenchError(f"no {self.source} score for the image {image!r} with the text {text!r}",
+                               "score every (image, candidate) pair of the items (vlbench.tasks.pair_run)") from None
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
+def pair_scores_of(image_emb, text_emb) -> PairScores | None:
+    """``image_emb`` when it is a :class:`PairScores` (then ``text_emb`` must be None), else None."""
+    if not isinstance(image_emb, PairScores):
+        return None
+    if text_emb is not None:
+        raise VlbenchError("pair scores were given together with text embeddings",
+                           "pass evaluate(items, PairScores(...), None): a pair scorer gives one score per pair")
+    return image_emb
+
+
 def _numpy(x):
     if hasattr(x, "detach"):
         return x.detach().float().cpu().numpy()
@@ -149,10 +180,14 @@ def evaluate_choice(items: Sequence[ChoiceItem], image_emb, text_emb, *, seed: i
     """Accuracy of picking ``candidates[correct]`` by cosine similarity with the image.
 
     ``image_emb`` / ``text_emb``: a mapping key -> vector, or an array whose rows follow
-    :func:`distinct_images` / :func:`distinct_texts`. An item counts as correct only when the right caption
+    :func:`distinct_images` / :func:`distinct_texts`; or ``image_emb`` a :class:`PairScores` and ``text_emb``
+    None (a pair scorer's scores, compared by the same rule). An item counts as correct only when the right caption
     scores strictly above every other candidate (a tie is a miss).
     """
     _check_items(items)
+    pairs = pair_scores_of(image_emb, text_emb)
+    if pairs is not None:  # a pair scorer's score of each (image, candidate) in place of the cosine similarity
+        return _result(items, [np.array([pairs(it.image, c) for c in it.candidates]) for it in items], seed)
     img = _lookup(image_emb, distinct_images(items), "image")
     txt = _lookup(text_emb, distinct_texts(items), "text")
     rows = [np.array([img[it.image] @ txt[c] for c in it.candidates]) for it in items]

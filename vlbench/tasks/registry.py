@@ -93,6 +93,9 @@ class ChoiceTask:
     blind_ceiling: str = ""  # what a text-only scorer can reach on the set by design, when the design fixes it
     published: tuple = ()  # published scores: entries as vlbench.published.task_scores reads them (no "task" key)
     stores: tuple = ()  # the cache stores the set keeps files in (vlbench.stores.Store records)
+    # why a pair scorer (--model blip-itm) cannot score this set, said when one is asked to; empty: it can (its
+    # ``evaluate`` takes a vlbench.tasks.choice.PairScores in place of the embeddings)
+    pair_refused: str = ""
 
 
 #: a record belongs to the module of its load hook (the built-ins are listed in BUILTIN_MODULES order)

@@ -30,6 +30,7 @@ from ..util.env import library_versions
 from ..util.io import sha256_json
 from ..util.markdown import md_table
 from . import conditions as task_conditions
+from . import pair_run
 from .blind import blind_baseline as baseline
 from .choice import N_BOOT, distinct_images, distinct_texts
 from .registry import ItemSets, TaskDescriptions, get_task, tasks
@@ -153,25 +154,26 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     t0 = time.time()
     _check(cfg)
     plan = task_conditions.plan_conditions(cfg)  # a bad --perturb spec fails before any data is read
+    pair = pair_run.is_pair_scorer(cfg.model)  # a pair scorer as the task's model (vlbench.tasks.pair_run)
+    if pair:
+        pair_run.check_pair_task(cfg.task, plan)
     lock = claim_out(cfg.out)
     try:
         sets = with_conditions(cfg, load_item_sets(cfg), plan)  # data first: bad input fails before a model loads
-        session = EncodingSession.open(cfg.model, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
-                                       restart=cfg.restart, device=cfg.device, precision=cfg.precision,
-                                       trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
+        session: Any = pair_run.PairSession.open(cfg) if pair else EncodingSession.open(
+            cfg.model, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache, restart=cfg.restart, device=cfg.device,
+            precision=cfg.precision, trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
         adapter, model_hash, cache, stats = session.model, session.model_hash, session.cache, session.stats
         run_id = new_run_id(cfg.model, sets.dataset["name"], model_hash, sets.dataset["hash"], task=cfg.task)
         out = prepare_out(cfg.out, run_id)
-        img, txt = _encode(cfg, sets, adapter, cache, stats)
-        corrupted, bound = task_conditions.encode_corrupted(
-            adapter, plan, img, sets.image_path, batch_size=cfg.batch_size, num_workers=cfg.num_workers,
-            cache=cache, stats=stats, progress=not cfg.quiet)
-        evaluate = get_task(cfg.task).evaluate
-        evals = {cond: evaluate(items, corrupted.get(_image_condition(sets, cond), img), txt, seed=cfg.seed)
-                 for cond, items in sets.sets.items()}
-        for cond in evals:  # what binding a corruption to the model fixed (its geometry, its cache key)
-            if bound.get(_image_condition(sets, cond)):
-                sets.notes[cond].update(bound[_image_condition(sets, cond)])
+        if pair:
+            scores = pair_run.score_sets(session, sets.sets, sets.image_path, batch_size=cfg.batch_size,
+                                         log=lambda m: _log(cfg, m))
+            evaluate = get_task(cfg.task).evaluate
+            evals = {c: evaluate(items, scores, None, seed=cfg.seed) for c, items in sets.sets.items()}
+            adapter = session  # what the record reads: identity(), device, loaded
+        else:
+            evals = _evaluate_embeddings(cfg, sets, plan, adapter, cache, stats)
         blind = blind_baseline(cfg, sets)
         rec = _record(cfg, sets, evals, adapter, model_hash, run_id, t0, stats, cache, out, blind)
         results = rec.to_json()
@@ -181,6 +183,21 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     finally:
         if lock is not None:
             lock.release()
+
+
+def _evaluate_embeddings(cfg: TaskConfig, sets: ItemSets, plan, adapter, cache, stats) -> dict:
+    """Each set's result from the dual encoder's embeddings (clean and corrupted images, every caption)."""
+    img, txt = _encode(cfg, sets, adapter, cache, stats)
+    corrupted, bound = task_conditions.encode_corrupted(
+        adapter, plan, img, sets.image_path, batch_size=cfg.batch_size, num_workers=cfg.num_workers,
+        cache=cache, stats=stats, progress=not cfg.quiet)
+    evaluate = get_task(cfg.task).evaluate
+    evals = {cond: evaluate(items, corrupted.get(_image_condition(sets, cond), img), txt, seed=cfg.seed)
+             for cond, items in sets.sets.items()}
+    for cond in evals:  # what binding a corruption to the model fixed (its geometry, its cache key)
+        if bound.get(_image_condition(sets, cond)):
+            sets.notes[cond].update(bound[_image_condition(sets, cond)])
+    return evals
 
 
 def with_conditions(cfg: TaskConfig, sets: ItemSets, plan) -> ItemSets:
@@ -264,7 +281,9 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
     conditions = {cond: Condition(cond, {"task": cfg.task, "kind": "choice", **sets.notes.get(cond, {}),
                                          "by_kind": res.by_kind}) for cond, res in evals.items()}
     kind = get_task(cfg.task)
-    task = {"name": cfg.task, "kind": "choice", "description": kind.description, "rule": kind.rule,
+    pair = isinstance(adapter, pair_run.PairSession)
+    task = {"name": cfg.task, "kind": "choice", "description": kind.description,
+            "rule": f"{kind.rule}; {pair_run.PAIR_RULE}" if pair else kind.rule,
             "ci": {"method": "percentile bootstrap over items", "n_boot": N_BOOT, "alpha": 0.05, "seed": cfg.seed},
             "blind_baseline": {k: v for k, v in blind.items() if k != "sets"},
             # every score the set's paper reports, in its order (the leaderboard shows each), and the blind ceiling
@@ -272,7 +291,8 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
             **({"blind_ceiling": kind.blind_ceiling} if kind.blind_ceiling else {}),
             **({"conditions": _conditions_said(cfg)} if intervals else {})}
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": model_hash,
-             **({"label": cfg.model_name.strip()} if cfg.model_name else {}), "identity": adapter.identity()}
+             **({"kind": "pair"} if pair else {}), **({"label": cfg.model_name.strip()} if cfg.model_name else {}),
+             "identity": adapter.identity()}
     return RunRecord(
         run_id=run_id, created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
         metric_version=compute.METRIC_VERSION, vlbench_version=__version__,

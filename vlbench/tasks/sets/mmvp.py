@@ -34,7 +34,7 @@ from ...errors import DataError, VlbenchError
 from ...util import paths
 from ...util.io import sha256_file, sha256_json
 from ...util.markdown import md_table
-from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
+from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts, pair_scores_of
 from ..registry import ChoiceTask, ItemSets, register_task
 from ..sources import _bad_image_name, _image_present, read_task_text, shown_name
 
@@ -172,7 +172,12 @@ def _result(items: Sequence[MMVPItem], matrices, seed: int) -> MMVPResult:
 
 def evaluate_mmvp(items: Sequence[MMVPItem], image_emb, text_emb, *, seed: int = 0) -> MMVPResult:
     """The MMVP-VLM scores from embeddings: mappings key -> vector, or arrays whose rows follow
-    ``distinct_images(items)`` / ``distinct_texts(items)`` (vectors are normalised here)."""
+    ``distinct_images(items)`` / ``distinct_texts(items)`` (vectors are normalised here); or a pair scorer's
+    scores (``image_emb`` a PairScores, ``text_emb`` None) in place of the cosine similarities."""
+    pairs = pair_scores_of(image_emb, text_emb)
+    if pairs is not None:
+        return _result(items, [np.array([[pairs(i, t) for i in it.images] for t in it.candidates]) for it in items],
+                       seed)
     img = _lookup(image_emb, distinct_images(items), "image")
     txt = _lookup(text_emb, distinct_texts(items), "text")
     return _result(items, [np.array([[txt[t] @ img[i] for i in it.images] for t in it.candidates]) for it in items],

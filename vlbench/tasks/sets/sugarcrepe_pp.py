@@ -29,7 +29,7 @@ from ...util import paths
 from ...util.io import atomic_write_bytes, sha256_file, sha256_json
 from ...util.markdown import md_table
 from ..blind import SUGARCREPE_TEST_IMAGES
-from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
+from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts, pair_scores_of
 from ..registry import ChoiceTask, ItemSets, register_task
 from ..sources import _bad_image_name, check_coco_images, coco_val2017_dir, read_task_text, shown_name
 
@@ -130,9 +130,18 @@ def _summary(flags: dict[str, list[bool]], records, seed: int) -> TripletResult:
     return TripletResult(itt[0], itt[1], itt[2], len(records), scores, records, seed)
 
 
+#: why a pair scorer cannot be the model of this set (ChoiceTask ``pair_refused``)
+PAIR_REFUSED = ("its text-only-text (TOT) score compares the two positive captions with each other by the model's "
+                "text embeddings, and a pair scorer scores an image with a text, never two texts")
+
+
 def evaluate_triplets(items: Sequence[TripletItem], image_emb, text_emb, *, seed: int = 0) -> TripletResult:
     """ITT, TOT, P1 and P2 accuracies from embeddings: mappings key -> vector, or arrays whose rows follow
-    ``distinct_images(items)`` / ``distinct_texts(items)`` (vectors are normalised here)."""
+    ``distinct_images(items)`` / ``distinct_texts(items)`` (vectors are normalised here). Pair scores are refused
+    (:data:`PAIR_REFUSED`): TOT compares two captions with each other, which a pair scorer cannot score."""
+    if pair_scores_of(image_emb, text_emb) is not None:
+        raise VlbenchError(f"SugarCrepe++ cannot be scored with pair scores alone: {PAIR_REFUSED}",
+                           "run --task sugarcrepe++ with a dual encoder, or --task sugarcrepe with the pair scorer")
     img = _lookup(image_emb, distinct_images(items), "image")
     txt = _lookup(text_emb, distinct_texts(items), "text")
     records: list[TripletRecord] = []
@@ -302,6 +311,7 @@ SUGARCREPE_PP = register_task(ChoiceTask(
     TASK, "SugarCrepe++ (Dumpala et al. 2024): image, two paraphrased positives and a hard negative; ITT and TOT "
           "accuracies, COCO val2017 images; --dataset sugarcrepe++[:SUBSET,...]", scpp_sets,
     evaluate=evaluate_triplets, text_only=evaluate_triplets_text_only, rule=RULE, table=format_scpp_table,
+    pair_refused=PAIR_REFUSED,
     # its images are a subset of SugarCrepe's (every file name of its five sets is in SugarCrepe's)
     images_dir=True, blind_excluded_images=SUGARCREPE_TEST_IMAGES,
     right_candidates=lambda item: (0, 1),  # --perturb-options correct: both positives are right

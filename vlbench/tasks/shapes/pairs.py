@@ -22,7 +22,7 @@ import numpy as np
 
 from ...errors import VlbenchError
 from ...util.markdown import md_table
-from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts
+from ..choice import N_BOOT, _lookup, bootstrap_ci, distinct_images, distinct_texts, pair_scores_of
 
 #: the flags of one item, in the order they are computed
 FLAGS = ("i0_picks_c0", "i1_picks_c1", "c0_picks_i0", "c1_picks_i1", "text", "image", "group")
@@ -189,7 +189,12 @@ def _result(items: Sequence[PairItem], matrices, scoring: PairScoring, seed: int
 def evaluate_pairs(items: Sequence[PairItem], image_emb, text_emb, *, scoring: PairScoring,
                    seed: int = 0) -> PairResult:
     """The set's scores from embeddings: mappings key -> vector, or arrays whose rows follow
-    ``distinct_images(items)`` / ``distinct_texts(items)`` (vectors are normalised here)."""
+    ``distinct_images(items)`` / ``distinct_texts(items)`` (vectors are normalised here); or a pair scorer's
+    scores (``image_emb`` a PairScores, ``text_emb`` None) in place of the cosine similarities."""
+    pairs = pair_scores_of(image_emb, text_emb)
+    if pairs is not None:
+        return _result(items, [np.array([[pairs(i, c) for i in it.images] for c in it.candidates]) for it in items],
+                       scoring, seed)
     img = _lookup(image_emb, distinct_images(items), "image")
     txt = _lookup(text_emb, distinct_texts(items), "text")
     mats = [np.array([[txt[c] @ img[i] for i in it.images] for c in it.candidates]) for it in items]
