@@ -52,8 +52,8 @@ from ..runfolder import FILES, file_manifest, new_run_id, prepare_out, results_p
 from . import distractors, galleries, presets, relevance, scoring, timing
 from .preflight import preflight
 from .record import RunResult, _log, record
-from .rerank import stage as rerank_stage
 from .report import format_table
+from .rerank import stage as rerank_stage
 from .rerun import finished_run
 from .run_config import RunConfig, validate
 from .variants import plan_variants
