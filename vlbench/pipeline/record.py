@@ -147,7 +147,7 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict, reranked: Any = Non
                                                                               log=lambda m: _log(cfg, m))))
     final = {} if reranked is None else {f"rerank:{c}": e for c, e in reranked.evals.items()}
     per_query_file = timing.timed("writing", lambda: write_per_query(out, ds, {**evals, **final}))
-    timing.timed("flips", lambda: write_flips(out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
+    timing.timed("flips", lambda: write_flips(out, ds, evals, cfg.k, final and reranked.evals))  # docs/flips.md
     timing.timed("writing", lambda: write_index(out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
     timing.enter("writing")  # from here on the record is built (library versions, dataset hash) and written
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,

@@ -113,6 +113,8 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
                 reranked = timing.timed("rerank", lambda: rerank_stage.run_stage(cfg, plan, enc, evals),
                                         lambda r: 0 if r is None else r.counts["scored"])
                 result = record(cfg, plan, enc, evals, reranked)
+                for line in rerank_stage.summary(reranked):  # both stages' RSUM, the gain, the ceiling
+                    _log(cfg, line)
                 if cfg.report_to:  # after the run's files are written; a tracker's failure is one line, not an error
                     from ..trackers import report  # lazy: only with --report-to
                     report(result, cfg.report_to, log=_say, quiet=cfg.quiet, started=trackers)

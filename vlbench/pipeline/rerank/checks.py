@@ -23,10 +23,7 @@ def check_options(cfg) -> None:
                           "and cannot rank a gallery alone",
                           f"use --rerank {model} with a dual encoder as --model (e.g. --model clip --rerank {model})")
     k = cfg.rerank_k
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise OptionError("rerank_k", f"{{opt}} must be an integer >= 1, got {k!r}",
-                          "K is how many first-stage candidates of each query the pair model re-scores",
-                          example=DEFAULT_K)
+    check_k_value(k)
     if cfg.rerank is None:
         if k is not None:
             raise OptionError("rerank_k", "{opt} is given without --rerank: there is no pair model to re-score the "
@@ -41,6 +38,14 @@ def check_options(cfg) -> None:
                           "(image, caption) pairs", f"give {name} as --model; for {{opt}} use one of "
                           f"{', '.join(registry.pair_scorers.names())} (vlbench ls pair-scorers)")
     registry.pair_scorers.get(name)  # an unknown name: the registry's error, with the names it knows
+
+
+def check_k_value(k) -> None:
+    """None (the default K) or an integer >= 1."""
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise OptionError("rerank_k", f"{{opt}} must be an integer >= 1, got {k!r}",
+                          "K is how many first-stage candidates of each query the pair model re-scores",
+                          example=DEFAULT_K)
 
 
 def rerank_k(cfg) -> int:

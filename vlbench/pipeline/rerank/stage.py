@@ -25,7 +25,9 @@ from ...datasets.folds import fold_captions
 from ...metrics import compute
 from ...metrics.ranking import build_positives
 from ...metrics.stats import paired_bootstrap
+from ...errors import OptionError
 from ...models.pairs import load_pair_scorer, rerank
+from ...models.pairs.protocol import REQUIRED
 from .. import relevance as relevance_texts
 from ..scoring import adjust_evaluations, condition_relevance, metric_values, scoring_kwargs, similarity_device
 from .checks import check_k, rerank_k
@@ -78,6 +80,15 @@ def announce(cfg, plan, log) -> None:
         return
     check_k(cfg, plan.ds)
     log(plan_line(cfg, plan, cfg.rerank))
+
+
+def in_memory(scorer):
+    """A pair scorer held in memory (vlbench.training.Evaluator(rerank=...)): checked for the protocol's methods."""
+    missing = [m for m in REQUIRED if not callable(getattr(scorer, m, None))]
+    if missing:
+        raise OptionError("rerank", f"{{opt}} got a {type(scorer).__name__} without {', '.join(missing)}",
+                          "give a pair scorer spec (e.g. 'blip-itm') or a vlbench.models.pairs.PairScorer")
+    return scorer
 
 
 def run_stage(cfg, plan, enc, evals: dict, scorer=None) -> Outcome | None:
@@ -149,6 +160,27 @@ def _condition(cfg, plan, enc, cond, off, texts, load, image_keys, work, device,
         out.append(compute.evaluate(source, c2i, extra_positives=ds.extra_positives if ds.folds is None else None,
                                     graded=plan.graded[fold], relevance=relevance, **kw))
     return out, ks
+
+
+def summary(outcome: Outcome | None) -> list[str]:
+    """The printed lines of a two-stage run: per condition the RSUM of both stages, the gain with its interval and
+    the first stage's ceiling."""
+    if outcome is None:
+        return []
+    sec = outcome.section
+    out = [f"rerank {sec['pair_scorer']['name']}@{sec['k']}: {sec['pairs']['scored']:,} pair forwards, "
+           f"{sec['pairs']['cached']:,} pairs from the cache, {sec['pairs']['seconds']:.1f} s"]
+    for g in sec["gain"]:
+        if g["direction"] != "both":
+            continue
+        c = g["condition"]
+        final = next(r["value"] for r in sec["results"] if r["condition"] == c and r["metric"] == "rsum"
+                     and r["direction"] == "both")
+        ceil = {x["direction"]: x["value"] for x in sec["ceiling"] if x["condition"] == c}
+        out.append(f"  {c}: RSUM {final - g['delta']:.2f} -> {final:.2f} ({g['delta']:+.2f} "
+                   f"[{g['ci_low']:+.2f}, {g['ci_high']:+.2f}]); ceiling R@K i2t {ceil['i2t']:.2f}, "
+                   f"t2i {ceil['t2i']:.2f}")
+    return out
 
 
 def ceiling(evals: list, direction: str, k: int) -> float:
