@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...datasets.folds import fold_captions
+from ...errors import OptionError
 from ...metrics import compute
 from ...metrics.ranking import build_positives
 from ...metrics.stats import paired_bootstrap
-from ...errors import OptionError
 from ...models.pairs import load_pair_scorer, rerank
 from ...models.pairs.protocol import REQUIRED
 from .. import relevance as relevance_texts
