@@ -175,8 +175,8 @@ def test_flips_under_a_caption_perturbation_and_a_corruption_recounted_from_per_
     images = [Image.open(ds.image_path(i)).convert("RGB") for i in range(ds.n_images)]
     noisy = [corrupt(fit_to_input(load_image(ds.image_path(i)), 32), "gaussian_noise", 3, 0,
                      file_key(ds.image_path(i))) for i in range(ds.n_images)]
-    want = {"char-swap": _final_ranks(_stage_one(setup["clip"], images, texts),
-                                      _pair_matrix(setup["blip"], images, texts), c2i, 4),
+    swap_sim = _stage_one(setup["clip"], images, texts)
+    want = {"char-swap": _final_ranks(swap_sim, _pair_matrix(setup["blip"], images, texts), c2i, 4),
             "img:gaussian_noise:3": _final_ranks(_stage_one(setup["clip"], noisy, ds.captions),
                                                  _pair_matrix(setup["blip"], noisy, ds.captions), c2i, 4)}
     base = _final_ranks(clean["sim"], clean["pair"], c2i, 4)
@@ -191,8 +191,11 @@ def test_flips_under_a_caption_perturbation_and_a_corruption_recounted_from_per_
                                       int(np.sum((base[d] > 1) & (ranks[d] == 1))))
             r1 = _values(doc, cond)[(d, "recall", 1)] - _values(doc, "clean")[(d, "recall", 1)]
             assert r1 == pytest.approx((gained - lost) / len(before[d]) * 100)
-    # images: the clean ones once (char-swap reads them too) and the corrupted ones once
-    assert doc["timings"]["pairs"]["images_encoded"] == 2 * ds.n_images
+    # each image once per condition that has pairs to score: clean's all, char-swap's those met with a changed
+    # caption (its other pairs are clean's, scored already), the corrupted ones all (another image content)
+    scorer = load_pair_scorer(f"blip-itm:{setup['blip']}")
+    changed = _pair_set(scorer, swap_sim, texts, c2i, 4) - _pair_set(scorer, clean["sim"], ds.captions, c2i, 4)
+    assert doc["timings"]["pairs"]["images_encoded"] == 2 * ds.n_images + len({i for i, _ in changed})
 
 
 def _pair_set(scorer, sim, texts, c2i, k) -> set:
