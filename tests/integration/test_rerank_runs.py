@@ -168,7 +168,8 @@ def test_k_gallery_is_the_pair_models_full_ranking_and_k_one_is_stage_one(setup,
 
 def test_flips_under_a_caption_perturbation_and_a_corruption_recounted_from_per_query(setup, clean, tmp_path):
     ds, c2i, out = setup["ds"], np.asarray(setup["ds"].caption_to_image), tmp_path / "p"
-    doc = _run(setup, out, 4, "--perturb", "char-swap", "--perturb-images", "gaussian_noise:3")
+    doc = _run(setup, out, 4, "--perturb", "char-swap", "--perturb-images", "gaussian_noise:3", "--cache-dir",
+               str(tmp_path / "cache"))
     audit = [json.loads(line) for line in (out / "validity_audit.jsonl").read_text().splitlines()]
     swapped = dict(zip(ds.caption_ids, ds.captions)) | {a["caption_id"]: a["perturbed"] for a in audit}
     texts = [swapped[c] for c in ds.caption_ids]

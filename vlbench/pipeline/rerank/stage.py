@@ -96,12 +96,13 @@ def run_stage(cfg, plan, enc, evals: dict, scorer=None) -> Outcome | None:
     (vlbench.training) instead of loading ``cfg.rerank``."""
     if scorer is None and cfg.rerank is None:
         return None
+    cached = scorer is None and not cfg.no_cache  # a scorer in memory may be training: its scores are never cached
     if scorer is None:
         scorer = load_pair_scorer(cfg.rerank, device=cfg.device, precision=cfg.precision,
                                   trust_remote_code=cfg.trust_remote_code)
     spec = cfg.rerank or getattr(scorer, "spec", None) or getattr(scorer, "name", "pair-scorer")
-    work = PairWork(scorer, cache_dir=cfg.cache_dir, read=not cfg.no_cache and not cfg.restart,
-                    write=not cfg.no_cache, batch_size=cfg.batch_size, progress=not cfg.quiet, label=spec)
+    work = PairWork(scorer, cache_dir=cfg.cache_dir, read=cached and not cfg.restart, write=cached,
+                    batch_size=cfg.batch_size, progress=not cfg.quiet, label=spec)
     ds, n = plan.ds, plan.ds.n_captions
     texts_all = relevance_texts.truncate(cfg, plan.texts()[0])
     paths = [ds.image_path(i) for i in range(len(ds.gallery_images))]
