@@ -137,8 +137,10 @@ def main(argv=None) -> int:
     per_s = bare["pairs"] / bare["pair_seconds"]
     out = {"images": args.images, "captions": 5 * args.images, "k": args.k, "batch_size": args.batch_size,
            "threads": args.threads, "load_average_1min": os.getloadavg()[0],
-           "stage_seconds": stage["seconds"], "stage_pairs_scored": stage["scored"],
+           "stage_seconds": stage["seconds"], "stage_image_seconds": stage["image_seconds"],
+           "stage_pair_seconds": stage["pair_seconds"], "stage_pairs_scored": stage["scored"],
            "stage_images_encoded": stage["images_encoded"], "bare_seconds": bare["seconds"],
+           "bare_image_seconds": bare["image_seconds"], "bare_pair_seconds": bare["pair_seconds"],
            "bare_pairs": bare["pairs"], "ratio_stage_over_bare": stage["seconds"] / bare["seconds"],
            "pairs_per_s": per_s, "seconds_per_image": bare["image_seconds"] / max(1, bare["images"]),
            "pair_seconds_per_1000_queries_k16": 1000 * 16 / per_s,
