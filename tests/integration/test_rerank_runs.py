@@ -192,6 +192,17 @@ def test_flips_under_a_caption_perturbation_and_a_corruption_recounted_from_per_
                                       int(np.sum((base[d] > 1) & (ranks[d] == 1))))
             r1 = _values(doc, cond)[(d, "recall", 1)] - _values(doc, "clean")[(d, "recall", 1)]
             assert r1 == pytest.approx((gained - lost) / len(before[d]) * 100)
+    # retrieved.npz holds the final rankings too, and explain shows both stages' top 5 of every query it shows
+    z = np.load(out / "retrieved.npz")
+    for cond in ("clean", "char-swap"):
+        for d in ("i2t", "t2i"):
+            np.testing.assert_array_equal(z[f"rerank:{cond}|{d}|rank"], _per_query(out, f"rerank:{cond}")[d])
+    assert main(["explain", str(out), "--out", str(tmp_path / "x.html")]) == 0
+    page = (tmp_path / "x.html").read_text()
+    shown = page.count('data-list="clean"')
+    assert shown > 0 and page.count('data-list="clean, reranked"') == shown
+    assert page.count('data-list="char-swap, reranked"') + page.count('data-list="img:gaussian_noise:3, reranked"') \
+        == shown
     # each image once per condition that has pairs to score: clean's all, char-swap's those met with a changed
     # caption (its other pairs are clean's, scored already), the corrupted ones all (another image content)
     scorer = load_pair_scorer(f"blip-itm:{setup['blip']}")
