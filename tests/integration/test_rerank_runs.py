@@ -242,6 +242,16 @@ def test_pair_cache_rescores_only_the_changed_captions(setup, clean, tmp_path):
     assert warm["rerank"]["results"] == doc["rerank"]["results"]
     cold = _run(setup, tmp_path / "d", 4, "--cache-dir", cache, "--perturb", "char-swap", "--restart")
     assert cold["timings"]["pairs"]["cached"] == 0 and cold["rerank"]["results"] == doc["rerank"]["results"]
+    # a leaderboard names each run's model kind and stages (its tables show the first stage's numbers)
+    from vlbench.leaderboards.build import build_leaderboard
+
+    plain = tmp_path / "plain"
+    assert main(["run", "--model", setup["clip"], "--dataset", f"custom:{setup['manifest']}", "--out", str(plain),
+                 "--quiet", "--num-workers", "0", "--bootstrap", "20", "--validity", "off"]) == 0
+    for run, stages in ((tmp_path / "a", "dual + blip-itm@K4"), (plain, "dual")):
+        build_leaderboard([str(run)], str(tmp_path / f"board-{run.name}"), plots=False)
+        runs = json.loads((tmp_path / f"board-{run.name}" / "build_manifest.json").read_text())["runs"]
+        assert [r["stages"] for r in runs] == [stages]
 
 
 def test_the_evaluator_takes_a_pair_scorer_held_in_memory(setup, tiny_models, tmp_path):
