@@ -106,8 +106,9 @@ def stages_of(run: Run) -> str:
     sec = run.record.other.get("rerank")
     if not isinstance(sec, dict):
         return "dual"
-    scorer = sec.get("pair_scorer") if isinstance(sec.get("pair_scorer"), dict) else {}
-    return f"dual + {scorer.get('name', 'pair-scorer')}@K{sec.get('k')}"
+    scorer = sec.get("pair_scorer")
+    name = scorer.get("name", "pair-scorer") if isinstance(scorer, dict) else "pair-scorer"
+    return f"dual + {name}@K{sec.get('k')}"
 
 
 def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
