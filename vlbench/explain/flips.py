@@ -30,6 +30,8 @@ class Flip:
     rank_condition: int
     top_clean: tuple  # candidate indices, best first (top 5)
     top_condition: tuple
+    #: a two-stage run (--rerank): (label, top 5) of the final rankings of clean and of the condition
+    reranked: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,10 @@ def section(src: RunSource, condition: str, n: int, seed: int, shown: int = 5) -
     def best(top, q):  # -1 pads a gallery of fewer than 10 candidates
         return tuple(int(x) for x in top[q] if x >= 0)[:shown]
 
-    flips = tuple(Flip(int(rows[q]), what, int(r0[q]), int(r1[q]), best(t0, q), best(t1, q))
+    final = [(f"{c}, reranked", src.top(f"rerank:{c}", direction)) for c in ("clean", condition)
+             if src.has(f"rerank:{c}", direction)]  # a two-stage run: the final rankings too (same query rows)
+    flips = tuple(Flip(int(rows[q]), what, int(r0[q]), int(r1[q]), best(t0, q), best(t1, q),
+                       tuple((label, best(t, q)) for label, t in final))
                   for q, what in pick(hm, mh, n, condition_rng(seed, condition)))
     return Section(condition, kind, direction, len(r0), len(hm), len(mh), flips)
 

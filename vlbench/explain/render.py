@@ -123,7 +123,7 @@ def caption_flip(view, sec: Section, f) -> str:
             f' <span class="ranks">rank {f.rank_clean} \u2192 {f.rank_condition}</span></div>'
             + _ranked_images(view, f.top_clean, pos, "clean") + _ranked_images(view, f.top_condition, pos,
                                                                                sec.condition)
-            + "</div>")
+            + "".join(_ranked_images(view, top, pos, label) for label, top in f.reranked) + "</div>")
 
 
 def pair_scores(view, condition: str, query: int) -> str:
@@ -175,7 +175,7 @@ def image_flip(view, sec: Section, f) -> str:
             f'<span class="ranks">rank {f.rank_clean} \u2192 {f.rank_condition}</span></div>'
             + _ranked_captions(view, f.top_clean, pos, "clean") + _ranked_captions(view, f.top_condition, pos,
                                                                                    sec.condition)
-            + "</div>")
+            + "".join(_ranked_captions(view, top, pos, label) for label, top in f.reranked) + "</div>")
 
 
 def flips_line(rows: list) -> str:

@@ -109,7 +109,8 @@ def check_retrieved(src: RunSource) -> None:
     ds = src.ds
     for direction, n_base in (("t2i", len(ds.gallery_images)), ("i2t", ds.n_captions)):
         n_queries = len(src.query_index(direction))
-        for c, meta in src.conditions.items():
+        stages = [*src.conditions.items(), *((f"rerank:{c}", m) for c, m in src.conditions.items())]
+        for c, meta in stages:  # a two-stage run's final rankings (rerank:<condition>) too
             if not src.has(c, direction):
                 continue
             n_cand = n_base + injected(meta if isinstance(meta, dict) else {})[direction]

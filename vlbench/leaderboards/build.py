@@ -100,6 +100,18 @@ def _perturbation_notes(runs: list[Run]) -> list[str]:
     return out
 
 
+def stages_of(run: Run) -> str:
+    """The model kind and stages of a run: ``dual`` (a dual encoder ranks the gallery) or ``dual + NAME@K<k>`` (a
+    pair scorer re-ranked each query's top K: ``--rerank``). The tables show the first stage's numbers in both; a
+    two-stage run's final ranking is its results.json ``rerank``."""
+    sec = run.record.other.get("rerank")
+    if not isinstance(sec, dict):
+        return "dual"
+    scorer = sec.get("pair_scorer")
+    name = scorer.get("name", "pair-scorer") if isinstance(scorer, dict) else "pair-scorer"
+    return f"dual + {name}@K{sec.get('k')}"
+
+
 def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
     used = sorted((k[3] for k, v in selection.values.items() if v is run), key=condition_key)
     if any(v is run for v in selection.mia.values()):
@@ -109,7 +121,7 @@ def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
             "dataset_label": labels.dataset[(run.dataset_name, run.dataset_hash)], "dataset_hash": run.dataset_hash,
             "metric_version": run.metric_version, "vlbench_version": run.vlbench_version,
             "schema_version": run.original_schema, "created": run.created, "results_hash": run.results_hash,
-            "used": used, "flags": labels.run_flags(run),
+            "used": used, "flags": labels.run_flags(run), "stages": stages_of(run),
             **({} if protocol_of(run) == "standard" else {"protocol": protocol_of(run)})}
 
 

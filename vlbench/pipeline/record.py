@@ -134,8 +134,10 @@ def _run_fields(cfg: RunConfig, enc: Any) -> dict:
     return {**fields, "hardware": {**fields["hardware"], **ranks}}
 
 
-def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
-    """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md."""
+def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict, reranked: Any = None) -> RunResult:
+    """The typed record (deltas, statistics); results.json (never overwritten), per-query file and table.md.
+    ``reranked``: the rerank stage's outcome (pipeline/rerank; --rerank): its final rankings' per-query rows under
+    ``rerank:<condition>`` and results.json ``rerank``."""
 
     ds, out = plan.ds, enc.out
     assert out is not None  # rank 0's, the one that writes the run
@@ -149,8 +151,9 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
     probes, probe_rows, probe_cols = timing.timed("scoring", lambda: sensitivity.probe_results(
         cfg, plan, enc, evals, log=lambda m: _log(cfg, m)))
     per_item_file = sensitivity.write_per_item(out, probe_rows)
-    per_query_file = timing.timed("writing", lambda: write_per_query(out, ds, evals, probe_cols))
-    timing.timed("flips", lambda: write_flips(out, ds, evals, cfg.k))  # flips.csv, retrieved.npz: docs/flips.md
+    final = {} if reranked is None else {f"rerank:{c}": e for c, e in reranked.evals.items()}
+    per_query_file = timing.timed("writing", lambda: write_per_query(out, ds, {**evals, **final}, probe_cols))
+    timing.timed("flips", lambda: write_flips(out, ds, evals, cfg.k, final and reranked.evals))  # docs/flips.md
     timing.timed("writing", lambda: write_index(out, plan, enc))  # embedding_keys.npz: what `vlbench rescore` reads
     timing.enter("writing")  # from here on the record is built (library versions, dataset hash) and written
     model = {"spec": cfg.model, "name": cfg.model.split(":")[0], "hash": enc.model_hash,
@@ -170,7 +173,8 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
                **({"per_item": per_item_file, "sensitivity": probes} if probes else {}),
                "warnings": cutoff_warnings(cfg.k, ds),
                "results_hash": sha256_json([v.to_json() for v in values]),
-               **per_language(ds, evals)})  # a multilingual set: each language's values (their mean is the run's)
+               **per_language(ds, evals),  # a multilingual set: each language's values (their mean is the run's)
+               **({} if reranked is None else {"rerank": reranked.section})})
     # mCE, shortcut sources: read from the record, placed in a new record (the first is never changed)
     rec = dataclasses.replace(rec, other={**rec.other, **variant_summaries(cfg, plan, rec),
                                           FILES: file_manifest(out)})  # what the run's files hash to
@@ -178,6 +182,8 @@ def record(cfg: RunConfig, plan: Any, enc: Any, evals: dict) -> RunResult:
     # the clock's report, the last thing before results.json is serialised and written: wall_time_s counts from the
     # command's start to here (startup included); only that serialising and writing (milliseconds) comes after it
     run_fields = _run_fields(cfg, enc)
+    if reranked is not None:  # the pair model's work: pairs scored (forwards) and served by the pair-score cache
+        run_fields["timings"]["pairs"] = reranked.counts
     rec = dataclasses.replace(rec, other={**rec.other, "wall_time_s": round(run_fields["timings"]["wall_seconds"], 3),
                                           **run_fields})
     results = rec.to_json()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import io
 import json
@@ -81,15 +82,21 @@ def _caption_rows(ds, fold: int, q: list[int]):
     return fold_captions(ds.caption_to_image, ds.folds[fold])[np.asarray(q, dtype=np.int64)]
 
 
-def write_flips(out: Path, ds, evals_by_cond: dict, ks=None) -> dict:
+def write_flips(out: Path, ds, evals_by_cond: dict, ks=None, reranked: dict | None = None) -> dict:
     """flips.csv (hit -> miss, miss -> hit, rank changes, top-10 overlap of every condition against clean) and
     retrieved.npz (every condition's top-10 and first-positive rank per query), from the scoring pass's
-    rankings (metrics/flips.py; docs/flips.md). Returns {(condition, direction): why not compared}."""
+    rankings (metrics/flips.py; docs/flips.md). Returns {(condition, direction): why not compared}.
+    ``reranked``: a two-stage run's final rankings (condition -> evaluations): their rows as ``rerank:<condition>``,
+    each against the final ranking of clean."""
 
     import numpy as np
 
 
     rows, skipped = flip_rows(evals_by_cond, ks)
+    if reranked:
+        more, _ = flip_rows(reranked, ks)
+        rows += [dataclasses.replace(r, condition=f"rerank:{r.condition}") for r in more]
+        evals_by_cond = {**evals_by_cond, **{f"rerank:{c}": e for c, e in reranked.items()}}
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS)

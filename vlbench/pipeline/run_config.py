@@ -13,7 +13,7 @@ options under these groups (run_options.py).
 group              ``cfg.<attribute>``         fields
 =================  ==========================  ================================================================
 model              ``model_opts``              model, model_name, revision, trust_remote_code, device, precision,
-                                               batch_size, text_batch_size, num_workers, pixels
+                                               batch_size, text_batch_size, num_workers, pixels, rerank, rerank_k
 data               ``data_opts``               dataset, dataset_name, data_dir, gallery, extra_positives,
                                                allow_partial_gallery, limit
 conditions         ``condition_opts``          perturb, probes, perturb_params, perturb_images, corrupt_at,
@@ -56,6 +56,7 @@ from ..shortcuts import DIGIT_SOURCES
 from .galleries import GALLERIES
 from .presets import PERTURB_SIDES, PERTURB_VARIANTS
 from .presets import check as check_protocol
+from .rerank import checks as rerank_checks
 
 #: the choices of the options that have them, declared once (here or in the module that checks them):
 #: the CLI's choices, validate() and the modules below read these
@@ -84,6 +85,8 @@ class ModelOptions:
     num_workers: int | None = None
     threads: int | None = None  # CPU threads of the model's forward (None: the cores this process may use)
     pixels: str = "reference"  # what makes the image pixels: the model's processor on PIL, or the device (JPEGs)
+    rerank: str | None = None  # a pair scorer re-scoring each query's top K (pipeline/rerank)
+    rerank_k: int | None = None  # K (None: rerank.checks.DEFAULT_K)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -301,9 +304,8 @@ def validate(cfg: RunConfig) -> None:
         raise OptionError("seed", f"{{opt}} must be a non-negative integer below 2**63, got {cfg.seed!r}", example=0)
     for name, value in (("out", cfg.out), ("cache_dir", None if cfg.no_cache else cfg.cache_dir)):
         check_folder(name, value)
-    _check_lists(cfg)
-    _check_budgets(cfg)
-    _check_corrupt_backend(cfg)
+    for check in (_check_lists, _check_budgets, _check_corrupt_backend, rerank_checks.check_options):
+        check(cfg)  # lists naming nothing, budgets, the corruptions' code; --rerank/--rerank-k, --model's kind
     if cfg.distractors is not None:  # --distractors: the spec's syntax here, its sources in the preflight
         from ..datasets.distractors import parse_spec  # lazy: vlbench --help imports this module; keep it light
 

@@ -54,6 +54,7 @@ from . import distractors, galleries, presets, relevance, scoring, sensitivity, 
 from .preflight import preflight
 from .record import RunResult, _log, record
 from .report import format_table
+from .rerank import stage as rerank_stage
 from .rerun import finished_run
 from .run_config import RunConfig, validate
 from .variants import plan_variants
@@ -103,13 +104,18 @@ def run(config: RunConfig | None = None, **kwargs) -> RunResult | None:
                 cfg = dataclasses.replace(cfg, quiet=True)
             with _minilm_cache(cfg):  # the guard's and validity's vectors: the run's cache folder, then as before
                 plan = make_plan(cfg, checked)
+                rerank_stage.announce(cfg, plan, lambda m: _log(cfg, m))  # --rerank: K checked, the cost said
                 enc = encode(cfg, plan, shard, dist)
                 plan = enc.plan  # with the budget conditions the model's tokenizer made
                 group = None if dist is None else TorchGroup(dist)  # every rank scores its slice of each gallery
                 evals = timing.timed("scoring", lambda: score(cfg, plan, enc, group), len)
                 if shard.rank != 0:
                     return None
-                result = record(cfg, plan, enc, evals)
+                reranked = timing.timed("rerank", lambda: rerank_stage.run_stage(cfg, plan, enc, evals),
+                                        lambda r: 0 if r is None else r.counts["scored"])
+                result = record(cfg, plan, enc, evals, reranked)
+                for line in rerank_stage.summary(reranked):  # both stages' RSUM, the gain, the ceiling
+                    _log(cfg, line)
                 if cfg.report_to:  # after the run's files are written; a tracker's failure is one line, not an error
                     from ..trackers import report  # lazy: only with --report-to
                     report(result, cfg.report_to, log=_say, quiet=cfg.quiet, started=trackers)

@@ -22,6 +22,8 @@ from ..encoding.session import EncodingSession
 from ..errors import OptionError
 from ..perturbations.guard import shared_cache
 from ..pipeline import presets, runner, timing
+from ..pipeline.rerank.checks import check_k, check_k_value
+from ..pipeline.rerank.stage import in_memory, run_stage
 from ..pipeline.run_config import RunConfig, validate
 from ..runfolder import refuse_finished
 from ..util import options as option_table
@@ -73,8 +75,15 @@ class Evaluator:
             if options.get(name):
                 raise OptionError(name, "{opt} does not apply to the Evaluator: each call writes a new folder")
         options.setdefault("quiet", True)
+        #: rerank=: a pair scorer's spec (as vlbench.run takes it) or a PairScorer in memory, used at every call
+        self._scorer, k = None, None
+        if options.get("rerank") is not None and not isinstance(options["rerank"], str):
+            self._scorer, k = in_memory(options.pop("rerank")), options.pop("rerank_k", None)
         cfg = RunConfig(model="in-memory", dataset=dataset, report_to=report_to, **options)
         validate(cfg)
+        if self._scorer is not None:  # K checked as for a spec (the scorer's own name need not be registered)
+            check_k_value(k)
+            cfg = dataclasses.replace(cfg, rerank_k=k)
         self.out = _checked_out(out)  # before the plan (perturbations, images) and every call's encoding
         self.cfg = presets.resolve(cfg)
         self._trackers = None
@@ -86,6 +95,7 @@ class Evaluator:
         self.calls = 0
         with self._minilm():
             plan = timing.timed("perturbation", lambda: runner.make_plan(self.cfg))
+        check_k(dataclasses.replace(self.cfg, rerank=self.cfg.rerank or (self._scorer and "in-memory")), plan.ds)
         #: the transformed images of image conditions (corruptions, probes), made at the first call, kept here
         self._images = tempfile.TemporaryDirectory(prefix="vlbench-eval-images-")
         self.plan = kept_plan(plan, self._images.name)
@@ -137,4 +147,5 @@ class Evaluator:
         with self._minilm():
             enc = runner.encode(cfg, self.plan, SINGLE, None, session=session)
             evals = timing.timed("scoring", lambda: runner.score(cfg, enc.plan, enc), len)
-            return runner.record(cfg, enc.plan, enc, evals)
+            reranked = timing.timed("rerank", lambda: run_stage(cfg, enc.plan, enc, evals, scorer=self._scorer))
+            return runner.record(cfg, enc.plan, enc, evals, reranked)

@@ -229,6 +229,13 @@ OPTIONS = (
     Option('revision', '--revision',
            'hub revision (branch, tag or commit) of the checkpoint',
            group='model', default=None),
+    Option('rerank', '--rerank',
+           'a pair scorer NAME[:CHECKPOINT] (vlbench ls pair-scorers, e.g. blip-itm) that re-scores each '
+           "query's top K of the --model's ranking: a two-stage run (docs/usage.md)",
+           metavar='PAIR_SCORER', group='model', default=None),
+    Option('rerank_k', '--rerank-k',
+           'K: how many first-stage candidates of each query the --rerank pair scorer re-scores (default 16)',
+           kind='int', metavar='K', group='model', default=None),
     Option('n_boot', '--bootstrap',
            'bootstrap resamples for RSUM-change CIs',
            kind='int', group='scoring', default=1000),

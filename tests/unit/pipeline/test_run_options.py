@@ -67,6 +67,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     flags += ["--report-to", "tensorboard,mlflow"]  # experiment trackers
     flags += ["--threads", "3"]  # the CPU threads of the model's forward
     flags += ["--token-memory", "2.5"]  # a multi-vector model's memory budget
+    flags += ["--rerank", "blip-itm", "--rerank-k", "8"]  # the two-stage protocol
     doc = {"model": "counting:dim=8", "dataset": "custom:m.jsonl", "perturb": "typos",
            "param": {"typos-keyboard.rate": 0.2}, "out": "o", "dataset_name": "d", "model-name": "m", "data-dir": "dd",
            "gallery": "fg-pool", "extra-positives": "eccv", "device": "cpu", "precision": "bf16", "batch-size": 8,
@@ -88,6 +89,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
     doc.update({"report-to": ["tensorboard", "mlflow"]})
     doc.update({"threads": 3})
     doc.update({"token-memory": 2.5})
+    doc.update({"rerank": "blip-itm", "rerank-k": 8})
     cfg = RunConfig(model="counting:dim=8", dataset="custom:m.jsonl", perturb="typos",
                     perturb_params={"typos-keyboard": {"rate": 0.2}}, out="o", dataset_name="d", model_name="m",
                     data_dir="dd", gallery="fg-pool", extra_positives="eccv", device="cpu", precision="bf16",
@@ -103,7 +105,7 @@ def _sample() -> tuple[list[str], dict, RunConfig]:
                     allow_partial_gallery=True, distractors="captions:adv.txt", token_budget=(16, 77),
                     sentence_budget=(2,), limit=20, corrupt_backend="torch",
                     report_to=("tensorboard", "mlflow"))
-    cfg = dataclasses.replace(cfg, pixels="device", threads=3, token_memory=2.5)
+    cfg = dataclasses.replace(cfg, pixels="device", threads=3, token_memory=2.5, rerank="blip-itm", rerank_k=8)
     return flags, doc, cfg
 
 
