@@ -270,7 +270,7 @@ _FACTS = {"weights": _fact_weights, "recall": _fact_recall, "split": _fact_split
 def _row_check(rec: RunRecord, row: PublishedRow, tolerance: float) -> RowCheck:
     metrics = []
     for (direction, k), pub in sorted(row.values.items(), key=lambda kv: (kv[0][0] != "t2i", kv[0][1])):
-        got = rec.value("clean", direction, "recall", k)
+        got = _final_recall(rec, direction, k) if row.rerank else rec.value("clean", direction, "recall", k)
         metrics.append(MetricCheck(direction, k, pub, got, None if got is None else abs(got - pub) <= tolerance))
     facts = []
     for name in FACTS:
@@ -278,6 +278,17 @@ def _row_check(rec: RunRecord, row: PublishedRow, tolerance: float) -> RowCheck:
         default = f"the released weights of {row.model}" if name == "weights" else "not stated"
         facts.append(FactCheck(name, str(row.protocol.get(name, default)), run, status))
     return RowCheck(row, metrics, facts)
+
+
+def _final_recall(rec: RunRecord, direction: str, k: int) -> float | None:
+    """A reranked run's clean R@k of its final (two-stage) ranking: results.json ``rerank.results``; the run's
+    own ``results`` hold the first stage's numbers (docs/usage.md, two-stage runs)."""
+    section = rec.other.get("rerank")
+    for v in (section.get("results") or []) if isinstance(section, dict) else []:
+        if (isinstance(v, dict) and v.get("condition") == "clean" and v.get("direction") == direction
+                and v.get("metric") == "recall" and v.get("k") == k and isinstance(v.get("value"), (int, float))):
+            return float(v["value"])
+    return None
 
 
 def _record(results) -> RunRecord:
@@ -342,10 +353,11 @@ def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
 
 
 def run_stages(rec: RunRecord) -> tuple[str | None, int | None]:
-    """The run's second stage from its settings (``rerank``: the pair scorer's spec, ``rerank_k``: K), or
-    (None, None) for a one-stage run."""
-    rerank = rec.settings.get("rerank")
-    k = rec.settings.get("rerank_k")
+    """The run's second stage from its settings (``rerank``: the pair scorer's spec, ``rerank_k``: K; a run
+    records them in ``settings.options``), or (None, None) for a one-stage run."""
+    options = rec.settings.get("options") if isinstance(rec.settings.get("options"), dict) else {}
+    rerank = rec.settings.get("rerank") or options.get("rerank")  # settings.options: what `vlbench run` records
+    k = rec.settings.get("rerank_k", options.get("rerank_k"))
     if not rerank:
         return None, None
     return str(rerank), (int(k) if isinstance(k, (int, float)) and not isinstance(k, bool) else None)
