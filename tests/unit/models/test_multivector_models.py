@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.data import write_manifest
+from support.tiny_colmodels import PIXELS, save_colpali, save_colqwen2
 
-from tests.support.data import write_manifest
-from tests.support.tiny_colmodels import PIXELS, save_colpali, save_colqwen2
 from vlbench.errors import VlbenchError
 from vlbench.metrics.scan.maxsim import TokenVectors, maxsim_matrix
 from vlbench.pipeline.runner import run
