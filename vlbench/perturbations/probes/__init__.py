@@ -22,7 +22,8 @@ the meaning); :func:`audit.audit_probes` checks them by an independent count. Se
 from __future__ import annotations
 
 from ...errors import VlbenchError
-from .make import FORMS, KIND, NEEDS_ABSENCE, PROBES, ProbeSet, check_absence_possible, make_probes, probe_text
+from .make import NEEDS_ABSENCE, PROBES, ProbeSet, check_absence_possible, make_probes, probe_text
+from .probe import FORMS, KIND
 
 FAMILIES: dict[str, list[str]] = {}
 for _name, _cls in PROBES.items():

@@ -125,7 +125,7 @@ class ImageWords:
     """What the captions of one image mention: ``forms`` (words and their base forms), ``nouns`` (noun base
     forms) and ``blocked`` (the nouns' synonyms and hypernyms)."""
 
-    __slots__ = ("forms", "nouns", "blocked", "senses", "n_captions", "_allowed")
+    __slots__ = ("forms", "nouns", "blocked", "senses", "n_captions", "_allowed", "texts", "tokens", "cache")
 
     def __init__(self, texts: Sequence[str], parsed: dict):
         forms: set = set()
@@ -145,6 +145,9 @@ class ImageWords:
         self.senses = frozenset(senses)
         self.n_captions = len(texts)
         self._allowed: dict = {}
+        self.texts = tuple(texts)
+        self.tokens = tuple(tuple(parsed.get(t, ())) for t in texts)
+        self.cache: dict = {}  # what other probes compute once per image (:mod:`.changes`)
 
     def allowed(self, vocab: tuple) -> list:
         """The words of ``vocab`` that :meth:`allows`, in vocabulary order (computed once per image and list)."""
