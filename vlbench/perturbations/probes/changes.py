@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..synonym_words import match_case, pluralize_word
+from ..synonym_words import caption_word_forms, match_case, pluralize_word
 from .absence import _SAME_COLOUR, ATTRIBUTES
 from .probe import _Probe, edit_spans
 from .slots import (
@@ -57,7 +57,7 @@ def image_relations(image: ImageWords) -> frozenset:
     if got is None:
         got = image.cache["relations"] = frozenset(
             (PREPOSITIONS[p.lower()], noun) for text, toks in zip(image.texts, image.tokens)
-            for p, _s, _e, noun in preposition_slots(text, toks))
+            for p, _s, _e, noun in preposition_slots(text, toks, stated=True))
     return got
 
 
@@ -155,11 +155,12 @@ class ReplaceRelation(_Probe):
     def make(self, text, tokens, image, vocab, rng):
         toks = tuple(tokens)
         relations = image_relations(image)
+        mine = caption_word_forms(text)  # never a word the caption already has ("walk outside outside a cafe")
         options = []
         for written, s, e, noun in preposition_slots(text, toks):
             own = PREPOSITIONS[written.lower()]
             cands = [c[0] for c in PREPOSITION_CLUSTERS if c is not own and (c, noun) not in relations
-                     and not (word_senses(c[0]) & word_senses(written.lower()))]
+                     and c[0] not in mine and not (word_senses(c[0]) & word_senses(written.lower()))]
             if cands:
                 options.append(("preposition", written, s, e, noun, [(c, c) for c in cands]))
         verbs = allowed_verbs(image, self.verbs) if any(True for _ in verb_slots(text, toks)) else []

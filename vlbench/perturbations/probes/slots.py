@@ -80,19 +80,22 @@ def attribute_slots(text: str, tokens: tuple) -> tuple:
 
 
 @lru_cache(maxsize=65536)
-def preposition_slots(text: str, tokens: tuple) -> tuple:
-    """(preposition as written, start, end, object noun base) of each spatial preposition with its object."""
+def preposition_slots(text: str, tokens: tuple, stated: bool = False) -> tuple:
+    """(preposition as written, start, end, object noun base) of each spatial preposition with its object (the
+    first noun within four words, before another preposition or verb). ``stated=True``: what the caption
+    states, read wider (any tag, every noun of the next four words), so that a replacement is never one of them."""
     infos = analyze_units(text, tokens)
     out = []
     for k, info in enumerate(infos):
         word = info.unit.text.lower()
-        if word not in PREPOSITIONS or info.tag not in ("IN", "RP", "RB"):
+        if word not in PREPOSITIONS or not (stated or info.tag in ("IN", "RP", "RB")):
             continue
         for nxt in infos[k + 1:k + 5]:
             if len(nxt.content) == 1 and nxt.content[0].tag in ("NN", "NNS") and nxt.unit.text.isalpha():
                 out.append((info.unit.text, info.unit.start, info.unit.end, noun_base(nxt.unit.text)))
-                break
-            if nxt.tag.startswith("VB") or nxt.tag == "IN":
+                if not stated:
+                    break
+            elif not stated and (nxt.tag.startswith("VB") or nxt.tag == "IN"):
                 break
     return tuple(out)
 
