@@ -2,8 +2,8 @@
 
 The generator (:mod:`.words`) decides "absent" from the spaCy parse and WordNet base forms. The audit does
 not use either: each caption is read as plain lower-case letter runs (``[a-z]+``), and a word counts as
-mentioned when it, or a form a hand plural rule gives (``s``, ``es``, ``y -> ies``, ``f/fe -> ves``, a short
-irregular table), is one of those runs. For every applied probe it checks
+mentioned when it, or a form a hand plural rule gives (``s``, ``es``, ``y -> ies``, ``f/fe -> ves``, ``-man ->
+-men``, a short irregular table), is one of those runs. For every applied probe it checks
 
 * ``negation-absent`` / ``half-truth-object`` / ``half-truth-attribute``: the denied or added word is mentioned
   by NO caption of the image (``present`` counts the failures), and shares no WordNet synset with any word of
@@ -31,7 +31,7 @@ from .make import make_probes
 
 _RUN = re.compile(r"[a-z]+")
 _IRREGULAR = {"man": "men", "woman": "women", "child": "children", "person": "people", "foot": "feet",
-              "tooth": "teeth", "mouse": "mice", "goose": "geese"}
+              "tooth": "teeth", "mouse": "mice", "goose": "geese", "ox": "oxen"}
 
 
 def plain_words(text: str) -> frozenset:
@@ -50,6 +50,8 @@ def hand_forms(word: str) -> set:
         out.add(w[:-1] + "ves")
     if w in _IRREGULAR:
         out.add(_IRREGULAR[w])
+    elif w.endswith("man") and len(w) > 3:  # policeman -> policemen, fireman -> firemen
+        out.add(w[:-3] + "men")
     return out
 
 

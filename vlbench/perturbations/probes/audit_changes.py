@@ -100,6 +100,9 @@ def check_change(name: str, caption: str, probe: str, meta: dict, image_words: f
         if name == "replace-relation" and meta["relation"] == "preposition":
             if _before_noun(image_texts, new, forms(meta["object"])):
                 fails.append("present")
+        elif name in ("replace-attribute", "antonym-attribute"):  # an adjective has no plural: the word itself
+            if new in image_words:
+                fails.append("present")
         elif (forms(new) | {written}) & image_words:
             fails.append("present")
         if name == "replace-relation" and meta["relation"] == "verb":

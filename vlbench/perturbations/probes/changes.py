@@ -5,8 +5,9 @@ that no caption of the image supports and that is never a WordNet synonym of it.
   that is no synonym, hypernym or hyponym of a noun they mention (the ``negation-absent`` rule), in the written
   number ("dogs" -> "cats") with the article fixed;
 * ``replace-attribute``: an adjective before an object noun -> another of its class (:data:`ATTRIBUTE_CLASSES`:
-  colour, size, age, state, material) that no caption of the image uses and that shares no WordNet synset with
-  a word they use (nor a shade of a colour they use);
+  colour, size, age, state, material) that no caption of the image uses, that shares no WordNet synset with
+  a word they use (nor is a shade of a colour they use), and that is not WordNet-similar to the original
+  ("small" never becomes "tiny": :func:`.slots.adjective_cluster`);
 * ``replace-relation``: a spatial preposition -> one of another cluster that no caption of the image puts before
   the same noun ("on the table" -> "under the table"), or an -ing verb -> a verb of the caption set's verbs that
   no caption of the image uses, that shares no synset with their words and is no hypernym / hyponym of their
@@ -27,10 +28,12 @@ from .slots import (
     LIGHT_VERBS,
     PREPOSITION_CLUSTERS,
     PREPOSITIONS,
+    adjective_cluster,
     antonyms,
     attribute_slots,
     object_slots,
     preposition_slots,
+    stated_relations,
     verb_base,
     verb_closure,
     verb_slots,
@@ -56,8 +59,7 @@ def image_relations(image: ImageWords) -> frozenset:
     got = image.cache.get("relations")
     if got is None:
         got = image.cache["relations"] = frozenset(
-            (PREPOSITIONS[p.lower()], noun) for text, toks in zip(image.texts, image.tokens)
-            for p, _s, _e, noun in preposition_slots(text, toks, stated=True))
+            pair for text in image.texts for pair in stated_relations(text))
     return got
 
 
@@ -115,7 +117,8 @@ class ReplaceAttribute(_Probe):
                 continue
             cands = [c for c in ATTRIBUTE_CLASSES[cls] if c != word and image.allows(c, thing=False)
                      and not any(x in image.forms for x in _SAME_COLOUR.get(c, ()))
-                     and not (word_senses(c) & word_senses(word))]
+                     and not (word_senses(c) & word_senses(word))
+                     and c not in adjective_cluster(word) and word not in adjective_cluster(c)]
             if cands:
                 options.append((written, s, e, noun, cls, cands))
         if not options:

@@ -80,24 +80,32 @@ def attribute_slots(text: str, tokens: tuple) -> tuple:
 
 
 @lru_cache(maxsize=65536)
-def preposition_slots(text: str, tokens: tuple, stated: bool = False) -> tuple:
+def preposition_slots(text: str, tokens: tuple) -> tuple:
     """(preposition as written, start, end, object noun base) of each spatial preposition with its object (the
-    first noun within four words, before another preposition or verb). ``stated=True``: what the caption
-    states, read wider (any tag, every noun of the next four words), so that a replacement is never one of them."""
+    first noun within four words, before another preposition or verb)."""
     infos = analyze_units(text, tokens)
     out = []
     for k, info in enumerate(infos):
         word = info.unit.text.lower()
-        if word not in PREPOSITIONS or not (stated or info.tag in ("IN", "RP", "RB")):
+        if word not in PREPOSITIONS or info.tag not in ("IN", "RP", "RB"):
             continue
         for nxt in infos[k + 1:k + 5]:
             if len(nxt.content) == 1 and nxt.content[0].tag in ("NN", "NNS") and nxt.unit.text.isalpha():
                 out.append((info.unit.text, info.unit.start, info.unit.end, noun_base(nxt.unit.text)))
-                if not stated:
-                    break
-            elif not stated and (nxt.tag.startswith("VB") or nxt.tag == "IN"):
+                break
+            if nxt.tag.startswith("VB") or nxt.tag == "IN":
                 break
     return tuple(out)
+
+
+@lru_cache(maxsize=65536)
+def stated_relations(text: str) -> frozenset:
+    """(preposition cluster, word base) for every spatial preposition of the caption and each of the four words
+    after it, read as plain letter runs whatever their tags ("behind a cow-like animal" states behind-cow): what a
+    relation replacement must never be."""
+    words = _ALPHA.findall(text.lower())
+    return frozenset((PREPOSITIONS[w], noun_base(x)) for k, w in enumerate(words) if w in PREPOSITIONS
+                     for x in words[k + 1:k + 5])
 
 
 @lru_cache(maxsize=65536)
@@ -119,7 +127,8 @@ def verb_slots(text: str, tokens: tuple) -> tuple:
 def count_slots(text: str, tokens: tuple) -> tuple:
     """(count, determiner start, determiner end, noun as written, noun base, noun start, noun end, verb) of each
     count slot; ``verb`` is (start, end, written) of a VBZ verb directly after a singular noun (it must agree
-    with the new plural), else None. A singular slot in a caption with any other VBZ verb is left out."""
+    with the new plural), else None. A singular slot in a caption with any other VBZ verb, or with a VBZ verb
+    after it but a preposition before it (not its subject), is left out."""
     infos = analyze_units(text, tokens)
     objects = {k: (w, b, s, e) for k, w, b, s, e in object_slots(text, tokens)}
     vbz = [k for k, i in enumerate(infos) if i.content and i.content[-1].tag == "VBZ"]
@@ -140,6 +149,8 @@ def count_slots(text: str, tokens: tuple) -> tuple:
                 continue
             verb = None
             if j + 1 < len(infos) and j + 1 in vbz:
+                if any(infos[x].tag == "IN" for x in range(k)):  # "a man with a dog is ...": not its verb
+                    continue
                 u = infos[j + 1].unit
                 verb = (u.start, u.end, u.text)
             if any(v != j + 1 for v in vbz):
@@ -202,4 +213,15 @@ def caption_counts(texts) -> frozenset:
                 out.add(NUMBER_WORDS[w])
             elif w in PAIR_WORDS:
                 out.add(2)
+    return frozenset(out)
+
+
+@lru_cache(maxsize=100_000)
+def adjective_cluster(adjective: str) -> frozenset:
+    """The lemmas of every adjective sense of ``adjective`` and of the senses WordNet lists as similar to them
+    (a head and its satellites: "small" -> "tiny", "little", "minor"...): near-synonyms a replacement avoids."""
+    out: set = set()
+    for s in _wn().synsets(adjective.lower(), "a"):
+        for t in (s, *s.similar_tos()):
+            out.update(n.lower() for n in t.lemma_names())
     return frozenset(out)
