@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..synonym_words import caption_word_forms, match_case, pluralize_word
+from ..synonym_words import match_case, pluralize_word
 from .absence import _SAME_COLOUR, ATTRIBUTES
 from .probe import _Probe, edit_spans
 from .slots import (
@@ -38,7 +38,7 @@ from .slots import (
     verb_closure,
     verb_slots,
 )
-from .words import ImageWords, word_senses
+from .words import ImageWords, text_forms, word_senses
 
 #: adjective classes of ``replace-attribute``: a replacement comes from the original's own class
 ATTRIBUTE_CLASSES = {"colour": ATTRIBUTES, "size": ("big", "small", "large", "little", "tiny", "huge", "giant"),
@@ -79,10 +79,13 @@ def allowed_verbs(image: ImageWords, vocab: tuple) -> list:
     got = image.cache.get(key)
     if got is None:
         verbs = image_verbs(image)
+        above: set = set()  # the image's verbs and all their hypernyms
+        for v in verbs:
+            above |= verb_closure(v)
         got = image.cache[key] = [
             (w, b) for w, b in vocab
             if w not in image.forms and b not in image.forms and not (word_senses(b) & image.senses)
-            and not (verb_closure(b) & verbs) and not any(b in verb_closure(v) for v in verbs)]
+            and not (verb_closure(b) & verbs) and b not in above]
     return got
 
 
@@ -158,7 +161,7 @@ class ReplaceRelation(_Probe):
     def make(self, text, tokens, image, vocab, rng):
         toks = tuple(tokens)
         relations = image_relations(image)
-        mine = caption_word_forms(text)  # never a word the caption already has ("walk outside outside a cafe")
+        mine = text_forms(text)  # never a word the caption already has ("walk outside outside a cafe")
         options = []
         for written, s, e, noun in preposition_slots(text, toks):
             own = PREPOSITIONS[written.lower()]

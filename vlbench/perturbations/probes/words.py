@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from ..base import NOUN_TAGS, Token, analyze_units
-from ..synonym_words import _morphy_all, _wn, caption_word_forms
+from ..synonym_words import _morphy_all, _wn
 
 #: nouns never denied or added: parts of a scene, quantities and picture words rather than objects one can miss
 STOP_NOUNS = frozenset("""
@@ -56,6 +56,7 @@ remote keyboard microwave oven toaster sink refrigerator book clock vase scissor
 _WORD = re.compile(r"[^\W\d_]+")
 
 
+@lru_cache(maxsize=200_000)
 def noun_base(word: str) -> str:
     """The WordNet noun base form of a lower-case word (``dogs`` -> ``dog``), the word itself when it is a
     lemma or WordNet has no reading of it."""
@@ -111,14 +112,54 @@ def is_person(noun: str) -> bool:
 def caption_nouns(text: str, tokens: Sequence[Token]) -> list[tuple[str, str, int, int]]:
     """The one-word nouns of a caption: (as written, base form, start, end) for each word unit whose only
     content token is tagged NN/NNS and is alphabetic."""
+    return list(_caption_nouns(text, tuple(tokens)))
+
+
+@lru_cache(maxsize=65536)
+def _caption_nouns(text: str, tokens: tuple) -> tuple:  # every probe of a caption reads its nouns once
     out = []
-    for info in analyze_units(text, tuple(tokens)):
+    for info in analyze_units(text, tokens):
         if len(info.content) != 1:
             continue
         tok = info.content[0]
         if tok.tag in ("NN", "NNS") and tok.text.isalpha() and len(tok.text) > 1:
             out.append((tok.text, noun_base(tok.text), tok.idx, tok.idx + len(tok.text)))
-    return out
+    return tuple(out)
+
+
+@lru_cache(maxsize=200_000)
+def _word_forms(word: str) -> frozenset:
+    return frozenset({word, *(b for p in ("n", "v", "a") for b in _morphy_all(word, p))}) if len(word) > 2 \
+        else frozenset({word})
+
+
+def text_forms(text: str) -> frozenset:
+    """:func:`vlbench.perturbations.synonym_words.caption_word_forms` (every word with its WordNet base forms as
+    noun, verb and adjective), read through a per-word cache: a word's forms are looked up once per run."""
+    out: set = set()
+    for w in _WORD.findall(text.lower()):
+        out |= _word_forms(w)
+    return frozenset(out)
+
+
+@lru_cache(maxsize=16)
+def _vocab_index(vocab: tuple) -> tuple:
+    """For a vocabulary: lemma -> the words whose hypernym closure holds it, synset name -> the words that have
+    it, and the words that are not one alphabetic run (never allowed). Built once per vocabulary, so an image's
+    allowed words come from its nouns and senses instead of a test of every word."""
+    by_closure: dict = {}
+    by_sense: dict = {}
+    bad = set()
+    for w in vocab:
+        low = w.lower()
+        if _WORD.fullmatch(low) is None:
+            bad.add(w)
+            continue
+        for lemma in closure_lemmas(low):
+            by_closure.setdefault(lemma, set()).add(w)
+        for sense in word_senses(low):
+            by_sense.setdefault(sense, set()).add(w)
+    return by_closure, by_sense, frozenset(bad)
 
 
 class ImageWords:
@@ -131,7 +172,7 @@ class ImageWords:
         forms: set = set()
         nouns: set = set()
         for text in texts:
-            forms |= caption_word_forms(text)
+            forms |= text_forms(text)
             for tok in parsed.get(text, ()):
                 if tok.tag in NOUN_TAGS and tok.text.isalpha():
                     nouns.add(noun_base(tok.text))
@@ -153,7 +194,18 @@ class ImageWords:
         """The words of ``vocab`` that :meth:`allows`, in vocabulary order (computed once per image and list)."""
         got = self._allowed.get(vocab)
         if got is None:
-            got = self._allowed[vocab] = [w for w in vocab if self.allows(w)]
+            if not GENERAL_NOUNS.isdisjoint(self.forms):
+                got = []
+            else:  # the words allows() refuses, found from the image's side through the vocabulary's index
+                by_closure, by_sense, refused = _vocab_index(vocab)
+                out = set(refused)
+                for n in self.nouns:
+                    out |= by_closure.get(n, set())
+                for sense in self.senses:
+                    out |= by_sense.get(sense, set())
+                got = [w for w in vocab if w not in out and w.lower() not in self.forms
+                       and w.lower() not in self.blocked]
+            self._allowed[vocab] = got
         return got
 
     def allows(self, word: str, *, thing: bool = True) -> bool:
