@@ -50,6 +50,22 @@ def check_absence_possible(names: Sequence[str], images: Sequence[str], unverifi
             "captions")
 
 
+def _check_input(names, captions, caption_ids, images) -> list:
+    """The probe names asked (a list or a comma-separated string), after checking them and the inputs' lengths
+    and ids."""
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PROBES]
+    if unknown:
+        raise VlbenchError(f"unknown probe {unknown[0]!r}", f"use one of {', '.join(PROBES)}")
+    if not len(captions) == len(caption_ids) == len(images):
+        raise VlbenchError(f"{len(captions)} captions, {len(caption_ids)} ids and {len(images)} images",
+                           "pass one id and one image name per caption")
+    if len({str(c) for c in caption_ids}) != len(caption_ids):
+        raise VlbenchError("caption ids are not unique", "caption ids seed the probes and must be unique")
+    return list(names)
+
+
 def make_probes(captions: Sequence[str], caption_ids: Sequence[str], images: Sequence[str],
                 names: Sequence[str] | str = tuple(PROBES), *, seed: int = 0, params: dict | None = None,
                 vocabulary: Sequence[str] | None = None, vocabulary_size: int = 300, unverified: bool = False,
@@ -60,17 +76,8 @@ def make_probes(captions: Sequence[str], caption_ids: Sequence[str], images: Seq
     labelled ``verified=False``) instead of refusing. Returns name -> :class:`ProbeSet`."""
     from ..engine import parse  # lazy: spaCy
 
-    if isinstance(names, str):
-        names = [n.strip() for n in names.split(",") if n.strip()]
-    unknown = [n for n in names if n not in PROBES]
-    if unknown:
-        raise VlbenchError(f"unknown probe {unknown[0]!r}", f"use one of {', '.join(PROBES)}")
+    names = _check_input(names, captions, caption_ids, images)
     captions, caption_ids, images = list(captions), [str(c) for c in caption_ids], [str(i) for i in images]
-    if not len(captions) == len(caption_ids) == len(images):
-        raise VlbenchError(f"{len(captions)} captions, {len(caption_ids)} ids and {len(images)} images",
-                           "pass one id and one image name per caption")
-    if len(set(caption_ids)) != len(caption_ids):
-        raise VlbenchError("caption ids are not unique", "caption ids seed the probes and must be unique")
     check_absence_possible(names, images, unverified)
     params = dict(params or {})
     objs = [PROBES[n](**params.get(n, {})) for n in names]
