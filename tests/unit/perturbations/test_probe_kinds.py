@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+
 import pytest
 
 from vlbench.perturbations import cli
@@ -80,10 +81,12 @@ def test_swap_object_exchanges_two_nouns_in_the_number_of_their_slots():
     assert ps.meta[0]["swapped"] == ["dog", "cats"] and ps.meta[0]["bases"] == ["dog", "cat"]
     ps = _probe(["An elephant next to a bus."], "swap-object")
     assert ps.texts[0] == "A bus next to an elephant."  # the articles follow the new words
+    assert _probe(["Two dogs and a cat."], "swap-object").texts[0] == "Two cats and a dog."  # the counts move
 
 
-@pytest.mark.parametrize("caption", ["A dog and a puppy.", "A dog beside a dog.", "A car behind an automobile."])
-def test_swap_object_refuses_equal_synonym_or_hypernym_nouns(caption):
+@pytest.mark.parametrize("caption", ["A dog and a puppy.", "A dog beside a dog.", "A car behind an automobile.",
+                                     "A dog and a cat.", "Dogs, cats and horses."])
+def test_swap_object_refuses_equal_synonym_or_hypernym_or_merely_coordinated_nouns(caption):
     assert not _probe([caption], "swap-object").applicable[0]
 
 

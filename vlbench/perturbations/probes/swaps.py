@@ -2,7 +2,7 @@
 
 * ``swap-object``: two object nouns of the caption exchanged, each in the number of the slot it moves to ("a dog
   chasing two cats" -> "a cat chasing two dogs"); refused when the two are the same word, share a WordNet synset
-  or one is a hypernym of the other;
+  or one is a hypernym of the other, or are only coordinated ("a dog and a cat": the swap says the same);
 * ``swap-attribute``: the adjectives of two different object nouns exchanged ("a white dog and a black cat" ->
   "a black dog and a white cat"); refused when the adjectives are equal or share a synset, or the nouns are equal;
 * ``count``: a number word changed ("two dogs" -> "three dogs"), or "a"/"an"/"one" before a singular object made
@@ -11,6 +11,8 @@
 """
 
 from __future__ import annotations
+
+import re
 
 from ..synonym_words import _morphy_all, match_case, pluralize_word
 from .probe import _Probe, edit_spans
@@ -29,13 +31,25 @@ def _inflect(base: str, plural: bool, like: str) -> str:
     return match_case(like, pluralize_word(base) if plural else base)
 
 
+_LINKS = frozenset({"and", "or", "a", "an", "the"})
+
+
+def _coordinated(text: str, a: tuple, b: tuple) -> bool:
+    """Whether two object slots in the same number are joined only by "and"/"or" and articles ("a dog and a
+    cat"): exchanging them says the same thing, so they are never swapped."""
+    same_number = (a[1].lower() != a[2]) == (b[1].lower() != b[2])
+    between = re.findall(r"[^\W\d_]+|[^\w\s]", text[a[4]:b[3]].lower())
+    return same_number and set(between) <= _LINKS | {","}
+
+
 class SwapObject(_Probe):
     """Two object nouns of the caption exchanged."""
     name, family = "swap-object", "swap"
 
     def make(self, text, tokens, image, vocab, rng):
         slots = object_slots(text, tuple(tokens))
-        pairs = [(a, b) for i, a in enumerate(slots) for b in slots[i + 1:] if not _related(a[2], b[2])]
+        pairs = [(a, b) for i, a in enumerate(slots) for b in slots[i + 1:]
+                 if not _related(a[2], b[2]) and not _coordinated(text, a, b)]
         if not pairs:
             return None
         (_, wa, ba, sa, ea), (_, wb, bb, sb, eb) = rng.choice(pairs)
