@@ -5,9 +5,10 @@
 
 In one process, on the same captions (default: the 25,000 MS-COCO 5k test captions): spaCy and WordNet are
 loaded first (not timed), then ``perturb_captions`` makes the 13 meaning-preserving perturbations (its spaCy
-tagging timed apart; the synonyms with their default MiniLM guard, or ``--guard-off``), then ``make_probes`` makes the 11 probes from the SAME tagging (the parse shared, done once
-per caption). Prints, for each side, the wall and CPU seconds without the tagging and the milliseconds per
-output (per perturbation of a caption, per probe of a caption), and the 1-minute load average before and after.
+tagging timed apart; the synonyms with their default MiniLM guard, or ``--guard-off``), then ``make_probes``
+makes the 11 probes from the SAME tagging (the parse shared, done once per caption); ``--probes-first`` swaps
+the order. Prints, for each side, the wall and CPU seconds without the tagging and the milliseconds per output
+(per perturbation of a caption, per probe of a caption), and the 1-minute load average before and after.
 The goal (issue 46): a probe costs no more than a perturbation. Nothing is written unless ``--json FILE``.
 """
 
