@@ -162,14 +162,14 @@ class ReplaceRelation(_Probe):
         toks = tuple(tokens)
         relations = image_relations(image)
         mine = text_forms(text)  # never a word the caption already has ("walk outside outside a cafe")
-        options = []
+        options: list[tuple] = []
         for written, s, e, noun in preposition_slots(text, toks):
             own = PREPOSITIONS[written.lower()]
             cands = [c[0] for c in PREPOSITION_CLUSTERS if c is not own and (c, noun) not in relations
                      and c[0] not in mine and not (word_senses(c[0]) & word_senses(written.lower()))]
             if cands:
                 options.append(("preposition", written, s, e, noun, [(c, c) for c in cands]))
-        verbs = allowed_verbs(image, self.verbs) if any(True for _ in verb_slots(text, toks)) else []
+        verbs = allowed_verbs(image, self.verbs) if verb_slots(text, toks) else []
         for written, s, e, base in verb_slots(text, toks):
             cands = [v for v in verbs if v[1] != base and not (word_senses(v[1]) & word_senses(base))]
             if cands:

@@ -193,7 +193,7 @@ def antonyms(adjective: str) -> tuple:
     """The one-word WordNet antonyms of ``adjective`` (any adjective sense whose lemma is the word; words of
     amount left out), sorted."""
     w = adjective.lower()
-    out = set()
+    out: set = set()
     for s in _wn().synsets(w, "a"):
         for lemma in s.lemmas():
             if lemma.name().lower() == w:
