@@ -88,8 +88,16 @@ def closure_lemmas(noun: str) -> frozenset:
 
 @lru_cache(maxsize=200_000)
 def word_senses(word: str) -> frozenset:
-    """The names of every WordNet synset (any part of speech) of ``word``."""
-    return frozenset(s.name() for s in _wn().synsets(word))
+    """Every WordNet synset (any part of speech) of ``word``, as (part of speech, offset) pairs: the synsets
+    ``wordnet.synsets(word)`` gives, read from WordNet's lemma index without parsing the synsets themselves
+    (the probes only compare these sets; a satellite adjective is one synset under "a" and "s")."""
+    wn = _wn()
+    index = getattr(wn, "_lemma_pos_offset_map", None)
+    if index is None or not hasattr(wn, "_morphy"):  # another NLTK: the public, slower path
+        return frozenset((s.pos().replace("s", "a"), s.offset()) for s in wn.synsets(word))
+    low = word.lower()
+    return frozenset(("a" if pos == "s" else pos, offset) for pos in ("n", "v", "a", "r", "s")
+                     for form in wn._morphy(low, pos) for offset in index.get(form, {}).get(pos, ()))
 
 
 @lru_cache(maxsize=100_000)
