@@ -2,8 +2,8 @@
 
 The generator (:mod:`.words`) decides "absent" from the spaCy parse and WordNet base forms. The audit does
 not use either: each caption is read as plain lower-case letter runs (``[a-z]+``), and a word counts as
-mentioned when it, or a form a hand plural rule gives (``s``, ``es``, ``y -> ies``, ``f/fe -> ves``, ``-man ->
--men``, a short irregular table), is one of those runs. For every applied probe it checks
+mentioned when it, or a form a hand plural rule gives (``s``, ``es``, ``s -> sses``, ``y -> ies``, ``f/fe ->
+ves``, ``-man -> -men``, a short irregular table), is one of those runs. For every applied probe it checks
 
 * ``negation-absent`` / ``half-truth-object`` / ``half-truth-attribute``: the denied or added word is mentioned
   by NO caption of the image (``present`` counts the failures), and shares no WordNet synset with any word of
@@ -42,6 +42,8 @@ def hand_forms(word: str) -> set:
     """A noun or adjective with the plural forms a hand rule gives."""
     w = word.lower()
     out = {w, w + "s", w + "es"}
+    if w.endswith("s"):  # bus -> busses
+        out.add(w + "ses")
     if w.endswith("y"):
         out.add(w[:-1] + "ies")
     if w.endswith("fe"):

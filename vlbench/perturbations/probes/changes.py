@@ -13,7 +13,7 @@ that no caption of the image supports and that is never a WordNet synonym of it.
   no caption of the image uses, that shares no synset with their words and is no hypernym / hyponym of their
   verbs;
 * ``antonym-attribute``: an adjective -> a WordNet antonym of it ("a small dog" -> "a large dog") that no
-  caption of the image uses.
+  caption of the image uses and that is not also a synonym of it in another sense ("hungry" / "thirsty").
 """
 
 from __future__ import annotations
@@ -197,7 +197,8 @@ class AntonymAttribute(_Probe):
     def make(self, text, tokens, image, vocab, rng):
         options = []
         for written, s, e, noun in attribute_slots(text, tuple(tokens)):
-            cands = [a for a in antonyms(written) if a not in image.forms]
+            cands = [a for a in antonyms(written) if a not in image.forms  # "hungry" / "thirsty": also synonyms
+                     and not (word_senses(a) & word_senses(written.lower()))]
             if cands:
                 options.append((written, s, e, noun, cands))
         if not options:

@@ -102,10 +102,11 @@ def preposition_slots(text: str, tokens: tuple) -> tuple:
 def stated_relations(text: str) -> frozenset:
     """(preposition cluster, word base) for every spatial preposition of the caption and each of the four words
     after it, read as plain letter runs whatever their tags ("behind a cow-like animal" states behind-cow): what a
-    relation replacement must never be."""
+    relation replacement must never be. Each word stands as written and as every WordNet noun base form of it
+    ("hands" is a WordNet lemma of its own, and a plural of "hand")."""
     words = _ALPHA.findall(text.lower())
-    return frozenset((PREPOSITIONS[w], noun_base(x)) for k, w in enumerate(words) if w in PREPOSITIONS
-                     for x in words[k + 1:k + 5])
+    return frozenset((PREPOSITIONS[w], base) for k, w in enumerate(words) if w in PREPOSITIONS
+                     for x in words[k + 1:k + 5] for base in (x, noun_base(x), *_morphy_all(x, "n")))
 
 
 @lru_cache(maxsize=65536)
