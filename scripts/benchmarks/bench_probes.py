@@ -7,7 +7,10 @@ In one process, on the same captions (default: the 25,000 MS-COCO 5k test captio
 loaded first (not timed), then ``perturb_captions`` makes the 13 meaning-preserving perturbations (its spaCy
 tagging timed apart; the synonyms with their default MiniLM guard, or ``--guard-off``), then ``make_probes``
 makes the 11 probes from the SAME tagging (the parse shared, done once per caption); ``--probes-first`` swaps
-the order. Prints, for each side, the wall and CPU seconds without the tagging and the milliseconds per output
+the order. Before each side every cache of vlbench.perturbations and WordNet's parsed synsets are cleared, so
+neither side inherits the other's warm caches (``--warm`` keeps them). The synonym guard's MiniLM vectors are
+cached on disk by vlbench: point VLBENCH_CACHE_DIR at an empty folder to have them computed. Prints, for each
+side, the wall and CPU seconds without the tagging and the milliseconds per output
 (per perturbation of a caption, per probe of a caption), and the 1-minute load average before and after.
 The goal (issue 46): a probe costs no more than a perturbation. Nothing is written unless ``--json FILE``.
 """
@@ -33,6 +36,21 @@ def _load() -> float | None:
         return None
 
 
+def _cold() -> None:
+    """Forget what the other side left warm: every lru/cache of vlbench.perturbations (word units, word forms,
+    WordNet closures...) and the synsets NLTK's WordNet reader has parsed (its private cache; kept when absent)."""
+    from vlbench.lang import wordnet
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("vlbench.perturbations") and module is not None:
+            for obj in vars(module).values():
+                if callable(getattr(obj, "cache_clear", None)):
+                    obj.cache_clear()
+    cache = getattr(wordnet(), "_synset_offset_cache", None)
+    if cache is not None:
+        cache.clear()
+
+
 def _clock():
     return time.perf_counter(), time.process_time()
 
@@ -49,6 +67,9 @@ def main() -> int:
     ap.add_argument("--guard-off", action="store_true",
                     help="the two synonym perturbations without their MiniLM semantic guard (the cheapest "
                          "perturbations: the strictest comparison for the probes)")
+    ap.add_argument("--warm", action="store_true",
+                    help="let the second side find the first side's caches warm (default: every cache of "
+                         "vlbench.perturbations and WordNet's parsed synsets are cleared before each side)")
     args = ap.parse_args()
 
     import vlbench.perturbations as P
@@ -84,6 +105,8 @@ def main() -> int:
     probe: dict = {}
 
     def run_perturbations():
+        if not args.warm:
+            _cold()
         engine.parse = timed_parse
         w0, c0 = _clock()
         params = {n: {"guard": "off"} for n in ("synonym-noun", "synonym-adjective")} if args.guard_off else None
@@ -98,6 +121,8 @@ def main() -> int:
             shared.update(real_parse(missing))
             timings["parse_wall"] += time.perf_counter() - w
             timings["parse_cpu"] += time.process_time() - c
+        if not args.warm:
+            _cold()
         w1, c1 = _clock()
         probe["sets"] = make_probes(captions, ids, images, seed=args.seed, parsed=shared)
         probe["wall"], probe["cpu"] = time.perf_counter() - w1, time.process_time() - c1
@@ -123,6 +148,7 @@ def main() -> int:
         "dataset": ds.name, "n_captions": n, "n_images": len(set(images)), "seed": args.seed,
         "order": "probes first" if args.probes_first else "perturbations first",
         "synonym_guard": "off" if args.guard_off else "minilm (default)",
+        "caches": "warm from the first side" if args.warm else "cleared before each side",
         "cpu_count": os.cpu_count(), "python": platform.python_version(),
         "load_average_1min": {"before": load_before, "after": load_after},
         "tagging": {"wall_s": round(timings["parse_wall"], 2), "cpu_s": round(timings["parse_cpu"], 2),
@@ -138,7 +164,8 @@ def main() -> int:
     assert list(probes) == list(PROBES)
     pr, pp = report["perturbations"], report["probes"]
     print(f"{ds.name}: {n} captions of {report['n_images']} images, {os.cpu_count()} CPU core(s), load average "
-          f"{load_before} before, {load_after} after; {report['order']}; synonym guard {report['synonym_guard']}")
+          f"{load_before} before, {load_after} after; {report['order']}; synonym guard {report['synonym_guard']}; "
+          f"caches {report['caches']}")
     print(f"  spaCy tagging (once, shared)   {timings['parse_wall']:7.1f} s wall  {timings['parse_cpu']:7.1f} s CPU")
     print(f"  {pr['names']} perturbations x {n}      {pr['wall_s']:7.1f} s wall  {pr['cpu_s']:7.1f} s CPU   "
           f"{pr['ms_per_output_wall']:.4f} ms / perturbation (CPU {pr['ms_per_output_cpu']:.4f})")
