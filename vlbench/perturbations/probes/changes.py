@@ -19,6 +19,7 @@ that no caption of the image supports and that is never a WordNet synonym of it.
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 
 from ..synonym_words import match_case, pluralize_word
 from .absence import _SAME_COLOUR, ATTRIBUTES
@@ -73,19 +74,36 @@ def image_verbs(image: ImageWords) -> frozenset:
     return got
 
 
+@lru_cache(maxsize=8)
+def _verb_index(vocab: tuple) -> tuple:
+    """For a verb vocabulary: synset -> the bases that have it, lemma -> the bases whose hypernym closure holds it
+    (built once per vocabulary, so an image's refused verbs come from its own senses and verbs)."""
+    by_sense: dict = {}
+    by_closure: dict = {}
+    for _w, b in vocab:
+        for sense in word_senses(b):
+            by_sense.setdefault(sense, set()).add(b)
+        for lemma in verb_closure(b):
+            by_closure.setdefault(lemma, set()).add(b)
+    return by_sense, by_closure
+
+
 def allowed_verbs(image: ImageWords, vocab: tuple) -> list:
-    """The (written, base) verbs of ``vocab`` the image's captions do not support (computed once per image)."""
+    """The (written, base) verbs of ``vocab`` the image's captions do not support (computed once per image): not
+    used by a caption, sharing no synset with their words, neither a hypernym nor a hyponym of their verbs."""
     key = ("allowed_verbs", vocab)
     got = image.cache.get(key)
     if got is None:
         verbs = image_verbs(image)
-        above: set = set()  # the image's verbs and all their hypernyms
+        by_sense, by_closure = _verb_index(vocab)
+        refused: set = set()  # the image's verbs and all their hypernyms, and the bases the index refuses
         for v in verbs:
-            above |= verb_closure(v)
-        got = image.cache[key] = [
-            (w, b) for w, b in vocab
-            if w not in image.forms and b not in image.forms and not (word_senses(b) & image.senses)
-            and not (verb_closure(b) & verbs) and b not in above]
+            refused |= verb_closure(v)
+            refused |= by_closure.get(v, set())
+        for sense in image.senses:
+            refused |= by_sense.get(sense, set())
+        got = image.cache[key] = [(w, b) for w, b in vocab
+                                  if w not in image.forms and b not in image.forms and b not in refused]
     return got
 
 
