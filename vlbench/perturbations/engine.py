@@ -96,7 +96,9 @@ def resolve(spec: str | list[str] | tuple[str, ...]) -> list[str]:
 #: the names, families and kind of the meaning-changing probes (vlbench.perturbations.probes, which imports this
 #: module: the names are repeated here, and a test keeps the two equal)
 PROBE_NAMES = frozenset({"negation-absent", "negation-present", "half-truth-object", "half-truth-attribute",
-                         "negation", "half-truth", "sensitivity"})
+                         "replace-object", "replace-attribute", "replace-relation", "swap-object", "swap-attribute",
+                         "count", "antonym-attribute",
+                         "negation", "half-truth", "replace", "swap", "antonym", "sensitivity"})
 
 
 def _refuse_probe(item: str) -> None:

@@ -13,16 +13,25 @@ by image.
   contradiction: the original must win);
 * ``half-truth-object`` (family half-truth): "<caption> next to a <obj>." with an absent object;
 * ``half-truth-attribute`` (family half-truth): a colour no caption mentions before an unmodified noun.
+* ``replace-object``, ``replace-attribute``, ``replace-relation`` (family replace, :mod:`.changes`): a noun, an
+  adjective, or a spatial preposition / -ing verb replaced by one no caption of the image supports and that is
+  never a WordNet synonym of it;
+* ``swap-object``, ``swap-attribute`` (family swap, :mod:`.swaps`): two nouns, or the adjectives of two nouns,
+  exchanged;
+* ``count`` (family count): a number changed to one no caption of the image gives ("a dog" -> "three dogs");
+* ``antonym-attribute`` (family antonym): an adjective replaced by a WordNet antonym no caption uses.
 
 Each applied probe records ``meta`` (what was denied or added, against how many captions, and why that changes
-the meaning); :func:`audit.audit_probes` checks them by an independent count. See docs/perturbations.md,
+the meaning); :func:`audit.audit_probes` checks them by an independent count (:mod:`.audit_changes` for the
+replace, swap, count and antonym probes). See docs/perturbations.md,
 "Meaning-changing probes".
 """
 
 from __future__ import annotations
 
 from ...errors import VlbenchError
-from .make import FORMS, KIND, NEEDS_ABSENCE, PROBES, ProbeSet, check_absence_possible, make_probes, probe_text
+from .make import NEEDS_ABSENCE, PROBES, ProbeSet, check_absence_possible, make_probes, probe_text
+from .probe import FORMS, KIND
 
 FAMILIES: dict[str, list[str]] = {}
 for _name, _cls in PROBES.items():
@@ -31,9 +40,9 @@ del _name, _cls
 
 
 def resolve_probes(spec: str) -> list[str] | None:
-    """Probe names for a ``--perturb`` spec made only of probe names, their families (negation, half-truth)
-    or "sensitivity" (all four); None when the spec names no probe. A spec mixing probes and meaning-preserving
-    perturbations is refused (they are different kinds, scored apart)."""
+    """Probe names for a ``--perturb`` spec made only of probe names, their families (negation, half-truth,
+    replace, swap, count, antonym) or "sensitivity" (all of them); None when the spec names no probe. A spec
+    mixing probes and meaning-preserving perturbations is refused (they are different kinds, scored apart)."""
     items = [s.strip() for s in spec.split(",") if s.strip()]
     out: list[str] = []
     other: list[str] = []

@@ -2,8 +2,8 @@
 
 The generator (:mod:`.words`) decides "absent" from the spaCy parse and WordNet base forms. The audit does
 not use either: each caption is read as plain lower-case letter runs (``[a-z]+``), and a word counts as
-mentioned when it, or a form a hand plural rule gives (``s``, ``es``, ``y -> ies``, ``f/fe -> ves``, a short
-irregular table), is one of those runs. For every applied probe it checks
+mentioned when it, or a form a hand plural rule gives (``s``, ``es``, ``s -> sses``, ``y -> ies``, ``f/fe ->
+ves``, ``-man -> -men``, a short irregular table), is one of those runs. For every applied probe it checks
 
 * ``negation-absent`` / ``half-truth-object`` / ``half-truth-attribute``: the denied or added word is mentioned
   by NO caption of the image (``present`` counts the failures), and shares no WordNet synset with any word of
@@ -11,6 +11,7 @@ irregular table), is one of those runs. For every applied probe it checks
 * ``negation-present``: the denied word IS mentioned by the probed caption itself (``not_in_caption``);
 * every probe: the probe text holds the denied / added word and the original words in order (``text``).
 
+The replace, swap, count and antonym probes are checked by :mod:`.audit_changes` (same plain reading).
 With ``repeat=True`` the probes are made a second time and compared (``deterministic``). Run it on a caption
 file (one ``{"image", "captions"}`` object a line): ``python -m vlbench.perturbations.probes.audit FILE``.
 """
@@ -25,11 +26,12 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from ...lang import wordnet
+from .audit_changes import CHANGE_PROBES, CHECKS, check_change
 from .make import make_probes
 
 _RUN = re.compile(r"[a-z]+")
 _IRREGULAR = {"man": "men", "woman": "women", "child": "children", "person": "people", "foot": "feet",
-              "tooth": "teeth", "mouse": "mice", "goose": "geese"}
+              "tooth": "teeth", "mouse": "mice", "goose": "geese", "ox": "oxen"}
 
 
 def plain_words(text: str) -> frozenset:
@@ -40,6 +42,8 @@ def hand_forms(word: str) -> set:
     """A noun or adjective with the plural forms a hand rule gives."""
     w = word.lower()
     out = {w, w + "s", w + "es"}
+    if w.endswith("s"):  # bus -> busses
+        out.add(w + "ses")
     if w.endswith("y"):
         out.add(w[:-1] + "ies")
     if w.endswith("fe"):
@@ -48,6 +52,8 @@ def hand_forms(word: str) -> set:
         out.add(w[:-1] + "ves")
     if w in _IRREGULAR:
         out.add(_IRREGULAR[w])
+    elif w.endswith("man") and len(w) > 3:  # policeman -> policemen, fireman -> firemen
+        out.add(w[:-3] + "men")
     return out
 
 
@@ -78,14 +84,22 @@ def _in_order(original: str, probe: str) -> bool:
 def audit_probes(captions: Sequence[str], images: Sequence[str], sets: dict, examples: int = 3) -> dict:
     """Per probe: counts of applied probes, not-applicable rate and each check's failures (with examples)."""
     words_of: dict[str, set] = {}
+    texts_of: dict[str, list] = {}
     for cap, img in zip(captions, images):
         words_of.setdefault(str(img), set()).update(plain_words(cap) if isinstance(cap, str) else ())
+        texts_of.setdefault(str(img), []).append(cap if isinstance(cap, str) else "")
     frozen = {img: frozenset(w) for img, w in words_of.items()}
     out = {}
     for name, ps in sets.items():
         fails: dict[str, list] = {"present": [], "synonym": [], "not_in_caption": [], "text": []}
+        if name in CHANGE_PROBES:
+            fails = {k: [] for k in CHECKS}
         for i, (cap, img, new, ok, meta) in enumerate(zip(captions, images, ps.texts, ps.applicable, ps.meta)):
             if not ok:
+                continue
+            if name in CHANGE_PROBES:
+                for key in check_change(name, cap, new, meta, frozen[str(img)], texts_of[str(img)], hand_forms):
+                    fails[key].append(f"{ps.caption_ids[i]}: {cap!r} -> {new!r}")
                 continue
             word = meta.get("as_written") or meta.get("denied") or meta.get("added")
             if word is None or word.lower() not in plain_words(new) or not _in_order(cap, new):

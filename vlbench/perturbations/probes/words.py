@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from ..base import NOUN_TAGS, Token, analyze_units
-from ..synonym_words import _morphy_all, _wn, caption_word_forms
+from ..synonym_words import _morphy_all, _wn
 
 #: nouns never denied or added: parts of a scene, quantities and picture words rather than objects one can miss
 STOP_NOUNS = frozenset("""
@@ -56,6 +56,7 @@ remote keyboard microwave oven toaster sink refrigerator book clock vase scissor
 _WORD = re.compile(r"[^\W\d_]+")
 
 
+@lru_cache(maxsize=200_000)
 def noun_base(word: str) -> str:
     """The WordNet noun base form of a lower-case word (``dogs`` -> ``dog``), the word itself when it is a
     lemma or WordNet has no reading of it."""
@@ -87,8 +88,16 @@ def closure_lemmas(noun: str) -> frozenset:
 
 @lru_cache(maxsize=200_000)
 def word_senses(word: str) -> frozenset:
-    """The names of every WordNet synset (any part of speech) of ``word``."""
-    return frozenset(s.name() for s in _wn().synsets(word))
+    """Every WordNet synset (any part of speech) of ``word``, as (part of speech, offset) pairs: the synsets
+    ``wordnet.synsets(word)`` gives, read from WordNet's lemma index without parsing the synsets themselves
+    (the probes only compare these sets; a satellite adjective is one synset under "a" and "s")."""
+    wn = _wn()
+    index = getattr(wn, "_lemma_pos_offset_map", None)
+    if index is None or not hasattr(wn, "_morphy"):  # another NLTK: the public, slower path
+        return frozenset((s.pos().replace("s", "a"), s.offset()) for s in wn.synsets(word))
+    low = word.lower()
+    return frozenset(("a" if pos == "s" else pos, offset) for pos in ("n", "v", "a", "r", "s")
+                     for form in wn._morphy(low, pos) for offset in index.get(form, {}).get(pos, ()))
 
 
 @lru_cache(maxsize=100_000)
@@ -111,27 +120,67 @@ def is_person(noun: str) -> bool:
 def caption_nouns(text: str, tokens: Sequence[Token]) -> list[tuple[str, str, int, int]]:
     """The one-word nouns of a caption: (as written, base form, start, end) for each word unit whose only
     content token is tagged NN/NNS and is alphabetic."""
+    return list(_caption_nouns(text, tuple(tokens)))
+
+
+@lru_cache(maxsize=65536)
+def _caption_nouns(text: str, tokens: tuple) -> tuple:  # every probe of a caption reads its nouns once
     out = []
-    for info in analyze_units(text, tuple(tokens)):
+    for info in analyze_units(text, tokens):
         if len(info.content) != 1:
             continue
         tok = info.content[0]
         if tok.tag in ("NN", "NNS") and tok.text.isalpha() and len(tok.text) > 1:
             out.append((tok.text, noun_base(tok.text), tok.idx, tok.idx + len(tok.text)))
-    return out
+    return tuple(out)
+
+
+@lru_cache(maxsize=200_000)
+def _word_forms(word: str) -> frozenset:
+    return frozenset({word, *(b for p in ("n", "v", "a") for b in _morphy_all(word, p))}) if len(word) > 2 \
+        else frozenset({word})
+
+
+def text_forms(text: str) -> frozenset:
+    """:func:`vlbench.perturbations.synonym_words.caption_word_forms` (every word with its WordNet base forms as
+    noun, verb and adjective), read through a per-word cache: a word's forms are looked up once per run."""
+    out: set = set()
+    for w in _WORD.findall(text.lower()):
+        out |= _word_forms(w)
+    return frozenset(out)
+
+
+@lru_cache(maxsize=16)
+def _vocab_index(vocab: tuple) -> tuple:
+    """For a vocabulary: lemma -> the words whose hypernym closure holds it, synset name -> the words that have
+    it, and the words that are not one alphabetic run (never allowed). Built once per vocabulary, so an image's
+    allowed words come from its nouns and senses instead of a test of every word."""
+    by_closure: dict = {}
+    by_sense: dict = {}
+    bad = set()
+    for w in vocab:
+        low = w.lower()
+        if _WORD.fullmatch(low) is None:
+            bad.add(w)
+            continue
+        for lemma in closure_lemmas(low):
+            by_closure.setdefault(lemma, set()).add(w)
+        for sense in word_senses(low):
+            by_sense.setdefault(sense, set()).add(w)
+    return by_closure, by_sense, frozenset(bad)
 
 
 class ImageWords:
     """What the captions of one image mention: ``forms`` (words and their base forms), ``nouns`` (noun base
     forms) and ``blocked`` (the nouns' synonyms and hypernyms)."""
 
-    __slots__ = ("forms", "nouns", "blocked", "senses", "n_captions", "_allowed")
+    __slots__ = ("forms", "nouns", "blocked", "senses", "n_captions", "_allowed", "texts", "tokens", "cache")
 
     def __init__(self, texts: Sequence[str], parsed: dict):
         forms: set = set()
         nouns: set = set()
         for text in texts:
-            forms |= caption_word_forms(text)
+            forms |= text_forms(text)
             for tok in parsed.get(text, ()):
                 if tok.tag in NOUN_TAGS and tok.text.isalpha():
                     nouns.add(noun_base(tok.text))
@@ -145,12 +194,26 @@ class ImageWords:
         self.senses = frozenset(senses)
         self.n_captions = len(texts)
         self._allowed: dict = {}
+        self.texts = tuple(texts)
+        self.tokens = tuple(tuple(parsed.get(t, ())) for t in texts)
+        self.cache: dict = {}  # what other probes compute once per image (:mod:`.changes`)
 
     def allowed(self, vocab: tuple) -> list:
         """The words of ``vocab`` that :meth:`allows`, in vocabulary order (computed once per image and list)."""
         got = self._allowed.get(vocab)
         if got is None:
-            got = self._allowed[vocab] = [w for w in vocab if self.allows(w)]
+            if not GENERAL_NOUNS.isdisjoint(self.forms):
+                got = []
+            else:  # the words allows() refuses, found from the image's side through the vocabulary's index
+                by_closure, by_sense, refused = _vocab_index(vocab)
+                out = set(refused)
+                for n in self.nouns:
+                    out |= by_closure.get(n, set())
+                for sense in self.senses:
+                    out |= by_sense.get(sense, set())
+                got = [w for w in vocab if w not in out and w.lower() not in self.forms
+                       and w.lower() not in self.blocked]
+            self._allowed[vocab] = got
         return got
 
     def allows(self, word: str, *, thing: bool = True) -> bool:
