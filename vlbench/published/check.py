@@ -355,7 +355,8 @@ def check_run(results, *, tolerance: float = TOLERANCE) -> CheckReport:
 def run_stages(rec: RunRecord) -> tuple[str | None, int | None]:
     """The run's second stage from its settings (``rerank``: the pair scorer's spec, ``rerank_k``: K; a run
     records them in ``settings.options``), or (None, None) for a one-stage run."""
-    options = rec.settings.get("options") if isinstance(rec.settings.get("options"), dict) else {}
+    stored = rec.settings.get("options")
+    options: dict = stored if isinstance(stored, dict) else {}
     rerank = rec.settings.get("rerank") or options.get("rerank")  # settings.options: what `vlbench run` records
     k = rec.settings.get("rerank_k", options.get("rerank_k"))
     if not rerank:
