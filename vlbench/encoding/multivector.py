@@ -102,49 +102,78 @@ def _encode(keys: list[str], modality: str, inputs, encode, store: TokenStore | 
     return TokenVectors.from_items([got[k] for k in keys]), len(todo), len(first) - len(todo), seconds
 
 
+def image_tokens(session, paths: list, *, batch_size: int = 8, store: TokenStore | None = None) -> TokenVectors:
+    """The token vectors of image files (in order), each file content once, counted in the session's statistics."""
+    model, stats = session.model, session.stats
+    t0 = time.perf_counter()
+    img, enc, cached, fwd = _encode([item_key(file_key(p)) for p in paths], "image", lambda i: load_image(paths[i]),
+                                    lambda batch: _real(model).encode_image_tokens(batch), store, batch_size,
+                                    "images")
+    stats.images_encoded += enc
+    stats.images_cached += cached
+    stats.images_decoded += enc
+    stats.image_forward_seconds += fwd
+    stats.image_seconds += time.perf_counter() - t0
+    return img
+
+
+def caption_tokens(session, texts: list[str], keys: list[str], *, batch_size: int = 32,
+                   store: TokenStore | None = None) -> TokenVectors:
+    """The token vectors of captions (in order), each distinct key (the model's token ids) once, counted."""
+    model, stats = session.model, session.stats
+    t0 = time.perf_counter()
+    txt, enc, cached, fwd = _encode([item_key(k) for k in keys], "text", lambda i: texts[i],
+                                    lambda batch: _real(model).encode_text_tokens(batch), store, batch_size,
+                                    "captions")
+    stats.texts_total += len(texts)
+    stats.texts_distinct += enc + cached
+    stats.texts_encoded += enc
+    stats.texts_cached += cached
+    stats.text_forward_seconds += fwd
+    stats.text_seconds += time.perf_counter() - t0
+    return txt
+
+
 def encode_multivector(session, paths: list, texts: list[str], keys: list[str], *, batch_size: int = 8,
                        store: TokenStore | None = None) -> tuple[TokenVectors, TokenVectors]:
     """The gallery's and the captions' token vectors (in the run's order), each image and each distinct caption
     (by ``keys``, the model's token ids) once; the session's statistics count what was encoded and cached."""
-    model, stats = session.model, session.stats
-    t0 = time.perf_counter()
-    img, enc_i, cached_i, fwd_i = _encode([item_key(file_key(p)) for p in paths], "image",
-                                          lambda i: load_image(paths[i]),
-                                          lambda batch: _real(model).encode_image_tokens(batch), store, batch_size,
-                                          "images")
-    stats.images_encoded += enc_i
-    stats.images_cached += cached_i
-    stats.images_decoded += enc_i
-    stats.image_forward_seconds += fwd_i
-    stats.image_seconds += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    txt, enc_t, cached_t, fwd_t = _encode([item_key(k) for k in keys], "text", lambda i: texts[i],
-                                          lambda batch: _real(model).encode_text_tokens(batch), store,
-                                          max(batch_size, 32), "captions")
-    stats.texts_total += len(texts)
-    stats.texts_distinct += enc_t + cached_t
-    stats.texts_encoded += enc_t
-    stats.texts_cached += cached_t
-    stats.text_forward_seconds += fwd_t
-    stats.text_seconds += time.perf_counter() - t0
+    img = image_tokens(session, paths, batch_size=batch_size, store=store)
+    txt = caption_tokens(session, texts, keys, batch_size=max(batch_size, 32), store=store)
     if img.dim != txt.dim:
         raise VlbenchError(f"the model gives image token vectors of size {img.dim} but caption token vectors of "
                            f"size {txt.dim}", "a multi-vector model maps both sides into one token space")
     return img, txt
 
 
+def encode_injected(session, conditions: list, truncate, *, batch_size: int = 8,
+                    store: TokenStore | None = None) -> dict[str, tuple]:
+    """{gallery condition (--distractors): (its injected images' token vectors or None, its injected captions'
+    or None)}, through the token store (a clean image or caption injected again is not encoded again);
+    ``truncate``: the run's caption truncation (--truncate-chars)."""
+    out = {}
+    for c in conditions:
+        d = c.gallery
+        img = image_tokens(session, list(d.images), batch_size=batch_size, store=store) if d.images else None
+        texts = truncate(list(d.captions))
+        txt = caption_tokens(session, texts, list(session.model.text_keys(texts)), batch_size=max(batch_size, 32),
+                             store=store) if texts else None
+        out[c.name] = (img, txt)
+    return out
+
+
 GIB = float(1 << 30)
 
 
 def check_memory(n_images: int, image_tokens: int, caption_tokens: list[int], dim: int, budget_gb: float,
-                 spec: str, galleries: int = 1) -> dict:
+                 spec: str, galleries: int = 1, injected: int = 0) -> dict:
     """The memory the run's token vectors and the MaxSim scan will hold (bytes, :func:`plan_bytes`), refused
     before encoding when it is above ``budget_gb``; ``image_tokens``: the most tokens one image can have (the
     model's largest resolution); ``galleries``: the clean gallery and one per image condition (each corrupted
-    gallery holds its own token vectors)."""
+    gallery holds its own token vectors); ``injected``: distractor images (--distractors), held once."""
     longest = max(caption_tokens, default=1)
-    need = plan_bytes(n_images, image_tokens, len(caption_tokens), longest, dim)
-    need["images"] *= galleries
+    need = plan_bytes(n_images + injected, image_tokens, len(caption_tokens), longest, dim)
+    need["images"] = need["per_image"] * (n_images * galleries + injected)
     need["galleries"] = galleries
     need["captions"] = 4 * dim * int(sum(caption_tokens))  # the captions' real token counts
     total = need["images"] + need["captions"] + need["scan"]
@@ -154,6 +183,7 @@ def check_memory(n_images: int, image_tokens: int, caption_tokens: list[int], di
             f"model {spec!r} keeps {image_tokens:,} token vectors of {dim} floats per image "
             f"({need['per_image'] / 2**20:.2f} MiB per image): {n_images:,} images"
             + (f" in {galleries} galleries (clean and {galleries - 1} image condition(s))" if galleries > 1 else "")
+            + (f" and {injected:,} injected distractor images" if injected else "")
             + f" take "
             f"{need['images'] / GIB:.2f} GiB, the captions {need['captions'] / GIB:.2f} GiB and the MaxSim scan "
             f"{need['scan'] / GIB:.2f} GiB, {total / GIB:.2f} GiB in all, above the budget of {budget_gb:g} GiB "
@@ -227,22 +257,22 @@ def refuse_unsupported(cfg, plan, world: int) -> None:
     """What a multi-vector run does not do yet, refused before anything is encoded."""
     unsupported = [what for what, on in (("shortcut probes (--shortcuts)",
                                           any(c.kind == "shortcut" for c in plan.variants)),
-                                         ("gallery distractors (--distractors)", cfg.distractors),
                                          ("a relevance model (--relevance, --graded minilm)",
                                           cfg.relevance not in (None, "self") or "minilm" in cfg.graded),
                                          ("torchrun", world > 1)) if on]
     if unsupported:
         raise VlbenchError(f"a multi-vector model ({cfg.model_opts.model}) cannot run with "
                            f"{', '.join(unsupported)} yet", "run it without them; caption perturbations, image "
-                           "corruptions (--perturb-images), --limit, --score-block and the metrics work "
-                           "(docs/models.md, 'Multi-vector models')")
+                           "corruptions (--perturb-images), gallery distractors (--distractors), --limit, "
+                           "--score-block and the metrics work (docs/models.md, 'Multi-vector models')")
 
 
-def multivector_inputs(session, cfg, plan, paths: list, texts: list[str], world: int, log) -> tuple:
+def multivector_inputs(session, cfg, plan, paths: list, texts: list[str], world: int, log, truncate) -> tuple:
     """A run's token vectors: (images, every caption of Plan.texts(), the caption keys, {image condition: its
-    gallery's token vectors}, {image condition: what binding to the model adds to its results entry}). What the
-    run asks is checked first (conditions a multi-vector run does not have yet are refused), then the memory
-    (every gallery counted), then encoded."""
+    gallery's token vectors}, {image condition: what binding to the model adds to its results entry}, {gallery
+    condition: (injected images, injected captions)}). What the run asks is checked first (conditions a
+    multi-vector run does not have yet are refused), then the memory (every gallery and the injected items
+    counted), then encoded. ``truncate``: the run's caption truncation, for injected captions."""
     if not is_multivector(session.model):
         raise VlbenchError(f"--token-memory applies to multi-vector models (colqwen2, colpali) only; "
                            f"{cfg.model_opts.model} gives one vector per item", "drop --token-memory")
@@ -252,18 +282,23 @@ def multivector_inputs(session, cfg, plan, paths: list, texts: list[str], world:
         raise VlbenchError(f"--token-memory must be a positive number of GiB, got {budget}", "e.g. --token-memory 16")
     model = session.model
     conditions = [c for c in plan.variants if c.image is not None]
+    galleries = [c for c in plan.conditions if c.kind == "gallery"]
     bound = bind_transforms(model, conditions)  # the corruption geometry, from the model's preprocessing
     keys = list(model.text_keys(texts))
     adapter = model if getattr(model, "multivector", False) else model.real
-    need = check_memory(len(set(paths)), image_tokens_at_most(adapter), adapter.text_lengths(texts),
+    more_images = sum(len(c.gallery.images) for c in galleries)
+    more_texts = [t for c in galleries for t in truncate(list(c.gallery.captions))]
+    need = check_memory(len(set(paths)), image_tokens_at_most(adapter), adapter.text_lengths(texts + more_texts),
                         int(adapter.identity().get("embed_dim") or 0) or 128, budget, cfg.model_opts.model,
-                        galleries=1 + len(conditions))
+                        galleries=1 + len(conditions), injected=more_images)
     log(cfg, f"token vectors: {need['per_image'] / 2**20:.2f} MiB per image at most, {need['total'] / GIB:.3f} GiB "
              f"in all with the MaxSim scan"
              + (f" ({need['galleries']} galleries: clean and each image condition)" if conditions else "")
              + f" (budget {budget:.1f} GiB)")
     root = None if cfg.output_opts.no_cache else stores.root(cfg.output_opts.cache_dir)
     store = None if root is None else TokenStore(root, session.model_hash, read=not cfg.output_opts.restart)
-    img, txt = encode_multivector(session, paths, texts, keys, batch_size=cfg.model_opts.batch_size, store=store)
-    variant = encode_conditions(session, paths, conditions, batch_size=cfg.model_opts.batch_size, store=store)
-    return img, txt, keys, variant, bound
+    batch = cfg.model_opts.batch_size
+    img, txt = encode_multivector(session, paths, texts, keys, batch_size=batch, store=store)
+    variant = encode_conditions(session, paths, conditions, batch_size=batch, store=store)
+    injected = encode_injected(session, galleries, truncate, batch_size=batch, store=store)
+    return img, txt, keys, variant, bound, injected

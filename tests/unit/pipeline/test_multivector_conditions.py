@@ -1,8 +1,9 @@
-"""Image corruptions (--perturb-images) with a multi-vector model: a tiny random-weight ColQwen2ForRetrieval of the
-real class; each corrupted gallery encoded as token vectors and scored by MaxSim. The run's metrics and flips
-equal an independent loop: the images corrupted by the suite's own corruption function, the model card's forward
-per input, the processor's score_retrieval, the suite's tie rule; the token store keeps each corrupted image; the
-memory check counts the extra galleries."""
+"""Image corruptions (--perturb-images) and gallery distractors (--distractors) with a multi-vector model: a tiny
+random-weight ColQwen2ForRetrieval of the real class; each corrupted gallery and the injected items encoded as
+token vectors and scored by MaxSim. The run's metrics, flips and false rates equal an independent loop: the images
+corrupted by the suite's own corruption function, the model card's forward per input, the processor's
+score_retrieval, the suite's tie rule (injected candidates after the real ones); the token store keeps each
+corrupted image; the memory check counts the extra galleries."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.data import write_manifest
+from support.data import write_images, write_manifest
 from support.tiny_colmodels import save_colqwen2
 
 from vlbench.encoding.images import file_key
@@ -34,10 +35,12 @@ def manifest(tmp_path_factory) -> Path:
     return write_manifest(tmp_path_factory.mktemp("mvconddata"), n=N_IMAGES)
 
 
-def _loop_scores(ckpt: Path, manifest: Path, corruption: tuple | None, seed: int = 0) -> tuple:
+def _loop_scores(ckpt: Path, manifest: Path, corruption: tuple | None, seed: int = 0, more_images: tuple = (),
+                 more_captions: tuple = ()) -> tuple:
     """(captions x images score_retrieval scores, caption -> image), one forward per input as the model card shows;
     ``corruption``: (name, severity) applied to every image by vlbench's corrupt() at the image's own size
-    (its image id: the file's content hash, as the run keys it)."""
+    (its image id: the file's content hash, as the run keys it); ``more_images`` / ``more_captions``: injected
+    items, scored after the dataset's (columns / rows past the real ones)."""
     import torch
     from PIL import Image
     from transformers import ColQwen2ForRetrieval, ColQwen2Processor
@@ -54,7 +57,9 @@ def _loop_scores(ckpt: Path, manifest: Path, corruption: tuple | None, seed: int
             if corruption is not None:
                 image = corrupt(image, corruption[0], corruption[1], seed, file_key(path))
             imgs.append(model(**proc.process_images([image])).embeddings[0])
+        imgs += [model(**proc.process_images([Image.open(p).convert("RGB")])).embeddings[0] for p in more_images]
         qs = [model(**proc.process_queries([c])).embeddings[0] for c, _ in caps]
+        qs += [model(**proc.process_queries([c])).embeddings[0] for c in more_captions]
     return proc.score_retrieval(qs, imgs).numpy(), np.array([i for _, i in caps])
 
 
@@ -140,9 +145,28 @@ def test_colqwen2_token_memory_counts_corrupted_galleries(colqwen2, manifest, tm
     assert not (tmp_path / "cache" / "token-vectors").exists()  # refused before anything was encoded
 
 
-def test_colqwen2_with_distractors_refused(colqwen2, manifest, tmp_path):
-    with pytest.raises(VlbenchError, match="cannot run with gallery distractors") as err:
-        run(model=f"colqwen2:{colqwen2}", dataset=f"custom:{manifest}", out=str(tmp_path / "out"),
-            cache_dir=str(tmp_path / "cache"), quiet=True, validity="off",
-            distractors=f"images:{manifest.parent / 'images'}")
-    assert "--perturb-images" in err.value.hint
+def test_colqwen2_distractors_equal_loop_over_the_wider_gallery(colqwen2, manifest, tmp_path):
+    write_images(tmp_path / "neg", 3, seed=7)
+    caps = tmp_path / "adv.txt"
+    caps.write_text("a dog runs on the grass\ntwo people sit on a bench\na red car\n")
+    res = run(model=f"colqwen2:{colqwen2}", dataset=f"custom:{manifest}", out=str(tmp_path / "out"),
+              cache_dir=str(tmp_path / "cache"), quiet=True, validity="off", k=(1, 2, 5),
+              distractors=f"images:{tmp_path / 'neg'},captions:{caps}")
+    (name,) = [c for c in res.record.conditions if c.startswith("distractors:")]
+    more_i = tuple(sorted((tmp_path / "neg").iterdir()))
+    more_c = tuple(caps.read_text().splitlines())
+    clean, c2i = _loop_scores(colqwen2, manifest, None)
+    wide, _ = _loop_scores(colqwen2, manifest, None, more_images=more_i, more_captions=more_c)
+    n_cap = len(c2i)
+    t2i_clean, i2t_clean = _loop_ranks(clean, c2i)
+    t2i = _ranks(wide[:n_cap], c2i)  # caption queries rank the real images, then the injected ones
+    i2t_all = _ranks(wide.T[:N_IMAGES][c2i], np.arange(n_cap))  # image queries rank real, then injected captions
+    i2t = np.array([i2t_all[c2i == i].min() for i in range(N_IMAGES)])
+    assert (t2i > t2i_clean).any() or (i2t > i2t_clean).any()  # the distractors move ranks: a rate that can fail
+    got = _values(res, name)
+    for d, ranks, base in (("t2i", t2i, t2i_clean), ("i2t", i2t, i2t_clean)):
+        for k in (1, 2, 5):
+            assert got[(d, "recall", k)] == pytest.approx(100 * np.mean(ranks <= k), abs=1e-9), (d, k)
+        assert got[(d, "false_rate", None)] == pytest.approx(100 * np.mean(ranks > base), abs=1e-9), d
+    enc = res.record.other["encoding"]
+    assert enc["images_encoded"] == N_IMAGES + 3 and enc["texts_encoded"] == n_cap + 3
