@@ -95,7 +95,7 @@ def score_sets_maxsim(cfg, session, sets: dict, image_path: dict, image_conditio
     variant = encode_conditions(session, paths, image_conditions, batch_size=cfg.batch_size, store=store)
     row, col = {k: i for i, k in enumerate(keys)}, {t: j for j, t in enumerate(texts)}
     source = f"MaxSim of {cfg.model!r}"
-    scores = {None: PairScores(_table(need, img, row, txt, col), source=source)}
+    scores: dict[str | None, PairScores] = {None: PairScores(_table(need, img, row, txt, col), source=source)}
     for name, tokens in variant.items():
         scores[name] = PairScores(_table(need, tokens, row, txt, col), source=f"{source} under {name}")
     return scores, bound
