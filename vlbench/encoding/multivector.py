@@ -257,6 +257,7 @@ def refuse_unsupported(cfg, plan, world: int) -> None:
     """What a multi-vector run does not do yet, refused before anything is encoded."""
     unsupported = [what for what, on in (("shortcut probes (--shortcuts)",
                                           any(c.kind == "shortcut" for c in plan.variants)),
+                                         ("meaning-changing probes (--probes)", bool(cfg.probes)),
                                          ("a relevance model (--relevance, --graded minilm)",
                                           cfg.relevance not in (None, "self") or "minilm" in cfg.graded),
                                          ("torchrun", world > 1)) if on]

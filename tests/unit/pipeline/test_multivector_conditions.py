@@ -170,3 +170,13 @@ def test_colqwen2_distractors_equal_loop_over_the_wider_gallery(colqwen2, manife
         assert got[(d, "false_rate", None)] == pytest.approx(100 * np.mean(ranks > base), abs=1e-9), d
     enc = res.record.other["encoding"]
     assert enc["images_encoded"] == N_IMAGES + 3 and enc["texts_encoded"] == n_cap + 3
+
+
+@pytest.mark.parametrize("option, value, what", [("shortcuts", "matched", "shortcut probes"),
+                                                 ("probes", "sensitivity", "meaning-changing probes")])
+def test_colqwen2_with_probes_refused_before_encoding(colqwen2, manifest, tmp_path, option, value, what):
+    with pytest.raises(VlbenchError, match=f"cannot run with {what}") as err:
+        run(model=f"colqwen2:{colqwen2}", dataset=f"custom:{manifest}", out=str(tmp_path / "out"),
+            cache_dir=str(tmp_path / "cache"), quiet=True, validity="off", **{option: value})
+    assert "--distractors" in err.value.hint
+    assert not (tmp_path / "cache" / "token-vectors").exists()
