@@ -253,6 +253,17 @@ def _real(model):
     return model.real
 
 
+def check_on_cpu(conditions: list, spec: str) -> None:
+    """Refuse image conditions bound to run on the model's device (``--pixels device`` with ``--corrupt-backend
+    torch``): a multi-vector model's processor makes its pixels on the CPU, where its conditions are made too."""
+    on = [c.name for c in conditions if getattr(c.image, "on_device", False)]
+    if on:
+        raise VlbenchError(f"a multi-vector model ({spec}) makes its pixels with its own processor on the CPU, so "
+                           f"{on[0]} cannot be corrupted on the device (--pixels device with --corrupt-backend torch)",
+                           "drop --pixels device: the corruptions then run on the CPU (the same torch code with "
+                           "--corrupt-backend torch)")
+
+
 def refuse_unsupported(cfg, plan, world: int) -> None:
     """What a multi-vector run does not do yet, refused before anything is encoded."""
     unsupported = [what for what, on in (("shortcut probes (--shortcuts)",
@@ -285,6 +296,7 @@ def multivector_inputs(session, cfg, plan, paths: list, texts: list[str], world:
     conditions = [c for c in plan.variants if c.image is not None]
     galleries = [c for c in plan.conditions if c.kind == "gallery"]
     bound = bind_transforms(model, conditions)  # the corruption geometry, from the model's preprocessing
+    check_on_cpu(conditions, cfg.model_opts.model)
     keys = list(model.text_keys(texts))
     adapter = model if getattr(model, "multivector", False) else model.real
     more_images = sum(len(c.gallery.images) for c in galleries)

@@ -25,6 +25,7 @@ from ..encoding.multivector import (
     TokenStore,
     available_gib,
     check_memory,
+    check_on_cpu,
     encode_conditions,
     encode_multivector,
     image_tokens_at_most,
@@ -81,6 +82,7 @@ def score_sets_maxsim(cfg, session, sets: dict, image_path: dict, image_conditio
     texts = list(dict.fromkeys(t for ts in need.values() for t in ts))
     paths = [image_path[k] for k in keys]
     bound = bind_transforms(model, image_conditions)
+    check_on_cpu(image_conditions, cfg.model)
     adapter = model if getattr(model, "multivector", False) else model.real
     need_bytes = check_memory(len(set(paths)), image_tokens_at_most(adapter), adapter.text_lengths(texts),
                               int(adapter.identity().get("embed_dim") or 0) or 128, available_gib(), cfg.model,

@@ -180,3 +180,12 @@ def test_colqwen2_with_probes_refused_before_encoding(colqwen2, manifest, tmp_pa
             cache_dir=str(tmp_path / "cache"), quiet=True, validity="off", **{option: value})
     assert "--distractors" in err.value.hint
     assert not (tmp_path / "cache" / "token-vectors").exists()
+
+
+def test_colqwen2_corruptions_on_the_device_refused_before_encoding(colqwen2, manifest, tmp_path):
+    with pytest.raises(VlbenchError, match="cannot be corrupted on the device") as err:
+        run(model=f"colqwen2:{colqwen2}", dataset=f"custom:{manifest}", out=str(tmp_path / "out"),
+            cache_dir=str(tmp_path / "cache"), quiet=True, validity="off", pixels="device",
+            perturb_images="gaussian_noise:1", corrupt_backend="torch")
+    assert "drop --pixels device" in err.value.hint
+    assert not (tmp_path / "cache" / "token-vectors").exists()
