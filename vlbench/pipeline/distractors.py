@@ -28,6 +28,7 @@ from ..datasets.distractors import check_source, load_distractors, parse_spec
 from ..datasets.folds import fold_captions
 from ..encoding.session import EncodingSession
 from ..metrics import compute
+from ..metrics.scan.maxsim import MaxSimSource, TokenVectors
 from ..metrics.specs import DIRECTIONS, builtin, from_stored
 from . import timing
 from .relevance import truncate
@@ -154,7 +155,16 @@ def _parts(ds, img, txt, relevance, graded):
 
 
 def _source(img, txt, device):
+    if isinstance(img, TokenVectors):  # a multi-vector model: MaxSim of the token vectors (on the CPU)
+        return MaxSimSource(img, txt)
     return compute.EmbeddingSource(img, txt, device=device)
+
+
+def _rows(a, b):
+    """``a``'s items then ``b``'s: embedding rows, or a multi-vector model's token vectors."""
+    if isinstance(a, TokenVectors):
+        return TokenVectors(np.vstack([a.flat, b.flat]), np.concatenate([a.offsets, b.offsets[1:] + a.offsets[-1]]))
+    return np.vstack([a, b])
 
 
 def _fold_eval(part, inj: Injected, clean: compute.Evaluation, kw: dict, device) -> compute.Evaluation:
@@ -164,16 +174,18 @@ def _fold_eval(part, inj: Injected, clean: compute.Evaluation, kw: dict, device)
     if inj.images is not None:  # t2i: the injected images after the real gallery; they have no captions
         n = len(inj.images)
         r = None if rel is None else _source(np.vstack([rel[0], inj_rel[0]]), rel[1], device)
-        ev = compute.evaluate(_source(np.vstack([img, inj.images]), txt, device), c2i,
+        ev = compute.evaluate(_source(_rows(img, inj.images), txt, device), c2i,
                               extra_positives=_pad_extra(extra, n, 0), relevance=r,
                               graded={k: _WiderGallery(s, n) for k, s in (graded or {}).items()}, **kw)
         t2i = ev.t2i
     if inj.captions is not None:  # i2t: the injected captions after the real ones, tied to a placeholder image
-        n, hold = len(inj.captions), inj.captions[:1].astype(img.dtype)
+        # the placeholder image: the first injected caption's vector (or token vectors), never a query that counts
+        n = len(inj.captions)
+        hold = inj.captions[:1] if isinstance(inj.captions, TokenVectors) else inj.captions[:1].astype(img.dtype)
         c2i_b = np.concatenate([np.asarray(c2i, dtype=np.int64), np.full(n, len(img), dtype=np.int64)])
         r = None if rel is None else _source(np.vstack([rel[0], inj_rel[1][:1]]),
                                              np.vstack([rel[1], inj_rel[1]]), device)
-        ev = compute.evaluate(_source(np.vstack([img, hold]), np.vstack([txt, inj.captions]), device), c2i_b,
+        ev = compute.evaluate(_source(_rows(img, hold), _rows(txt, inj.captions), device), c2i_b,
                               extra_positives=_pad_extra(extra, 1, n), relevance=r, **kw)
         i2t = _drop_last_query(ev.i2t)
     out = {}

@@ -329,11 +329,14 @@ def encode(cfg: RunConfig, plan: Plan, shard, dist, session: Any = None) -> Enco
 
 
 def _token_encoded(cfg: RunConfig, plan: Plan, session, paths: list, texts, run_id: str, out, world: int) -> Encoded:
-    """A multi-vector model's encode step: token vectors of the gallery and of every caption (TokenVectors),
-    after the memory check (encoding/multivector.py); scoring reads them through MaxSim."""
-    img, txt, keys = multivector_inputs(session, cfg, plan, paths, texts[0], world, log=_log)
+    """A multi-vector model's encode step: token vectors of the gallery, of each image condition's gallery, of
+    the injected distractors and of every caption (TokenVectors), after the memory check
+    (encoding/multivector.py); scoring reads them through MaxSim."""
+    img, txt, keys, variant, bound, injected = multivector_inputs(session, cfg, plan, paths, texts[0], world, log=_log,
+                                                                  truncate=lambda t: relevance.truncate(cfg, t))
     return Encoded(session.model, session.model_hash, run_id, out, img, txt, texts[1], session.stats, session.cache,
-                   world, text_keys=tuple(keys), plan=plan)
+                   world, variant_img=variant, text_keys=tuple(keys), condition_meta=bound, plan=plan,
+                   distractors={name: distractors.Injected(*pair) for name, pair in injected.items()})
 
 
 def score(cfg: RunConfig, plan: Plan, enc: Encoded, group=None) -> dict:

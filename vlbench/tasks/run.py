@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..encoding.multivector import is_multivector
 from ..errors import VlbenchError
 from ..metrics import compute
 from ..pipeline.run_config import RunConfig, check_folder
@@ -30,7 +31,7 @@ from ..util.env import library_versions
 from ..util.io import sha256_json
 from ..util.markdown import md_table
 from . import conditions as task_conditions
-from . import pair_run
+from . import maxsim_run, pair_run
 from .blind import blind_baseline as baseline
 from .choice import N_BOOT, distinct_images, distinct_texts
 from .registry import ItemSets, TaskDescriptions, get_task, tasks
@@ -157,6 +158,8 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
     pair = pair_run.is_pair_scorer(cfg.model)  # a pair scorer as the task's model (vlbench.tasks.pair_run)
     if pair:
         pair_run.check_pair_task(cfg.task, plan)
+    elif maxsim_run.names_multivector(cfg.model):  # a plug-in's: once its session is open, below
+        maxsim_run.check_maxsim_task(cfg.task)
     lock = claim_out(cfg.out)
     try:
         sets = with_conditions(cfg, load_item_sets(cfg), plan)  # data first: bad input fails before a model loads
@@ -164,6 +167,9 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
             cfg.model, cache_dir=cfg.cache_dir, no_cache=cfg.no_cache, restart=cfg.restart, device=cfg.device,
             precision=cfg.precision, trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
         adapter, model_hash, cache, stats = session.model, session.model_hash, session.cache, session.stats
+        multi = not pair and is_multivector(adapter)  # token vectors, MaxSim pair scores (tasks/maxsim_run.py)
+        if multi:
+            maxsim_run.check_maxsim_task(cfg.task)
         run_id = new_run_id(cfg.model, sets.dataset["name"], model_hash, sets.dataset["hash"], task=cfg.task)
         out = prepare_out(cfg.out, run_id)
         if pair:
@@ -172,6 +178,8 @@ def run_task(config: TaskConfig | None = None, **kwargs) -> TaskRunResult:
             evaluate = get_task(cfg.task).evaluate
             evals = {c: evaluate(items, scores, None, seed=cfg.seed) for c, items in sets.sets.items()}
             adapter = session  # what the record reads: identity(), device, loaded
+        elif multi:
+            evals = _evaluate_maxsim(cfg, sets, plan, session)
         else:
             evals = _evaluate_embeddings(cfg, sets, plan, adapter, cache, stats)
         blind = blind_baseline(cfg, sets)
@@ -193,6 +201,20 @@ def _evaluate_embeddings(cfg: TaskConfig, sets: ItemSets, plan, adapter, cache, 
         cache=cache, stats=stats, progress=not cfg.quiet)
     evaluate = get_task(cfg.task).evaluate
     evals = {cond: evaluate(items, corrupted.get(_image_condition(sets, cond), img), txt, seed=cfg.seed)
+             for cond, items in sets.sets.items()}
+    for cond in evals:  # what binding a corruption to the model fixed (its geometry, its cache key)
+        if bound.get(_image_condition(sets, cond)):
+            sets.notes[cond].update(bound[_image_condition(sets, cond)])
+    return evals
+
+
+def _evaluate_maxsim(cfg: TaskConfig, sets: ItemSets, plan, session) -> dict:
+    """Each set's result from a multi-vector model's MaxSim pair scores (clean and corrupted images)."""
+    clean = {c: items for c, items in sets.sets.items() if not _image_condition(sets, c)}
+    scores, bound = maxsim_run.score_sets_maxsim(cfg, session, clean, sets.image_path, list(plan.images),
+                                                 log=lambda m: _log(cfg, m))
+    evaluate = get_task(cfg.task).evaluate
+    evals = {cond: evaluate(items, scores[_image_condition(sets, cond)], None, seed=cfg.seed)
              for cond, items in sets.sets.items()}
     for cond in evals:  # what binding a corruption to the model fixed (its geometry, its cache key)
         if bound.get(_image_condition(sets, cond)):
@@ -282,8 +304,9 @@ def _record(cfg, sets: ItemSets, evals: dict, adapter, model_hash, run_id, t0, s
                                          "by_kind": res.by_kind}) for cond, res in evals.items()}
     kind = get_task(cfg.task)
     pair = isinstance(adapter, pair_run.PairSession)
+    scored_by = pair_run.PAIR_RULE if pair else maxsim_run.MAXSIM_RULE if is_multivector(adapter) else None
     task = {"name": cfg.task, "kind": "choice", "description": kind.description,
-            "rule": f"{kind.rule}; {pair_run.PAIR_RULE}" if pair else kind.rule,
+            "rule": f"{kind.rule}; {scored_by}" if scored_by else kind.rule,
             "ci": {"method": "percentile bootstrap over items", "n_boot": N_BOOT, "alpha": 0.05, "seed": cfg.seed},
             "blind_baseline": {k: v for k, v in blind.items() if k != "sets"},
             # every score the set's paper reports, in its order (the leaderboard shows each), and the blind ceiling

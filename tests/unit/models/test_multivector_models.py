@@ -111,12 +111,6 @@ def test_colqwen2_run_over_token_memory_refused_before_encoding(colqwen2, manife
     assert not (tmp_path / "cache" / "token-vectors").exists()  # nothing was encoded
 
 
-def test_colqwen2_with_image_corruptions_refused(colqwen2, manifest, tmp_path):
-    with pytest.raises(VlbenchError, match="cannot run with image conditions"):
-        run(model=f"colqwen2:{colqwen2}", dataset=f"custom:{manifest}", out=str(tmp_path / "out"),
-            cache_dir=str(tmp_path / "cache"), quiet=True, validity="off", perturb_images="gaussian_noise:1")
-
-
 def test_colqwen2_resolution_in_identity(colqwen2, tmp_path):
     from vlbench.models.adapter import load_model
 
