@@ -242,16 +242,37 @@ def test_pair_cache_rescores_only_the_changed_captions(setup, clean, tmp_path):
     assert warm["rerank"]["results"] == doc["rerank"]["results"]
     cold = _run(setup, tmp_path / "d", 4, "--cache-dir", cache, "--perturb", "char-swap", "--restart")
     assert cold["timings"]["pairs"]["cached"] == 0 and cold["rerank"]["results"] == doc["rerank"]["results"]
-    # a leaderboard names each run's model kind and stages (its tables show the first stage's numbers)
+    # a leaderboard: the two-stage run's final ranking is an entry of its own beside the plain model's
+    _board_of_a_reranked_and_a_plain_run(setup, tmp_path, tmp_path / "b", doc)
+
+
+def _board_of_a_reranked_and_a_plain_run(setup, tmp_path, reranked, doc):
+    """The final ranking's entry holds results.json rerank.results (the per-query rerank:<condition> rows behind its
+    interval and rank group), the plain model's entry the plain run's values; both named by their stages."""
     from vlbench.leaderboards.build import build_leaderboard
 
     plain = tmp_path / "plain"
     assert main(["run", "--model", setup["clip"], "--dataset", f"custom:{setup['manifest']}", "--out", str(plain),
-                 "--quiet", "--num-workers", "0", "--bootstrap", "20", "--validity", "off"]) == 0
-    for run, stages in ((tmp_path / "a", "dual + blip-itm@K4"), (plain, "dual")):
-        build_leaderboard([str(run)], str(tmp_path / f"board-{run.name}"), plots=False)
-        runs = json.loads((tmp_path / f"board-{run.name}" / "build_manifest.json").read_text())["runs"]
-        assert [r["stages"] for r in runs] == [stages]
+                 "--quiet", "--num-workers", "0", "--bootstrap", "20", "--validity", "off", "--perturb",
+                 "char-swap"]) == 0
+    board = tmp_path / "board"
+    build_leaderboard([str(reranked), str(plain)], str(board), plots=False)
+    runs = json.loads((board / "build_manifest.json").read_text())["runs"]
+    assert sorted(r.get("stages", "dual") for r in runs) == ["dual", "dual + blip-itm@K4"]
+    with open(board / "clean_retrieval.csv", newline="") as fh:
+        clean = {r["stages"]: r for r in csv.DictReader(fh)}
+    final, first = _values(doc, "clean"), _values(json.loads((plain / "results.json").read_text()), "clean",
+                                                 json.loads((plain / "results.json").read_text())["results"])
+    for d in ("i2t", "t2i"):
+        for k in (1, 5, 10):
+            assert float(clean["dual + blip-itm@K4"][f"{d}_recall@{k}"]) == pytest.approx(final[(d, "recall", k)])
+            assert float(clean["dual"][f"{d}_recall@{k}"]) == pytest.approx(first[(d, "recall", k)])
+    with open(board / "robustness_summary.csv", newline="") as fh:
+        summary = {r["model"]: r for r in csv.DictReader(fh)}
+    two = summary[clean["dual + blip-itm@K4"]["model"]]
+    assert float(two["typos"]) == pytest.approx(100 * _values(doc, "char-swap")[("both", "rsum", None)] /
+                                                final[("both", "rsum", None)], abs=0.05)
+    assert two["typos_ci_low"] != ""  # drawn from the per-query rerank:<condition> rows, checked against its values
 
 
 def test_the_evaluator_takes_a_pair_scorer_held_in_memory(setup, tiny_models, tmp_path):

@@ -132,6 +132,12 @@ def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[
         "'created' time, then run id) provides the values; the others are listed as superseded in "
         f"{MANIFEST}.",
     ]
+    if any(r.stage for r in loaded.runs):
+        notes.append("Two-stage runs (vlbench run --rerank): the final ranking is an entry of its own, named "
+                     "'<first stage> + <pair scorer>@K<k>' (its model hash: the first stage's, the pair scorer's and "
+                     "K); its first stage counts for the plain model, where no plain run of that model has the "
+                     "condition (a plain run wins whatever its time). The final ranking's changes under a condition "
+                     "carry no interval: the run draws its intervals against the first stage (results.json rerank.gain).")
 
     protocols = sorted({protocol_of(r) for r in selection.used_runs()})
     if protocols != ["standard"]:  # standard-only builds read as before
@@ -142,9 +148,14 @@ def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[
         warn(n)
     notes += pert_notes
     folders = {r.ref: r.public for r in loaded.runs}
+    firsts = {r.ref for r in loaded.runs if r.reranked}
     for s in selection.superseded:
         what = "entirely" if s["fully"] else "for " + _conditions(s["conditions"])
         by = sorted({folders.get(c["by"], c["by"]) for c in s["conditions"]})
+        if s["run_id"] in firsts:  # a two-stage run's first stage: a plain run of its model gives those values
+            notes.append(f"the first stage of two-stage run {s['folder']} is superseded {what} by plain run(s) "
+                         f"{', '.join(by)} of its model (its final ranking is an entry of its own)")
+            continue
         notes.append(f"run {s['folder']} is superseded {what} by newer run(s) {', '.join(by)}")
     for s in loaded.skipped:
         notes.append(f"skipped unreadable results file {s['folder']}: {s['reason']}")

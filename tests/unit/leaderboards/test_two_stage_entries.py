@@ -78,6 +78,8 @@ def test_a_reranked_run_is_an_entry_of_its_own_beside_the_plain_model(tmp_path):
     assert "stages" not in runs["run-plain"]
     sup = {s["run_id"]: s for s in built.manifest["superseded"]}
     assert sup["run-reranked"]["fully"] and all(c["same_values"] for c in sup["run-reranked"]["conditions"])
+    assert any(n.startswith("the first stage of two-stage run") and "by plain run(s)" in n
+               for n in built.manifest["notes"])
     assert "/home/u" not in json.dumps(built.manifest) and b"/home/u" not in built.files["index.html"]
     # the page: the ranking and the clean table name the kind and stages
     page = built.files["index.html"].decode()
