@@ -273,6 +273,40 @@ def _board_of_a_reranked_and_a_plain_run(setup, tmp_path, reranked, doc):
     assert float(two["typos"]) == pytest.approx(100 * _values(doc, "char-swap")[("both", "rsum", None)] /
                                                 final[("both", "rsum", None)], abs=0.05)
     assert two["typos_ci_low"] != ""  # drawn from the per-query rerank:<condition> rows, checked against its values
+    _compare_stages(reranked, plain, doc)
+
+
+def _compare_stages(reranked, plain, doc):
+    """vlbench compare: a two-stage run is compared on its final ranking, RUN@first on its first stage; the
+    differences recomputed from the per-query file's rows (rerank:clean vs clean) and equal to rerank.gain."""
+    from vlbench.compare import compare_runs
+    from vlbench.errors import VlbenchError
+
+    def rsum(folder, cond):
+        with gzip.open(folder / "per_query.csv.gz", "rt") as fh:
+            rows = [r for r in csv.DictReader(fh) if r["condition"] == cond]
+        return sum(np.mean([float(r["rsum"]) for r in rows if r["direction"] == d]) for d in ("i2t", "t2i"))
+
+    def diff(a, b, cond="clean"):
+        rec = compare_runs([str(a), str(b)], n_resamples=200, conditions=cond, directions="both")
+        (row,) = [r for r in rec["rows"] if r["kind"] == "difference"]
+        return row, rec
+
+    gain = next(g["delta"] for g in doc["rerank"]["gain"] if g["condition"] == "clean" and g["direction"] == "both")
+    row, rec = diff(reranked, plain)  # the final ranking against the plain model: the reranker's gain
+    assert row["diff"] == pytest.approx(rsum(reranked, "rerank:clean") - rsum(plain, "clean"), abs=1e-4)
+    assert row["diff"] == pytest.approx(gain, abs=1e-4)
+    assert rec["runs"][0]["label"].endswith(" + blip-itm@K4") and rec["runs"][0]["run_id"].endswith("+blip-itm@K4")
+    row, _ = diff(f"{reranked}@first", plain)  # its first stage is the plain model: the same per-query values
+    assert row["diff"] == pytest.approx(0.0, abs=1e-9)
+    row, _ = diff(f"{reranked}@first", reranked)  # a run against its own first stage
+    assert row["diff"] == pytest.approx(-gain, abs=1e-4)
+    row, _ = diff(reranked, plain, "char-swap")
+    assert row["diff"] == pytest.approx(rsum(reranked, "rerank:char-swap") - rsum(plain, "char-swap"), abs=1e-4)
+    with pytest.raises(VlbenchError, match="one-stage run"):
+        compare_runs([str(reranked), f"{plain}@final"], n_resamples=200)
+    with pytest.raises(VlbenchError, match="same run"):
+        compare_runs([str(reranked), f"{reranked}@final"], n_resamples=200)
 
 
 def test_the_evaluator_takes_a_pair_scorer_held_in_memory(setup, tiny_models, tmp_path):

@@ -236,7 +236,7 @@ def read_comparisons(paths, warn) -> list[tuple[str, dict]]:
 def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
     """The rows of ``vlbench compare`` records whose two runs both provide values in this leaderboard (a
     comparison of a superseded or absent run is skipped with a warning naming the record and the run)."""
-    used = {r.record.run_id: r.record for r in ctx.sel.used_runs() if not r.stage}  # compare reads the run's file
+    used = {r.record.run_id: r.record for r in ctx.sel.used_runs()}  # a final ranking's: <run id>+<pair>@K<k>
     cols = [Column("dataset"), Column("model_a", label="model A"), Column("model_b", label="model B"),
             Column("condition"), Column("direction"), Column("kind"), Column("metric"), Column("n", "int"),
             Column("diff", "num", 2, "A - B"), Column("ci_low", "num", 2), Column("ci_high", "num", 2),
@@ -320,7 +320,7 @@ def analysis_table(ctx: _Ctx, analyses: list[tuple[str, list[dict]]], warn) -> T
     """Which captions make each model brittle (``vlbench analyze``, docs/analyze.md): per model, dataset and
     perturbation family, the regression of the per-query change on the caption features, one row per feature,
     for the runs this leaderboard uses (an analysis of another run is left out with a warning)."""
-    used = {r.record.run_id: r for r in ctx.sel.used_runs() if not r.stage}  # analyze reads the first stage
+    used = {r.record.run_id: r for r in ctx.sel.used_runs()}
     cols = [Column("dataset"), Column("model"), Column("condition"), Column("direction"), Column("outcome"),
             Column("feature"), Column("per_sd", "num", 2, "effect of 1 SD"), Column("coef", "num", 3),
             Column("ci_low", "num", 3), Column("ci_high", "num", 3), Column("n", "int"),

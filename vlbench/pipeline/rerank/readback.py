@@ -10,7 +10,8 @@ Only the standard library and vlbench.results are imported (``import vlbench.lea
 * :func:`final_record`: the two-stage run's final ranking as a :class:`~vlbench.results.RunRecord`: the values of
   results.json ``rerank.results`` under their own condition names (clean, char-swap, ...), the model a
   two-stage model of its own (:func:`two_stage_hash`: the first stage's hash, the pair scorer's and K), labelled
-  ``<first stage> + <pair scorer>@K<k>``; its per-query rows are the run's ``rerank:<condition>`` rows
+  ``<first stage> + <pair scorer>@K<k>`` (where the run was given a --model-name), its run id
+  ``<run id>+<pair scorer>@K<k>``; its per-query rows are the run's ``rerank:<condition>`` rows
   (:data:`PREFIX`). The record's ``bootstrap`` is empty: the run draws intervals of the final ranking only against
   its first stage (``rerank.gain``), not between conditions.
 """
@@ -100,6 +101,7 @@ def final_record(rec: RunRecord) -> RunRecord | None:
     other["results_hash"] = records_hash([v.to_json() for v in values])
     other[STAGE_KEY] = {"stages": stages_text(rec), "first_stage_hash": rec.model.hash, "second_stage": second,
                         "per_query_prefix": PREFIX}
-    return dataclasses.replace(rec, model=model, values=values, deltas=[], intervals=[],
+    return dataclasses.replace(rec, run_id=f"{rec.run_id}+{second}", model=model, values=values, deltas=[],
+                               intervals=[],
                                conditions={c: m for c, m in rec.conditions.items() if c in used},
                                model_input_analysis=None, other=other)
