@@ -274,6 +274,12 @@ def _board_of_a_reranked_and_a_plain_run(setup, tmp_path, reranked, doc):
                                                 final[("both", "rsum", None)], abs=0.05)
     assert two["typos_ci_low"] != ""  # drawn from the per-query rerank:<condition> rows, checked against its values
     _compare_stages(reranked, plain, doc)
+    out = tmp_path / "mteb"  # vlbench export --format mteb: the final ranking, named by its stages
+    assert main(["export", str(reranked), "--format", "mteb", "--out", str(out), "--model-name", "tiny"]) == 0
+    (clean_t2i,) = [p for p in out.rglob("*T2IRetrieval.json") if "experiments" not in str(p)]
+    assert clean_t2i.parts[-3] == "tiny_+_blip-itm_K4"
+    got = json.loads(clean_t2i.read_text())["scores"]["test"][0]
+    assert got["hit_rate_at_1"] == pytest.approx(final[("t2i", "recall", 1)] / 100)
 
 
 def _compare_stages(reranked, plain, doc):
