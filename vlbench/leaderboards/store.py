@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import VlbenchError
+from ..pipeline.rerank.readback import PREFIX, final_record, second_stage
 from ..results import (
     MAX_RESULTS_BYTES,
     SCHEMA_VERSION,
@@ -40,7 +41,6 @@ from ..results import (
     parse_results_text,
     records_hash,
 )
-from ..pipeline.rerank.readback import PREFIX, final_record, second_stage
 from ..runfolder import RESULTS
 from .integrity import check_run
 

@@ -67,8 +67,8 @@ def test_a_reranked_run_is_an_entry_of_its_own_beside_the_plain_model(tmp_path):
     changes = {(r["model"], r["direction"]): r for r in _rows(built, "rsum_changes") if r["condition"] == "char-swap"}
     got = changes[("clip:model-0 + blip-itm@K16", "both")]
     assert _f(got["rsum"]) == final[("char-swap", "both", "rsum", None)]
-    assert abs(_f(got["delta"]) - (final[("char-swap", "both", "rsum", None)] - final[("clean", "both", "rsum", None)])) \
-        < 1e-9
+    want = final[("char-swap", "both", "rsum", None)] - final[("clean", "both", "rsum", None)]
+    assert abs(_f(got["delta"]) - want) < 1e-9
     assert got["ci_low"] == "" and got["ci_high"] == ""  # the run draws no interval between final conditions
     # the manifest: each entry's stages; the plain model's values from the plain run; the pair scorer's local path
     # never shown

@@ -74,7 +74,8 @@ def stages_text(rec: RunRecord, final: bool = True) -> str:
 def two_stage_hash(rec: RunRecord) -> str:
     """The identity of the two-stage model: its first stage's hash, the pair scorer's hash and K."""
     sec = rerank_section(rec) or {}
-    scorer = sec.get("pair_scorer") if isinstance(sec.get("pair_scorer"), dict) else {}
+    got = sec.get("pair_scorer")
+    scorer: dict = got if isinstance(got, dict) else {}
     key = {"first_stage": rec.model.hash, "pair_scorer": scorer.get("hash") or scorer.get("spec"), "k": sec.get("k")}
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 
