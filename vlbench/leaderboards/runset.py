@@ -79,7 +79,7 @@ def unify_datasets(runs: list[Run]) -> list[dict]:
             for r in rs:
                 r.dataset_alias = shown
         conflicts.append({"hash": h, "shown_as": shown,
-                          "names": {n: sorted(r.public for r in rs) for n, rs in sorted(names.items())}})
+                          "names": {n: sorted({r.public for r in rs}) for n, rs in sorted(names.items())}})
     return conflicts
 
 

@@ -139,3 +139,9 @@ def test_model_kind_is_read_from_the_recorded_identity(tmp_path):
     built = make([a, b, c], plots=False, warn=lambda m: None)
     assert {r["model"]: r["stages"] for r in _rows(built, "clean_retrieval")} == {
         "clip:model-0": "dual", "colqwen2:tiny": "multi-vector", "vlm2vec:tiny": "MLLM embedder"}
+
+
+def test_the_readback_prefix_is_the_one_the_run_writes():
+    from vlbench.pipeline.rerank import readback, stage
+
+    assert readback.PREFIX == stage.PREFIX
