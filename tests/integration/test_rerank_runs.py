@@ -273,6 +273,16 @@ def _board_of_a_reranked_and_a_plain_run(setup, tmp_path, reranked, doc):
     assert float(two["typos"]) == pytest.approx(100 * _values(doc, "char-swap")[("both", "rsum", None)] /
                                                 final[("both", "rsum", None)], abs=0.05)
     assert two["typos_ci_low"] != ""  # drawn from the per-query rerank:<condition> rows, checked against its values
+    with open(board / "flips.csv", newline="") as fh:  # the final entry's flips: the run's rerank:<condition> rows
+        flips = {(r["model"], r["condition"]): r for r in csv.DictReader(fh)}
+    with open(reranked / "flips.csv", newline="") as fh:
+        own = [r for r in csv.DictReader(fh) if r["condition"] == "rerank:char-swap" and r["direction"] == "t2i"]
+    row = flips[(two["model"], "char-swap")]
+    first_k = min(own, key=lambda r: int(r["k"]))
+    assert (row["t2i_hit_to_miss"], row["t2i_miss_to_hit"]) == (first_k["hit_to_miss"], first_k["miss_to_hit"])
+    with open(board / "rank_groups.csv", newline="") as fh:  # both entries ranked on their own per-query values
+        groups = {r["model"]: float(r["mean_clean_rsum"]) for r in csv.DictReader(fh)}
+    assert groups[two["model"]] == pytest.approx(final[("both", "rsum", None)], abs=1e-4)
     _compare_stages(reranked, plain, doc)
     out = tmp_path / "mteb"  # vlbench export --format mteb: the final ranking, named by its stages
     assert main(["export", str(reranked), "--format", "mteb", "--out", str(out), "--model-name", "tiny"]) == 0
