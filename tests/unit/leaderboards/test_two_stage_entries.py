@@ -145,3 +145,12 @@ def test_the_readback_prefix_is_the_one_the_run_writes():
     from vlbench.pipeline.rerank import readback, stage
 
     assert readback.PREFIX == stage.PREFIX
+
+
+def test_the_published_provenance_names_the_stages_of_a_two_stage_entry(tmp_path):
+    from vlbench.leaderboards.publish import publish_leaderboard
+
+    reranked, _ = _reranked(tmp_path / "reranked", k=4)
+    publish_leaderboard(tmp_path / "pub", paths=[reranked], plots=False, warn=lambda m: None)
+    readme = (tmp_path / "pub" / "clean_retrieval" / "README.md").read_text()
+    assert "run-reranked+blip-itm@K4 | clip:model-0 \\[dual + blip-itm@K4\\]" in readme
