@@ -273,6 +273,19 @@ def _board_of_a_reranked_and_a_plain_run(setup, tmp_path, reranked, doc):
     assert float(two["typos"]) == pytest.approx(100 * _values(doc, "char-swap")[("both", "rsum", None)] /
                                                 final[("both", "rsum", None)], abs=0.05)
     assert two["typos_ci_low"] != ""  # drawn from the per-query rerank:<condition> rows, checked against its values
+    with open(board / "rsum_changes.csv", newline="") as fh:  # the final entry's change and the run's interval of it
+        (change,) = [r for r in csv.DictReader(fh) if r["model"] == two["model"] and r["condition"] == "char-swap"
+                     and r["direction"] == "both"]
+    with gzip.open(reranked / "per_query.csv.gz", "rt") as fh:
+        pq = [r for r in csv.DictReader(fh) if r["condition"] in ("rerank:clean", "rerank:char-swap")]
+    per = {(r["condition"], r["direction"]): [] for r in pq}
+    for r in pq:
+        per[(r["condition"], r["direction"])].append(float(r["rsum"]))
+    delta = sum(np.mean(per[("rerank:char-swap", d)]) - np.mean(per[("rerank:clean", d)]) for d in ("i2t", "t2i"))
+    assert float(change["delta"]) == pytest.approx(delta, abs=1e-4)  # recomputed from the per-query file
+    (boot,) = [b for b in doc["rerank"]["bootstrap"] if b["condition"] == "char-swap" and b["direction"] == "both"]
+    assert float(change["ci_low"]) == pytest.approx(boot["ci_low"], abs=1e-6) and \
+        float(change["ci_low"]) <= float(change["delta"]) <= float(change["ci_high"])
     with open(board / "flips.csv", newline="") as fh:  # the final entry's flips: the run's rerank:<condition> rows
         flips = {(r["model"], r["condition"]): r for r in csv.DictReader(fh)}
     with open(reranked / "flips.csv", newline="") as fh:

@@ -137,8 +137,8 @@ def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[
                      "'<first stage> + <pair scorer>@K<k>' (its model hash: the first stage's, the pair scorer's and "
                      "K); its first stage counts for the plain model, where no plain run of that model has the "
                      "condition (a plain run wins whatever its time). The final ranking's changes under a condition "
-                     "carry no interval: the run draws its intervals against the first stage (results.json "
-                     "rerank.gain).")
+                     "carry the interval the run drew for them (results.json rerank.bootstrap; none in runs made "
+                     "before it was recorded).")
 
     protocols = sorted({protocol_of(r) for r in selection.used_runs()})
     if protocols != ["standard"]:  # standard-only builds read as before

@@ -69,7 +69,7 @@ def test_a_reranked_run_is_an_entry_of_its_own_beside_the_plain_model(tmp_path):
     assert _f(got["rsum"]) == final[("char-swap", "both", "rsum", None)]
     want = final[("char-swap", "both", "rsum", None)] - final[("clean", "both", "rsum", None)]
     assert abs(_f(got["delta"]) - want) < 1e-9
-    assert got["ci_low"] == "" and got["ci_high"] == ""  # the run draws no interval between final conditions
+    assert got["ci_low"] == "" and got["ci_high"] == ""  # a run without rerank.bootstrap: no interval made up
     # the manifest: each entry's stages; the plain model's values from the plain run; the pair scorer's local path
     # never shown
     runs = {r["run_id"]: r for r in built.manifest["runs"]}

@@ -12,8 +12,9 @@ Only the standard library and vlbench.results are imported (``import vlbench.lea
   two-stage model of its own (:func:`two_stage_hash`: the first stage's hash, the pair scorer's and K), labelled
   ``<first stage> + <pair scorer>@K<k>`` (where the run was given a --model-name), its run id
   ``<run id>+<pair scorer>@K<k>``; its per-query rows are the run's ``rerank:<condition>`` rows
-  (:data:`PREFIX`). The record's ``bootstrap`` is empty: the run draws intervals of the final ranking only against
-  its first stage (``rerank.gain``), not between conditions.
+  (:data:`PREFIX`). Its changes under each condition against its own clean (``deltas``) are computed from those
+  values; their intervals (``bootstrap``) are results.json ``rerank.bootstrap``, drawn by the run as its own
+  (runs made before it was recorded: none).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import dataclasses
 import hashlib
 import json
 
-from ...results import MetricKey, MetricValue, RunRecord, records_hash
+from ...results import Delta, Interval, MetricKey, MetricValue, RunRecord, records_hash
 
 #: the per-query file's condition prefix of a condition's final ranking (stage.PREFIX, which imports numpy)
 PREFIX = "rerank:"
@@ -92,6 +93,12 @@ def final_record(rec: RunRecord) -> RunRecord | None:
             extra = {k: v for k, v in r.items() if k not in ("condition", "direction", "metric", "k", "value")}
             values.append(MetricValue(r["condition"], MetricKey(r["direction"], r["metric"], r.get("k")),
                                       r.get("value"), extra))
+    clean = {v.key: v.value for v in values if v.condition == "clean"}
+    deltas = [Delta(v.condition, v.key, v.value - clean[v.key], (v.value - clean[v.key]) / clean[v.key]
+                    if clean[v.key] else None) for v in values
+              if v.condition != "clean" and v.value is not None and clean.get(v.key) is not None]
+    boots = [Interval(b["condition"], {k: x for k, x in b.items() if k != "condition"})
+             for b in sec.get("bootstrap") or [] if isinstance(b, dict) and b.get("condition") in rec.conditions]
     second = second_stage(rec)
     fields = dict(rec.model.fields, hash=two_stage_hash(rec), stages=stages_text(rec))
     if isinstance(fields.get("label"), str) and fields["label"].strip():
@@ -102,7 +109,7 @@ def final_record(rec: RunRecord) -> RunRecord | None:
     other["results_hash"] = records_hash([v.to_json() for v in values])
     other[STAGE_KEY] = {"stages": stages_text(rec), "first_stage_hash": rec.model.hash, "second_stage": second,
                         "per_query_prefix": PREFIX}
-    return dataclasses.replace(rec, run_id=f"{rec.run_id}+{second}", model=model, values=values, deltas=[],
-                               intervals=[],
+    return dataclasses.replace(rec, run_id=f"{rec.run_id}+{second}", model=model, values=values, deltas=deltas,
+                               intervals=boots,
                                conditions={c: m for c, m in rec.conditions.items() if c in used},
                                model_input_analysis=None, other=other)
