@@ -81,6 +81,12 @@ def two_stage_hash(rec: RunRecord) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def _delta(v: MetricValue, base: float) -> Delta:
+    """The change of a value against its clean value, absolute and relative (None against 0), as a run's deltas."""
+    value = float(v.value or 0.0)  # callers pass recorded values only
+    return Delta(v.condition, v.key, value - base, (value - base) / base if base else None)
+
+
 def final_record(rec: RunRecord) -> RunRecord | None:
     """The two-stage run's final ranking as a record of its own (see the module docstring); None for a run without
     ``--rerank``."""
@@ -93,10 +99,9 @@ def final_record(rec: RunRecord) -> RunRecord | None:
             extra = {k: v for k, v in r.items() if k not in ("condition", "direction", "metric", "k", "value")}
             values.append(MetricValue(r["condition"], MetricKey(r["direction"], r["metric"], r.get("k")),
                                       r.get("value"), extra))
-    clean = {v.key: v.value for v in values if v.condition == "clean"}
-    deltas = [Delta(v.condition, v.key, v.value - clean[v.key], (v.value - clean[v.key]) / clean[v.key]
-                    if clean[v.key] else None) for v in values
-              if v.condition != "clean" and v.value is not None and clean.get(v.key) is not None]
+    clean = {v.key: v.value for v in values if v.condition == "clean" and v.value is not None}
+    deltas = [_delta(v, clean[v.key]) for v in values
+              if v.condition != "clean" and v.key in clean and v.value is not None]
     boots = [Interval(b["condition"], {k: x for k, x in b.items() if k != "condition"})
              for b in sec.get("bootstrap") or [] if isinstance(b, dict) and b.get("condition") in rec.conditions]
     second = second_stage(rec)
