@@ -61,3 +61,15 @@ def test_probe_conditions_are_left_out_of_mteb_files_with_a_note(tmp_path, capsy
     assert experiments == {"vlbench_condition_char-swap"}
     log = capsys.readouterr().out
     assert "1 meaning-changing probe condition(s) left out (synonym-noun)" in log
+
+
+def test_a_two_stage_runs_model_card_holds_its_first_stage_and_says_so(tmp_path, capsys):
+    run = synth_run(tmp_path / "run")
+    _with_rerank(run)
+    first = {(r["direction"], r["k"]): r["value"] for r in json.loads((run / "results.json").read_text())["results"]
+             if r["condition"] == "clean" and r["metric"] == "recall"}
+    out = tmp_path / "card"
+    assert main(["export", str(run), "--format", "model-index", "--out", str(out), "--model-name", "org/clip"]) == 0
+    assert "the model card holds its first stage's numbers" in capsys.readouterr().out
+    card = (out / "README.md").read_text()
+    assert f"value: {first[('t2i', 1)]}" in card and f"value: {first[('t2i', 1)] + 6.0}" not in card
