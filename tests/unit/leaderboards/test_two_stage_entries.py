@@ -154,3 +154,15 @@ def test_the_published_provenance_names_the_stages_of_a_two_stage_entry(tmp_path
     publish_leaderboard(tmp_path / "pub", paths=[reranked], plots=False, warn=lambda m: None)
     readme = (tmp_path / "pub" / "clean_retrieval" / "README.md").read_text()
     assert "run-reranked+blip-itm@K4 | clip:model-0 \\[dual + blip-itm@K4\\]" in readme
+
+
+def test_a_two_stage_runs_final_ranking_is_no_second_model_for_the_stray_rule(tmp_path):
+    from vlbench.leaderboards.build import make
+
+    a = synth_run(tmp_path / "a", model=0)
+    b = synth_run(tmp_path / "b", model=1)
+    alone, _ = _reranked(tmp_path / "alone", model=2, dataset="custom:explore.jsonl", dataset_hash="e" * 64)
+    built = make([a, b, alone], plots=False, warn=lambda m: None)
+    left = {x["run_id"]: x["reason"] for x in built.manifest["left_out"]}
+    assert set(left) == {"run-alone", "run-alone+blip-itm@K16"}  # one model on its dataset: stray, both stages
+    assert all(r.startswith("stray") for r in left.values())
