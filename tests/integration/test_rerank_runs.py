@@ -242,16 +242,100 @@ def test_pair_cache_rescores_only_the_changed_captions(setup, clean, tmp_path):
     assert warm["rerank"]["results"] == doc["rerank"]["results"]
     cold = _run(setup, tmp_path / "d", 4, "--cache-dir", cache, "--perturb", "char-swap", "--restart")
     assert cold["timings"]["pairs"]["cached"] == 0 and cold["rerank"]["results"] == doc["rerank"]["results"]
-    # a leaderboard names each run's model kind and stages (its tables show the first stage's numbers)
+    # a leaderboard: the two-stage run's final ranking is an entry of its own beside the plain model's
+    _board_of_a_reranked_and_a_plain_run(setup, tmp_path, tmp_path / "b", doc)
+
+
+def _board_of_a_reranked_and_a_plain_run(setup, tmp_path, reranked, doc):
+    """The final ranking's entry holds results.json rerank.results (the per-query rerank:<condition> rows behind its
+    interval and rank group), the plain model's entry the plain run's values; both named by their stages."""
     from vlbench.leaderboards.build import build_leaderboard
 
     plain = tmp_path / "plain"
     assert main(["run", "--model", setup["clip"], "--dataset", f"custom:{setup['manifest']}", "--out", str(plain),
-                 "--quiet", "--num-workers", "0", "--bootstrap", "20", "--validity", "off"]) == 0
-    for run, stages in ((tmp_path / "a", "dual + blip-itm@K4"), (plain, "dual")):
-        build_leaderboard([str(run)], str(tmp_path / f"board-{run.name}"), plots=False)
-        runs = json.loads((tmp_path / f"board-{run.name}" / "build_manifest.json").read_text())["runs"]
-        assert [r["stages"] for r in runs] == [stages]
+                 "--quiet", "--num-workers", "0", "--bootstrap", "20", "--validity", "off", "--perturb",
+                 "char-swap"]) == 0
+    board = tmp_path / "board"
+    build_leaderboard([str(reranked), str(plain)], str(board), plots=False)
+    runs = json.loads((board / "build_manifest.json").read_text())["runs"]
+    assert sorted(r.get("stages", "dual") for r in runs) == ["dual", "dual + blip-itm@K4"]
+    with open(board / "clean_retrieval.csv", newline="") as fh:
+        clean = {r["stages"]: r for r in csv.DictReader(fh)}
+    final, first = _values(doc, "clean"), _values(json.loads((plain / "results.json").read_text()), "clean",
+                                                 json.loads((plain / "results.json").read_text())["results"])
+    for d in ("i2t", "t2i"):
+        for k in (1, 5, 10):
+            assert float(clean["dual + blip-itm@K4"][f"{d}_recall@{k}"]) == pytest.approx(final[(d, "recall", k)])
+            assert float(clean["dual"][f"{d}_recall@{k}"]) == pytest.approx(first[(d, "recall", k)])
+    with open(board / "robustness_summary.csv", newline="") as fh:
+        summary = {r["model"]: r for r in csv.DictReader(fh)}
+    two = summary[clean["dual + blip-itm@K4"]["model"]]
+    assert float(two["typos"]) == pytest.approx(100 * _values(doc, "char-swap")[("both", "rsum", None)] /
+                                                final[("both", "rsum", None)], abs=0.05)
+    assert two["typos_ci_low"] != ""  # drawn from the per-query rerank:<condition> rows, checked against its values
+    with open(board / "rsum_changes.csv", newline="") as fh:  # the final entry's change and the run's interval of it
+        (change,) = [r for r in csv.DictReader(fh) if r["model"] == two["model"] and r["condition"] == "char-swap"
+                     and r["direction"] == "both"]
+    with gzip.open(reranked / "per_query.csv.gz", "rt") as fh:
+        pq = [r for r in csv.DictReader(fh) if r["condition"] in ("rerank:clean", "rerank:char-swap")]
+    per = {(r["condition"], r["direction"]): [] for r in pq}
+    for r in pq:
+        per[(r["condition"], r["direction"])].append(float(r["rsum"]))
+    delta = sum(np.mean(per[("rerank:char-swap", d)]) - np.mean(per[("rerank:clean", d)]) for d in ("i2t", "t2i"))
+    assert float(change["delta"]) == pytest.approx(delta, abs=1e-4)  # recomputed from the per-query file
+    (boot,) = [b for b in doc["rerank"]["bootstrap"] if b["condition"] == "char-swap" and b["direction"] == "both"]
+    assert float(change["ci_low"]) == pytest.approx(boot["ci_low"], abs=1e-6) and \
+        float(change["ci_low"]) <= float(change["delta"]) <= float(change["ci_high"])
+    with open(board / "flips.csv", newline="") as fh:  # the final entry's flips: the run's rerank:<condition> rows
+        flips = {(r["model"], r["condition"]): r for r in csv.DictReader(fh)}
+    with open(reranked / "flips.csv", newline="") as fh:
+        own = [r for r in csv.DictReader(fh) if r["condition"] == "rerank:char-swap" and r["direction"] == "t2i"]
+    row = flips[(two["model"], "char-swap")]
+    first_k = min(own, key=lambda r: int(r["k"]))
+    assert (row["t2i_hit_to_miss"], row["t2i_miss_to_hit"]) == (first_k["hit_to_miss"], first_k["miss_to_hit"])
+    with open(board / "rank_groups.csv", newline="") as fh:  # both entries ranked on their own per-query values
+        groups = {r["model"]: float(r["mean_clean_rsum"]) for r in csv.DictReader(fh)}
+    assert groups[two["model"]] == pytest.approx(final[("both", "rsum", None)], abs=1e-4)
+    _compare_stages(reranked, plain, doc)
+    out = tmp_path / "mteb"  # vlbench export --format mteb: the final ranking, named by its stages
+    assert main(["export", str(reranked), "--format", "mteb", "--out", str(out), "--model-name", "tiny"]) == 0
+    (clean_t2i,) = [p for p in out.rglob("*T2IRetrieval.json") if "experiments" not in str(p)]
+    assert clean_t2i.parts[-3] == "tiny_+_blip-itm_K4"
+    got = json.loads(clean_t2i.read_text())["scores"]["test"][0]
+    assert got["hit_rate_at_1"] == pytest.approx(final[("t2i", "recall", 1)] / 100)
+
+
+def _compare_stages(reranked, plain, doc):
+    """vlbench compare: a two-stage run is compared on its final ranking, RUN@first on its first stage; the
+    differences recomputed from the per-query file's rows (rerank:clean vs clean) and equal to rerank.gain."""
+    from vlbench.compare import compare_runs
+    from vlbench.errors import VlbenchError
+
+    def rsum(folder, cond):
+        with gzip.open(folder / "per_query.csv.gz", "rt") as fh:
+            rows = [r for r in csv.DictReader(fh) if r["condition"] == cond]
+        return sum(np.mean([float(r["rsum"]) for r in rows if r["direction"] == d]) for d in ("i2t", "t2i"))
+
+    def diff(a, b, cond="clean"):
+        rec = compare_runs([str(a), str(b)], n_resamples=200, conditions=cond, directions="both")
+        (row,) = [r for r in rec["rows"] if r["kind"] == "difference"]
+        return row, rec
+
+    gain = next(g["delta"] for g in doc["rerank"]["gain"] if g["condition"] == "clean" and g["direction"] == "both")
+    row, rec = diff(reranked, plain)  # the final ranking against the plain model: the reranker's gain
+    assert row["diff"] == pytest.approx(rsum(reranked, "rerank:clean") - rsum(plain, "clean"), abs=1e-4)
+    assert row["diff"] == pytest.approx(gain, abs=1e-4)
+    assert rec["runs"][0]["label"].endswith(" + blip-itm@K4") and rec["runs"][0]["run_id"].endswith("+blip-itm@K4")
+    row, _ = diff(f"{reranked}@first", plain)  # its first stage is the plain model: the same per-query values
+    assert row["diff"] == pytest.approx(0.0, abs=1e-9)
+    row, _ = diff(f"{reranked}@first", reranked)  # a run against its own first stage
+    assert row["diff"] == pytest.approx(-gain, abs=1e-4)
+    row, _ = diff(reranked, plain, "char-swap")
+    assert row["diff"] == pytest.approx(rsum(reranked, "rerank:char-swap") - rsum(plain, "char-swap"), abs=1e-4)
+    with pytest.raises(VlbenchError, match="one-stage run"):
+        compare_runs([str(reranked), f"{plain}@final"], n_resamples=200)
+    with pytest.raises(VlbenchError, match="same run"):
+        compare_runs([str(reranked), f"{reranked}@final"], n_resamples=200)
 
 
 def test_the_evaluator_takes_a_pair_scorer_held_in_memory(setup, tiny_models, tmp_path):

@@ -18,7 +18,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                      "difference A - B of a per-query metric with a paired bootstrap interval (95% with the default "
                      "--alpha 0.05) and a p-value corrected over every row printed (the family is stated under the "
                      "table). Per-condition detail: --conditions all. See docs/compare.md.")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders written by 'vlbench run' (two or more)")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="run folders written by 'vlbench run' (two or more); a two-stage run (--rerank) is compared on "
+                        "its final ranking, RUN@first names its first stage alone (RUN@final the final ranking)")
     p.add_argument("--conditions", default=DEFAULT_CONDITIONS, metavar="LIST",
                    help="comma-separated rows to compare: clean, a family (typos, lexical, distraction, word-order, "
                         "image-noise, ...: one robustness row, its conditions averaged per query), families (every "

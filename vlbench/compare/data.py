@@ -3,9 +3,17 @@ queries. The runs themselves are read by vlbench.runread (:func:`vlbench.runread
 
 from __future__ import annotations
 
-from ..errors import VlbenchError
+import dataclasses
+import os
+
+from ..errors import OptionError, VlbenchError
+from ..pipeline.rerank.readback import PREFIX, final_record, second_stage
 from ..results import RunRecord
-from ..runread import RunData
+from ..runread import RunData, check_against_record, load_run
+
+#: the stages a RUN argument may name: ``RUN@first`` (a two-stage run's first stage alone), ``RUN@final`` (its final
+#: ranking: the default for a two-stage run)
+STAGES = ("first", "final")
 
 
 def _protocol(rec: RunRecord) -> dict:
@@ -67,3 +75,32 @@ def check_same_queries(runs: list[RunData], condition: str, direction: str) -> N
             raise VlbenchError(f"runs {runs[0].folder} and {r.folder} do not share the queries of {condition} "
                                f"{direction} ({what}); paired comparisons need the same queries in the same order",
                                "compare runs of the same dataset, folds and perturbation settings")
+
+
+def load_stage(arg: str) -> RunData:
+    """A RUN argument read for comparing: a one-stage run as it is; a two-stage run (``vlbench run --rerank``) as its
+    final ranking (``RUN`` or ``RUN@final``: the per-query ``rerank:<condition>`` rows under their conditions' names,
+    checked against results.json ``rerank.results``, the model named ``<label> + <pair scorer>@K<k>``, the run id
+    ``<run id>+<pair scorer>@K<k>``) or as its first stage alone (``RUN@first``)."""
+    path, stage = str(arg), None
+    base, sep, tail = path.rpartition("@")
+    if sep and tail in STAGES and not os.path.exists(path):
+        path, stage = base, tail
+    run = load_run(path)
+    second = second_stage(run.record)
+    if second is None:
+        if stage:
+            raise OptionError("runs", f"{arg}: run {run.folder} is a one-stage run (made without --rerank), so it has "
+                                      f"no {stage} stage to name", f"give the run folder alone: {path}", flag="RUN")
+        return run
+    firsts = {k: t for k, t in run.tables.items() if not k[0].startswith(PREFIX)}
+    if stage == "first":
+        return RunData(f"{run.folder}@first", run.record, firsts, run.header)
+    rec = final_record(run.record)
+    assert rec is not None  # second_stage(...) is not None: the run has a rerank section
+    if not rec.model.fields.get("label"):  # the table names the two-stage model, never only its first stage
+        rec = dataclasses.replace(rec, model=dataclasses.replace(
+            rec.model, fields={**rec.model.fields, "label": f"{rec.model.label} + {second}"}))
+    tables = {(c[len(PREFIX):], d): t for (c, d), t in run.tables.items() if c.startswith(PREFIX)}
+    check_against_record(run.folder, rec, tables)
+    return RunData(f"{run.folder}@final", rec, tables, run.header)

@@ -10,9 +10,10 @@ import numpy as np
 
 from ..errors import OptionError, VlbenchError
 from ..metrics import paired
+from ..pipeline.rerank.readback import PREFIX
 from ..results import DIRECTIONS
-from ..runread import RunData, load_run
-from .data import check_comparable, check_same_queries
+from ..runread import RunData
+from .data import check_comparable, check_same_queries, load_stage
 from .plan import CORRECTIONS, TESTS, Ask, asks, base_of, check_options, directions
 from .record import seal
 
@@ -135,6 +136,11 @@ def compare_loaded(runs: list[RunData], metric: str = "rsum", test: str = "rando
                    directions_: str | None = None, names: list[str] | None = None) -> dict:
     """The comparison record of loaded runs (see :func:`compare_runs`)."""
     check_options(runs, metric, test, correction, n_resamples, alpha, seed, names)
+    both = [r.folder for r in runs if any(c.startswith(PREFIX) for c, _ in r.tables)]
+    if both:  # a two-stage run read whole: its rerank:<condition> rows are no conditions of their own
+        raise VlbenchError(f"run(s) {', '.join(both)} hold both stages of a two-stage run (--rerank)",
+                           "load each with vlbench.compare.data.load_stage (RUN: the final ranking, RUN@first: the "
+                           "first stage), as compare_runs does")
     check_comparable(runs)
     if any(not any(len(t.keys) for t in r.tables.values()) for r in runs):
         raise _nothing_to_compare(runs)
@@ -189,8 +195,10 @@ def compare_runs(paths, metric: str = "rsum", test: str = "randomization", corre
     family that robustness difference averaged over the family's conditions per query. p-values are adjusted
     over the whole family of rows (``correction``). ``names``: labels of the runs' models (default: each run's
     --model-name, else its spec). Deterministic for a ``seed``. Returns the comparison record (docs/compare.md).
+    A two-stage run (``vlbench run --rerank``) is compared on its final ranking; ``RUN@first`` names its first stage
+    alone (``RUN@final`` the final ranking), so a run can be compared with its own first stage.
     The command line's default is ``conditions="clean,families"``, ``directions=None``."""
-    runs = [load_run(p) for p in paths]
+    runs = [load_stage(p) for p in paths]  # a two-stage run: its final ranking (RUN@first: its first stage)
     if directions == "i2t,t2i,both" and (metric != "rsum" or test == "ttest"):
         directions = "i2t,t2i"  # the Python default: every direction that can be tested
     return seal(compare_loaded(runs, metric, test, correction, n_resamples, seed, alpha, conditions=conditions,

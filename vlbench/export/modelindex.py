@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 
 from ..errors import OptionError, VlbenchError
+from ..pipeline.rerank.readback import second_stage, stages_text
 from ..plugins.exporter import ExportRequest
 from ..results import MetricKey, RunRecord
 from ..util.io import atomic_write_text
@@ -171,6 +172,11 @@ class ModelIndexExporter:
     run_kinds = ("retrieval",)
 
     def export(self, request: ExportRequest) -> list:
+        second = second_stage(request.record)
+        if second:  # a model card is the card of the model: its own (first-stage) numbers, said
+            request.note(f"note: a two-stage run ({stages_text(request.record)}): the model card holds its first "
+                         "stage's numbers, the model's own; the final ranking's are in results.json rerank (and "
+                         f"'--format mteb' exports them under '{request.model_name} + {second}')")
         return write(request.record, str(request.out), request.model_name, request.metrics, request.overwrite)
 
 

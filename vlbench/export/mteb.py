@@ -36,6 +36,7 @@ from .. import registry
 from ..datasets.specs import BUILTIN
 from ..errors import OptionError, VlbenchError
 from ..metrics import specs  # noqa: F401 -- imported for the built-in metrics it registers
+from ..pipeline.rerank.readback import STAGE_KEY, final_record, second_stage
 from ..plugins.exporter import ExportRequest
 from ..results import RunRecord, parse_created
 from ..runfolder import FILES
@@ -169,22 +170,30 @@ def model_meta(record: RunRecord, name: str, condition: str) -> dict:
             "embed_dim": ident.get("embed_dim") if isinstance(ident, dict) else None,
             "modalities": ["image", "text"], "similarity_fn_name": "cosine",
             "experiment_kwargs": None if condition == "clean" else {EXPERIMENT_KEY: condition},
-            "vlbench_model_spec": record.model.spec, "vlbench_model_hash": record.model.hash}
+            "vlbench_model_spec": record.model.spec, "vlbench_model_hash": record.model.hash,
+            **({"vlbench_stages": record.other[STAGE_KEY]} if STAGE_KEY in record.other else {})}
 
 
-def task_files(folder: str, record: RunRecord, name: str) -> list[TaskFile]:
-    """Every MTEB result document of a run, per condition and direction (paths relative to OUT)."""
+def is_probe(record: RunRecord, condition: str) -> bool:
+    """A meaning-changing probe's condition (``--probes``: kind "sensitivity"): not exported (see :func:`notes`)."""
+    return record.condition(condition).meta.get("kind") == "sensitivity"
+
+
+def task_files(folder: str, record: RunRecord, name: str, source: RunRecord | None = None) -> list[TaskFile]:
+    """Every MTEB result document of a run, per condition and direction (paths relative to OUT); ``source``: the
+    record whose per-query file gives the queries' positives (a two-stage run's, when ``record`` is its final
+    ranking: the same queries and positives)."""
     if record.other.get("task"):
         raise VlbenchError(f"run {folder} is a choice-task run: MTEB result files hold retrieval scores",
                            "export a retrieval run (vlbench run without --task)")
-    one = _one_positive(folder, record)
+    one = _one_positive(folder, source or record)
     created = parse_created(record.created)
     timings = record.timings or {}
     wall = timings.get("wall_seconds", record.other.get("wall_time_s"))
     split = record.dataset.fields.get("gallery") or "test"
     base = Path("results") / model_folder(name) / _segment(model_revision(record))
     out = []
-    for cond in record.condition_names():
+    for cond in [c for c in record.condition_names() if not is_probe(record, c)]:
         where = base if cond == "clean" else base / "experiments" / experiment_folder(cond)
         for d in ("i2t", "t2i"):
             s = scores(record, cond, d, one.get((cond, d), False))
@@ -212,13 +221,22 @@ def notes(record: RunRecord) -> list[str]:
     if not has or _unit_scale("ndcg_binary") is None:
         out.append("main_score is null in every file: the run has no binary nDCG@10 (MTEB's main score of image-text "
                    "retrieval); re-run with a vlbench that reports ndcg_binary and --k including 10 to fill it")
+    probes = [c for c in record.condition_names() if is_probe(record, c)]
+    if probes:
+        out.append(f"{len(probes)} meaning-changing probe condition(s) left out ({', '.join(probes)}): MTEB has no "
+                   "place for sensitivity scores (a probe is scored against its own relevance, not the task's test "
+                   "set); they are in the run's results.json (sensitivity) and on 'vlbench leaderboard'")
+    if STAGE_KEY in record.other:
+        out.append(f"a two-stage run: the files hold its final ranking ({record.other[STAGE_KEY]['stages']}), "
+                   "under the model name that says the stages; its first stage alone is the plain model's run "
+                   "(export a run made without --rerank for it)")
     return out
 
 
-def write(folder: str, record: RunRecord, out: str, name: str) -> list[str]:
+def write(folder: str, record: RunRecord, out: str, name: str, source: RunRecord | None = None) -> list[str]:
     """Write the run's MTEB result files under ``out``; returns every path written (task files, model_meta.json,
-    run_settings.jsonl)."""
-    files = task_files(folder, record, name)
+    run_settings.jsonl). ``source``: as for :func:`task_files`."""
+    files = task_files(folder, record, name, source)
     written = []
     versions = {"vlbench": record.vlbench_version, **{k: v for k, v in record.environment.items()
                                                        if isinstance(v, str) and k in ("torch", "transformers",
@@ -249,8 +267,12 @@ class MtebExporter:
             raise OptionError("metrics", "{opt} selects the results of a model card: MTEB result files carry "
                               "every metric MTEB defines that the run has (docs/export.md)",
                               "leave out --metrics with --format mteb", flag="--metrics")
-        written = write(str(request.folder), request.record, str(request.out), request.model_name)
-        for line in notes(request.record):
+        record, name = request.record, request.model_name
+        final = final_record(record)  # a two-stage run (--rerank): its final ranking, named by its stages
+        if final is not None:
+            record, name = final, f"{name} + {second_stage(request.record)}"
+        written = write(str(request.folder), record, str(request.out), name, request.record)
+        for line in notes(record):
             request.note(f"note: {line}")
         return written
 

@@ -16,10 +16,11 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import VlbenchError
+from ..pipeline.rerank.readback import stages_text
 from ..util.io import sha256_bytes
 from . import render
 from .all_tables import build_tables
-from .labels import protocol_of
+from .labels import protocol_of, stages_of
 from .paper.latex import document, paper_view, to_latex
 from .paper.plots import clean_vs_fg_plots, corruption_plots, rsum_change_plots
 from .paper.sensitivity_map import sensitivity_map_plots
@@ -100,18 +101,6 @@ def _perturbation_notes(runs: list[Run]) -> list[str]:
     return out
 
 
-def stages_of(run: Run) -> str:
-    """The model kind and stages of a run: ``dual`` (a dual encoder ranks the gallery) or ``dual + NAME@K<k>`` (a
-    pair scorer re-ranked each query's top K: ``--rerank``). The tables show the first stage's numbers in both; a
-    two-stage run's final ranking is its results.json ``rerank``."""
-    sec = run.record.other.get("rerank")
-    if not isinstance(sec, dict):
-        return "dual"
-    scorer = sec.get("pair_scorer")
-    name = scorer.get("name", "pair-scorer") if isinstance(scorer, dict) else "pair-scorer"
-    return f"dual + {name}@K{sec.get('k')}"
-
-
 def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
     used = sorted((k[3] for k, v in selection.values.items() if v is run), key=condition_key)
     if any(v is run for v in selection.mia.values()):
@@ -121,8 +110,16 @@ def _run_entry(run: Run, labels: Labels, selection: Selection) -> dict:
             "dataset_label": labels.dataset[(run.dataset_name, run.dataset_hash)], "dataset_hash": run.dataset_hash,
             "metric_version": run.metric_version, "vlbench_version": run.vlbench_version,
             "schema_version": run.original_schema, "created": run.created, "results_hash": run.results_hash,
-            "used": used, "flags": labels.run_flags(run), "stages": stages_of(run),
+            "used": used, "flags": labels.run_flags(run), **_stages_entry(run),
             **({} if protocol_of(run) == "standard" else {"protocol": protocol_of(run)})}
+
+
+def _stages_entry(run: Run) -> dict:
+    """The manifest's ``stages`` of a run entry (a one-stage dual encoder's: none, as before kinds were named) and,
+    for the first stage of a two-stage run, ``first_stage_of``: the two-stage entry it is the first stage of."""
+    stages = stages_of(run)
+    return ({} if stages == "dual" else {"stages": stages}) | (
+        {"first_stage_of": stages_text(run.record)} if run.reranked else {})
 
 
 def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[[str], None],
@@ -135,6 +132,13 @@ def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[
         "'created' time, then run id) provides the values; the others are listed as superseded in "
         f"{MANIFEST}.",
     ]
+    if any(r.stage for r in loaded.runs):
+        notes.append("Two-stage runs (vlbench run --rerank): the final ranking is an entry of its own, named "
+                     "'<first stage> + <pair scorer>@K<k>' (its model hash: the first stage's, the pair scorer's and "
+                     "K); its first stage counts for the plain model, where no plain run of that model has the "
+                     "condition (a plain run wins whatever its time). The final ranking's changes under a condition "
+                     "carry the interval the run drew for them (results.json rerank.bootstrap; none in runs made "
+                     "before it was recorded).")
 
     protocols = sorted({protocol_of(r) for r in selection.used_runs()})
     if protocols != ["standard"]:  # standard-only builds read as before
@@ -145,9 +149,14 @@ def _notes(loaded: Loaded, selection: Selection, labels: Labels, warn: Callable[
         warn(n)
     notes += pert_notes
     folders = {r.ref: r.public for r in loaded.runs}
+    firsts = {r.ref for r in loaded.runs if r.reranked}
     for s in selection.superseded:
         what = "entirely" if s["fully"] else "for " + _conditions(s["conditions"])
         by = sorted({folders.get(c["by"], c["by"]) for c in s["conditions"]})
+        if s["run_id"] in firsts:  # a two-stage run's first stage: a plain run of its model gives those values
+            notes.append(f"the first stage of two-stage run {s['folder']} is superseded {what} by plain run(s) "
+                         f"{', '.join(by)} of its model (its final ranking is an entry of its own)")
+            continue
         notes.append(f"run {s['folder']} is superseded {what} by newer run(s) {', '.join(by)}")
     for s in loaded.skipped:
         notes.append(f"skipped unreadable results file {s['folder']}: {s['reason']}")

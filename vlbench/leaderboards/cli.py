@@ -80,7 +80,8 @@ def _print_taken(res) -> None:
     print(f"leaderboard: took {len(m['runs'])} run(s), {len(m['superseded'])} superseded, "
           f"{len(m['skipped'])} skipped, {len(res.left_out)} left out; wrote {len(res.files)} files to {res.out}")
     for r in m["runs"]:
-        stages = "" if r.get("stages", "dual") == "dual" else f" [{r['stages']}: the tables show the first stage]"
+        stages = f" [the first stage of {r['first_stage_of']}]" if r.get("first_stage_of") else \
+            f" [{r['stages']}]" if r.get("stages", "dual") != "dual" else ""
         print(f"  took      {r['folder']} ({r['run_id']}): {r['model']}{stages} on {r['dataset_label']}")
     for x in res.left_out:
         print(f"  left out  {x['folder']}" + (f" ({x['run_id']})" if x["run_id"] else "") + f": {x['reason']}")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import VlbenchError
+from ..pipeline.rerank.readback import stages_text
 from .store import Run, Selection
 
 
@@ -16,6 +17,9 @@ class Labels:
     flags: dict[str, list[str]]  # run path -> flags
     #: keep local paths in model specs (``--keep-local-paths``); otherwise ``clip:/home/u/my-clip`` -> ``clip:my-clip``
     keep_paths: bool = False
+    #: model hash -> its kind and stages (:func:`stages_of`); empty when every model is a dual encoder, so that a
+    #: board of dual encoders has no stages column (and rebuilds byte for byte as before)
+    stages: dict[str, str] = field(default_factory=dict)
 
     def run_flags(self, *runs: Run) -> str:
         out = set()
@@ -27,6 +31,22 @@ class Labels:
     def spec(self, run: Run) -> str:
         """The run's model spec as tables show it (local paths shortened unless ``keep_paths``)."""
         return run.model_spec if self.keep_paths else public_spec(run.model_spec)
+
+
+def stages_of(run: Run) -> str:
+    """The model kind and stages of a leaderboard entry: ``dual``, ``multi-vector``, ``MLLM embedder``, ``pair``; a
+    two-stage run's final ranking ``dual + blip-itm@K16`` (its first stage is an entry of the plain kind)."""
+    return stages_text(run.record, final=run.stage == "final")
+
+
+STAGES_COLUMN = "stages"
+STAGES_LABEL = "kind / stages"
+
+
+def stage_map(runs: list[Run]) -> dict[str, str]:
+    """{model hash: stages} of the runs, or {} when every one is a one-stage dual encoder."""
+    out = {r.model_hash: stages_of(r) for r in sorted(runs, key=lambda r: (r.ref, r.path))}
+    return out if any(v != "dual" for v in out.values()) else {}
 
 
 def public_spec(spec: str) -> str:
@@ -62,6 +82,8 @@ def _model_labels(runs: list[Run], keep_paths: bool = False) -> dict[str, str]:
     by_label: dict[str, list[str]] = {}
     for h, r in newest.items():
         lab = named[h].model_label if h in named else r.model_spec if keep_paths else public_spec(r.model_spec)
+        if h not in named and r.stage == "final":  # a two-stage run's final ranking: "clip:x + blip-itm@K16"
+            lab += f" + {r.record.other['stage']['second_stage']}"
         by_label.setdefault(lab, []).append(h)
     model = {}
     for lab, hashes in by_label.items():
@@ -194,7 +216,7 @@ def make_labels(runs: list[Run], selection: Selection, allow_mixed: bool, keep_p
     for name, hs in hashes.items():
         for h in hs:
             dataset[(name, h)] = name if len(hs) == 1 else f"{name} [{_short(h)}]"
-    return Labels(_model_labels(runs, keep_paths), dataset, mixed, flags, keep_paths)
+    return Labels(_model_labels(runs, keep_paths), dataset, mixed, flags, keep_paths, stage_map(runs))
 
 
 def _name_runs(runs: list[Run]) -> str:

@@ -5,7 +5,7 @@ against severity is in plots.py."""
 from __future__ import annotations
 
 from .table_types import Column, Table
-from .tables import _Ctx, _values
+from .tables import STAGES_COLUMN, STAGES_LABEL, _Ctx, _values
 
 TASK_PREFIX = "task:"
 
@@ -132,4 +132,9 @@ def choice_table(ctx: _Ctx) -> Table:
         text += (" Every other score a set's paper reports has its column, as the set declares them (results.json "
                  "task.scores): Winoground and ColorSwap their text and image scores beside the group score, BiVLC "
                  "I2T and T2I, What'sUp pairs and sets of 4, MMVP each visual pattern; blank for a set without it.")
+    if ctx.lab.stages:  # how each model scored the items: pair (an ITM head) or dual (cosine of two vectors)
+        cols[2:2] = [Column(STAGES_COLUMN, label=STAGES_LABEL)]
+        rows = [r[:2] + [ctx.lab.stages.get(run.model_hash)] + r[2:] for r, (run, _) in zip(rows, extra)]
+        text += (" Kind / stages: pair (the items scored by a pair scorer's ITM head) or dual (the cosine of an image "
+                 "and a caption vector), multi-vector, MLLM embedder.")
     return Table("choice_tasks", "Compositional choice tasks: accuracy", text, cols, rows, sorted(runs))

@@ -65,7 +65,9 @@ def _prov_rows(runs: list[dict]) -> list[str]:
     def esc(cells):
         return [md_escape("" if c is None else c) for c in cells]
 
-    rows = [esc([r["run_id"], r["model_spec"], r["model_hash"], r["dataset_label"], r["dataset_hash"],
+    # a model of another kind than a dual encoder: its kind / stages beside the spec ("clip:x [dual + blip-itm@K16]")
+    rows = [esc([r["run_id"], r["model_spec"] + (f" [{r['stages']}]" if r.get("stages") else ""), r["model_hash"],
+                 r["dataset_label"], r["dataset_hash"],
                  r["metric_version"], r["vlbench_version"], r["created"], " ".join(r["used"])]) for r in runs]
     return md_table(esc(_PROV_HEAD), rows).split("\n")
 

@@ -79,7 +79,7 @@ def unify_datasets(runs: list[Run]) -> list[dict]:
             for r in rs:
                 r.dataset_alias = shown
         conflicts.append({"hash": h, "shown_as": shown,
-                          "names": {n: sorted(r.public for r in rs) for n, rs in sorted(names.items())}})
+                          "names": {n: sorted({r.public for r in rs}) for n, rs in sorted(names.items())}})
     return conflicts
 
 
@@ -114,13 +114,13 @@ def _leave(left: list[dict], run: Run, reason: str) -> None:
 
 def _stray(runs: list[Run], left: list[dict]) -> list[Run]:
     retrieval = [r for r in runs if "clean" in r.conditions()]
-    models = {r.model_hash for r in retrieval}
+    models = {r.first_stage_hash for r in retrieval}  # a two-stage run's final ranking: not another model on its data
     if len(models) < 2:
         return runs
     by_ds: dict[str, set[str]] = {}
     hashes_of_name: dict[str, set[str]] = {}
     for r in retrieval:
-        by_ds.setdefault(r.dataset_hash, set()).add(r.model_hash)
+        by_ds.setdefault(r.dataset_hash, set()).add(r.first_stage_hash)
         hashes_of_name.setdefault(r.dataset_name, set()).add(r.dataset_hash)
     if all(len(ms) == 1 for ms in by_ds.values()):  # no dataset in common at all: nothing to rank on, keep all
         return runs

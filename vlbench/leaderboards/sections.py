@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import VlbenchError
 from ..metrics import paired
 from ..results import DIRECTIONS
-from ..runread import flip_rows, proven_per_query, record_problem, run_mismatch
+from ..runread import check_against_record, flip_rows, proven_per_query, record_problem, run_mismatch
 from ..util.io import read_regular_file
 from .store import condition_key
 from .table_types import Column, Table
@@ -35,11 +35,24 @@ def _folder(run) -> str:
     return os.path.dirname(run.path) or "."
 
 
+def run_per_query(run, conditions: set[str]) -> dict | None:
+    """{(condition, direction): QueryTable} of the run's own per-query file (proven by its file hashes, agreeing with
+    its record); a two-stage run's final ranking reads its ``rerank:<condition>`` rows, checked against its final
+    values. None without the file; raises as runread.proven_per_query."""
+    side = {run.side_condition(c): c for c in conditions}
+    tabs = proven_per_query(_folder(run), run.record, set(side))
+    if tabs is None or not run.stage:
+        return tabs
+    tabs = {(side[c], d): t for (c, d), t in tabs.items()}
+    check_against_record(_folder(run), run.record, tabs)
+    return tabs
+
+
 def _clean_rsum(run) -> dict | None:
     """{direction: (query keys, per-query RSUM)} of the run's clean condition, or None without the file."""
 
     try:  # only the run's own file, proven by its file hashes (runfolder.per_query_file), agreeing with its record
-        tabs = proven_per_query(_folder(run), run.record, {"clean"})
+        tabs = run_per_query(run, {"clean"})
         if tabs is None:
             return None
     except Exception:  # an unproven or unreadable per-query file: the model has no group (noted in the table)
@@ -150,7 +163,8 @@ def flips_table(ctx: _Ctx) -> Table:
         mh, dn, dh = key
         for cond in sorted(ctx.pairs[key], key=condition_key):
             run = ctx.pairs[key][cond]
-            recs = [r for r in cache.setdefault(run.path, _read_flips(run)) if r.get("condition") == cond]
+            recs = [r for r in cache.setdefault(run.path, _read_flips(run))
+                    if r.get("condition") == run.side_condition(cond)]  # a final ranking's: rerank:<condition>
             ks = sorted({int(_f(r.get("k")) or 0) for r in recs} - {0})
             if not ks:
                 continue
@@ -222,7 +236,7 @@ def read_comparisons(paths, warn) -> list[tuple[str, dict]]:
 def comparison_table(ctx: _Ctx, records: list[tuple[str, dict]], warn) -> Table:
     """The rows of ``vlbench compare`` records whose two runs both provide values in this leaderboard (a
     comparison of a superseded or absent run is skipped with a warning naming the record and the run)."""
-    used = {r.record.run_id: r.record for r in ctx.sel.used_runs()}
+    used = {r.record.run_id: r.record for r in ctx.sel.used_runs()}  # a final ranking's: <run id>+<pair>@K<k>
     cols = [Column("dataset"), Column("model_a", label="model A"), Column("model_b", label="model B"),
             Column("condition"), Column("direction"), Column("kind"), Column("metric"), Column("n", "int"),
             Column("diff", "num", 2, "A - B"), Column("ci_low", "num", 2), Column("ci_high", "num", 2),

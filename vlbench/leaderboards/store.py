@@ -14,7 +14,9 @@ Reading is done in three steps:
    :class:`SchemaTooNew`, which is fatal: upgrade vlbench instead of building a partial board;
 3. :func:`select` applies the duplicate rule: for each (model hash, dataset name, dataset hash,
    condition) the newest run wins (``created``, then run id, then results hash, then path, so the
-   choice never depends on the order of the inputs); the others are listed as superseded.
+   choice never depends on the order of the inputs); the others are listed as superseded. A plain run wins over
+   the first stage of a two-stage run (``--rerank``) of the same model whatever their times; the final ranking of
+   a two-stage run is a model of its own (:func:`two_stage_views`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import VlbenchError
+from ..pipeline.rerank.readback import PREFIX, final_record, second_stage
 from ..results import (
     MAX_RESULTS_BYTES,
     SCHEMA_VERSION,
@@ -69,6 +72,8 @@ class Run:
     #: the dataset's name in this build when it differs from the run's own (one content hash, several names:
     #: runset.unify_datasets)
     dataset_alias: str = ""
+    #: "final": the final ranking of a two-stage run (``--rerank``), an entry of its own (:func:`two_stage_views`)
+    stage: str = ""
 
     def __post_init__(self):
         self.ref = self.ref or self.record.run_id
@@ -99,6 +104,20 @@ class Run:
 
     def conditions(self) -> list[str]:
         return self.record.condition_names()
+
+    @property
+    def first_stage_hash(self) -> str:
+        """The model hash of the retriever that ranked the gallery (a final ranking's: its first stage's)."""
+        return str(self.record.other["stage"]["first_stage_hash"]) if self.stage == "final" else self.model_hash
+
+    @property
+    def reranked(self) -> bool:
+        """The first stage of a two-stage run (its final ranking is another Run: :func:`two_stage_views`)."""
+        return not self.stage and second_stage(self.record) is not None
+
+    def side_condition(self, condition: str) -> str:
+        """The condition's name in the run's per-query and flips files (a final ranking's: ``rerank:<name>``)."""
+        return PREFIX + condition if self.stage == "final" else condition
 
     def values(self, condition: str) -> dict:
         """``{MetricKey(direction, metric, k): value}`` of one condition."""
@@ -210,7 +229,20 @@ def load_runs(paths, warn: Callable[[str], None] | None = None) -> Loaded:
         if len(same) > 1:
             for r in same:
                 r.ref = f"{r.run_id}~{r.file_sha256[:8]}"
-    return Loaded(runs, skipped)
+    return Loaded(runs + two_stage_views(runs), skipped)
+
+
+def two_stage_views(runs: list[Run]) -> list[Run]:
+    """The final ranking of every two-stage run (``vlbench run --rerank``) as a Run of its own: another model (the
+    first stage's hash, the pair scorer's and K: readback.two_stage_hash), so it is never merged with, nor
+    deduplicated against, the plain model's entry; its run id in tables is ``<run id>+<pair scorer>@K<k>``."""
+    out = []
+    for r in runs:
+        rec = final_record(r.record)
+        if rec is not None:
+            out.append(Run(r.path, rec, r.file_sha256, ref=f"{r.ref}+{second_stage(r.record)}", shown=r.shown,
+                           integrity=list(r.integrity), stage="final"))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -232,6 +264,13 @@ class Selection:
         return sorted(seen.values(), key=lambda r: (r.ref, r.path))
 
 
+def _precedence(run: Run) -> tuple:
+    """Which of a model's runs gives a value (larger first): a plain run before a two-stage run's first stage (the
+    same model's numbers: a two-stage run counts for the plain model only where no plain run has the condition),
+    then the newest."""
+    return (not run.reranked, run.newness())
+
+
 def _same_values(a: Run, b: Run, condition: str) -> bool:
     return a.values(condition) == b.values(condition)
 
@@ -249,24 +288,24 @@ def select(runs: list[Run]) -> Selection:
     values: dict = {}
     lost: dict = {}
     for key in sorted(cands):
-        group = sorted(cands[key], key=Run.newness, reverse=True)
+        group = sorted(cands[key], key=_precedence, reverse=True)
         values[key] = group[0]
         for old in group[1:]:
-            lost.setdefault(old.path, (old, []))[1].append(
+            lost.setdefault(old.ref, (old, []))[1].append(
                 {"condition": key[3], "by": group[0].ref, "same_values": _same_values(old, group[0], key[3])})
     mia = {}
     for key in sorted(mia_cands):
         group = sorted(mia_cands[key], key=Run.newness, reverse=True)
         mia[key] = group[0]
         for old in group[1:]:
-            lost.setdefault(old.path, (old, []))[1].append(
+            lost.setdefault(old.ref, (old, []))[1].append(
                 {"condition": "model_input_analysis", "by": group[0].ref,
                  "same_values": old.record.model_input_analysis == group[0].record.model_input_analysis})
     superseded = []
-    for path in sorted(lost):
-        old, items = lost[path]
+    for ref in sorted(lost, key=lambda x: (lost[x][0].path, x)):
+        old, items = lost[ref]
         used = any(v is old for v in values.values()) or any(v is old for v in mia.values())
-        superseded.append({"run_id": old.ref, "path": path, "folder": old.public, "created": old.created,
+        superseded.append({"run_id": old.ref, "path": old.path, "folder": old.public, "created": old.created,
                            "fully": not used,
                            "conditions": sorted(items, key=lambda x: condition_key(x["condition"]))})
     return Selection(values, mia, superseded)

@@ -12,7 +12,7 @@ import re
 
 from ..metrics.specs import metric_order
 from ..results import Interval, MetricKey
-from .labels import Labels, make_labels  # noqa: F401  (make_labels: imported from here by build and load_results)
+from .labels import STAGES_COLUMN, STAGES_LABEL, Labels, make_labels  # noqa: F401  (make_labels: for build)
 from .store import Run, Selection, condition_key
 from .table_types import Column, Table
 
@@ -90,7 +90,8 @@ def language_mean(run: Run) -> list[str]:
 
 
 def clean_retrieval(ctx: _Ctx) -> Table:
-    cols = [Column("dataset"), Column("model")]
+    stages = [Column(STAGES_COLUMN, label=STAGES_LABEL)] if ctx.lab.stages else []  # only beside other kinds
+    cols = [Column("dataset"), Column("model"), *stages]
     for d in ("i2t", "t2i"):
         cols += [Column(f"{d}_recall@{k}", "num", 2, f"{d} R@{k}") for k in (1, 5, 10)]
         cols += [Column(f"{d}_ndcg", "num", 3, f"{d} nDCG")]  # the run's printed nDCG@p, in [0, 1]
@@ -104,7 +105,7 @@ def clean_retrieval(ctx: _Ctx) -> Table:
             continue
         v, p = _values(run, "clean"), _dcg_p(run)
         mh, dn, dh = key
-        row: list = [ctx.dataset(dn, dh), ctx.model(mh)]
+        row: list = [ctx.dataset(dn, dh), ctx.model(mh)] + ([ctx.lab.stages[mh]] if stages else [])
         for d in ("i2t", "t2i"):
             row += [v.get((d, "recall", k)) for k in (1, 5, 10)] + [v.get((d, "ndcg", p))]
         langs = language_mean(run)
@@ -119,7 +120,13 @@ def clean_retrieval(ctx: _Ctx) -> Table:
                  "nDCG the run prints, in [0, 1]; the signed DCG_CM is in values.csv) per direction, and RSUM (R@1 + "
                  "R@5 + R@10) per direction. A multilingual set (xm3600, xtd10) is one row whose values are the mean "
                  f"over its selected languages (flag '{LANGUAGE_MEAN}'; each language in the multilingual table); "
-                 "the ranking leaves such rows out.", cols, rows, sorted(runs))
+                 "the ranking leaves such rows out." + (STAGES_TEXT if stages else ""), cols, rows, sorted(runs))
+
+
+#: what the stages column says (tables that have it)
+STAGES_TEXT = (" Kind / stages: dual (one vector per image and caption), multi-vector (token vectors, MaxSim), MLLM "
+               "embedder, pair (a pair scorer); 'dual + blip-itm@K16': a two-stage run's final ranking (the pair "
+               "scorer re-ranked each query's top 16), an entry of its own beside its first stage.")
 
 
 def rsum_per_perturbation(ctx: _Ctx, direction: str = "t2i") -> Table:
@@ -291,12 +298,12 @@ def provenance_table(selection: Selection, labels: Labels) -> Table:
             Column("timing")]
     used: dict[str, list[str]] = {}
     for (_mh, _dn, _dh, cond), run in selection.values.items():
-        used.setdefault(run.path, []).append(cond)
+        used.setdefault(run.ref, []).append(cond)  # by ref: a two-stage run's final ranking is an entry of its own
     for run in selection.mia.values():
-        used.setdefault(run.path, [])
+        used.setdefault(run.ref, [])
     rows = []
     for run in selection.used_runs():
-        conds = sorted(used[run.path], key=condition_key)
+        conds = sorted(used[run.ref], key=condition_key)
         if any(r is run for r in selection.mia.values()):
             conds.append("model_input_analysis")
         rows.append([run.ref, labels.model[run.model_hash], labels.spec(run), run.model_hash,

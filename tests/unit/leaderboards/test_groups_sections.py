@@ -22,6 +22,11 @@ class FakeRun:
         self.record = SimpleNamespace(other={FILES: file_manifest(folder)}, intervals=list(intervals),
                                       value=lambda c, d, m, k=None: self._values.get(c, {}).get(MetricKey(d, m, k)))
 
+    stage = ""  # a one-stage run (a two-stage run's final ranking is a Run with stage "final")
+
+    def side_condition(self, c):
+        return c
+
     def condition_meta(self, c):
         return self._meta.get(c, {})
 

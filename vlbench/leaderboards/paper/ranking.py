@@ -77,6 +77,7 @@ def ranking_table(t52: Table, changes: Table | None) -> Table:
     Models without a clean RSUM on every dataset are ranked separately, after the others, and marked."""
     datasets, clean, complete = coverage(t52)
     drops = _drops(changes)
+    kinds = {r["model"]: r["stages"] for r in _dicts(t52)} if "stages" in [c.key for c in t52.columns] else {}
     rows: list[list] = []
     for m, by_ds in clean.items():
         real = [x for x in drops.get(m, []) if x[2]]
@@ -91,7 +92,9 @@ def ranking_table(t52: Table, changes: Table | None) -> Table:
                              r[1]))
     for i, row in enumerate(rows):
         row[0] = i + 1 if row[1] in complete else None
-    cols = ([Column("rank", "int"), Column("model")] +
+    if kinds:  # a board with other kinds than dual encoders: the kind / stages beside the model
+        rows = [r[:2] + [kinds.get(r[1])] + r[2:] for r in rows]
+    cols = ([Column("rank", "int"), Column("model")] + [c for c in t52.columns if c.key == "stages" and kinds] +
             [Column(f"clean_rsum:{d}", "num", 1, f"clean RSUM {d}") for d in datasets] +
             [Column("mean_clean_rsum", "num", 1, "mean clean RSUM"),
              Column("mean_rsum_change", "num", 1, "mean RSUM change"),

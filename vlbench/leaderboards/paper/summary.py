@@ -15,13 +15,12 @@ one headline number per family of caption perturbations and of image corruptions
 
 from __future__ import annotations
 
-import os
 import zlib
 
 import numpy as np
 
 from ...results import DIRECTIONS
-from ...runread import proven_per_query
+from ..sections import run_per_query
 from ..store import Run
 from ..table_types import Column, Table
 from ..tables import _Ctx
@@ -69,9 +68,8 @@ def _family(run: Run, cond: str) -> str | None:
 
 def _per_query(run: Run, conds: list[str]) -> dict | None:
     """{(condition, direction): per-query RSUM} of ``conds`` + clean, aligned with clean's queries, or None."""
-    folder = os.path.dirname(run.path) or "."
     try:  # only the run's own file, proven by its file hashes and agreeing with its record (as rank groups read it)
-        tabs = proven_per_query(folder, run.record, set(conds) | {"clean"})
+        tabs = run_per_query(run, set(conds) | {"clean"})
         if tabs is None:
             return None
     except Exception:  # an unproven or unreadable per-query file: no interval (the value still comes from results.json)

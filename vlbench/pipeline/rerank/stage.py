@@ -196,7 +196,10 @@ def _section(cfg, spec, scorer, pair_hash, k, ks, evals, final, counts) -> dict:
                 for c in final for d in compute.DIRECTIONS]
     gains = [{"condition": c, **b} for c in final
              for b in paired_bootstrap(evals[c], final[c], cfg.n_boot, cfg.seed)]
+    # the final ranking's change under each condition against its own clean, drawn as the run's own "bootstrap"
+    boots = [{"condition": c, **b} for c in final if c != "clean" and "clean" in final
+             for b in paired_bootstrap(final["clean"], final[c], cfg.n_boot, cfg.seed)]
     return {"pair_scorer": {"spec": spec, "name": str(spec).partition(":")[0], "hash": pair_hash,
                             "identity": scorer.identity()},
             "k": k, "k_by_direction": ks, "rule": RULE, "per_query_condition": PREFIX + "<condition>",
-            "results": values, "ceiling": ceilings, "gain": gains, "pairs": counts}
+            "results": values, "ceiling": ceilings, "gain": gains, "bootstrap": boots, "pairs": counts}
