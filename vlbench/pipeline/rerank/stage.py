@@ -196,7 +196,7 @@ def _section(cfg, spec, scorer, pair_hash, k, ks, evals, final, counts) -> dict:
                 for c in final for d in compute.DIRECTIONS]
     gains = [{"condition": c, **b} for c in final
              for b in paired_bootstrap(evals[c], final[c], cfg.n_boot, cfg.seed)]
-    return {"pair_scorer": {"spec": spec, "name": str(spec).partition(":")[0], "hash": pair_hash,
+    return {"pair_scorer": {"spec": spec, "name": str(spec).partition("?")[0].partition(":")[0], "hash": pair_hash,
                             "identity": scorer.identity()},
             "k": k, "k_by_direction": ks, "rule": RULE, "per_query_condition": PREFIX + "<condition>",
             "results": values, "ceiling": ceilings, "gain": gains, "pairs": counts}
