@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 
 import numpy as np
 import pytest
@@ -31,8 +32,16 @@ from support.tiny_pair_models import save_blip_itm
 from vlbench.cli import main
 from vlbench.datasets.core import load_dataset
 
-K, TOKENS, ITM_TOKEN = 4, 40, "[MASK]"  # 40: the tiny model's positions, what the first stage reads too
-SPEC = f"?score=itm-logit+itc&max_text_tokens={TOKENS}&itm_token={ITM_TOKEN}"
+# BLIP's are K = 128 / 256, 35 tokens and 30 words; smaller here so that the cuts bite on the excerpt's captions
+K, TOKENS, WORDS, ITM_TOKEN = 4, 10, 11, "[MASK]"
+TEXT = f"max_text_tokens={TOKENS}&pre_caption={WORDS}"
+SPEC = f"?score=itm-logit+itc&{TEXT}&itm_token={ITM_TOKEN}"
+
+
+def _pre_caption(caption: str) -> str:
+    """BLIP's dataset step (data/utils.py pre_caption) from its rules: lower case, .!"()*#:;~ to spaces, the
+    first WORDS words."""
+    return " ".join(re.sub(r'[.!"()*#:;~]', " ", caption.lower()).split()[:WORDS])
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +101,7 @@ def _per_query(out, condition):
 
 
 def _run(setup, out, k):
-    args = ["run", "--model", f"blip:{setup['folder']}", "--dataset", f"custom:{setup['manifest']}", "--rerank",
+    args = ["run", "--model", f"blip:{setup['folder']}?{TEXT}", "--dataset", f"custom:{setup['manifest']}", "--rerank",
             f"blip-itm:{setup['folder']}{SPEC}", "--rerank-k", str(k), "--out", str(out), "--quiet",
             "--num-workers", "0", "--bootstrap", "20", "--validity", "off", "--no-cache"]
     assert main(args) == 0
@@ -103,7 +112,7 @@ def _run(setup, out, k):
 def both(setup, tmp_path_factory):
     ds = setup["ds"]
     images = [Image.open(ds.image_path(i)).convert("RGB") for i in range(ds.n_images)]
-    i2t, t2i, sims = _blip_evaluation(setup["folder"], images, ds.captions, K)
+    i2t, t2i, sims = _blip_evaluation(setup["folder"], images, [_pre_caption(c) for c in ds.captions], K)
     out = tmp_path_factory.mktemp("run") / "r"
     doc = _run(setup, out, K)
     return {"blip": (i2t, t2i, sims), "doc": doc, "vl": _per_query(out, "rerank:clean"),
@@ -139,10 +148,19 @@ def test_blip_protocol_rerank_equals_blips_evaluation_loop(both):
     assert any((first[d] != blip[d]).any() for d in ("i2t", "t2i"))
 
 
+def test_blip_protocol_cuts_bite_on_the_test_captions(setup):
+    ds = setup["ds"]
+    tok = transformers.AutoProcessor.from_pretrained(setup["folder"]).tokenizer
+    assert sum(len(c.split()) > WORDS for c in ds.captions) >= 5  # pre_caption drops words
+    assert sum(len(tok(_pre_caption(c))["input_ids"]) > TOKENS for c in ds.captions) >= 5  # then the token cut
+    assert any(re.search(r'[.!"()*#:;~]', c) for c in ds.captions)  # and punctuation goes
+
+
 def test_blip_protocol_options_are_recorded_in_the_rerank_identity(both):
     ident = both["doc"]["rerank"]["pair_scorer"]["identity"]
     assert ident["score"].startswith("itm logit at index 1 (match) + itc cosine")
     assert ident["max_text_tokens"] == TOKENS and ident["itm_first_token"] == 4  # [MASK] in the tiny vocabulary
+    assert ident["pre_caption_words"] == WORDS
     assert both["doc"]["rerank"]["pair_scorer"]["name"] == "blip-itm"
 
 

@@ -13,6 +13,7 @@ from PIL import Image
 from support.tiny_pair_models import save_blip2_itm, save_blip_itm
 
 from vlbench.errors import VlbenchError
+from vlbench.models.adapter import load_model
 from vlbench.models.pairs import load_pair_scorer
 from vlbench.models.pairs.blip_options import pre_caption, resolve, split_query
 
@@ -123,3 +124,17 @@ def test_blip2_refuses_blips_own_options():
         resolve("blip2-itm", {"itm_token": "[ENC]"})
     assert split_query("blip-itm") == ("blip-itm", {})
     assert split_query("blip-itm:x?protocol=blip") == ("blip-itm:x", {"protocol": "blip"})
+
+
+def test_blip_dual_encoder_reads_the_protocols_text_options(folders):
+    f = folders["blip-itm"]
+    cut = load_model(f"blip:{f}?max_text_tokens=6&pre_caption=3")
+    plain = load_model(f"blip:{f}")
+    ident, base = cut.identity(), plain.identity()
+    assert ident["max_text_tokens"] == 6 and ident["pre_caption_words"] == 3 and ident["checkpoint"] == str(f)
+    assert "pre_caption_words" not in base and cut.model_identity().hash("x") != plain.model_identity().hash("x")
+    text = "Two dogs play in the snow."
+    np.testing.assert_array_equal(np.asarray(cut.encode_texts([text])),
+                                  np.asarray(plain.encode_texts(["two dogs play"])))
+    with pytest.raises(VlbenchError, match="unknown option"):
+        load_model(f"blip:{f}?score=itm-logit")

@@ -4,7 +4,8 @@
 The score of a pair is the ITM head's "match" probability: the softmax over its two logits, taken at index 1, as
 the model cards show (``model(**inputs, use_itm_head=True)`` for BLIP, ``use_image_text_matching_head=True`` for
 BLIP-2). Options (blip_options.py) give the published protocols' scores instead: the raw match logit, or the
-logit plus the checkpoint's contrastive cosine, with their caption truncation and ITM input token. The forward is split where the model allows: ``encode_images`` runs the vision tower once per image
+logit plus the checkpoint's contrastive cosine, with their caption truncation and ITM input token.
+The forward is split where the model allows: ``encode_images`` runs the vision tower once per image
 (BLIP-2's Q-Former reads the text with its queries, so only the vision tower is shared), and ``score_pairs`` runs
 the text side against those embeddings, the same computation as the model's own forward (tests check it against
 the forward called per pair as the model card shows). The softmax is taken in float32 from the head's logits.
