@@ -161,8 +161,9 @@ def same_stages(row: PublishedRow, rerank: str | None, rerank_k: int | None) -> 
         return not rerank
     if not rerank or rerank_k is None:
         return False
-    return normalize_spec(rerank) == normalize_spec(str(row.rerank["model"])) and int(rerank_k) == int(row.rerank["k"]) \
-        and pair_options(rerank) == pair_options(str(row.rerank["model"]))
+    model = str(row.rerank["model"])
+    return normalize_spec(rerank) == normalize_spec(model) and int(rerank_k) == int(row.rerank["k"]) \
+        and pair_options(rerank) == pair_options(model)
 
 
 def spec_key(spec: str) -> str:

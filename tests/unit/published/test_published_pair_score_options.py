@@ -32,4 +32,5 @@ def test_spec_key_keeps_pair_options_and_drops_dual_encoder_options():
     assert T.spec_key("blip-itm?protocol=blip") == T.spec_key(
         "blip-itm:Salesforce/blip-itm-base-coco?score=itm-logit+itc&max_text_tokens=35&itm_token=[ENC]")
     assert T.spec_key("blip-itm") != T.spec_key("blip-itm?score=itm-logit")
-    assert T.spec_key("siglip2:google/siglip2-base-patch16-224?lowercase=0") == "siglip2:google/siglip2-base-patch16-224"
+    siglip = "siglip2:google/siglip2-base-patch16-224"
+    assert T.spec_key(siglip + "?lowercase=0") == siglip
