@@ -16,7 +16,11 @@ scores per query; the image side's cost is once per image and is given apart). T
 the threads and the load average are printed with the numbers.
 
 usage: python scripts/benchmarks/bench_pairs.py [--pairs 32] [--images 4] [--batch-size 16] [--threads 1]
-       [--precision fp32|bf16] [--device cpu] [--no-bare] [--json out.json]
+       [--precision fp32|bf16] [--device cpu] [--no-bare] [--options score=itm-logit+itc] [--json out.json]
+
+``--options``: the pair scorer's options (docs/models.md, "BLIP's and BLIP-2's protocols"), e.g.
+``score=itm-logit+itc`` (BLIP's own score: one more text-encoder pass per pair for the ITC cosine); the
+model-card yardstick computes p(match), so it runs only without options.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--no-bare", action="store_true", help="skip the model-card yardstick")
+    ap.add_argument("--options", default="", help="the pair scorer's options, e.g. score=itm-logit+itc")
     ap.add_argument("--json", help="also write the numbers to this file")
     args = ap.parse_args(argv)
 
@@ -75,11 +80,12 @@ def main(argv=None) -> int:
     texts = [CAPTION] * args.pairs
     out: dict = {"pairs": args.pairs, "images": args.images, "batch_size": args.batch_size, "threads":
                  args.threads, "precision": args.precision, "device": args.device,
-                 "load_average": os.getloadavg()[0]}
+                 "load_average": os.getloadavg()[0], "options": args.options}
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-pairs-") as tmp:
         folder = Path(tmp) / "blip-itm"
         _build(folder, args.image_size)
-        scorer = load_pair_scorer(f"blip-itm:{folder}", device=args.device, precision=args.precision)
+        spec = f"blip-itm:{folder}" + (f"?{args.options}" if args.options else "")
+        scorer = load_pair_scorer(spec, device=args.device, precision=args.precision)
         model = scorer.model
         out["parameters_m"] = round(sum(p.numel() for p in model.parameters()) / 1e6, 1)
         pixels = scorer.collate([scorer.preprocess(im) for im in images])
@@ -93,7 +99,7 @@ def main(argv=None) -> int:
         out["pairs_per_s"] = args.pairs / out["pairs_s"]
         for k in (16, 128):
             out[f"pair_seconds_per_1000_queries_k{k}"] = 1000 * k / out["pairs_per_s"]
-        if not args.no_bare:
+        if not args.no_bare and not args.options:
             processor = T.AutoProcessor.from_pretrained(folder)
             ref = []
             t = time.perf_counter()
