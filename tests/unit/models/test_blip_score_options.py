@@ -16,6 +16,7 @@ from vlbench.errors import VlbenchError
 from vlbench.models.adapter import load_model
 from vlbench.models.pairs import load_pair_scorer
 from vlbench.models.pairs.blip_options import pre_caption, resolve, split_query
+from vlbench.testing import check_pair_scorer
 
 TEXTS = ["a man riding horse on beach", "two dogs play in the snow!", "red car parked near building"]
 
@@ -138,3 +139,12 @@ def test_blip_dual_encoder_reads_the_protocols_text_options(folders):
                                   np.asarray(plain.encode_texts(["two dogs play"])))
     with pytest.raises(VlbenchError, match="unknown option"):
         load_model(f"blip:{f}?score=itm-logit")
+
+
+@pytest.mark.parametrize("family, options", [("blip-itm", "?score=itm-logit+itc&itm_token=[MASK]&max_text_tokens=9"),
+                                             ("blip2-itm", "?protocol=blip2")])
+def test_protocol_scores_pass_the_pair_scorer_conformance_check(folders, family, options):
+    report = check_pair_scorer(f"{family}:{folders[family]}{options}")  # raises at the first clause it fails
+    assert report.passed == ["protocol", "identity", "preprocess, collate and encode_images", "score_pairs",
+                             "determinism", "batch independence", "image encoded alone", "text keys name the text",
+                             "scores depend on the pair", "mismatched pairs refused", "no pairs"]
