@@ -5,6 +5,8 @@ input's first token only; each option changes the identity, a preset resolves to
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -16,6 +18,8 @@ from vlbench.errors import VlbenchError
 from vlbench.models.adapter import load_model
 from vlbench.models.pairs import load_pair_scorer
 from vlbench.models.pairs.blip_options import pre_caption, resolve, split_query
+from vlbench.models.pairs.protocol import parse_spec
+from vlbench.pipeline.rerank.checks import check_options
 from vlbench.testing import check_pair_scorer
 
 TEXTS = ["a man riding horse on beach", "two dogs play in the snow!", "red car parked near building"]
@@ -148,3 +152,11 @@ def test_protocol_scores_pass_the_pair_scorer_conformance_check(folders, family,
     assert report.passed == ["protocol", "identity", "preprocess, collate and encode_images", "score_pairs",
                              "determinism", "batch independence", "image encoded alone", "text keys name the text",
                              "scores depend on the pair", "mismatched pairs refused", "no pairs"]
+
+
+def test_a_spec_with_options_and_no_checkpoint_names_the_pair_scorer():
+    assert parse_spec("blip-itm?score=itm-logit+itc") == ("blip-itm", None)
+    assert parse_spec("blip2-itm:org/ckpt?protocol=blip2") == ("blip2-itm", "org/ckpt")
+    check_options(SimpleNamespace(model="blip", rerank="blip-itm?score=itm-logit+itc", rerank_k=128))
+    with pytest.raises(VlbenchError, match="pair scorer, not a dual encoder"):
+        check_options(SimpleNamespace(model="blip-itm?protocol=blip", rerank=None, rerank_k=None))
