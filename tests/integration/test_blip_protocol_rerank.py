@@ -31,6 +31,7 @@ from support.tiny_pair_models import save_blip_itm
 
 from vlbench.cli import main
 from vlbench.datasets.core import load_dataset
+from vlbench.models.pairs import rerank
 
 # BLIP's are K = 128 / 256, 35 tokens and 30 words; smaller here so that the cuts bite on the excerpt's captions
 K, TOKENS, WORDS, ITM_TOKEN = 4, 10, 11, "[MASK]"
@@ -171,8 +172,6 @@ def test_blip_below_k_tie_at_minus_100_places_positives_where_vlbench_keeps_firs
     score = np.full(6, -100.0, dtype=np.float32)
     score[:2] = np.array([1.0, 2.0], dtype=np.float32) + sims[:2]
     blip_order = np.argsort(score, kind="stable")[::-1]  # the order NumPy's stable sort gives; its default may differ
-    from vlbench.models.pairs import rerank
-
     ours = rerank(np.argsort(-sims, kind="stable")[None, :], (score[:2] - sims[:2])[None, :])[0]
     assert list(ours[:2]) == list(blip_order[:2]) == [1, 0]  # within K: the same
     assert list(ours[2:]) == [2, 3, 4, 5] and list(blip_order[2:]) == [5, 4, 3, 2]  # below K: not the same
