@@ -16,7 +16,13 @@ scores per query; the image side's cost is once per image and is given apart). T
 the threads and the load average are printed with the numbers.
 
 usage: python scripts/benchmarks/bench_pairs.py [--pairs 32] [--images 4] [--batch-size 16] [--threads 1]
-       [--precision fp32|bf16] [--device cpu] [--no-bare] [--json out.json]
+       [--precision fp32|bf16] [--device cpu] [--no-bare] [--options score=itm-logit+itc] [--json out.json]
+
+``--options``: the pair scorer's options (docs/models.md, "BLIP's and BLIP-2's protocols"), e.g.
+``score=itm-logit+itc`` (BLIP's own score: one more text-encoder pass per pair for the ITC cosine); the
+model-card yardstick computes p(match), so it runs only without options. ``--vs-options OPTS --repeats R``: the
+default scorer and one with OPTS (the same weights) score the same pairs alternately R times, in one process, and
+the smallest time of each and their ratio are printed (alternating cancels much of a shared machine's drift).
 """
 
 from __future__ import annotations
@@ -58,6 +64,9 @@ def main(argv=None) -> int:
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--no-bare", action="store_true", help="skip the model-card yardstick")
+    ap.add_argument("--options", default="", help="the pair scorer's options, e.g. score=itm-logit+itc")
+    ap.add_argument("--vs-options", default="", help="time the default scorer against one with these options")
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="also write the numbers to this file")
     args = ap.parse_args(argv)
 
@@ -75,11 +84,12 @@ def main(argv=None) -> int:
     texts = [CAPTION] * args.pairs
     out: dict = {"pairs": args.pairs, "images": args.images, "batch_size": args.batch_size, "threads":
                  args.threads, "precision": args.precision, "device": args.device,
-                 "load_average": os.getloadavg()[0]}
+                 "load_average": os.getloadavg()[0], "options": args.options}
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-pairs-") as tmp:
         folder = Path(tmp) / "blip-itm"
         _build(folder, args.image_size)
-        scorer = load_pair_scorer(f"blip-itm:{folder}", device=args.device, precision=args.precision)
+        spec = f"blip-itm:{folder}" + (f"?{args.options}" if args.options else "")
+        scorer = load_pair_scorer(spec, device=args.device, precision=args.precision)
         model = scorer.model
         out["parameters_m"] = round(sum(p.numel() for p in model.parameters()) / 1e6, 1)
         pixels = scorer.collate([scorer.preprocess(im) for im in images])
@@ -91,9 +101,12 @@ def main(argv=None) -> int:
                                  for a in range(0, args.pairs, args.batch_size)])
         out["pairs_s"] = time.perf_counter() - t
         out["pairs_per_s"] = args.pairs / out["pairs_s"]
+        if args.vs_options:
+            _versus(out, scorer, load_pair_scorer(f"blip-itm:{folder}?{args.vs_options}", device=args.device,
+                                                  precision=args.precision), state, idx, texts, args)
         for k in (16, 128):
             out[f"pair_seconds_per_1000_queries_k{k}"] = 1000 * k / out["pairs_per_s"]
-        if not args.no_bare:
+        if not args.no_bare and not args.options:
             processor = T.AutoProcessor.from_pretrained(folder)
             ref = []
             t = time.perf_counter()
@@ -113,6 +126,23 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0
+
+
+def _versus(out: dict, plain, other, state, idx, texts, args) -> None:
+    """The default scorer and ``other`` (its options) over the same pairs, alternately, the best time of each."""
+    import numpy as np
+
+    other._model = plain.model  # the same weights: only the score's computation differs
+    best = {"default": float("inf"), "options": float("inf")}
+    for _ in range(args.repeats):
+        for name, sc in (("default", plain), ("options", other)):
+            t = time.perf_counter()
+            np.concatenate([sc.score_pairs(state[idx[a:a + args.batch_size]], texts[a:a + args.batch_size])
+                            for a in range(0, args.pairs, args.batch_size)])
+            best[name] = min(best[name], time.perf_counter() - t)
+    out["vs_options"] = args.vs_options
+    out["best_default_s"], out["best_options_s"] = best["default"], best["options"]
+    out["options_over_default"] = best["options"] / best["default"]
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from .adapter import (
 from .budget import cut_to_budget, hf_cutter
 from .families import BUILTIN
 from .hub import hub_commit, hub_problem
+from .pairs.blip_options import pre_caption, resolve, split_query
 
 __all__ = ["HFDualEncoder", "BlipContrastive", "load_clip", "load_align", "load_altclip", "load_groupvit",
            "load_metaclip2", "load_chinese_clip", "load_blip", "fingerprint", "preflight", "TEXT_TOKEN_LIMITS"]
@@ -208,7 +209,46 @@ class BlipContrastive(HFDualEncoder):
     what the model's forward computes with ``use_itm_head=False``, split into its two sides. The image vector is
     ``vision_proj`` of the vision tower's CLS state, the text vector ``text_proj`` of the text encoder's CLS state
     (the text encoder run without the image, as the forward does), each L2-normalised; the forward's cosine matrix
-    is their product. This is the first stage of BLIP's own retrieval protocol (``--rerank blip-itm``)."""
+    is their product. This is the first stage of BLIP's own retrieval protocol (``--rerank blip-itm``).
+
+    Options (``blip:CKPT?max_text_tokens=35&pre_caption=30``): the caption truncation and BLIP's caption
+    normalisation of BLIP's own evaluation (the same options of the ``blip-itm`` pair scorer, models/pairs/
+    blip_options.py), so its first stage reads the tokens BLIP's ITC reads; each one given enters the identity."""
+
+    def __init__(self, family, checkpoint=None, **kwargs):
+        base, opts = split_query(checkpoint or "")
+        unknown = sorted(set(opts) - {"max_text_tokens", "pre_caption"})
+        if unknown:
+            raise ModelError(f"{family}: unknown option(s) {', '.join(unknown)} in {checkpoint!r}",
+                             f"use max_text_tokens and pre_caption, e.g. "
+                             f"{family}:CKPT?max_text_tokens=35&pre_caption=30")
+        self.text_options = {k: v for k, v in resolve("blip-itm", opts).items()
+                             if k in ("max_text_tokens", "pre_caption") and v is not None}
+        super().__init__(family, base or None, **kwargs)
+        want = self.text_options.get("max_text_tokens")
+        if want is not None and want > self.max_length:
+            raise ModelError(f"{family}: max_text_tokens={want} is above the {self.max_length} tokens the text tower "
+                             f"of {self.checkpoint!r} reads", f"give max_text_tokens at most {self.max_length}")
+        self.max_length = want or self.max_length
+
+    def identity(self) -> dict:
+        out = super().identity()
+        if "pre_caption" in self.text_options:  # only when set: the default identity (and cache) is unchanged
+            out["pre_caption_words"] = self.text_options["pre_caption"]
+        return out
+
+    def _texts(self, texts) -> list[str]:
+        n = self.text_options.get("pre_caption")
+        return [str(t) for t in texts] if n is None else [pre_caption(t, n) for t in texts]
+
+    def _tokenize(self, texts):
+        return super()._tokenize(self._texts(texts))
+
+    def text_keys(self, texts):
+        return super().text_keys(self._texts(texts))
+
+    def text_lengths(self, texts):
+        return super().text_lengths(self._texts(texts))
 
     def _embed_dim(self) -> int:
         return int(getattr(self.config, "image_text_hidden_size", 0) or 0)
@@ -265,8 +305,10 @@ load_blip = _hf_factory("blip", HF_CLASSES["blip"][0], BlipContrastive)
 
 # hooks of the families' records (families.py): files and the hub cache only, nothing loaded
 
-def fingerprint(checkpoint: str, *, revision: str | None = None, **_) -> dict | None:
-    """A local folder's file digests, or the commit of the hub id's cached snapshot (None: not cached)."""
+def fingerprint(checkpoint: str, *, revision: str | None = None, family: str = "clip", **_) -> dict | None:
+    """A local folder's file digests, or the commit of the hub id's cached snapshot (None: not cached). BLIP's
+    ``?options`` are not part of the checkpoint (the spec, part of the key, holds them)."""
+    checkpoint = _base(checkpoint, family)
     local = local_fingerprint(checkpoint)
     if local is not None:
         return local
@@ -276,6 +318,7 @@ def fingerprint(checkpoint: str, *, revision: str | None = None, **_) -> dict | 
 
 def preflight(checkpoint: str, *, family: str = "clip", **_) -> list:
     """A local folder with config.json, or a hub id that is cached or can be downloaded."""
+    checkpoint = _base(checkpoint, family)
     local = Path(checkpoint).expanduser()
     if local.exists() or checkpoint.startswith((".", "/", "~")) or os.sep + os.sep in checkpoint:
         if (local / "config.json").is_file():
@@ -286,6 +329,11 @@ def preflight(checkpoint: str, *, family: str = "clip", **_) -> list:
                            "image-processor files)")]
     p = hub_problem(checkpoint, f"--model {family}:/path/to/{checkpoint.split('/')[-1]}")
     return [p] if p else []
+
+
+def _base(checkpoint: str, family: str) -> str:
+    """The checkpoint without BLIP's ``?options`` (BlipContrastive's); other families' checkpoints as given."""
+    return checkpoint.partition("?")[0] if family == "blip" else checkpoint
 
 
 def _type_problems(local: Path, checkpoint: str, family: str) -> list:

@@ -25,6 +25,7 @@ from importlib import resources
 
 from ..models.families import BUILTIN
 from ..models.pairs.blip import DEFAULTS as PAIR_DEFAULTS
+from ..models.pairs.blip_options import resolve, split_query
 
 #: the protocol facts known to move published retrieval numbers, in the order they are reported
 FACTS = ("weights", "recall", "split", "gallery", "truncation", "preprocessing", "precision", "lowercase",
@@ -144,8 +145,8 @@ def not_shipped() -> list[dict]:
 def normalize_spec(spec: str) -> str:
     """``family:checkpoint`` with the family's default checkpoint filled in and any ``@revision`` or
     ``?options`` dropped (``clip`` -> ``clip:openai/clip-vit-base-patch32``)."""
-    family, _, ck = spec.partition(":")
-    ck = ck.split("?", 1)[0].split("@", 1)[0].strip()
+    family, _, ck = spec.split("?", 1)[0].partition(":")
+    ck = ck.split("@", 1)[0].strip()
     if not ck and family in BUILTIN:
         ck = BUILTIN[family].default_checkpoint or ""
     if not ck and family in PAIR_DEFAULTS:  # a pair scorer (--rerank blip-itm): its default checkpoint
@@ -160,7 +161,29 @@ def same_stages(row: PublishedRow, rerank: str | None, rerank_k: int | None) -> 
         return not rerank
     if not rerank or rerank_k is None:
         return False
-    return normalize_spec(rerank) == normalize_spec(str(row.rerank["model"])) and int(rerank_k) == int(row.rerank["k"])
+    model = str(row.rerank["model"])
+    return normalize_spec(rerank) == normalize_spec(model) and int(rerank_k) == int(row.rerank["k"]) \
+        and pair_options(rerank) == pair_options(model)
+
+
+def spec_key(spec: str) -> str:
+    """What a published entry's spec must share with a run's: :func:`normalize_spec`, and for a built-in pair
+    scorer (``blip-itm``, ``blip2-itm``) its resolved score options too (a dual encoder's ``?options`` are
+    dropped, as before)."""
+    name = str(spec).split("?", 1)[0].partition(":")[0].strip()
+    base = normalize_spec(spec)
+    if name not in PAIR_DEFAULTS:
+        return base
+    return base + "?" + json.dumps(pair_options(spec), sort_keys=True)
+
+
+def pair_options(spec: str) -> dict:
+    """A pair scorer spec's options as they decide its scores: BLIP's and BLIP-2's resolved (a ``protocol=``
+    preset equals its options; the default score is ``match-prob``), a plug-in's as written. So a row measured
+    with ``score=itm-logit+itc`` never matches a run scored by p(match), nor the reverse."""
+    name = str(spec).split("?", 1)[0].partition(":")[0].strip()
+    opts = split_query(spec)[1]
+    return resolve(name, opts) if name in PAIR_DEFAULTS else opts
 
 
 def rows_for(spec: str, dataset: str, rerank: str | None = None, rerank_k: int | None = None,

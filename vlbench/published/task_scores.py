@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..results import RunRecord
 from ..util.markdown import md_table
-from .table import FactCheck, _data, normalize_spec
+from .table import FactCheck, _data, spec_key
 
 #: the protocol facts that can move a published task score, in the order they are reported
 TASK_FACTS = ("set_version", "implementation", "preprocessing", "precision", "lowercase", "prompt", "tie_rule")
@@ -144,8 +144,8 @@ def task_entries() -> tuple[TaskEntry, ...]:
 
 def entries_for(spec: str, task: str) -> list[TaskEntry]:
     """The shipped entries of model ``spec`` on task ``task``."""
-    want = normalize_spec(spec)
-    return [e for e in task_entries() if e.task == task and want in {normalize_spec(s) for s in e.specs}]
+    want = spec_key(spec)  # a pair scorer's score options count: p(match) and logit + ITC are two protocols
+    return [e for e in task_entries() if e.task == task and want in {spec_key(s) for s in e.specs}]
 
 
 def task_name(rec: RunRecord) -> str | None:

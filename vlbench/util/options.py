@@ -230,7 +230,8 @@ OPTIONS = (
            'hub revision (branch, tag or commit) of the checkpoint',
            group='model', default=None),
     Option('rerank', '--rerank',
-           'a pair scorer NAME[:CHECKPOINT] (vlbench ls pair-scorers, e.g. blip-itm) that re-scores each '
+           'a pair scorer NAME[:CHECKPOINT][?OPTIONS] (vlbench ls pair-scorers, e.g. blip-itm, '
+           '"blip-itm?protocol=blip": docs/models.md) that re-scores each '
            "query's top K of the --model's ranking: a two-stage run (docs/usage.md)",
            metavar='PAIR_SCORER', group='model', default=None),
     Option('rerank_k', '--rerank-k',

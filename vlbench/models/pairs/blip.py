@@ -3,7 +3,9 @@
 
 The score of a pair is the ITM head's "match" probability: the softmax over its two logits, taken at index 1, as
 the model cards show (``model(**inputs, use_itm_head=True)`` for BLIP, ``use_image_text_matching_head=True`` for
-BLIP-2). The forward is split where the model allows: ``encode_images`` runs the vision tower once per image
+BLIP-2). Options (blip_options.py) give the published protocols' scores instead: the raw match logit, or the
+logit plus the checkpoint's contrastive cosine, with their caption truncation and ITM input token.
+The forward is split where the model allows: ``encode_images`` runs the vision tower once per image
 (BLIP-2's Q-Former reads the text with its queries, so only the vision tower is shared), and ``score_pairs`` runs
 the text side against those embeddings, the same computation as the model's own forward (tests check it against
 the forward called per pair as the model card shows). The softmax is taken in float32 from the head's logits.
@@ -24,6 +26,7 @@ import numpy as np
 
 from ...errors import ModelError, VlbenchError
 from ..adapter import PROCESSOR_KEYS, _dir_fingerprint, _load_error, load_eval_model, torch_dtype
+from .blip_options import SCORE_TEXT, pre_caption, resolve, token_id
 from .protocol import PairScorer
 
 __all__ = ["HFPairScorer", "load_blip_itm", "load_blip2_itm", "DEFAULTS"]
@@ -37,12 +40,13 @@ class HFPairScorer(PairScorer):
     """A transformers ITM model as a pair scorer; ``family`` is ``blip-itm`` or ``blip2-itm``."""
 
     def __init__(self, family: str, checkpoint: str | None = None, *, device: str = "cpu", precision: str = "fp32",
-                 revision: str | None = None, trust_remote_code: bool = False):
+                 revision: str | None = None, trust_remote_code: bool = False, options: dict | None = None):
         import transformers
 
         if family not in DEFAULTS:
             raise ModelError(f"unknown ITM family {family!r}", f"use one of {sorted(DEFAULTS)}")
         self.name = family
+        self.options = resolve(family, options)
         self.model_class, default = DEFAULTS[family]
         self.checkpoint: str = checkpoint or default
         self.precision, self.device = precision, device
@@ -68,6 +72,14 @@ class HFPairScorer(PairScorer):
         found = [getattr(text_cfg, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
         limits = [x for x in found if isinstance(x, int) and 0 < x < 100_000]
         self.max_length = min(limits) if limits else 512
+        want = self.options["max_text_tokens"]
+        if want is not None and want > self.max_length:
+            raise ModelError(f"{family}: max_text_tokens={want} is above the {self.max_length} tokens the text tower "
+                             f"of {self.checkpoint!r} reads", f"give max_text_tokens at most {self.max_length}")
+        self.max_length = want or self.max_length
+        self.itm_token = None if self.options["itm_token"] is None else \
+            token_id(self.tokenizer, self.options["itm_token"], int(getattr(text_cfg, "vocab_size", 0) or 0),
+                     self.checkpoint)
         self._model = None
         self._load_args = (source, kw)
         self._local = _dir_fingerprint(local) if local.exists() else None
@@ -97,8 +109,14 @@ class HFPairScorer(PairScorer):
             "tokenizer": type(self.tokenizer).__name__,
             "max_text_tokens": self.max_length,
             "precision": self.precision,
-            "score": "itm softmax p(match), float32",
+            "score": SCORE_TEXT[self.options["score"]].format(
+                mean=", mean over the query tokens" if self.name == "blip2-itm" else "",
+                best=", best query token" if self.name == "blip2-itm" else ""),
         }
+        if self.itm_token is not None:  # present only when set: the default identity (and cache) is unchanged
+            out["itm_first_token"] = self.itm_token
+        if self.options["pre_caption"] is not None:
+            out["pre_caption_words"] = self.options["pre_caption"]
         kind = str(self.device).split(":")[0]
         if kind != "cpu":  # scores made on an accelerator agree with the CPU's only within a tolerance: another
             out["device"] = kind  # identity, so never one cache entry (the CPU's identity has no device key)
@@ -107,13 +125,18 @@ class HFPairScorer(PairScorer):
     def preprocess(self, image):
         return self.image_processor(images=image, return_tensors="pt")["pixel_values"][0]
 
+    def _read(self, texts) -> list[str]:
+        """The captions as the model reads them (BLIP's pre_caption where the option asks for it)."""
+        n = self.options["pre_caption"]
+        return [str(t) for t in texts] if n is None else [pre_caption(t, n) for t in texts]
+
     def _tokenize(self, texts):
-        tok = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        tok = self.tokenizer(self._read(texts), padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
         return tok["input_ids"].to(self.device), tok["attention_mask"].to(self.device)
 
     def text_keys(self, texts):
-        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+        ids = self.tokenizer(self._read(texts), truncation=True, max_length=self.max_length)["input_ids"]
         return [" ".join(map(str, x)) for x in ids]
 
     def encode_images(self, batch):
@@ -136,8 +159,40 @@ class HFPairScorer(PairScorer):
         ids, mask = self._tokenize(texts)
         with torch.inference_mode():
             img = images.to(self.device)
-            logits = self._itm_logits(img, ids, mask)
-            return torch.softmax(logits.float(), dim=-1)[:, 1].cpu().numpy().astype(np.float32)
+            itm_ids = ids
+            if self.itm_token is not None:  # BLIP's code: the ITM input starts with [ENC], the ITC input with [CLS]
+                itm_ids = ids.clone()
+                itm_ids[:, 0] = self.itm_token
+            logits = self._itm_logits(img, itm_ids, mask).float()
+            score = self.options["score"]
+            if score == "match-prob":
+                out = torch.softmax(logits, dim=-1)[:, 1]
+            elif score == "itm-logit":
+                out = logits[:, 1]
+            else:
+                out = logits[:, 1] + self._itc_cosine(img, ids, mask).float()
+            return out.cpu().numpy().astype(np.float32)
+
+    def _itc_cosine(self, image_embeds, ids, mask):
+        """The contrastive cosine of each pair, as the model's forward computes it with its ITM head off
+        (``use_itm_head=False`` / ``use_image_text_matching_head=False``), for aligned pairs."""
+        import torch
+        from torch.nn.functional import normalize  # lazy: torch is heavy, loaded only when a pair is scored
+
+        m = self.model
+        if self.name == "blip-itm":
+            text = m.text_encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+            img = normalize(m.vision_proj(image_embeds[:, 0, :]), dim=-1)
+            return (img * normalize(m.text_proj(text[:, 0, :]), dim=-1)).sum(dim=-1)
+        image_mask = torch.ones(image_embeds.shape[:-1], dtype=torch.long, device=image_embeds.device)
+        queries = m.query_tokens.expand(image_embeds.shape[0], -1, -1)
+        q = m.qformer(query_embeds=queries, encoder_hidden_states=image_embeds,
+                      encoder_attention_mask=image_mask).last_hidden_state
+        q = normalize(m.vision_projection(q.to(dtype=m.vision_projection.weight.dtype)), dim=-1)
+        text = m.qformer(query_embeds=m.embeddings(input_ids=ids), query_length=0,
+                         attention_mask=mask).last_hidden_state
+        t = normalize(m.text_projection(text[:, 0, :].to(dtype=m.text_projection.weight.dtype)), dim=-1)
+        return (q * t[:, None, :]).sum(dim=-1).max(dim=1).values
 
     def _itm_logits(self, image_embeds, ids, mask):
         """The ITM head's two logits per pair, computed as the model's forward does after its vision tower."""
@@ -162,13 +217,15 @@ class HFPairScorer(PairScorer):
         return m.itm_head(hidden[:, :n_query, :]).mean(dim=1)
 
 
-def load_blip_itm(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
+def load_blip_itm(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False,
+                  options=None, **_):
     """BLIP's ITM head (``BlipForImageTextRetrieval``); default checkpoint Salesforce/blip-itm-base-coco."""
     return HFPairScorer("blip-itm", checkpoint, device=device, precision=precision, revision=revision,
-                        trust_remote_code=trust_remote_code)
+                        trust_remote_code=trust_remote_code, options=options)
 
 
-def load_blip2_itm(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
+def load_blip2_itm(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False,
+                   options=None, **_):
     """BLIP-2's ITM head (``Blip2ForImageTextRetrieval``); default checkpoint Salesforce/blip2-itm-vit-g."""
     return HFPairScorer("blip2-itm", checkpoint, device=device, precision=precision, revision=revision,
-                        trust_remote_code=trust_remote_code)
+                        trust_remote_code=trust_remote_code, options=options)

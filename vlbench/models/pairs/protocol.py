@@ -32,6 +32,7 @@ from ... import registry
 from ...errors import ModelError, VlbenchError
 from ..adapter import pick_device, torch_dtype
 from ..identity import ModelIdentity
+from .blip_options import split_query
 
 #: bump when vlbench's pair-scoring code changes what a score is (part of every pair scorer's hash)
 PAIR_CODE_VERSION = "1"
@@ -78,17 +79,24 @@ REQUIRED = ("identity", "preprocess", "collate", "encode_images", "score_pairs",
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
-    """``NAME[:CHECKPOINT]`` -> (name, checkpoint or None)."""
-    name, sep, ckpt = spec.partition(":")
+    """``NAME[:CHECKPOINT][?OPTIONS]`` -> (name, checkpoint or None); the options: :func:`spec_options`."""
+    name, sep, ckpt = str(spec).partition("?")[0].partition(":")
     return name.strip(), (ckpt.strip() or None) if sep else None
+
+
+def spec_options(spec: str) -> dict[str, str]:
+    """The ``?key=value&key=value`` options of a pair scorer spec (the scorer's own: blip_options.py for BLIP)."""
+    return split_query(spec)[1]
 
 
 def load_pair_scorer(spec: str, *, device: str | None = None, precision: str = "fp32", revision: str | None = None,
                      trust_remote_code: bool = False) -> PairScorer:
-    """Load ``NAME[:CHECKPOINT]`` from the ``pair_scorers`` registry (built-ins and plug-ins of the entry-point
-    group ``vlbench.pair_scorers``): a registered loader called as ``loader(checkpoint, device=, precision=,
-    trust_remote_code=[, revision=])`` (the checkpoint None: the loader's default)."""
+    """Load ``NAME[:CHECKPOINT][?OPTIONS]`` from the ``pair_scorers`` registry (built-ins and plug-ins of the
+    entry-point group ``vlbench.pair_scorers``): a registered loader called as ``loader(checkpoint, device=,
+    precision=, trust_remote_code=[, revision=][, options=])`` (the checkpoint None: the loader's default;
+    ``options``, a dict of strings, only when the spec has some)."""
     name, ckpt = parse_spec(spec)
+    options = spec_options(spec)
     loader = registry.pair_scorers.get(name)  # unknown name -> did you mean
     device = pick_device(device)
     torch_dtype(precision)
@@ -98,6 +106,8 @@ def load_pair_scorer(spec: str, *, device: str | None = None, precision: str = "
     kwargs: dict[str, Any] = dict(device=device, precision=precision, trust_remote_code=trust_remote_code)
     if revision:
         kwargs["revision"] = revision
+    if options:
+        kwargs["options"] = options
     try:
         scorer = loader(ckpt, **kwargs)
     except VlbenchError:

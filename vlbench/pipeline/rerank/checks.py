@@ -12,7 +12,7 @@ DEFAULT_K = 16
 
 
 def _name(spec: str) -> str:
-    return str(spec).partition(":")[0].strip()
+    return str(spec).partition("?")[0].partition(":")[0].strip()
 
 
 def check_options(cfg) -> None:

@@ -199,7 +199,7 @@ def _section(cfg, spec, scorer, pair_hash, k, ks, evals, final, counts) -> dict:
     # the final ranking's change under each condition against its own clean, drawn as the run's own "bootstrap"
     boots = [{"condition": c, **b} for c in final if c != "clean" and "clean" in final
              for b in paired_bootstrap(final["clean"], final[c], cfg.n_boot, cfg.seed)]
-    return {"pair_scorer": {"spec": spec, "name": str(spec).partition(":")[0], "hash": pair_hash,
+    return {"pair_scorer": {"spec": spec, "name": str(spec).partition("?")[0].partition(":")[0], "hash": pair_hash,
                             "identity": scorer.identity()},
             "k": k, "k_by_direction": ks, "rule": RULE, "per_query_condition": PREFIX + "<condition>",
             "results": values, "ceiling": ceilings, "gain": gains, "bootstrap": boots, "pairs": counts}
