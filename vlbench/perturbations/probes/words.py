@@ -150,6 +150,26 @@ def text_forms(text: str) -> frozenset:
     return frozenset(out)
 
 
+_BY_ID: dict = {}
+
+
+def by_identity(vocab: tuple, build):
+    """``build(vocab)``, kept for this very tuple (looked up by identity: a vocabulary of hundreds of words is not
+    hashed again at every caption); the last 16 are kept."""
+    key = (id(vocab), build)
+    got = _BY_ID.get(key)
+    if got is None or got[0] is not vocab:
+        if len(_BY_ID) >= 16:
+            _BY_ID.clear()
+        got = _BY_ID[key] = (vocab, build(vocab))
+    return got[1]
+
+
+def vocab_set(vocab: tuple) -> frozenset:
+    """The words of ``vocab`` as a set (built once per vocabulary tuple)."""
+    return by_identity(vocab, frozenset)
+
+
 @lru_cache(maxsize=16)
 def _vocab_index(vocab: tuple) -> tuple:
     """For a vocabulary: lemma -> the words whose hypernym closure holds it, synset name -> the words that have
@@ -200,7 +220,8 @@ class ImageWords:
 
     def allowed(self, vocab: tuple) -> list:
         """The words of ``vocab`` that :meth:`allows`, in vocabulary order (computed once per image and list)."""
-        got = self._allowed.get(vocab)
+        hit = self._allowed.get(id(vocab))  # by identity: the same tuple for every caption of a run
+        got = hit[1] if hit is not None and hit[0] is vocab else None
         if got is None:
             if not GENERAL_NOUNS.isdisjoint(self.forms):
                 got = []
@@ -213,7 +234,7 @@ class ImageWords:
                     out |= by_sense.get(sense, set())
                 got = [w for w in vocab if w not in out and w.lower() not in self.forms
                        and w.lower() not in self.blocked]
-            self._allowed[vocab] = got
+            self._allowed[id(vocab)] = (vocab, got)
         return got
 
     def allows(self, word: str, *, thing: bool = True) -> bool:
@@ -246,5 +267,9 @@ def object_vocabulary(texts_by_image: Iterable[Sequence[str]], parsed: dict, siz
     out = [w for w in ranked if w in singular and w not in STOP_NOUNS and is_physical_object(w)]
     # specific objects only: a noun that is a WordNet hypernym of two or more other kept nouns (animal, vehicle,
     # structure) is left out, as "there is no structure" may be false of a picture whose captions name none
-    general = {w for w in out if sum(1 for v in out if v != w and w in closure_lemmas(v)) >= 2}
+    kept = set(out)
+    above: Counter = Counter()  # noun -> how many other kept nouns have it in their hypernym closure
+    for v in out:
+        above.update(w for w in closure_lemmas(v) & kept if w != v)
+    general = {w for w, k in above.items() if k >= 2}
     return tuple(w for w in out if w not in general)[:size]
