@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from ..base import analyze_units
 from ..synonym_words import _morphy_all, _wn, in_fixed_expression
+from .synsets import closure, fast_path, senses_of
 from .words import STOP_NOUNS, caption_nouns, is_physical_object, noun_base
 
 #: single-word spatial prepositions a relation probe may replace, in clusters of near-synonyms (a replacement
@@ -172,6 +173,8 @@ def verb_base(word: str) -> str | None:
 @lru_cache(maxsize=100_000)
 def verb_closure(verb: str) -> frozenset:
     """Every lemma of every verb sense of ``verb`` and of all their hypernyms ("walk" -> travel, move...)."""
+    if fast_path():  # the same set, read from WordNet's data file (:mod:`.synsets`)
+        return frozenset(n.lower() for n in closure(senses_of(verb, "v"), instance=False)[1])
     out: set = set()
     seen: set = set()
     stack = list(_wn().synsets(verb, "v"))

@@ -33,6 +33,7 @@ from functools import lru_cache
 
 from ..base import NOUN_TAGS, Token, analyze_units
 from ..synonym_words import _morphy_all, _wn
+from .synsets import closure, fast_path, senses_of, synset_key
 
 #: nouns never denied or added: parts of a scene, quantities and picture words rather than objects one can miss
 STOP_NOUNS = frozenset("""
@@ -71,6 +72,9 @@ def noun_base(word: str) -> str:
 def closure_lemmas(noun: str) -> frozenset:
     """Every lemma (lower case, spaces for ``_``) of every noun sense of ``noun`` and of all their hypernyms
     (instance hypernyms included): the synonyms and more general names of the word."""
+    if fast_path():  # the same sets, read from WordNet's data file (:mod:`.synsets`)
+        names = closure(senses_of(noun, "n"), instance=True)[1]
+        return frozenset(n.lower().replace("_", " ") for n in names)
     out: set = set()
     wn = _wn()
     seen: set = set()
@@ -100,21 +104,29 @@ def word_senses(word: str) -> frozenset:
                      for form in wn._morphy(low, pos) for offset in index.get(form, {}).get(pos, ()))
 
 
+def _first_sense_under(noun: str, ancestors: tuple[str, ...]) -> bool:
+    """Whether the most frequent WordNet noun sense of ``noun`` is one of ``ancestors`` (synset names) or has one
+    of them among its hypernyms (instance hypernyms included: the synsets of its ``hypernym_paths()``)."""
+    if fast_path():
+        first = senses_of(noun, "n")[:1]
+        if not first:
+            return False
+        reach = closure(first, instance=True)[0]
+        return any(synset_key(a) in reach for a in ancestors)
+    senses = _wn().synsets(noun, "n")
+    return bool(senses) and any(s.name() in ancestors for path in senses[0].hypernym_paths() for s in path)
+
+
 @lru_cache(maxsize=100_000)
 def is_physical_object(noun: str) -> bool:
     """Whether the most frequent WordNet noun sense of ``noun`` is a physical object."""
-    senses = _wn().synsets(noun, "n")
-    if not senses:
-        return False
-    return any(s.name() == "physical_object.n.01" or s.name() == "object.n.01"
-               for path in senses[0].hypernym_paths() for s in path)
+    return _first_sense_under(noun, ("object.n.01",))  # WordNet's physical_object.n.01 is object.n.01
 
 
 @lru_cache(maxsize=100_000)
 def is_person(noun: str) -> bool:
     """Whether the most frequent WordNet noun sense of ``noun`` is a person (no colour is ever given to one)."""
-    senses = _wn().synsets(noun, "n")
-    return bool(senses) and any(s.name() == "person.n.01" for path in senses[0].hypernym_paths() for s in path)
+    return _first_sense_under(noun, ("person.n.01",))
 
 
 def caption_nouns(text: str, tokens: Sequence[Token]) -> list[tuple[str, str, int, int]]:
