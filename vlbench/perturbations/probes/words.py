@@ -153,9 +153,11 @@ def _word_forms(word: str) -> frozenset:
         else frozenset({word})
 
 
+@lru_cache(maxsize=65536)
 def text_forms(text: str) -> frozenset:
     """:func:`vlbench.perturbations.synonym_words.caption_word_forms` (every word with its WordNet base forms as
-    noun, verb and adjective), read through a per-word cache: a word's forms are looked up once per run."""
+    noun, verb and adjective), read through a per-word cache: a word's forms are looked up once per run (and a
+    caption's once: its image's words and ``replace-relation`` both read them)."""
     out: set = set()
     for w in _WORD.findall(text.lower()):
         out |= _word_forms(w)
