@@ -184,6 +184,10 @@ def vocab_set(vocab: tuple) -> frozenset:
     return by_identity(vocab, frozenset)
 
 
+def _lowered(vocab: tuple) -> tuple:
+    return tuple((w, w.lower()) for w in vocab)
+
+
 @lru_cache(maxsize=16)
 def _vocab_index(vocab: tuple) -> tuple:
     """For a vocabulary: lemma -> the words whose hypernym closure holds it, synset name -> the words that have
@@ -240,14 +244,15 @@ class ImageWords:
             if not GENERAL_NOUNS.isdisjoint(self.forms):
                 got = []
             else:  # the words allows() refuses, found from the image's side through the vocabulary's index
-                by_closure, by_sense, refused = _vocab_index(vocab)
+                by_closure, by_sense, refused = by_identity(vocab, _vocab_index)
                 out = set(refused)
                 for n in self.nouns:
                     out |= by_closure.get(n, set())
                 for sense in self.senses:
                     out |= by_sense.get(sense, set())
-                got = [w for w in vocab if w not in out and w.lower() not in self.forms
-                       and w.lower() not in self.blocked]
+                forms, blocked = self.forms, self.blocked
+                got = [w for w, low in by_identity(vocab, _lowered)
+                       if w not in out and low not in forms and low not in blocked]
             self._allowed[id(vocab)] = (vocab, got)
         return got
 
