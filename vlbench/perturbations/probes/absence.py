@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from ..base import analyze_units
-from ..synonym_words import COLOUR_WORDS, in_fixed_expression
+from ..synonym_words import COLOUR_WORDS
 from .probe import _article, _deny, _ending, _Probe
+from .slots import in_fixed_expression
 from .words import STOP_NOUNS, ImageWords, caption_nouns, is_person, is_physical_object, vocab_set
 
 #: colour words a half-truth may add (one spelling of each colour: grey/gray are one colour)
