@@ -4,15 +4,25 @@
 from __future__ import annotations
 
 from ..base import analyze_units
-from ..synonym_words import COLOUR_WORDS, in_fixed_expression
+from ..synonym_words import COLOUR_WORDS
 from .probe import _article, _deny, _ending, _Probe
-from .words import STOP_NOUNS, caption_nouns, is_person, is_physical_object
+from .slots import in_fixed_expression
+from .words import STOP_NOUNS, ImageWords, caption_nouns, is_person, is_physical_object, vocab_set
 
 #: colour words a half-truth may add (one spelling of each colour: grey/gray are one colour)
 ATTRIBUTES = tuple(sorted(COLOUR_WORDS - {"grey", "golden", "navy", "tan", "teal", "maroon", "turquoise",
                                          "beige", "violet", "silver", "gold"}))
 _SAME_COLOUR = {"gray": ("grey",), "yellow": ("golden", "gold"), "purple": ("violet",), "blue": ("navy", "teal",
                 "turquoise"), "brown": ("tan", "beige", "maroon"), "white": ("silver",)}
+
+
+def image_colours(image: ImageWords) -> list:
+    """The colours no caption of the image says, nor a shade of (computed once per image)."""
+    got = image.cache.get("colours")
+    if got is None:
+        got = image.cache["colours"] = [c for c in ATTRIBUTES if image.allows(c, thing=False)
+                                        and not any(s in image.forms for s in _SAME_COLOUR.get(c, ()))]
+    return got
 
 
 class NegationAbsent(_Probe):
@@ -39,8 +49,9 @@ class NegationPresent(_Probe):
     defaults = {"form": "sentence"}
 
     def make(self, text, tokens, image, vocab, rng):
+        known = vocab_set(vocab)
         nouns = [n for n in caption_nouns(text, tokens)
-                 if (n[1] in vocab or is_physical_object(n[1])) and n[1] not in STOP_NOUNS
+                 if (n[1] in known or is_physical_object(n[1])) and n[1] not in STOP_NOUNS
                  and not in_fixed_expression(text, n[2], n[3])]
         if not nouns:
             return None
@@ -75,6 +86,10 @@ class HalfTruthAttribute(_Probe):
     name, family = "half-truth-attribute", "half-truth"
 
     def make(self, text, tokens, image, vocab, rng):
+        colours = image_colours(image)
+        if not colours:
+            return None
+        known = vocab_set(vocab)
         infos = analyze_units(text, tuple(tokens))
         nouns = {(s, e): (w, b) for w, b, s, e in caption_nouns(text, tokens)}
         slots = []
@@ -83,13 +98,11 @@ class HalfTruthAttribute(_Probe):
             hit = nouns.get((u.start, u.end))
             if hit is None or hit[1] in STOP_NOUNS or is_person(hit[1]) or in_fixed_expression(text, u.start, u.end):
                 continue
-            if not (hit[1] in vocab or is_physical_object(hit[1])):
+            if not (hit[1] in known or is_physical_object(hit[1])):
                 continue
             if prev.tag in ("DT", "CD", "PRP$") and text[prev.unit.end:u.start].strip() == "":
                 slots.append((k, hit))
-        colours = [c for c in ATTRIBUTES
-                   if image.allows(c, thing=False) and not any(s in image.forms for s in _SAME_COLOUR.get(c, ()))]
-        if not slots or not colours:
+        if not slots:
             return None
         k, (written, base) = rng.choice(slots)
         colour = rng.choice(colours)

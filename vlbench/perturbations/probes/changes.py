@@ -39,7 +39,7 @@ from .slots import (
     verb_closure,
     verb_slots,
 )
-from .words import ImageWords, text_forms, word_senses
+from .words import ImageWords, by_identity, text_forms, word_senses
 
 #: adjective classes of ``replace-attribute``: a replacement comes from the original's own class
 ATTRIBUTE_CLASSES = {"colour": ATTRIBUTES, "size": ("big", "small", "large", "little", "tiny", "huge", "giant"),
@@ -91,8 +91,9 @@ def _verb_index(vocab: tuple) -> tuple:
 def allowed_verbs(image: ImageWords, vocab: tuple) -> list:
     """The (written, base) verbs of ``vocab`` the image's captions do not support (computed once per image): not
     used by a caption, sharing no synset with their words, neither a hypernym nor a hyponym of their verbs."""
-    key = ("allowed_verbs", vocab)
-    got = image.cache.get(key)
+    key = ("allowed_verbs", id(vocab))  # by identity: the same tuple for every caption of a run
+    hit = image.cache.get(key)
+    got = hit[1] if hit is not None and hit[0] is vocab else None
     if got is None:
         verbs = image_verbs(image)
         by_sense, by_closure = _verb_index(vocab)
@@ -102,8 +103,8 @@ def allowed_verbs(image: ImageWords, vocab: tuple) -> list:
             refused |= by_closure.get(v, set())
         for sense in image.senses:
             refused |= by_sense.get(sense, set())
-        got = image.cache[key] = [(w, b) for w, b in vocab
-                                  if w not in image.forms and b not in image.forms and b not in refused]
+        got = [(w, b) for w, b in vocab if w not in image.forms and b not in image.forms and b not in refused]
+        image.cache[key] = (vocab, got)
     return got
 
 
@@ -187,9 +188,14 @@ class ReplaceRelation(_Probe):
                      and c[0] not in mine and not (word_senses(c[0]) & word_senses(written.lower()))]
             if cands:
                 options.append(("preposition", written, s, e, noun, [(c, c) for c in cands]))
-        verbs = allowed_verbs(image, self.verbs) if verb_slots(text, toks) else []
-        for written, s, e, base in verb_slots(text, toks):
-            cands = [v for v in verbs if v[1] != base and not (word_senses(v[1]) & word_senses(base))]
+        verb_at = verb_slots(text, toks)
+        verbs = allowed_verbs(image, self.verbs) if verb_at else []
+        by_sense = by_identity(self.verbs, _verb_index)[0] if verb_at else {}
+        for written, s, e, base in verb_at:
+            shares: set = set()  # the relation verbs sharing a synset with this one (read from the index)
+            for sense in word_senses(base):
+                shares |= by_sense.get(sense, set())
+            cands = [v for v in verbs if v[1] != base and v[1] not in shares]
             if cands:
                 options.append(("verb", written, s, e, None, cands))
         if not options:

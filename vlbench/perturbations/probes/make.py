@@ -89,6 +89,8 @@ def make_probes(captions: Sequence[str], caption_ids: Sequence[str], images: Seq
     vocab = tuple(vocabulary) if vocabulary is not None else \
         object_vocabulary(texts_by_image.values(), parsed, vocabulary_size)
     words = {img: ImageWords(t, parsed) for img, t in texts_by_image.items()}
+    image_words = [words[img] for img in images]  # each caption's image, looked up once
+    several = [w.n_captions >= 2 for w in image_words]  # where "absent" was checked against other captions
     context = {"texts_by_image": list(texts_by_image.values()), "parsed": parsed, "vocabulary": vocab,
                "given_vocabulary": vocabulary is not None}
     out: dict[str, ProbeSet] = {}
@@ -97,12 +99,11 @@ def make_probes(captions: Sequence[str], caption_ids: Sequence[str], images: Seq
         texts: list[str] = []
         applicable: list[bool] = []
         meta: list[dict | None] = []
-        verified: list[bool] = []
-        for text, cid, img, ok in zip(captions, caption_ids, images, usable):
+        for text, cid, image, ok in zip(captions, caption_ids, image_words, usable):
             made = None
             if ok:
                 rng = CaptionRNG.for_caption(seed, obj.name, cid)
-                made = obj.make(text, parsed.get(text, ()), words[img], vocab, rng)
+                made = obj.make(text, parsed.get(text, ()), image, vocab, rng)
             if made is None or made[0] == text:
                 texts.append(text if isinstance(text, str) else "")
                 applicable.append(False)
@@ -111,7 +112,7 @@ def make_probes(captions: Sequence[str], caption_ids: Sequence[str], images: Seq
                 texts.append(made[0])
                 applicable.append(True)
                 meta.append(made[1])
-            verified.append(words[img].n_captions >= 2 or obj.name not in NEEDS_ABSENCE)
+        verified = [True] * len(captions) if obj.name not in NEEDS_ABSENCE else list(several)
         out[obj.name] = ProbeSet(name=obj.name, family=obj.family, version=obj.version, params=dict(obj.params),
                                  kind=obj.kind,
                                  seed=seed, caption_ids=list(caption_ids), texts=texts, applicable=applicable,

@@ -18,7 +18,8 @@ import re
 from functools import lru_cache
 
 from ..base import analyze_units
-from ..synonym_words import _morphy_all, _wn, in_fixed_expression
+from ..synonym_words import _fixed_spans, _morphy_all, _wn
+from .synsets import closure, fast_path, senses_of
 from .words import STOP_NOUNS, caption_nouns, is_physical_object, noun_base
 
 #: single-word spatial prepositions a relation probe may replace, in clusters of near-synonyms (a replacement
@@ -40,6 +41,25 @@ NUMBER_NAMES = {v: k for k, v in NUMBER_WORDS.items()}
 #: words that give a count of two ("a couple of", "a pair of")
 PAIR_WORDS = frozenset({"couple", "pair", "both", "twin", "twins"})
 _ALPHA = re.compile(r"[a-z]+")
+
+
+@lru_cache(maxsize=65536)
+def _fixed_spans_of(text: str) -> tuple:
+    """:func:`vlbench.perturbations.synonym_words._fixed_spans`, kept for every caption of a run (its own cache
+    holds 4,096 captions, fewer than a caption set: each probe would search every caption again)."""
+    return _fixed_spans(text)
+
+
+def in_fixed_expression(text: str, start: int, end: int) -> bool:
+    """:func:`vlbench.perturbations.synonym_words.in_fixed_expression` through :func:`_fixed_spans_of`."""
+    spans = _fixed_spans_of(text)
+    return bool(spans) and any(s <= start and end <= e for s, e in spans)
+
+
+@lru_cache(maxsize=200_000)
+def noun_forms(word: str) -> tuple:
+    """Every WordNet noun base form of a lower-case word (morphy's readings), looked up once per word."""
+    return tuple(_morphy_all(word, "n"))
 
 
 @lru_cache(maxsize=65536)
@@ -106,7 +126,7 @@ def stated_relations(text: str) -> frozenset:
     ("hands" is a WordNet lemma of its own, and a plural of "hand")."""
     words = _ALPHA.findall(text.lower())
     return frozenset((PREPOSITIONS[w], base) for k, w in enumerate(words) if w in PREPOSITIONS
-                     for x in words[k + 1:k + 5] for base in (x, noun_base(x), *_morphy_all(x, "n")))
+                     for x in words[k + 1:k + 5] for base in (x, noun_base(x), *noun_forms(x)))
 
 
 @lru_cache(maxsize=65536)
@@ -172,6 +192,8 @@ def verb_base(word: str) -> str | None:
 @lru_cache(maxsize=100_000)
 def verb_closure(verb: str) -> frozenset:
     """Every lemma of every verb sense of ``verb`` and of all their hypernyms ("walk" -> travel, move...)."""
+    if fast_path():  # the same set, read from WordNet's data file (:mod:`.synsets`)
+        return frozenset(n.lower() for n in closure(senses_of(verb, "v"), instance=False)[1])
     out: set = set()
     seen: set = set()
     stack = list(_wn().synsets(verb, "v"))

@@ -33,6 +33,7 @@ from functools import lru_cache
 
 from ..base import NOUN_TAGS, Token, analyze_units
 from ..synonym_words import _morphy_all, _wn
+from .synsets import closure, fast_path, senses_of, synset_key
 
 #: nouns never denied or added: parts of a scene, quantities and picture words rather than objects one can miss
 STOP_NOUNS = frozenset("""
@@ -71,6 +72,9 @@ def noun_base(word: str) -> str:
 def closure_lemmas(noun: str) -> frozenset:
     """Every lemma (lower case, spaces for ``_``) of every noun sense of ``noun`` and of all their hypernyms
     (instance hypernyms included): the synonyms and more general names of the word."""
+    if fast_path():  # the same sets, read from WordNet's data file (:mod:`.synsets`)
+        names = closure(senses_of(noun, "n"), instance=True)[1]
+        return frozenset(n.lower().replace("_", " ") for n in names)
     out: set = set()
     wn = _wn()
     seen: set = set()
@@ -100,21 +104,29 @@ def word_senses(word: str) -> frozenset:
                      for form in wn._morphy(low, pos) for offset in index.get(form, {}).get(pos, ()))
 
 
+def _first_sense_under(noun: str, ancestors: tuple[str, ...]) -> bool:
+    """Whether the most frequent WordNet noun sense of ``noun`` is one of ``ancestors`` (synset names) or has one
+    of them among its hypernyms (instance hypernyms included: the synsets of its ``hypernym_paths()``)."""
+    if fast_path():
+        first = senses_of(noun, "n")[:1]
+        if not first:
+            return False
+        reach = closure(first, instance=True)[0]
+        return any(synset_key(a) in reach for a in ancestors)
+    senses = _wn().synsets(noun, "n")
+    return bool(senses) and any(s.name() in ancestors for path in senses[0].hypernym_paths() for s in path)
+
+
 @lru_cache(maxsize=100_000)
 def is_physical_object(noun: str) -> bool:
     """Whether the most frequent WordNet noun sense of ``noun`` is a physical object."""
-    senses = _wn().synsets(noun, "n")
-    if not senses:
-        return False
-    return any(s.name() == "physical_object.n.01" or s.name() == "object.n.01"
-               for path in senses[0].hypernym_paths() for s in path)
+    return _first_sense_under(noun, ("object.n.01",))  # WordNet's physical_object.n.01 is object.n.01
 
 
 @lru_cache(maxsize=100_000)
 def is_person(noun: str) -> bool:
     """Whether the most frequent WordNet noun sense of ``noun`` is a person (no colour is ever given to one)."""
-    senses = _wn().synsets(noun, "n")
-    return bool(senses) and any(s.name() == "person.n.01" for path in senses[0].hypernym_paths() for s in path)
+    return _first_sense_under(noun, ("person.n.01",))
 
 
 def caption_nouns(text: str, tokens: Sequence[Token]) -> list[tuple[str, str, int, int]]:
@@ -141,13 +153,39 @@ def _word_forms(word: str) -> frozenset:
         else frozenset({word})
 
 
+@lru_cache(maxsize=65536)
 def text_forms(text: str) -> frozenset:
     """:func:`vlbench.perturbations.synonym_words.caption_word_forms` (every word with its WordNet base forms as
-    noun, verb and adjective), read through a per-word cache: a word's forms are looked up once per run."""
+    noun, verb and adjective), read through a per-word cache: a word's forms are looked up once per run (and a
+    caption's once: its image's words and ``replace-relation`` both read them)."""
     out: set = set()
     for w in _WORD.findall(text.lower()):
         out |= _word_forms(w)
     return frozenset(out)
+
+
+_BY_ID: dict = {}
+
+
+def by_identity(vocab: tuple, build):
+    """``build(vocab)``, kept for this very tuple (looked up by identity: a vocabulary of hundreds of words is not
+    hashed again at every caption); the last 16 are kept."""
+    key = (id(vocab), build)
+    got = _BY_ID.get(key)
+    if got is None or got[0] is not vocab:
+        if len(_BY_ID) >= 16:
+            _BY_ID.clear()
+        got = _BY_ID[key] = (vocab, build(vocab))
+    return got[1]
+
+
+def vocab_set(vocab: tuple) -> frozenset:
+    """The words of ``vocab`` as a set (built once per vocabulary tuple)."""
+    return by_identity(vocab, frozenset)
+
+
+def _lowered(vocab: tuple) -> tuple:
+    return tuple((w, w.lower()) for w in vocab)
 
 
 @lru_cache(maxsize=16)
@@ -200,20 +238,22 @@ class ImageWords:
 
     def allowed(self, vocab: tuple) -> list:
         """The words of ``vocab`` that :meth:`allows`, in vocabulary order (computed once per image and list)."""
-        got = self._allowed.get(vocab)
+        hit = self._allowed.get(id(vocab))  # by identity: the same tuple for every caption of a run
+        got = hit[1] if hit is not None and hit[0] is vocab else None
         if got is None:
             if not GENERAL_NOUNS.isdisjoint(self.forms):
                 got = []
             else:  # the words allows() refuses, found from the image's side through the vocabulary's index
-                by_closure, by_sense, refused = _vocab_index(vocab)
+                by_closure, by_sense, refused = by_identity(vocab, _vocab_index)
                 out = set(refused)
                 for n in self.nouns:
                     out |= by_closure.get(n, set())
                 for sense in self.senses:
                     out |= by_sense.get(sense, set())
-                got = [w for w in vocab if w not in out and w.lower() not in self.forms
-                       and w.lower() not in self.blocked]
-            self._allowed[vocab] = got
+                forms, blocked = self.forms, self.blocked
+                got = [w for w, low in by_identity(vocab, _lowered)
+                       if w not in out and low not in forms and low not in blocked]
+            self._allowed[id(vocab)] = (vocab, got)
         return got
 
     def allows(self, word: str, *, thing: bool = True) -> bool:
@@ -246,5 +286,9 @@ def object_vocabulary(texts_by_image: Iterable[Sequence[str]], parsed: dict, siz
     out = [w for w in ranked if w in singular and w not in STOP_NOUNS and is_physical_object(w)]
     # specific objects only: a noun that is a WordNet hypernym of two or more other kept nouns (animal, vehicle,
     # structure) is left out, as "there is no structure" may be false of a picture whose captions name none
-    general = {w for w in out if sum(1 for v in out if v != w and w in closure_lemmas(v)) >= 2}
+    kept = set(out)
+    above: Counter = Counter()  # noun -> how many other kept nouns have it in their hypernym closure
+    for v in out:
+        above.update(w for w in closure_lemmas(v) & kept if w != v)
+    general = {w for w, k in above.items() if k >= 2}
     return tuple(w for w in out if w not in general)[:size]
