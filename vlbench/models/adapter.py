@@ -233,6 +233,41 @@ def load_eval_model(name: str, checkpoint, cls_name: str, source, kw: dict, devi
     return model.eval().to(device=device, dtype=torch_dtype(precision))
 
 
+def checkpoint_source(checkpoint: str) -> str:
+    """Where ``from_pretrained`` reads a checkpoint: a local folder's expanded path when it exists, else the
+    checkpoint as given (a hub id)."""
+    local = Path(checkpoint).expanduser()
+    return str(local) if local.exists() else checkpoint
+
+
+def load_parts(family: str, checkpoint: str, source: str, kw: dict, *loaders) -> tuple:
+    """``loader.from_pretrained(source, **kw)`` of each loader in order (configs, processors, tokenizers); a failure
+    is the family's load error naming the checkpoint and the fix."""
+    try:
+        return tuple(loader.from_pretrained(source, **kw) for loader in loaders)
+    except VlbenchError:
+        raise
+    except Exception as exc:
+        raise _load_error(family, checkpoint, exc) from exc
+
+
+def check_vocabulary(tokenizer, checkpoint: str) -> None:
+    """The offline tokenizer trap: a tokenizer that loads with an almost empty vocabulary (its files missing)."""
+    if len(tokenizer) < 10:
+        raise ModelError(f"the tokenizer of {checkpoint!r} loaded with only {len(tokenizer)} tokens",
+                         "the tokenizer files are missing: re-download the checkpoint")
+
+
+def family_loader(cls, family: str, **fixed):
+    """The registry's loader of one family of ``cls``: ``loader(checkpoint, device=, precision=, revision=,
+    trust_remote_code=)`` builds ``cls(family, checkpoint, ...)`` (the registry may pass more keywords: ignored)."""
+    def loader(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
+        return cls(family, checkpoint, device=device, precision=precision, revision=revision,
+                   trust_remote_code=trust_remote_code, **fixed)
+    loader.__name__ = f"load_{family.replace('-', '_')}"
+    return loader
+
+
 #: the image processor's settings that change pixels: part of a transformers model's identity
 PROCESSOR_KEYS = ("size", "crop_size", "do_center_crop", "do_resize", "resample", "image_mean", "image_std",
                   "do_normalize", "rescale_factor")

@@ -7,14 +7,16 @@ import json
 import os
 from pathlib import Path
 
-from ..errors import ModelError, VlbenchError
+from ..errors import ModelError
 from .adapter import (
     PROCESSOR_KEYS,
     ModelAdapter,
     _as_features,
     _dir_fingerprint,
-    _load_error,
+    check_vocabulary,
+    checkpoint_source,
     load_eval_model,
+    load_parts,
     local_fingerprint,
     torch_dtype,
 )
@@ -54,20 +56,12 @@ class HFDualEncoder(ModelAdapter):
         self.checkpoint: str = checkpoint or default  # type: ignore[assignment]  # one of the two is set (above)
         self.precision = precision
         self.device = device
-        source = str(Path(self.checkpoint).expanduser()) if Path(self.checkpoint).expanduser().exists() \
-            else self.checkpoint
+        source = checkpoint_source(self.checkpoint)
         kw = dict(revision=revision, trust_remote_code=trust_remote_code)
-        try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, **kw)
-            self.image_processor = transformers.AutoImageProcessor.from_pretrained(source, **kw)
-            self.config = transformers.AutoConfig.from_pretrained(source, **kw)
-        except VlbenchError:
-            raise
-        except Exception as exc:
-            raise _load_error(family, self.checkpoint, exc) from exc
-        if len(self.tokenizer) < 10:  # offline CLIPTokenizer trap: an almost empty vocabulary
-            raise ModelError(f"the tokenizer of {self.checkpoint!r} loaded with only {len(self.tokenizer)} tokens",
-                             "the tokenizer files are missing: re-download the checkpoint")
+        self.tokenizer, self.image_processor, self.config = load_parts(
+            family, self.checkpoint, source, kw, transformers.AutoTokenizer, transformers.AutoImageProcessor,
+            transformers.AutoConfig)
+        check_vocabulary(self.tokenizer, self.checkpoint)  # the offline CLIPTokenizer trap
         _check_model_type(family, self.checkpoint, cls_name, getattr(self.config, "model_type", None))
         # the weights load on first use: a fully cached (warm) run never needs them
         self._model = None

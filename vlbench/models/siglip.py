@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ..errors import ModelError
 from ..util.query import QueryProblem, query_pairs
-from .adapter import _as_features, torch_dtype
+from .adapter import _as_features, family_loader, torch_dtype
 from .hf import HFDualEncoder
 from .hf import fingerprint as hf_fingerprint
 from .hf import preflight as hf_preflight
@@ -188,16 +188,8 @@ class PatchBatch(dict):
         return len(next(iter(self.values()))) if dict.__len__(self) else 0
 
 
-def _factory(family):
-    def factory(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
-        return SiglipEncoder(family, checkpoint, device=device, precision=precision, revision=revision,
-                             trust_remote_code=trust_remote_code)
-    factory.__name__ = f"load_{family}"
-    return factory
-
-
-load_siglip = _factory("siglip")
-load_siglip2 = _factory("siglip2")
+load_siglip = family_loader(SiglipEncoder, "siglip")
+load_siglip2 = family_loader(SiglipEncoder, "siglip2")
 
 
 def fingerprint(checkpoint: str, *, family: str = "siglip2", revision: str | None = None, **_) -> dict | None:

@@ -19,8 +19,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ...errors import ModelError, VlbenchError
-from ..adapter import ModelAdapter, _dir_fingerprint, _load_error, load_eval_model
+from ...errors import ModelError
+from ..adapter import ModelAdapter, _dir_fingerprint, checkpoint_source, family_loader, load_eval_model, load_parts
 from ..hf import fingerprint as hf_fingerprint
 from ..hf import preflight as hf_preflight
 from .formats import FORMATS, IMAGE_TOKEN, PromptFormat, split_options
@@ -44,16 +44,10 @@ class MllmEmbedder(ModelAdapter):
         self.name = family
         self.checkpoint, self.format = split_options(checkpoint, family)
         self.precision, self.device = precision, device
-        source = str(Path(self.checkpoint).expanduser()) if Path(self.checkpoint).expanduser().exists() \
-            else self.checkpoint
+        source = checkpoint_source(self.checkpoint)
         kw = dict(revision=revision, trust_remote_code=trust_remote_code)
-        try:
-            self.config = transformers.AutoConfig.from_pretrained(source, **kw)
-            self.processor = transformers.AutoProcessor.from_pretrained(source, **kw)
-        except VlbenchError:
-            raise
-        except Exception as exc:
-            raise _load_error(family, self.checkpoint, exc) from exc
+        self.config, self.processor = load_parts(family, self.checkpoint, source, kw, transformers.AutoConfig,
+                                                 transformers.AutoProcessor)
         model_type = getattr(self.config, "model_type", None)
         if model_type not in MODEL_CLASSES:
             raise ModelError(f"{family}: checkpoint {self.checkpoint!r} is a {model_type!r} model, not Qwen2-VL",
@@ -192,16 +186,8 @@ class MllmEmbedder(ModelAdapter):
         return torch.nn.functional.normalize(vec, dim=-1)
 
 
-def _factory(family: str):
-    def factory(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
-        return MllmEmbedder(family, checkpoint, device=device, precision=precision, revision=revision,
-                            trust_remote_code=trust_remote_code)
-    factory.__name__ = f"load_{family}"
-    return factory
-
-
-load_vlm2vec = _factory("vlm2vec")
-load_gme = _factory("gme")
+load_vlm2vec = family_loader(MllmEmbedder, "vlm2vec")
+load_gme = family_loader(MllmEmbedder, "gme")
 
 
 def fingerprint(checkpoint: str, *, family: str = "gme", revision: str | None = None, **_) -> dict | None:

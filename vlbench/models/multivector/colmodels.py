@@ -17,8 +17,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import ModelError, VlbenchError
-from ..adapter import ModelAdapter, _dir_fingerprint, _load_error, load_eval_model, torch_dtype
+from ...errors import ModelError
+from ..adapter import (
+    ModelAdapter,
+    _dir_fingerprint,
+    check_vocabulary,
+    checkpoint_source,
+    family_loader,
+    load_eval_model,
+    load_parts,
+    torch_dtype,
+)
 
 __all__ = ["MultiVectorModel", "load_colqwen2", "load_colpali", "FAMILIES"]
 
@@ -45,18 +54,11 @@ class MultiVectorModel(ModelAdapter):
         self.checkpoint: str = checkpoint or default
         self.precision, self.device = precision, device
         local = Path(self.checkpoint).expanduser()
-        source = str(local) if local.exists() else self.checkpoint
+        source = checkpoint_source(self.checkpoint)
         kw = dict(revision=revision, trust_remote_code=trust_remote_code)
-        try:
-            self.processor = getattr(transformers, processor_class).from_pretrained(source, **kw)
-            self.config = transformers.AutoConfig.from_pretrained(source, **kw)
-        except VlbenchError:
-            raise
-        except Exception as exc:
-            raise _load_error(family, self.checkpoint, exc) from exc
-        if len(self.processor.tokenizer) < 10:  # an almost empty vocabulary: tokenizer files missing
-            raise ModelError(f"the tokenizer of {self.checkpoint!r} loaded with only {len(self.processor.tokenizer)} "
-                             "tokens", "the tokenizer files are missing: re-download the checkpoint")
+        self.processor, self.config = load_parts(family, self.checkpoint, source, kw,
+                                                 getattr(transformers, processor_class), transformers.AutoConfig)
+        check_vocabulary(self.processor.tokenizer, self.checkpoint)
         self._model = None
         self._load_args = (model_class, source, kw)
         self._local = _dir_fingerprint(local) if local.exists() else None
@@ -147,13 +149,5 @@ class MultiVectorModel(ModelAdapter):
     encode_texts = encode_images
 
 
-def _factory(family: str):
-    def factory(checkpoint=None, *, device="cpu", precision="fp32", revision=None, trust_remote_code=False, **_):
-        return MultiVectorModel(family, checkpoint, device=device, precision=precision, revision=revision,
-                                trust_remote_code=trust_remote_code)
-    factory.__name__ = f"load_{family}"
-    return factory
-
-
-load_colqwen2 = _factory("colqwen2")
-load_colpali = _factory("colpali")
+load_colqwen2 = family_loader(MultiVectorModel, "colqwen2")
+load_colpali = family_loader(MultiVectorModel, "colpali")

@@ -25,7 +25,15 @@ from typing import Any
 import numpy as np
 
 from ...errors import ModelError, VlbenchError
-from ..adapter import PROCESSOR_KEYS, _dir_fingerprint, _load_error, load_eval_model, torch_dtype
+from ..adapter import (
+    PROCESSOR_KEYS,
+    _dir_fingerprint,
+    check_vocabulary,
+    checkpoint_source,
+    load_eval_model,
+    load_parts,
+    torch_dtype,
+)
 from .blip_options import SCORE_TEXT, pre_caption, resolve, token_id
 from .protocol import PairScorer
 
@@ -51,23 +59,16 @@ class HFPairScorer(PairScorer):
         self.checkpoint: str = checkpoint or default
         self.precision, self.device = precision, device
         local = Path(self.checkpoint).expanduser()
-        source = str(local) if local.exists() else self.checkpoint
+        source = checkpoint_source(self.checkpoint)
         kw = dict(revision=revision, trust_remote_code=trust_remote_code)
-        try:
-            self.processor = transformers.AutoProcessor.from_pretrained(source, **kw)
-            self.config = transformers.AutoConfig.from_pretrained(source, **kw)
-        except VlbenchError:
-            raise
-        except Exception as exc:
-            raise _load_error(family, self.checkpoint, exc) from exc
+        self.processor, self.config = load_parts(family, self.checkpoint, source, kw, transformers.AutoProcessor,
+                                                 transformers.AutoConfig)
         self.tokenizer: Any = getattr(self.processor, "tokenizer", None)
         self.image_processor: Any = getattr(self.processor, "image_processor", None)
         if self.tokenizer is None or self.image_processor is None:
             raise ModelError(f"the processor of {self.checkpoint!r} has no tokenizer or image processor",
                              "save the model's processor (AutoProcessor) beside its weights")
-        if len(self.tokenizer) < 10:  # the offline tokenizer trap: an almost empty vocabulary
-            raise ModelError(f"the tokenizer of {self.checkpoint!r} loaded with only {len(self.tokenizer)} tokens",
-                             "the tokenizer files are missing: re-download the checkpoint")
+        check_vocabulary(self.tokenizer, self.checkpoint)  # the offline tokenizer trap
         text_cfg = getattr(self.config, "qformer_config" if family == "blip2-itm" else "text_config", None)
         found = [getattr(text_cfg, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
         limits = [x for x in found if isinstance(x, int) and 0 < x < 100_000]
