@@ -150,7 +150,9 @@ def test_run_probes_equal_a_recomputation_from_the_models_forward(probe_run):
 
     res, man = probe_run
     sec = res.results["sensitivity"]["conditions"]
-    assert set(sec) == {"negation-absent", "negation-present", "half-truth-object", "half-truth-attribute"}
+    from vlbench.perturbations.probes import PROBES
+
+    assert set(sec) == set(PROBES)  # "sensitivity": every probe (negation, half-truth, replace, swap, count, antonym)
     ds = load_dataset(f"custom:{man}")
     probes = make_probes(ds.captions, ds.caption_ids, [ds.images[g] for g in ds.caption_to_image], list(sec), seed=0)
     model = load("dim=16")
