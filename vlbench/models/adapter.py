@@ -233,6 +233,27 @@ def load_eval_model(name: str, checkpoint, cls_name: str, source, kw: dict, devi
     return model.eval().to(device=device, dtype=torch_dtype(precision))
 
 
+class LazyWeights:
+    """The ``model`` property of the transformers-based adapters: the weights loaded on first use (a warm run never
+    needs them) from ``_load_args`` = (class name, source, from_pretrained keywords), in eval mode at the adapter's
+    device and precision."""
+
+    _model: Any = None
+    _load_args: tuple
+    name: str
+    checkpoint: str
+    device: Any
+    precision: str
+
+    @property
+    def model(self):
+        if self._model is None:
+            cls_name, source, kw = self._load_args
+            self._model = load_eval_model(self.name, self.checkpoint, cls_name, source, kw, self.device,
+                                          self.precision)
+        return self._model
+
+
 def checkpoint_source(checkpoint: str) -> str:
     """Where ``from_pretrained`` reads a checkpoint: a local folder's expanded path when it exists, else the
     checkpoint as given (a hub id)."""

@@ -10,12 +10,12 @@ from pathlib import Path
 from ..errors import ModelError
 from .adapter import (
     PROCESSOR_KEYS,
+    LazyWeights,
     ModelAdapter,
     _as_features,
     _dir_fingerprint,
     check_vocabulary,
     checkpoint_source,
-    load_eval_model,
     load_parts,
     local_fingerprint,
     torch_dtype,
@@ -40,7 +40,7 @@ HF_CLASSES = {"clip": ("CLIPModel", "clip"), "align": ("AlignModel", "align"), "
               "chinese-clip": ("ChineseCLIPModel", "chinese_clip"), "blip": ("BlipForImageTextRetrieval", "blip")}
 
 
-class HFDualEncoder(ModelAdapter):
+class HFDualEncoder(LazyWeights, ModelAdapter):
     """A transformers dual encoder; ``model_class`` names the transformers class of its weights."""
 
     def __init__(self, family: str, checkpoint: str | None = None, *, model_class: str, device: str = "cpu",
@@ -78,14 +78,6 @@ class HFDualEncoder(ModelAdapter):
         # the resolved commit, not a moving branch name: new weights on "main" get a new hash
         self.requested_revision = revision
         self.revision = getattr(cfg, "_commit_hash", None) or revision
-
-    @property
-    def model(self):
-        if self._model is None:
-            cls_name, source, kw = self._load_args
-            self._model = load_eval_model(self.name, self.checkpoint, cls_name, source, kw, self.device,
-                                          self.precision)
-        return self._model
 
     def identity(self) -> dict:
         ip = self.image_processor

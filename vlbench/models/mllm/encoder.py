@@ -20,7 +20,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ...errors import ModelError
-from ..adapter import ModelAdapter, _dir_fingerprint, checkpoint_source, family_loader, load_eval_model, load_parts
+from ..adapter import (
+    LazyWeights,
+    ModelAdapter,
+    _dir_fingerprint,
+    checkpoint_source,
+    family_loader,
+    load_parts,
+)
 from ..hf import fingerprint as hf_fingerprint
 from ..hf import preflight as hf_preflight
 from .formats import FORMATS, IMAGE_TOKEN, PromptFormat, split_options
@@ -34,7 +41,7 @@ _PIXEL_KEYS = ("size", "patch_size", "merge_size", "temporal_patch_size", "resam
                "image_mean", "image_std", "rescale_factor", "do_resize", "do_normalize", "do_rescale")
 
 
-class MllmEmbedder(ModelAdapter):
+class MllmEmbedder(LazyWeights, ModelAdapter):
     """An instruction-conditioned embedder on Qwen2-VL (module docstring)."""
 
     def __init__(self, family: str, checkpoint: str | None = None, *, device: str = "cpu", precision: str = "fp32",
@@ -81,14 +88,6 @@ class MllmEmbedder(ModelAdapter):
             ip.__dict__.pop(attr, None)
         ip.size = {"shortest_edge": lo, "longest_edge": hi}
         self.pixels = {"min_pixels": lo, "max_pixels": hi}
-
-    @property
-    def model(self):
-        if self._model is None:
-            cls_name, source, kw = self._load_args
-            self._model = load_eval_model(self.name, self.checkpoint, cls_name, source, kw, self.device,
-                                          self.precision)
-        return self._model
 
     def identity(self) -> dict:
         ip = self.image_processor

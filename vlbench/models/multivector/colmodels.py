@@ -19,12 +19,12 @@ import numpy as np
 
 from ...errors import ModelError
 from ..adapter import (
+    LazyWeights,
     ModelAdapter,
     _dir_fingerprint,
     check_vocabulary,
     checkpoint_source,
     family_loader,
-    load_eval_model,
     load_parts,
     torch_dtype,
 )
@@ -40,7 +40,7 @@ FAMILIES = {
 _NOT_PIXELS = ("processor_class", "image_processor_type", "_processor_class")
 
 
-class MultiVectorModel(ModelAdapter):
+class MultiVectorModel(LazyWeights, ModelAdapter):
     """A transformers ColQwen2 / ColPali checkpoint: token vectors per image and per caption."""
 
     multivector = True
@@ -64,14 +64,6 @@ class MultiVectorModel(ModelAdapter):
         self._local = _dir_fingerprint(local) if local.exists() else None
         self.requested_revision = revision
         self.revision = getattr(self.config, "_commit_hash", None) or revision
-
-    @property
-    def model(self):
-        if self._model is None:
-            cls_name, source, kw = self._load_args
-            self._model = load_eval_model(self.name, self.checkpoint, cls_name, source, kw, self.device,
-                                          self.precision)
-        return self._model
 
     def identity(self) -> dict:
         ip = self.processor.image_processor
